@@ -1,0 +1,86 @@
+"""Entry point of the ``magnetar`` command.
+
+Each sub-command either works or says plainly that it is not built yet and exits with
+status 2, so a script never mistakes a missing part for a success.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from magnetar import __version__
+
+NOT_BUILT_EXIT_CODE = 2
+
+
+def _not_built(what: str) -> None:
+    click.echo(f"magnetar: '{what}' is not built yet in this version ({__version__}).", err=True)
+    sys.exit(NOT_BUILT_EXIT_CODE)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="magnetar")
+def cli() -> None:
+    """Magnetar: Pulsar's messaging, queuing and streaming model in Python."""
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def standalone() -> None:
+    """One process: embedded metadata store, a bookie, a broker and a functions worker."""
+    _not_built("standalone")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def broker() -> None:
+    """A broker (binary protocol on 6650, HTTP on 8080) for a cluster on ZooKeeper."""
+    _not_built("broker")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def bookie() -> None:
+    """A storage node holding replicated ledger entries."""
+    _not_built("bookie")
+
+
+@cli.command(
+    "functions-worker", context_settings={"ignore_unknown_options": True, "allow_extra_args": True}
+)
+def functions_worker() -> None:
+    """A Functions Worker: runs Python functions, sources and sinks."""
+    _not_built("functions-worker")
+
+
+@cli.command(
+    "local-cluster", context_settings={"ignore_unknown_options": True, "allow_extra_args": True}
+)
+def local_cluster() -> None:
+    """A real ZooKeeper plus N brokers and M bookies on loopback, for tests and demos."""
+    _not_built("local-cluster")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def admin() -> None:
+    """Administer tenants, namespaces, topics and subscriptions (mirrors pulsar-admin)."""
+    _not_built("admin")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def client() -> None:
+    """Produce and consume messages from the command line (mirrors pulsar-client)."""
+    _not_built("client")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def perf() -> None:
+    """Measure publish and consume throughput and latency (mirrors pulsar-perf)."""
+    _not_built("perf")
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -37,38 +37,52 @@ MUST_NOT_EXIST = -1
 # --- errors: both backends raise exactly these ------------------------------------------
 
 
-class NotFound(MetadataError):
+class MetadataStoreError(MetadataError):
+    """Base of the store's typed errors.
+
+    ``op_index`` is set on errors raised by :meth:`MetadataStore.multi`: the index of the op
+    that failed (``None`` elsewhere, or when the backend cannot tell).
+    """
+
+    op_index: int | None = None
+
+
+class NotFound(MetadataStoreError):
     """The node (or, for create, its parent) does not exist."""
 
 
-class NodeExists(MetadataError):
+class NodeExists(MetadataStoreError):
     """A create found the node already there."""
 
 
-class BadVersion(MetadataError):
+class BadVersion(MetadataStoreError):
     """A conditional operation's expected version did not match the node's version."""
 
 
-class NotEmpty(MetadataError):
+class NotEmpty(MetadataStoreError):
     """A non-recursive delete of a node that has children."""
 
 
-class SessionExpired(MetadataError):
+class SessionExpired(MetadataStoreError):
     """The session is LOST; ephemeral nodes are gone. Open a new store to continue."""
 
 
-class ConnectionLoss(MetadataError):
+class ConnectionLoss(MetadataStoreError):
     """The connection dropped during the operation; its outcome is unknown. Retriable."""
 
     retriable = True
 
 
-class InvalidPath(MetadataError):
+class InvalidPath(MetadataStoreError):
     """A path that is not absolute, has empty or '.'/'..' segments, or ends with '/'."""
 
 
-class ValueTooLarge(MetadataError):
+class ValueTooLarge(MetadataStoreError):
     """A value above the store's size limit."""
+
+
+class NoChildrenForEphemerals(MetadataStoreError):
+    """A create under an ephemeral node (ZooKeeper forbids children of ephemeral nodes)."""
 
 
 class FencedByEpoch(BadVersion):

@@ -1,0 +1,92 @@
+"""Embedded-backend specifics: durability across reopen, sharing, one process per file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from magnetar.common.errors import MetadataError
+from magnetar.metadata import connect
+
+
+async def test_reopen_keeps_persistent_nodes_and_drops_ephemeral(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'meta.db'}"
+    store = await connect(url)
+    await store.put("/ledgers/1", b"meta-1")
+    await store.create("/ledgers/2", b"meta-2")
+    await store.create("/bookies/available/b1", b"", ephemeral=True)
+    seq = await store.create("/q/n-", b"", sequential=True)
+    await store.close()
+    reopened = await connect(url)
+    assert (await reopened.get("/ledgers/1")).value == b"meta-1"
+    assert await reopened.children("/ledgers") == ["1", "2"]
+    assert await reopened.children("/bookies/available") == []
+    # sequence numbers never repeat after a reopen
+    assert await reopened.create("/q/n-", b"", sequential=True) > seq
+    await reopened.close()
+
+
+def test_crashed_process_leaves_no_ephemeral_nodes(tmp_path: Path) -> None:
+    db = tmp_path / "meta.db"
+    script = (
+        "import asyncio, os\n"
+        "from magnetar.metadata import connect\n"
+        "async def main():\n"
+        f"    s = await connect('sqlite://{db}')\n"
+        "    await s.put('/kept', b'yes')\n"
+        "    await s.create('/eph', b'', ephemeral=True)\n"
+        "    os._exit(0)  # die without closing the session\n"
+        "asyncio.run(main())\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    check = (
+        "import asyncio\n"
+        "from magnetar.metadata import connect\n"
+        "async def main():\n"
+        f"    s = await connect('sqlite://{db}')\n"
+        "    assert (await s.get('/kept')).value == b'yes'\n"
+        "    assert await s.exists('/eph') is None\n"
+        "    await s.close()\n"
+        "asyncio.run(main())\n"
+    )
+    subprocess.run([sys.executable, "-c", check], check=True, timeout=60)
+
+
+async def test_file_is_held_by_one_process(tmp_path: Path) -> None:
+    db = tmp_path / "meta.db"
+    store = await connect(f"sqlite://{db}")
+    script = (
+        "import asyncio\n"
+        "from magnetar.metadata import connect\n"
+        f"asyncio.run(connect('sqlite://{db}'))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode != 0 and "open in another process" in result.stderr
+    await store.close()
+
+
+async def test_sessions_share_a_named_memory_database() -> None:
+    a = await connect("memory:shared-by-name")
+    b = await connect("memory:shared-by-name")
+    private = await connect("memory:")
+    await a.put("/x", b"1")
+    assert (await b.get("/x")).value == b"1"
+    assert await private.exists("/x") is None
+    for s in (a, b, private):
+        await s.close()
+    fresh = await connect("memory:shared-by-name")  # last close dropped the database
+    assert await fresh.exists("/x") is None
+    await fresh.close()
+
+
+async def test_unknown_urls_and_options_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        await connect("etcd://localhost")
+    with pytest.raises(ValueError):
+        await connect(f"sqlite://{tmp_path / 'x.db'}?journal=off")
+    assert issubclass(MetadataError, Exception)

@@ -1,0 +1,244 @@
+"""Producer access modes of one topic (reference §6.2; Java ``AbstractTopic.addProducer``,
+``incrementTopicEpochIfNeeded``, ``internalAddProducer``, ``handleProducerRemoved``).
+
+Sans-IO: :class:`ProducerAccess` takes admission requests and departures and returns
+results/effects; the shell turns them into PRODUCER_SUCCESS / ERROR / CLOSE_PRODUCER frames
+and persists the topic epoch (:attr:`ProducerAccess.topic_epoch`) before replying.
+
+Rules, in the order they are checked:
+
+* **Shared**: refused with :class:`ProducerBusy` while an exclusive producer holds the topic
+  or exclusive producers wait. A second producer with the **same name** is refused with
+  :class:`ProducerBusy`, unless it is the *successor* of the registered one (same
+  connection, same producer id, larger client ``epoch``: a reconnect on the same
+  connection), which replaces it (effect: :class:`CloseProducer` of the old one, without
+  telling the client).
+* **Exclusive**: refused with :class:`ProducerFenced` if any producer is connected or
+  waiting, or if it presents a ``topic_epoch`` older than the topic's.
+* **WaitForExclusive**: if any producer is connected, the request is queued (FIFO) and the
+  result is ``ready=False`` (reply ``PRODUCER_SUCCESS{producer_ready=false}`` now); when the
+  exclusive holder leaves, the head of the queue becomes the holder (effect
+  :class:`ProducerReady` → second PRODUCER_SUCCESS with the same request id, ready=true).
+  A stale ``topic_epoch`` is refused with :class:`ProducerFenced`. The head of the queue is
+  promoted whenever the topic has no connected producer left (Java promotes only when an
+  *exclusive* holder leaves, so a producer queued behind Shared producers would wait
+  forever there).
+* **ExclusiveWithFencing**: a stale ``topic_epoch`` is refused with :class:`ProducerFenced`
+  (checked first here: Java fences the current producers before this check, so a stale
+  re-registration would knock out the new holder; we refuse it without side effects).
+  Otherwise every connected producer is closed (:class:`CloseProducer` with
+  ``notify_client=True`` → CLOSE_PRODUCER; their re-registration then carries the old,
+  stale epoch) and every waiting producer fails (:class:`FailWaitingProducer`,
+  ProducerFenced "Fenced out"), and the newcomer becomes the holder.
+
+Topic epoch: a new exclusive holder that presents ``topic_epoch`` sets the topic's epoch to
+it; otherwise the epoch is incremented (starting from -1, so the first is 0). The reply
+carries :attr:`ProducerAccess.topic_epoch` (also for Shared producers once an epoch exists,
+as Java does).
+
+Producers are identified by :class:`ProducerKey` (connection id, producer id).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from dataclasses import dataclass
+
+from magnetar.common.errors import MagnetarError, ProducerBusy, ProducerFenced
+
+
+class AccessMode(enum.IntEnum):
+    """Wire ``ProducerAccessMode``."""
+
+    Shared = 0
+    Exclusive = 1
+    WaitForExclusive = 2
+    ExclusiveWithFencing = 3
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerKey:
+    connection_id: int
+    producer_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerRequest:
+    """A PRODUCER command, reduced to what admission needs.
+
+    ``epoch`` is the client's reconnect counter (``CommandProducer.epoch``);
+    ``topic_epoch`` is ``CommandProducer.topic_epoch`` if present.
+    """
+
+    key: ProducerKey
+    name: str
+    access_mode: AccessMode = AccessMode.Shared
+    epoch: int = 0
+    topic_epoch: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CloseProducer:
+    """Close this producer. ``notify_client``: send CLOSE_PRODUCER (fencing) or not (replaced)."""
+
+    key: ProducerKey
+    notify_client: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FailWaitingProducer:
+    """A queued WaitForExclusive producer is refused: reply ERROR with ``error``'s code."""
+
+    key: ProducerKey
+    error: MagnetarError
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerReady:
+    """A queued producer now holds the topic: send PRODUCER_SUCCESS{producer_ready=true}."""
+
+    key: ProducerKey
+    topic_epoch: int
+
+
+ProducerEffect = CloseProducer | FailWaitingProducer | ProducerReady
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Outcome of :meth:`ProducerAccess.add`: ``ready`` False means queued (WaitForExclusive)."""
+
+    ready: bool
+    topic_epoch: int | None
+    effects: tuple[ProducerEffect, ...] = ()
+
+
+class ProducerAccess:
+    """Who may produce on one topic. ``topic_epoch`` restores the persisted epoch, if any."""
+
+    def __init__(self, topic_epoch: int | None = None) -> None:
+        self._topic_epoch = topic_epoch
+        self._producers: dict[str, ProducerRequest] = {}
+        self._exclusive_name: str | None = None
+        self._waiting: deque[ProducerRequest] = deque()
+
+    @property
+    def topic_epoch(self) -> int | None:
+        return self._topic_epoch
+
+    @property
+    def exclusive_producer_name(self) -> str | None:
+        return self._exclusive_name
+
+    @property
+    def has_exclusive_producer(self) -> bool:
+        return self._exclusive_name is not None
+
+    @property
+    def producers(self) -> dict[str, ProducerKey]:
+        """Connected producers by name (a copy)."""
+        return {name: req.key for name, req in self._producers.items()}
+
+    @property
+    def waiting(self) -> list[ProducerKey]:
+        """Queued WaitForExclusive producers, head first."""
+        return [req.key for req in self._waiting]
+
+    def add(self, req: ProducerRequest) -> Admission:
+        """Admit a producer; raises :class:`ProducerBusy` or :class:`ProducerFenced`."""
+        mode = req.access_mode
+        busy_exclusive = self._exclusive_name is not None or bool(self._waiting)
+        if mode is AccessMode.Shared:
+            if busy_exclusive:
+                raise ProducerBusy(
+                    f"Topic has an existing exclusive producer: {self._exclusive_name}"
+                )
+            replaced = self._check_name(req)
+            self._producers[req.name] = req
+            closed = (CloseProducer(replaced, notify_client=False),) if replaced else ()
+            return Admission(True, self._topic_epoch, closed)
+
+        if mode is AccessMode.Exclusive:
+            if busy_exclusive:
+                raise ProducerFenced(
+                    f"Topic has an existing exclusive producer: {self._exclusive_name}"
+                )
+            if self._producers:
+                raise ProducerFenced("Topic has existing shared producers")
+            self._check_stale(req)
+            self._become_exclusive(req)
+            return Admission(True, self._topic_epoch)
+
+        if mode is AccessMode.WaitForExclusive:
+            if self._exclusive_name is not None or self._producers:
+                self._waiting.append(req)
+                return Admission(False, None)
+            self._check_stale(req)
+            self._become_exclusive(req)
+            return Admission(True, self._topic_epoch)
+
+        if mode is AccessMode.ExclusiveWithFencing:
+            self._check_stale(req)
+            effects: list[ProducerEffect] = [
+                FailWaitingProducer(w.key, ProducerFenced("Fenced out")) for w in self._waiting
+            ]
+            self._waiting.clear()
+            effects.extend(
+                CloseProducer(p.key, notify_client=True) for p in self._producers.values()
+            )
+            self._producers.clear()
+            self._exclusive_name = None
+            self._become_exclusive(req)
+            return Admission(True, self._topic_epoch, tuple(effects))
+
+        raise ValueError(f"Invalid producer access mode: {mode!r}")
+
+    def remove(self, key: ProducerKey) -> list[ProducerEffect]:
+        """A producer closed or its connection dropped (also for queued ones).
+
+        If it held the topic exclusively, the head of the wait queue takes over
+        (:class:`ProducerReady`). Unknown keys are ignored.
+        """
+        for i, waiting in enumerate(self._waiting):
+            if waiting.key == key:
+                del self._waiting[i]
+                return []
+        name = next((n for n, r in self._producers.items() if r.key == key), None)
+        if name is None:
+            return []
+        del self._producers[name]
+        if name == self._exclusive_name:
+            self._exclusive_name = None
+        if self._producers or not self._waiting:
+            return []
+        nxt = self._waiting.popleft()
+        epoch = self._become_exclusive(nxt)
+        return [ProducerReady(nxt.key, epoch)]
+
+    def _check_name(self, req: ProducerRequest) -> ProducerKey | None:
+        existing = self._producers.get(req.name)
+        if existing is None:
+            return None
+        if existing.key == req.key and req.epoch > existing.epoch:
+            return existing.key
+        raise ProducerBusy(f"Producer with name '{req.name}' is already connected to topic")
+
+    def _check_stale(self, req: ProducerRequest) -> None:
+        current = -1 if self._topic_epoch is None else self._topic_epoch
+        if req.topic_epoch is not None and req.topic_epoch < current:
+            raise ProducerFenced(
+                f"Topic epoch has already moved. Current epoch: {current}, "
+                f"Producer epoch: {req.topic_epoch}"
+            )
+
+    def _become_exclusive(self, req: ProducerRequest) -> int:
+        self._check_name(req)
+        if req.topic_epoch is not None:
+            epoch = req.topic_epoch
+        else:
+            epoch = (-1 if self._topic_epoch is None else self._topic_epoch) + 1
+        self._topic_epoch = epoch
+        self._exclusive_name = req.name
+        self._producers[req.name] = req
+        return epoch

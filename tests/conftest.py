@@ -1,1 +1,36 @@
 """Fixtures shared by every test package. Package-specific fixtures live beside their tests."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from magnetar.metadata.zookeeper_server import ZooKeeperServer
+
+_chroots = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper server for the whole test session, on a free 127.0.0.1 port with
+    a temporary data directory, stopped (and its directory deleted) at the end.
+
+    Tests share it, so each test must work under its own chroot: use
+    ``zookeeper_url`` (a fresh ``zk://127.0.0.1:<port>/test-<n>`` per test) or
+    ``zookeeper.url(f"/{unique}")``. Sessions may be as short as 1 s (minSessionTimeout).
+    Fails (never skips) when java or the zookeeper package is missing.
+    """
+    server = ZooKeeperServer(fsync=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zookeeper_url(zookeeper: ZooKeeperServer) -> str:
+    """A metadata-store URL on the shared server, under a chroot no other test uses."""
+    return zookeeper.url(f"/test-{next(_chroots)}")

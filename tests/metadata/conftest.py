@@ -15,7 +15,7 @@ OpenStore = Callable[[], Awaitable[MetadataStore]]
 
 _names = itertools.count()
 
-BACKENDS = ["memory", "sqlite"]
+BACKENDS = ["memory", "sqlite", "zookeeper"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -29,6 +29,8 @@ def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> s
         return f"memory:test-{next(_names)}"
     if backend == "sqlite":
         return f"sqlite://{tmp_path / 'metadata.db'}"
+    if backend == "zookeeper":
+        return str(request.getfixturevalue("zookeeper_url"))
     raise AssertionError(backend)
 
 

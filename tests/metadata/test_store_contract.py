@@ -44,6 +44,18 @@ async def wait_for_event(
     raise AssertionError("stream ended before the expected notification")
 
 
+async def wait_for_all(stream: AsyncIterator[Notification], *expected: Notification) -> None:
+    """Wait until every expected notification was seen, in any order (ZooKeeper watches
+    do not order a CREATED against its parent's CHILDREN_CHANGED)."""
+    missing = set(expected)
+    async with asyncio.timeout(WAIT_S):
+        async for event in stream:
+            missing.discard(event)
+            if not missing:
+                return
+    raise AssertionError(f"stream ended; never saw {missing}")
+
+
 async def test_put_get_roundtrip_and_versions(store: MetadataStore) -> None:
     stat = await store.put("/a/b", b"one")
     assert stat.version == 0 and stat.ephemeral_owner is None
@@ -109,7 +121,8 @@ async def test_ephemeral_nodes_end_with_their_session(open_store: OpenStore) -> 
     await owner.put("/eph/persistent", b"stays")
     stat = await observer.exists("/eph/node")
     assert stat is not None and stat.ephemeral_owner == owner.session_id
-    async with observer.notifications("/eph") as stream:  # type: ignore[attr-defined]
+    async with observer.notifications("/eph") as stream:
+        await stream.wait_ready()
         await owner.close()
         await wait_for_event(
             stream, lambda e: e.type is EventType.DELETED and e.path == "/eph/node"
@@ -256,15 +269,29 @@ async def test_notifications_for_each_kind_of_change(open_store: OpenStore) -> N
     writer = await open_store()
     watcher = await open_store()
     await writer.put("/n", b"")
-    async with watcher.notifications("/n") as stream:  # type: ignore[attr-defined]
+    async with watcher.notifications("/n") as stream:
+        await stream.wait_ready()
         await writer.put("/n/x", b"1")
-        await wait_for_event(stream, lambda e: e == Notification(EventType.CREATED, "/n/x"))
-        await wait_for_event(stream, lambda e: e == Notification(EventType.CHILDREN_CHANGED, "/n"))
+        await wait_for_all(
+            stream,
+            Notification(EventType.CREATED, "/n/x"),
+            Notification(EventType.CHILDREN_CHANGED, "/n"),
+        )
         await writer.put("/n/x", b"2")
-        await wait_for_event(stream, lambda e: e == Notification(EventType.MODIFIED, "/n/x"))
+        await wait_for_all(stream, Notification(EventType.MODIFIED, "/n/x"))
         await writer.delete("/n/x")
-        await wait_for_event(stream, lambda e: e == Notification(EventType.DELETED, "/n/x"))
-        await wait_for_event(stream, lambda e: e == Notification(EventType.CHILDREN_CHANGED, "/n"))
+        await wait_for_all(
+            stream,
+            Notification(EventType.DELETED, "/n/x"),
+            Notification(EventType.CHILDREN_CHANGED, "/n"),
+        )
+        # a node created under a new node is seen too (the watch follows the tree)
+        await writer.put("/n/deep/er", b"")
+        await wait_for_all(
+            stream,
+            Notification(EventType.CREATED, "/n/deep"),
+            Notification(EventType.CREATED, "/n/deep/er"),
+        )
 
 
 async def test_notifications_respect_prefix(open_store: OpenStore) -> None:
@@ -273,7 +300,8 @@ async def test_notifications_respect_prefix(open_store: OpenStore) -> None:
     await writer.put("/p/in", b"")
     await writer.put("/q", b"")
     seen: list[Notification] = []
-    async with watcher.notifications("/p") as stream:  # type: ignore[attr-defined]
+    async with watcher.notifications("/p") as stream:
+        await stream.wait_ready()
         await writer.put("/q/out", b"")
         await writer.put("/p-sibling", b"")
         await writer.put("/p/in", b"changed")

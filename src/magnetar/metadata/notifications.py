@@ -116,6 +116,21 @@ class NotificationStream(_Stream[Notification]):
     ) -> None:
         super().__init__(on_close, buffered_max)
         self.prefix = paths.validate(prefix)
+        self._ready = asyncio.Event()
+        self._ready.set()
+
+    async def wait_ready(self) -> None:
+        """Return once the backend watches everything under ``prefix``: every change
+        applied after this returns is notified. Immediate for the embedded backend; the
+        ZooKeeper backend must first set its watches (one round trip per watched node)."""
+        await self._ready.wait()
+
+    def mark_ready_later(self) -> None:
+        """Backend side: the stream is not yet complete until :meth:`mark_ready`."""
+        self._ready.clear()
+
+    def mark_ready(self) -> None:
+        self._ready.set()
 
     def matches(self, notification: Notification) -> bool:
         return paths.is_under(notification.path, self.prefix)

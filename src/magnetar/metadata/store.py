@@ -20,9 +20,12 @@ from __future__ import annotations
 import enum
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from magnetar.common.errors import MetadataError
+
+if TYPE_CHECKING:
+    from magnetar.metadata.notifications import NotificationStream
 
 VALUE_SIZE_MAX_BYTES = 1024 * 1024
 """Default largest value a node may hold (ZooKeeper's jute.maxbuffer is about the same)."""
@@ -235,11 +238,17 @@ class MetadataStore(Protocol):
         changed. Parents are NOT auto-created inside a multi."""
         ...
 
-    def notifications(self, prefix: str = "/") -> AsyncIterator[Notification]:
-        """A stream of changes at or under ``prefix``, from the moment of the call, in the
-        order they were applied. The iterator ends when the store closes. A slow reader
-        does not block the store; it may miss nothing but events queue without bound only
-        up to an internal limit, after which the stream ends with :class:`MetadataError`."""
+    def notifications(self, prefix: str = "/") -> NotificationStream:
+        """A stream of changes at or under ``prefix`` (an async iterator of
+        :class:`Notification`, also an async context manager; close it when done).
+
+        Coverage starts when ``await stream.wait_ready()`` returns (at once for the
+        embedded backend, after the watches are set for ZooKeeper). Embedded: every change,
+        in commit order. ZooKeeper: watch semantics — rapid changes to one node may be
+        coalesced, so treat a notification as "re-read this path". Create and delete also
+        notify CHILDREN_CHANGED on the parent. The stream ends when the store closes. A
+        slow reader never blocks the store: past an internal bound of buffered events
+        the stream raises ``StreamOverflow`` (a :class:`MetadataStoreError`)."""
         ...
 
     def session_states(self) -> AsyncIterator[SessionState]:

@@ -35,6 +35,7 @@ test: $(STAMP) system-deps lint
 # Regenerate the protobuf modules from our .proto files (the output is checked in).
 proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -I$(PROTO_DIR) --python_out=$(PROTO_DIR)/generated \
+		--plugin=protoc-gen-mypy=$(VENV)/bin/protoc-gen-mypy \
 		--mypy_out=$(PROTO_DIR)/generated $(PROTO_DIR)/PulsarApi.proto
 
 clean:

@@ -1,0 +1,403 @@
+"""Conversion between typed commands and the generated protobuf classes (private).
+
+Generic converters are derived once, at import, from the protobuf descriptors and the field
+rules documented in :mod:`magnetar.protocol.command`; the hot-path commands (SEND, MESSAGE,
+ACK, FLOW) and ``MessageIdData`` have hand-written converters instead, because the generic
+ones cost several microseconds per command.
+
+Nothing outside ``magnetar.protocol`` imports this module.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any, TypeVar
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import DecodeError
+from google.protobuf.message import Message as PbMessage
+
+from magnetar.common.errors import ProtocolError, ServerError
+from magnetar.protocol import command as c
+from magnetar.protocol import metadata as md
+from magnetar.protocol.generated import PulsarApi_pb2 as pb
+from magnetar.protocol.message_id import MessageId, to_signed64, to_unsigned64
+
+T = TypeVar("T")
+
+FromPb = Callable[[Any], Any]
+FillPb = Callable[[Any, Any], None]
+
+_PKG = "magnetar.pulsar."
+
+
+def parse_into(m: PbMessage, data: bytes | bytearray | memoryview, what: str) -> None:
+    """Parse ``data`` into ``m`` and check required fields; any failure is ProtocolError."""
+    try:
+        # upb parses any contiguous buffer; the stubs only admit bytes.
+        m.ParseFromString(data)  # type: ignore[arg-type]
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise ProtocolError(f"unparsable {what}: {exc}") from exc
+    if not m.IsInitialized():
+        missing = ", ".join(m.FindInitializationErrors())  # type: ignore[attr-defined]
+        raise ProtocolError(f"{what} lacks required fields: {missing}")
+
+
+def _message_type(f: FieldDescriptor) -> Descriptor:
+    mt = f.message_type
+    assert mt is not None, f.full_name
+    return mt
+
+
+# Protobuf enum full name -> typed IntEnum.
+ENUMS: dict[str, type[enum.IntEnum]] = {
+    _PKG + "ServerError": ServerError,
+    _PKG + "AuthMethod": c.AuthMethod,
+    _PKG + "CompressionType": c.CompressionType,
+    _PKG + "ProducerAccessMode": c.ProducerAccessMode,
+    _PKG + "KeySharedMode": c.KeySharedMode,
+    _PKG + "TxnAction": c.TxnAction,
+    _PKG + "Schema.Type": c.SchemaType,
+    _PKG + "CommandSubscribe.SubType": c.SubType,
+    _PKG + "CommandSubscribe.InitialPosition": c.InitialPosition,
+    _PKG + "CommandAck.AckType": c.AckType,
+    _PKG + "CommandAck.ValidationError": c.ValidationError,
+    _PKG + "CommandPartitionedTopicMetadataResponse.LookupType": c.MetadataResult,
+    _PKG + "CommandLookupTopicResponse.LookupType": c.LookupResult,
+    _PKG + "CommandGetTopicsOfNamespace.Mode": c.TopicsMode,
+    _PKG + "CommandTopicMigrated.ResourceType": c.ResourceType,
+}
+
+# Protobuf message full name -> typed dataclass (commands are added below).
+STRUCTS: dict[str, type[Any]] = {
+    _PKG + "IntRange": c.IntRange,
+    _PKG + "Schema": c.SchemaInfo,
+    _PKG + "EncryptionKeys": c.EncryptionKeys,
+    _PKG + "FeatureFlags": c.FeatureFlags,
+    _PKG + "AuthData": c.AuthData,
+    _PKG + "KeySharedMeta": c.KeySharedMeta,
+    _PKG + "Subscription": c.TxnSubscription,
+    _PKG + "MessageMetadata": md.MessageMetadata,
+    _PKG + "SingleMessageMetadata": md.SingleMessageMetadata,
+    _PKG + "BrokerEntryMetadata": md.BrokerEntryMetadata,
+}
+
+# BaseCommand field name of every command type.
+BASE_FIELD: dict[c.CommandType, str] = {}
+for _t in c.CommandType:
+    _f = pb.BaseCommand.DESCRIPTOR.fields_by_number[int(_t)]
+    BASE_FIELD[_t] = _f.name
+    STRUCTS[_message_type(_f).full_name] = c.COMMAND_CLASSES[_t]
+
+# Optional fields whose presence matters although the protobuf declares a default: the
+# typed field is ``None`` when absent. Required fields that the typed class defaults
+# because the codec fills them in.
+PRESENCE_FIELDS = frozenset({_PKG + "MessageMetadata.num_messages_in_batch"})
+FILLED_BY_CODEC = frozenset({_PKG + "SingleMessageMetadata.payload_size"})
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def typed_name(pb_field_name: str) -> str:
+    """The typed field name of a protobuf field: ``messagePermits`` -> ``message_permits``."""
+    return _CAMEL.sub("_", pb_field_name).lower()
+
+
+# ---------------------------------------------------------------- MessageIdData (hand-written)
+
+
+def message_id_from_pb(m: pb.MessageIdData) -> MessageId:
+    return MessageId(
+        to_signed64(m.ledgerId),
+        to_signed64(m.entryId),
+        m.partition,
+        m.batch_index,
+        tuple(m.ack_set),
+        m.batch_size if m.HasField("batch_size") else None,
+        message_id_from_pb(m.first_chunk_message_id)
+        if m.HasField("first_chunk_message_id")
+        else None,
+    )
+
+
+def fill_message_id(m: pb.MessageIdData, mid: MessageId) -> None:
+    m.ledgerId = to_unsigned64(mid.ledger_id)
+    m.entryId = to_unsigned64(mid.entry_id)
+    if mid.partition != -1:
+        m.partition = mid.partition
+    if mid.batch_index != -1:
+        m.batch_index = mid.batch_index
+    if mid.ack_set:
+        m.ack_set.extend(mid.ack_set)
+    if mid.batch_size is not None:
+        m.batch_size = mid.batch_size
+    if mid.first_chunk_message_id is not None:
+        fill_message_id(m.first_chunk_message_id, mid.first_chunk_message_id)
+
+
+def _kv_from_pb(m: Any) -> tuple[str, Any]:
+    return (m.key, m.value)
+
+
+def _kv_fill(m: Any, kv: tuple[str, Any]) -> None:
+    m.key, m.value = kv
+
+
+# ---------------------------------------------------------------- generic converters
+
+
+class StructCodec:
+    """Converts one typed dataclass to and from one protobuf message type."""
+
+    __slots__ = ("_descriptor", "_getters", "_setters", "pb_cls", "typed")
+
+    def __init__(self, typed: type[Any], descriptor: Descriptor) -> None:
+        self.typed = typed
+        self.pb_cls: type[PbMessage] = getattr(pb, descriptor.name)
+        self._getters: list[tuple[str, FromPb]] = []
+        self._setters: list[FillPb] = []
+        self._descriptor = descriptor
+
+    def build(self) -> None:
+        """Derive the converters (after every codec exists, so nested ones resolve)."""
+        names = {f.name for f in fields(self.typed)}
+        for f in self._descriptor.fields:
+            attr = typed_name(f.name)
+            if attr not in names:
+                raise TypeError(f"{self.typed.__name__} lacks field {attr} ({f.full_name})")
+            self._getters.append((attr, _getter(f)))
+            self._setters.append(_setter(f, attr))
+        extra = names - {typed_name(f.name) for f in self._descriptor.fields}
+        if extra:
+            raise TypeError(f"{self.typed.__name__} has fields not in the proto: {extra}")
+
+    def from_pb(self, m: Any) -> Any:
+        return self.typed(**{attr: get(m) for attr, get in self._getters})
+
+    def fill(self, m: Any, obj: Any) -> None:
+        for set_ in self._setters:
+            set_(m, obj)
+
+
+_CODECS: dict[str, StructCodec] = {}
+
+
+def _codec_for(full_name: str) -> StructCodec:
+    return _CODECS[full_name]
+
+
+def _nested_from(f: FieldDescriptor) -> FromPb:
+    name = _message_type(f).full_name
+    if name == _PKG + "MessageIdData":
+        return message_id_from_pb
+    if name in (_PKG + "KeyValue", _PKG + "KeyLongValue"):
+        return _kv_from_pb
+    codec = _codec_for(name)
+    return codec.from_pb
+
+
+def _nested_fill(f: FieldDescriptor) -> FillPb:
+    name = _message_type(f).full_name
+    if name == _PKG + "MessageIdData":
+        return fill_message_id
+    if name in (_PKG + "KeyValue", _PKG + "KeyLongValue"):
+        return _kv_fill
+    return _codec_for(name).fill
+
+
+def _presence_only(f: FieldDescriptor) -> bool:
+    """True if the typed field is ``None`` when absent."""
+    return not f.is_required and (not f.has_default_value or f.full_name in PRESENCE_FIELDS)
+
+
+def _getter(f: FieldDescriptor) -> FromPb:
+    name = f.name
+    if f.is_repeated:
+        if f.type == FieldDescriptor.TYPE_MESSAGE:
+            conv = _nested_from(f)
+            return lambda m: tuple([conv(x) for x in getattr(m, name)])
+        return lambda m: tuple(getattr(m, name))
+    if f.type == FieldDescriptor.TYPE_MESSAGE:
+        conv = _nested_from(f)
+        if f.is_required:
+            return lambda m: conv(getattr(m, name))
+        return lambda m: conv(getattr(m, name)) if m.HasField(name) else None
+    if f.type == FieldDescriptor.TYPE_ENUM:
+        assert f.enum_type is not None
+        enum_cls = ENUMS[f.enum_type.full_name]
+        if _presence_only(f):
+            return lambda m: enum_cls(getattr(m, name)) if m.HasField(name) else None
+        return lambda m: enum_cls(getattr(m, name))
+    if _presence_only(f):
+        return lambda m: getattr(m, name) if m.HasField(name) else None
+    return lambda m: getattr(m, name)
+
+
+def _setter(f: FieldDescriptor, attr: str) -> FillPb:
+    name = f.name
+    if f.is_repeated:
+        if f.type == FieldDescriptor.TYPE_MESSAGE:
+            fill = _nested_fill(f)
+
+            def set_repeated_messages(m: Any, obj: Any) -> None:
+                container = getattr(m, name)
+                for x in getattr(obj, attr):
+                    fill(container.add(), x)
+
+            return set_repeated_messages
+
+        def set_repeated(m: Any, obj: Any) -> None:
+            values = getattr(obj, attr)
+            if values:
+                getattr(m, name).extend(values)
+
+        return set_repeated
+    if f.type == FieldDescriptor.TYPE_MESSAGE:
+        fill = _nested_fill(f)
+
+        def set_message(m: Any, obj: Any) -> None:
+            value = getattr(obj, attr)
+            if value is not None:
+                sub = getattr(m, name)
+                sub.SetInParent()  # an all-default sub-message must still be present
+                fill(sub, value)
+
+        return set_message
+    if f.is_required and f.full_name not in FILLED_BY_CODEC:
+
+        def set_required(m: Any, obj: Any) -> None:
+            setattr(m, name, getattr(obj, attr))
+
+        return set_required
+    if _presence_only(f):
+
+        def set_present(m: Any, obj: Any) -> None:
+            value = getattr(obj, attr)
+            if value is not None:
+                setattr(m, name, value)
+
+        return set_present
+    default = f.default_value
+
+    def set_unless_default(m: Any, obj: Any) -> None:
+        value = getattr(obj, attr)
+        if value != default:
+            setattr(m, name, value)
+
+    return set_unless_default
+
+
+for _name, _typed in STRUCTS.items():
+    _CODECS[_name] = StructCodec(_typed, pb.DESCRIPTOR.message_types_by_name[_name[len(_PKG) :]])
+for _codec in _CODECS.values():
+    _codec.build()
+
+
+def codec(typed: type[Any]) -> StructCodec:
+    """The generic codec of a typed struct or command class."""
+    return _CODEC_BY_TYPED[typed]
+
+
+_CODEC_BY_TYPED: dict[type[Any], StructCodec] = {cd.typed: cd for cd in _CODECS.values()}
+
+
+# ---------------------------------------------------------------- hot-path commands
+
+
+def _send_from_pb(m: pb.CommandSend) -> c.Send:
+    return c.Send(
+        producer_id=m.producer_id,
+        sequence_id=m.sequence_id,
+        num_messages=m.num_messages,
+        txnid_least_bits=m.txnid_least_bits,
+        txnid_most_bits=m.txnid_most_bits,
+        highest_sequence_id=m.highest_sequence_id,
+        is_chunk=m.is_chunk,
+        marker=m.marker,
+        message_id=message_id_from_pb(m.message_id) if m.HasField("message_id") else None,
+    )
+
+
+def _message_from_pb(m: pb.CommandMessage) -> c.Message:
+    return c.Message(
+        consumer_id=m.consumer_id,
+        message_id=message_id_from_pb(m.message_id),
+        redelivery_count=m.redelivery_count,
+        ack_set=tuple(m.ack_set),
+        consumer_epoch=m.consumer_epoch if m.HasField("consumer_epoch") else None,
+    )
+
+
+def _flow_from_pb(m: pb.CommandFlow) -> c.Flow:
+    return c.Flow(consumer_id=m.consumer_id, message_permits=m.messagePermits)
+
+
+def _ack_from_pb(m: pb.CommandAck) -> c.Ack:
+    return c.Ack(
+        consumer_id=m.consumer_id,
+        ack_type=c.AckType(m.ack_type),
+        message_id=tuple([message_id_from_pb(x) for x in m.message_id]),
+        validation_error=c.ValidationError(m.validation_error)
+        if m.HasField("validation_error")
+        else None,
+        properties=tuple([(x.key, x.value) for x in m.properties]),
+        txnid_least_bits=m.txnid_least_bits,
+        txnid_most_bits=m.txnid_most_bits,
+        request_id=m.request_id if m.HasField("request_id") else None,
+    )
+
+
+# Typed command from its sub-message, by type.
+FROM_PB: dict[c.CommandType, FromPb] = {
+    t: codec(cls).from_pb for t, cls in c.COMMAND_CLASSES.items()
+}
+FROM_PB[c.CommandType.SEND] = _send_from_pb
+FROM_PB[c.CommandType.MESSAGE] = _message_from_pb
+FROM_PB[c.CommandType.FLOW] = _flow_from_pb
+FROM_PB[c.CommandType.ACK] = _ack_from_pb
+
+# Types whose sub-message has required fields, so a BaseCommand lacking it is malformed.
+NEEDS_SUBMESSAGE = frozenset(
+    t
+    for t in c.CommandType
+    if any(
+        f.is_required
+        for f in _message_type(pb.BaseCommand.DESCRIPTOR.fields_by_number[int(t)]).fields
+    )
+)
+
+
+def command_from_base(base: Any) -> c.Command:
+    """Typed command of a parsed, initialized ``BaseCommand``. Raises ProtocolError if the
+    sub-message named by ``type`` is missing."""
+    t = c.CommandType(base.type)
+    field = BASE_FIELD[t]
+    if t in NEEDS_SUBMESSAGE and not base.HasField(field):
+        raise ProtocolError(f"{t.name} command without its {field} sub-message")
+    result: c.Command = FROM_PB[t](getattr(base, field))
+    return result
+
+
+def command_to_base(cmd: c.Command) -> pb.BaseCommand:
+    """A ``BaseCommand`` holding ``cmd``. Raises ValueError/TypeError for invalid values."""
+    base = pb.BaseCommand()
+    base.type = cmd.TYPE  # type: ignore[assignment]
+    sub = getattr(base, BASE_FIELD[cmd.TYPE])
+    sub.SetInParent()
+    codec(type(cmd)).fill(sub, cmd)
+    return base
+
+
+def struct_from_pb(typed: type[T], m: PbMessage) -> T:
+    result: T = codec(typed).from_pb(m)
+    return result
+
+
+def struct_to_pb(obj: Any) -> PbMessage:
+    cd = codec(type(obj))
+    m = cd.pb_cls()
+    cd.fill(m, obj)
+    return m

@@ -1,0 +1,643 @@
+"""A bookie: the storage node that ledgers are replicated to.
+
+:class:`Bookie` owns one data directory (journal, entry logs, index, cookie) and serves the
+bookie protocol on one TCP port. Life cycle: ``await Bookie.start()`` binds the port, checks
+the cookie, loads the index, replays the journal (logging ``replayed N entries from
+journal``), writes a checkpoint, registers ``/ledgers/available/<bookie-id>`` (ephemeral)
+and starts serving; ``await stop()`` reverses it. The bookie id is ``host:port``.
+
+Guarantees:
+
+* an add is acknowledged only after its journal record is fdatasync'ed (group commit);
+* once a ledger is fenced (FENCE or RECOVERY_READ; the fence is journaled before the
+  answer), every later non-recovery add to it fails with FENCED, across restarts;
+* reads serve any entry stored here, including ones beyond the last-add-confirmed;
+* a bookie whose free disk falls below ``disk_free_min_bytes`` turns read-only: it
+  re-registers under ``/ledgers/available/readonly/<id>``, rejects adds with READ_ONLY and
+  keeps serving reads; it turns writable again when space returns;
+* ledgers whose metadata node ``/ledgers/L<id>`` is gone are garbage-collected: forgotten by
+  the index, and their entry logs removed (no live entry left) or compacted (little left).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import shutil
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import crc32c
+
+from magnetar.bookie import codec
+from magnetar.bookie.codec import OpType, Request, Response, Status
+from magnetar.bookie.entry_log import StoredEntry
+from magnetar.bookie.errors import CookieMismatch
+from magnetar.bookie.journal import ADD_ENTRY, FENCE, Journal, replay
+from magnetar.bookie.ledger_storage import CheckpointJob, LedgerStorage
+from magnetar.bookie.server import BookieConnection
+from magnetar.common.clock import Clock, SystemClock
+from magnetar.metadata.store import MetadataStore, NodeExists, NotFound
+
+log = logging.getLogger("magnetar.bookie")
+
+AVAILABLE_PATH: Final = "/ledgers/available"
+READONLY_PATH: Final = "/ledgers/available/readonly"
+COOKIES_PATH: Final = "/ledgers/cookies"
+LEDGERS_PATH: Final = "/ledgers"
+LEDGER_NODE_RE: Final = re.compile(r"^L(\d+)$")
+
+ENTRY_SIZE_MAX_BYTES: Final = 5 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class BookieConfig:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 3181
+    advertised_host: str | None = None
+    entry_size_max_bytes: int = ENTRY_SIZE_MAX_BYTES
+    journal_file_size_max_bytes: int = 256 * 1024 * 1024
+    journal_group_bytes_max: int = 4 * 1024 * 1024
+    journal_group_wait_ms: float = 0.0
+    journal_pending_bytes_max: int = 64 * 1024 * 1024
+    entry_log_size_max_bytes: int = 512 * 1024 * 1024
+    write_cache_max_bytes: int = 64 * 1024 * 1024
+    """A checkpoint starts when the entry-log write buffers exceed this."""
+    checkpoint_interval_ms: int = 5_000
+    gc_interval_ms: int = 60_000
+    compaction_live_fraction_max: float = 0.5
+    disk_free_min_bytes: int = 1024 * 1024 * 1024
+    disk_check_interval_ms: int = 5_000
+    storage_threads: int = 4
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Bookie:
+    """One storage node. Call :meth:`start` once, then :meth:`stop`.
+
+    ``metadata`` may be ``None`` for a bookie used without a cluster (unit tests): then no
+    registration, no cookie in the store, and no garbage collection.
+    """
+
+    def __init__(
+        self, config: BookieConfig, metadata: MetadataStore | None, *, clock: Clock | None = None
+    ) -> None:
+        self.config = config
+        self._metadata = metadata
+        self._clock = clock or SystemClock()
+        self._data_dir = Path(config.data_dir)
+        self._data_dir.mkdir(parents=True, exist_ok=True)
+        self._journal_executor = ThreadPoolExecutor(1, thread_name_prefix="journal")
+        self._storage_executor = ThreadPoolExecutor(
+            config.storage_threads, thread_name_prefix="storage"
+        )
+        self.storage: LedgerStorage | None = None
+        self.journal: Journal | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._checkpoint_lock = asyncio.Lock()
+        self._checkpoint_wanted = asyncio.Event()
+        self._connections: set[BookieConnection] = set()
+        self.readonly = False
+        self._forced_readonly = False
+        self.bookie_id = ""
+        self.port = 0
+        self.replayed_entries = 0
+        self.gc_runs = 0
+        self._stopped = False
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        cfg = self.config
+        self._server = await loop.create_server(
+            lambda: self._new_connection(), cfg.host, cfg.port, start_serving=False
+        )
+        sock = self._server.sockets[0]
+        self.port = int(sock.getsockname()[1])
+        self.bookie_id = f"{cfg.advertised_host or cfg.host}:{self.port}"
+        await self._check_cookie()
+        self.storage = LedgerStorage(
+            self._data_dir, log_size_max_bytes=cfg.entry_log_size_max_bytes
+        )
+        start_pos = await loop.run_in_executor(self._storage_executor, self.storage.load)
+        journal_dir = self._data_dir / "journal"
+        journal_dir.mkdir(exist_ok=True)
+        self.replayed_entries = await loop.run_in_executor(
+            self._storage_executor, self._replay, journal_dir, start_pos
+        )
+        log.info(
+            "bookie %s: replayed %d entries from journal (from %s:%s)",
+            self.bookie_id,
+            self.replayed_entries,
+            start_pos.file_id,
+            start_pos.offset,
+        )
+        self.journal = Journal(
+            journal_dir,
+            clock=self._clock,
+            executor=self._journal_executor,
+            file_size_max_bytes=cfg.journal_file_size_max_bytes,
+            group_bytes_max=cfg.journal_group_bytes_max,
+            group_wait_ms=cfg.journal_group_wait_ms,
+            pending_bytes_max=cfg.journal_pending_bytes_max,
+        )
+        self.journal.start()
+        # Everything replayed is now in ledger storage: checkpoint it so the old journal
+        # files can go.
+        await self.checkpoint()
+        self._update_readonly_from_disk()
+        await self._register()
+        await self._server.start_serving()
+        self._tasks = [
+            loop.create_task(self._checkpoint_loop(), name="bookie-checkpoint"),
+            loop.create_task(self._disk_loop(), name="bookie-disk"),
+        ]
+        if self._metadata is not None:
+            self._tasks.append(loop.create_task(self._gc_loop(), name="bookie-gc"))
+        log.info("bookie %s serving (data dir %s)", self.bookie_id, self._data_dir)
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._connections):
+            conn.close()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if self.journal is not None:
+            await self.journal.close()
+            if self.storage is not None and self.journal.failed is None:
+                await self.checkpoint()
+        if self._metadata is not None:
+            for path in (f"{AVAILABLE_PATH}/{self.bookie_id}", f"{READONLY_PATH}/{self.bookie_id}"):
+                with contextlib.suppress(Exception):
+                    await self._metadata.delete(path)
+        if self.storage is not None:
+            self.storage.close()
+        self._journal_executor.shutdown(wait=True)
+        self._storage_executor.shutdown(wait=True)
+
+    def _new_connection(self) -> BookieConnection:
+        conn = BookieConnection(self, self.config.entry_size_max_bytes + 64 * 1024)
+        self._connections.add(conn)
+        return conn
+
+    def connection_closed(self, conn: BookieConnection) -> None:
+        self._connections.discard(conn)
+
+    # -- cookie and registration -------------------------------------------------------------
+
+    async def _check_cookie(self) -> None:
+        """A cookie ties this data dir to this bookie id, both on disk and in the store."""
+        path = self._data_dir / "cookie"
+        local: dict[str, str] | None = None
+        if path.exists():
+            local = json.loads(path.read_text())
+            if local.get("bookie_id") != self.bookie_id:
+                raise CookieMismatch(
+                    f"data dir {self._data_dir} belongs to bookie {local.get('bookie_id')}, "
+                    f"not {self.bookie_id}"
+                )
+        remote: dict[str, str] | None = None
+        node = f"{COOKIES_PATH}/{self.bookie_id}"
+        if self._metadata is not None:
+            try:
+                remote = json.loads((await self._metadata.get(node)).value)
+            except NotFound:
+                remote = None
+        if local is not None and remote is not None and local != remote:
+            raise CookieMismatch(
+                f"cookie of {self.bookie_id} in the metadata store names data dir instance "
+                f"{remote.get('instance_id')}, but {self._data_dir} is {local.get('instance_id')}"
+            )
+        if local is None and remote is not None:
+            raise CookieMismatch(
+                f"bookie {self.bookie_id} is registered with another data dir "
+                f"(instance {remote.get('instance_id')}); {self._data_dir} has no cookie"
+            )
+        if local is None:
+            local = {"bookie_id": self.bookie_id, "instance_id": uuid.uuid4().hex}
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(local))
+            tmp.replace(path)
+        if remote is None and self._metadata is not None:
+            with contextlib.suppress(NodeExists):
+                await self._metadata.put(node, json.dumps(local).encode(), -1)
+
+    async def _register(self) -> None:
+        if self._metadata is None:
+            return
+        info = json.dumps({"bookie_id": self.bookie_id, "readonly": self.readonly}).encode()
+        want = f"{READONLY_PATH if self.readonly else AVAILABLE_PATH}/{self.bookie_id}"
+        other = f"{AVAILABLE_PATH if self.readonly else READONLY_PATH}/{self.bookie_id}"
+        with contextlib.suppress(NotFound):
+            await self._metadata.delete(other)
+        try:
+            await self._metadata.create(want, info, ephemeral=True)
+        except NodeExists:
+            # A previous session of ours may still hold it until it expires: replace it.
+            with contextlib.suppress(NotFound):
+                await self._metadata.delete(want)
+            await self._metadata.create(want, info, ephemeral=True)
+
+    # -- read-only mode -------------------------------------------------------------------
+
+    def _update_readonly_from_disk(self) -> bool:
+        free = shutil.disk_usage(self._data_dir).free
+        want = self._forced_readonly or free < self.config.disk_free_min_bytes
+        changed = want != self.readonly
+        if changed:
+            log.warning(
+                "bookie %s turns %s (free disk %d bytes, threshold %d)",
+                self.bookie_id,
+                "read-only" if want else "writable",
+                free,
+                self.config.disk_free_min_bytes,
+            )
+        self.readonly = want
+        return changed
+
+    async def set_readonly(self, readonly: bool) -> None:
+        """Force read-only mode on or off (operators, tests); disk checks still apply."""
+        self._forced_readonly = readonly
+        if self._update_readonly_from_disk():
+            await self._register()
+
+    async def _disk_loop(self) -> None:
+        while True:
+            await self._clock.sleep(self.config.disk_check_interval_ms / 1000)
+            if self._update_readonly_from_disk():
+                try:
+                    await self._register()
+                except Exception:
+                    log.exception("re-registration failed")
+
+    # -- journal replay ------------------------------------------------------------------
+
+    def _replay(self, journal_dir: Path, start: object) -> int:
+        """Worker thread, before serving: re-apply journaled records to ledger storage."""
+        assert self.storage is not None
+        from magnetar.bookie.journal import JournalPosition
+
+        assert isinstance(start, JournalPosition)
+        n = 0
+        for rec in replay(journal_dir, start):
+            if rec.type == ADD_ENTRY:
+                self.storage.add_entry(
+                    rec.ledger_id, rec.entry_id, rec.last_add_confirmed, rec.checksum, rec.payload
+                )
+                n += 1
+            elif rec.type == FENCE:
+                self.storage.fence(rec.ledger_id)
+        return n
+
+    # -- requests (event loop; called by BookieConnection) --------------------------------------
+
+    def handle(
+        self, request: Request, payload: bytes, conn: BookieConnection, durable: list[bytes]
+    ) -> None:
+        op = request.op
+        if op == OpType.ADD_ENTRY:
+            self._add(request, payload, conn, durable)
+        elif op == OpType.READ_ENTRY or op == OpType.RECOVERY_READ:
+            self._read(request, conn, durable)
+        elif op == OpType.READ_LAC:
+            self._read_lac(request, conn)
+        elif op == OpType.FENCE:
+            self._fence(request, conn, durable)
+        elif op == OpType.LEDGER_INFO:
+            self._info(request, conn)
+        else:
+            conn.send(self._error(request, Status.BAD_REQUEST, f"unknown operation {op}"))
+
+    def after_batch(self, conn: BookieConnection, durable: list[bytes]) -> None:
+        journal = self.journal
+        assert journal is not None
+        if durable:
+            journal.on_durable(lambda: conn.send(durable))
+        if journal.over_limit:
+            conn.pause_reading()
+            journal.on_durable(conn.resume_reading)
+        storage = self.storage
+        assert storage is not None
+        if storage.entry_logger.buffered_bytes > self.config.write_cache_max_bytes:
+            self._checkpoint_wanted.set()
+
+    @staticmethod
+    def _error(request: Request, status: int, message: str) -> list[bytes]:
+        return codec.encode_response(
+            Response(
+                request_id=request.request_id,
+                op=request.op,
+                status=status,  # type: ignore[arg-type]
+                message=message,
+                ledger_id=request.ledger_id,
+                entry_id=request.entry_id,
+            )
+        )
+
+    def _add(
+        self, request: Request, payload: bytes, conn: BookieConnection, durable: list[bytes]
+    ) -> None:
+        storage = self.storage
+        journal = self.journal
+        assert storage is not None and journal is not None
+        ledger_id = request.ledger_id
+        entry_id = request.entry_id
+        if self.readonly:
+            conn.send(
+                self._error(request, Status.READ_ONLY, f"bookie {self.bookie_id} is read-only")
+            )
+            return
+        if journal.failed is not None:
+            conn.send(self._error(request, Status.INTERNAL_ERROR, "journal failed"))
+            return
+        if len(payload) > self.config.entry_size_max_bytes:
+            conn.send(
+                self._error(
+                    request,
+                    Status.TOO_LARGE,
+                    f"entry of {len(payload)} bytes exceeds {self.config.entry_size_max_bytes}",
+                )
+            )
+            return
+        if entry_id < 0:
+            conn.send(self._error(request, Status.BAD_REQUEST, f"bad entry id {entry_id}"))
+            return
+        if crc32c.crc32c(payload) != request.checksum:
+            conn.send(self._error(request, Status.BAD_REQUEST, "payload checksum mismatch"))
+            return
+        rec = storage.ledgers.get(ledger_id)
+        if rec is not None and rec.fenced and not request.recovery:
+            conn.send(self._error(request, Status.FENCED, f"ledger {ledger_id} is fenced"))
+            return
+        lac = request.last_add_confirmed
+        checksum = request.checksum
+        storage.add_entry(ledger_id, entry_id, lac, checksum, payload)
+        journal.append(ADD_ENTRY, ledger_id, entry_id, lac, checksum, payload)
+        durable.extend(
+            codec.encode_response(
+                Response(
+                    request_id=request.request_id,
+                    op=OpType.ADD_ENTRY,
+                    ledger_id=ledger_id,
+                    entry_id=entry_id,
+                )
+            )
+        )
+
+    def _fence_ledger(self, ledger_id: int) -> bool:
+        """Fence; returns True if this call fenced it (a FENCE record was journaled)."""
+        storage = self.storage
+        journal = self.journal
+        assert storage is not None and journal is not None
+        rec = storage.ledgers.get(ledger_id)
+        if rec is not None and rec.fenced:
+            return False
+        storage.fence(ledger_id)
+        journal.append(FENCE, ledger_id, -1, -1, 0, b"")
+        return True
+
+    def _fence(self, request: Request, conn: BookieConnection, durable: list[bytes]) -> None:
+        storage = self.storage
+        assert storage is not None
+        self._fence_ledger(request.ledger_id)
+        rec = storage.ledgers[request.ledger_id]
+        # Answer after the journal sync even if already fenced: the earlier fence record may
+        # still be in flight.
+        durable.extend(
+            codec.encode_response(
+                Response(
+                    request_id=request.request_id,
+                    op=OpType.FENCE,
+                    ledger_id=request.ledger_id,
+                    last_add_confirmed=rec.lac,
+                    fenced=True,
+                    last_entry_id=rec.last_entry_id,
+                )
+            )
+        )
+
+    def _read_lac(self, request: Request, conn: BookieConnection) -> None:
+        storage = self.storage
+        assert storage is not None
+        rec = storage.ledgers.get(request.ledger_id)
+        if rec is None:
+            conn.send(self._error(request, Status.NO_SUCH_LEDGER, f"no ledger {request.ledger_id}"))
+            return
+        conn.send(
+            codec.encode_response(
+                Response(
+                    request_id=request.request_id,
+                    op=OpType.READ_LAC,
+                    ledger_id=request.ledger_id,
+                    last_add_confirmed=rec.lac,
+                    fenced=rec.fenced,
+                )
+            )
+        )
+
+    def _info(self, request: Request, conn: BookieConnection) -> None:
+        storage = self.storage
+        assert storage is not None
+        rec = storage.ledgers.get(request.ledger_id)
+        if rec is None:
+            conn.send(self._error(request, Status.NO_SUCH_LEDGER, f"no ledger {request.ledger_id}"))
+            return
+        conn.send(
+            codec.encode_response(
+                Response(
+                    request_id=request.request_id,
+                    op=OpType.LEDGER_INFO,
+                    ledger_id=request.ledger_id,
+                    last_add_confirmed=rec.lac,
+                    fenced=rec.fenced,
+                    last_entry_id=rec.last_entry_id,
+                    entry_count=len(rec.entries),
+                    size_bytes=rec.size_bytes,
+                )
+            )
+        )
+
+    def _read(self, request: Request, conn: BookieConnection, durable: list[bytes]) -> None:
+        storage = self.storage
+        assert storage is not None
+        ledger_id = request.ledger_id
+        recovery = request.op == OpType.RECOVERY_READ
+        wait_journal = recovery and self._fence_ledger(ledger_id)
+        rec = storage.ledgers.get(ledger_id)
+        if rec is None:
+            conn.send(self._error(request, Status.NO_SUCH_LEDGER, f"no ledger {ledger_id}"))
+            return
+        location = rec.entries.get(request.entry_id)
+        if location is None:
+            out = self._error(
+                request, Status.NO_SUCH_ENTRY, f"no entry {ledger_id}:{request.entry_id}"
+            )
+            if wait_journal:
+                durable.extend(out)
+            else:
+                conn.send(out)
+            return
+        stored = storage.read_buffered(location)
+        if stored is not None:
+            out = self._entry_response(
+                request, stored.last_add_confirmed, stored.checksum, rec.fenced, stored.payload
+            )
+            if wait_journal:
+                durable.extend(out)
+            else:
+                conn.send(out)
+            return
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(self._storage_executor, storage.read_file, location)
+        fenced = rec.fenced
+
+        def done(f: asyncio.Future[StoredEntry]) -> None:
+            exc = f.exception()
+            if exc is not None:
+                log.error("read of %s:%s failed: %s", ledger_id, request.entry_id, exc)
+                out = self._error(request, Status.INTERNAL_ERROR, f"read failed: {exc}")
+            else:
+                s = f.result()
+                out = self._entry_response(
+                    request, s.last_add_confirmed, s.checksum, fenced, s.payload
+                )
+            if wait_journal:
+                assert self.journal is not None
+                self.journal.on_durable(lambda: conn.send(out))
+            else:
+                conn.send(out)
+
+        fut.add_done_callback(done)
+
+    @staticmethod
+    def _entry_response(
+        request: Request, lac: int, checksum: int, fenced: bool, payload: bytes
+    ) -> list[bytes]:
+        return codec.encode_response(
+            Response(
+                request_id=request.request_id,
+                op=request.op,
+                ledger_id=request.ledger_id,
+                entry_id=request.entry_id,
+                last_add_confirmed=lac,
+                checksum=checksum,
+                fenced=fenced,
+            ),
+            payload,
+        )
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    async def checkpoint(self) -> None:
+        """Persist ledger storage up to the journal's current end, then drop older journal
+        files. One at a time."""
+        storage = self.storage
+        journal = self.journal
+        assert storage is not None and journal is not None
+        async with self._checkpoint_lock:
+            job: CheckpointJob = storage.begin_checkpoint(journal.position)
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._storage_executor, storage.run_checkpoint_io, job)
+            freed = storage.finish_checkpoint(job)
+            if freed:
+                log.info("bookie %s: removed entry logs, %d bytes freed", self.bookie_id, freed)
+            journal.remove_before(job.journal_position)
+
+    async def _checkpoint_loop(self) -> None:
+        interval_s = self.config.checkpoint_interval_ms / 1000
+        loop = asyncio.get_running_loop()
+        while True:
+            # Whichever comes first: the interval (on the injected clock) or a full cache.
+            sleeper = loop.create_task(self._clock.sleep(interval_s))
+            wanted = loop.create_task(self._checkpoint_wanted.wait())
+            try:
+                await asyncio.wait({sleeper, wanted}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleeper.cancel()
+                wanted.cancel()
+            self._checkpoint_wanted.clear()
+            try:
+                await self.checkpoint()
+            except Exception:
+                log.exception("checkpoint failed")
+
+    # -- garbage collection ----------------------------------------------------------------
+
+    async def collect_garbage(self) -> int:
+        """Forget ledgers deleted from the metadata store, then remove or compact entry logs
+        with little live data. Returns the number of entry-log bytes freed."""
+        storage = self.storage
+        assert storage is not None and self._metadata is not None
+        # Snapshot local ledgers BEFORE listing the store: a ledger created after the
+        # listing cannot be in the snapshot, so it is never mistaken for a deleted one.
+        local = list(storage.ledgers)
+        try:
+            names = await self._metadata.children(LEDGERS_PATH)
+        except NotFound:
+            names = []
+        alive = set()
+        for name in names:
+            m = LEDGER_NODE_RE.match(name)
+            if m:
+                alive.add(int(m.group(1)))
+        deleted = [lg for lg in local if lg not in alive]
+        if deleted:
+            storage.delete_ledgers(deleted)
+            log.info(
+                "bookie %s: garbage-collected %d deleted ledgers", self.bookie_id, len(deleted)
+            )
+        loop = asyncio.get_running_loop()
+        active = storage.entry_logger.active_log_id
+        total = storage.log_total_bytes.get(active, 0)
+        if (
+            total
+            and storage.log_live_bytes.get(active, 0) / total
+            < self.config.compaction_live_fraction_max
+        ):
+            # Mostly garbage already: close it so it can be compacted or removed below.
+            storage.entry_logger.roll()
+        # Compaction reads settled logs from their files: flush the write buffers first.
+        await self.checkpoint()
+        for log_id in storage.sparse_logs(self.config.compaction_live_fraction_max):
+            moved = 0
+            for ledger_id, entry_id, loc in storage.live_locations(log_id):
+                stored = await loop.run_in_executor(self._storage_executor, storage.read_file, loc)
+                storage.relocate(ledger_id, entry_id, loc, stored)
+                moved += 1
+            log.info(
+                "bookie %s: compacted entry log %d (%d live entries moved)",
+                self.bookie_id,
+                log_id,
+                moved,
+            )
+            storage.schedule_removal([log_id])
+        dead = storage.dead_logs()
+        storage.schedule_removal(dead)
+        before = sum(storage.log_total_bytes.values())
+        await self.checkpoint()
+        self.gc_runs += 1
+        return max(0, before - sum(storage.log_total_bytes.values()))
+
+    async def _gc_loop(self) -> None:
+        while True:
+            await self._clock.sleep(self.config.gc_interval_ms / 1000)
+            try:
+                await self.collect_garbage()
+            except Exception:
+                log.exception("garbage collection failed")

@@ -1,0 +1,210 @@
+"""Entry logs: append-only files holding the entries of many ledgers interleaved.
+
+File ``entrylogs/<log_id:010d>.log``; each record::
+
+    +-------------+-----------+----------+--------+----------+---------+
+    | len u32     | ledger u64| entry i64| lac i64| crc u32  | payload |
+    +-------------+-----------+----------+--------+----------+---------+
+
+An entry's *location* is one int, ``log_id << 40 | offset`` of its record. New records go to
+an in-memory write buffer of the active log (this is the bookie's write cache); a checkpoint
+:meth:`EntryLogger.freeze`\\ s the buffers, writes and fsyncs them in a worker thread
+(:meth:`EntryLogger.write_frozen`), then :meth:`EntryLogger.release` drops them. Reads look in
+the buffers first, then the files. A restarted bookie never appends to an old log (its tail
+may hold records the index never learned about); those bytes are reclaimed by compaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+ENTRY_HEADER: Final = struct.Struct("<IQqqI")
+HEADER_SIZE: Final = ENTRY_HEADER.size
+OFFSET_BITS: Final = 40
+OFFSET_MASK: Final = (1 << OFFSET_BITS) - 1
+_SUFFIX: Final = ".log"
+
+
+def location_of(log_id: int, offset: int) -> int:
+    return (log_id << OFFSET_BITS) | offset
+
+
+def log_of(location: int) -> int:
+    return location >> OFFSET_BITS
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEntry:
+    ledger_id: int
+    entry_id: int
+    last_add_confirmed: int
+    checksum: int
+    payload: bytes
+
+
+@dataclass(slots=True)
+class _Buffer:
+    log_id: int
+    base_offset: int
+    parts: list[bytes] = field(default_factory=list)
+    size: int = 0
+    frozen: bool = False
+    index: dict[int, int] = field(default_factory=dict)
+    """Offset (within the log) of each record -> position of its header in ``parts``."""
+
+
+def log_ids(directory: Path) -> list[int]:
+    ids = []
+    for p in directory.glob(f"*{_SUFFIX}"):
+        with contextlib.suppress(ValueError):
+            ids.append(int(p.stem))
+    return sorted(ids)
+
+
+class EntryLogger:
+    """Owns the entry log files of one data directory. Not thread-safe except where noted:
+    :meth:`add`, :meth:`freeze`, :meth:`release` run on the event loop; :meth:`write_frozen`
+    and :meth:`read_file` run in worker threads."""
+
+    def __init__(self, directory: Path, *, log_size_max_bytes: int = 512 * 1024 * 1024) -> None:
+        self._dir = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self._log_size_max_bytes = log_size_max_bytes
+        existing = log_ids(directory)
+        self.active_log_id = (existing[-1] + 1) if existing else 1
+        self._active_size = 0
+        self._buffers: list[_Buffer] = [_Buffer(self.active_log_id, 0)]
+        self._read_fds: dict[int, int] = {}
+        self._fd_lock = threading.Lock()
+
+    def path(self, log_id: int) -> Path:
+        return self._dir / f"{log_id:010d}{_SUFFIX}"
+
+    def log_ids(self) -> list[int]:
+        return log_ids(self._dir)
+
+    @property
+    def buffered_bytes(self) -> int:
+        return sum(b.size for b in self._buffers)
+
+    def add(self, ledger_id: int, entry_id: int, lac: int, checksum: int, payload: bytes) -> int:
+        """Append an entry to the active log's buffer; returns its location."""
+        size = HEADER_SIZE + len(payload)
+        if self._active_size and self._active_size + size > self._log_size_max_bytes:
+            self.active_log_id += 1
+            self._active_size = 0
+            self._buffers.append(_Buffer(self.active_log_id, 0))
+        buf = self._buffers[-1]
+        if buf.frozen:
+            buf = _Buffer(self.active_log_id, self._active_size)
+            self._buffers.append(buf)
+        location = location_of(self.active_log_id, self._active_size)
+        parts = buf.parts
+        buf.index[self._active_size] = len(parts)
+        parts.append(ENTRY_HEADER.pack(len(payload), ledger_id, entry_id, lac, checksum))
+        parts.append(payload)
+        buf.size += size
+        self._active_size += size
+        return location
+
+    def roll(self) -> None:
+        """Start a new active log now (garbage collection wants to reclaim the current one)."""
+        if self._active_size:
+            self.active_log_id += 1
+            self._active_size = 0
+            self._buffers.append(_Buffer(self.active_log_id, 0))
+
+    def read_buffered(self, location: int) -> StoredEntry | None:
+        """The entry if it is still in a write buffer, else ``None`` (read the file)."""
+        log_id = location >> OFFSET_BITS
+        offset = location & OFFSET_MASK
+        for buf in self._buffers:
+            if buf.log_id == log_id:
+                i = buf.index.get(offset)
+                if i is not None:
+                    _, ledger, entry, lac, crc = ENTRY_HEADER.unpack(buf.parts[i])
+                    return StoredEntry(ledger, entry, lac, crc, buf.parts[i + 1])
+        return None
+
+    def freeze(self) -> list[_Buffer]:
+        """Mark every buffer so far for writing; later adds go to a new buffer."""
+        frozen = [b for b in self._buffers if not b.frozen and b.size]
+        for b in frozen:
+            b.frozen = True
+        return frozen
+
+    def write_frozen(self, frozen: list[_Buffer]) -> None:
+        """Worker thread: append the frozen buffers to their files and fsync them."""
+        by_log: dict[int, list[_Buffer]] = {}
+        for b in frozen:
+            by_log.setdefault(b.log_id, []).append(b)
+        for log_id, bufs in by_log.items():
+            fd = os.open(self.path(log_id), os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                for b in bufs:
+                    data = b"".join(b.parts)
+                    view = memoryview(data)
+                    pos = 0
+                    while pos < len(data):
+                        pos += os.pwrite(fd, view[pos:], b.base_offset + pos)
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(self._dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def release(self, frozen: list[_Buffer]) -> None:
+        """Drop buffers now safely on disk."""
+        ids = {id(b) for b in frozen}
+        self._buffers = [b for b in self._buffers if id(b) not in ids]
+        if not self._buffers or self._buffers[-1].frozen:
+            self._buffers.append(_Buffer(self.active_log_id, self._active_size))
+
+    def read_file(self, location: int) -> StoredEntry:
+        """Worker thread: read an entry from its file. Raises ``OSError``/``ValueError`` if
+        the file or record is missing or damaged."""
+        log_id = location >> OFFSET_BITS
+        offset = location & OFFSET_MASK
+        with self._fd_lock:
+            fd = self._read_fds.get(log_id)
+            if fd is None:
+                fd = os.open(self.path(log_id), os.O_RDONLY)
+                self._read_fds[log_id] = fd
+        head = os.pread(fd, HEADER_SIZE, offset)
+        if len(head) < HEADER_SIZE:
+            raise ValueError(f"truncated entry header at {log_id}:{offset}")
+        length = ENTRY_HEADER.unpack(head)[0]
+        payload = os.pread(fd, length, offset + HEADER_SIZE)
+        if len(payload) < length:
+            raise ValueError(f"truncated entry at {log_id}:{offset}")
+        _, ledger, entry, lac, crc = ENTRY_HEADER.unpack(head)
+        return StoredEntry(ledger, entry, lac, crc, payload)
+
+    def remove(self, log_id: int) -> int:
+        """Delete a whole log file (all its entries are dead). Returns the bytes freed."""
+        with self._fd_lock:
+            fd = self._read_fds.pop(log_id, None)
+        if fd is not None:
+            os.close(fd)
+        p = self.path(log_id)
+        try:
+            size = p.stat().st_size
+        except FileNotFoundError:
+            return 0
+        p.unlink()
+        return size
+
+    def close(self) -> None:
+        with self._fd_lock:
+            for fd in self._read_fds.values():
+                os.close(fd)
+            self._read_fds.clear()

@@ -1,0 +1,314 @@
+"""The journal: a write-ahead log that makes every add durable before it is acknowledged.
+
+Files ``journal/<file_id:020d>.jnl`` hold records back to back::
+
+    +---------+-----------+----------+--------+-------------+--------+----------+---------+
+    | len u32 | hcrc u32  | type u8  | ledger | entry i64   | lac i64| crc u32  | payload |
+    |         |           |          | u64    |             |        | (entry's)|         |
+    +---------+-----------+----------+--------+-------------+--------+----------+---------+
+
+``len`` is the payload length; ``hcrc`` is the CRC32C of the fields after it (type..crc);
+``crc`` is the client's CRC32C of the payload. Replay stops at the first record that is
+short or fails either check: that is the torn tail of a crash (nothing after it was ever
+acknowledged, because acknowledgements wait for the sync that covers them).
+
+Group commit: :meth:`Journal.append` only copies the record into an in-memory batch. One
+flusher task writes the batch and fdatasyncs it in a worker thread, so the event loop keeps
+accepting adds meanwhile; everything appended while one sync runs is covered by the next.
+When ``group_wait_ms`` > 0 the flusher waits at most that long for a batch to reach
+``group_bytes_max`` before syncing (trading latency for fewer syncs); with 0 it syncs as
+soon as the previous sync returns, which already groups every add that arrived meanwhile. ``pending_bytes_max`` bounds memory: callers check
+:attr:`Journal.over_limit` and stop reading from their sockets until durable callbacks fire.
+
+Files roll at ``file_size_max_bytes`` (decided at append time, so every record's position is
+known at once); files wholly before a checkpoint's position are removed with
+:meth:`Journal.remove_before`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import struct
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import crc32c
+
+from magnetar.common.clock import Clock
+
+log = logging.getLogger(__name__)
+
+RECORD_HEADER: Final = struct.Struct("<IIBQqqI")
+_CRC_PART: Final = struct.Struct("<BQqqI")
+HEADER_SIZE: Final = RECORD_HEADER.size
+
+ADD_ENTRY: Final = 1
+FENCE: Final = 2
+
+_SUFFIX: Final = ".jnl"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class JournalPosition:
+    """A point in the journal: everything before it (in file order) precedes it."""
+
+    file_id: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRecord:
+    type: int
+    ledger_id: int
+    entry_id: int
+    last_add_confirmed: int
+    checksum: int
+    payload: bytes
+
+
+def encode_record(
+    type_: int, ledger_id: int, entry_id: int, lac: int, checksum: int, payload_len: int
+) -> bytes:
+    """The record header; the payload follows it unchanged."""
+    part = _CRC_PART.pack(type_, ledger_id, entry_id, lac, checksum)
+    return RECORD_HEADER.pack(
+        payload_len, crc32c.crc32c(part), type_, ledger_id, entry_id, lac, checksum
+    )
+
+
+def journal_file_ids(directory: Path) -> list[int]:
+    ids = []
+    for p in directory.glob(f"*{_SUFFIX}"):
+        with contextlib.suppress(ValueError):
+            ids.append(int(p.stem))
+    return sorted(ids)
+
+
+def _path(directory: Path, file_id: int) -> Path:
+    return directory / f"{file_id:020d}{_SUFFIX}"
+
+
+def replay(directory: Path, start: JournalPosition) -> Iterator[JournalRecord]:
+    """Every intact record at or after ``start``, in order. A damaged record ends its file
+    (the torn tail of a crash); replay goes on with the next file."""
+    for file_id in journal_file_ids(directory):
+        if file_id < start.file_id:
+            continue
+        data = _path(directory, file_id).read_bytes()
+        pos = start.offset if file_id == start.file_id else 0
+        end = len(data)
+        while end - pos >= HEADER_SIZE:
+            length, hcrc, type_, ledger, entry, lac, crc = RECORD_HEADER.unpack_from(data, pos)
+            if crc32c.crc32c(data[pos + 8 : pos + HEADER_SIZE]) != hcrc:
+                break
+            p = pos + HEADER_SIZE
+            if end - p < length:
+                break
+            payload = data[p : p + length]
+            if type_ == ADD_ENTRY and crc32c.crc32c(payload) != crc:
+                break
+            yield JournalRecord(type_, ledger, entry, lac, crc, payload)
+            pos = p + length
+
+
+class Journal:
+    """Append records, learn when they are durable.
+
+    Ownership: :meth:`append` copies nothing after returning — the caller must not mutate
+    ``payload`` afterwards (``bytes`` are immutable, so the usual case is safe). Callbacks
+    registered with :meth:`on_durable` run on the event loop, in registration order, once
+    every record appended before the registration is fdatasync'ed.
+
+    If a write or sync fails the journal is broken: :attr:`failed` is set, pending callbacks
+    never run, and the owner must stop (a bookie that cannot persist must not acknowledge).
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        clock: Clock,
+        executor: Executor | None = None,
+        file_size_max_bytes: int = 256 * 1024 * 1024,
+        group_bytes_max: int = 4 * 1024 * 1024,
+        group_wait_ms: float = 0.0,
+        pending_bytes_max: int = 64 * 1024 * 1024,
+        start_file_id: int | None = None,
+    ) -> None:
+        self._dir = directory
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._clock = clock
+        self._executor = executor
+        self._file_size_max_bytes = file_size_max_bytes
+        self._group_bytes_max = group_bytes_max
+        self._group_wait_s = group_wait_ms / 1000.0
+        self._pending_bytes_max = pending_bytes_max
+        existing = journal_file_ids(directory)
+        # Never append to an existing file: its tail may be torn.
+        self._file_id = (
+            start_file_id if start_file_id is not None else (existing[-1] + 1 if existing else 1)
+        )
+        self._file_offset = 0
+        # Segments waiting for the flusher: [file_id, [buffers], bytes].
+        self._segments: list[tuple[int, list[bytes]]] = [(self._file_id, [])]
+        self._pending_bytes = 0
+        self._callbacks: list[Callable[[], None]] = []
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._fds: dict[int, int] = {}
+        self.failed: BaseException | None = None
+        self.syncs = 0
+        self._closing = False
+
+    # -- appending (event loop) ----------------------------------------------------------
+
+    @property
+    def position(self) -> JournalPosition:
+        """The end of everything appended so far."""
+        return JournalPosition(self._file_id, self._file_offset)
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._pending_bytes
+
+    @property
+    def over_limit(self) -> bool:
+        return self._pending_bytes >= self._pending_bytes_max
+
+    def append(
+        self, type_: int, ledger_id: int, entry_id: int, lac: int, checksum: int, payload: bytes
+    ) -> None:
+        size = HEADER_SIZE + len(payload)
+        if self._file_offset and self._file_offset + size > self._file_size_max_bytes:
+            self._file_id += 1
+            self._file_offset = 0
+            self._segments.append((self._file_id, []))
+        bufs = self._segments[-1][1]
+        bufs.append(encode_record(type_, ledger_id, entry_id, lac, checksum, len(payload)))
+        if payload:
+            bufs.append(payload)
+        self._file_offset += size
+        self._pending_bytes += size
+        if not self._wakeup.is_set():
+            self._wakeup.set()
+
+    def on_durable(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once everything appended so far is synced."""
+        self._callbacks.append(callback)
+        if not self._wakeup.is_set():
+            self._wakeup.set()
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._flusher(), name="journal")
+
+    async def close(self) -> None:
+        """Flush and sync what is pending, then stop."""
+        self._closing = True
+        self._wakeup.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    def remove_before(self, position: JournalPosition) -> int:
+        """Delete journal files wholly before ``position`` (checkpointed). Returns how many."""
+        removed = 0
+        for file_id in journal_file_ids(self._dir):
+            if file_id >= position.file_id:
+                break
+            fd = self._fds.pop(file_id, None)
+            if fd is not None:
+                os.close(fd)
+            _path(self._dir, file_id).unlink(missing_ok=True)
+            removed += 1
+        return removed
+
+    # -- the flusher ----------------------------------------------------------------------
+
+    async def _flusher(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            if self._group_wait_s > 0 and self._pending_bytes < self._group_bytes_max:
+                await self._clock.sleep(self._group_wait_s)
+            segments, callbacks = self._take_batch()
+            if segments:
+                try:
+                    await loop.run_in_executor(self._executor, self._write_and_sync, segments)
+                except Exception as exc:
+                    log.exception("journal write failed; the bookie can no longer persist")
+                    self.failed = exc
+                    return
+                self.syncs += 1
+            for cb in callbacks:
+                cb()
+            if self._segments[-1][1] or len(self._segments) > 1 or self._callbacks:
+                self._wakeup.set()
+            elif self._closing:
+                return
+
+    def _take_batch(self) -> tuple[list[tuple[int, list[bytes]]], list[Callable[[], None]]]:
+        """Take every pending record and every callback (all registered before the take).
+        Memory is bounded by callers honouring :attr:`over_limit`."""
+        segments = [seg for seg in self._segments if seg[1]]
+        self._segments = [(self._file_id, [])]
+        self._pending_bytes = 0
+        callbacks, self._callbacks = self._callbacks, []
+        return segments, callbacks
+
+    def _fd(self, file_id: int) -> int:
+        fd = self._fds.get(file_id)
+        if fd is None:
+            for old in [f for f in self._fds if f < file_id]:
+                os.fdatasync(self._fds[old])
+                os.close(self._fds.pop(old))
+            fd = os.open(_path(self._dir, file_id), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._fds[file_id] = fd
+            _fsync_dir(self._dir)
+        return fd
+
+    def _write_and_sync(self, segments: list[tuple[int, list[bytes]]]) -> None:
+        """Worker thread: write each segment to its file and fdatasync it."""
+        for file_id, bufs in segments:
+            fd = self._fd(file_id)
+            if bufs:
+                _writev_all(fd, bufs)
+            os.fdatasync(fd)
+
+
+_IOV_MAX: Final = 1024
+
+
+def _writev_all(fd: int, bufs: list[bytes]) -> None:
+    i = 0
+    n = len(bufs)
+    while i < n:
+        chunk = bufs[i : i + _IOV_MAX]
+        total = sum(len(b) for b in chunk)
+        written = os.writev(fd, chunk)
+        if written < total:
+            # Short write (rare): finish this chunk byte-exactly.
+            rest = b"".join(chunk)[written:]
+            while rest:
+                k = os.write(fd, rest)
+                rest = rest[k:]
+        i += _IOV_MAX
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,380 @@
+"""Ledger storage: entry logs plus the index ``(ledger, entry) → location``, and checkpoints.
+
+The index lives in memory (one :class:`LedgerRecord` per ledger) and is persisted at each
+checkpoint to an index file ``index/<generation:010d>.idx`` of fixed-size records::
+
+    type u8 | ledger u64 | a i64 | b u64 | c u32            (29 bytes)
+    ENTRY   :  entry_id   location  record size
+    LEDGER  :  lac        fenced    0
+    DELETE  :  0          0         0
+
+A checkpoint (:meth:`LedgerStorage.begin_checkpoint` on the loop, :meth:`run_checkpoint_io`
+in a worker thread, :meth:`finish_checkpoint` on the loop) makes durable, in this order: the
+entry-log buffers (fsync), the index delta (fsync), and the ``checkpoint`` file naming the
+journal position up to which everything is now in ledger storage plus the index file's
+generation and valid length (written to a temp file, fsync'ed and renamed). After a crash,
+:meth:`load` reads the index up to that length and the caller replays the journal from that
+position. When ledgers were deleted, the next checkpoint writes a whole new generation
+instead of a delta, which drops them.
+
+Garbage: every entry log's total and live bytes are tracked; :meth:`dead_logs` are logs with
+no live entry (removed whole), :meth:`sparse_logs` logs worth compacting (live entries are
+copied to the active log, then the old log is removed after the next checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from magnetar.bookie.entry_log import HEADER_SIZE, EntryLogger, StoredEntry, _Buffer, log_of
+from magnetar.bookie.journal import JournalPosition
+
+INDEX_RECORD: Final = struct.Struct("<BQqQI")
+_ENTRY: Final = 1
+_LEDGER: Final = 2
+_DELETE: Final = 3
+
+
+@dataclass(slots=True)
+class LedgerRecord:
+    """What this bookie holds of one ledger."""
+
+    entries: dict[int, int] = field(default_factory=dict)
+    """entry id → location."""
+    sizes: dict[int, int] = field(default_factory=dict)
+    """entry id → record size in the entry log (header + payload)."""
+    lac: int = -1
+    fenced: bool = False
+
+    @property
+    def last_entry_id(self) -> int:
+        return max(self.entries) if self.entries else -1
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(self.sizes.values()) - HEADER_SIZE * len(self.sizes)
+
+
+@dataclass(slots=True)
+class CheckpointJob:
+    journal_position: JournalPosition
+    frozen: list[_Buffer]
+    index_bytes: bytes
+    generation: int
+    rewrite: bool
+    logs_to_remove: list[int]
+
+
+@dataclass(slots=True)
+class _CheckpointState:
+    journal_position: JournalPosition = field(default_factory=lambda: JournalPosition(0, 0))
+    generation: int = 1
+    index_length: int = 0
+
+
+class LedgerStorage:
+    """The in-memory index and its persistence; owns an :class:`EntryLogger`. Event-loop
+    methods are not thread-safe; ``run_checkpoint_io`` and ``read_file`` run in threads."""
+
+    def __init__(self, data_dir: Path, *, log_size_max_bytes: int = 512 * 1024 * 1024) -> None:
+        self._data_dir = data_dir
+        self._index_dir = data_dir / "index"
+        self._index_dir.mkdir(parents=True, exist_ok=True)
+        self._checkpoint_path = data_dir / "checkpoint"
+        self.ledgers: dict[int, LedgerRecord] = {}
+        self._state = self._read_checkpoint()
+        self.entry_logger = EntryLogger(
+            data_dir / "entrylogs", log_size_max_bytes=log_size_max_bytes
+        )
+        self._dirty_entries: list[tuple[int, int, int, int]] = []
+        self._dirty_ledgers: set[int] = set()
+        self._rewrite = False
+        self.log_total_bytes: dict[int, int] = {}
+        self.log_live_bytes: dict[int, int] = {}
+        self._logs_pending_removal: list[int] = []
+
+    # -- startup ----------------------------------------------------------------------------
+
+    def _read_checkpoint(self) -> _CheckpointState:
+        try:
+            raw = json.loads(self._checkpoint_path.read_bytes())
+        except FileNotFoundError:
+            return _CheckpointState()
+        return _CheckpointState(
+            JournalPosition(int(raw["journal_file"]), int(raw["journal_offset"])),
+            int(raw["index_generation"]),
+            int(raw["index_length"]),
+        )
+
+    def _index_path(self, generation: int) -> Path:
+        return self._index_dir / f"{generation:010d}.idx"
+
+    def load(self) -> JournalPosition:
+        """Load the index as of the last checkpoint; returns where journal replay starts."""
+        path = self._index_path(self._state.generation)
+        data = b""
+        if path.exists():
+            with path.open("rb") as f:
+                data = f.read(self._state.index_length)
+            # Anything past the checkpointed length was never part of a checkpoint.
+            os.truncate(path, self._state.index_length)
+        for p in self._index_dir.glob("*.idx"):
+            if p != path:
+                p.unlink()
+        for type_, ledger, a, b, c in INDEX_RECORD.iter_unpack(data):
+            if type_ == _ENTRY:
+                rec = self.ledgers.get(ledger)
+                if rec is None:
+                    rec = self.ledgers[ledger] = LedgerRecord()
+                rec.entries[a] = b
+                rec.sizes[a] = c
+            elif type_ == _LEDGER:
+                rec = self.ledgers.get(ledger)
+                if rec is None:
+                    rec = self.ledgers[ledger] = LedgerRecord()
+                rec.lac = max(rec.lac, a)
+                rec.fenced = rec.fenced or bool(b)
+            elif type_ == _DELETE:
+                self.ledgers.pop(ledger, None)
+        for log_id in self.entry_logger.log_ids():
+            self.log_total_bytes[log_id] = self.entry_logger.path(log_id).stat().st_size
+            self.log_live_bytes.setdefault(log_id, 0)
+        for rec in self.ledgers.values():
+            for entry, loc in rec.entries.items():
+                lid = log_of(loc)
+                self.log_live_bytes[lid] = self.log_live_bytes.get(lid, 0) + rec.sizes[entry]
+        return self._state.journal_position
+
+    # -- writes (event loop) ----------------------------------------------------------------
+
+    def add_entry(
+        self, ledger_id: int, entry_id: int, lac: int, checksum: int, payload: bytes
+    ) -> None:
+        rec = self.ledgers.get(ledger_id)
+        if rec is None:
+            rec = self.ledgers[ledger_id] = LedgerRecord()
+        location = self.entry_logger.add(ledger_id, entry_id, lac, checksum, payload)
+        size = HEADER_SIZE + len(payload)
+        old = rec.entries.get(entry_id)
+        if old is not None:
+            self._unlive(old, rec.sizes[entry_id])
+        rec.entries[entry_id] = location
+        rec.sizes[entry_id] = size
+        if lac > rec.lac:
+            rec.lac = lac
+        lid = location >> 40
+        self.log_total_bytes[lid] = self.log_total_bytes.get(lid, 0) + size
+        self.log_live_bytes[lid] = self.log_live_bytes.get(lid, 0) + size
+        self._dirty_entries.append((ledger_id, entry_id, location, size))
+        self._dirty_ledgers.add(ledger_id)
+
+    def _unlive(self, location: int, size: int) -> None:
+        lid = log_of(location)
+        self.log_live_bytes[lid] = self.log_live_bytes.get(lid, 0) - size
+
+    def fence(self, ledger_id: int) -> LedgerRecord:
+        """Fence the ledger (creating an empty record if this bookie has none)."""
+        rec = self.ledgers.get(ledger_id)
+        if rec is None:
+            rec = self.ledgers[ledger_id] = LedgerRecord()
+        if not rec.fenced:
+            rec.fenced = True
+            self._dirty_ledgers.add(ledger_id)
+        return rec
+
+    def delete_ledgers(self, ledger_ids: list[int]) -> int:
+        """Forget ledgers (deleted from metadata). Returns how many were known."""
+        n = 0
+        for ledger_id in ledger_ids:
+            rec = self.ledgers.pop(ledger_id, None)
+            if rec is None:
+                continue
+            n += 1
+            for entry, loc in rec.entries.items():
+                self._unlive(loc, rec.sizes[entry])
+            self._dirty_ledgers.discard(ledger_id)
+            self._rewrite = True
+        return n
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def location(self, ledger_id: int, entry_id: int) -> int | None:
+        rec = self.ledgers.get(ledger_id)
+        if rec is None:
+            return None
+        return rec.entries.get(entry_id)
+
+    def read_buffered(self, location: int) -> StoredEntry | None:
+        return self.entry_logger.read_buffered(location)
+
+    def read_file(self, location: int) -> StoredEntry:
+        """Worker thread."""
+        return self.entry_logger.read_file(location)
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._dirty_entries or self._dirty_ledgers or self._rewrite)
+
+    def begin_checkpoint(self, journal_position: JournalPosition) -> CheckpointJob:
+        """Snapshot what must be persisted; ``journal_position`` must be the journal's end at
+        this instant (every record before it has been applied here)."""
+        frozen = self.entry_logger.freeze()
+        rewrite = self._rewrite
+        pack = INDEX_RECORD.pack
+        parts: list[bytes] = []
+        if rewrite:
+            for ledger, rec in self.ledgers.items():
+                sizes = rec.sizes
+                parts.extend(
+                    pack(_ENTRY, ledger, e, loc, sizes[e]) for e, loc in rec.entries.items()
+                )
+                parts.append(pack(_LEDGER, ledger, rec.lac, int(rec.fenced), 0))
+            generation = self._state.generation + 1
+        else:
+            ledgers = self.ledgers
+            parts = [
+                pack(_ENTRY, lg, e, loc, size)
+                for lg, e, loc, size in self._dirty_entries
+                if lg in ledgers
+            ]
+            for lg in self._dirty_ledgers:
+                dirty = ledgers.get(lg)
+                if dirty is not None:
+                    parts.append(pack(_LEDGER, lg, dirty.lac, int(dirty.fenced), 0))
+            generation = self._state.generation
+        self._dirty_entries = []
+        self._dirty_ledgers = set()
+        self._rewrite = False
+        removals, self._logs_pending_removal = self._logs_pending_removal, []
+        return CheckpointJob(
+            journal_position, frozen, b"".join(parts), generation, rewrite, removals
+        )
+
+    def run_checkpoint_io(self, job: CheckpointJob) -> None:
+        """Worker thread: entry logs, then index, then the checkpoint file."""
+        if job.frozen:
+            self.entry_logger.write_frozen(job.frozen)
+        path = self._index_path(job.generation)
+        if job.rewrite:
+            length = len(job.index_bytes)
+            _write_file_synced(path, job.index_bytes)
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            try:
+                view = memoryview(job.index_bytes)
+                off = self._state.index_length
+                pos = 0
+                while pos < len(view):
+                    pos += os.pwrite(fd, view[pos:], off + pos)
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+            length = self._state.index_length + len(job.index_bytes)
+        _fsync_dir(self._index_dir)
+        state = _CheckpointState(job.journal_position, job.generation, length)
+        tmp = self._checkpoint_path.with_suffix(".tmp")
+        _write_file_synced(
+            tmp,
+            json.dumps(
+                {
+                    "journal_file": state.journal_position.file_id,
+                    "journal_offset": state.journal_position.offset,
+                    "index_generation": state.generation,
+                    "index_length": state.index_length,
+                }
+            ).encode(),
+        )
+        os.replace(tmp, self._checkpoint_path)
+        _fsync_dir(self._data_dir)
+        old_generation = self._state.generation
+        self._state = state
+        if job.rewrite and old_generation != job.generation:
+            self._index_path(old_generation).unlink(missing_ok=True)
+
+    def finish_checkpoint(self, job: CheckpointJob) -> int:
+        """Loop: drop flushed buffers, remove logs the persisted index no longer references.
+        Returns the bytes of entry logs removed."""
+        self.entry_logger.release(job.frozen)
+        freed = 0
+        for log_id in job.logs_to_remove:
+            freed += self.entry_logger.remove(log_id)
+            self.log_total_bytes.pop(log_id, None)
+            self.log_live_bytes.pop(log_id, None)
+        return freed
+
+    # -- garbage ----------------------------------------------------------------------------
+
+    def _settled_logs(self) -> list[int]:
+        """Logs fully on disk and no longer appended to."""
+        active = self.entry_logger.active_log_id
+        return [lid for lid in self.log_total_bytes if lid < active]
+
+    def dead_logs(self) -> list[int]:
+        return [lid for lid in self._settled_logs() if self.log_live_bytes.get(lid, 0) <= 0]
+
+    def sparse_logs(self, live_fraction_max: float) -> list[int]:
+        out = []
+        for lid in self._settled_logs():
+            total = self.log_total_bytes[lid]
+            live = self.log_live_bytes.get(lid, 0)
+            if live > 0 and total and live / total < live_fraction_max:
+                out.append(lid)
+        return out
+
+    def live_locations(self, log_id: int) -> list[tuple[int, int, int]]:
+        """``(ledger, entry, location)`` of every live entry stored in ``log_id``."""
+        out = []
+        for ledger, rec in self.ledgers.items():
+            for entry, loc in rec.entries.items():
+                if loc >> 40 == log_id:
+                    out.append((ledger, entry, loc))
+        return out
+
+    def relocate(
+        self, ledger_id: int, entry_id: int, old_location: int, stored: StoredEntry
+    ) -> None:
+        """Compaction: copy an entry read from an old log to the active log, if it is still
+        live at ``old_location``."""
+        rec = self.ledgers.get(ledger_id)
+        if rec is None or rec.entries.get(entry_id) != old_location:
+            return
+        lac = rec.lac
+        self.add_entry(
+            ledger_id, entry_id, stored.last_add_confirmed, stored.checksum, stored.payload
+        )
+        rec.lac = lac
+
+    def schedule_removal(self, log_ids: list[int]) -> None:
+        """Remove these logs after the next checkpoint (once the index no longer needs them)."""
+        self._logs_pending_removal.extend(log_ids)
+        self._rewrite = self._rewrite or bool(log_ids)
+
+    def close(self) -> None:
+        self.entry_logger.close()
+
+
+def _write_file_synced(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        pos = 0
+        while pos < len(view):
+            pos += os.write(fd, view[pos:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,86 @@
+"""The thin asyncio shell around a bookie: one :class:`BookieConnection` per TCP connection.
+
+It feeds bytes to the sans-IO :class:`~magnetar.bookie.codec.RequestDecoder`, hands every
+request of a read to the :class:`RequestHandler` (the bookie), and writes responses with one
+``writelines`` per batch. Add responses are released only once the journal has synced them
+(the handler appends them to ``durable``); everything else goes out as soon as it is ready.
+A malformed or oversized frame closes this connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Protocol
+
+from magnetar.bookie.codec import FRAME_SIZE_MAX_BYTES, Request, RequestDecoder
+from magnetar.common.errors import ProtocolError
+
+log = logging.getLogger(__name__)
+
+
+class RequestHandler(Protocol):
+    def handle(
+        self, request: Request, payload: bytes, conn: BookieConnection, durable: list[bytes]
+    ) -> None:
+        """Handle one request. Append response buffers that must wait for the journal to
+        ``durable``; send others with ``conn.send`` (now or later)."""
+        ...
+
+    def after_batch(self, conn: BookieConnection, durable: list[bytes]) -> None:
+        """Called once per read from the socket, after every request in it was handled."""
+        ...
+
+    def connection_closed(self, conn: BookieConnection) -> None: ...
+
+
+class BookieConnection(asyncio.Protocol):
+    def __init__(
+        self, handler: RequestHandler, frame_size_max_bytes: int = FRAME_SIZE_MAX_BYTES
+    ) -> None:
+        self._handler = handler
+        self._decoder = RequestDecoder(frame_size_max_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.peer = "?"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.transport = None
+        self._handler.connection_closed(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            requests = self._decoder.feed(data)
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.close()
+            return
+        durable: list[bytes] = []
+        handle = self._handler.handle
+        for request, payload in requests:
+            handle(request, payload, self, durable)
+        self._handler.after_batch(self, durable)
+
+    def send(self, buffers: list[bytes]) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.writelines(buffers)
+
+    def pause_reading(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        self.closed = True

@@ -1,0 +1,205 @@
+"""Client side of the bookie protocol: one pipelined connection per bookie.
+
+:class:`BookieClient` sends requests without waiting (any number in flight, any ledgers) and
+matches responses by request id. Request ids come from one counter per
+:class:`BookiePool`, so a caller can encode a request header once and send the same bytes to
+several bookies (what a striped add does). Requests written during one event-loop turn go
+out in one ``writelines``.
+
+Completion is by callback, ``callback(response, payload, error)``, called exactly once:
+with ``error`` set (:class:`BookieUnavailable`) if the connection fails or the request
+outlives ``request_timeout_ms``. Callbacks run on the event loop and must not raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Final
+
+from magnetar.bookie.codec import (
+    FRAME_SIZE_MAX_BYTES,
+    Request,
+    Response,
+    ResponseDecoder,
+    encode_frame,
+)
+from magnetar.bookie.errors import BookieUnavailable
+from magnetar.common.clock import Clock
+from magnetar.common.errors import ProtocolError
+
+log = logging.getLogger(__name__)
+
+Callback = Callable[[Response | None, bytes, BaseException | None], None]
+
+CONNECT_TIMEOUT_S: Final = 5.0
+
+
+class BookieClient(asyncio.Protocol):
+    def __init__(self, bookie_id: str, clock: Clock, request_timeout_ms: int) -> None:
+        self.bookie_id = bookie_id
+        self._clock = clock
+        self._timeout_s = request_timeout_ms / 1000
+        self._decoder = ResponseDecoder(FRAME_SIZE_MAX_BYTES)
+        self._pending: dict[int, tuple[Callback, float]] = {}
+        self._outbox: list[bytes] = []
+        self._flush_scheduled = False
+        self._transport: asyncio.Transport | None = None
+        self._loop = asyncio.get_running_loop()
+        self.closed = False
+        self._sweeper: asyncio.Task[None] | None = None
+
+    # -- asyncio.Protocol ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._sweeper = self._loop.create_task(self._sweep())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail_all(BookieUnavailable(f"connection to {self.bookie_id} lost: {exc or 'closed'}"))
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            responses = self._decoder.feed(data)
+        except ProtocolError as exc:
+            log.warning("bad data from bookie %s: %s", self.bookie_id, exc)
+            self.close()
+            return
+        pending = self._pending
+        for response, payload in responses:
+            entry = pending.pop(response.request_id, None)
+            if entry is not None:
+                entry[0](response, payload, None)
+
+    # -- requests --------------------------------------------------------------------------
+
+    def send(self, request_id: int, frame: list[bytes], callback: Callback) -> None:
+        """Send an encoded request frame whose header carries ``request_id``."""
+        if self.closed:
+            callback(None, b"", BookieUnavailable(f"connection to {self.bookie_id} is closed"))
+            return
+        self._pending[request_id] = (callback, self._clock.monotonic_s() + self._timeout_s)
+        self._outbox.extend(frame)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out, self._outbox = self._outbox, []
+        if self._transport is not None and not self.closed:
+            self._transport.writelines(out)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    async def _sweep(self) -> None:
+        """Fail requests that outlived the timeout (the bookie is slow or gone)."""
+        while not self.closed:
+            await self._clock.sleep(max(self._timeout_s / 4, 0.05))
+            now = self._clock.monotonic_s()
+            expired = [rid for rid, (_, deadline) in self._pending.items() if deadline <= now]
+            for rid in expired:
+                entry = self._pending.pop(rid, None)
+                if entry is not None:
+                    entry[0](None, b"", BookieUnavailable(f"request to {self.bookie_id} timed out"))
+
+    def _fail_all(self, exc: BaseException) -> None:
+        self.closed = True
+        self._transport = None
+        pending, self._pending = self._pending, {}
+        for callback, _ in pending.values():
+            callback(None, b"", exc)
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+        self._fail_all(BookieUnavailable(f"connection to {self.bookie_id} closed"))
+
+
+class BookiePool:
+    """Connections to bookies by id (``host:port``), opened on first use and reopened after
+    a failure. Owns request ids."""
+
+    def __init__(self, clock: Clock, *, request_timeout_ms: int = 10_000) -> None:
+        self._clock = clock
+        self._request_timeout_ms = request_timeout_ms
+        self._clients: dict[str, BookieClient] = {}
+        self._connecting: dict[str, asyncio.Future[BookieClient]] = {}
+        self._ids = itertools.count(1)
+
+    def next_request_id(self) -> int:
+        return next(self._ids)
+
+    def cached(self, bookie_id: str) -> BookieClient | None:
+        client = self._clients.get(bookie_id)
+        if client is None or client.closed:
+            return None
+        return client
+
+    async def get(self, bookie_id: str) -> BookieClient:
+        """A connected client. Raises :class:`BookieUnavailable` if the bookie cannot be
+        reached."""
+        client = self.cached(bookie_id)
+        if client is not None:
+            return client
+        fut = self._connecting.get(bookie_id)
+        if fut is None:
+            fut = asyncio.get_running_loop().create_future()
+            self._connecting[bookie_id] = fut
+            try:
+                host, port = bookie_id.rsplit(":", 1)
+                loop = asyncio.get_running_loop()
+                _, connected = await asyncio.wait_for(
+                    loop.create_connection(
+                        lambda: BookieClient(bookie_id, self._clock, self._request_timeout_ms),
+                        host,
+                        int(port),
+                    ),
+                    CONNECT_TIMEOUT_S,
+                )
+                self._clients[bookie_id] = connected
+                fut.set_result(connected)
+            except (OSError, TimeoutError, ValueError) as exc:
+                err = BookieUnavailable(f"cannot connect to bookie {bookie_id}: {exc}")
+                fut.set_exception(err)
+                fut.exception()  # mark retrieved
+                raise err from exc
+            finally:
+                self._connecting.pop(bookie_id, None)
+            return connected
+        return await asyncio.shield(fut)
+
+    async def call(
+        self, bookie_id: str, request: Request, payload: bytes = b""
+    ) -> tuple[Response, bytes]:
+        """One request, awaited. Raises :class:`BookieUnavailable`; the caller interprets
+        the response status."""
+        client = await self.get(bookie_id)
+        fut: asyncio.Future[tuple[Response, bytes]] = asyncio.get_running_loop().create_future()
+        request.request_id = self.next_request_id()
+
+        def done(resp: Response | None, body: bytes, exc: BaseException | None) -> None:
+            if fut.done():
+                return
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                assert resp is not None
+                fut.set_result((resp, body))
+
+        client.send(request.request_id, encode_frame(request.SerializeToString(), payload), done)
+        return await fut
+
+    async def close(self) -> None:
+        for client in list(self._clients.values()):
+            with contextlib.suppress(Exception):
+                client.close()
+        self._clients.clear()

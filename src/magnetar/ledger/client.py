@@ -1,0 +1,327 @@
+"""The ledger client: create, open (with recovery), and delete replicated ledgers.
+
+Usage (the managed ledger's view)::
+
+    client = LedgerClient(store)                       # store: a MetadataStore
+    handle = await client.create(ensemble_size=3, write_quorum=2, ack_quorum=2)
+    entry_id = await handle.add(b"...")                # ids 0, 1, 2, ... in call order
+    entries = await handle.read(0, handle.last_add_confirmed)
+    await handle.close()
+    reader = await client.open(handle.ledger_id)       # recovery=True by default
+    await client.delete(handle.ledger_id)
+    await client.close()
+
+Ledger ids come from sequential nodes under ``/ledgers/idgen`` (unique cluster-wide);
+metadata lives at ``/ledgers/L<id:010d>`` (see :mod:`magnetar.ledger.metadata`).
+
+``open(ledger_id, recovery=True)`` on a ledger that is not CLOSED runs BookKeeper's
+recovery: mark the metadata IN_RECOVERY (CAS), fence the ledger on the bookies of its last
+ensemble (needs answers from at least ``E - Qa + 1`` of them, so every ack quorum the old
+writer could still complete includes a fenced bookie), start from the highest
+last-add-confirmed they report, read entries forward with recovery reads, re-write each one
+found to its write set (recovery adds pass the fence), stop at the first entry that at least
+``Qw - Qa + 1`` bookies of its write set do not have, and close the ledger there (CAS). The
+old writer's next add or ensemble change then fails with ``LedgerFenced``, and every reader
+sees the same last entry. ``recovery=False`` opens without fencing (reads up to the LAC the
+bookies report).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from dataclasses import dataclass, replace
+
+import crc32c
+
+from magnetar.bookie.codec import OpType, Request, Status, encode_frame
+from magnetar.bookie.errors import (
+    BookieUnavailable,
+    LedgerRecoveryError,
+    NoSuchEntry,
+    NoSuchLedger,
+    NotEnoughBookies,
+)
+from magnetar.common.clock import Clock, SystemClock
+from magnetar.ledger.bookie_client import BookiePool
+from magnetar.ledger.handle import LedgerHandle
+from magnetar.ledger.metadata import (
+    AVAILABLE_PATH,
+    IDGEN_PATH,
+    READONLY_NAME,
+    LedgerMetadata,
+    LedgerState,
+    ledger_path,
+)
+from magnetar.metadata.store import MUST_NOT_EXIST, BadVersion, MetadataStore, NotFound
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerClientConfig:
+    entry_size_max_bytes: int = 5 * 1024 * 1024
+    request_timeout_ms: int = 10_000
+    """A bookie that does not answer an add within this is replaced."""
+    speculative_read_timeout_ms: int = 1_000
+    """A read also goes to the next replica when the first is slower than this."""
+    read_concurrency_max: int = 1_000
+
+
+class LedgerClient:
+    """Owns its bookie connections; the metadata store stays the caller's."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        *,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        config: LedgerClientConfig | None = None,
+    ) -> None:
+        self.store = store
+        self.clock: Clock = clock or SystemClock()
+        self.config = config or LedgerClientConfig()
+        self._rng = rng or random.Random()
+        self.pool = BookiePool(self.clock, request_timeout_ms=self.config.request_timeout_ms)
+        self.loop = asyncio.get_running_loop()
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    # -- bookies ---------------------------------------------------------------------------
+
+    async def available_bookies(self) -> list[str]:
+        """Writable bookies registered now."""
+        try:
+            names = await self.store.children(AVAILABLE_PATH)
+        except NotFound:
+            return []
+        return [n for n in names if n != READONLY_NAME]
+
+    async def choose_bookies(self, count: int, exclude: set[str] | None = None) -> list[str]:
+        """``count`` distinct available bookies not in ``exclude``. Raises
+        :class:`NotEnoughBookies`."""
+        exclude = exclude or set()
+        candidates = [b for b in await self.available_bookies() if b not in exclude]
+        if len(candidates) < count:
+            raise NotEnoughBookies(
+                f"need {count} bookies, {len(candidates)} available (excluding {sorted(exclude)})"
+            )
+        return self._rng.sample(candidates, count)
+
+    # -- create / delete ---------------------------------------------------------------------
+
+    async def create(
+        self,
+        ensemble_size: int = 3,
+        write_quorum: int = 2,
+        ack_quorum: int = 2,
+        properties: dict[str, str] | None = None,
+    ) -> LedgerHandle:
+        """A new OPEN ledger on ``ensemble_size`` available bookies. Raises ``ValueError``
+        unless E >= Qw >= Qa >= 1, :class:`NotEnoughBookies`."""
+        if not (ensemble_size >= write_quorum >= ack_quorum >= 1):
+            raise ValueError("need ensemble_size >= write_quorum >= ack_quorum >= 1")
+        ensemble = await self.choose_bookies(ensemble_size)
+        ledger_id = await self._new_ledger_id()
+        md = LedgerMetadata(
+            ledger_id=ledger_id,
+            ensemble_size=ensemble_size,
+            write_quorum=write_quorum,
+            ack_quorum=ack_quorum,
+            ensembles=((0, tuple(ensemble)),),
+            created_ms=self.clock.now_ms(),
+            properties=dict(properties or {}),
+        )
+        stat = await self.store.put(ledger_path(ledger_id), md.to_bytes(), MUST_NOT_EXIST)
+        for b in ensemble:
+            # An unreachable one is found out (and replaced) by the first add.
+            with contextlib.suppress(BookieUnavailable):
+                await self.pool.get(b)
+        return LedgerHandle(self, md, stat.version, writable=True)
+
+    async def _new_ledger_id(self) -> int:
+        path = await self.store.create(f"{IDGEN_PATH}/ID-", b"", sequential=True)
+        ledger_id = int(path.rsplit("-", 1)[1])
+        with contextlib.suppress(NotFound):
+            await self.store.delete(path)
+        return ledger_id
+
+    async def delete(self, ledger_id: int) -> None:
+        """Remove the ledger's metadata; bookies reclaim its space at their next garbage
+        collection. Raises :class:`NoSuchLedger`."""
+        try:
+            await self.store.delete(ledger_path(ledger_id))
+        except NotFound:
+            raise NoSuchLedger(f"no ledger {ledger_id}") from None
+
+    async def list_ledgers(self) -> list[int]:
+        try:
+            names = await self.store.children("/ledgers")
+        except NotFound:
+            return []
+        return sorted(int(n[1:]) for n in names if n.startswith("L") and n[1:].isdigit())
+
+    async def get_metadata(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
+        try:
+            got = await self.store.get(ledger_path(ledger_id))
+        except NotFound:
+            raise NoSuchLedger(f"no ledger {ledger_id}") from None
+        return LedgerMetadata.from_bytes(got.value), got.stat.version
+
+    # -- open / recovery ---------------------------------------------------------------------
+
+    async def open(self, ledger_id: int, *, recovery: bool = True) -> LedgerHandle:
+        """A read-only handle. With ``recovery`` (default), a ledger not yet CLOSED is
+        recovered and closed first (see the module docstring). Raises
+        :class:`NoSuchLedger`, :class:`LedgerRecoveryError`."""
+        md, version = await self.get_metadata(ledger_id)
+        if md.state == LedgerState.CLOSED:
+            return LedgerHandle(self, md, version, writable=False)
+        if not recovery:
+            handle = LedgerHandle(self, md, version, writable=False)
+            await handle.refresh_last_add_confirmed()
+            return handle
+        return await self._recover(ledger_id)
+
+    async def _recover(self, ledger_id: int) -> LedgerHandle:
+        md, version = await self.get_metadata(ledger_id)
+        while md.state == LedgerState.OPEN:
+            try:
+                stat = await self.store.put(
+                    ledger_path(ledger_id),
+                    replace(md, state=LedgerState.IN_RECOVERY).to_bytes(),
+                    version,
+                )
+                md, version = replace(md, state=LedgerState.IN_RECOVERY), stat.version
+            except BadVersion:
+                md, version = await self.get_metadata(ledger_id)
+        if md.state == LedgerState.CLOSED:
+            return LedgerHandle(self, md, version, writable=False)
+
+        ensemble = md.current_ensemble
+        fragment_first = md.ensembles[-1][0]
+        lac = await self._fence(ledger_id, md, ensemble)
+        lac = max(lac, fragment_first - 1)
+        # A handle that reads through recovery reads; its LAC grows as entries are found.
+        handle = LedgerHandle(self, md, version, writable=False, last_add_confirmed=lac)
+        entry_id = lac + 1
+        length_tail = 0
+        while True:
+            found = await self._recovery_read(handle, md, entry_id)
+            if found is None:
+                break
+            await self._recovery_write(md, entry_id, found, entry_id - 1)
+            length_tail += len(found)
+            entry_id += 1
+        last = entry_id - 1
+        log.info("ledger %d recovered: last entry %d", ledger_id, last)
+        while True:
+            closed = replace(md, state=LedgerState.CLOSED, last_entry_id=last, length=-1)
+            try:
+                stat = await self.store.put(ledger_path(ledger_id), closed.to_bytes(), version)
+                return LedgerHandle(self, closed, stat.version, writable=False)
+            except BadVersion:
+                md, version = await self.get_metadata(ledger_id)
+                if md.state == LedgerState.CLOSED:
+                    return LedgerHandle(self, md, version, writable=False)
+
+    async def _fence(self, ledger_id: int, md: LedgerMetadata, ensemble: tuple[str, ...]) -> int:
+        async def fence_one(bookie_id: str) -> int | None:
+            try:
+                resp, _ = await self.pool.call(
+                    bookie_id, Request(op=OpType.FENCE, ledger_id=ledger_id)
+                )
+            except BookieUnavailable:
+                return None
+            return resp.last_add_confirmed if resp.status == Status.OK else None
+
+        results = await asyncio.gather(*(fence_one(b) for b in ensemble))
+        ok = [r for r in results if r is not None]
+        if len(ok) < md.ensemble_size - md.ack_quorum + 1:
+            raise LedgerRecoveryError(
+                f"ledger {ledger_id}: fenced on {len(ok)} of {len(ensemble)} bookies, need "
+                f"{md.ensemble_size - md.ack_quorum + 1}"
+            )
+        return max(ok)
+
+    async def _recovery_read(
+        self, handle: LedgerHandle, md: LedgerMetadata, entry_id: int
+    ) -> bytes | None:
+        """The entry if any replica has it; ``None`` if enough replicas lack it that it
+        cannot have been acknowledged."""
+        ensemble = md.ensemble_for(entry_id)
+        replicas = [ensemble[i] for i in md.write_set(entry_id)]
+
+        async def read_one(bookie_id: str) -> tuple[str, bytes | None]:
+            try:
+                resp, payload = await self.pool.call(
+                    bookie_id,
+                    Request(op=OpType.RECOVERY_READ, ledger_id=md.ledger_id, entry_id=entry_id),
+                )
+            except BookieUnavailable:
+                return "error", None
+            if resp.status == Status.OK:
+                if crc32c.crc32c(payload) == resp.checksum:
+                    return "ok", payload
+                return "error", None
+            if resp.status in (Status.NO_SUCH_ENTRY, Status.NO_SUCH_LEDGER):
+                return "missing", None
+            return "error", None
+
+        results = await asyncio.gather(*(read_one(b) for b in replicas))
+        for kind, payload in results:
+            if kind == "ok":
+                return payload
+        missing = sum(1 for kind, _ in results if kind == "missing")
+        if missing >= md.write_quorum - md.ack_quorum + 1:
+            return None
+        raise LedgerRecoveryError(
+            f"ledger {md.ledger_id}: cannot decide whether entry {entry_id} exists "
+            f"({missing} replicas lack it, others unreachable)"
+        )
+
+    async def _recovery_write(
+        self, md: LedgerMetadata, entry_id: int, payload: bytes, lac: int
+    ) -> None:
+        """Re-replicate a recovered entry to its whole write set (recovery adds pass the
+        fence); at least an ack quorum must take it."""
+
+        ensemble = md.ensemble_for(entry_id)
+        replicas = [ensemble[i] for i in md.write_set(entry_id)]
+
+        async def write_one(bookie_id: str) -> bool:
+            try:
+                client = await self.pool.get(bookie_id)
+            except BookieUnavailable:
+                return False
+            rid = self.pool.next_request_id()
+            req = Request(
+                request_id=rid,
+                op=OpType.ADD_ENTRY,
+                ledger_id=md.ledger_id,
+                entry_id=entry_id,
+                last_add_confirmed=lac,
+                checksum=crc32c.crc32c(payload),
+                recovery=True,
+            )
+            fut: asyncio.Future[bool] = self.loop.create_future()
+
+            def done(resp: object, _p: bytes, exc: BaseException | None) -> None:
+                if not fut.done():
+                    fut.set_result(exc is None and getattr(resp, "status", -1) == Status.OK)
+
+            client.send(rid, encode_frame(req.SerializeToString(), payload), done)
+            return await fut
+
+        oks = await asyncio.gather(*(write_one(b) for b in replicas))
+        if sum(oks) < md.ack_quorum:
+            raise LedgerRecoveryError(
+                f"ledger {md.ledger_id}: recovered entry {entry_id} reached only {sum(oks)} bookies"
+            )
+
+
+__all__ = ["LedgerClient", "LedgerClientConfig", "NoSuchEntry"]

@@ -1,0 +1,488 @@
+"""A ledger handle: the writer's (and reader's) view of one ledger.
+
+Writing (handles from ``LedgerClient.create``):
+
+* :meth:`LedgerHandle.add` / :meth:`add_nowait` assign the next entry id at once, so ids
+  follow call order; the entry goes to its write set of ``Qw`` bookies (round-robin over the
+  ensemble) and completes once ``Qa`` of them acknowledged it *and* every earlier entry has
+  completed: completions (and :attr:`last_add_confirmed`) advance strictly in entry order.
+  Each add carries the current last-add-confirmed (piggybacked), which is how readers and
+  recovery learn it.
+* When a bookie fails (connection lost, timeout, read-only, error), the handle replaces it:
+  it picks another available bookie, writes new ledger metadata (CAS) with a fragment
+  starting at ``last_add_confirmed + 1``, and re-sends the pending entries that bookie owed.
+  New adds wait (queued, in order) while the metadata is written. No gap, no reordering.
+* If any bookie answers FENCED, or the metadata CAS shows the ledger in recovery, the handle
+  is fenced: every pending and later add fails with :class:`LedgerFenced`.
+* :meth:`close` waits for pending adds, then marks the ledger CLOSED at the last confirmed
+  entry.
+
+Reading (any handle): :meth:`read` returns entries ``first..last`` (inclusive) up to the
+last confirmed entry, each from the first replica of its write set, falling back to the next
+one when a replica errs or is slower than ``speculative_read_timeout_ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import crc32c
+
+from magnetar.bookie.codec import OpType, Request, Response, Status, encode_frame
+from magnetar.bookie.errors import (
+    BookieUnavailable,
+    DigestMismatch,
+    EntryTooLarge,
+    LedgerClosed,
+    LedgerFenced,
+    NoSuchEntry,
+    NotEnoughBookies,
+    error_for_status,
+)
+from magnetar.common.errors import MagnetarError
+from magnetar.ledger.metadata import LedgerMetadata, LedgerState, ledger_path
+from magnetar.metadata.store import BadVersion
+
+if TYPE_CHECKING:
+    from magnetar.ledger.client import LedgerClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry read back. ``data`` belongs to the caller."""
+
+    ledger_id: int
+    entry_id: int
+    data: bytes
+
+
+class _PendingAdd:
+    __slots__ = (
+        "acked",
+        "checksum",
+        "entry_id",
+        "frame",
+        "future",
+        "payload",
+        "request_id",
+        "sent",
+    )
+
+    def __init__(
+        self, entry_id: int, payload: bytes, checksum: int, future: asyncio.Future[int]
+    ) -> None:
+        self.entry_id = entry_id
+        self.payload = payload
+        self.checksum = checksum
+        self.future = future
+        self.acked: set[int] = set()
+        self.sent = False
+        self.request_id = 0
+        self.frame: list[bytes] = []
+
+
+class LedgerHandle:
+    """See the module docstring. Create through :class:`~magnetar.ledger.LedgerClient`."""
+
+    def __init__(
+        self,
+        client: LedgerClient,
+        metadata: LedgerMetadata,
+        version: int,
+        *,
+        writable: bool,
+        last_add_confirmed: int | None = None,
+    ) -> None:
+        self._client = client
+        self.metadata = metadata
+        self._version = version
+        self.writable = writable
+        self.ledger_id = metadata.ledger_id
+        if metadata.state == LedgerState.CLOSED:
+            self._lac = metadata.last_entry_id
+        else:
+            self._lac = last_add_confirmed if last_add_confirmed is not None else -1
+        self._next_entry_id = self._lac + 1
+        self._length = max(metadata.length, 0)
+        self._pending: dict[int, _PendingAdd] = {}
+        self._ensemble: list[str] = list(metadata.current_ensemble)
+        self._failed: dict[int, str] = {}  # ensemble index -> failed bookie id
+        self._changing: asyncio.Task[None] | None = None
+        self._error: MagnetarError | None = None
+        self._closing = False
+        self._drained: asyncio.Event = asyncio.Event()
+        self._drained.set()
+        cfg = client.config
+        self._qa = metadata.ack_quorum
+        self._entry_size_max_bytes = cfg.entry_size_max_bytes
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def last_add_confirmed(self) -> int:
+        """The highest entry id such that it and every entry before it are acknowledged by
+        an ack quorum (for a closed ledger: its last entry)."""
+        return self._lac
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    @property
+    def is_closed(self) -> bool:
+        return self.metadata.state == LedgerState.CLOSED
+
+    @property
+    def pending_adds(self) -> int:
+        return len(self._pending)
+
+    # -- adding --------------------------------------------------------------------------
+
+    async def add(self, data: bytes) -> int:
+        """Append ``data``; returns its entry id once an ack quorum stored it."""
+        return await self.add_nowait(data)
+
+    def add_nowait(self, data: bytes) -> asyncio.Future[int]:
+        """Like :meth:`add` without a coroutine per entry (the hot path for batchers):
+        returns a future for the entry id. Completions happen in entry order."""
+        loop = self._client.loop
+        fut: asyncio.Future[int] = loop.create_future()
+        if not self.writable or self._closing or self.metadata.state != LedgerState.OPEN:
+            fut.set_exception(LedgerClosed(f"ledger {self.ledger_id} is not open for writing"))
+            return fut
+        if self._error is not None:
+            fut.set_exception(self._error)
+            return fut
+        if len(data) > self._entry_size_max_bytes:
+            fut.set_exception(
+                EntryTooLarge(f"entry of {len(data)} bytes exceeds {self._entry_size_max_bytes}")
+            )
+            return fut
+        entry_id = self._next_entry_id
+        self._next_entry_id = entry_id + 1
+        pending = _PendingAdd(entry_id, bytes(data), crc32c.crc32c(data), fut)
+        self._pending[entry_id] = pending
+        self._drained.clear()
+        if self._changing is None:
+            self._send_add(pending)
+        return fut
+
+    def _send_add(self, pending: _PendingAdd, only_index: int | None = None) -> None:
+        pool = self._client.pool
+        if not pending.sent or only_index is None:
+            pending.request_id = pool.next_request_id()
+            header = Request(
+                request_id=pending.request_id,
+                op=OpType.ADD_ENTRY,
+                ledger_id=self.ledger_id,
+                entry_id=pending.entry_id,
+                last_add_confirmed=self._lac,
+                checksum=pending.checksum,
+            ).SerializeToString()
+            pending.frame = encode_frame(header, pending.payload)
+            pending.sent = True
+        e = self.metadata.ensemble_size
+        entry_id = pending.entry_id
+        indexes = (
+            [only_index]
+            if only_index is not None
+            else [(entry_id + i) % e for i in range(self.metadata.write_quorum)]
+        )
+        for idx in indexes:
+            bookie_id = self._ensemble[idx]
+            client = pool.cached(bookie_id)
+            cb = self._add_callback(pending, idx, bookie_id)
+            if client is None:
+                # Not connected (yet, or any more): connect in the background.
+                self._client.loop.create_task(self._send_when_connected(bookie_id, pending, cb))
+            else:
+                client.send(pending.request_id, pending.frame, cb)
+
+    async def _send_when_connected(
+        self,
+        bookie_id: str,
+        pending: _PendingAdd,
+        cb: Callable[[Response | None, bytes, BaseException | None], None],
+    ) -> None:
+        try:
+            client = await self._client.pool.get(bookie_id)
+        except BookieUnavailable as exc:
+            cb(None, b"", exc)
+            return
+        client.send(pending.request_id, pending.frame, cb)
+
+    def _add_callback(
+        self, pending: _PendingAdd, idx: int, bookie_id: str
+    ) -> Callable[[Response | None, bytes, BaseException | None], None]:
+        def on_response(resp: Response | None, _payload: bytes, exc: BaseException | None) -> None:
+            if self._ensemble[idx] != bookie_id or pending.future.done():
+                return  # replaced bookie or already failed/completed entry
+            if exc is None and resp is not None and resp.status == Status.OK:
+                pending.acked.add(idx)
+                if len(pending.acked) >= self._qa and pending.entry_id == self._lac + 1:
+                    self._complete_in_order()
+                return
+            if resp is not None and resp.status == Status.FENCED:
+                self._fail(LedgerFenced(f"ledger {self.ledger_id} was fenced (by {bookie_id})"))
+                return
+            reason = exc if exc is not None else error_for_status(resp.status, resp.message)  # type: ignore[union-attr]
+            self._bookie_failed(idx, bookie_id, reason)
+
+        return on_response
+
+    def _complete_in_order(self) -> None:
+        pending = self._pending
+        qa = self._qa
+        lac = self._lac
+        length = self._length
+        while True:
+            p = pending.get(lac + 1)
+            if p is None or len(p.acked) < qa:
+                break
+            del pending[lac + 1]
+            lac += 1
+            length += len(p.payload)
+            if not p.future.done():
+                p.future.set_result(lac)
+        self._lac = lac
+        self._length = length
+        if not pending:
+            self._drained.set()
+
+    def _fail(self, error: MagnetarError) -> None:
+        """The handle can no longer write: fail every pending add."""
+        if self._error is None:
+            self._error = error
+        pending, self._pending = self._pending, {}
+        for p in pending.values():
+            if not p.future.done():
+                p.future.set_exception(error)
+        self._drained.set()
+
+    # -- ensemble changes -------------------------------------------------------------------
+
+    def _bookie_failed(self, idx: int, bookie_id: str, reason: BaseException) -> None:
+        if self._error is not None or self._failed.get(idx) == bookie_id:
+            return
+        log.warning(
+            "ledger %d: bookie %s failed (%s); replacing it", self.ledger_id, bookie_id, reason
+        )
+        self._failed[idx] = bookie_id
+        if self._changing is None:
+            self._changing = self._client.loop.create_task(self._change_ensemble())
+
+    async def _change_ensemble(self) -> None:
+        try:
+            while self._failed and self._error is None:
+                failed = dict(self._failed)
+                exclude = set(self._ensemble) | set(failed.values())
+                try:
+                    replacements = await self._client.choose_bookies(len(failed), exclude)
+                except NotEnoughBookies as exc:
+                    self._fail(exc)
+                    return
+                new_ensemble = list(self._ensemble)
+                for (idx, _), new in zip(sorted(failed.items()), replacements, strict=True):
+                    new_ensemble[idx] = new
+                first = self._lac + 1
+                await self._write_ensemble(first, tuple(new_ensemble))
+                if self._error is not None:
+                    return
+                for new in replacements:
+                    with contextlib.suppress(BookieUnavailable):
+                        await self._client.pool.get(new)
+                log.info(
+                    "ledger %d: ensemble from entry %d is now %s",
+                    self.ledger_id,
+                    first,
+                    new_ensemble,
+                )
+                self._ensemble = new_ensemble
+                for idx in failed:
+                    if self._failed.get(idx) == failed[idx]:
+                        del self._failed[idx]
+                # Re-send what the replaced bookies owed, then everything held back.
+                e = self.metadata.ensemble_size
+                qw = self.metadata.write_quorum
+                for entry_id in sorted(self._pending):
+                    p = self._pending[entry_id]
+                    if not p.sent:
+                        continue
+                    ws = [(entry_id + i) % e for i in range(qw)]
+                    for idx in failed:
+                        if idx in ws:
+                            p.acked.discard(idx)
+                            self._send_add(p, only_index=idx)
+            if self._error is None:
+                for entry_id in sorted(self._pending):
+                    p = self._pending[entry_id]
+                    if not p.sent:
+                        self._send_add(p)
+        finally:
+            self._changing = None
+        if self._failed and self._error is None:
+            self._changing = self._client.loop.create_task(self._change_ensemble())
+
+    async def _write_ensemble(self, first: int, ensemble: tuple[str, ...]) -> None:
+        store = self._client.store
+        md = self.metadata
+        version = self._version
+        while True:
+            new_md = md.with_ensemble(first, ensemble)
+            try:
+                stat = await store.put(ledger_path(self.ledger_id), new_md.to_bytes(), version)
+            except BadVersion:
+                got = await store.get(ledger_path(self.ledger_id))
+                md = LedgerMetadata.from_bytes(got.value)
+                version = got.stat.version
+                if md.state != LedgerState.OPEN:
+                    self._fail(LedgerFenced(f"ledger {self.ledger_id} is {md.state.value}"))
+                    return
+                continue
+            self.metadata = new_md
+            self._version = stat.version
+            return
+
+    # -- closing -------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Wait for pending adds, then mark the ledger CLOSED at :attr:`last_add_confirmed`.
+
+        Raises :class:`LedgerFenced` if a recovery closed it at a different entry first.
+        Idempotent for read-only handles (nothing to do)."""
+        if not self.writable or self.metadata.state == LedgerState.CLOSED:
+            return
+        self._closing = True
+        await self._drained.wait()
+        if self._changing is not None:
+            with contextlib.suppress(Exception):
+                await self._changing
+        store = self._client.store
+        md = self.metadata
+        version = self._version
+        while True:
+            closed = replace(
+                md, state=LedgerState.CLOSED, last_entry_id=self._lac, length=self._length
+            )
+            try:
+                stat = await store.put(ledger_path(self.ledger_id), closed.to_bytes(), version)
+            except BadVersion:
+                got = await store.get(ledger_path(self.ledger_id))
+                md = LedgerMetadata.from_bytes(got.value)
+                version = got.stat.version
+                if md.state == LedgerState.OPEN:
+                    continue
+                self.metadata = md
+                self.writable = False
+                if md.state == LedgerState.CLOSED and md.last_entry_id == self._lac:
+                    return
+                raise LedgerFenced(
+                    f"ledger {self.ledger_id} was {md.state.value} by recovery at entry "
+                    f"{md.last_entry_id}, this writer confirmed {self._lac}"
+                ) from None
+            self.metadata = closed
+            self._version = stat.version
+            self.writable = False
+            if self._error is not None and isinstance(self._error, LedgerFenced):
+                raise self._error
+            return
+
+    # -- reading -------------------------------------------------------------------------
+
+    async def read(self, first: int, last: int | None = None) -> list[Entry]:
+        """Entries ``first..last`` inclusive (``last`` defaults to ``first``), in order.
+
+        Raises :class:`NoSuchEntry` if the range is empty or goes beyond
+        :attr:`last_add_confirmed`, :class:`BookieUnavailable` if no replica of some entry
+        answered."""
+        last = first if last is None else last
+        if first < 0 or last < first or last > self._lac:
+            raise NoSuchEntry(
+                f"ledger {self.ledger_id}: entries {first}..{last} not readable "
+                f"(last confirmed {self._lac})"
+            )
+        window = self._client.config.read_concurrency_max
+        out: list[Entry] = []
+        for start in range(first, last + 1, window):
+            stop = min(last, start + window - 1)
+            out.extend(await asyncio.gather(*(self.read_entry(e) for e in range(start, stop + 1))))
+        return out
+
+    async def read_entry(self, entry_id: int, *, recovery: bool = False) -> Entry:
+        payload, _ = await self._read_from_replicas(
+            entry_id, OpType.RECOVERY_READ if recovery else OpType.READ_ENTRY
+        )
+        return Entry(self.ledger_id, entry_id, payload)
+
+    async def _read_from_replicas(self, entry_id: int, op: int) -> tuple[bytes, int]:
+        """First good copy from the write set; next replica on error or after the
+        speculative timeout. Returns ``(payload, lac stored with it)``."""
+        md = self.metadata
+        ensemble = md.ensemble_for(entry_id)
+        replicas = [ensemble[i] for i in md.write_set(entry_id)]
+        pool = self._client.pool
+        clock = self._client.clock
+        spec_s = self._client.config.speculative_read_timeout_ms / 1000
+        loop = self._client.loop
+        in_flight: set[asyncio.Task[tuple[Response, bytes]]] = set()
+        errors: list[BaseException] = []
+        next_i = 0
+        while True:
+            if next_i < len(replicas):
+                req = Request(op=op, ledger_id=self.ledger_id, entry_id=entry_id)  # type: ignore[arg-type]
+                in_flight.add(loop.create_task(pool.call(replicas[next_i], req)))
+                next_i += 1
+            if not in_flight:
+                break
+            timer = loop.create_task(clock.sleep(spec_s)) if next_i < len(replicas) else None
+            waiting: set[asyncio.Task[object]] = set(in_flight)
+            if timer is not None:
+                waiting.add(timer)
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if timer is not None:
+                timer.cancel()
+            for task in [t for t in in_flight if t.done()]:
+                in_flight.discard(task)
+                exc = task.exception()
+                if exc is not None:
+                    errors.append(exc)
+                    continue
+                resp, payload = task.result()
+                if resp.status != Status.OK:
+                    errors.append(error_for_status(resp.status, resp.message))
+                    continue
+                if crc32c.crc32c(payload) != resp.checksum:
+                    errors.append(DigestMismatch(f"entry {self.ledger_id}:{entry_id}"))
+                    continue
+                for other in in_flight:
+                    other.cancel()
+                return payload, resp.last_add_confirmed
+        if errors and all(isinstance(e, NoSuchEntry) for e in errors):
+            raise NoSuchEntry(f"entry {self.ledger_id}:{entry_id} not found on {replicas}")
+        raise BookieUnavailable(
+            f"entry {self.ledger_id}:{entry_id}: no replica answered ({'; '.join(map(str, errors))})"
+        )
+
+    async def refresh_last_add_confirmed(self) -> int:
+        """For a reader of a ledger still open: ask the current ensemble for the LAC."""
+        if self.metadata.state == LedgerState.CLOSED:
+            return self._lac
+        best = self._lac
+        for bookie_id in self.metadata.current_ensemble:
+            try:
+                resp, _ = await self._client.pool.call(
+                    bookie_id, Request(op=OpType.READ_LAC, ledger_id=self.ledger_id)
+                )
+            except BookieUnavailable:
+                continue
+            if resp.status == Status.OK:
+                best = max(best, resp.last_add_confirmed)
+        self._lac = best
+        return best

@@ -1,0 +1,125 @@
+"""Topic and namespace names (reference §6.1: names `<topic>-partition-<i>`, fully qualified)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from magnetar.broker.topic_name import (
+    NamespaceName,
+    TopicDomain,
+    TopicName,
+    partition_index_of,
+)
+from magnetar.common.errors import InvalidTopicName, ServerError
+
+ENTITY = st.text(alphabet="abcXYZ019-=:._", min_size=1, max_size=12)
+LOCAL = st.text(
+    alphabet=st.characters(blacklist_characters="/", blacklist_categories=("Cs",)),
+    min_size=1,
+    max_size=20,
+).filter(lambda s: s.strip() != "")
+
+
+def test_short_forms_expand_to_persistent() -> None:
+    assert TopicName.parse("my-topic").full_name == "persistent://public/default/my-topic"
+    assert TopicName.parse("t/ns/my-topic").full_name == "persistent://t/ns/my-topic"
+
+
+def test_full_forms() -> None:
+    name = TopicName.parse("non-persistent://t/ns/x")
+    assert name.domain is TopicDomain.NON_PERSISTENT
+    assert not name.is_persistent
+    assert (name.tenant, name.namespace, name.local_name) == ("t", "ns", "x")
+    assert str(name.namespace_name) == "t/ns"
+
+
+def test_partition_names() -> None:
+    base = TopicName.parse("persistent://public/default/orders")
+    p3 = base.partition(3)
+    assert p3.full_name == "persistent://public/default/orders-partition-3"
+    assert p3.partition_index == 3 and p3.is_partition
+    assert p3.partitioned_topic == base
+    assert base.partition_index == -1 and base.partitioned_topic is base
+    with pytest.raises(ValueError):
+        p3.partition(1)
+    with pytest.raises(ValueError):
+        base.partition(-1)
+
+
+@pytest.mark.parametrize(
+    ("name", "index"),
+    [
+        ("t-partition-0", 0),
+        ("t-partition-12", 12),
+        ("t-partition-01", -1),  # non-canonical digits: Java says not a partition
+        ("t-partition--1", -1),
+        ("t-partition-", -1),
+        ("t-partition-x", -1),
+        ("t-partition-1-partition-2", 2),  # the last suffix counts
+        ("t-partition-2147483648", -1),  # beyond a Java int
+        ("t-partition-\u0661", -1),  # non-ASCII digit (ARABIC-INDIC ONE)
+        ("plain", -1),
+    ],
+)
+def test_partition_index_rules(name: str, index: int) -> None:
+    assert partition_index_of(name) == index
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("a/b", "short topic name"),
+        ("a/b/c/d", "short topic name"),
+        ("kafka://t/ns/x", "topic domain"),
+        ("persistent://t/ns", "expected persistent://"),
+        ("persistent://t/ns/a/b", "must not contain '/'"),
+        ("persistent://t/ns/   ", "must not be blank"),
+        ("persistent:///ns/x", "tenant must not be empty"),
+        ("persistent://t//x", "namespace must not be empty"),
+        ("persistent://t$/ns/x", "tenant 't$' contains characters ['$']"),
+        ("persistent://t/n s/x", "namespace 'n s' contains characters [' ']"),
+        ("persistent://tä/ns/x", "contains characters"),
+    ],
+)
+def test_invalid_names(name: str, fragment: str) -> None:
+    with pytest.raises(InvalidTopicName) as info:
+        TopicName.parse(name)
+    assert fragment in info.value.message
+    assert info.value.code is ServerError.InvalidTopicName
+
+
+def test_namespace_names() -> None:
+    assert NamespaceName.parse("public/default") == NamespaceName("public", "default")
+    for bad in ("public", "a/b/c", "/x", "a/", "a b/c"):
+        with pytest.raises(InvalidTopicName):
+            NamespaceName.parse(bad)
+
+
+@given(st.sampled_from(list(TopicDomain)), ENTITY, ENTITY, LOCAL)
+def test_round_trip(domain: TopicDomain, tenant: str, ns: str, local: str) -> None:
+    full = f"{domain.value}://{tenant}/{ns}/{local}"
+    name = TopicName.parse(full)
+    assert name.full_name == full
+    assert TopicName.parse(name.full_name) == name
+
+
+@given(ENTITY, ENTITY, LOCAL, st.integers(min_value=0, max_value=2**31 - 1))
+def test_partition_round_trip(tenant: str, ns: str, local: str, index: int) -> None:
+    base = TopicName.parse(f"persistent://{tenant}/{ns}/{local}")
+    if base.is_partition:
+        return
+    part = base.partition(index)
+    assert part.partition_index == index
+    assert part.partitioned_topic == base
+    assert TopicName.parse(part.full_name) == part
+
+
+@given(st.text(max_size=30))
+def test_parse_never_raises_anything_else(text: str) -> None:
+    try:
+        name = TopicName.parse(text)
+    except InvalidTopicName:
+        return
+    assert TopicName.parse(name.full_name) == name

@@ -11,6 +11,7 @@ import sys
 import click
 
 from magnetar import __version__
+from magnetar.cli import bookie_cmd
 
 NOT_BUILT_EXIT_CODE = 2
 
@@ -38,10 +39,7 @@ def broker() -> None:
     _not_built("broker")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def bookie() -> None:
-    """A storage node holding replicated ledger entries."""
-    _not_built("bookie")
+cli.add_command(bookie_cmd.bookie)
 
 
 @cli.command(

@@ -1,0 +1,89 @@
+"""``magnetar bookie``: run one storage node until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from magnetar.bookie import Bookie, BookieConfig
+from magnetar.bookie.errors import CookieMismatch
+
+
+@click.command()
+@click.option("--metadata-url", required=True, help="e.g. zk://127.0.0.1:2181/magnetar")
+@click.option("--data-dir", required=True, type=click.Path(path_type=Path))
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=3181, show_default=True, type=int)
+@click.option("--advertised-host", default=None)
+@click.option("--disk-free-min-bytes", default=1024**3, show_default=True, type=int)
+@click.option("--gc-interval-ms", default=60_000, show_default=True, type=int)
+@click.option("--checkpoint-interval-ms", default=5_000, show_default=True, type=int)
+@click.option("--entry-log-size-max-bytes", default=512 * 1024**2, show_default=True, type=int)
+@click.option("--journal-group-wait-ms", default=0.0, show_default=True, type=float)
+@click.option("--session-timeout-s", default=10.0, show_default=True, type=float)
+def bookie(
+    metadata_url: str,
+    data_dir: Path,
+    host: str,
+    port: int,
+    advertised_host: str | None,
+    disk_free_min_bytes: int,
+    gc_interval_ms: int,
+    checkpoint_interval_ms: int,
+    entry_log_size_max_bytes: int,
+    journal_group_wait_ms: float,
+    session_timeout_s: float,
+) -> None:
+    """A storage node holding replicated ledger entries."""
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    config = BookieConfig(
+        data_dir=data_dir,
+        host=host,
+        port=port,
+        advertised_host=advertised_host,
+        disk_free_min_bytes=disk_free_min_bytes,
+        gc_interval_ms=gc_interval_ms,
+        checkpoint_interval_ms=checkpoint_interval_ms,
+        entry_log_size_max_bytes=entry_log_size_max_bytes,
+        journal_group_wait_ms=journal_group_wait_ms,
+    )
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        pass
+    try:
+        asyncio.run(_run(config, metadata_url, session_timeout_s))
+    except CookieMismatch as exc:
+        click.echo(f"magnetar bookie: {exc}", err=True)
+        sys.exit(3)
+
+
+async def _run(config: BookieConfig, metadata_url: str, session_timeout_s: float) -> None:
+    from magnetar.metadata import connect
+
+    store = await connect(metadata_url, session_timeout_s=session_timeout_s)
+    node = Bookie(config, store)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await node.start()
+        print(f"bookie {node.bookie_id} ready", flush=True)
+        await stop.wait()
+    finally:
+        with contextlib.suppress(Exception):
+            await node.stop()
+        await store.close()

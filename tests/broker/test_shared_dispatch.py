@@ -15,13 +15,13 @@ def test_java_javadoc_example() -> None:
     for cid, prio, permits in [(1, 0, 2), (2, 0, 1), (3, 0, 1), (4, 1, 2), (5, 1, 1)]:
         ring.add(cid, prio)
         ring.add_permits(cid, permits)
-    picks = []
+    picks: list[int] = []
     for _ in range(8):
-        cid = ring.next_consumer()
-        if cid is None:
+        nxt = ring.next_consumer()
+        if nxt is None:
             break
-        ring.consume_permits(cid, 1)
-        picks.append(cid)
+        ring.consume_permits(nxt, 1)
+        picks.append(nxt)
     assert picks == [1, 2, 3, 1, 4, 5, 4]
 
 
@@ -66,12 +66,12 @@ def test_batch_limit_per_pick() -> None:
 )
 def test_invariants(specs: list[tuple[int, int]], entries: list[int]) -> None:
     ring = SharedConsumerRing(max_round_robin_batch_entries=1)
-    permits = {}
-    prio = {}
-    for cid, (p, k) in enumerate(specs):
-        ring.add(cid, p)
-        ring.add_permits(cid, k)
-        permits[cid], prio[cid] = k, p
+    permits: dict[int, int] = {}
+    prio: dict[int, int] = {}
+    for i, (p, k) in enumerate(specs):
+        ring.add(i, p)
+        ring.add_permits(i, k)
+        permits[i], prio[i] = k, p
     for count in entries:
         cid = ring.next_consumer()
         available = [c for c in permits if permits[c] > 0]

@@ -16,7 +16,7 @@ from magnetar.common.errors import InvalidTopicName, ServerError
 
 ENTITY = st.text(alphabet="abcXYZ019-=:._", min_size=1, max_size=12)
 LOCAL = st.text(
-    alphabet=st.characters(blacklist_characters="/", blacklist_categories=("Cs",)),
+    alphabet=st.characters(blacklist_characters="/", blacklist_categories=["Cs"]),
     min_size=1,
     max_size=20,
 ).filter(lambda s: s.strip() != "")

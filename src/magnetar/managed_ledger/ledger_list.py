@@ -128,6 +128,11 @@ class LedgerList:
             self._index = {s.ledger_id: i for i, s in enumerate(self._segments)}
         return removed
 
+    def restore_front(self, segments: Sequence[LedgerSegment]) -> None:
+        """Put back ledgers removed by :meth:`remove_ledgers` (a failed trim)."""
+        self._segments = [*segments, *self._segments]
+        self._index = {s.ledger_id: i for i, s in enumerate(self._segments)}
+
     def record_append(self, ledger_id: int, entry_id: int, size_bytes: int, messages: int) -> None:
         """Account one appended entry of the open (last) ledger, in entry-id order."""
         segment = self._segments[-1]
@@ -226,6 +231,23 @@ class LedgerList:
     def messages_between(self, after: Position, upto: Position) -> int:
         """Messages in the existing entries ``e`` with ``after < e <= upto``."""
         return self._sum_between(after, upto, messages=True)
+
+    def size_between(self, after: Position, upto: Position) -> int:
+        """Bytes of the entries ``after < e <= upto``; partial ledgers are estimated
+        proportionally (per-entry sizes are not kept)."""
+        if upto <= after:
+            return 0
+        total = 0
+        for s in self._segments:
+            if s.ledger_id < after[0] or s.entries == 0:
+                continue
+            if s.ledger_id > upto[0]:
+                break
+            first = after[1] + 1 if s.ledger_id == after[0] else 0
+            last = min(upto[1] if s.ledger_id == upto[0] else s.entries - 1, s.entries - 1)
+            if last >= first:
+                total += s.size_bytes * (last - first + 1) // s.entries
+        return total
 
     def messages_at(self, position: Position) -> int:
         """Messages in one entry (0 if it does not exist)."""

@@ -1,0 +1,61 @@
+"""Configuration of a managed ledger (per namespace policy, supplied by the broker)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class BacklogQuotaPolicy(enum.Enum):
+    """What happens when a backlog quota is exceeded (Pulsar's ``RetentionPolicy``)."""
+
+    PRODUCER_EXCEPTION = "producer_exception"
+    """``add_entry`` raises :class:`BacklogQuotaExceeded` until consumers catch up."""
+    CONSUMER_BACKLOG_EVICTION = "consumer_backlog_eviction"
+    """The slowest cursors skip their oldest entries until the backlog fits."""
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedLedgerConfig:
+    """Limits of one managed ledger. ``-1`` means "no limit" where noted."""
+
+    # rollover of the current ledger
+    ledger_entries_max: int = 50_000
+    ledger_size_max_bytes: int = 1024 * 1024 * 1024
+    ledger_age_max_ms: int = 4 * 3600 * 1000
+    ledger_age_min_ms: int = 0
+    """A ledger younger than this does not roll over for entries/size (Pulsar's min time)."""
+    ledger_properties: tuple[tuple[str, str], ...] = ()
+
+    # appends
+    pending_adds_max: int = 10_000
+    """Appends in flight at once; ``add_entry`` waits for room beyond that."""
+
+    # reads
+    cache_size_max_bytes: int = 64 * 1024 * 1024
+    read_ahead_entries: int = 100
+    """Catch-up reads fetch at least this many entries from bookies per request."""
+    read_batch_max_entries: int = 1000
+    open_readers_max: int = 32
+    """Read handles of closed ledgers kept open (LRU)."""
+
+    # cursors
+    cursor_persist_interval_ms: int = 1000
+    """A durable cursor's acknowledgements reach storage at most this late."""
+    cursor_ledger_entries_max: int = 10_000
+    """Snapshots per cursor ledger before switching to a new one."""
+    cursor_ranges_persist_max: int = 500_000
+    """Acknowledged ranges stored per snapshot (beyond: redelivered after a crash)."""
+
+    # retention, TTL, backlog quota (-1: unlimited / disabled)
+    retention_time_ms: int = 0
+    retention_size_bytes: int = 0
+    message_ttl_ms: int = -1
+    backlog_quota_size_bytes: int = -1
+    backlog_quota_time_ms: int = -1
+    backlog_quota_policy: BacklogQuotaPolicy = BacklogQuotaPolicy.PRODUCER_EXCEPTION
+
+    # background work
+    maintenance_interval_ms: int = 1000
+    """How often to persist dirty cursors, roll over by age, trim and apply TTL/quota."""
+    metadata_retries_max: int = 5

@@ -1,0 +1,87 @@
+"""The tailing-read cache: recently appended entries served from memory.
+
+Cursors that keep up with producers read what was just appended without touching bookies.
+The cache is bounded in bytes; entries before the slowest active reader are evicted first
+(nobody will ask for them), then the oldest inserted when over the bound. Catch-up reads
+from bookies put only their read-ahead surplus here.
+
+Plain data structure, not thread-safe; owned by one managed ledger. Returned ``bytes`` are
+shared (immutable), never copied.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from magnetar.managed_ledger.position import Position
+
+
+class EntryCache:
+    __slots__ = ("_entries", "_size_bytes", "hits", "misses", "size_max_bytes")
+
+    def __init__(self, size_max_bytes: int) -> None:
+        self.size_max_bytes = size_max_bytes
+        self._entries: OrderedDict[Position, bytes] = OrderedDict()
+        self._size_bytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size_bytes
+
+    def insert(self, position: Position, data: bytes) -> None:
+        """Cache one entry; evicts the oldest inserted entries beyond the byte bound."""
+        if self.size_max_bytes <= 0 or len(data) > self.size_max_bytes:
+            return
+        if position in self._entries:
+            return
+        self._entries[position] = data
+        self._size_bytes += len(data)
+        while self._size_bytes > self.size_max_bytes:
+            _, old = self._entries.popitem(last=False)
+            self._size_bytes -= len(old)
+
+    def get(self, position: Position) -> bytes | None:
+        data = self._entries.get(position)
+        if data is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return data
+
+    def get_run(self, ledger_id: int, first: int, last: int) -> list[bytes]:
+        """The cached prefix of entries ``first..last`` of one ledger (stops at a miss)."""
+        out: list[bytes] = []
+        entries = self._entries
+        for e in range(first, last + 1):
+            data = entries.get(Position(ledger_id, e))
+            if data is None:
+                self.misses += 1
+                break
+            out.append(data)
+        self.hits += len(out)
+        return out
+
+    def evict_before(self, position: Position) -> int:
+        """Drop cached entries before ``position`` (oldest inserted first); returns count."""
+        n = 0
+        entries = self._entries
+        while entries:
+            first = next(iter(entries))
+            if first >= position:
+                break
+            self._size_bytes -= len(entries.pop(first))
+            n += 1
+        return n
+
+    def evict_ledger(self, ledger_id: int) -> None:
+        for pos in [p for p in self._entries if p[0] == ledger_id]:
+            self._size_bytes -= len(self._entries.pop(pos))
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._size_bytes = 0

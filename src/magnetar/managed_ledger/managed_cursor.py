@@ -1,0 +1,309 @@
+"""A cursor of a managed ledger: the asyncio shell around :class:`CursorState`.
+
+Acknowledgements are synchronous and cheap (they only change :class:`CursorState`); a
+durable cursor's state reaches storage at most ``cursor_persist_interval_ms`` later, when
+the managed ledger's maintenance task calls :meth:`ManagedCursor.persist` (or on
+:meth:`flush`/``close``). Persisting appends a :class:`CursorSnapshot` to the cursor's own
+ledger and then records the ledger id and mark-delete position in the cursor's metadata
+node (compare-and-set). On reopen the newest snapshot of that ledger wins (it is opened for
+recovery, which also fences a previous owner's cursor writes), so after a crash the cursor
+resumes from what was persisted: never behind an acknowledged-and-persisted position, and
+redelivering at most the acknowledgements of the last persist interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from magnetar.common.errors import MagnetarError
+from magnetar.managed_ledger.cursor import CursorSnapshot, CursorState
+from magnetar.managed_ledger.errors import ManagedLedgerFenced
+from magnetar.managed_ledger.metadata_layout import CursorInfo, cursor_path
+from magnetar.managed_ledger.position import Position
+from magnetar.managed_ledger.storage import LedgerWriter, is_fenced
+from magnetar.metadata.store import MUST_NOT_EXIST, BadVersion, NodeExists, NotFound
+
+if TYPE_CHECKING:
+    from magnetar.managed_ledger.managed_ledger import Entry, ManagedLedger
+
+log = logging.getLogger(__name__)
+
+
+class ManagedCursor:
+    """One subscription's position in a managed ledger. Obtain from
+    ``ManagedLedger.open_cursor``. Reads on one cursor are serialised."""
+
+    def __init__(
+        self,
+        ml: ManagedLedger,
+        state: CursorState,
+        *,
+        durable: bool,
+        info_version: int = MUST_NOT_EXIST,
+    ) -> None:
+        self._ml = ml
+        self.state = state
+        self.durable = durable
+        self._path = cursor_path(ml.name, state.name)
+        self._info_version = info_version
+        self._ledger: LedgerWriter | None = None
+        self._ledger_entries = 0
+        self._stale_ledgers: list[int] = []
+        self._persisted_version = state.version
+        self._persist_lock = asyncio.Lock()
+        self._read_lock = asyncio.Lock()
+        self._epoch = 0
+        self.persisted_mark_delete = state.mark_delete
+        self.persist_count = 0
+
+    @property
+    def name(self) -> str:
+        return self.state.name
+
+    # --- restoring and creating ------------------------------------------------------------
+
+    @classmethod
+    async def restore(
+        cls, ml: ManagedLedger, name: str, info: CursorInfo, version: int
+    ) -> ManagedCursor:
+        snapshot: CursorSnapshot | None = None
+        stale: list[int] = []
+        if info.cursor_ledger >= 0:
+            stale.append(info.cursor_ledger)
+            try:
+                reader = await ml.storage.open_ledger(info.cursor_ledger, recovery=True)
+                try:
+                    lac = reader.last_add_confirmed
+                    if lac >= 0:
+                        snapshot = CursorSnapshot.decode((await reader.read(lac, lac))[0].data)
+                finally:
+                    with contextlib.suppress(Exception):
+                        await reader.close()
+            except (MagnetarError, ValueError) as exc:
+                log.warning(
+                    "%s/%s: cursor ledger unreadable (%s); using metadata", ml.name, name, exc
+                )
+        if snapshot is None or snapshot.mark_delete < info.mark_delete:
+            snapshot = CursorSnapshot(info.mark_delete, properties=info.properties)
+        state = CursorState.from_snapshot(name, ml.ledgers, snapshot)
+        state.on_ledgers_trimmed()
+        cursor = cls(ml, state, durable=True, info_version=version)
+        cursor._stale_ledgers = stale
+        cursor._persisted_version = state.version
+        cursor.persisted_mark_delete = snapshot.mark_delete
+        return cursor
+
+    async def create_metadata(self) -> None:
+        info = CursorInfo(-1, self.state.mark_delete, dict(self.state.properties))
+        try:
+            stat = await self._ml.store.put(self._path, info.encode(), MUST_NOT_EXIST)
+        except NodeExists as exc:
+            self._ml.on_cursor_fenced(exc)
+            raise ManagedLedgerFenced(f"{self._path} created by another owner") from exc
+        self._info_version = stat.version
+
+    # --- reading ---------------------------------------------------------------------------
+
+    async def read_entries(self, max_entries: int) -> list[Entry]:
+        """Up to ``max_entries`` entries from the read position, skipping acknowledged
+        ones; ``[]`` at the end of the log. Advances the read position."""
+        async with self._read_lock:
+            return await self._read(max_entries)
+
+    async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
+        """Like :meth:`read_entries`, but at the end of the log park until an entry
+        arrives (no polling). Cancel to stop waiting."""
+        ledgers = self._ml.ledgers
+        while True:
+            entries = await self.read_entries(max_entries)
+            if entries:
+                return entries
+            if ledgers.exists(ledgers.normalize(self.state.read_position)):
+                continue  # a seek or an append happened meanwhile
+            await self._ml.register_waiter()
+
+    async def _read(self, max_entries: int) -> list[Entry]:
+        from magnetar.managed_ledger.managed_ledger import Entry
+
+        ml = self._ml
+        ledgers = ml.ledgers
+        state = self.state
+        out: list[Entry] = []
+        epoch = self._epoch
+        while len(out) < max_entries:
+            pos = ledgers.normalize(state.read_position)
+            if not ledgers.exists(pos):
+                break
+            if pos <= state.mark_delete:
+                state.read_done(state.mark_delete)
+                continue
+            acked = state.acked.range_containing(pos)
+            if acked is not None:  # skip acknowledged ranges without reading them
+                state.read_done(acked[1])
+                continue
+            seg = ledgers.get(pos[0])
+            assert seg is not None
+            last = min(seg.entries - 1, pos[1] + (max_entries - len(out)) - 1)
+            next_acked = state.acked.next_start_after(pos)
+            if next_acked is not None:
+                last = min(last, next_acked - 1)
+            data = await ml.read_range(pos[0], pos[1], last)
+            if epoch != self._epoch:
+                return []  # a seek/rewind raced this read; the caller reads again
+            if not data:
+                break
+            for i, d in enumerate(data):
+                p = Position(pos[0], pos[1] + i)
+                if not state.is_acked(p):
+                    out.append(Entry(p, d))
+            state.read_done(Position(pos[0], pos[1] + len(data) - 1))
+        return out
+
+    # --- acknowledging ---------------------------------------------------------------------
+
+    def ack(self, position: Position) -> None:
+        """Individually acknowledge one entry (persisted within the persist interval)."""
+        self.state.ack(position)
+
+    def ack_many(self, positions: Iterable[Position]) -> None:
+        self.state.ack_many(positions)
+
+    def ack_cumulative(self, position: Position) -> None:
+        self.state.ack_cumulative(position)
+
+    def ack_batch_indexes(
+        self, position: Position, batch_size: int, indexes: Iterable[int]
+    ) -> None:
+        self.state.ack_batch_indexes(position, batch_size, indexes)
+
+    def skip(self, count: int) -> int:
+        return self.state.skip(count)
+
+    def clear_backlog(self) -> None:
+        self.state.clear_backlog()
+
+    def rewind(self) -> None:
+        """Redeliver from the first unacknowledged entry."""
+        self._epoch += 1
+        self.state.rewind()
+
+    def seek(self, position: Position) -> None:
+        """Move the read position (not the acknowledgements)."""
+        self._epoch += 1
+        self.state.seek(position)
+
+    async def reset(self, position: Position) -> None:
+        """Subscription seek: deliver from ``position``; earlier entries count as
+        acknowledged, later ones as not. Persisted before returning."""
+        self._epoch += 1
+        self.state.reset(position)
+        await self.persist()
+
+    async def reset_to_publish_time(
+        self, publish_time_ms: int, publish_time_of: Callable[[bytes], int]
+    ) -> Position:
+        """Reset to the first entry published at or after ``publish_time_ms``."""
+        pos = await self._ml.find_position_by_publish_time(publish_time_ms, publish_time_of)
+        await self.reset(pos)
+        return pos
+
+    @property
+    def backlog_entries(self) -> int:
+        return self.state.backlog_entries
+
+    @property
+    def backlog_messages(self) -> int:
+        return self.state.backlog_messages
+
+    @property
+    def mark_delete_position(self) -> Position:
+        return self.state.mark_delete
+
+    @property
+    def read_position(self) -> Position:
+        return self._ml.ledgers.normalize(self.state.read_position)
+
+    # --- persisting ------------------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Persist now if anything changed."""
+        await self.persist()
+
+    async def persist(self) -> None:
+        """Store the state if it changed since the last persist. Raises
+        :class:`ManagedLedgerFenced` if another owner took the cursor over."""
+        if not self.durable:
+            return
+        async with self._persist_lock:
+            version = self.state.version
+            if version == self._persisted_version:
+                return
+            cfg = self._ml.config
+            snapshot = self.state.snapshot(cfg.cursor_ranges_persist_max)
+            data = snapshot.encode()
+            stored = False
+            if self._ledger is not None and self._ledger_entries < cfg.cursor_ledger_entries_max:
+                try:
+                    await self._ledger.add_nowait(data)
+                    self._ledger_entries += 1
+                    stored = True
+                except Exception as exc:  # ledger client failure: fence, or switch ledgers
+                    if is_fenced(exc):
+                        self._ml.on_cursor_fenced(exc)
+                        raise ManagedLedgerFenced(f"{self._path}: cursor ledger fenced") from exc
+                    log.warning("%s: cursor ledger add failed (%s); switching", self._path, exc)
+            if not stored:
+                await self._switch_ledger(data)
+            await self._write_info(snapshot.mark_delete)
+            self._persisted_version = version
+            self.persisted_mark_delete = snapshot.mark_delete
+            self.persist_count += 1
+            await self._delete_stale_ledgers()
+
+    async def _switch_ledger(self, first_snapshot: bytes) -> None:
+        ml = self._ml
+        writer = await ml.storage.create_ledger({"managed-ledger": ml.name, "cursor": self.name})
+        await writer.add_nowait(first_snapshot)
+        old = self._ledger
+        self._ledger = writer
+        self._ledger_entries = 1
+        if old is not None:
+            self._stale_ledgers.append(old.ledger_id)
+            with contextlib.suppress(Exception):
+                await old.close()
+
+    async def _write_info(self, mark_delete: Position) -> None:
+        cursor_ledger = -1 if self._ledger is None else self._ledger.ledger_id
+        info = CursorInfo(cursor_ledger, mark_delete, dict(self.state.properties))
+        try:
+            stat = await self._ml.store.put(self._path, info.encode(), self._info_version)
+        except (BadVersion, NotFound) as exc:
+            self._ml.on_cursor_fenced(exc)
+            raise ManagedLedgerFenced(f"{self._path}: changed by another owner") from exc
+        self._info_version = stat.version
+
+    async def _delete_stale_ledgers(self) -> None:
+        """Old cursor ledgers go once the metadata points at a newer one."""
+        while self._stale_ledgers:
+            ledger_id = self._stale_ledgers[0]
+            await self._ml.storage.delete_ledger(ledger_id)
+            self._stale_ledgers.pop(0)
+
+    async def delete_storage(self) -> None:
+        await self.close_storage()
+        if self.durable:
+            with contextlib.suppress(NotFound):
+                await self._ml.store.delete(self._path)
+            if self._ledger is not None:
+                self._stale_ledgers.append(self._ledger.ledger_id)
+                self._ledger = None
+            await self._delete_stale_ledgers()
+
+    async def close_storage(self) -> None:
+        if self._ledger is not None:
+            with contextlib.suppress(Exception):
+                await self._ledger.close()

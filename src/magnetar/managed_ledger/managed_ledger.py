@@ -1,0 +1,831 @@
+"""The managed ledger: a topic's log as an ordered list of ledgers, with cursors.
+
+Ownership and fencing: one process owns a managed ledger at a time. Opening it fences the
+previous owner: the last ledger is opened for recovery (its writer can add no more) and a
+new ledger is registered with a compare-and-set of the metadata. The old owner's next add
+fails with the ledger client's fenced error, its metadata writes fail with ``BadVersion``,
+and both surface as :class:`ManagedLedgerFenced`; it never appends behind the new owner.
+
+Appends: ``add_entry`` pipelines entries to the current ledger; futures resolve in append
+order. The current ledger rolls over by entry count, size or age, and on any write failure
+(failed and later adds are re-sent, in order, to the new ledger).
+
+Reads: entries just appended are served from the :class:`EntryCache`; catch-up reads go to
+bookies in batches with read-ahead. A read at the end of the log parks on a future until an
+entry arrives (``ManagedCursor.read_entries_or_wait``).
+
+Background work (one task, period ``min(maintenance_interval_ms,
+cursor_persist_interval_ms)``): persist dirty durable cursors, roll over by age, apply TTL
+and backlog quotas, trim consumed ledgers, evict the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+from magnetar.common.clock import Clock, SystemClock
+from magnetar.common.errors import MagnetarError
+from magnetar.managed_ledger.config import BacklogQuotaPolicy, ManagedLedgerConfig
+from magnetar.managed_ledger.cursor import CursorState
+from magnetar.managed_ledger.entry_cache import EntryCache
+from magnetar.managed_ledger.errors import (
+    BacklogQuotaExceeded,
+    CursorNotFound,
+    ManagedLedgerClosed,
+    ManagedLedgerError,
+    ManagedLedgerFenced,
+    ManagedLedgerTerminated,
+    OffloadNotConfigured,
+)
+from magnetar.managed_ledger.ledger_list import LedgerList, LedgerSegment
+from magnetar.managed_ledger.managed_cursor import ManagedCursor
+from magnetar.managed_ledger.metadata_layout import (
+    CursorInfo,
+    ManagedLedgerInfo,
+    cursor_name,
+    cursor_path,
+    ledger_path,
+)
+from magnetar.managed_ledger.offload import Offloader
+from magnetar.managed_ledger.position import Position
+from magnetar.managed_ledger.retention import ledgers_expired_by_ttl, ledgers_to_trim
+from magnetar.managed_ledger.storage import LedgerReader, LedgerStorage, LedgerWriter, is_fenced
+from magnetar.metadata.store import (
+    MUST_NOT_EXIST,
+    BadVersion,
+    MetadataStore,
+    NodeExists,
+    NotFound,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry read from the log. ``data`` is shared, never copied; do not mutate."""
+
+    position: Position
+    data: bytes
+
+
+class _AddOp:
+    __slots__ = ("attempt", "data", "done", "entry_id", "error", "future", "messages", "task")
+
+    def __init__(self, data: bytes, messages: int, future: asyncio.Future[Position]) -> None:
+        self.data = data
+        self.messages = messages
+        self.future = future
+        self.attempt = 0
+        self.done = False
+        self.entry_id = -1
+        self.error: BaseException | None = None
+        self.task: asyncio.Future[int] | None = None
+
+
+class ManagedLedger:
+    """A topic's log. Create with :meth:`open`; one instance per name per process.
+
+    Errors: appends raise :class:`ManagedLedgerFenced` (another owner), :class:`ManagedLedgerClosed`,
+    :class:`ManagedLedgerTerminated`, :class:`BacklogQuotaExceeded`, :class:`ManagedLedgerError`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        storage: LedgerStorage,
+        store: MetadataStore,
+        config: ManagedLedgerConfig,
+        clock: Clock,
+        offloader: Offloader | None,
+    ) -> None:
+        self.name = name
+        self._storage = storage
+        self._store = store
+        self.config = config
+        self._clock = clock
+        self._offloader = offloader
+        self._path = ledger_path(name)
+        self.ledgers = LedgerList()
+        self._info_version = MUST_NOT_EXIST
+        self._terminated = False
+        self._properties: dict[str, str] = {}
+        self._writer: LedgerWriter | None = None
+        self._fenced: BaseException | None = None
+        self._closed = False
+        self._queue: deque[_AddOp] = deque()
+        self._inflight: deque[_AddOp] = deque()
+        self._inflight_bytes = 0
+        self._rolling: asyncio.Task[None] | None = None
+        self._add_room = asyncio.Semaphore(config.pending_adds_max)
+        self._waiters: list[asyncio.Future[None]] = []
+        self.cursors: dict[str, ManagedCursor] = {}
+        self.cache = EntryCache(config.cache_size_max_bytes)
+        self._readers: OrderedDict[int, asyncio.Task[LedgerReader]] = OrderedDict()
+        self._meta_lock = asyncio.Lock()
+        self._maintenance: asyncio.Task[None] | None = None
+        self._quota_exceeded = False
+        self._last_persist_s = 0.0
+        self._last_maintenance_s = 0.0
+        self.stats_added = 0
+        self._background: set[asyncio.Future[None]] = set()
+
+    # --- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        name: str,
+        *,
+        storage: LedgerStorage,
+        store: MetadataStore,
+        config: ManagedLedgerConfig | None = None,
+        clock: Clock | None = None,
+        offloader: Offloader | None = None,
+        background: bool = True,
+    ) -> ManagedLedger:
+        """Open (creating if needed) and take ownership, fencing any previous owner.
+
+        ``background=False`` skips the maintenance task (tests drive :meth:`maintain`).
+        Raises :class:`ManagedLedgerFenced` if another process takes it over meanwhile.
+        """
+        ml = cls(
+            name, storage, store, config or ManagedLedgerConfig(), clock or SystemClock(), offloader
+        )
+        await ml._initialize()
+        if background:
+            ml._maintenance = asyncio.create_task(ml._maintenance_loop(), name=f"ml-{name}")
+        return ml
+
+    async def _initialize(self) -> None:
+        try:
+            got = await self._store.get(self._path)
+            info = ManagedLedgerInfo.decode(got.value)
+            self._info_version = got.stat.version
+        except NotFound:
+            info = ManagedLedgerInfo()
+            try:
+                stat = await self._store.put(self._path, info.encode(), MUST_NOT_EXIST)
+                self._info_version = stat.version
+            except NodeExists:
+                got = await self._store.get(self._path)
+                info = ManagedLedgerInfo.decode(got.value)
+                self._info_version = got.stat.version
+        self._terminated = info.terminated
+        self._properties = info.properties
+        self.ledgers = LedgerList(info.ledgers)
+        last = self.ledgers.last_segment
+        if last is not None and last.closed_ms is None:
+            await self._recover_last_ledger(last)
+        await self._load_cursors()
+        if not self._terminated:
+            await self._roll()
+        else:
+            await self._write_info()
+        if self._fenced is not None:
+            raise ManagedLedgerFenced(f"{self.name}: taken over while opening")
+
+    async def _recover_last_ledger(self, segment: LedgerSegment) -> None:
+        """Fence the previous owner's ledger and learn where it ends."""
+        reader = await self._storage.open_ledger(segment.ledger_id, recovery=True)
+        segment.entries = reader.last_add_confirmed + 1
+        segment.size_bytes = reader.length
+        # per-entry message counts of a recovered ledger are unknown: count one per entry
+        # unless the previous owner had recorded more before it stopped
+        segment.messages = max(segment.messages, segment.entries)
+        segment.message_prefix = None
+        segment.closed_ms = self._clock.now_ms()
+        task: asyncio.Task[LedgerReader] = asyncio.get_running_loop().create_task(_ready(reader))
+        self._readers[segment.ledger_id] = task
+
+    async def _load_cursors(self) -> None:
+        try:
+            names = await self._store.children(self._path)
+        except NotFound:
+            names = []
+        for segment in names:
+            name = cursor_name(segment)
+            path = cursor_path(self.name, name)
+            try:
+                got = await self._store.get(path)
+            except NotFound:
+                continue
+            cursor = await ManagedCursor.restore(
+                self, name, CursorInfo.decode(got.value), got.stat.version
+            )
+            self.cursors[name] = cursor
+
+    # --- properties ------------------------------------------------------------------------
+
+    @property
+    def storage(self) -> LedgerStorage:
+        return self._storage
+
+    @property
+    def store(self) -> MetadataStore:
+        return self._store
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def last_confirmed(self) -> Position:
+        """The last appended entry (a boundary ``(L, -1)`` when the log is empty)."""
+        return self.ledgers.last_confirmed
+
+    @property
+    def is_fenced(self) -> bool:
+        return self._fenced is not None
+
+    @property
+    def is_terminated(self) -> bool:
+        return self._terminated
+
+    @property
+    def current_ledger_id(self) -> int | None:
+        return None if self._writer is None else self._writer.ledger_id
+
+    def ledger_ids(self) -> list[int]:
+        return [s.ledger_id for s in self.ledgers]
+
+    def slowest_cursor(self) -> ManagedCursor | None:
+        """The durable cursor with the smallest mark-delete position."""
+        durable = [c for c in self.cursors.values() if c.durable]
+        return min(durable, key=lambda c: c.state.mark_delete, default=None)
+
+    # --- appends ---------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._fenced is not None:
+            raise ManagedLedgerFenced(f"{self.name}: fenced by another owner ({self._fenced})")
+        if self._closed:
+            raise ManagedLedgerClosed(f"{self.name} is closed")
+
+    async def add_entry(self, data: bytes, messages: int = 1) -> Position:
+        """Append one entry holding ``messages`` messages; returns its position once stored
+        (fsynced by an ack quorum). Concurrent calls are stored in call order."""
+        self._check_usable()
+        if self._terminated:
+            raise ManagedLedgerTerminated(f"{self.name} is terminated")
+        if self._quota_exceeded and (
+            self.config.backlog_quota_policy is BacklogQuotaPolicy.PRODUCER_EXCEPTION
+        ):
+            raise BacklogQuotaExceeded(f"{self.name}: backlog quota exceeded")
+        await self._add_room.acquire()
+        try:
+            self._check_usable()
+            op = _AddOp(data, messages, asyncio.get_running_loop().create_future())
+            self._queue.append(op)
+            self._pump()
+            return await op.future
+        finally:
+            self._add_room.release()
+
+    def _pump(self) -> None:
+        """Issue queued adds to the current ledger, in order (no task per entry)."""
+        writer = self._writer
+        if writer is None or self._rolling is not None or self._fenced is not None:
+            return
+        seg = self.ledgers.last_segment
+        assert seg is not None
+        cfg = self.config
+        while self._queue:
+            # a ledger takes no more than its limits, counting adds still in flight
+            full = seg.entries + len(self._inflight) >= cfg.ledger_entries_max or (
+                seg.size_bytes + self._inflight_bytes >= cfg.ledger_size_max_bytes
+            )
+            if full and self._clock.now_ms() - seg.created_ms >= cfg.ledger_age_min_ms:
+                self._request_roll()
+                return
+            op = self._queue.popleft()
+            self._inflight.append(op)
+            self._inflight_bytes += len(op.data)
+            fut = writer.add_nowait(op.data)
+            op.task = fut
+            fut.add_done_callback(partial(self._on_added, writer, op, op.attempt))
+
+    def _on_added(
+        self, writer: LedgerWriter, op: _AddOp, attempt: int, fut: asyncio.Future[int]
+    ) -> None:
+        if op.attempt != attempt:
+            # re-sent to a newer ledger meanwhile; this copy is never counted
+            if not fut.cancelled():
+                fut.exception()
+            return
+        if fut.cancelled():
+            op.error = ManagedLedgerError("add cancelled")
+        else:
+            exc = fut.exception()
+            if exc is not None:
+                op.error = exc
+            else:
+                op.entry_id = fut.result()
+        op.done = True
+        self._complete(writer)
+
+    def _complete(self, writer: LedgerWriter) -> None:
+        """Account finished adds strictly in order; stop at the first unfinished one."""
+        appended = False
+        ledger_id = writer.ledger_id
+        while self._inflight and self._inflight[0].done:
+            op = self._inflight[0]
+            if op.error is not None:
+                self._on_add_failure(op.error)
+                break
+            self._inflight.popleft()
+            self._inflight_bytes -= len(op.data)
+            self.ledgers.record_append(ledger_id, op.entry_id, len(op.data), op.messages)
+            position = Position(ledger_id, op.entry_id)
+            self.cache.insert(position, op.data)
+            self.stats_added += 1
+            if not op.future.done():
+                op.future.set_result(position)
+            appended = True
+        if appended:
+            self._notify_waiters()
+            if self._should_roll():
+                self._request_roll()
+
+    def _on_add_failure(self, error: BaseException) -> None:
+        if is_fenced(error):
+            self._fence(error)
+            return
+        log.warning("%s: add failed (%s); rolling over", self.name, error)
+        retry = list(self._inflight)
+        self._inflight.clear()
+        self._inflight_bytes = 0
+        for op in retry:
+            op.attempt += 1
+            op.done = False
+            op.error = None
+        self._queue.extendleft(reversed(retry))
+        self._request_roll(after_failure=True)
+
+    def _fence(self, error: BaseException) -> None:
+        if self._fenced is not None:
+            return
+        self._fenced = error
+        log.warning("%s: fenced (%s)", self.name, error)
+        exc = ManagedLedgerFenced(f"{self.name}: fenced by another owner ({error})")
+        for op in [*self._inflight, *self._queue]:
+            if not op.future.done():
+                op.future.set_exception(exc)
+                op.future.exception()  # a caller that went away must not log "never retrieved"
+        self._inflight.clear()
+        self._inflight_bytes = 0
+        self._queue.clear()
+        self._fail_waiters(exc)
+
+    def _should_roll(self) -> bool:
+        seg = self.ledgers.last_segment
+        if seg is None or self._writer is None:
+            return False
+        cfg = self.config
+        age_ms = self._clock.now_ms() - seg.created_ms
+        if age_ms >= cfg.ledger_age_max_ms > 0 and seg.entries > 0:
+            return True
+        if age_ms < cfg.ledger_age_min_ms:
+            return False
+        return seg.entries >= cfg.ledger_entries_max or seg.size_bytes >= cfg.ledger_size_max_bytes
+
+    def _request_roll(self, *, after_failure: bool = False) -> None:
+        if self._rolling is None and self._fenced is None and not self._closed:
+            self._rolling = asyncio.create_task(self._roll_task(after_failure))
+
+    async def _roll_task(self, after_failure: bool) -> None:
+        try:
+            await self._roll(after_failure=after_failure)
+        except MagnetarError as exc:
+            log.warning("%s: rollover failed: %s", self.name, exc)
+            err = exc if isinstance(exc, ManagedLedgerFenced) else ManagedLedgerError(str(exc))
+            for op in list(self._queue):
+                if not op.future.done():
+                    op.future.set_exception(err)
+                    op.future.exception()
+            self._queue.clear()
+        finally:
+            self._rolling = None
+            self._pump()
+
+    async def _roll(self, *, after_failure: bool = False) -> None:
+        """Close the current ledger (after its in-flight adds finish) and start a new one."""
+        while self._inflight:
+            tasks = [op.task for op in self._inflight if op.task is not None]
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self._inflight and all(op.done for op in self._inflight):
+                break
+        old = self._writer
+        self._writer = None
+        if old is not None:
+            try:
+                await old.close()
+            except Exception as exc:  # closing a failed ledger may fail; fencing must not
+                if is_fenced(exc):
+                    self._fence(exc)
+                    raise ManagedLedgerFenced(f"{self.name}: fenced on close") from exc
+                if not after_failure:
+                    log.warning("%s: closing ledger %d failed: %s", self.name, old.ledger_id, exc)
+        now = self._clock.now_ms()
+        last = self.ledgers.last_segment
+        if last is not None and last.closed_ms is None:
+            last.closed_ms = now
+        props = dict(self.config.ledger_properties)
+        props.setdefault("managed-ledger", self.name)
+        writer = await self._storage.create_ledger(props)
+        self.ledgers.add_ledger(LedgerSegment(writer.ledger_id, created_ms=now))
+        try:
+            await self._write_info()
+        except ManagedLedgerFenced:
+            with contextlib.suppress(Exception):
+                await writer.close()
+                await self._storage.delete_ledger(writer.ledger_id)
+            raise
+        self._writer = writer
+
+    async def _write_info(self) -> None:
+        """CAS the ledger list; ``BadVersion`` means another owner: fence."""
+        async with self._meta_lock:
+            if self._fenced is not None:
+                raise ManagedLedgerFenced(f"{self.name}: fenced")
+            info = ManagedLedgerInfo(list(self.ledgers), self._terminated, self._properties)
+            try:
+                stat = await self._store.put(self._path, info.encode(), self._info_version)
+            except (BadVersion, NotFound) as exc:
+                self._fence(exc)
+                raise ManagedLedgerFenced(
+                    f"{self.name}: metadata changed by another owner"
+                ) from exc
+            self._info_version = stat.version
+
+    async def terminate(self) -> Position:
+        """No more appends, ever; returns the last entry."""
+        self._check_usable()
+        self._terminated = True
+        await self._drain_adds()
+        await self._write_info()
+        return self.last_confirmed
+
+    async def _drain_adds(self) -> None:
+        while self._rolling is not None or self._inflight or self._queue:
+            if self._fenced is not None:
+                return
+            if self._rolling is not None:
+                await asyncio.gather(self._rolling, return_exceptions=True)
+                continue
+            tasks = [op.task for op in self._inflight if op.task is not None]
+            if not tasks:
+                break
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def _notify_waiters(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def _fail_waiters(self, exc: BaseException) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_exception(exc)
+                fut.exception()
+
+    async def wait_for_entry_after(self, position: Position) -> None:
+        """Return once an entry after ``position`` exists (no polling: parks on a future).
+        Raises :class:`ManagedLedgerClosed`/:class:`ManagedLedgerFenced` if that happens
+        first. Cancel the caller to stop waiting."""
+        while self.ledgers.last_confirmed <= position or not self.ledgers.exists(
+            self.ledgers.normalize(self.ledgers.next_position(position))
+        ):
+            self._check_usable()
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            await fut
+
+    async def read_range(
+        self, ledger_id: int, first: int, last: int, *, read_ahead: bool = True
+    ) -> list[bytes]:
+        """Entries ``first..last`` of one ledger (clipped to what exists), from the cache
+        or from storage, in order."""
+        seg = self.ledgers.get(ledger_id)
+        if seg is None:
+            raise ManagedLedgerError(f"{self.name}: ledger {ledger_id} is not in the log")
+        last = min(last, seg.entries - 1)
+        if last < first:
+            return []
+        out = self.cache.get_run(ledger_id, first, last)
+        start = first + len(out)
+        while start <= last:
+            upto = min(last, start + self.config.read_batch_max_entries - 1)
+            fetch_last = upto
+            if read_ahead and upto == last:
+                fetch_last = min(
+                    seg.entries - 1,
+                    max(upto, start + self.config.read_ahead_entries - 1),
+                    start + self.config.read_batch_max_entries - 1,
+                )
+            data = await self._read_storage(seg, start, fetch_last)
+            wanted = upto - start + 1
+            out.extend(data[:wanted])
+            for i in range(wanted, len(data)):
+                self.cache.insert(Position(ledger_id, start + i), data[i])
+            start = upto + 1
+        return out
+
+    async def _read_storage(self, seg: LedgerSegment, first: int, last: int) -> Sequence[bytes]:
+        writer = self._writer
+        if writer is not None and writer.ledger_id == seg.ledger_id:
+            return [e.data for e in await writer.read(first, last)]
+        if seg.offloaded and self._offloader is not None:
+            try:
+                reader = await self._reader(seg.ledger_id)
+            except MagnetarError:
+                return await self._offloader.read(self.name, seg.ledger_id, first, last)
+            return [e.data for e in await reader.read(first, last)]
+        reader = await self._reader(seg.ledger_id)
+        return [e.data for e in await reader.read(first, last)]
+
+    async def _reader(self, ledger_id: int) -> LedgerReader:
+        task = self._readers.get(ledger_id)
+        if task is None:
+            task = asyncio.ensure_future(self._storage.open_ledger(ledger_id, recovery=False))
+            self._readers[ledger_id] = task
+            while len(self._readers) > self.config.open_readers_max:
+                _, old = self._readers.popitem(last=False)
+                closing = asyncio.ensure_future(_close_reader(old))
+                self._background.add(closing)
+                closing.add_done_callback(self._background.discard)
+        else:
+            self._readers.move_to_end(ledger_id)
+        try:
+            return await asyncio.shield(task)
+        except Exception:
+            if self._readers.get(ledger_id) is task:
+                del self._readers[ledger_id]
+            raise
+
+    async def find_position_by_publish_time(
+        self, publish_time_ms: int, publish_time_of: Callable[[bytes], int]
+    ) -> Position:
+        """The first entry whose publish time is ``>= publish_time_ms`` (the end position
+        if none), by binary search over the log. ``publish_time_of`` extracts the publish
+        time from an entry's bytes (the managed ledger treats entries as opaque). Assumes
+        publish times are non-decreasing in log order, as they are for one producer."""
+        spans = [(s.ledger_id, s.entries) for s in self.ledgers if s.entries > 0]
+        total = sum(n for _, n in spans)
+        lo, hi = 0, total  # answer index in [lo, hi]
+
+        def at(index: int) -> Position:
+            for ledger_id, n in spans:
+                if index < n:
+                    return Position(ledger_id, index)
+                index -= n
+            raise IndexError(index)
+
+        while lo < hi:
+            mid = (lo + hi) // 2
+            pos = at(mid)
+            data = await self.read_range(pos[0], pos[1], pos[1], read_ahead=False)
+            if publish_time_of(data[0]) >= publish_time_ms:
+                hi = mid
+            else:
+                lo = mid + 1
+        return at(lo) if lo < total else self.ledgers.end_position
+
+    # --- cursors ---------------------------------------------------------------------------
+
+    async def open_cursor(
+        self,
+        name: str,
+        *,
+        start: Position | None = None,
+        durable: bool = True,
+        earliest: bool = False,
+    ) -> ManagedCursor:
+        """The cursor ``name``, created if missing at ``start`` (the next entry to read), or
+        at the oldest entry (``earliest``), else after the last entry. A non-durable cursor
+        is never persisted and does not hold back trimming."""
+        self._check_usable()
+        existing = self.cursors.get(name)
+        if existing is not None:
+            return existing
+        if start is not None:
+            mark_delete = self.ledgers.previous_position(self.ledgers.normalize(start))
+        elif earliest:
+            mark_delete = self.ledgers.previous_position(self.ledgers.first_position)
+        else:
+            mark_delete = self.ledgers.last_confirmed
+        state = CursorState(name, self.ledgers, mark_delete)
+        cursor = ManagedCursor(self, state, durable=durable)
+        if durable:
+            await cursor.create_metadata()
+        self.cursors[name] = cursor
+        return cursor
+
+    async def delete_cursor(self, name: str) -> None:
+        """Remove a cursor and its stored state. Raises :class:`CursorNotFound`."""
+        cursor = self.cursors.pop(name, None)
+        if cursor is None:
+            raise CursorNotFound(f"{self.name}: no cursor {name!r}")
+        await cursor.delete_storage()
+
+    # --- maintenance -----------------------------------------------------------------------
+
+    async def _maintenance_loop(self) -> None:
+        cfg = self.config
+        tick_s = max(min(cfg.maintenance_interval_ms, cfg.cursor_persist_interval_ms), 1) / 1000
+        while not self._closed and self._fenced is None:
+            await self._clock.sleep(tick_s)
+            try:
+                await self.maintain()
+            except ManagedLedgerFenced:
+                return
+            except MagnetarError as exc:
+                log.warning("%s: maintenance failed: %s", self.name, exc)
+
+    async def maintain(self, *, force: bool = False) -> None:
+        """One round of background work (the maintenance task calls it periodically)."""
+        if self._closed or self._fenced is not None:
+            return
+        now_s = self._clock.monotonic_s()
+        cfg = self.config
+        if force or now_s - self._last_persist_s >= cfg.cursor_persist_interval_ms / 1000:
+            self._last_persist_s = now_s
+            await self.persist_cursors()
+        if not force and now_s - self._last_maintenance_s < cfg.maintenance_interval_ms / 1000:
+            return
+        self._last_maintenance_s = now_s
+        if self._should_roll():
+            self._request_roll()
+        self.apply_ttl()
+        self.apply_backlog_quota()
+        await self.trim()
+        self.evict_cache()
+
+    async def persist_cursors(self) -> None:
+        for cursor in list(self.cursors.values()):
+            if cursor.durable:
+                await cursor.persist()
+
+    def apply_ttl(self) -> None:
+        target = ledgers_expired_by_ttl(
+            self.ledgers, self._clock.now_ms(), self.config.message_ttl_ms
+        )
+        if target is None:
+            return
+        for cursor in self.cursors.values():
+            if cursor.state.mark_delete < target:
+                cursor.state.ack_cumulative(target)
+
+    def backlog_size_bytes(self, cursor: ManagedCursor) -> int:
+        return self.ledgers.size_between(cursor.state.mark_delete, self.ledgers.last_confirmed)
+
+    def apply_backlog_quota(self) -> None:
+        cfg = self.config
+        limit = cfg.backlog_quota_size_bytes
+        time_limit = cfg.backlog_quota_time_ms
+        if limit < 0 and time_limit < 0:
+            self._quota_exceeded = False
+            return
+        now = self._clock.now_ms()
+        evict = cfg.backlog_quota_policy is BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION
+
+        def over(cursor: ManagedCursor) -> bool:
+            if limit >= 0 and self.backlog_size_bytes(cursor) > limit:
+                return True
+            if time_limit >= 0:
+                first = self.ledgers.get(cursor.state.first_unacked()[0])
+                # an entry of a ledger closed at T is at least now - T old
+                if first is not None and first.closed_ms is not None:
+                    return now - first.closed_ms > time_limit
+            return False
+
+        exceeded = False
+        for cursor in self.cursors.values():
+            if not cursor.durable or not over(cursor):
+                continue
+            if not evict:
+                exceeded = True
+                continue
+            # evict whole oldest ledgers of this cursor's backlog until within quota
+            while over(cursor):
+                first = cursor.state.first_unacked()
+                seg = self.ledgers.get(first[0])
+                if seg is None or seg is self.ledgers.last_segment:
+                    break
+                cursor.state.ack_cumulative(Position(seg.ledger_id, seg.entries - 1))
+        self._quota_exceeded = exceeded
+
+    async def trim(self) -> list[int]:
+        """Delete the ledgers no durable cursor and no retention policy needs; returns
+        their ids. The metadata is updated first, so a crash leaks at most ledgers."""
+        slowest = self.slowest_cursor()
+        doomed = ledgers_to_trim(
+            self.ledgers,
+            None if slowest is None else slowest.state.mark_delete,
+            self._clock.now_ms(),
+            self.config.retention_time_ms,
+            self.config.retention_size_bytes,
+        )
+        if not doomed:
+            return []
+        removed = self.ledgers.remove_ledgers(set(doomed))
+        try:
+            await self._write_info()
+        except ManagedLedgerFenced:
+            raise
+        except MagnetarError:
+            self.ledgers.restore_front(removed)  # the next round tries again
+            raise
+        for cursor in self.cursors.values():
+            cursor.state.on_ledgers_trimmed()
+        for seg in removed:
+            self.cache.evict_ledger(seg.ledger_id)
+            task = self._readers.pop(seg.ledger_id, None)
+            if task is not None:
+                await _close_reader(task)
+            await self._storage.delete_ledger(seg.ledger_id)
+            if seg.offloaded and self._offloader is not None:
+                await self._offloader.delete(self.name, seg.ledger_id)
+        return doomed
+
+    def evict_cache(self) -> None:
+        """Drop cached entries every cursor has already read."""
+        if not self.cursors:
+            self.cache.evict_before(self.ledgers.end_position)
+            return
+        slowest_read = min(c.state.read_position for c in self.cursors.values())
+        self.cache.evict_before(slowest_read)
+
+    # --- offload hook ----------------------------------------------------------------------
+
+    async def offload_ledger(self, ledger_id: int) -> None:
+        """Copy a closed ledger to tiered storage and record it in the metadata."""
+        if self._offloader is None:
+            raise OffloadNotConfigured(f"{self.name}: no offloader configured")
+        seg = self.ledgers.get(ledger_id)
+        if seg is None or seg.closed_ms is None:
+            raise ManagedLedgerError(f"{self.name}: ledger {ledger_id} is not a closed ledger")
+
+        async def read(first: int, last: int) -> Sequence[bytes]:
+            return await self.read_range(ledger_id, first, last, read_ahead=False)
+
+        await self._offloader.offload(self.name, ledger_id, seg.entries, read)
+        seg.offloaded = True
+        await self._write_info()
+
+    # --- closing ---------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Persist cursors, finish in-flight appends, close ledgers. Idempotent."""
+        if self._closed:
+            return
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._maintenance
+        if self._fenced is None:
+            await self._drain_adds()
+            with contextlib.suppress(MagnetarError):
+                await self.persist_cursors()
+        self._closed = True
+        self._fail_waiters(ManagedLedgerClosed(f"{self.name} is closed"))
+        for cursor in self.cursors.values():
+            await cursor.close_storage()
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                await self._writer.close()
+            self._writer = None
+        for task in self._readers.values():
+            await _close_reader(task)
+        self._readers.clear()
+        self.cache.clear()
+
+    def register_waiter(self) -> asyncio.Future[None]:
+        """A future resolved at the next append (used by cursors parking at the end)."""
+        self._check_usable()
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        return fut
+
+    def on_cursor_fenced(self, error: BaseException) -> None:
+        self._fence(error)
+
+
+async def _ready(reader: LedgerReader) -> LedgerReader:
+    return reader
+
+
+async def _close_reader(task: Awaitable[LedgerReader]) -> None:
+    with contextlib.suppress(Exception):
+        reader = await task
+        await reader.close()

@@ -1,0 +1,93 @@
+"""Where and how a managed ledger keeps its state in the metadata store.
+
+::
+
+    /managed-ledgers/<name>                  JSON: {"ledgers": [segment...], "terminated": bool,
+                                                    "properties": {...}}      (versioned, CAS)
+    /managed-ledgers/<name>/<quoted cursor>  JSON: {"cursor_ledger": id | -1,
+                                                    "mark_delete": [ledger, entry],
+                                                    "properties": {...}}      (versioned, CAS)
+
+Every update of a node is a compare-and-set on the version read or last written by this
+process; a ``BadVersion`` means another process took the managed ledger over (fenced).
+Cursor names are URL-quoted so any name is a single path segment.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, unquote
+
+from magnetar.managed_ledger.ledger_list import LedgerSegment
+from magnetar.managed_ledger.position import Position
+
+ROOT = "/managed-ledgers"
+
+
+def ledger_path(name: str) -> str:
+    return f"{ROOT}/{name.strip('/')}"
+
+
+def cursor_path(name: str, cursor: str) -> str:
+    return f"{ledger_path(name)}/{quote(cursor, safe='')}"
+
+
+def cursor_name(segment: str) -> str:
+    return unquote(segment)
+
+
+@dataclass(slots=True)
+class ManagedLedgerInfo:
+    ledgers: list[LedgerSegment] = field(default_factory=list)
+    terminated: bool = False
+    properties: dict[str, str] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "ledgers": [s.to_json() for s in self.ledgers],
+                "terminated": self.terminated,
+                "properties": self.properties,
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> ManagedLedgerInfo:
+        if not data:
+            return cls()
+        raw: dict[str, Any] = json.loads(data)
+        return cls(
+            ledgers=[LedgerSegment.from_json(s) for s in raw.get("ledgers", [])],
+            terminated=bool(raw.get("terminated", False)),
+            properties={str(k): str(v) for k, v in raw.get("properties", {}).items()},
+        )
+
+
+@dataclass(slots=True)
+class CursorInfo:
+    cursor_ledger: int = -1
+    mark_delete: Position = field(default_factory=lambda: Position(-1, -1))
+    properties: dict[str, int] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "cursor_ledger": self.cursor_ledger,
+                "mark_delete": list(self.mark_delete),
+                "properties": self.properties,
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> CursorInfo:
+        raw: dict[str, Any] = json.loads(data)
+        md = raw.get("mark_delete", [-1, -1])
+        return cls(
+            cursor_ledger=int(raw.get("cursor_ledger", -1)),
+            mark_delete=Position(int(md[0]), int(md[1])),
+            properties={str(k): int(v) for k, v in raw.get("properties", {}).items()},
+        )

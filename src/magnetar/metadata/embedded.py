@@ -564,6 +564,7 @@ class EmbeddedStore:
         self._state = SessionState.LOST
         await self._database.end_session(self._session_id, self._clock.now_ms())
         self._hub.publish_state(SessionState.LOST, threadsafe=False)
+        self._hub.end_all(threadsafe=False)
 
     async def close(self) -> None:
         if self._released:
@@ -575,8 +576,8 @@ class EmbeddedStore:
             self._hub.publish_state(SessionState.LOST, threadsafe=False)
         with self._database.hub_lock:
             self._database.hubs.pop(self._session_id, None)
-        # Let notifications already queued by the worker reach the streams before they end.
-        await asyncio.sleep(0)
+        # Notifications of the session's last changes are already in the streams: the worker
+        # queued them (call_soon_threadsafe) before the completion that resumed us.
         self._hub.end_all(threadsafe=False)
         await asyncio.get_running_loop().run_in_executor(None, _release, self._database)
 

@@ -12,20 +12,21 @@ Session states and what a holder of ephemeral nodes (a leader, a lock owner) may
   acting on leadership (no new fenced writes succeed anyway) until CONNECTED or LOST.
 * ``LOST`` — the session expired: every ephemeral node it created is gone, and any other
   process may already hold what this one held. Every later operation raises
-  :class:`SessionExpired`. Recovery means closing this store and opening a new session.
+  :class:`SessionExpired`, and every notification and state stream ends (after
+  delivering LOST). Recovery means closing this store and opening a new session.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from magnetar.common.errors import MetadataError
 
 if TYPE_CHECKING:
-    from magnetar.metadata.notifications import NotificationStream
+    from magnetar.metadata.notifications import NotificationStream, SessionStateStream
 
 VALUE_SIZE_MAX_BYTES = 1024 * 1024
 """Default largest value a node may hold (ZooKeeper's jute.maxbuffer is about the same)."""
@@ -251,8 +252,9 @@ class MetadataStore(Protocol):
         the stream raises ``StreamOverflow`` (a :class:`MetadataStoreError`)."""
         ...
 
-    def session_states(self) -> AsyncIterator[SessionState]:
-        """Each session state change, starting with the current state."""
+    def session_states(self) -> SessionStateStream:
+        """Each session state change, starting with the current state; ends after LOST.
+        An async iterator of :class:`SessionState`; close it when done."""
         ...
 
     async def close(self) -> None:

@@ -195,6 +195,8 @@ class ZooKeeperStore:
             return
         self._state = new
         self._hub.publish_state(new, threadsafe=False)
+        if new is SessionState.LOST:
+            self._hub.end_all(threadsafe=False)  # nothing more can happen in this session
         if new is SessionState.LOST and not self._closed:
             _log.warning("ZooKeeper session %#x lost", self._session_id)
             # Stop the client so kazoo does not quietly open a new session.

@@ -1,0 +1,165 @@
+"""Recipes (election with epoch, sequential election, lock, cache) on every backend, with
+candidates as tasks of this process, each on its own session."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from magnetar.metadata import (
+    CreateOp,
+    FencedByEpoch,
+    MetadataStore,
+    SessionExpired,
+    SetOp,
+)
+from magnetar.metadata.cache import MetadataCache
+from magnetar.metadata.election import Leadership, LeaderElection, SequentialElection
+from magnetar.metadata.lock import Lock
+
+OpenStore = Callable[[], Awaitable[MetadataStore]]
+WAIT_S = 15.0
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    """Poll ``check`` until true, failing after WAIT_S (a bounded wait on a condition)."""
+    async with asyncio.timeout(WAIT_S):
+        while not await check():
+            await asyncio.sleep(0.01)
+    assert await check(), what
+
+
+async def test_election_one_leader_and_increasing_epochs(open_store: OpenStore) -> None:
+    stores = [await open_store() for _ in range(3)]
+    elections = [
+        LeaderElection(s, "/ctl/controller", f"c{i}".encode()) for i, s in enumerate(stores)
+    ]
+    tasks = [asyncio.create_task(e.campaign()) for e in elections]
+    epochs: list[int] = []
+    previous: LeaderElection | None = None
+    try:
+        for _round in range(3):
+
+            async def one_leader() -> bool:
+                return sum(e.is_leader for e in elections) == 1
+
+            await eventually(one_leader, "no leader elected")
+            leader = next(e for e in elections if e.is_leader)
+            assert leader.epoch is not None
+            assert not epochs or leader.epoch > epochs[-1]
+            epochs.append(leader.epoch)
+            assert await leader.current_leader() == (leader.candidate_id, leader.epoch)
+            if previous is not None:
+                assert previous.epoch is not None
+                with pytest.raises(FencedByEpoch):
+                    await leader.fenced_multi(previous.epoch, [CreateOp("/ctl/stale", b"")])
+                assert await leader.store.exists("/ctl/stale") is None
+            await leader.fenced_multi(leader.epoch, [SetOp("/ctl", str(leader.epoch).encode())])
+            # the leader's session ends: it learns it is deposed; its writes are refused
+            await leader.store.expire_session()  # type: ignore[attr-defined]
+            async with asyncio.timeout(WAIT_S):
+                await leader.wait_deposed()
+            assert leader.leadership is Leadership.DEPOSED and not leader.is_leader
+            with pytest.raises(SessionExpired):
+                await leader.fenced_multi(leader.epoch, [CreateOp("/ctl/w", b"")])
+            previous = leader
+        assert epochs == sorted(set(epochs)) and len(epochs) == 3
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
+async def test_resign_hands_over(open_store: OpenStore) -> None:
+    a = LeaderElection(await open_store(), "/r/leader", b"a")
+    b = LeaderElection(await open_store(), "/r/leader", b"b")
+    epoch_a = await a.campaign()
+    task_b = asyncio.create_task(b.campaign())
+    await a.resign()
+    async with asyncio.timeout(WAIT_S):
+        epoch_b = await task_b
+    assert epoch_b == epoch_a + 1 and b.is_leader and not a.is_leader
+    with pytest.raises(FencedByEpoch):
+        await a.fenced_multi(epoch_a, [CreateOp("/r/late", b"")])
+    assert [r.path for r in await b.fenced_multi(epoch_b, [CreateOp("/r/ok", b"")])] == ["/r/ok"]
+
+
+async def test_sequential_election_lowest_wins_in_order(open_store: OpenStore) -> None:
+    elections = [
+        SequentialElection(await open_store(), "/auditor", f"a{i}".encode()) for i in range(3)
+    ]
+    first = await elections[0].campaign()
+    waiting = [asyncio.create_task(e.campaign()) for e in elections[1:]]
+    async with asyncio.timeout(WAIT_S):
+        while len(await elections[0].store.children("/auditor")) < 3:
+            await asyncio.sleep(0.01)
+    assert not any(t.done() for t in waiting)
+    assert await elections[0].leader() == b"a0"
+    # concurrent creates may be numbered in either order: find who is next in line
+    nodes = [e.node for e in elections[1:]]
+    assert nodes[0] is not None and nodes[1] is not None
+    nxt, last = (0, 1) if nodes[0] < nodes[1] else (1, 0)
+    await elections[0].resign()
+    async with asyncio.timeout(WAIT_S):
+        second = await waiting[nxt]
+    assert second > first and not waiting[last].done()
+    await elections[1 + nxt].store.close()  # the session ends: its node goes, the last leads
+    async with asyncio.timeout(WAIT_S):
+        await waiting[last]
+    assert await elections[1 + last].leader() == elections[1 + last].candidate_id
+
+
+async def test_lock_excludes_and_hands_over(open_store: OpenStore) -> None:
+    s1, s2 = await open_store(), await open_store()
+    lock1 = Lock(s1, "/locks/l", b"owner-1")
+    lock2 = Lock(s2, "/locks/l", b"owner-2")
+    assert await lock1.try_acquire() and lock1.held
+    assert await lock1.try_acquire()  # re-entrant within the session that holds it
+    assert not await lock2.try_acquire()
+    assert await lock2.holder() == b"owner-1"
+    waiter = asyncio.create_task(lock2.acquire())
+    async with asyncio.timeout(1.0):
+        await asyncio.sleep(0.2)  # give the waiter a chance to (wrongly) acquire
+    assert not waiter.done()
+    await lock1.release()
+    async with asyncio.timeout(WAIT_S):
+        await waiter
+    assert lock2.held and await lock2.holder() == b"owner-2"
+    await s2.expire_session()  # type: ignore[attr-defined]
+    assert not lock2.held
+    assert await lock1.try_acquire()
+
+
+async def test_cache_reads_through_and_stays_fresh(open_store: OpenStore) -> None:
+    writer = await open_store()
+    reader = await open_store()
+    await writer.put("/cfg/a", b"1")
+    cache = MetadataCache(reader, "/cfg")
+    await cache.start()
+    try:
+        got = await cache.get("/cfg/a")
+        assert got is not None and got.value == b"1"
+        assert await cache.get("/cfg/missing") is None
+        assert await cache.children("/cfg") == ["a"]
+        hits = cache.hits
+        await cache.get("/cfg/a")
+        assert cache.hits == hits + 1
+        await writer.put("/cfg/a", b"2")
+        await writer.put("/cfg/missing", b"now")
+
+        async def fresh() -> bool:
+            a = await cache.get("/cfg/a")
+            m = await cache.get("/cfg/missing")
+            kids = await cache.children("/cfg")
+            return a is not None and a.value == b"2" and m is not None and kids == ["a", "missing"]
+
+        await eventually(fresh, "cache never saw the writes")
+        await writer.delete("/cfg/a")
+
+        async def gone() -> bool:
+            return await cache.get("/cfg/a") is None and await cache.children("/cfg") == ["missing"]
+
+        await eventually(gone, "cache never saw the delete")
+    finally:
+        await cache.close()

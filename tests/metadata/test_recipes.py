@@ -16,7 +16,7 @@ from magnetar.metadata import (
     SetOp,
 )
 from magnetar.metadata.cache import MetadataCache
-from magnetar.metadata.election import Leadership, LeaderElection, SequentialElection
+from magnetar.metadata.election import LeaderElection, Leadership, SequentialElection
 from magnetar.metadata.lock import Lock
 
 OpenStore = Callable[[], Awaitable[MetadataStore]]

@@ -34,6 +34,8 @@ class LedgerSegment:
     created_ms: int = 0
     closed_ms: int | None = None
     """When the ledger was closed (no more appends), ``None`` while it is the open ledger."""
+    last_add_ms: int = 0
+    """When the last entry was appended (every entry of the ledger is at least this old)."""
     offloaded: bool = False
     """True once a tiered-storage copy exists (see :mod:`magnetar.managed_ledger.offload`)."""
     message_prefix: array[int] | None = field(default=None, repr=False)
@@ -61,6 +63,7 @@ class LedgerSegment:
             "messages": self.messages,
             "created_ms": self.created_ms,
             "closed_ms": self.closed_ms,
+            "last_add_ms": self.last_add_ms,
             "offloaded": self.offloaded,
         }
 
@@ -74,6 +77,7 @@ class LedgerSegment:
             messages=int(data.get("messages") or 0),
             created_ms=int(data.get("created_ms") or 0),
             closed_ms=None if closed is None else int(closed),
+            last_add_ms=int(data.get("last_add_ms") or 0),
             offloaded=bool(data.get("offloaded", False)),
         )
 
@@ -133,7 +137,9 @@ class LedgerList:
         self._segments = [*segments, *self._segments]
         self._index = {s.ledger_id: i for i, s in enumerate(self._segments)}
 
-    def record_append(self, ledger_id: int, entry_id: int, size_bytes: int, messages: int) -> None:
+    def record_append(
+        self, ledger_id: int, entry_id: int, size_bytes: int, messages: int, now_ms: int = 0
+    ) -> None:
         """Account one appended entry of the open (last) ledger, in entry-id order."""
         segment = self._segments[-1]
         if segment.ledger_id != ledger_id or entry_id != segment.entries:
@@ -143,6 +149,7 @@ class LedgerList:
                 raise ValueError("per-entry counts unknown for a ledger with entries")
             segment.message_prefix = array("q", (0,))
         segment.entries += 1
+        segment.last_add_ms = now_ms
         segment.size_bytes += size_bytes
         segment.messages += messages
         segment.message_prefix.append(segment.message_prefix[-1] + messages)

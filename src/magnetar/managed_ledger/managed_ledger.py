@@ -201,6 +201,7 @@ class ManagedLedger:
         segment.messages = max(segment.messages, segment.entries)
         segment.message_prefix = None
         segment.closed_ms = self._clock.now_ms()
+        segment.last_add_ms = max(segment.last_add_ms, segment.closed_ms)
         task: asyncio.Task[LedgerReader] = asyncio.get_running_loop().create_task(_ready(reader))
         self._readers[segment.ledger_id] = task
 
@@ -341,7 +342,9 @@ class ManagedLedger:
                 break
             self._inflight.popleft()
             self._inflight_bytes -= len(op.data)
-            self.ledgers.record_append(ledger_id, op.entry_id, len(op.data), op.messages)
+            self.ledgers.record_append(
+                ledger_id, op.entry_id, len(op.data), op.messages, self._clock.now_ms()
+            )
             position = Position(ledger_id, op.entry_id)
             self.cache.insert(position, op.data)
             self.stats_added += 1
@@ -704,9 +707,9 @@ class ManagedLedger:
                 return True
             if time_limit >= 0:
                 first = self.ledgers.get(cursor.state.first_unacked()[0])
-                # an entry of a ledger closed at T is at least now - T old
-                if first is not None and first.closed_ms is not None:
-                    return now - first.closed_ms > time_limit
+                # every entry of a ledger last appended to at T is at least now - T old
+                if first is not None and first.entries > 0:
+                    return now - first.last_add_ms > time_limit
             return False
 
         exceeded = False

@@ -46,14 +46,16 @@ def ledgers_to_trim(
 
 
 def ledgers_expired_by_ttl(ledgers: LedgerList, now_ms: int, ttl_ms: int) -> Position | None:
-    """The last entry of the newest closed ledger whose every entry is older than the TTL
-    (it was closed more than ``ttl_ms`` ago); cursors behind it move past it."""
+    """The last entry of the newest ledger whose every entry is older than the TTL (its last
+    append was more than ``ttl_ms`` ago); cursors behind it move past it. Granularity is
+    one ledger: entries are opaque, so their own publish times are not consulted."""
     if ttl_ms < 0:
         return None
     target: Position | None = None
     for s in ledgers.segments:
-        if s.closed_ms is None or now_ms - s.closed_ms < ttl_ms:
+        if s.entries == 0:
+            continue
+        if now_ms - s.last_add_ms < ttl_ms:
             break
-        if s.entries > 0:
-            target = Position(s.ledger_id, s.entries - 1)
+        target = Position(s.ledger_id, s.entries - 1)
     return target

@@ -1,0 +1,234 @@
+"""The managed ledger over real bookies (in this process, on loopback TCP, journals on disk)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+
+from magnetar.common.clock import ManualClock
+from magnetar.ledger import LedgerClient
+from magnetar.managed_ledger.config import BacklogQuotaPolicy, ManagedLedgerConfig
+from magnetar.managed_ledger.errors import BacklogQuotaExceeded, ManagedLedgerFenced
+from magnetar.managed_ledger.managed_ledger import ManagedLedger
+from magnetar.managed_ledger.metadata_layout import ManagedLedgerInfo, ledger_path
+from magnetar.managed_ledger.position import Position
+from magnetar.managed_ledger.storage import LedgerClientStorage
+
+from .conftest import Cluster
+
+NAME = "public/default/persistent/t1"
+
+
+async def open_ml(cluster: Cluster, **cfg: object) -> ManagedLedger:
+    clock = cfg.pop("clock", None)
+    config = ManagedLedgerConfig(**cfg)  # type: ignore[arg-type]
+    return await ManagedLedger.open(
+        NAME,
+        storage=cluster.storage,
+        store=cluster.store,
+        config=config,
+        clock=clock,  # type: ignore[arg-type]
+        background=False,
+    )
+
+
+async def stored_ledger_ids(cluster: Cluster) -> list[int]:
+    got = await cluster.store.get(ledger_path(NAME))
+    return [s.ledger_id for s in ManagedLedgerInfo.decode(got.value).ledgers]
+
+
+async def test_append_read_across_rollovers_and_reopen(cluster: Cluster) -> None:
+    ml = await open_ml(cluster, ledger_entries_max=7, cache_size_max_bytes=0)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    positions = await asyncio.gather(*(ml.add_entry(b"m%d" % i) for i in range(40)))
+    assert positions == sorted(positions)
+    assert len({p.ledger_id for p in positions}) == 6  # 40 entries, 7 per ledger
+    assert await stored_ledger_ids(cluster) == ml.ledger_ids()
+    got = await cursor.read_entries(100)  # cache disabled: every read goes to bookies
+    assert [e.data for e in got] == [b"m%d" % i for i in range(40)]
+    assert [e.position for e in got] == positions
+    assert await cursor.read_entries(10) == []
+    await ml.close()
+
+    again = await open_ml(cluster)
+    assert again.last_confirmed == positions[-1]
+    c2 = again.cursors["sub"]
+    assert c2.backlog_entries == 40
+    data = [e.data for e in await c2.read_entries(100)]
+    assert data == [b"m%d" % i for i in range(40)]
+    p = await again.add_entry(b"after")
+    assert p > positions[-1]
+    await again.close()
+
+
+async def test_reader_at_the_end_parks_until_an_entry_arrives(cluster: Cluster) -> None:
+    ml = await open_ml(cluster)
+    cursor = await ml.open_cursor("tail")
+    reader = asyncio.create_task(cursor.read_entries_or_wait(10))
+    for _ in range(20):
+        await asyncio.sleep(0)  # let the reader reach its park; nothing to wait for
+    assert not reader.done()
+    pos = await ml.add_entry(b"wake")
+    got = await asyncio.wait_for(reader, 10)
+    assert [(e.position, e.data) for e in got] == [(pos, b"wake")]
+    assert ml.cache.hits >= 1  # a caught-up reader is served from memory
+    await ml.close()
+
+
+async def test_second_owner_fences_the_first(cluster: Cluster) -> None:
+    first = await open_ml(cluster)
+    acked = [await first.add_entry(b"a%d" % i) for i in range(5)]
+    other_client = LedgerClient(cluster.store)
+    try:
+        second = await ManagedLedger.open(
+            NAME,
+            storage=LedgerClientStorage(other_client),
+            store=cluster.store,
+            background=False,
+        )
+        with pytest.raises(ManagedLedgerFenced):
+            await first.add_entry(b"diverge")
+        with pytest.raises(ManagedLedgerFenced):
+            await first.add_entry(b"again")
+        assert first.is_fenced
+        p = await second.add_entry(b"b0")
+        cursor = await second.open_cursor("check", earliest=True)
+        data = [e.data for e in await cursor.read_entries(100)]
+        assert data == [b"a%d" % i for i in range(5)] + [b"b0"]
+        assert p > acked[-1]
+        await second.close()
+    finally:
+        await first.close()
+        await other_client.close()
+
+
+async def test_cursor_state_survives_a_crash_up_to_the_last_persist(cluster: Cluster) -> None:
+    ml = await open_ml(cluster, ledger_entries_max=10)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    positions = [await ml.add_entry(b"%d" % i, messages=3) for i in range(30)]
+    for p in positions[:12]:
+        cursor.ack(p)
+    for p in positions[15:20]:
+        cursor.ack(p)
+    cursor.ack_batch_indexes(positions[20], 3, [0, 2])
+    await cursor.persist()
+    cursor.ack(positions[12])  # not persisted: may be redelivered after the crash
+    # "crash": abandon the instance without closing; a new owner opens the ledger
+    other_client = LedgerClient(cluster.store)
+    try:
+        ml2 = await ManagedLedger.open(
+            NAME, storage=LedgerClientStorage(other_client), store=cluster.store, background=False
+        )
+        c2 = ml2.cursors["sub"]
+        assert c2.mark_delete_position == positions[11]
+        assert all(c2.state.is_acked(p) for p in positions[15:20])
+        assert not c2.state.is_acked(positions[12])
+        assert c2.state.batch_ack_set(positions[20]) == [0b010]
+        assert c2.backlog_entries == 30 - 12 - 5
+        # 13 whole unacked entries of 3 messages, minus 2 acked messages of the batch
+        assert c2.backlog_messages == 13 * 3 - 2
+        got = [e.position for e in await c2.read_entries(100)]
+        assert got == positions[12:15] + positions[20:]
+        await ml2.close()
+    finally:
+        await other_client.close()
+        await ml.close()
+
+
+async def test_trim_deletes_exactly_the_consumed_ledgers(cluster: Cluster) -> None:
+    ml = await open_ml(cluster, ledger_entries_max=5)
+    fast = await ml.open_cursor("fast", earliest=True)
+    slow = await ml.open_cursor("slow", earliest=True)
+    reader = await ml.open_cursor("reader", earliest=True, durable=False)
+    positions = [await ml.add_entry(b"x") for _ in range(23)]  # ledgers of 5: L0..L4
+    ledgers = ml.ledger_ids()
+    fast.ack_cumulative(positions[-1])
+    slow.ack_cumulative(positions[11])  # inside the third ledger
+    await ml.persist_cursors()
+    cursor_ledgers = {c._ledger.ledger_id for c in (fast, slow) if c._ledger is not None}
+    deleted = await ml.trim()
+    assert deleted == ledgers[:2]
+    assert ml.ledger_ids() == ledgers[2:]
+    assert await stored_ledger_ids(cluster) == ledgers[2:]
+    # the ledger client and the bookies agree: only what is needed is left
+    assert set(await cluster.client.list_ledgers()) == set(ledgers[2:]) | cursor_ledgers
+    await cluster.collect_garbage()
+    assert cluster.bookie_ledgers() == set(ledgers[2:]) | cursor_ledgers
+    # the non-durable reader did not hold trimming back and moved to the log's start
+    assert reader.read_position == Position(ledgers[2], 0)
+    assert slow.backlog_entries == 23 - 12
+    await ml.close()
+
+
+async def test_retention_keeps_consumed_ledgers_by_time_and_size(cluster: Cluster) -> None:
+    clock = ManualClock()
+    ml = await open_ml(
+        cluster,
+        clock=clock,
+        ledger_entries_max=4,
+        retention_time_ms=60_000,
+        retention_size_bytes=-1,
+    )
+    cursor = await ml.open_cursor("sub", earliest=True)
+    for _ in range(12):
+        await ml.add_entry(b"y" * 10)
+    cursor.clear_backlog()
+    assert await ml.trim() == []  # consumed, but younger than the retention time
+    clock.advance(61)
+    ledgers = ml.ledger_ids()
+    assert await ml.trim() == ledgers[:-1]
+    await ml.close()
+
+
+async def test_ttl_moves_cursors_past_old_entries(cluster: Cluster) -> None:
+    clock = ManualClock()
+    ml = await open_ml(cluster, clock=clock, ledger_entries_max=3, message_ttl_ms=10_000)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    old = [await ml.add_entry(b"old") for _ in range(6)]
+    clock.advance(11)
+    new = [await ml.add_entry(b"new") for _ in range(2)]
+    ml.apply_ttl()
+    assert cursor.mark_delete_position >= old[-1]
+    assert [e.position for e in await cursor.read_entries(10)] == new
+    await ml.close()
+
+
+async def test_backlog_quota_rejects_producers_or_evicts(cluster: Cluster) -> None:
+    ml = await open_ml(cluster, ledger_entries_max=4, backlog_quota_size_bytes=50)
+    await ml.open_cursor("sub", earliest=True)
+    for _ in range(10):
+        await ml.add_entry(b"z" * 10)
+    ml.apply_backlog_quota()
+    with pytest.raises(BacklogQuotaExceeded):
+        await ml.add_entry(b"rejected")
+    await ml.close()
+
+    ml = await open_ml(
+        cluster,
+        ledger_entries_max=4,
+        backlog_quota_size_bytes=50,
+        backlog_quota_policy=BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION,
+    )
+    cursor = ml.cursors["sub"]
+    ml.apply_backlog_quota()
+    assert ml.backlog_size_bytes(cursor) <= 50
+    await ml.add_entry(b"accepted")
+    await ml.close()
+
+
+async def test_reset_to_publish_time(cluster: Cluster) -> None:
+    ml = await open_ml(cluster, ledger_entries_max=6)
+    positions = [await ml.add_entry(struct.pack(">Q", 1000 + 10 * i)) for i in range(25)]
+    cursor = await ml.open_cursor("sub")
+
+    def publish_time(data: bytes) -> int:
+        return int(struct.unpack(">Q", data[:8])[0])
+
+    pos = await cursor.reset_to_publish_time(1095, publish_time)
+    assert pos == positions[10]
+    assert (await cursor.read_entries(1))[0].position == positions[10]
+    assert cursor.mark_delete_position == positions[9]
+    assert await ml.find_position_by_publish_time(10**9, publish_time) == ml.ledgers.end_position
+    await ml.close()

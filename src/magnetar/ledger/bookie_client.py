@@ -18,7 +18,7 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Callable
-from typing import Final
+from typing import Final, cast
 
 from magnetar.bookie.codec import (
     FRAME_SIZE_MAX_BYTES,
@@ -55,8 +55,8 @@ class BookieClient(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports implement the interface without subclassing it.
+        self._transport = cast(asyncio.Transport, transport)
         self._sweeper = self._loop.create_task(self._sweep())
 
     def connection_lost(self, exc: Exception | None) -> None:

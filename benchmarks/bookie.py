@@ -1,0 +1,192 @@
+"""Bookie add throughput and latency, next to the raw limit of the disk.
+
+Starts a real ZooKeeper and bookie processes (``magnetar bookie``) on loopback, then drives
+them with one ``LedgerClient`` in this process (uvloop), keeping a window of adds in flight:
+
+* 1 bookie (E=Qw=Qa=1) and 3 bookies (E=3, Qw=2, Qa=2), entries of 1 KiB and 64 KiB;
+* the raw disk: a loop of write + fdatasync of the same sizes from one Python process, in
+  the same directory the bookies use.
+
+Prints a table and writes ``benchmarks/results/bookie.json``. Run: ``python benchmarks/bookie.py``
+(``--seconds`` per case, default 4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import uvloop
+
+from magnetar.ledger import LedgerClient
+from magnetar.metadata import connect
+from magnetar.metadata.zookeeper_server import ZooKeeperServer, free_port
+
+SIZES = (1024, 64 * 1024)
+WINDOW = {1024: 2000, 64 * 1024: 64}
+
+
+def raw_disk(directory: Path, size: int, seconds: float) -> dict[str, float]:
+    path = directory / f"raw-{size}.dat"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+    data = b"r" * size
+    n = 0
+    start = time.perf_counter()
+    try:
+        while time.perf_counter() - start < seconds:
+            os.write(fd, data)
+            os.fdatasync(fd)
+            n += 1
+    finally:
+        os.close(fd)
+        path.unlink()
+    dt = time.perf_counter() - start
+    return {"entries_per_s": n / dt, "mb_per_s": n * size / dt / 1e6}
+
+
+def start_bookie(url: str, data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    log = (data_dir.parent / f"{data_dir.name}.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "magnetar.cli.main",
+            "bookie",
+            "--metadata-url",
+            url,
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            str(port),
+            "--disk-free-min-bytes",
+            "0",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    return proc, f"127.0.0.1:{port}"
+
+
+async def wait_bookies(store: object, ids: list[str]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            have = set(await store.children("/ledgers/available"))  # type: ignore[attr-defined]
+        except Exception:
+            have = set()
+        if set(ids) <= have:
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError("bookies did not register")
+
+
+async def run_case(
+    client: LedgerClient, e: int, qw: int, qa: int, size: int, seconds: float
+) -> dict[str, float]:
+    handle = await client.create(e, qw, qa)
+    payload = os.urandom(size)
+    window = WINDOW[size]
+    latencies: list[float] = []
+    loop = asyncio.get_running_loop()
+    sem = asyncio.Semaphore(window)
+    count = 0
+    done_bytes = 0
+    start = loop.time()
+    end = start + seconds
+
+    def finished(t0: float, fut: asyncio.Future[int]) -> None:
+        sem.release()
+        latencies.append(time.perf_counter() - t0)
+
+    while loop.time() < end:
+        await sem.acquire()
+        fut = handle.add_nowait(payload)
+        t0 = time.perf_counter()
+        fut.add_done_callback(lambda f, t0=t0: finished(t0, f))
+        count += 1
+        done_bytes += size
+    await handle.close()
+    dt = loop.time() - start
+    latencies.sort()
+    return {
+        "entries_per_s": count / dt,
+        "mb_per_s": done_bytes / dt / 1e6,
+        "latency_p50_ms": statistics.median(latencies) * 1000,
+        "latency_p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
+        "entries": count,
+    }
+
+
+async def main(seconds: float) -> dict[str, object]:
+    work = Path(tempfile.mkdtemp(prefix="magnetar-bench-", dir=os.environ.get("BENCH_DIR")))
+    results: dict[str, object] = {"raw_disk": {}, "bookie": {}}
+    for size in SIZES:
+        results["raw_disk"][str(size)] = raw_disk(work, size, seconds)  # type: ignore[index]
+    zk = ZooKeeperServer(fsync=False)
+    zk.start()
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        url = zk.url("/bench")
+        store = await connect(url)
+        for bookies, (e, qw, qa) in ((1, (1, 1, 1)), (3, (3, 2, 2))):
+            for p in procs:
+                p.terminate()
+                p.wait(30)
+            procs.clear()
+            ids = []
+            for i in range(bookies):
+                p, bid = start_bookie(url, work / f"b{bookies}-{i}")
+                procs.append(p)
+                ids.append(bid)
+            await wait_bookies(store, ids)
+            client = LedgerClient(store)
+            for size in SIZES:
+                key = f"{bookies}_bookies_{size}"
+                r = await run_case(client, e, qw, qa, size, seconds)
+                r.update({"ensemble": e, "write_quorum": qw, "ack_quorum": qa, "entry_bytes": size})
+                results["bookie"][key] = r  # type: ignore[index]
+                print(
+                    f"{key}: {r['entries_per_s']:.0f} entries/s {r['mb_per_s']:.1f} MB/s "
+                    f"p50 {r['latency_p50_ms']:.2f} ms p99 {r['latency_p99_ms']:.2f} ms",
+                    flush=True,
+                )
+            await client.close()
+        await store.close()
+    finally:
+        for p in procs:
+            p.kill()
+        zk.stop()
+    for size in SIZES:
+        raw = results["raw_disk"][str(size)]  # type: ignore[index]
+        print(
+            f"raw disk {size} B: {raw['entries_per_s']:.0f} writes+fdatasync/s {raw['mb_per_s']:.1f} MB/s"
+        )
+    one64 = results["bookie"]["1_bookies_65536"]["mb_per_s"]  # type: ignore[index]
+    raw64 = results["raw_disk"]["65536"]["mb_per_s"]  # type: ignore[index]
+    results["ratio_64k_one_bookie_vs_raw"] = one64 / raw64
+    print(f"64 KiB, 1 bookie vs raw fdatasync'ed appends: {one64 / raw64:.0%} (target >= 50%)")
+    print(
+        f"1 KiB, 1 bookie: {results['bookie']['1_bookies_1024']['entries_per_s']:.0f} adds/s (target >= 30000)"
+    )  # type: ignore[index]
+    return results
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=4.0)
+    args = ap.parse_args()
+    uvloop.install()
+    res = asyncio.run(main(args.seconds))
+    out = Path(__file__).parent / "results" / "bookie.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(res, indent=2))
+    print(f"wrote {out}")

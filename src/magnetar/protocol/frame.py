@@ -45,7 +45,7 @@ from magnetar.protocol.command import (
 )
 from magnetar.protocol.entry import MAGIC_BROKER_ENTRY_METADATA, Entry, build_entry
 from magnetar.protocol.generated import PulsarApi_pb2 as pb
-from magnetar.protocol.message_id import BytesLike, MessageId, to_unsigned64
+from magnetar.protocol.message_id import BytesLike, MessageId
 from magnetar.protocol.metadata import BrokerEntryMetadata, MessageMetadata
 
 DEFAULT_MAX_MESSAGE_SIZE_BYTES = 5 * 1024 * 1024
@@ -74,6 +74,10 @@ class Frame:
     command: Command
     entry: Entry | None = None
     broker_entry_metadata: BrokerEntryMetadata | None = None
+
+
+_new_frame = _convert.fast_constructor(Frame)
+_PAYLOAD_TYPES = frozenset(int(t) for t in PAYLOAD_COMMANDS)
 
 
 class FrameDecoder:
@@ -178,14 +182,23 @@ class FrameDecoder:
         end = 4 + cmd_size
         if end > n:
             raise ProtocolError(f"command size {cmd_size} exceeds the frame ({n - 4} bytes)")
-        base = self._base
-        _convert.parse_into(base, frame[4:end], "command")
-        command = _convert.command_from_base(base)
+        command: Command | None = None
+        if 4 <= cmd_size < 130 and frame[4] == 0x08 and frame[5] == 0x06:
+            # The hottest command: try the hand-written decoder first.
+            command = _convert.send_from_command_bytes(bytes(frame[4:end]))
+        if command is None:
+            base = self._base
+            _convert.parse_into(base, frame[4:end], "command")
+            command = _convert.command_from_base(base)
+            # Plain ints: hashing an IntEnum member runs Python code, and this runs per frame.
+            has_payload = base.type in _PAYLOAD_TYPES
+        else:
+            has_payload = True
         if end == n:
-            if command.TYPE in PAYLOAD_COMMANDS:
+            if has_payload:
                 raise ProtocolError(f"{command.TYPE.name} frame without payload")
-            return Frame(command)
-        if command.TYPE not in PAYLOAD_COMMANDS:
+            return _new_frame(command, None, None)
+        if not has_payload:
             raise ProtocolError(f"unexpected payload after a {command.TYPE.name} command")
         bem = None
         if n - end >= 2 and frame[end] == 0x0E and frame[end + 1] == 0x02:
@@ -197,7 +210,7 @@ class FrameDecoder:
             if end > n:
                 raise ProtocolError("broker entry metadata overruns the frame")
             bem = _parse_broker_entry_metadata(frame[start:end])
-        return Frame(command, Entry(frame[end:]), bem)
+        return _new_frame(command, Entry(frame[end:]), bem)
 
 
 def _parse_broker_entry_metadata(data: memoryview) -> BrokerEntryMetadata:
@@ -308,14 +321,20 @@ def encode_send(
 # through the protobuf runtime costs more than the rest of the dispatch path.
 
 _VARINT_SMALL = [bytes([i]) for i in range(0x80)]
+_INT64_MIN = -(1 << 63)
 
 
 def _varint(value: int) -> bytes:
-    if value < 0x80:
-        if value < 0:
-            value += 1 << 64  # int32/int64 negatives: ten-byte two's complement
-        else:
-            return _VARINT_SMALL[value]
+    """Protobuf varint; negative values (int32/int64/int64-as-uint64) as 64-bit two's
+    complement. Raises ValueError outside the int64/uint64 range."""
+    if 0 <= value < 0x80:
+        return _VARINT_SMALL[value]
+    if value < 0:
+        if value < _INT64_MIN:
+            raise ValueError(f"{value} does not fit in 64 bits")
+        value += 1 << 64
+    elif value >= 1 << 64:
+        raise ValueError(f"{value} does not fit in 64 bits")
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -325,18 +344,14 @@ def _varint(value: int) -> bytes:
 
 
 def _encode_message_id(mid: MessageId) -> bytes:
-    out = (
-        b"\x08"
-        + _varint(to_unsigned64(mid.ledger_id))
-        + b"\x10"
-        + _varint(to_unsigned64(mid.entry_id))
-    )
+    # ledger/entry ids are int64 carried as uint64: _varint's two's complement is exactly that.
+    out = b"\x08" + _varint(mid.ledger_id) + b"\x10" + _varint(mid.entry_id)
     if mid.partition != -1:
         out += b"\x18" + _varint(mid.partition)
     if mid.batch_index != -1:
         out += b"\x20" + _varint(mid.batch_index)
-    for word in mid.ack_set:
-        out += b"\x28" + _varint(word)
+    if mid.ack_set:
+        out += b"".join([b"\x28" + _varint(word) for word in mid.ack_set])
     if mid.batch_size is not None:
         out += b"\x30" + _varint(mid.batch_size)
     if mid.first_chunk_message_id is not None:
@@ -378,14 +393,17 @@ def encode_message(
     if redelivery_count:
         msg += b"\x18" + _varint(redelivery_count)
     if ack_set:
-        for word in ack_set:
-            msg += b"\x20" + _varint(word)
+        msg += b"".join([b"\x20" + _varint(word) for word in ack_set])
     if consumer_epoch is not None:
         msg += b"\x28" + _varint(consumer_epoch)
     body = _MESSAGE_TYPE + _varint(len(msg)) + msg
     cmd_size = len(body)
-    entry_part = entry if isinstance(entry, bytes | memoryview) else memoryview(entry)
-    entry_size = len(entry_part) if isinstance(entry_part, bytes) else entry_part.nbytes
+    if isinstance(entry, bytes):
+        entry_part: bytes | memoryview = entry
+        entry_size = len(entry)
+    else:
+        entry_part = entry if isinstance(entry, memoryview) else memoryview(entry)
+        entry_size = entry_part.nbytes
     if broker_entry_metadata is None:
         return [_HEADER.pack(4 + cmd_size + entry_size, cmd_size) + body, entry_part]
     bem = _encode_bem(broker_entry_metadata)

@@ -1,0 +1,172 @@
+"""Codec throughput: SEND and MESSAGE frames, encode and decode, and the broker's hot path.
+
+Usage: ``.venv/bin/python benchmarks/codec.py [--quick]``. Prints a table and writes
+``benchmarks/results/codec.json``. Figures are per core (single-threaded).
+
+* encode SEND: ``encode_send`` with pre-serialized metadata (what a producer does per SEND).
+* decode SEND / MESSAGE: ``FrameDecoder.feed`` over a stream of frames in 64 KiB reads.
+* encode MESSAGE: ``encode_message`` prepending stored entry bytes (no payload copy).
+* hot path: per 1 KiB frame, decode a SEND (one feed per frame, as one socket read),
+  verify its CRC32C, read ``num_messages`` from its metadata and build the MESSAGE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import magnetar.protocol as p
+
+SIZES = {"100B": 100, "1KiB": 1024, "64KiB": 64 * 1024}
+READ_SIZE = 64 * 1024
+RESULTS = Path(__file__).parent / "results" / "codec.json"
+
+
+def _metadata(seq: int) -> bytes:
+    return p.encode_metadata(
+        p.MessageMetadata(
+            producer_name="standalone-0-1", sequence_id=seq, publish_time=1700000000000 + seq
+        )
+    )
+
+
+def _rate(fn: Callable[[], int], min_s: float) -> float:
+    """Frames per second of ``fn`` (which returns how many frames it handled)."""
+    frames = 0
+    start = time.perf_counter()
+    while True:
+        frames += fn()
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_s:
+            return frames / elapsed
+
+
+def _chunks(data: bytes) -> list[bytes]:
+    return [data[i : i + READ_SIZE] for i in range(0, len(data), READ_SIZE)]
+
+
+def bench_size(label: str, size: int, min_s: float) -> dict[str, Any]:
+    payload = b"x" * size
+    metadata = _metadata(1)
+    send_frame = b"".join(p.encode_send(1, 1, metadata, payload))
+    entry = b"".join(p.build_entry(metadata, payload))
+    message_frame = b"".join(p.encode_message(3, p.MessageId(10, 20), 0, entry))
+    batch = max(1, (4 * 1024 * 1024) // len(send_frame))
+
+    def encode_send() -> int:
+        for seq in range(batch):
+            p.encode_send(1, seq, metadata, payload)
+        return batch
+
+    send_chunks = _chunks(send_frame * batch)
+
+    def decode_send() -> int:
+        decoder = p.FrameDecoder()
+        n = 0
+        for chunk in send_chunks:
+            n += len(decoder.feed(chunk))
+        return n
+
+    def encode_message() -> int:
+        for i in range(batch):
+            p.encode_message(3, p.MessageId(10, i), 0, entry)
+        return batch
+
+    message_chunks = _chunks(message_frame * batch)
+
+    def decode_message() -> int:
+        decoder = p.FrameDecoder()
+        n = 0
+        for chunk in message_chunks:
+            n += len(decoder.feed(chunk))
+        return n
+
+    out: dict[str, Any] = {"payload_bytes": size}
+    for name, fn, frame_len in (
+        ("encode_send", encode_send, len(send_frame)),
+        ("decode_send", decode_send, len(send_frame)),
+        ("encode_message", encode_message, len(message_frame)),
+        ("decode_message", decode_message, len(message_frame)),
+    ):
+        rate = _rate(fn, min_s)
+        out[name] = {
+            "frames_per_s": round(rate),
+            "mb_per_s": round(rate * frame_len / 1e6, 1),
+            "us_per_frame": round(1e6 / rate, 3),
+        }
+    return out
+
+
+def bench_hot_path(min_s: float) -> dict[str, Any]:
+    """Decode a 1 KiB SEND and build the matching MESSAGE, one frame per feed."""
+    payload = b"x" * 1024
+    frames = [b"".join(p.encode_send(1, seq, _metadata(seq), payload)) for seq in range(1000)]
+    decoder = p.FrameDecoder()
+
+    def hot_path() -> int:
+        entry_id = 0
+        for raw in frames:
+            (frame,) = decoder.feed(raw)
+            entry = frame.entry
+            assert entry is not None
+            if not entry.verify_checksum():
+                raise AssertionError("checksum")
+            _ = entry.metadata.num_messages
+            p.encode_message(5, p.MessageId(42, entry_id, 0), 0, entry.data)
+            entry_id += 1
+        return len(frames)
+
+    def decode_only() -> int:
+        for raw in frames:
+            decoder.feed(raw)
+        return len(frames)
+
+    rate = _rate(hot_path, min_s)
+    decode_rate = _rate(decode_only, min_s)
+    return {
+        "payload_bytes": 1024,
+        "us_per_frame": round(1e6 / rate, 3),
+        "frames_per_s": round(rate),
+        "decode_only_us_per_frame": round(1e6 / decode_rate, 3),
+        "target_us_per_frame": 5.0,
+        "steps": "feed(SEND) + verify CRC32C + metadata.num_messages + encode_message",
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="0.2 s per figure instead of 1 s")
+    args = parser.parse_args()
+    min_s = 0.2 if args.quick else 1.0
+    results: dict[str, Any] = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "sizes": {label: bench_size(label, size, min_s) for label, size in SIZES.items()},
+        "hot_path_1KiB": bench_hot_path(min_s),
+    }
+    print(f"{'payload':>8} {'operation':>15} {'frames/s':>12} {'MB/s':>9} {'us/frame':>9}")
+    for label, figures in results["sizes"].items():
+        for op in ("encode_send", "decode_send", "encode_message", "decode_message"):
+            f = figures[op]
+            print(
+                f"{label:>8} {op:>15} {f['frames_per_s']:>12,} {f['mb_per_s']:>9.1f} "
+                f"{f['us_per_frame']:>9.3f}"
+            )
+    hot = results["hot_path_1KiB"]
+    print(
+        f"hot path (1 KiB): decode SEND + CRC + metadata + build MESSAGE = "
+        f"{hot['us_per_frame']:.3f} us/frame ({hot['frames_per_s']:,} frames/s; "
+        f"decode alone {hot['decode_only_us_per_frame']:.3f} us; target < 5 us)"
+    )
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

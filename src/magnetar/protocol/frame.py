@@ -321,14 +321,31 @@ def encode_send(
 # through the protobuf runtime costs more than the rest of the dispatch path.
 
 _VARINT_SMALL = [bytes([i]) for i in range(0x80)]
+# Every varint below 2**14 (one or two bytes), looked up inline on the MESSAGE path: ids,
+# lengths and counts are mostly small, and a lookup is far cheaper than a call.
+_VARINT_TABLE = [
+    bytes([i]) if i < 0x80 else bytes([(i & 0x7F) | 0x80, i >> 7]) for i in range(1 << 14)
+]
+_TABLE_LIMIT = 1 << 14
 _INT64_MIN = -(1 << 63)
 
 
 def _varint(value: int) -> bytes:
     """Protobuf varint; negative values (int32/int64/int64-as-uint64) as 64-bit two's
     complement. Raises ValueError outside the int64/uint64 range."""
-    if 0 <= value < 0x80:
-        return _VARINT_SMALL[value]
+    if 0 <= value < _TABLE_LIMIT:
+        return _VARINT_TABLE[value]
+    if _TABLE_LIMIT <= value < 1 << 28:  # typical ledger and entry ids
+        if value < 1 << 21:
+            return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
+        return bytes(
+            (
+                (value & 0x7F) | 0x80,
+                ((value >> 7) & 0x7F) | 0x80,
+                ((value >> 14) & 0x7F) | 0x80,
+                value >> 21,
+            )
+        )
     if value < 0:
         if value < _INT64_MIN:
             raise ValueError(f"{value} does not fit in 64 bits")
@@ -345,9 +362,16 @@ def _varint(value: int) -> bytes:
 
 def _encode_message_id(mid: MessageId) -> bytes:
     # ledger/entry ids are int64 carried as uint64: _varint's two's complement is exactly that.
-    out = b"\x08" + _varint(mid.ledger_id) + b"\x10" + _varint(mid.entry_id)
-    if mid.partition != -1:
-        out += b"\x18" + _varint(mid.partition)
+    t, limit = _VARINT_TABLE, _TABLE_LIMIT
+    ledger, entry, partition = mid.ledger_id, mid.entry_id, mid.partition
+    out = (
+        b"\x08"
+        + (t[ledger] if 0 <= ledger < limit else _varint(ledger))
+        + b"\x10"
+        + (t[entry] if 0 <= entry < limit else _varint(entry))
+    )
+    if partition != -1:
+        out += b"\x18" + (t[partition] if 0 <= partition < limit else _varint(partition))
     if mid.batch_index != -1:
         out += b"\x20" + _varint(mid.batch_index)
     if mid.ack_set:
@@ -388,15 +412,22 @@ def encode_message(
     section; ``entry`` is passed through uncopied. The bytes equal those of
     ``encode_payload_command(Message(...), entry, broker_entry_metadata)``.
     """
+    t, limit = _VARINT_TABLE, _TABLE_LIMIT
     mid = _encode_message_id(message_id)
-    msg = b"\x08" + _varint(consumer_id) + b"\x12" + _varint(len(mid)) + mid
+    msg = (
+        b"\x08"
+        + (t[consumer_id] if 0 <= consumer_id < limit else _varint(consumer_id))
+        + b"\x12"
+        + t[len(mid)]  # a MessageIdData is far below 16 KiB
+        + mid
+    )
     if redelivery_count:
         msg += b"\x18" + _varint(redelivery_count)
     if ack_set:
         msg += b"".join([b"\x20" + _varint(word) for word in ack_set])
     if consumer_epoch is not None:
         msg += b"\x28" + _varint(consumer_epoch)
-    body = _MESSAGE_TYPE + _varint(len(msg)) + msg
+    body = _MESSAGE_TYPE + (t[len(msg)] if len(msg) < limit else _varint(len(msg))) + msg
     cmd_size = len(body)
     if isinstance(entry, bytes):
         entry_part: bytes | memoryview = entry

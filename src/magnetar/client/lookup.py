@@ -1,0 +1,139 @@
+"""Binary lookups: partition metadata and topic ownership, following redirects.
+
+``LOOKUP`` answers either Connect (this broker owns the topic; connect to the given URL)
+or Redirect (ask the given broker, with ``authoritative`` as returned). At most
+``max_redirects`` redirects are followed. Lookups go to the service URL's connection;
+retriable failures (``ServiceNotReady``, ``TooManyRequests``, connection loss) are retried
+with backoff until the operation timeout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from magnetar.client.backoff import Backoff
+from magnetar.client.connection_pool import ConnectionPool
+from magnetar.client.errors import LookupError_, Timeout
+from magnetar.common.clock import Clock
+from magnetar.common.errors import MagnetarError, error_for_code
+from magnetar.protocol import (
+    LookupResult,
+    LookupTopic,
+    LookupTopicResponse,
+    MetadataResult,
+    PartitionedTopicMetadata,
+    PartitionedTopicMetadataResponse,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class LookupAnswer:
+    logical_url: str
+    physical_url: str
+
+
+class LookupService:
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        service_url: str,
+        *,
+        request_ids: itertools.count[int],
+        clock: Clock,
+        operation_timeout_s: float,
+        use_tls: bool,
+        max_redirects: int = 20,
+        listener_name: str | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._pool = pool
+        self._service_url = service_url
+        self._ids = request_ids
+        self._clock = clock
+        self._timeout_s = operation_timeout_s
+        self._tls = use_tls
+        self._max_redirects = max_redirects
+        self._listener_name = listener_name
+        self._rng = rng
+
+    async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        deadline = self._clock.monotonic_s() + self._timeout_s
+        backoff = Backoff(100, int(self._timeout_s * 2000) or 100, self._rng)
+        while True:
+            try:
+                return await attempt()
+            except MagnetarError as exc:
+                if not exc.retriable:
+                    raise
+                delay_s = backoff.next_ms() / 1000
+                if self._clock.monotonic_s() + delay_s >= deadline:
+                    raise Timeout(
+                        f"{what} did not succeed within {self._timeout_s}s: {exc}"
+                    ) from exc
+                await self._clock.sleep(delay_s)
+
+    async def partitions(self, topic: str) -> int:
+        """Number of partitions of ``topic`` (0 when it is not partitioned)."""
+
+        async def attempt() -> int:
+            conn = await self._pool.get(self._service_url)
+            rid = next(self._ids)
+            resp: PartitionedTopicMetadataResponse = await conn.request(
+                PartitionedTopicMetadata(topic=topic, request_id=rid), rid, self._timeout_s
+            )
+            if resp.response == MetadataResult.Failed or resp.error is not None:
+                raise error_for_code(resp.error or 0, resp.message or "partition metadata failed")
+            return resp.partitions or 0
+
+        return await self._retrying(f"partition metadata of {topic}", attempt)
+
+    async def lookup(self, topic: str) -> LookupAnswer:
+        """The broker owning ``topic``. Raises LookupError_ after too many redirects."""
+
+        async def attempt() -> LookupAnswer:
+            url = self._service_url
+            authoritative = False
+            for _ in range(self._max_redirects + 1):
+                conn = await self._pool.get(url)
+                rid = next(self._ids)
+                resp: LookupTopicResponse = await conn.request(
+                    LookupTopic(
+                        topic=topic,
+                        request_id=rid,
+                        authoritative=authoritative,
+                        advertised_listener_name=self._listener_name,
+                    ),
+                    rid,
+                    self._timeout_s,
+                )
+                if (
+                    resp.response == LookupResult.Failed
+                    or resp.response is None
+                    or resp.error is not None
+                ):
+                    raise error_for_code(
+                        resp.error or 0, resp.message or f"lookup of {topic} failed"
+                    )
+                target = (
+                    resp.broker_service_url_tls if self._tls else resp.broker_service_url
+                ) or (resp.broker_service_url or resp.broker_service_url_tls)
+                if not target:
+                    raise LookupError_(f"lookup of {topic} returned no broker URL")
+                if resp.response == LookupResult.Redirect:
+                    url = target
+                    authoritative = resp.authoritative
+                    continue
+                if resp.proxy_through_service_url:
+                    return LookupAnswer(target, self._service_url)
+                return LookupAnswer(target, target)
+            raise LookupError_(
+                f"lookup of {topic} redirected more than {self._max_redirects} times"
+            )
+
+        return await self._retrying(f"lookup of {topic}", attempt)

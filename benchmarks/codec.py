@@ -185,7 +185,7 @@ def main() -> None:
             )
     hot = results["hot_path_1KiB"]
     print(
-        f"hot path (1 KiB): decode SEND + CRC + metadata + build MESSAGE = "
+        f"hot path (1 KiB): decode SEND + CRC + build MESSAGE = "
         f"{hot['us_per_frame']:.3f} us/frame ({hot['frames_per_s']:,} frames/s; "
         f"decode alone {hot['decode_only_us_per_frame']:.3f} us, MESSAGE alone "
         f"{hot['encode_message_us_per_frame']:.3f} us; target < 5 us)"

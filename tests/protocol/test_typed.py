@@ -118,3 +118,24 @@ def test_pattern_matching_on_commands() -> None:
             assert (cid, n) == (7, 500)
         case _:
             pytest.fail("not a Flow")
+
+
+def test_message_id_is_a_normal_frozen_dataclass() -> None:
+    mid = p.MessageId(1, 2, 3, 4, (5,), 6, p.MessageId(1, 1))
+    assert mid == p.MessageId(
+        ledger_id=1, entry_id=2, partition=3, batch_index=4, ack_set=(5,), batch_size=6,
+        first_chunk_message_id=p.MessageId(1, 1),
+    )  # fmt: skip
+    assert hash(mid) == hash(p.MessageId(1, 2, 3, 4, (5,), 6, p.MessageId(1, 1)))
+    assert dataclasses.replace(mid, partition=9).partition == 9
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        mid.entry_id = 3  # type: ignore[misc]
+    assert not hasattr(mid, "__dict__")
+
+
+def test_fast_constructed_commands_equal_normal_ones() -> None:
+    assert _convert._new_send(1, 2, 3, 4, 5, 6, True, False, None) == p.Send(
+        producer_id=1, sequence_id=2, num_messages=3, txnid_least_bits=4, txnid_most_bits=5,
+        highest_sequence_id=6, is_chunk=True, marker=False,
+    )  # fmt: skip
+    assert _convert._new_flow(1, 2) == p.Flow(consumer_id=1, message_permits=2)

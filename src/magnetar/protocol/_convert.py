@@ -395,23 +395,25 @@ def send_from_command_bytes(data: bytes) -> c.Send | None:
     pos = 4
     while pos < n:
         key = data[pos]
-        pos += 1
         number = key >> 3
-        if key & 7 or not 1 <= number <= 8:
+        if key & 7 or not 1 <= number <= 8 or pos + 1 >= n:
             return None
-        value = 0
-        shift = 0
-        while True:
-            if pos >= n or shift > 63:
+        value = data[pos + 1]
+        pos += 2
+        if value >= 0x80:  # multi-byte varint
+            value &= 0x7F
+            shift = 7
+            while True:
+                if pos >= n or shift > 63:
+                    return None
+                b = data[pos]
+                pos += 1
+                value |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
+            if value >= _U64_LIMIT:
                 return None
-            b = data[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
-        if value >= _U64_LIMIT:
-            return None
         if number == 3:  # int32: the low 32 bits, signed
             value &= 0xFFFFFFFF
             values[2] = value - (1 << 32) if value >= 1 << 31 else value

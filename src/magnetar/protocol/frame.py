@@ -129,9 +129,14 @@ class FrameDecoder:
             raise
 
     def _feed(self, data: bytes) -> list[Frame]:
+        n = len(data)
+        if self._body is None and not self._head and n >= 4:
+            # Common case: the read holds exactly one whole frame.
+            total = _U32.unpack_from(data, 0)[0]
+            if total + 4 == n and n <= self.max_frame_size_bytes:
+                return [self._parse(memoryview(data)[4:])]
         frames: list[Frame] = []
         view = memoryview(data)
-        n = len(data)
         pos = 0
         while True:
             body = self._body

@@ -41,7 +41,7 @@ def to_unsigned64(value: int) -> int:
     return value
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class MessageId:
     """Typed ``MessageIdData``. Immutable and hashable.
 
@@ -59,6 +59,26 @@ class MessageId:
     batch_size: int | None = None
     first_chunk_message_id: MessageId | None = None
 
+    def __init__(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        partition: int = -1,
+        batch_index: int = -1,
+        ack_set: tuple[int, ...] = (),
+        batch_size: int | None = None,
+        first_chunk_message_id: MessageId | None = None,
+    ) -> None:
+        # Written through the slot descriptors, as the generated frozen __init__ does, but
+        # without its per-field indirection: ids are built for every dispatched message.
+        _set_ledger_id(self, ledger_id)
+        _set_entry_id(self, entry_id)
+        _set_partition(self, partition)
+        _set_batch_index(self, batch_index)
+        _set_ack_set(self, ack_set)
+        _set_batch_size(self, batch_size)
+        _set_first_chunk_message_id(self, first_chunk_message_id)
+
     @property
     def position(self) -> tuple[int, int]:
         """``(ledger_id, entry_id)``: the entry this message is stored in."""
@@ -75,6 +95,14 @@ class MessageId:
     def __str__(self) -> str:
         return f"{self.ledger_id}:{self.entry_id}:{self.partition}:{self.batch_index}"
 
+
+_set_ledger_id = MessageId.__dict__["ledger_id"].__set__
+_set_entry_id = MessageId.__dict__["entry_id"].__set__
+_set_partition = MessageId.__dict__["partition"].__set__
+_set_batch_index = MessageId.__dict__["batch_index"].__set__
+_set_ack_set = MessageId.__dict__["ack_set"].__set__
+_set_batch_size = MessageId.__dict__["batch_size"].__set__
+_set_first_chunk_message_id = MessageId.__dict__["first_chunk_message_id"].__set__
 
 EARLIEST = MessageId(-1, -1)
 """Start before the first available entry (``(-1, -1)``)."""

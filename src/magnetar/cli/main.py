@@ -11,7 +11,7 @@ import sys
 import click
 
 from magnetar import __version__
-from magnetar.cli import bookie_cmd
+from magnetar.cli import bookie_cmd, standalone_cmd
 
 NOT_BUILT_EXIT_CODE = 2
 
@@ -28,18 +28,13 @@ def cli() -> None:
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def standalone() -> None:
-    """One process: embedded metadata store, a bookie, a broker and a functions worker."""
-    _not_built("standalone")
-
-
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 def broker() -> None:
     """A broker (binary protocol on 6650, HTTP on 8080) for a cluster on ZooKeeper."""
     _not_built("broker")
 
 
 cli.add_command(bookie_cmd.bookie)
+cli.add_command(standalone_cmd.standalone)
 
 
 @cli.command(

@@ -1,0 +1,47 @@
+"""Broker settings (the subset of Pulsar's ``broker.conf`` Magnetar implements)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from magnetar.protocol import DEFAULT_MAX_MESSAGE_SIZE_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Settings of one broker. Defaults follow Pulsar's standalone where it has one."""
+
+    host: str = "127.0.0.1"
+    port: int = 6650
+    """Binary protocol port; 0 picks a free port (read it back from ``BrokerServer.port``)."""
+    advertised_address: str | None = None
+    """Host name put in lookup answers; ``host`` when unset."""
+    cluster_name: str = "standalone"
+    broker_id: int = 0
+    """Used in broker-assigned producer names ``<cluster>-<broker_id>-<n>``."""
+    max_message_size_bytes: int = DEFAULT_MAX_MESSAGE_SIZE_BYTES
+    """Advertised in CONNECTED; frames above this plus 10 KiB close the connection."""
+    keep_alive_interval_ms: int = 30_000
+    allow_auto_topic_creation: bool = True
+    auto_topic_creation_partitions: int = 0
+    """0 creates non-partitioned topics on first use; N > 0 creates N partitions."""
+    deduplication_enabled: bool = False
+    """Pulsar's ``brokerDeduplicationEnabled``."""
+    dedup_snapshot_interval_ms: int = 1_000
+    failover_delay_ms: int = 1_000
+    """Pulsar's ``activeConsumerFailoverDelayTimeMillis``."""
+    pending_sends_per_connection_max: int = 1_000
+    """Beyond this many unanswered SENDs a connection stops reading until half are done."""
+    dispatch_entries_max: int = 100
+    """Entries read per dispatch round of one subscription."""
+    unacked_entries_per_consumer_max: int = 50_000
+    """A Shared consumer holding this many unacknowledged entries gets no more."""
+    delayed_delivery_tick_ms: int = 100
+    ensemble_size: int = 1
+    write_quorum: int = 1
+    ack_quorum: int = 1
+
+    @property
+    def service_url(self) -> str:
+        """The URL lookups answer with (``pulsar://host:port``)."""
+        return f"pulsar://{self.advertised_address or self.host}:{self.port}"

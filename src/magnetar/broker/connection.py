@@ -1,0 +1,465 @@
+"""One client connection of the broker: the asyncio shell around the sans-IO codec.
+
+Reading: bytes go through :class:`~magnetar.protocol.FrameDecoder`; the first frame must
+be CONNECT (answered with CONNECTED), anything else closes the connection, as does any
+malformed or oversized frame (reference §1, §5). SEND, ACK, FLOW and
+REDELIVER_UNACKNOWLEDGED_MESSAGES are handled inline, in arrival order; requests that may
+wait (lookups, PRODUCER, SUBSCRIBE, SEEK, ...) run as tasks that answer with the request id.
+
+Writing: ``transport.write``/``writelines``; MESSAGE frames carry stored entry bytes
+without copying. Backpressure both ways: past ``pending_sends_per_connection_max``
+unanswered SENDs the transport stops reading until half of them are answered; dispatchers
+wait on :meth:`ServerConnection.wait_writable` while the transport's write buffer is full.
+
+Keep-alive: a PING goes out every ``keep_alive_interval_ms``; a connection with no traffic
+for a whole interval after a PING is closed. Every PING from the client gets a PONG.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, cast
+
+from magnetar import __version__
+from magnetar.common.errors import MagnetarError, ProtocolError, ServerError, wire_error
+from magnetar.protocol import (
+    FRAME_PADDING_BYTES,
+    PROTOCOL_VERSION,
+    Ack,
+    CloseConsumer,
+    CloseProducer,
+    Command,
+    Connect,
+    Connected,
+    ConsumerStats,
+    Error,
+    Flow,
+    Frame,
+    FrameDecoder,
+    GetLastMessageId,
+    GetOrCreateSchema,
+    GetOrCreateSchemaResponse,
+    GetSchema,
+    GetSchemaResponse,
+    GetTopicsOfNamespace,
+    LookupTopic,
+    PartitionedTopicMetadata,
+    Ping,
+    Pong,
+    Producer,
+    RedeliverUnacknowledgedMessages,
+    Seek,
+    Send,
+    Subscribe,
+    Success,
+    Unsubscribe,
+    encode,
+)
+
+if TYPE_CHECKING:
+    from magnetar.broker.consumer import Consumer
+    from magnetar.broker.producer import Producer as TopicProducer
+    from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+SERVER_VERSION = f"Magnetar-{__version__}"
+_connection_ids = itertools.count(1)
+
+
+class ServerConnection(asyncio.Protocol):
+    """Server side of one TCP connection. Owns the producers and consumers created on it;
+    they are removed from their topics when the connection closes."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self.connection_id = next(_connection_ids)
+        cfg = service.config
+        self._decoder = FrameDecoder(cfg.max_message_size_bytes + FRAME_PADDING_BYTES)
+        self.transport: asyncio.Transport | None = None
+        self.connected = False
+        self.closed = False
+        self.protocol_version = 0
+        self.client_version = ""
+        self.address = ""
+        self.supports_broker_entry_metadata = False
+        self.producers: dict[int, TopicProducer] = {}
+        self.consumers: dict[int, Consumer] = {}
+        self._pending_producers: dict[int, asyncio.Task[None]] = {}
+        self._pending_consumers: dict[int, asyncio.Task[None]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.pending_sends = 0
+        self._reading_paused = False
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._traffic = True
+        self._keepalive: asyncio.TimerHandle | None = None
+
+    # --- asyncio.Protocol ----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        peer = self.transport.get_extra_info("peername")
+        self.address = f"{peer[0]}:{peer[1]}" if peer else ""
+        self.service.connection_opened(self)
+        self._schedule_keepalive()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._writable.set()
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+        for task in [*self._pending_producers.values(), *self._pending_consumers.values()]:
+            task.cancel()
+        for producer in list(self.producers.values()):
+            producer.topic.remove_producer(producer)
+        self.producers.clear()
+        for consumer in list(self.consumers.values()):
+            self._spawn(consumer.subscription.remove_consumer(consumer))
+        self.consumers.clear()
+        self.service.connection_closed(self)
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    def data_received(self, data: bytes) -> None:
+        self._traffic = True
+        try:
+            frames = self._decoder.feed(data)
+        except ProtocolError as exc:
+            log.info("connection %s: closing on bad input: %s", self.address, exc)
+            self.close()
+            return
+        for frame in frames:
+            if self.closed:
+                return
+            try:
+                self._handle(frame)
+            except ProtocolError as exc:
+                log.info("connection %s: closing: %s", self.address, exc)
+                self.close()
+                return
+
+    # --- writing -------------------------------------------------------------------------
+
+    def send_command(self, command: Command) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.write(encode(command))
+
+    def write_buffers(self, buffers: list[bytes | memoryview]) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.writelines(buffers)
+
+    @property
+    def writable(self) -> bool:
+        return self._writable.is_set()
+
+    async def wait_writable(self) -> None:
+        await self._writable.wait()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.close()
+
+    # --- send backpressure ---------------------------------------------------------------
+
+    def send_started(self) -> None:
+        self.pending_sends += 1
+        if (
+            not self._reading_paused
+            and self.pending_sends >= self.service.config.pending_sends_per_connection_max
+            and self.transport is not None
+        ):
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def send_finished(self) -> None:
+        self.pending_sends -= 1
+        if (
+            self._reading_paused
+            and self.pending_sends <= self.service.config.pending_sends_per_connection_max // 2
+            and self.transport is not None
+            and not self.closed
+        ):
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    # --- keep-alive ----------------------------------------------------------------------
+
+    def _schedule_keepalive(self) -> None:
+        interval_s = self.service.config.keep_alive_interval_ms / 1000
+        if interval_s > 0:
+            loop = asyncio.get_running_loop()
+            self._keepalive = loop.call_later(interval_s, self._on_keepalive)
+
+    def _on_keepalive(self) -> None:
+        if self.closed:
+            return
+        if not self._traffic:
+            log.info("connection %s: no traffic for a keep-alive interval; closing", self.address)
+            self.close()
+            return
+        self._traffic = False
+        if self.connected:
+            self.send_command(Ping())
+        self._schedule_keepalive()
+
+    # --- dispatching commands ------------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("connection %s: request failed", self.address, exc_info=task.exception())
+
+    def _request(
+        self, request_id: int, work: Callable[[], Coroutine[Any, Any, Command | None]]
+    ) -> asyncio.Task[None]:
+        """Run ``work`` and answer with its result, or ERROR for a MagnetarError."""
+
+        async def run() -> None:
+            try:
+                reply = await work()
+            except MagnetarError as exc:
+                code, message = wire_error(exc)
+                self.send_command(Error(request_id=request_id, error=code, message=message))
+                return
+            if reply is not None:
+                self.send_command(reply)
+
+        return self._spawn(run())
+
+    def _handle(self, frame: Frame) -> None:
+        cmd = frame.command
+        if not self.connected:
+            if not isinstance(cmd, Connect):
+                raise ProtocolError(f"{cmd.TYPE.name} before CONNECT")
+            self._on_connect(cmd)
+            return
+        svc = self.service
+        match cmd:
+            case Send():
+                producer = self.producers.get(cmd.producer_id)
+                if producer is None or frame.entry is None:
+                    raise ProtocolError(f"SEND for unknown producer {cmd.producer_id}")
+                producer.handle_send(cmd, frame.entry)
+            case Ack():
+                consumer = self.consumers.get(cmd.consumer_id)
+                if consumer is not None:
+                    consumer.subscription.handle_ack(consumer, cmd)
+            case Flow():
+                consumer = self.consumers.get(cmd.consumer_id)
+                if consumer is not None:
+                    consumer.subscription.handle_flow(consumer, cmd.message_permits)
+            case RedeliverUnacknowledgedMessages():
+                consumer = self.consumers.get(cmd.consumer_id)
+                if consumer is not None:
+                    consumer.subscription.handle_redeliver(consumer, cmd.message_ids)
+            case Ping():
+                self.send_command(Pong())
+            case Pong():
+                pass
+            case PartitionedTopicMetadata():
+                self._request(cmd.request_id, lambda: svc.handle_partitioned_metadata(cmd))
+            case LookupTopic():
+                self._request(cmd.request_id, lambda: svc.handle_lookup(cmd))
+            case GetTopicsOfNamespace():
+                self._request(cmd.request_id, lambda: svc.handle_topics_of_namespace(cmd))
+            case GetSchema():
+                self.send_command(
+                    GetSchemaResponse(
+                        request_id=cmd.request_id,
+                        error_code=ServerError.TopicNotFound,
+                        error_message="Topic does not have a schema",
+                    )
+                )
+            case GetOrCreateSchema():
+                self.send_command(
+                    GetOrCreateSchemaResponse(request_id=cmd.request_id, schema_version=bytes(8))
+                )
+            case Producer():
+                self._on_producer(cmd)
+            case CloseProducer():
+                self._on_close_producer(cmd)
+            case Subscribe():
+                self._on_subscribe(cmd)
+            case CloseConsumer():
+                self._on_close_consumer(cmd)
+            case Unsubscribe():
+                unsubscribing = self._consumer_or_none(cmd.consumer_id)
+                if unsubscribing is None:
+                    self._consumer_missing(cmd.request_id)
+                else:
+                    sub = unsubscribing.subscription
+                    self._request(
+                        cmd.request_id, lambda: sub.unsubscribe(unsubscribing, cmd.request_id)
+                    )
+            case Seek():
+                seeking = self._consumer_or_none(cmd.consumer_id)
+                if seeking is None:
+                    self._consumer_missing(cmd.request_id)
+                else:
+                    seek_sub = seeking.subscription
+                    self._request(cmd.request_id, lambda: seek_sub.seek(cmd))
+            case GetLastMessageId():
+                consumer = self._consumer_or_none(cmd.consumer_id)
+                if consumer is None:
+                    self._consumer_missing(cmd.request_id)
+                else:
+                    self.send_command(
+                        consumer.subscription.last_message_id_response(cmd.request_id)
+                    )
+            case ConsumerStats():
+                consumer = self._consumer_or_none(cmd.consumer_id)
+                if consumer is None:
+                    self._consumer_missing(cmd.request_id)
+                else:
+                    self.send_command(consumer.stats_response(cmd.request_id))
+            case Connect():
+                raise ProtocolError("second CONNECT on a connection")
+            case _:
+                request_id = getattr(cmd, "request_id", None)
+                if request_id is None:
+                    raise ProtocolError(f"unsupported command {cmd.TYPE.name}")
+                self.send_command(
+                    Error(
+                        request_id=request_id,
+                        error=ServerError.NotAllowedError,
+                        message=f"{cmd.TYPE.name} is not supported by this broker",
+                    )
+                )
+
+    def _consumer_or_none(self, consumer_id: int) -> Consumer | None:
+        return self.consumers.get(consumer_id)
+
+    def _consumer_missing(self, request_id: int) -> None:
+        self.send_command(
+            Error(
+                request_id=request_id, error=ServerError.MetadataError, message="Consumer not found"
+            )
+        )
+
+    def _on_connect(self, cmd: Connect) -> None:
+        self.connected = True
+        self.client_version = cmd.client_version
+        self.protocol_version = min(cmd.protocol_version, PROTOCOL_VERSION)
+        flags = cmd.feature_flags
+        self.supports_broker_entry_metadata = bool(
+            flags is not None and flags.supports_broker_entry_metadata
+        )
+        self.send_command(
+            Connected(
+                server_version=SERVER_VERSION,
+                protocol_version=self.protocol_version,
+                max_message_size=self.service.config.max_message_size_bytes,
+            )
+        )
+
+    # --- producers -----------------------------------------------------------------------
+
+    def _on_producer(self, cmd: Producer) -> None:
+        existing = self.producers.get(cmd.producer_id)
+        if existing is not None:
+            self.send_command(existing.success_response(cmd.request_id))
+            return
+        if cmd.producer_id in self._pending_producers:
+            self.send_command(
+                Error(
+                    request_id=cmd.request_id,
+                    error=ServerError.ServiceNotReady,
+                    message="Producer is already being created",
+                )
+            )
+            return
+
+        async def create() -> None:
+            try:
+                await self.service.create_producer(self, cmd)
+            except MagnetarError as exc:
+                code, message = wire_error(exc)
+                self.send_command(Error(request_id=cmd.request_id, error=code, message=message))
+            finally:
+                self._pending_producers.pop(cmd.producer_id, None)
+
+        self._pending_producers[cmd.producer_id] = self._spawn(create())
+
+    def _on_close_producer(self, cmd: CloseProducer) -> None:
+        producer = self.producers.pop(cmd.producer_id, None)
+        pending = self._pending_producers.pop(cmd.producer_id, None)
+        if pending is not None:
+            pending.cancel()
+        if producer is None:
+            self.send_command(Success(request_id=cmd.request_id))
+            return
+
+        async def close() -> None:
+            await producer.drain()
+            producer.topic.remove_producer(producer)
+            self.send_command(Success(request_id=cmd.request_id))
+
+        self._spawn(close())
+
+    # --- consumers -----------------------------------------------------------------------
+
+    def _on_subscribe(self, cmd: Subscribe) -> None:
+        if cmd.consumer_id in self.consumers:
+            self.send_command(Success(request_id=cmd.request_id))
+            return
+        if cmd.consumer_id in self._pending_consumers:
+            self.send_command(
+                Error(
+                    request_id=cmd.request_id,
+                    error=ServerError.ServiceNotReady,
+                    message="Consumer is already being created",
+                )
+            )
+            return
+
+        async def create() -> None:
+            try:
+                await self.service.subscribe(self, cmd)
+            except MagnetarError as exc:
+                code, message = wire_error(exc)
+                self.send_command(Error(request_id=cmd.request_id, error=code, message=message))
+            finally:
+                self._pending_consumers.pop(cmd.consumer_id, None)
+
+        self._pending_consumers[cmd.consumer_id] = self._spawn(create())
+
+    def _on_close_consumer(self, cmd: CloseConsumer) -> None:
+        consumer = self.consumers.pop(cmd.consumer_id, None)
+        pending = self._pending_consumers.pop(cmd.consumer_id, None)
+        if pending is not None:
+            pending.cancel()
+        if consumer is None:
+            self.send_command(Success(request_id=cmd.request_id))
+            return
+
+        async def close() -> None:
+            await consumer.subscription.remove_consumer(consumer)
+            self.send_command(Success(request_id=cmd.request_id))
+
+        self._spawn(close())
+
+    def consumer_closed_by_broker(self, consumer: Consumer) -> None:
+        """The broker dropped ``consumer`` (seek, unload): tell the client to re-subscribe."""
+        if self.consumers.get(consumer.consumer_id) is consumer:
+            del self.consumers[consumer.consumer_id]
+        self.send_command(CloseConsumer(consumer_id=consumer.consumer_id, request_id=0))
+
+    def producer_closed_by_broker(self, producer: TopicProducer) -> None:
+        if self.producers.get(producer.producer_id) is producer:
+            del self.producers[producer.producer_id]
+        self.send_command(CloseProducer(producer_id=producer.producer_id, request_id=0))

@@ -1,0 +1,101 @@
+"""A consumer attached to a subscription: permits, entries sent but not yet acknowledged.
+
+The consumer never reads storage; its subscription's dispatcher hands it entries and it
+writes MESSAGE frames (stored entry bytes, uncopied) to its connection.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from magnetar.managed_ledger.position import Position
+from magnetar.protocol import ConsumerStatsResponse, MessageId, SubType, encode_message
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection import ServerConnection
+    from magnetar.broker.subscription import Subscription
+
+_uids = itertools.count(1)
+
+SUB_TYPE_NAMES = {
+    SubType.Exclusive: "Exclusive",
+    SubType.Shared: "Shared",
+    SubType.Failover: "Failover",
+    SubType.Key_Shared: "Key_Shared",
+}
+
+
+class Consumer:
+    """``consumer_id`` on ``connection``. ``uid`` is unique in the broker and keys the
+    consumer in the dispatch cores (client ids are only unique per connection)."""
+
+    def __init__(
+        self,
+        subscription: Subscription,
+        connection: ServerConnection,
+        consumer_id: int,
+        name: str,
+        priority_level: int,
+        sub_type: SubType,
+        consumer_epoch: int | None,
+    ) -> None:
+        self.subscription = subscription
+        self.connection = connection
+        self.consumer_id = consumer_id
+        self.uid = next(_uids)
+        self.name = name
+        self.priority_level = priority_level
+        self.sub_type = sub_type
+        self.consumer_epoch = consumer_epoch
+        self.permits = 0
+        self.pending: dict[Position, int] = {}
+        """Entries sent and not acknowledged -> their message count."""
+        self.msg_out_counter = 0
+        self.bytes_out_counter = 0
+        self.connected_since_ms = subscription.topic.service.clock.now_ms()
+        self.closed = False
+
+    def send(
+        self,
+        position: Position,
+        data: bytes,
+        messages: int,
+        redelivery_count: int,
+        ack_set: list[int] | None,
+    ) -> None:
+        """Write one MESSAGE frame and remember the entry as unacknowledged."""
+        self.pending[position] = messages
+        self.permits -= messages
+        self.msg_out_counter += messages
+        self.bytes_out_counter += len(data)
+        mid = MessageId(position[0], position[1], self.subscription.topic.partition_index)
+        self.connection.write_buffers(
+            encode_message(
+                self.consumer_id,
+                mid,
+                redelivery_count,
+                data,
+                ack_set,
+                consumer_epoch=self.consumer_epoch,
+            )
+        )
+
+    def stats_response(self, request_id: int) -> ConsumerStatsResponse:
+        sub = self.subscription
+        return ConsumerStatsResponse(
+            request_id=request_id,
+            msg_rate_out=0.0,
+            msg_throughput_out=0.0,
+            msg_rate_redeliver=0.0,
+            consumer_name=self.name,
+            available_permits=max(self.permits, 0),
+            unacked_messages=sum(self.pending.values()),
+            blocked_consumer_on_unacked_msgs=False,
+            address=self.connection.address,
+            connected_since=str(self.connected_since_ms),
+            type=SUB_TYPE_NAMES[sub.sub_type],
+            msg_rate_expired=0.0,
+            msg_backlog=sub.backlog_messages,
+            message_ack_rate=0.0,
+        )

@@ -1,0 +1,327 @@
+"""The broker service: topics owned by this broker, lookups, and the binary-protocol server.
+
+Usage::
+
+    service = BrokerService(config, store, storage)   # storage: managed-ledger LedgerStorage
+    await service.start()                             # listens on config.host:config.port
+    ...                                               # service.port, service.service_url
+    await service.close()
+
+Metadata layout (besides the managed ledgers' own ``/managed-ledgers/...``):
+
+* ``/admin/policies/<tenant>`` and ``/admin/policies/<tenant>/<namespace>``: JSON, created
+  for ``public`` and ``public/default`` at first start;
+* ``/admin/partitioned-topics/<tenant>/<namespace>/<domain>/<quoted local name>``:
+  ``{"partitions": N}``;
+* ``/magnetar/dedup/...``: dedup snapshots (see :mod:`magnetar.broker.topic`);
+* ``/magnetar/producer-name-generation``: bumped at each start, so broker-assigned producer
+  names ``<cluster>-<generation>-<n>`` never repeat across restarts (Java's
+  ``DistributedIdGenerator`` does the same).
+
+A single broker owns every topic (no bundles yet): LOOKUP always answers Connect with this
+broker's advertised URL, for both the plain and the TLS field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+from collections.abc import Coroutine
+from typing import Any
+from urllib.parse import quote, unquote
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.connection import ServerConnection
+from magnetar.broker.topic import Topic
+from magnetar.broker.topic_name import NamespaceName, TopicDomain, TopicName
+from magnetar.common.clock import Clock, SystemClock
+from magnetar.common.errors import MagnetarError, ServiceNotReady, TopicNotFound, wire_error
+from magnetar.managed_ledger.config import ManagedLedgerConfig
+from magnetar.managed_ledger.managed_ledger import ManagedLedger
+from magnetar.managed_ledger.metadata_layout import ROOT as ML_ROOT
+from magnetar.managed_ledger.storage import LedgerStorage
+from magnetar.metadata.store import MUST_NOT_EXIST, MetadataStore, NodeExists, NotFound
+from magnetar.protocol import (
+    GetTopicsOfNamespace,
+    GetTopicsOfNamespaceResponse,
+    LookupResult,
+    LookupTopic,
+    LookupTopicResponse,
+    MetadataResult,
+    PartitionedTopicMetadata,
+    PartitionedTopicMetadataResponse,
+    Producer,
+    Subscribe,
+    TopicsMode,
+)
+
+log = logging.getLogger(__name__)
+
+POLICIES_ROOT = "/admin/policies"
+PARTITIONED_ROOT = "/admin/partitioned-topics"
+GENERATION_PATH = "/magnetar/producer-name-generation"
+
+
+def managed_ledger_name(topic: TopicName) -> str:
+    """``tenant/namespace/domain/<quoted local name>``: one path segment per part."""
+    return (
+        f"{topic.tenant}/{topic.namespace}/{topic.domain.value}/{quote(topic.local_name, safe='')}"
+    )
+
+
+def partitioned_path(topic: TopicName) -> str:
+    return (
+        f"{PARTITIONED_ROOT}/{topic.tenant}/{topic.namespace}/{topic.domain.value}/"
+        f"{quote(topic.local_name, safe='')}"
+    )
+
+
+class BrokerService:
+    """Owns the topics, the listening socket and every client connection."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MetadataStore,
+        storage: LedgerStorage,
+        *,
+        clock: Clock | None = None,
+        ml_config: ManagedLedgerConfig | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.storage = storage
+        self.clock: Clock = clock or SystemClock()
+        self.ml_config = ml_config or ManagedLedgerConfig()
+        self._topics: dict[str, asyncio.Future[Topic]] = {}
+        self._connections: set[ServerConnection] = set()
+        self._server: asyncio.Server | None = None
+        self._producer_names = itertools.count()
+        self._generation = 0
+        self._background: set[asyncio.Task[Any]] = set()
+        self.port = config.port
+        self.closing = False
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._initialize_metadata()
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: ServerConnection(self), self.config.host, self.config.port, backlog=1024
+        )
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        log.info("broker listening on %s:%d", self.config.host, self.port)
+
+    async def _initialize_metadata(self) -> None:
+        for path, value in (
+            (
+                f"{POLICIES_ROOT}/public",
+                {"adminRoles": [], "allowedClusters": [self.config.cluster_name]},
+            ),
+            (f"{POLICIES_ROOT}/public/default", {}),
+        ):
+            with contextlib.suppress(NodeExists):
+                await self.store.put(path, json.dumps(value).encode(), MUST_NOT_EXIST)
+        try:
+            got = await self.store.get(GENERATION_PATH)
+            generation = int(got.value.decode()) + 1
+        except NotFound:
+            generation = 0
+        await self.store.put(GENERATION_PATH, str(generation).encode())
+        self._generation = generation
+
+    @property
+    def service_url(self) -> str:
+        host = self.config.advertised_address or self.config.host
+        return f"pulsar://{host}:{self.port}"
+
+    async def close(self) -> None:
+        """Stop accepting, close connections, then close every topic (persisting cursors
+        and dedup state)."""
+        self.closing = True
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._connections):
+            conn.close()
+        for fut in list(self._topics.values()):
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                try:
+                    await fut.result().close()
+                except MagnetarError as exc:
+                    log.warning("closing %s: %s", fut.result().full_name, exc)
+        self._topics.clear()
+        for task in list(self._background):
+            task.cancel()
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.track(asyncio.get_running_loop().create_task(coro))
+
+    def connection_opened(self, conn: ServerConnection) -> None:
+        self._connections.add(conn)
+
+    def connection_closed(self, conn: ServerConnection) -> None:
+        self._connections.discard(conn)
+
+    def new_producer_name(self) -> str:
+        return f"{self.config.cluster_name}-{self._generation}-{next(self._producer_names)}"
+
+    # --- topics --------------------------------------------------------------------------
+
+    async def get_topic(self, name: TopicName, *, create: bool = True) -> Topic:
+        """The loaded topic, opening (and creating, if allowed) its managed ledger."""
+        if self.closing:
+            raise ServiceNotReady("broker is shutting down")
+        key = name.full_name
+        fut = self._topics.get(key)
+        if fut is None:
+            if not create and not await self.topic_exists(name):
+                raise TopicNotFound(f"Topic {key} does not exist")
+            fut = asyncio.get_running_loop().create_future()
+            self._topics[key] = fut
+            try:
+                ml = await ManagedLedger.open(
+                    managed_ledger_name(name),
+                    storage=self.storage,
+                    store=self.store,
+                    config=self.ml_config,
+                    clock=self.clock,
+                )
+                topic = await Topic.open(self, name, ml)
+            except BaseException as exc:
+                del self._topics[key]
+                fut.set_exception(exc)
+                fut.exception()
+                raise
+            fut.set_result(topic)
+            return topic
+        return await asyncio.shield(fut)
+
+    async def topic_exists(self, name: TopicName) -> bool:
+        return await self.store.exists(f"{ML_ROOT}/{managed_ledger_name(name)}") is not None
+
+    async def partitions_of(self, name: TopicName) -> int:
+        """Partitions of a partitioned topic, 0 for a non-partitioned (or unknown) one."""
+        if name.is_partition:
+            return 0
+        try:
+            got = await self.store.get(partitioned_path(name))
+        except NotFound:
+            return 0
+        return int(json.loads(got.value)["partitions"])
+
+    async def create_partitioned_topic(self, name: TopicName, partitions: int) -> None:
+        """Record a partitioned topic. Raises NodeExists if it exists already."""
+        if partitions < 1:
+            raise ValueError("partitions must be >= 1")
+        await self.store.put(
+            partitioned_path(name), json.dumps({"partitions": partitions}).encode(), MUST_NOT_EXIST
+        )
+
+    async def topics_of_namespace(self, namespace: NamespaceName, mode: TopicsMode) -> list[str]:
+        domains = {
+            TopicsMode.PERSISTENT: [TopicDomain.PERSISTENT],
+            TopicsMode.NON_PERSISTENT: [TopicDomain.NON_PERSISTENT],
+        }.get(mode, [TopicDomain.PERSISTENT, TopicDomain.NON_PERSISTENT])
+        names: set[str] = set()
+        for domain in domains:
+            base = f"{namespace.tenant}/{namespace.namespace}"
+            try:
+                locals_ = await self.store.children(f"{ML_ROOT}/{base}/{domain.value}")
+            except NotFound:
+                locals_ = []
+            for local in locals_:
+                names.add(f"{domain.value}://{base}/{unquote(local)}")
+            try:
+                parted = await self.store.children(f"{PARTITIONED_ROOT}/{base}/{domain.value}")
+            except NotFound:
+                parted = []
+            for local in parted:
+                topic = TopicName.parse(f"{domain.value}://{base}/{unquote(local)}")
+                for i in range(await self.partitions_of(topic)):
+                    names.add(topic.partition(i).full_name)
+        return sorted(names)
+
+    # --- requests from connections -------------------------------------------------------
+
+    async def handle_partitioned_metadata(
+        self, cmd: PartitionedTopicMetadata
+    ) -> PartitionedTopicMetadataResponse:
+        try:
+            name = TopicName.parse(cmd.topic)
+            partitions = await self.partitions_of(name)
+            if (
+                partitions == 0
+                and self.config.auto_topic_creation_partitions > 0
+                and self.config.allow_auto_topic_creation
+                and not name.is_partition
+                and not await self.topic_exists(name)
+            ):
+                with contextlib.suppress(NodeExists):
+                    await self.create_partitioned_topic(
+                        name, self.config.auto_topic_creation_partitions
+                    )
+                partitions = await self.partitions_of(name)
+        except MagnetarError as exc:
+            code, message = wire_error(exc)
+            return PartitionedTopicMetadataResponse(
+                request_id=cmd.request_id,
+                response=MetadataResult.Failed,
+                error=code,
+                message=message,
+            )
+        return PartitionedTopicMetadataResponse(
+            request_id=cmd.request_id, partitions=partitions, response=MetadataResult.Success
+        )
+
+    async def handle_lookup(self, cmd: LookupTopic) -> LookupTopicResponse:
+        try:
+            TopicName.parse(cmd.topic)
+        except MagnetarError as exc:
+            code, message = wire_error(exc)
+            return LookupTopicResponse(
+                request_id=cmd.request_id,
+                response=LookupResult.Failed,
+                error=code,
+                message=message,
+            )
+        url = self.service_url
+        return LookupTopicResponse(
+            request_id=cmd.request_id,
+            broker_service_url=url,
+            broker_service_url_tls=url,
+            response=LookupResult.Connect,
+            authoritative=True,
+        )
+
+    async def handle_topics_of_namespace(
+        self, cmd: GetTopicsOfNamespace
+    ) -> GetTopicsOfNamespaceResponse:
+        ns = NamespaceName.parse(cmd.namespace)
+        topics = await self.topics_of_namespace(ns, cmd.mode)
+        return GetTopicsOfNamespaceResponse(
+            request_id=cmd.request_id, topics=tuple(topics), filtered=False, changed=True
+        )
+
+    async def _topic_for_client(self, topic: str) -> Topic:
+        name = TopicName.parse(topic)
+        return await self.get_topic(name, create=self.config.allow_auto_topic_creation)
+
+    async def create_producer(self, conn: ServerConnection, cmd: Producer) -> None:
+        topic = await self._topic_for_client(cmd.topic)
+        if conn.closed:
+            return
+        await topic.add_producer(conn, cmd)
+
+    async def subscribe(self, conn: ServerConnection, cmd: Subscribe) -> None:
+        topic = await self._topic_for_client(cmd.topic)
+        if conn.closed:
+            return
+        await topic.subscribe(conn, cmd)

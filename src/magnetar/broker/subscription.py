@@ -1,0 +1,672 @@
+"""A subscription: one cursor, its consumers, and the dispatcher that feeds them.
+
+The dispatcher is one task per subscription. Each round it reads up to
+``dispatch_entries_max`` entries (entries to replay first, for Shared/Key_Shared), asks the
+decision core of the subscription type who gets which entry, and writes MESSAGE frames.
+It never sends more than a consumer's permits allow (reference §6.6): an entry is sent
+only while the consumer has permits > 0, and costs its message count. When there is
+nothing to do it parks until a FLOW, an ack, a redelivery, a consumer change or a new
+entry wakes it.
+
+Types (reference §6.5-§6.10):
+
+* Exclusive / Failover: :class:`~magnetar.broker.failover.ActiveConsumerSelector` picks the
+  active consumer; only it receives entries. A change of active consumer rewinds the cursor
+  so the new one gets every unacknowledged entry. Redelivery rewinds the cursor.
+* Shared: :class:`~magnetar.broker.shared_dispatch.SharedConsumerRing` round-robin by
+  permits and priority. Entries of a departed consumer and redelivered entries go to the
+  replay set, read again before new entries; redelivery counts from
+  :class:`~magnetar.broker.redelivery_tracker.RedeliveryTracker`.
+* Key_Shared: :class:`~magnetar.broker.key_shared.KeySharedRouter` (AUTO_SPLIT or STICKY,
+  ordering rule for consumers that join late).
+* Shared and Key_Shared hold entries with a future ``deliver_at_time`` in a
+  :class:`~magnetar.broker.delayed_delivery.DelayedDeliveryTracker`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from magnetar.broker import subscription_rules as rules
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.delayed_delivery import DelayedDeliveryFull, DelayedDeliveryTracker
+from magnetar.broker.failover import (
+    ActiveConsumerSelector,
+    FailoverConsumer,
+    FailoverEffect,
+    NotifyActiveConsumer,
+    RewindCursor,
+    ScheduleActivation,
+    SingleActiveType,
+    StartDispatch,
+)
+from magnetar.broker.key_shared import HashRange, KeySharedRouter, sticky_key, sticky_key_hash
+from magnetar.broker.redelivery_tracker import RedeliveryTracker, redelivery_tracker_for
+from magnetar.broker.shared_dispatch import SharedConsumerRing
+from magnetar.common.errors import MagnetarError
+from magnetar.managed_ledger.errors import InvalidCursorPosition, ManagedLedgerError
+from magnetar.managed_ledger.managed_cursor import ManagedCursor
+from magnetar.managed_ledger.position import Position
+from magnetar.protocol import (
+    Ack,
+    AckResponse,
+    AckType,
+    ActiveConsumerChange,
+    Entry,
+    GetLastMessageIdResponse,
+    KeySharedMeta,
+    MessageId,
+    ProtocolError,
+    Seek,
+    SubType,
+    Success,
+)
+
+if TYPE_CHECKING:
+    from magnetar.broker.topic import Topic
+
+log = logging.getLogger(__name__)
+
+_ACTIVE_CONSUMER_CHANGE_MIN_PROTOCOL = 12
+
+
+def _popcount(words: Sequence[int]) -> int:
+    return sum(bin(w & 0xFFFFFFFFFFFFFFFF).count("1") for w in words)
+
+
+def _publish_time_of(data: bytes) -> int:
+    return Entry(data).metadata.publish_time
+
+
+class _Item:
+    """An entry on its way to a consumer."""
+
+    __slots__ = ("ack_set", "data", "key_hash", "messages", "position")
+
+    def __init__(self, position: Position, data: bytes) -> None:
+        self.position = position
+        self.data = data
+        self.messages = 1
+        self.ack_set: list[int] | None = None
+        self.key_hash = 0
+
+
+class Subscription:
+    """One subscription of ``topic``. Created by the topic; consumers come and go."""
+
+    def __init__(
+        self, topic: Topic, name: str, cursor: ManagedCursor, durable: bool, sub_type: SubType
+    ) -> None:
+        self.topic = topic
+        self.name = name
+        self.cursor = cursor
+        self.durable = durable
+        self.sub_type = sub_type
+        self.consumers: dict[int, Consumer] = {}
+        self._config = topic.service.config
+        self._clock = topic.service.clock
+        self._selector: ActiveConsumerSelector | None = None
+        self._ring: SharedConsumerRing | None = None
+        self._router: KeySharedRouter | None = None
+        self._key_shared_policy: rules.KeySharedPolicy | None = None
+        self._tracker: RedeliveryTracker = redelivery_tracker_for(rules.SubType(int(sub_type)))
+        self._delayed: DelayedDeliveryTracker | None = None
+        self._replay: dict[Position, int] = {}
+        """Entries to send again (Shared/Key_Shared) -> key hash (Key_Shared only)."""
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._timers: list[asyncio.TimerHandle] = []
+        self._delayed_timer: asyncio.TimerHandle | None = None
+        self._epoch = 0
+        self.closed = False
+        self.keep_when_empty = False
+        self.msg_out_counter = 0
+
+    # --- consumers -----------------------------------------------------------------------
+
+    def _configure(self, sub_type: SubType, key_shared: KeySharedMeta | None) -> None:
+        """Set up the dispatch core for the first consumer's type."""
+        self.sub_type = sub_type
+        self._selector = None
+        self._ring = None
+        self._router = None
+        self._key_shared_policy = None
+        self._replay.clear()
+        self._tracker = redelivery_tracker_for(rules.SubType(int(sub_type)))
+        self._delayed = None
+        cfg = self._config
+        if sub_type in (SubType.Exclusive, SubType.Failover):
+            self._selector = ActiveConsumerSelector(
+                self.topic.full_name,
+                self.topic.partition_index,
+                SingleActiveType.EXCLUSIVE
+                if sub_type is SubType.Exclusive
+                else SingleActiveType.FAILOVER,
+                failover_delay_ms=cfg.failover_delay_ms,
+            )
+            return
+        self._delayed = DelayedDeliveryTracker(self._clock, tick_ms=cfg.delayed_delivery_tick_ms)
+        if sub_type is SubType.Shared:
+            self._ring = SharedConsumerRing()
+            return
+        policy = _key_shared_policy(key_shared)
+        self._key_shared_policy = policy
+        self._router = KeySharedRouter(
+            sticky=policy.mode is rules.KeySharedMode.STICKY,
+            allow_out_of_order=policy.allow_out_of_order_delivery,
+        )
+
+    def add_consumer(self, consumer: Consumer, key_shared: KeySharedMeta | None) -> None:
+        """Admit ``consumer``; raises ConsumerBusy / ConsumerAssignError (nothing changed)."""
+        new_type = consumer.sub_type
+        current = self.sub_type if self.consumers else None
+        new_policy = _key_shared_policy(key_shared) if new_type is SubType.Key_Shared else None
+        rules.check_subscribe(
+            None if current is None else rules.SubType(int(current)),
+            len(self.consumers),
+            rules.SubType(int(new_type)),
+            self._key_shared_policy,
+            new_policy,
+        )
+        if not self.consumers:
+            self._configure(new_type, key_shared)
+        now_ms = self._clock.now_ms()
+        if self._selector is not None:
+            effects = self._selector.add(
+                FailoverConsumer(consumer.uid, consumer.name, consumer.priority_level), now_ms
+            )
+            self.consumers[consumer.uid] = consumer
+            self._apply_failover(effects)
+        elif self._ring is not None:
+            self._ring.add(consumer.uid, consumer.priority_level)
+            self.consumers[consumer.uid] = consumer
+        else:
+            assert self._router is not None
+            ranges: tuple[HashRange, ...] = ()
+            if key_shared is not None:
+                ranges = tuple(HashRange(r.start, r.end) for r in key_shared.hash_ranges)
+            state = self.cursor.state
+            ledgers = self.topic.ml.ledgers
+            read_pos = ledgers.normalize(state.read_position)
+            since = (
+                ledgers.entries_between(state.mark_delete, ledgers.previous_position(read_pos))
+                if read_pos > state.mark_delete
+                else 0
+            )
+            self._router.add_consumer(consumer.uid, read_pos, since, ranges)
+            self.consumers[consumer.uid] = consumer
+        self._ensure_task()
+        self._wake.set()
+
+    async def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach ``consumer`` (close, disconnect, seek); its unacknowledged entries go to
+        the remaining consumers. Idempotent."""
+        if self.consumers.get(consumer.uid) is not consumer:
+            return
+        del self.consumers[consumer.uid]
+        consumer.closed = True
+        pending = consumer.pending
+        consumer.pending = {}
+        if self._selector is not None:
+            with contextlib.suppress(MagnetarError):
+                self._apply_failover(self._selector.remove(consumer.uid, self._clock.now_ms()))
+        else:
+            if self._ring is not None:
+                self._ring.remove(consumer.uid)
+            if self._router is not None:
+                self._router.remove_consumer(consumer.uid)
+            for pos in pending:
+                if not self.cursor.state.is_acked(pos):
+                    self._tracker.add_if_absent(pos)
+                    self._replay[pos] = self._replay.get(pos, 0)
+        if not self.consumers:
+            self._tracker.clear()
+            self._replay.clear()
+            self._cancel_timers()
+            self._epoch += 1
+            self.cursor.rewind()
+            if not self.durable and not self.keep_when_empty:
+                await self.topic.drop_subscription(self)
+                return
+        self._wake.set()
+
+    def _apply_failover(self, effects: Sequence[FailoverEffect]) -> None:
+        for effect in effects:
+            match effect:
+                case ScheduleActivation(due_ms=due_ms):
+                    delay_s = max(0, due_ms - self._clock.now_ms()) / 1000
+                    loop = asyncio.get_running_loop()
+                    self._timers.append(loop.call_later(delay_s, self._on_failover_timer))
+                case RewindCursor():
+                    self._rewind()
+                case NotifyActiveConsumer(consumer_id=uid, is_active=active):
+                    c = self.consumers.get(uid)
+                    if (
+                        c is not None
+                        and c.connection.protocol_version >= _ACTIVE_CONSUMER_CHANGE_MIN_PROTOCOL
+                    ):
+                        c.connection.send_command(
+                            ActiveConsumerChange(consumer_id=c.consumer_id, is_active=active)
+                        )
+                case StartDispatch():
+                    self._wake.set()
+
+    def _on_failover_timer(self) -> None:
+        if self._selector is not None and not self.closed:
+            self._apply_failover(self._selector.on_timer(self._clock.now_ms()))
+
+    def _rewind(self) -> None:
+        for c in self.consumers.values():
+            c.pending.clear()
+        self._epoch += 1
+        self.cursor.rewind()
+        self._wake.set()
+
+    def _cancel_timers(self) -> None:
+        for t in self._timers:
+            t.cancel()
+        self._timers.clear()
+        if self._delayed_timer is not None:
+            self._delayed_timer.cancel()
+            self._delayed_timer = None
+
+    # --- commands from consumers ---------------------------------------------------------
+
+    def handle_flow(self, consumer: Consumer, permits: int) -> None:
+        if consumer.closed:
+            return
+        consumer.permits += permits
+        if self._ring is not None:
+            self._ring.add_permits(consumer.uid, permits)
+        self._wake.set()
+
+    def handle_ack(self, consumer: Consumer, ack: Ack) -> None:
+        cursor = self.cursor
+        state = cursor.state
+        try:
+            if ack.ack_type is AckType.Cumulative:
+                if self.sub_type in (SubType.Exclusive, SubType.Failover) and ack.message_id:
+                    mid = ack.message_id[0]
+                    pos = Position(mid.ledger_id, mid.entry_id)
+                    if mid.ack_set:
+                        cursor.ack_cumulative(self.topic.ml.ledgers.previous_position(pos))
+                        self._ack_batch(consumer, pos, mid)
+                    else:
+                        cursor.ack_cumulative(pos)
+                    for c in self.consumers.values():
+                        for p in [p for p in c.pending if p <= state.mark_delete]:
+                            del c.pending[p]
+            else:
+                for mid in ack.message_id:
+                    pos = Position(mid.ledger_id, mid.entry_id)
+                    if mid.ack_set:
+                        self._ack_batch(consumer, pos, mid)
+                        continue
+                    cursor.ack(pos)
+                    consumer.pending.pop(pos, None)
+                    self._replay.pop(pos, None)
+                    self._tracker.remove(pos)
+        except InvalidCursorPosition as exc:
+            log.info("%s/%s: ignoring ack: %s", self.topic.full_name, self.name, exc)
+        if ack.request_id is not None:
+            consumer.connection.send_command(
+                AckResponse(consumer_id=consumer.consumer_id, request_id=ack.request_id)
+            )
+        if self._router is not None:
+            state = cursor.state
+            if self._router.recently_joined.release(state.first_unacked()) or self._replay:
+                self._wake.set()
+
+    def _ack_batch(self, consumer: Consumer, pos: Position, mid: MessageId) -> None:
+        size = mid.batch_size
+        if size is None or size <= 0:
+            size = consumer.pending.get(pos) or self.topic.ml.ledgers.messages_at(pos)
+            if size <= 1:
+                size = max(size, 64 * len(mid.ack_set))
+        words = mid.ack_set
+        acked = (
+            [i for i in range(size) if not (words[i // 64] >> (i % 64)) & 1]
+            if len(words) * 64 >= size
+            else list(range(size))
+        )
+        self.cursor.ack_batch_indexes(pos, size, acked)
+        if self.cursor.state.is_acked(pos):
+            consumer.pending.pop(pos, None)
+            self._replay.pop(pos, None)
+            self._tracker.remove(pos)
+
+    def handle_redeliver(self, consumer: Consumer, ids: Sequence[MessageId]) -> None:
+        if consumer.closed:
+            return
+        if self._selector is not None:
+            if self._selector.dispatch_paused:
+                return
+            active = self._selector.active
+            if active is not None and active.consumer_id == consumer.uid:
+                self._rewind()
+            return
+        positions = (
+            [Position(m.ledger_id, m.entry_id) for m in ids] if ids else list(consumer.pending)
+        )
+        for pos in positions:
+            if consumer.pending.pop(pos, None) is None and ids:
+                continue
+            if self.cursor.state.is_acked(pos):
+                continue
+            self._tracker.increment(pos)
+            self._replay[pos] = self._replay.get(pos, 0)
+        self._wake.set()
+
+    async def unsubscribe(self, consumer: Consumer, request_id: int) -> Success:
+        is_active = True
+        if self._selector is not None:
+            active = self._selector.active
+            is_active = active is not None and active.consumer_id == consumer.uid
+        rules.check_unsubscribe(
+            rules.SubType(int(self.sub_type)),
+            len(self.consumers),
+            consumer.uid in self.consumers,
+            is_active,
+        )
+        consumer.connection.consumers.pop(consumer.consumer_id, None)
+        self.keep_when_empty = True
+        await self.remove_consumer(consumer)
+        await self.topic.delete_subscription(self)
+        return Success(request_id=request_id)
+
+    async def seek(self, cmd: Seek) -> Success:
+        ledgers = self.topic.ml.ledgers
+        self._epoch += 1
+        if cmd.message_publish_time is not None and cmd.message_id is None:
+            await self.cursor.reset_to_publish_time(cmd.message_publish_time, _publish_time_of)
+        else:
+            mid = cmd.message_id or MessageId(-1, -1)
+            if mid.is_earliest or mid.ledger_id < 0:
+                target = ledgers.first_position
+            elif mid.is_latest:
+                target = ledgers.end_position
+            else:
+                target = Position(mid.ledger_id, max(mid.entry_id, 0))
+                target = min(target, ledgers.end_position)
+            await self.cursor.reset(target)
+        self._replay.clear()
+        self._tracker.clear()
+        if self._delayed is not None:
+            self._delayed.clear()
+        self.keep_when_empty = True
+        try:
+            for c in list(self.consumers.values()):
+                c.connection.consumer_closed_by_broker(c)
+                await self.remove_consumer(c)
+        finally:
+            self.keep_when_empty = False
+        if not self.consumers and not self.durable:
+            self._schedule_orphan_check()
+        return Success(request_id=cmd.request_id)
+
+    def _schedule_orphan_check(self) -> None:
+        """A reader's subscription emptied by a seek waits for its consumer to come back;
+        drop it if none does within a while."""
+
+        def check() -> None:
+            if not self.consumers and not self.closed:
+                task = asyncio.get_running_loop().create_task(self.topic.drop_subscription(self))
+                self.topic.service.track(task)
+
+        self._timers.append(asyncio.get_running_loop().call_later(60.0, check))
+
+    def last_message_id_response(self, request_id: int) -> GetLastMessageIdResponse:
+        md = self.cursor.state.mark_delete
+        return GetLastMessageIdResponse(
+            last_message_id=self.topic.last_message_id(),
+            request_id=request_id,
+            consumer_mark_delete_position=MessageId(md[0], md[1], self.topic.partition_index),
+        )
+
+    @property
+    def backlog_messages(self) -> int:
+        return self.cursor.backlog_messages
+
+    # --- dispatching ---------------------------------------------------------------------
+
+    def _ensure_task(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name=f"dispatch-{self.topic.full_name}-{self.name}"
+            )
+
+    async def close(self) -> None:
+        self.closed = True
+        self._cancel_timers()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        ml = self.topic.ml
+        while self.consumers and not self.closed:
+            self._wake.clear()
+            try:
+                progressed = await self._round()
+            except ManagedLedgerError as exc:
+                log.warning("%s/%s: dispatch stopped: %s", self.topic.full_name, self.name, exc)
+                return
+            if progressed:
+                await asyncio.sleep(0)  # let the connections run between rounds
+                continue
+            try:
+                waiter = ml.register_waiter()
+            except ManagedLedgerError:
+                return
+            woken = asyncio.ensure_future(self._wake.wait())
+            waits: set[asyncio.Future[object]] = {waiter, woken}  # type: ignore[arg-type]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                woken.cancel()
+                if not waiter.done():
+                    waiter.cancel()
+
+    async def _round(self) -> bool:
+        if self._selector is not None:
+            return await self._round_single_active()
+        return await self._round_multi()
+
+    def _prepare(self, item: _Item) -> bool:
+        """Fill message count, ack set and key hash; False for an unparsable entry."""
+        try:
+            md = Entry(item.data).metadata
+            item.messages = md.num_messages
+            if self._router is not None:
+                item.key_hash = sticky_key_hash(sticky_key(md.ordering_key, md.partition_key))
+        except ProtocolError:
+            return False
+        ack_set = self.cursor.state.batch_ack_set(item.position)
+        if ack_set is not None:
+            item.ack_set = ack_set
+            item.messages = _popcount(ack_set)
+        return True
+
+    async def _round_single_active(self) -> bool:
+        selector = self._selector
+        assert selector is not None
+        if selector.dispatch_paused:
+            return False
+        active = selector.active
+        if active is None:
+            return False
+        consumer = self.consumers.get(active.consumer_id)
+        if consumer is None or consumer.permits <= 0:
+            return False
+        if not consumer.connection.writable:
+            await consumer.connection.wait_writable()
+            return True
+        epoch = self._epoch
+        entries = await self.cursor.read_entries(
+            min(consumer.permits, self._config.dispatch_entries_max)
+        )
+        if not entries:
+            return False
+        current = selector.active
+        if (
+            epoch != self._epoch
+            or consumer.closed
+            or current is None
+            or current.consumer_id != consumer.uid
+        ):
+            return True  # state changed during the read; the cursor was rewound meanwhile
+        for e in entries:
+            item = _Item(e.position, e.data)
+            if not self._prepare(item):
+                continue
+            consumer.send(item.position, item.data, item.messages, 0, item.ack_set)
+        return True
+
+    async def _read_replay(self, budget: int) -> list[_Item]:
+        positions = sorted(self._replay)[:budget]
+        if self._delayed is not None:
+            for due in self._delayed.pop_due(budget):
+                positions.append(Position(*due))
+            positions.sort()
+        ml = self.topic.ml
+        state = self.cursor.state
+        items: list[_Item] = []
+        for pos in positions:
+            self._replay.pop(pos, None)
+            if state.is_acked(pos) or not ml.ledgers.exists(pos):
+                continue
+            data = await ml.read_range(pos[0], pos[1], pos[1], read_ahead=False)
+            if data:
+                item = _Item(pos, data[0])
+                item.key_hash = -1  # delayed check done already
+                items.append(item)
+        return items
+
+    async def _round_multi(self) -> bool:
+        permitted = [c for c in self.consumers.values() if c.permits > 0]
+        if not permitted:
+            return False
+        if not all(c.connection.writable for c in permitted):
+            for c in permitted:
+                if not c.connection.writable:
+                    await c.connection.wait_writable()
+            return True
+        budget = min(sum(c.permits for c in permitted), self._config.dispatch_entries_max)
+        epoch = self._epoch
+        sent = False
+        if self._replay or (self._delayed is not None and self._delayed.has_due()):
+            items = await self._read_replay(budget)
+            if epoch != self._epoch:
+                return True
+            if items:
+                sent = self._dispatch_items(items, replay=True)
+                if sent:
+                    return True
+        entries = await self.cursor.read_entries(budget)
+        if epoch != self._epoch:
+            return True
+        if not entries:
+            self._schedule_delayed_wake()
+            return sent
+        items = [_Item(e.position, e.data) for e in entries]
+        for item in items:
+            item.key_hash = 0
+        self._dispatch_items(items, replay=False)
+        return True
+
+    def _dispatch_items(self, items: list[_Item], *, replay: bool) -> bool:
+        ready: list[_Item] = []
+        delayed = self._delayed
+        now_cutoff = None
+        for item in items:
+            from_replay = item.key_hash == -1
+            if not self._prepare(item):
+                continue
+            if delayed is not None and not from_replay:
+                at = Entry(item.data).metadata.deliver_at_time
+                if at is not None:
+                    if now_cutoff is None:
+                        now_cutoff = delayed.cutoff_ms()
+                    if at > now_cutoff:
+                        try:
+                            if delayed.add(item.position, at):
+                                continue
+                        except DelayedDeliveryFull:
+                            self._replay[item.position] = item.key_hash
+                            continue
+            ready.append(item)
+        self._schedule_delayed_wake()
+        if not ready:
+            return False
+        if self._ring is not None:
+            groups = self._ring.assign([i.messages for i in ready])
+            assigned = set()
+            for uid, indexes in groups:
+                consumer = self.consumers.get(uid)
+                for i in indexes:
+                    item = ready[i]
+                    assigned.add(i)
+                    if consumer is None:
+                        self._replay[item.position] = 0
+                        continue
+                    consumer.send(
+                        item.position,
+                        item.data,
+                        item.messages,
+                        self._tracker.count(item.position),
+                        item.ack_set,
+                    )
+            for i, item in enumerate(ready):
+                if i not in assigned:
+                    self._replay[item.position] = 0
+            return bool(assigned)
+        router = self._router
+        assert router is not None
+        permits = {c.uid: c.permits for c in self.consumers.values() if c.permits > 0}
+        by_pos: dict[tuple[int, int], _Item] = {i.position: i for i in ready}
+        routed = router.route(
+            [(i.position, i.key_hash) for i in ready],
+            permits,
+            replay,
+            set(self._replay.values()),
+        )
+        sent = False
+        for uid, positions in routed.by_consumer.items():
+            consumer = self.consumers.get(uid)
+            for routed_pos in positions:
+                item = by_pos[routed_pos]
+                pos = item.position
+                if consumer is None:
+                    self._replay[pos] = item.key_hash
+                    continue
+                consumer.send(pos, item.data, item.messages, self._tracker.count(pos), item.ack_set)
+                sent = True
+        for deferred in routed.deferred:
+            item = by_pos[deferred]
+            self._replay[item.position] = item.key_hash
+        return sent
+
+    def _schedule_delayed_wake(self) -> None:
+        delayed = self._delayed
+        if delayed is None:
+            return
+        due = delayed.next_delivery_ms
+        if due is None:
+            return
+        if self._delayed_timer is not None:
+            self._delayed_timer.cancel()
+        delay_s = max(0, due - self._clock.now_ms()) / 1000
+        self._delayed_timer = asyncio.get_running_loop().call_later(delay_s, self._wake.set)
+
+
+def _key_shared_policy(meta: KeySharedMeta | None) -> rules.KeySharedPolicy:
+    if meta is None:
+        return rules.KeySharedPolicy()
+    return rules.KeySharedPolicy(
+        rules.KeySharedMode(int(meta.key_shared_mode)), meta.allow_out_of_order_delivery
+    )

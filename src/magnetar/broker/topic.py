@@ -1,0 +1,360 @@
+"""A persistent topic (or one partition of a partitioned topic) owned by this broker.
+
+Owns its managed ledger, its producers (admitted by
+:class:`~magnetar.broker.producer_access.ProducerAccess`), its subscriptions, and, when
+deduplication is on, a :class:`~magnetar.broker.deduplication.DeduplicationState` whose
+snapshot is stored in the metadata store at ``/magnetar/dedup/<managed ledger name>``
+together with the last position it covers; on open the snapshot is restored and entries
+written after that position are replayed into it, so dedup survives restarts and crashes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.deduplication import DeduplicationState, SnapshotError, is_checked_send
+from magnetar.broker.producer import Producer
+from magnetar.broker.producer_access import (
+    AccessMode,
+    CloseProducer,
+    FailWaitingProducer,
+    ProducerAccess,
+    ProducerEffect,
+    ProducerKey,
+    ProducerReady,
+    ProducerRequest,
+)
+from magnetar.broker.subscription import Subscription
+from magnetar.broker.topic_name import TopicName
+from magnetar.common.errors import MagnetarError, ProtocolError, wire_error
+from magnetar.managed_ledger.errors import CursorNotFound
+from magnetar.managed_ledger.managed_ledger import ManagedLedger
+from magnetar.managed_ledger.position import Position
+from magnetar.metadata.store import NotFound
+from magnetar.protocol import (
+    Entry,
+    Error,
+    InitialPosition,
+    MessageId,
+    ProducerSuccess,
+    Subscribe,
+    Success,
+)
+from magnetar.protocol import Producer as ProducerCommand
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection import ServerConnection
+    from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+DEDUP_ROOT = "/magnetar/dedup"
+
+
+class Topic:
+    """Created by :meth:`BrokerService.get_topic`; one instance per topic per broker."""
+
+    def __init__(self, service: BrokerService, name: TopicName, ml: ManagedLedger) -> None:
+        self.service = service
+        self.name = name
+        self.full_name = name.full_name
+        self.partition_index = name.partition_index
+        self.ml = ml
+        self.access = ProducerAccess()
+        self.producers: dict[ProducerKey, Producer] = {}
+        self._waiting: dict[ProducerKey, tuple[ServerConnection, ProducerCommand, Producer]] = {}
+        self.subscriptions: dict[str, Subscription] = {}
+        self._sub_lock = asyncio.Lock()
+        self.dedup: DeduplicationState | None = None
+        self._dedup_position: Position | None = None
+        self._dedup_saved: Position | None = None
+        self._dedup_task: asyncio.Task[None] | None = None
+        self.last_entry_batch_size: int | None = None
+        self.closed = False
+
+    @classmethod
+    async def open(cls, service: BrokerService, name: TopicName, ml: ManagedLedger) -> Topic:
+        topic = cls(service, name, ml)
+        await topic._load_last_entry()
+        if service.config.deduplication_enabled:
+            await topic._load_dedup()
+        return topic
+
+    async def _load_last_entry(self) -> None:
+        last = self.ml.last_confirmed
+        if last[1] < 0:
+            return
+        data = await self.ml.read_range(last[0], last[1], last[1], read_ahead=False)
+        if data:
+            with contextlib.suppress(ProtocolError):
+                self.last_entry_batch_size = Entry(data[0]).metadata.num_messages_in_batch
+
+    # --- deduplication -------------------------------------------------------------------
+
+    @property
+    def _dedup_path(self) -> str:
+        return f"{DEDUP_ROOT}/{self.ml.name}"
+
+    async def _load_dedup(self) -> None:
+        state = DeduplicationState(self.service.clock)
+        after: Position | None = None
+        try:
+            got = await self.service.store.get(self._dedup_path)
+            body = json.loads(got.value)
+            state.restore(body["snapshot"].encode())
+            after = Position(*body["position"])
+        except NotFound:
+            pass
+        except (SnapshotError, ValueError, KeyError, TypeError) as exc:
+            log.warning("%s: unreadable dedup snapshot (%s); rebuilding", self.full_name, exc)
+            state = DeduplicationState(self.service.clock)
+        ledgers = self.ml.ledgers
+        for seg in list(ledgers):
+            if seg.entries <= 0:
+                continue
+            first = 0
+            if after is not None:
+                if seg.ledger_id < after[0]:
+                    continue
+                if seg.ledger_id == after[0]:
+                    first = after[1] + 1
+            step = 1000
+            for start in range(first, seg.entries, step):
+                datas = await self.ml.read_range(
+                    seg.ledger_id, start, min(start + step, seg.entries) - 1, read_ahead=False
+                )
+                for data in datas:
+                    try:
+                        md = Entry(data).metadata
+                        if is_checked_send(md.chunk_id, md.num_chunks_from_msg):
+                            state.replay_entry(
+                                md.producer_name, md.sequence_id, md.highest_sequence_id
+                            )
+                    except ProtocolError:
+                        continue
+        self.dedup = state
+        self._dedup_position = ledgers.last_confirmed
+        self._dedup_task = asyncio.get_running_loop().create_task(self._dedup_loop())
+
+    def dedup_advanced(self, position: Position) -> None:
+        if self._dedup_position is None or position > self._dedup_position:
+            self._dedup_position = position
+
+    async def _dedup_loop(self) -> None:
+        interval_s = self.service.config.dedup_snapshot_interval_ms / 1000
+        while not self.closed:
+            await self.service.clock.sleep(interval_s)
+            try:
+                await self.save_dedup()
+            except MagnetarError as exc:
+                log.warning("%s: dedup snapshot failed: %s", self.full_name, exc)
+
+    async def save_dedup(self) -> None:
+        if self.dedup is None or self._dedup_position is None:
+            return
+        if self._dedup_saved == self._dedup_position:
+            return
+        position = self._dedup_position
+        self.dedup.purge_inactive()
+        body = {"position": list(position), "snapshot": self.dedup.snapshot().decode()}
+        await self.service.store.put(self._dedup_path, json.dumps(body).encode())
+        self._dedup_saved = position
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        return -1 if self.dedup is None else self.dedup.last_sequence_id(producer_name)
+
+    # --- publishing ----------------------------------------------------------------------
+
+    def publish(self, data: bytes, messages: int) -> asyncio.Future[Position]:
+        """Append one entry; the future gives its position (stored by an ack quorum)."""
+        future = asyncio.ensure_future(self.ml.add_entry(data, messages))
+        batch: int | None = None
+        with contextlib.suppress(ProtocolError):
+            batch = Entry(data).metadata.num_messages_in_batch
+
+        def done(fut: asyncio.Future[Position]) -> None:
+            if (
+                not fut.cancelled()
+                and fut.exception() is None
+                and fut.result() >= self.ml.last_confirmed
+            ):
+                self.last_entry_batch_size = batch
+
+        future.add_done_callback(done)
+        return future
+
+    def last_message_id(self) -> MessageId:
+        last = self.ml.last_confirmed
+        batch_index = -1
+        if last[1] >= 0 and self.last_entry_batch_size is not None:
+            batch_index = self.last_entry_batch_size - 1
+        return MessageId(last[0], last[1], self.partition_index, batch_index)
+
+    # --- producers -----------------------------------------------------------------------
+
+    async def add_producer(self, conn: ServerConnection, cmd: ProducerCommand) -> None:
+        """Admit a producer and answer PRODUCER_SUCCESS (maybe ready=false first).
+        Raises ProducerBusy / ProducerFenced."""
+        name = cmd.producer_name or self.service.new_producer_name()
+        mode = AccessMode(int(cmd.producer_access_mode))
+        key = ProducerKey(conn.connection_id, cmd.producer_id)
+        admission = self.access.add(ProducerRequest(key, name, mode, cmd.epoch, cmd.topic_epoch))
+        producer = Producer(
+            self, conn, cmd.producer_id, name, mode, cmd.epoch, admission.topic_epoch
+        )
+        self._apply_effects(admission.effects)
+        if not admission.ready:
+            self._waiting[key] = (conn, cmd, producer)
+            conn.send_command(producer.success_response(cmd.request_id, ready=False))
+            return
+        self._register(conn, producer)
+        conn.send_command(producer.success_response(cmd.request_id))
+
+    def _register(self, conn: ServerConnection, producer: Producer) -> None:
+        self.producers[producer.key] = producer
+        conn.producers[producer.producer_id] = producer
+        if self.dedup is not None:
+            self.dedup.producer_added(producer.name)
+
+    def remove_producer(self, producer: Producer) -> None:
+        producer.closed = True
+        self._waiting.pop(producer.key, None)
+        if self.producers.get(producer.key) is producer:
+            del self.producers[producer.key]
+            if self.dedup is not None:
+                self.dedup.producer_removed(producer.name)
+        self._apply_effects(self.access.remove(producer.key))
+
+    def _apply_effects(self, effects: tuple[ProducerEffect, ...] | list[ProducerEffect]) -> None:
+        for effect in effects:
+            match effect:
+                case CloseProducer(key=key, notify_client=notify):
+                    old = self.producers.pop(key, None)
+                    if old is not None:
+                        old.closed = True
+                        if notify:
+                            old.connection.producer_closed_by_broker(old)
+                        elif old.connection.producers.get(old.producer_id) is old:
+                            del old.connection.producers[old.producer_id]
+                case FailWaitingProducer(key=key, error=error):
+                    waiting = self._waiting.pop(key, None)
+                    if waiting is not None:
+                        conn, cmd, _ = waiting
+                        code, message = wire_error(error)
+                        conn.send_command(
+                            Error(request_id=cmd.request_id, error=code, message=message)
+                        )
+                case ProducerReady(key=key, topic_epoch=epoch):
+                    waiting = self._waiting.pop(key, None)
+                    if waiting is not None:
+                        conn, cmd, producer = waiting
+                        producer.topic_epoch = epoch
+                        if conn.closed:
+                            self._apply_effects(self.access.remove(key))
+                            continue
+                        self._register(conn, producer)
+                        conn.send_command(
+                            ProducerSuccess(
+                                request_id=cmd.request_id,
+                                producer_name=producer.name,
+                                last_sequence_id=self.last_sequence_id(producer.name),
+                                topic_epoch=epoch,
+                                producer_ready=True,
+                            )
+                        )
+
+    # --- subscriptions -------------------------------------------------------------------
+
+    async def subscribe(self, conn: ServerConnection, cmd: Subscribe) -> Consumer:
+        """Create the subscription if needed and attach a consumer; answers SUCCESS.
+        Raises ConsumerBusy / ConsumerAssignError / storage errors."""
+        async with self._sub_lock:
+            sub = self.subscriptions.get(cmd.subscription)
+            if sub is None:
+                sub = await self._create_subscription(cmd)
+            consumer = Consumer(
+                sub,
+                conn,
+                cmd.consumer_id,
+                cmd.consumer_name or "",
+                cmd.priority_level or 0,
+                cmd.sub_type,
+                cmd.consumer_epoch,
+            )
+            try:
+                sub.add_consumer(consumer, cmd.key_shared_meta)
+            except MagnetarError:
+                if not sub.consumers and not sub.durable:
+                    await self.drop_subscription(sub)
+                raise
+            if conn.closed:
+                await sub.remove_consumer(consumer)
+                return consumer
+            conn.consumers[cmd.consumer_id] = consumer
+            conn.send_command(Success(request_id=cmd.request_id))
+            return consumer
+
+    async def _create_subscription(self, cmd: Subscribe) -> Subscription:
+        ml = self.ml
+        if cmd.durable:
+            cursor = await ml.open_cursor(
+                cmd.subscription, earliest=cmd.initial_position is InitialPosition.Earliest
+            )
+        else:
+            start = cmd.start_message_id
+            if start is None:
+                earliest = cmd.initial_position is InitialPosition.Earliest
+                cursor = await ml.open_cursor(cmd.subscription, durable=False, earliest=earliest)
+            elif start.is_earliest or start.ledger_id < 0:
+                cursor = await ml.open_cursor(cmd.subscription, durable=False, earliest=True)
+            elif start.is_latest:
+                cursor = await ml.open_cursor(cmd.subscription, durable=False)
+            else:
+                # the start entry itself is delivered; the client filters it (§6.5)
+                position = Position(start.ledger_id, max(start.entry_id, 0))
+                if position > ml.ledgers.end_position:
+                    position = ml.ledgers.end_position
+                first = ml.ledgers.first_position
+                position = max(position, first) if ml.ledgers.exists(first) else position
+                cursor = await ml.open_cursor(cmd.subscription, durable=False, start=position)
+        sub = Subscription(self, cmd.subscription, cursor, cmd.durable, cmd.sub_type)
+        self.subscriptions[cmd.subscription] = sub
+        return sub
+
+    async def drop_subscription(self, sub: Subscription) -> None:
+        """Forget a non-durable subscription whose last consumer left."""
+        if self.subscriptions.get(sub.name) is sub:
+            del self.subscriptions[sub.name]
+        await sub.close()
+        with contextlib.suppress(CursorNotFound):
+            await self.ml.delete_cursor(sub.name)
+
+    async def delete_subscription(self, sub: Subscription) -> None:
+        """UNSUBSCRIBE: delete the subscription and its stored cursor."""
+        await self.drop_subscription(sub)
+
+    def subscription_for_cursor(self, name: str) -> Subscription | None:
+        return self.subscriptions.get(name)
+
+    # --- closing -------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for sub in list(self.subscriptions.values()):
+            await sub.close()
+        for producer in list(self.producers.values()):
+            await producer.drain()
+        if self._dedup_task is not None:
+            self._dedup_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._dedup_task
+        with contextlib.suppress(MagnetarError):
+            await self.save_dedup()
+        await self.ml.close()

@@ -53,16 +53,24 @@ class Standalone:
         data_dir = cfg.data_dir.resolve()
         data_dir.mkdir(parents=True, exist_ok=True)
         self.store = await connect(f"sqlite://{data_dir / 'metadata.db'}")
+        # The bookie's id (host:port) is recorded in its data dir and in every ledger's
+        # ensemble, so it must keep its port across restarts: picked once, then reused.
+        port_file = data_dir / "bookie-port"
+        port = int(port_file.read_text()) if port_file.exists() else 0
         self.bookie = Bookie(
             BookieConfig(
                 data_dir=data_dir / "bookie",
                 host="127.0.0.1",
-                port=0,
+                port=port,
                 disk_free_min_bytes=cfg.bookie_disk_free_min_bytes,
             ),
             self.store,
         )
         await self.bookie.start()
+        if port == 0:
+            tmp = port_file.with_suffix(".tmp")
+            tmp.write_text(str(self.bookie.port))
+            tmp.replace(port_file)
         self.ledger_client = LedgerClient(self.store)
         b = cfg.broker
         storage = LedgerClientStorage(

@@ -121,11 +121,12 @@ def wait_until(predicate: Callable[[], T], timeout_s: float = 10.0, interval_s: 
 
 
 def receive_all(
-    consumer: pulsar.Consumer, count: int, timeout_ms: int = 10_000
+    consumer: pulsar.Consumer | pulsar.Reader, count: int, timeout_ms: int = 10_000
 ) -> list[pulsar.Message]:
     out = []
+    read = consumer.read_next if isinstance(consumer, pulsar.Reader) else consumer.receive
     for _ in range(count):
-        out.append(consumer.receive(timeout_ms))
+        out.append(read(timeout_ms))
     return out
 
 

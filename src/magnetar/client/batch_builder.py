@@ -94,6 +94,7 @@ class OpSend:
     chunk_id: int = -1
     num_chunks: int = 0
     payload_bytes_total: int = 0  # uncompressed user bytes, for memory accounting
+    created_s: float = 0.0  # monotonic time the first message was added (send timeout)
 
     @property
     def is_last_chunk(self) -> bool:

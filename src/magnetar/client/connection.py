@@ -267,13 +267,16 @@ class Connection(asyncio.Protocol):
             except TimeoutError as exc:
                 raise Timeout(f"{command.TYPE.name} timed out after {timeout_s:.1f}s") from exc
         finally:
-            self._requests.pop(request_id, None)
+            if self._requests.get(request_id) is fut:
+                del self._requests[request_id]
 
     def expect(self, request_id: int) -> asyncio.Future[Any]:
         """A future for a further response with ``request_id`` (WaitForExclusive producers get
         a second PRODUCER_SUCCESS)."""
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._requests[request_id] = fut
+        fut = self._requests.get(request_id)
+        if fut is None:
+            fut = asyncio.get_running_loop().create_future()
+            self._requests[request_id] = fut
         return fut
 
     def forget(self, request_id: int) -> None:
@@ -311,9 +314,10 @@ class Connection(asyncio.Protocol):
         if isinstance(cmd, _RESPONSES):
             fut = self._requests.get(cmd.request_id)
             if isinstance(cmd, ProducerSuccess) and not cmd.producer_ready:
-                # WaitForExclusive: tell the waiter, keep listening for the ready one.
+                # WaitForExclusive: tell the waiter; a fresh future waits for the ready one.
                 if fut is not None and not fut.done():
                     fut.set_result(cmd)
+                    self._requests[cmd.request_id] = asyncio.get_running_loop().create_future()
                 return
             self._requests.pop(cmd.request_id, None)
             if fut is None or fut.done():

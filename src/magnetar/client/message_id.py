@@ -102,6 +102,10 @@ class MessageId:
         chunk's)."""
         return self._first_chunk
 
+    def is_earliest_like(self) -> bool:
+        """True for ``earliest`` (and any id before the first entry)."""
+        return self._ledger_id < 0 or self._entry_id < 0
+
     @property
     def position(self) -> tuple[int, int]:
         return (self._ledger_id, self._entry_id)

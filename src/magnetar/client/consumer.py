@@ -1,0 +1,819 @@
+"""Consumers of one topic (or one partition): subscribe, receive, acknowledge, redeliver.
+
+The shell around the sans-IO cores: :class:`~magnetar.client.receive_queue.ReceiveQueue`
+(flow permits), :class:`~magnetar.client.ack_grouping.AckGroupingTracker`,
+:class:`~magnetar.client.unacked_tracker.UnackedMessageTracker` (ack timeout),
+:class:`~magnetar.client.negative_ack_tracker.NegativeAckTracker` and
+:class:`~magnetar.client.chunk_reassembler.ChunkReassembler`. One timer task drives the
+periodic parts (ack flush, ack timeout, nack delays, chunk expiry).
+
+Ordering: messages are handed out in the order the broker dispatched them. After a
+reconnect, a seek or a redeliver-all the local queue is dropped (the broker redelivers what
+was not acknowledged) and the full permit window is granted again.
+
+Failover events: ACTIVE_CONSUMER_CHANGE calls the ``consumer_event_listener``'s
+``became_active(consumer, partition)`` / ``became_inactive(consumer, partition)`` (coroutine
+results are scheduled as tasks), with the consumer the application holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import inspect
+import logging
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from magnetar.client.ack_grouping import AckGroupingTracker
+from magnetar.client.backoff import Backoff
+from magnetar.client.chunk_reassembler import ChunkReassembler
+from magnetar.client.connection import Connection
+from magnetar.client.context import ClientContext
+from magnetar.client.errors import (
+    AlreadyClosed,
+    ConnectError,
+    CumulativeAcknowledgementNotAllowed,
+    Timeout,
+)
+from magnetar.client.message import CorruptMessage, Message, decode_entry, entry_payload
+from magnetar.client.message_id import MessageId
+from magnetar.client.negative_ack_tracker import NegativeAckTracker
+from magnetar.client.receive_queue import ReceiveQueue
+from magnetar.client.schema import BytesSchema, Schema
+from magnetar.client.unacked_tracker import UnackedMessageTracker
+from magnetar.common.errors import MagnetarError
+from magnetar.protocol import (
+    Ack,
+    AckType,
+    CloseConsumer,
+    Entry,
+    Flow,
+    GetLastMessageId,
+    GetLastMessageIdResponse,
+    InitialPosition,
+    KeySharedMeta,
+    KeySharedMode,
+    RedeliverUnacknowledgedMessages,
+    Seek,
+    Subscribe,
+    SubType,
+    Unsubscribe,
+)
+from magnetar.protocol import Message as MessageCommand
+from magnetar.protocol import MessageId as WireMessageId
+
+log = logging.getLogger(__name__)
+
+
+class ConsumerType(enum.IntEnum):
+    """Subscription types, with the official client's names."""
+
+    Exclusive = 0
+    Shared = 1
+    Failover = 2
+    KeyShared = 3
+
+
+class ConsumerEventListener(Protocol):
+    def became_active(self, consumer: Any, partition: int) -> Any: ...
+
+    def became_inactive(self, consumer: Any, partition: int) -> Any: ...
+
+
+@dataclass(slots=True, kw_only=True)
+class DeadLetterPolicy:
+    """Messages redelivered ``max_redeliver_count`` times go to ``dead_letter_topic``
+    (default ``<topic>-<subscription>-DLQ``) the next time they would be redelivered."""
+
+    max_redeliver_count: int
+    dead_letter_topic: str | None = None
+    initial_subscription_name: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ConsumerConfig:
+    consumer_type: ConsumerType = ConsumerType.Exclusive
+    consumer_name: str | None = None
+    schema: Schema[Any] = field(default_factory=BytesSchema)
+    receiver_queue_size: int = 1000
+    unacked_messages_timeout_ms: int = 0
+    negative_ack_redelivery_delay_ms: int = 60_000
+    acknowledgment_group_time_ms: int = 100
+    acknowledgment_group_max_size: int = 1000
+    batch_index_ack_enabled: bool = False
+    initial_position: InitialPosition = InitialPosition.Latest
+    priority_level: int | None = None
+    properties: Mapping[str, str] | None = None
+    subscription_properties: Mapping[str, str] | None = None
+    read_compacted: bool = False
+    replicate_subscription_state_enabled: bool = False
+    key_shared_mode: KeySharedMode = KeySharedMode.AUTO_SPLIT
+    key_shared_allow_out_of_order: bool = False
+    consumer_event_listener: ConsumerEventListener | None = None
+    dead_letter_policy: DeadLetterPolicy | None = None
+    max_pending_chunked_message: int = 10
+    expire_time_of_incomplete_chunked_message_ms: int = 60_000
+    # Readers: non-durable subscription from a start id.
+    durable: bool = True
+    start_message_id: MessageId | None = None
+    start_message_id_inclusive: bool = False
+
+
+class _State(enum.Enum):
+    CONNECTING = 0
+    READY = 1
+    CLOSING = 2
+    CLOSED = 3
+
+
+_SUB_TYPES = {
+    ConsumerType.Exclusive: SubType.Exclusive,
+    ConsumerType.Shared: SubType.Shared,
+    ConsumerType.Failover: SubType.Failover,
+    ConsumerType.KeyShared: SubType.Key_Shared,
+}
+
+
+class Consumer:
+    """A consumer of one topic or partition; ``Client.subscribe`` creates it."""
+
+    def __init__(
+        self,
+        ctx: ClientContext,
+        topic: str,
+        subscription: str,
+        partition: int,
+        config: ConsumerConfig,
+        *,
+        facade: Any = None,
+        sink: Any = None,
+    ) -> None:
+        self._ctx = ctx
+        self._topic = topic
+        self._subscription = subscription
+        self._partition = partition
+        self._conf = config
+        self._consumer_id = next(ctx.consumer_ids)
+        self._name = config.consumer_name or f"consumer-{ctx.rng.getrandbits(40):010x}"
+        self._facade = facade if facade is not None else self
+        self._sink = sink  # multi-topic parent: receives messages instead of our queue
+        self._state = _State.CONNECTING
+        self._cnx: Connection | None = None
+        self._queue: ReceiveQueue[Message] = ReceiveQueue(config.receiver_queue_size)
+        self._waiters: deque[asyncio.Future[Message]] = deque()
+        self._acks = AckGroupingTracker(
+            self._consumer_id,
+            group_max_size=config.acknowledgment_group_max_size,
+            batch_index_ack_enabled=config.batch_index_ack_enabled,
+        )
+        self._unacked = (
+            UnackedMessageTracker(config.unacked_messages_timeout_ms)
+            if config.unacked_messages_timeout_ms > 0
+            else None
+        )
+        self._nacks = NegativeAckTracker(config.negative_ack_redelivery_delay_ms)
+        self._chunks = ChunkReassembler(
+            max_pending_messages=config.max_pending_chunked_message,
+            expire_ms=config.expire_time_of_incomplete_chunked_message_ms,
+        )
+        self._start_id = config.start_message_id
+        self._start_inclusive = config.start_message_id_inclusive
+        self._last_dequeued: MessageId | None = None
+        self._dlq_candidates: dict[tuple[int, int], list[Message]] = {}
+        self._dlq_producer: Any = None
+        self._backoff = Backoff(100, 60_000, ctx.rng)
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self._timer_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._reached_end = False
+        self.is_active: bool | None = None
+        """Last ACTIVE_CONSUMER_CHANGE state (None before any was received)."""
+
+    # ------------------------------------------------------------ accessors
+
+    def topic(self) -> str:
+        return self._topic
+
+    def subscription_name(self) -> str:
+        return self._subscription
+
+    def consumer_name(self) -> str:
+        return self._name
+
+    def is_connected(self) -> bool:
+        return self._state == _State.READY
+
+    @property
+    def partition(self) -> int:
+        return self._partition
+
+    # ------------------------------------------------------------ connecting
+
+    async def _start(self) -> None:
+        deadline = self._ctx.clock.monotonic_s() + self._ctx.operation_timeout_s
+        while True:
+            try:
+                await self._connect()
+                break
+            except MagnetarError as exc:
+                if not exc.retriable or self._ctx.clock.monotonic_s() >= deadline:
+                    self._state = _State.CLOSED
+                    raise
+                await self._ctx.clock.sleep(self._backoff.next_ms() / 1000)
+        self._ctx.handles.add(self)
+        self._timer_task = asyncio.get_running_loop().create_task(self._timers())
+
+    async def _connect(self) -> None:
+        ctx = self._ctx
+        conf = self._conf
+        answer = await ctx.lookup.lookup(self._topic)
+        cnx = await ctx.pool.get(answer.logical_url, answer.physical_url)
+        # Whatever is queued locally will be redelivered by the broker.
+        self._clear_queue()
+        start: WireMessageId | None = None
+        if not conf.durable:
+            if self._last_dequeued is not None:
+                self._start_id, self._start_inclusive = self._last_dequeued, False
+            if self._start_id is not None:
+                start = self._start_id.to_wire()
+                start = WireMessageId(
+                    start.ledger_id, start.entry_id, batch_index=start.batch_index
+                )
+        key_shared = None
+        if conf.consumer_type == ConsumerType.KeyShared:
+            key_shared = KeySharedMeta(
+                key_shared_mode=conf.key_shared_mode,
+                allow_out_of_order_delivery=conf.key_shared_allow_out_of_order,
+            )
+        rid = next(ctx.request_ids)
+        cnx.register_consumer(self._consumer_id, self)
+        try:
+            await cnx.request(
+                Subscribe(
+                    topic=self._topic,
+                    subscription=self._subscription,
+                    sub_type=_SUB_TYPES[conf.consumer_type],
+                    consumer_id=self._consumer_id,
+                    request_id=rid,
+                    consumer_name=self._name,
+                    priority_level=conf.priority_level,
+                    durable=conf.durable,
+                    start_message_id=start,
+                    metadata=tuple((conf.properties or {}).items()),
+                    read_compacted=conf.read_compacted,
+                    schema=conf.schema.schema_info(),
+                    initial_position=conf.initial_position,
+                    replicate_subscription_state=conf.replicate_subscription_state_enabled,
+                    key_shared_meta=key_shared,
+                    subscription_properties=tuple((conf.subscription_properties or {}).items()),
+                ),
+                rid,
+                ctx.operation_timeout_s,
+            )
+        except BaseException:
+            cnx.unregister_consumer(self._consumer_id)
+            raise
+        self._cnx = cnx
+        self._state = _State.READY
+        self._backoff.reset()
+        permits = self._queue.initial_permits()
+        if permits:
+            cnx.send(Flow(consumer_id=self._consumer_id, message_permits=permits))
+
+    def on_disconnect(self, connection: Connection, closed_by_broker: bool) -> None:
+        if self._cnx is not connection and self._cnx is not None:
+            return
+        self._cnx = None
+        if self._state in (_State.CLOSING, _State.CLOSED):
+            return
+        self._state = _State.CONNECTING
+        if self._reconnect_task is None or self._reconnect_task.done():
+            self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        while self._state == _State.CONNECTING:
+            await self._ctx.clock.sleep(self._backoff.next_ms() / 1000)
+            if self._state != _State.CONNECTING:
+                return
+            try:
+                await self._connect()
+                return
+            except MagnetarError as exc:
+                if exc.retriable or isinstance(exc, ConnectError):
+                    log.info(
+                        "consumer %s on %s: reconnect failed: %s", self._name, self._topic, exc
+                    )
+                    continue
+                log.warning("consumer %s on %s: fatal: %s", self._name, self._topic, exc)
+                self._state = _State.CLOSED
+                self._wake_all(exc)
+                return
+
+    def _clear_queue(self) -> None:
+        dropped = self._queue.clear()
+        if self._sink is not None:
+            self._sink.drop_from(self)
+        for m in dropped:
+            self._dlq_candidates.pop(m.position[:2], None)
+        self._chunks.clear()
+
+    # ------------------------------------------------------------ incoming
+
+    def on_message(self, command: MessageCommand, entry: Entry) -> None:
+        mid = command.message_id
+        try:
+            md = entry.metadata
+            if md.chunk_id is not None and md.num_chunks_from_msg and md.num_chunks_from_msg > 1:
+                self._on_chunk(command, entry)
+                return
+            messages, skipped = decode_entry(
+                entry,
+                topic=self._topic,
+                partition=self._partition,
+                ledger_id=mid.ledger_id,
+                entry_id=mid.entry_id,
+                redelivery_count=command.redelivery_count,
+                ack_set=command.ack_set,
+            )
+        except CorruptMessage as exc:
+            log.warning("discarding corrupt entry %s on %s: %s", mid, self._topic, exc)
+            self._send(
+                Ack(
+                    consumer_id=self._consumer_id,
+                    ack_type=AckType.Individual,
+                    message_id=(WireMessageId(mid.ledger_id, mid.entry_id),),
+                    validation_error=exc.validation_error,
+                )
+            )
+            self._earn(1)
+            return
+        except MagnetarError as exc:
+            log.warning("discarding unreadable entry %s on %s: %s", mid, self._topic, exc)
+            self._earn(1)
+            return
+        self._deliver(messages, skipped, command.redelivery_count)
+
+    def _on_chunk(self, command: MessageCommand, entry: Entry) -> None:
+        md = entry.metadata
+        mid = command.message_id
+        chunk_mid = MessageId(self._partition, mid.ledger_id, mid.entry_id)
+        try:
+            data = entry_payload(entry, md)
+        except CorruptMessage:
+            self._earn(1)
+            return
+        assert md.chunk_id is not None and md.num_chunks_from_msg is not None
+        done, discarded = self._chunks.add(
+            md.uuid or "",
+            md.chunk_id,
+            md.num_chunks_from_msg,
+            md.total_chunk_msg_size or 0,
+            data,
+            chunk_mid,
+            self._ctx.clock.now_ms(),
+        )
+        self._discard_chunks(discarded)
+        if done is None:
+            self._earn(1)
+            return
+        from magnetar.client.compression import decompress
+
+        payload = bytes(decompress(md.compression, done.payload, md.uncompressed_size))
+        last = done.chunk_ids[-1]
+        msg = Message(
+            payload,
+            topic=self._topic,
+            partition=self._partition,
+            ledger_id=last.ledger_id(),
+            entry_id=last.entry_id(),
+            properties=dict(md.properties) or None,
+            partition_key=md.partition_key,
+            ordering_key=md.ordering_key,
+            publish_time=md.publish_time,
+            event_time=md.event_time,
+            redelivery_count=command.redelivery_count,
+            schema_version=md.schema_version,
+            sequence_id=md.sequence_id,
+            producer_name=md.producer_name,
+        )
+        msg.chunk_ids = done.chunk_ids
+        self._earn(len(done.chunk_ids) - 1)
+        self._deliver([msg], 0, command.redelivery_count)
+
+    def _discard_chunks(self, ids: list[MessageId]) -> None:
+        if ids:
+            self._send(
+                Ack(
+                    consumer_id=self._consumer_id,
+                    ack_type=AckType.Individual,
+                    message_id=tuple(WireMessageId(m.ledger_id(), m.entry_id()) for m in ids),
+                )
+            )
+
+    def _deliver(self, messages: list[Message], skipped: int, redelivery_count: int) -> None:
+        start = self._start_id
+        if (
+            start is not None
+            and messages
+            and not start.is_earliest_like()
+            and start != MessageId.latest
+        ):
+            kept = [m for m in messages if self._after_start(m.position, start)]
+            skipped += len(messages) - len(kept)
+            messages = kept
+        if skipped:
+            self._earn(skipped)
+        if not messages:
+            return
+        policy = self._conf.dead_letter_policy
+        decoder = None if isinstance(self._conf.schema, BytesSchema) else self._conf.schema
+        for m in messages:
+            m.decoder = decoder
+            m.consumer_ref = self
+        if policy is not None and redelivery_count >= policy.max_redeliver_count:
+            key = messages[0].position[:2]
+            self._dlq_candidates[key] = list(messages)
+        if self._sink is not None:
+            self._sink.push(messages)
+            return
+        queue = self._queue
+        queue.push_many(messages)
+        waiters = self._waiters
+        while waiters and len(queue):
+            waiter = waiters.popleft()
+            if waiter.done():
+                continue
+            msg, permits = queue.pop()
+            assert msg is not None
+            waiter.set_result(msg)
+            self._dequeued(msg)
+            if permits:
+                self._flow(permits)
+
+    def _after_start(self, position: tuple[int, int, int], start: MessageId) -> bool:
+        """Whether a message is delivered given a reader's start id (filtered here, since
+        the broker starts at the start entry itself)."""
+        inclusive = self._start_inclusive
+        if start.batch_index() < 0:
+            entry = position[:2]
+            return entry > start.position or (inclusive and entry == start.position)
+        key = (start.ledger_id(), start.entry_id(), start.batch_index())
+        return position > key or (inclusive and position == key)
+
+    def _earn(self, n: int) -> None:
+        permits = self._queue.dropped(n)
+        if permits:
+            self._flow(permits)
+
+    def taken(self, msg: Message) -> None:
+        """A multi-topic parent handed ``msg`` (received through the sink) to the app."""
+        self._dequeued(msg)
+        self._earn(1)
+
+    def _flow(self, permits: int) -> None:
+        self._send(Flow(consumer_id=self._consumer_id, message_permits=permits))
+
+    def _send(self, command: Any) -> None:
+        cnx = self._cnx
+        if cnx is not None:
+            with contextlib.suppress(ConnectError):
+                cnx.send(command)
+
+    def on_active_consumer_change(self, is_active: bool) -> None:
+        self.is_active = is_active
+        listener = self._conf.consumer_event_listener
+        if listener is None:
+            return
+        try:
+            fn = listener.became_active if is_active else listener.became_inactive
+            result = fn(self._facade, self._partition)
+            if inspect.isawaitable(result):
+                task = asyncio.ensure_future(result)
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        except Exception:
+            log.exception("consumer event listener raised")
+
+    def on_reached_end_of_topic(self) -> None:
+        self._reached_end = True
+
+    def has_reached_end_of_topic(self) -> bool:
+        return self._reached_end
+
+    # ------------------------------------------------------------ receiving
+
+    def _dequeued(self, msg: Message) -> None:
+        if not self._conf.durable:
+            self._last_dequeued = msg.message_id()
+        if self._unacked is not None:
+            self._unacked.add(msg.position[:2], self._ctx.clock.now_ms())
+
+    def _check_open(self) -> None:
+        if self._state in (_State.CLOSING, _State.CLOSED):
+            raise AlreadyClosed(f"consumer on {self._topic} is closed")
+
+    async def receive(self, timeout_ms: int | None = None) -> Message:
+        """The next message. Raises Timeout after ``timeout_ms`` (None: wait forever) and
+        AlreadyClosed if the consumer closes meanwhile."""
+        self._check_open()
+        msg, permits = self._queue.pop()
+        if msg is not None:
+            self._dequeued(msg)
+            if permits:
+                self._flow(permits)
+            return msg
+        if self._conf.receiver_queue_size == 0:
+            self._flow(1)
+        waiter: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            if timeout_ms is None:
+                return await waiter
+            async with asyncio.timeout(timeout_ms / 1000):
+                return await waiter
+        except TimeoutError as exc:
+            raise Timeout(f"no message within {timeout_ms} ms") from exc
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+
+    async def batch_receive(
+        self, max_num_messages: int = 100, timeout_ms: int = 100
+    ) -> list[Message]:
+        """Up to ``max_num_messages`` messages: what is queued, or else whatever arrives
+        within ``timeout_ms`` (possibly none)."""
+        self._check_open()
+        out, permits = self._queue.pop_many(max_num_messages)
+        if not out:
+            try:
+                out = [await self.receive(timeout_ms)]
+            except Timeout:
+                return []
+            more, permits = self._queue.pop_many(max_num_messages - 1)
+            for m in more:
+                self._dequeued(m)
+            out.extend(more)
+        else:
+            for m in out:
+                self._dequeued(m)
+        if permits:
+            self._flow(permits)
+        return out
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> Message:
+        try:
+            return await self.receive()
+        except AlreadyClosed:
+            raise StopAsyncIteration from None
+
+    # ------------------------------------------------------------ acknowledging
+
+    def _positions(self, message: Message | MessageId) -> list[tuple[int, int, int, int]]:
+        if isinstance(message, Message):
+            if message.chunk_ids:
+                return [(c.ledger_id(), c.entry_id(), -1, 0) for c in message.chunk_ids]
+            mid = message.message_id()
+        else:
+            mid = message
+            first = mid.first_chunk_message_id()
+            if first is not None:
+                # Chunk ids in between are unknown here: ack the range's ends.
+                return [
+                    (first.ledger_id(), first.entry_id(), -1, 0),
+                    (mid.ledger_id(), mid.entry_id(), -1, 0),
+                ]
+        return [(mid.ledger_id(), mid.entry_id(), mid.batch_index(), mid.batch_size())]
+
+    async def acknowledge(self, message: Message | MessageId) -> None:
+        """Acknowledge one message (grouped; sent within ``acknowledgment_group_time_ms``)."""
+        self._check_open()
+        full = False
+        for ledger, entry, index, size in self._positions(message):
+            full = self._acks.add_individual(ledger, entry, index, size) or full
+            if self._unacked is not None:
+                self._unacked.remove((ledger, entry))
+            self._nacks.remove((ledger, entry))
+            self._dlq_candidates.pop((ledger, entry), None)
+        if full or self._conf.acknowledgment_group_time_ms <= 0:
+            self._flush_acks()
+
+    async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+        """Acknowledge everything up to and including ``message`` (Exclusive and Failover
+        only: raises CumulativeAcknowledgementNotAllowed otherwise)."""
+        self._check_open()
+        if self._conf.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
+            raise CumulativeAcknowledgementNotAllowed(
+                "cumulative ack on a Shared/KeyShared subscription"
+            )
+        ledger, entry, index, size = self._positions(message)[-1]
+        self._acks.add_cumulative(ledger, entry, index, size)
+        if self._unacked is not None:
+            self._unacked.remove_up_to((ledger, entry))
+        if self._conf.acknowledgment_group_time_ms <= 0:
+            self._flush_acks()
+
+    def negative_acknowledge(
+        self, message: Message | MessageId, delay_ms: int | None = None
+    ) -> None:
+        """Ask for redelivery after ``negative_ack_redelivery_delay_ms`` (or ``delay_ms``)."""
+        self._check_open()
+        now = self._ctx.clock.now_ms()
+        for ledger, entry, _, _ in self._positions(message):
+            self._nacks.add((ledger, entry), now, delay_ms)
+            if self._unacked is not None:
+                self._unacked.remove((ledger, entry))
+
+    def _flush_acks(self) -> None:
+        for ack in self._acks.flush():
+            self._send(ack)
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        """Ask the broker to redeliver every unacknowledged message; drops the local queue."""
+        self._clear_queue()
+        if self._unacked is not None:
+            self._unacked.clear()
+        self._send(RedeliverUnacknowledgedMessages(consumer_id=self._consumer_id))
+        permits = self._queue.initial_permits()
+        if permits:
+            self._flow(permits)
+
+    def _redeliver(self, positions: list[tuple[int, int]]) -> None:
+        if not positions:
+            return
+        to_dlq = [p for p in positions if p in self._dlq_candidates]
+        if to_dlq:
+            task = asyncio.get_running_loop().create_task(self._send_to_dlq(to_dlq))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            positions = [p for p in positions if p not in self._dlq_candidates]
+            if not positions:
+                return
+        if self._conf.consumer_type in (ConsumerType.Shared, ConsumerType.KeyShared):
+            self._send(
+                RedeliverUnacknowledgedMessages(
+                    consumer_id=self._consumer_id,
+                    message_ids=tuple(WireMessageId(ledger, entry) for ledger, entry in positions),
+                )
+            )
+        else:
+            self.redeliver_unacknowledged_messages()
+
+    async def _send_to_dlq(self, positions: list[tuple[int, int]]) -> None:
+        policy = self._conf.dead_letter_policy
+        assert policy is not None
+        if self._dlq_producer is None:
+            from magnetar.client.producer import Producer, ProducerConfig
+
+            base = self._topic.split("-partition-")[0] if self._partition >= 0 else self._topic
+            topic = policy.dead_letter_topic or f"{base}-{self._subscription}-DLQ"
+            producer = Producer(
+                self._ctx,
+                topic,
+                -1,
+                ProducerConfig(
+                    batching_enabled=False,
+                    initial_subscription_name=policy.initial_subscription_name,
+                ),
+            )
+            await producer._start()
+            self._dlq_producer = producer
+        for p in positions:
+            messages = self._dlq_candidates.pop(p, [])
+            for m in messages:
+                props = m.properties()
+                props.setdefault("REAL_TOPIC", self._topic)
+                props.setdefault("ORIGIN_MESSAGE_ID", str(m.message_id()))
+                await self._dlq_producer.send(
+                    m.data(), properties=props, partition_key=m.partition_key() or None
+                )
+            self._acks.add_individual(p[0], p[1])
+        self._flush_acks()
+
+    # ------------------------------------------------------------ timers
+
+    async def _timers(self) -> None:
+        clock = self._ctx.clock
+        group_s = self._conf.acknowledgment_group_time_ms / 1000
+        tick_s = min(group_s, 0.1) if group_s > 0 else 0.1
+        while self._state != _State.CLOSED:
+            await clock.sleep(tick_s)
+            if self._state != _State.READY:
+                continue
+            self._flush_acks()
+            now = clock.now_ms()
+            due = self._nacks.tick(now)
+            if self._unacked is not None:
+                due.extend(self._unacked.tick(now))
+            self._redeliver(due)
+            self._discard_chunks(self._chunks.expire(now))
+
+    # ------------------------------------------------------------ seek, last id, close
+
+    async def seek(self, target: MessageId | int) -> None:
+        """Reset the subscription to a message id or to a publish time (ms). The broker
+        disconnects the consumer; it reconnects and receives from there."""
+        self._check_open()
+        cnx = self._cnx
+        if cnx is None:
+            raise ConnectError("consumer is not connected")
+        rid = next(self._ctx.request_ids)
+        if isinstance(target, MessageId):
+            first = target.first_chunk_message_id() or target
+            command = Seek(
+                consumer_id=self._consumer_id, request_id=rid, message_id=first.to_wire()
+            )
+            if not self._conf.durable:
+                self._start_id, self._start_inclusive = target, True
+        else:
+            command = Seek(
+                consumer_id=self._consumer_id, request_id=rid, message_publish_time=target
+            )
+            if not self._conf.durable:
+                self._start_id = None
+        self._last_dequeued = None
+        self._acks.clear()
+        await cnx.request(command, rid, self._ctx.operation_timeout_s)
+        self._clear_queue()
+
+    async def get_last_message_id(self) -> tuple[MessageId, MessageId | None]:
+        """``(last message id of the topic, the subscription's mark-delete position)``."""
+        cnx = self._cnx
+        if cnx is None:
+            raise ConnectError("consumer is not connected")
+        rid = next(self._ctx.request_ids)
+        resp: GetLastMessageIdResponse = await cnx.request(
+            GetLastMessageId(consumer_id=self._consumer_id, request_id=rid),
+            rid,
+            self._ctx.operation_timeout_s,
+        )
+        md = resp.consumer_mark_delete_position
+        return (
+            MessageId.from_wire(resp.last_message_id, self._partition),
+            MessageId.from_wire(md, self._partition) if md is not None else None,
+        )
+
+    def queued(self) -> int:
+        return len(self._queue)
+
+    async def unsubscribe(self) -> None:
+        """Delete the subscription (only its sole consumer may) and close."""
+        self._check_open()
+        cnx = self._cnx
+        if cnx is None:
+            raise ConnectError("consumer is not connected")
+        rid = next(self._ctx.request_ids)
+        await cnx.request(
+            Unsubscribe(consumer_id=self._consumer_id, request_id=rid),
+            rid,
+            self._ctx.operation_timeout_s,
+        )
+        await self._shutdown(send_close=False)
+
+    async def close(self) -> None:
+        if self._state in (_State.CLOSING, _State.CLOSED):
+            return
+        self._flush_acks()
+        await self._shutdown(send_close=True)
+
+    async def _shutdown(self, *, send_close: bool) -> None:
+        self._state = _State.CLOSING
+        for task in (self._reconnect_task, self._timer_task):
+            if task is not None:
+                task.cancel()
+        cnx = self._cnx
+        if cnx is not None:
+            if send_close and not cnx.closed:
+                rid = next(self._ctx.request_ids)
+                with contextlib.suppress(MagnetarError):
+                    await cnx.request(
+                        CloseConsumer(consumer_id=self._consumer_id, request_id=rid),
+                        rid,
+                        self._ctx.operation_timeout_s,
+                    )
+            cnx.unregister_consumer(self._consumer_id)
+        self._state = _State.CLOSED
+        self._cnx = None
+        if self._dlq_producer is not None:
+            with contextlib.suppress(MagnetarError):
+                await self._dlq_producer.close()
+        self._wake_all(AlreadyClosed(f"consumer on {self._topic} closed"))
+        self._ctx.handles.discard(self)
+
+    def _wake_all(self, error: MagnetarError) -> None:
+        waiters, self._waiters = self._waiters, deque()
+        for w in waiters:
+            if not w.done():
+                w.set_exception(error)
+
+    async def __aenter__(self) -> Consumer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,165 @@
+"""One consumer over several topics or partitions (partitioned topics, topic lists, regex).
+
+Each topic or partition has its own :class:`~magnetar.client.consumer.Consumer` whose
+messages flow into this consumer's queue (the children keep their own permit accounting:
+a child earns a permit when its message is taken here). Acks, nacks and seeks are routed
+to the child that received the message. Ordering holds per child, not across children.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+from magnetar.client.consumer import Consumer
+from magnetar.client.errors import AlreadyClosed, InvalidConfiguration, Timeout
+from magnetar.client.message import Message
+from magnetar.client.message_id import MessageId
+
+
+class MultiTopicsConsumer:
+    def __init__(self, topic: str, subscription: str) -> None:
+        self._topic = topic
+        self._subscription = subscription
+        self._children: list[Consumer] = []
+        self._queue: deque[Message] = deque()
+        self._waiters: deque[asyncio.Future[Message]] = deque()
+        self._closed = False
+
+    def _attach(self, children: list[Consumer]) -> None:
+        self._children.extend(children)
+
+    # ------------------------------------------------------------ sink interface (children)
+
+    def push(self, messages: list[Message]) -> None:
+        queue = self._queue
+        queue.extend(messages)
+        waiters = self._waiters
+        while waiters and queue:
+            w = waiters.popleft()
+            if w.done():
+                continue
+            msg = queue.popleft()
+            msg.consumer_ref.taken(msg)
+            w.set_result(msg)
+
+    def drop_from(self, child: Consumer) -> None:
+        if any(m.consumer_ref is child for m in self._queue):
+            self._queue = deque(m for m in self._queue if m.consumer_ref is not child)
+
+    # ------------------------------------------------------------ API
+
+    def topic(self) -> str:
+        return self._topic
+
+    def subscription_name(self) -> str:
+        return self._subscription
+
+    def consumer_name(self) -> str:
+        return self._children[0].consumer_name() if self._children else ""
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        return list(self._children)
+
+    def is_connected(self) -> bool:
+        return all(c.is_connected() for c in self._children)
+
+    async def receive(self, timeout_ms: int | None = None) -> Message:
+        if self._closed:
+            raise AlreadyClosed("consumer is closed")
+        if self._queue:
+            msg = self._queue.popleft()
+            msg.consumer_ref.taken(msg)
+            return msg
+        waiter: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            if timeout_ms is None:
+                return await waiter
+            async with asyncio.timeout(timeout_ms / 1000):
+                return await waiter
+        except TimeoutError as exc:
+            raise Timeout(f"no message within {timeout_ms} ms") from exc
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+
+    async def batch_receive(
+        self, max_num_messages: int = 100, timeout_ms: int = 100
+    ) -> list[Message]:
+        out: list[Message] = []
+        if not self._queue:
+            try:
+                out.append(await self.receive(timeout_ms))
+            except Timeout:
+                return []
+        while self._queue and len(out) < max_num_messages:
+            msg = self._queue.popleft()
+            msg.consumer_ref.taken(msg)
+            out.append(msg)
+        return out
+
+    def __aiter__(self) -> MultiTopicsConsumer:
+        return self
+
+    async def __anext__(self) -> Message:
+        try:
+            return await self.receive()
+        except AlreadyClosed:
+            raise StopAsyncIteration from None
+
+    def _child_for(self, message: Message | MessageId) -> Consumer:
+        if isinstance(message, Message):
+            child: Consumer = message.consumer_ref
+            return child
+        for c in self._children:
+            if c.partition == message.partition() and c.partition >= 0:
+                return c
+        if len(self._children) == 1:
+            return self._children[0]
+        raise InvalidConfiguration(
+            "acknowledge by MessageId needs the Message on a multi-topic consumer"
+        )
+
+    async def acknowledge(self, message: Message | MessageId) -> None:
+        await self._child_for(message).acknowledge(message)
+
+    async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+        await self._child_for(message).acknowledge_cumulative(message)
+
+    def negative_acknowledge(
+        self, message: Message | MessageId, delay_ms: int | None = None
+    ) -> None:
+        self._child_for(message).negative_acknowledge(message, delay_ms)
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        for c in self._children:
+            c.redeliver_unacknowledged_messages()
+
+    async def seek(self, target: MessageId | int) -> None:
+        if isinstance(target, MessageId) and target.partition() >= 0:
+            await self._child_for(target).seek(target)
+            return
+        await asyncio.gather(*(c.seek(target) for c in self._children))
+
+    async def unsubscribe(self) -> None:
+        await asyncio.gather(*(c.unsubscribe() for c in self._children))
+        await self.close()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.gather(*(c.close() for c in self._children), return_exceptions=True)
+        waiters, self._waiters = self._waiters, deque()
+        for w in waiters:
+            if not w.done():
+                w.set_exception(AlreadyClosed("consumer closed"))
+
+    async def __aenter__(self) -> MultiTopicsConsumer:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()

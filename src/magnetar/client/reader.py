@@ -1,0 +1,83 @@
+"""Readers: a non-durable, exclusive subscription that starts at a message id.
+
+The broker starts at the start entry itself; messages before the start id (or equal to
+it, unless ``start_message_id_inclusive``) are dropped here, as the C++ client does.
+After a reconnect the reader resumes after the last message it returned.
+"""
+
+from __future__ import annotations
+
+from magnetar.client.consumer import Consumer
+from magnetar.client.message import Message
+from magnetar.client.message_id import MessageId
+
+
+class Reader:
+    def __init__(self, consumer: Consumer, start: MessageId, inclusive: bool) -> None:
+        self._consumer = consumer
+        self._start = start
+        self._inclusive = inclusive
+        self._last: MessageId | None = None
+
+    def topic(self) -> str:
+        return self._consumer.topic()
+
+    async def read_next(self, timeout_ms: int | None = None) -> Message:
+        """The next message; raises Timeout after ``timeout_ms``."""
+        msg = await self._consumer.receive(timeout_ms)
+        self._last = msg.message_id()
+        return msg
+
+    async def has_message_available(self) -> bool:
+        """Whether :meth:`read_next` would return a message now or soon (asks the broker for
+        the topic's last message id unless one is already queued)."""
+        if self._consumer.queued():
+            return True
+        last, mark_delete = await self._consumer.get_last_message_id()
+        if last.entry_id() < 0:
+            return False
+        if self._last is not None:
+            return (
+                last > self._last
+                if last.batch_index() >= 0
+                else last.position > self._last.position
+            )
+        start = self._start
+        if start.is_earliest_like():
+            return True
+        if start == MessageId.latest:
+            return mark_delete is not None and last.position > mark_delete.position
+        if start.batch_index() < 0 or last.batch_index() < 0:
+            return (
+                last.position >= start.position
+                if self._inclusive
+                else last.position > start.position
+            )
+        return last >= start if self._inclusive else last > start
+
+    async def seek(self, target: MessageId | int) -> None:
+        """Move to a message id (read from it, inclusive) or a publish time in ms."""
+        await self._consumer.seek(target)
+        self._last = None
+        if isinstance(target, MessageId):
+            self._start, self._inclusive = target, True
+        else:
+            self._start, self._inclusive = MessageId.earliest, True
+
+    def is_connected(self) -> bool:
+        return self._consumer.is_connected()
+
+    async def close(self) -> None:
+        await self._consumer.close()
+
+    async def __aenter__(self) -> Reader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __aiter__(self) -> Reader:
+        return self
+
+    async def __anext__(self) -> Message:
+        return await self.read_next()

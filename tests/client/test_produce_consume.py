@@ -1,0 +1,165 @@
+"""Our client against ``magnetar standalone``: produce, consume, acks, batching, compression,
+keys, properties, readers, partitioned topics, chunking, schemas."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from magnetar.client import (
+    AvroSchema,
+    Client,
+    CompressionType,
+    ConsumerType,
+    InitialPosition,
+    JsonSchema,
+    MessageId,
+    StringSchema,
+    Timeout,
+)
+
+from .conftest import Standalone
+
+
+async def test_send_receive_ack_with_keys_and_properties(
+    standalone: Standalone, topic: str
+) -> None:
+    async with Client(standalone.url) as client:
+        consumer = await client.subscribe(topic, "s", consumer_type=ConsumerType.Exclusive)
+        producer = await client.create_producer(topic)
+        ids = [
+            await producer.send(f"m{i}".encode(), properties={"i": str(i)}, partition_key=f"k{i}")
+            for i in range(5)
+        ]
+        for i in range(5):
+            msg = await consumer.receive(timeout_ms=5000)
+            assert msg.data() == f"m{i}".encode()
+            assert msg.properties() == {"i": str(i)}
+            assert msg.partition_key() == f"k{i}"
+            assert msg.message_id() == ids[i]
+            assert msg.topic_name() == topic
+            assert msg.redelivery_count() == 0
+            await consumer.acknowledge(msg)
+        with pytest.raises(Timeout):
+            await consumer.receive(timeout_ms=100)
+
+
+@pytest.mark.parametrize("compression", list(CompressionType))
+async def test_batches_with_compression(
+    standalone: Standalone, topic: str, compression: CompressionType
+) -> None:
+    n = 2500
+    async with Client(standalone.url) as client:
+        consumer = await client.subscribe(topic, "s", consumer_type=ConsumerType.Shared)
+        producer = await client.create_producer(
+            topic, compression_type=compression, batching_max_messages=200, max_pending_messages=n
+        )
+        futures = [
+            producer.send_async(b"payload-%d" % i, properties={"n": str(i)} if i % 7 == 0 else None)
+            for i in range(n)
+        ]
+        ids = await asyncio.gather(*futures)
+        assert len(set(ids)) == n
+        assert ids[0].batch_index() == 0 and ids[1].batch_index() == 1
+        got = []
+        while len(got) < n:
+            msgs = await consumer.batch_receive(500, 5000)
+            assert msgs
+            for m in msgs:
+                await consumer.acknowledge(m)
+            got.extend(msgs)
+        assert [m.data() for m in got] == [b"payload-%d" % i for i in range(n)]
+        assert [m.message_id() for m in got] == ids
+        assert got[7].properties() == {"n": "7"} and got[8].properties() == {}
+
+
+async def test_reader_from_earliest_latest_and_id(standalone: Standalone, topic: str) -> None:
+    async with Client(standalone.url) as client:
+        producer = await client.create_producer(topic, batching_enabled=False)
+        ids = [await producer.send(b"%d" % i) for i in range(10)]
+        reader = await client.create_reader(topic, MessageId.earliest)
+        assert await reader.has_message_available()
+        assert [(await reader.read_next(5000)).data() for _ in range(10)] == [
+            b"%d" % i for i in range(10)
+        ]
+        assert not await reader.has_message_available()
+        exclusive = await client.create_reader(topic, ids[4])
+        assert (await exclusive.read_next(5000)).data() == b"5"
+        inclusive = await client.create_reader(topic, ids[4], start_message_id_inclusive=True)
+        assert (await inclusive.read_next(5000)).data() == b"4"
+        latest = await client.create_reader(topic, MessageId.latest)
+        assert not await latest.has_message_available()
+        await producer.send(b"new")
+        assert (await latest.read_next(5000)).data() == b"new"
+        await reader.seek(ids[2])
+        assert (await reader.read_next(5000)).data() == b"2"
+
+
+async def test_partitioned_topic_round_robin_and_keys(standalone: Standalone, topic: str) -> None:
+    import urllib.request
+
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{standalone.http_port}/admin/v2/{topic.replace('://', '/')}/partitions",
+        data=b"3", method="PUT", headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    await asyncio.to_thread(urllib.request.urlopen, req)
+    async with Client(standalone.url) as client:
+        assert len(await client.get_topic_partitions(topic)) == 3
+        consumer = await client.subscribe(topic, "s", consumer_type=ConsumerType.Shared)
+        producer = await client.create_producer(topic, batching_max_messages=10)
+        ids = await asyncio.gather(*(producer.send_async(b"%d" % i) for i in range(60)))
+        assert {i.partition() for i in ids} == {0, 1, 2}
+        keyed = [await producer.send(b"k", partition_key="same-key") for _ in range(5)]
+        assert len({i.partition() for i in keyed}) == 1
+        got = set()
+        for _ in range(65):
+            m = await consumer.receive(5000)
+            got.add(m.message_id())
+            await consumer.acknowledge(m)
+        assert got == set(ids) | set(keyed)
+
+
+async def test_chunked_message(standalone: Standalone, topic: str) -> None:
+    big = bytes(range(256)) * 2000  # 512000 bytes > 131072 max message size
+    async with Client(standalone.url) as client:
+        consumer = await client.subscribe(topic, "s")
+        producer = await client.create_producer(
+            topic, batching_enabled=False, chunking_enabled=True
+        )
+        mid = await producer.send(big)
+        assert mid.first_chunk_message_id() is not None
+        msg = await consumer.receive(5000)
+        assert msg.data() == big
+        assert len(msg.chunk_ids) == 4
+        await consumer.acknowledge(msg)
+
+
+@dataclass
+class Point:
+    x: int
+    y: float
+    label: str | None = None
+
+
+@pytest.mark.parametrize("schema", [JsonSchema(Point), AvroSchema(Point)], ids=["json", "avro"])
+async def test_record_schemas(
+    standalone: Standalone, topic: str, schema: JsonSchema[Point]
+) -> None:
+    async with Client(standalone.url) as client:
+        consumer = await client.subscribe(topic, "s", schema=schema)
+        producer = await client.create_producer(topic, schema=schema)
+        await producer.send(Point(1, 2.5, "a"))
+        msg = await consumer.receive(5000)
+        assert msg.value() == Point(1, 2.5, "a")
+
+
+async def test_string_schema_and_initial_position(standalone: Standalone, topic: str) -> None:
+    async with Client(standalone.url) as client:
+        producer = await client.create_producer(topic, schema=StringSchema())
+        await producer.send("héllo")
+        consumer = await client.subscribe(
+            topic, "s", schema=StringSchema(), initial_position=InitialPosition.Earliest
+        )
+        assert (await consumer.receive(5000)).value() == "héllo"

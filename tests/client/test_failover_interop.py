@@ -1,0 +1,168 @@
+"""Failover consumer events, nack redelivery, and interoperability with the official wheel."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pulsar
+import pytest
+
+from magnetar.client import Client, CompressionType, Consumer, ConsumerType, MessageId, Timeout
+
+from .conftest import Standalone, eventually
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, int]] = []
+
+    def became_active(self, consumer: Any, partition: int) -> None:
+        self.events.append(("active", partition))
+
+    def became_inactive(self, consumer: Any, partition: int) -> None:
+        self.events.append(("inactive", partition))
+
+
+async def test_failover_events_three_consumers(standalone: Standalone, topic: str) -> None:
+    async with Client(standalone.url) as client:
+        recorders = [Recorder() for _ in range(3)]
+        consumers = []
+        for i, rec in enumerate(recorders):
+            c = await client.subscribe(
+                topic, "leader", consumer_type=ConsumerType.Failover,
+                consumer_name=f"worker-{i}", consumer_event_listener=rec,
+            )  # fmt: skip
+            consumers.append(c)
+
+        def actives() -> list[int]:
+            return [i for i, r in enumerate(recorders) if r.events and r.events[-1][0] == "active"]
+
+        await eventually(lambda: all(r.events for r in recorders) and len(actives()) == 1)
+        [leader] = actives()
+        assert all(e[1] == -1 for r in recorders for e in r.events)
+        producer = await client.create_producer(topic)
+        await producer.send(b"one")
+        msg = await consumers[leader].receive(5000)
+        assert msg.data() == b"one"
+        await consumers[leader].acknowledge(msg)
+        await consumers[leader].close()
+        await eventually(lambda: len([i for i in actives() if i != leader]) == 1)
+        [new_leader] = [i for i in actives() if i != leader]
+        await producer.send(b"two")
+        assert (await consumers[new_leader].receive(5000)).data() == b"two"
+        other = 3 - leader - new_leader
+        with pytest.raises(Timeout):
+            await consumers[other].receive(200)
+
+
+async def test_negative_ack_redelivers_with_count(standalone: Standalone, topic: str) -> None:
+    async with Client(standalone.url) as client:
+        consumer = await client.subscribe(
+            topic, "s", consumer_type=ConsumerType.Shared, negative_ack_redelivery_delay_ms=100
+        )
+        producer = await client.create_producer(topic)
+        await producer.send(b"x")
+        first = await consumer.receive(5000)
+        assert isinstance(consumer, Consumer)
+        consumer.negative_acknowledge(first)
+        again = await consumer.receive(5000)
+        assert again.data() == b"x" and again.message_id() == first.message_id()
+        assert again.redelivery_count() == 1
+        await consumer.acknowledge(again)
+
+
+@pytest.mark.parametrize(
+    "compression",
+    [
+        CompressionType.NONE,
+        CompressionType.LZ4,
+        CompressionType.ZSTD,
+        CompressionType.ZLIB,
+        CompressionType.SNAPPY,
+    ],
+)
+async def test_official_producer_to_our_consumer(
+    standalone: Standalone, topic: str, compression: CompressionType
+) -> None:
+    official = pulsar.Client(standalone.url)
+    try:
+        async with Client(standalone.url) as client:
+            consumer = await client.subscribe(topic, "s")
+            producer = official.create_producer(
+                topic, compression_type=pulsar.CompressionType(int(compression)),
+                batching_enabled=True, batching_max_publish_delay_ms=5,
+            )  # fmt: skip
+            ids: list[Any] = []
+
+            def sent(res: Any, mid: Any) -> None:
+                ids.append(mid)
+
+            for i in range(50):
+                producer.send_async(
+                    b"w%d" % i, sent, properties={"i": str(i)}, partition_key=f"k{i}"
+                )
+            await asyncio.to_thread(producer.flush)
+            await eventually(lambda: len(ids) == 50)
+            for i in range(50):
+                m = await consumer.receive(5000)
+                assert m.data() == b"w%d" % i
+                assert m.properties() == {"i": str(i)} and m.partition_key() == f"k{i}"
+                assert m.message_id().serialize() == ids[i].serialize()
+                await consumer.acknowledge(m)
+            producer.close()
+    finally:
+        official.close()
+
+
+@pytest.mark.parametrize(
+    "compression",
+    [
+        CompressionType.NONE,
+        CompressionType.LZ4,
+        CompressionType.ZSTD,
+        CompressionType.ZLIB,
+        CompressionType.SNAPPY,
+    ],
+)
+async def test_our_producer_to_official_consumer(
+    standalone: Standalone, topic: str, compression: CompressionType
+) -> None:
+    official = pulsar.Client(standalone.url)
+    try:
+        consumer = official.subscribe(topic, "s")
+        async with Client(standalone.url) as client:
+            producer = await client.create_producer(topic, compression_type=compression)
+            ids = await asyncio.gather(
+                *(
+                    producer.send_async(b"o%d" % i, properties={"i": str(i)}, partition_key=f"k{i}")
+                    for i in range(50)
+                )
+            )
+            for i in range(50):
+                m = await asyncio.to_thread(consumer.receive, 5000)
+                assert m.data() == b"o%d" % i
+                assert m.properties() == {"i": str(i)} and m.partition_key() == f"k{i}"
+                assert MessageId.deserialize(m.message_id().serialize()) == ids[i]
+                consumer.acknowledge(m)
+        consumer.close()
+    finally:
+        official.close()
+
+
+async def test_official_reader_reads_our_string_schema(standalone: Standalone, topic: str) -> None:
+    from magnetar.client import StringSchema
+
+    official = pulsar.Client(standalone.url)
+    try:
+        async with Client(standalone.url) as client:
+            producer = await client.create_producer(topic, schema=StringSchema())
+            await producer.send("hi there")
+        reader = official.create_reader(
+            topic, pulsar.MessageId.earliest, schema=pulsar.schema.StringSchema()
+        )
+        m = await asyncio.to_thread(reader.read_next, 5000)
+        assert m.value() == "hi there"
+        reader.close()
+    finally:
+        official.close()

@@ -276,6 +276,7 @@ class ServerConnection(asyncio.Protocol):
             case LookupTopic():
                 self._request(cmd.request_id, lambda: svc.handle_lookup(cmd))
             case GetTopicsOfNamespace():
+                log.debug("connection %s: %s", self.address, cmd)
                 self._request(cmd.request_id, lambda: svc.handle_topics_of_namespace(cmd))
             case GetSchema():
                 self.send_command(

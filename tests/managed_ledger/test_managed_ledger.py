@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 
 import pytest
@@ -231,4 +232,28 @@ async def test_reset_to_publish_time(cluster: Cluster) -> None:
     assert (await cursor.read_entries(1))[0].position == positions[10]
     assert cursor.mark_delete_position == positions[9]
     assert await ml.find_position_by_publish_time(10**9, publish_time) == ml.ledgers.end_position
+    await ml.close()
+
+
+async def test_cancelled_reads_skip_nothing(cluster: Cluster) -> None:
+    """A consumer's timeout may cancel a read between bookie round trips; the entries it
+    did not return must come back on the next read."""
+    ml = await open_ml(cluster, ledger_entries_max=10, cache_size_max_bytes=0)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    positions = await asyncio.gather(*(ml.add_entry(b"%d" % i) for i in range(60)))
+    seen: list[Position] = []
+    cancelled = 0
+    while len(seen) < len(positions):
+        task = asyncio.create_task(cursor.read_entries(60))
+        for _ in range(cancelled % 7):
+            await asyncio.sleep(0)
+        if cancelled < 20 and not task.done():
+            task.cancel()
+            cancelled += 1
+            with contextlib.suppress(asyncio.CancelledError):
+                seen.extend(e.position for e in await task)
+            continue
+        seen.extend(e.position for e in await task)
+    assert cancelled > 0
+    assert seen == positions
     await ml.close()

@@ -327,6 +327,11 @@ class CursorState:
         if nxt > self.read_position:
             self.read_position = nxt
 
+    def advance_read_to(self, position: Position) -> None:
+        """Move the read position forward to ``position`` (never backwards)."""
+        if position > self.read_position:
+            self.read_position = position
+
     def rewind(self) -> None:
         """Redeliver from the first unacknowledged entry."""
         self.read_position = self.first_unacked()

@@ -134,16 +134,19 @@ class ManagedCursor:
         state = self.state
         out: list[Entry] = []
         epoch = self._epoch
+        # The read position is committed once, after the last await: a read cancelled
+        # midway (a consumer's timeout) must not skip entries it never returned.
+        cursor_at = state.read_position
         while len(out) < max_entries:
-            pos = ledgers.normalize(state.read_position)
+            pos = ledgers.normalize(cursor_at)
             if not ledgers.exists(pos):
                 break
             if pos <= state.mark_delete:
-                state.read_done(state.mark_delete)
+                cursor_at = ledgers.next_position(state.mark_delete)
                 continue
             acked = state.acked.range_containing(pos)
             if acked is not None:  # skip acknowledged ranges without reading them
-                state.read_done(acked[1])
+                cursor_at = ledgers.next_position(acked[1])
                 continue
             seg = ledgers.get(pos[0])
             assert seg is not None
@@ -160,7 +163,8 @@ class ManagedCursor:
                 p = Position(pos[0], pos[1] + i)
                 if not state.is_acked(p):
                     out.append(Entry(p, d))
-            state.read_done(Position(pos[0], pos[1] + len(data) - 1))
+            cursor_at = ledgers.next_position(Position(pos[0], pos[1] + len(data) - 1))
+        state.advance_read_to(cursor_at)
         return out
 
     # --- acknowledging ---------------------------------------------------------------------

@@ -67,28 +67,33 @@ def test_auto_split_exhaustion() -> None:
 
 
 class NaiveAutoSplit:
-    """The AUTO_SPLIT rules over an explicit slot -> owner array."""
+    """The AUTO_SPLIT rules over an explicit slot -> owner array.
+
+    Java's top boundary key is ``range_size`` itself, one past the largest hash, so a
+    consumer can own a range holding no hash at all (the top key, after the slot below it
+    was split off). The model keeps that virtual slot ``size`` so such a consumer still
+    exists here too; only slots ``0 .. size - 1`` are ever selected.
+    """
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.slots: list[int | None] = [None] * size
+        self.slots: list[int | None] = [None] * (size + 1)
 
     def segments(self) -> list[tuple[int, int, int]]:
         """(lower_key, key, owner) per run, with Java's key convention."""
         runs: list[tuple[int, int, int]] = []
         start = 0
-        for i in range(1, self.size + 1):
-            if i == self.size or self.slots[i] != self.slots[start]:
+        for i in range(1, self.size + 2):
+            if i == self.size + 1 or self.slots[i] != self.slots[start]:
                 owner = self.slots[start]
                 assert owner is not None
-                key = self.size if i == self.size else i - 1
-                runs.append((start - 1 if start > 0 else 0, key, owner))
+                runs.append((start - 1 if start > 0 else 0, i - 1, owner))
                 start = i
         return runs
 
     def add(self, cid: int) -> None:
         if self.slots[0] is None:
-            self.slots = [cid] * self.size
+            self.slots = [cid] * (self.size + 1)
             return
         lower, key, _ = max(self.segments(), key=lambda s: (s[1] - s[0], -s[1]))
         if key - lower <= 1:
@@ -105,7 +110,7 @@ class NaiveAutoSplit:
         if idx is None:
             return
         if len(segs) == 1:
-            self.slots = [None] * self.size
+            self.slots = [None] * (self.size + 1)
             return
         heir = segs[idx - 1][2] if segs[idx][1] == self.size else segs[idx + 1][2]
         self.slots = [heir if o == cid else o for o in self.slots]
@@ -131,7 +136,7 @@ def test_auto_split_matches_naive_slot_map(ops: list[tuple[bool, int]], size: in
         else:
             fast.remove(cid)
             naive.remove(cid)
-        assert [fast.select(h) for h in range(size)] == naive.slots
+        assert [fast.select(h) for h in range(size)] == naive.slots[:size]
 
 
 def test_sticky_ranges_and_overlap() -> None:

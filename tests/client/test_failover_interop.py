@@ -9,8 +9,8 @@ import pulsar
 import pytest
 
 from magnetar.client import Client, CompressionType, Consumer, ConsumerType, MessageId, Timeout
-
-from .conftest import Standalone, eventually
+from magnetar.testing import StandaloneProcess
+from magnetar.testing import wait_until_async as eventually
 
 
 class Recorder:
@@ -24,7 +24,7 @@ class Recorder:
         self.events.append(("inactive", partition))
 
 
-async def test_failover_events_three_consumers(standalone: Standalone, topic: str) -> None:
+async def test_failover_events_three_consumers(standalone: StandaloneProcess, topic: str) -> None:
     async with Client(standalone.url) as client:
         recorders = [Recorder() for _ in range(3)]
         consumers = []
@@ -56,7 +56,7 @@ async def test_failover_events_three_consumers(standalone: Standalone, topic: st
             await consumers[other].receive(200)
 
 
-async def test_negative_ack_redelivers_with_count(standalone: Standalone, topic: str) -> None:
+async def test_negative_ack_redelivers_with_count(standalone: StandaloneProcess, topic: str) -> None:
     async with Client(standalone.url) as client:
         consumer = await client.subscribe(
             topic, "s", consumer_type=ConsumerType.Shared, negative_ack_redelivery_delay_ms=100
@@ -83,7 +83,7 @@ async def test_negative_ack_redelivers_with_count(standalone: Standalone, topic:
     ],
 )
 async def test_official_producer_to_our_consumer(
-    standalone: Standalone, topic: str, compression: CompressionType
+    standalone: StandaloneProcess, topic: str, compression: CompressionType
 ) -> None:
     official = pulsar.Client(standalone.url)
     try:
@@ -126,7 +126,7 @@ async def test_official_producer_to_our_consumer(
     ],
 )
 async def test_our_producer_to_official_consumer(
-    standalone: Standalone, topic: str, compression: CompressionType
+    standalone: StandaloneProcess, topic: str, compression: CompressionType
 ) -> None:
     official = pulsar.Client(standalone.url)
     try:
@@ -150,7 +150,7 @@ async def test_our_producer_to_official_consumer(
         official.close()
 
 
-async def test_official_reader_reads_our_string_schema(standalone: Standalone, topic: str) -> None:
+async def test_official_reader_reads_our_string_schema(standalone: StandaloneProcess, topic: str) -> None:
     from magnetar.client import StringSchema
 
     official = pulsar.Client(standalone.url)

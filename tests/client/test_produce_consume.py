@@ -19,12 +19,11 @@ from magnetar.client import (
     StringSchema,
     Timeout,
 )
-
-from .conftest import Standalone
+from magnetar.testing import StandaloneProcess
 
 
 async def test_send_receive_ack_with_keys_and_properties(
-    standalone: Standalone, topic: str
+    standalone: StandaloneProcess, topic: str
 ) -> None:
     async with Client(standalone.url) as client:
         consumer = await client.subscribe(topic, "s", consumer_type=ConsumerType.Exclusive)
@@ -48,7 +47,7 @@ async def test_send_receive_ack_with_keys_and_properties(
 
 @pytest.mark.parametrize("compression", list(CompressionType))
 async def test_batches_with_compression(
-    standalone: Standalone, topic: str, compression: CompressionType
+    standalone: StandaloneProcess, topic: str, compression: CompressionType
 ) -> None:
     n = 2500
     async with Client(standalone.url) as client:
@@ -75,7 +74,7 @@ async def test_batches_with_compression(
         assert got[7].properties() == {"n": "7"} and got[8].properties() == {}
 
 
-async def test_reader_from_earliest_latest_and_id(standalone: Standalone, topic: str) -> None:
+async def test_reader_from_earliest_latest_and_id(standalone: StandaloneProcess, topic: str) -> None:
     async with Client(standalone.url) as client:
         producer = await client.create_producer(topic, batching_enabled=False)
         ids = [await producer.send(b"%d" % i) for i in range(10)]
@@ -97,7 +96,7 @@ async def test_reader_from_earliest_latest_and_id(standalone: Standalone, topic:
         assert (await reader.read_next(5000)).data() == b"2"
 
 
-async def test_partitioned_topic_round_robin_and_keys(standalone: Standalone, topic: str) -> None:
+async def test_partitioned_topic_round_robin_and_keys(standalone: StandaloneProcess, topic: str) -> None:
     import urllib.request
 
     req = urllib.request.Request(
@@ -121,7 +120,7 @@ async def test_partitioned_topic_round_robin_and_keys(standalone: Standalone, to
         assert got == set(ids) | set(keyed)
 
 
-async def test_chunked_message(standalone: Standalone, topic: str) -> None:
+async def test_chunked_message(standalone: StandaloneProcess, topic: str) -> None:
     big = bytes(range(256)) * 2000  # 512000 bytes > 131072 max message size
     async with Client(standalone.url) as client:
         consumer = await client.subscribe(topic, "s")
@@ -145,7 +144,7 @@ class Point:
 
 @pytest.mark.parametrize("schema", [JsonSchema(Point), AvroSchema(Point)], ids=["json", "avro"])
 async def test_record_schemas(
-    standalone: Standalone, topic: str, schema: JsonSchema[Point]
+    standalone: StandaloneProcess, topic: str, schema: JsonSchema[Point]
 ) -> None:
     async with Client(standalone.url) as client:
         consumer = await client.subscribe(topic, "s", schema=schema)
@@ -155,7 +154,7 @@ async def test_record_schemas(
         assert msg.value() == Point(1, 2.5, "a")
 
 
-async def test_string_schema_and_initial_position(standalone: Standalone, topic: str) -> None:
+async def test_string_schema_and_initial_position(standalone: StandaloneProcess, topic: str) -> None:
     async with Client(standalone.url) as client:
         producer = await client.create_producer(topic, schema=StringSchema())
         await producer.send("héllo")

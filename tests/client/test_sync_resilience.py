@@ -7,11 +7,10 @@ from collections.abc import Callable
 
 from magnetar.client import Client, ConsumerType
 from magnetar.client import sync as blocking
+from magnetar.testing import StandaloneProcess
 
-from .conftest import Standalone
 
-
-def test_blocking_facade(standalone: Standalone, topic: str) -> None:
+def test_blocking_facade(standalone: StandaloneProcess, topic: str) -> None:
     with blocking.Client(standalone.url) as client:
         consumer = client.subscribe(topic, "s")
         producer = client.create_producer(topic)
@@ -25,7 +24,7 @@ def test_blocking_facade(standalone: Standalone, topic: str) -> None:
 
 
 async def test_broker_restart_mid_stream_no_loss_no_duplicates(
-    standalone_factory: Callable[..., Standalone], topic: str
+    standalone_factory: Callable[..., StandaloneProcess], topic: str
 ) -> None:
     node = standalone_factory("--deduplication")
     n = 400

@@ -15,7 +15,9 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from .helpers import StandaloneProcess, new_client
+from magnetar.testing import StandaloneProcess
+
+from .helpers import new_client
 
 _names = itertools.count()
 

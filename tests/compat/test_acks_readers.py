@@ -7,6 +7,8 @@ import time
 
 import pulsar
 
+from magnetar.testing import wait_until
+
 from .helpers import assert_nothing_more, receive_all
 
 
@@ -116,8 +118,7 @@ def test_batch_index_acks(client: pulsar.Client, topic: str) -> None:
     assert len({(m.message_id().ledger_id(), m.message_id().entry_id()) for m in msgs}) == 1
     for m in msgs[:6]:
         consumer.acknowledge(m)
-    time.sleep(0.3)  # let the grouped acks (100 ms) reach the broker before closing
-    consumer.close()
+    consumer.close()  # flushes the grouped acks before CLOSE_CONSUMER, on the same connection
     consumer = client.subscribe(
         topic, "sub", consumer_type=pulsar.ConsumerType.Shared, batch_index_ack_enabled=True
     )
@@ -155,8 +156,10 @@ def test_seek_by_id_and_time_and_last_message_id(client: pulsar.Client, topic: s
     ids = []
     for i in range(10):
         ids.append(producer.send(f"m-{i}".encode()))
-    middle_time = int(time.time() * 1000)
-    time.sleep(0.01)  # the next publish time must be strictly later than middle_time
+    # m-9 was published at or before `sent_ms`; wait for the clock to pass it so that m-10
+    # is published at or after `sent_ms + 1`, the time we seek to.
+    sent_ms = int(time.time() * 1000)
+    middle_time = wait_until(lambda: int(time.time() * 1000) > sent_ms and sent_ms + 1)
     for i in range(10, 20):
         ids.append(producer.send(f"m-{i}".encode()))
     last = consumer.get_last_message_id()

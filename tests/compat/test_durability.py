@@ -9,7 +9,9 @@ from collections.abc import Callable
 
 import pulsar
 
-from .helpers import StandaloneProcess, assert_nothing_more, new_client, receive_all
+from magnetar.testing import StandaloneProcess
+
+from .helpers import assert_nothing_more, new_client, receive_all
 
 TOPIC = "persistent://public/default/durable"
 

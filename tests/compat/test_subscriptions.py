@@ -7,7 +7,9 @@ import collections
 import pulsar
 import pytest
 
-from .helpers import assert_nothing_more, receive_all, wait_until
+from magnetar.testing import wait_until
+
+from .helpers import assert_nothing_more, receive_all
 
 
 def test_exclusive_second_consumer_is_busy(client: pulsar.Client, topic: str) -> None:

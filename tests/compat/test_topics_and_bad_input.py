@@ -11,7 +11,9 @@ import uuid
 
 import pulsar
 
-from .helpers import StandaloneProcess, assert_nothing_more, receive_all
+from magnetar.testing import StandaloneProcess
+
+from .helpers import assert_nothing_more, receive_all
 
 
 def _create_partitioned(node: StandaloneProcess, topic: str, partitions: int) -> None:

@@ -1,0 +1,106 @@
+"""``magnetar standalone`` as a real subprocess, for integration tests.
+
+The process binds free ports (port 0) on first start; :meth:`StandaloneProcess.start`
+waits for its ready line and reads the bound ports from it, and a restart reuses the same
+ports and data directory, as a restarted server would. Its stderr goes to a log file beside
+the data directory. Callers must :meth:`kill` it in teardown, even when a test fails.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+READY_TIMEOUT_S = 30.0
+
+
+class StandaloneProcess:
+    """One ``magnetar standalone`` process over ``data_dir`` with extra CLI arguments."""
+
+    def __init__(self, data_dir: Path, *extra_args: str) -> None:
+        self.data_dir = data_dir
+        self.extra_args = list(extra_args)
+        self.port = 0
+        self.http_port = 0
+        self.proc: subprocess.Popen[str] | None = None
+        self.ready_line = ""
+        self.log_path = data_dir.parent / f"{data_dir.name}-standalone.log"
+
+    @property
+    def url(self) -> str:
+        """The binary protocol service URL."""
+        return f"pulsar://127.0.0.1:{self.port}"
+
+    @property
+    def http_url(self) -> str:
+        """The HTTP (admin, lookup, metrics) URL."""
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def start(self, ready_timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Start the process and wait for its ready line.
+
+        Raises :class:`RuntimeError` (with the log's tail) if it exits or is not ready in time.
+        """
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        args = [
+            sys.executable, "-m", "magnetar.cli.main", "standalone",
+            "--data-dir", str(self.data_dir),
+            "--port", str(self.port),
+            "--http-port", str(self.http_port),
+            "--log-level", "INFO",
+            *self.extra_args,
+        ]  # fmt: skip
+        with open(self.log_path, "a") as err:
+            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
+        lines: queue.Queue[str] = queue.Queue()
+        stdout = self.proc.stdout
+        assert stdout is not None
+
+        def pump() -> None:
+            for line in stdout:
+                lines.put(line)
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + ready_timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.proc.poll() is not None:
+                self.kill()
+                raise RuntimeError(f"standalone did not become ready; log:\n{self.log_tail()}")
+            try:
+                line = lines.get(timeout=min(remaining, 0.5))
+            except queue.Empty:
+                continue
+            if "ready" in line:
+                self.ready_line = line
+                break
+        words = line.split()
+        self.port = int(words[words.index("broker") + 1].rsplit(":", 1)[1])
+        self.http_port = int(words[words.index("http") + 1].rsplit(":", 1)[1])
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text().splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout_s: float = 20.0) -> int:
+        """SIGTERM and wait for a clean exit; returns the exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """SIGKILL the process if it runs, and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)

@@ -20,6 +20,7 @@ from magnetar.client.routing import (
     HashingScheme,
     PartitionRouter,
     PartitionsRoutingMode,
+    boost_hash,
     java_string_hash,
 )
 from magnetar.client.unacked_tracker import UnackedMessageTracker
@@ -213,11 +214,35 @@ def test_java_string_hash_matches_java() -> None:
     assert java_string_hash("€") == 0x20AC
 
 
+# Partitions (of 7) the official wheel 3.13 chose for these keys (its default BoostHash).
+WHEEL_PARTITIONS_OF_7 = {
+    "key-0": 3,
+    "key-1": 2,
+    "key-10": 5,
+    "a": 4,
+    "ab": 1,
+    "abc": 4,
+    "abcd": 5,
+    "abcdefg": 3,
+    "abcdefgh": 5,
+    "abcdefghijklmnopq": 2,
+    "héllo": 3,
+}
+
+
+def test_boost_hash_matches_the_official_wheel() -> None:
+    for key, partition in WHEEL_PARTITIONS_OF_7.items():
+        assert boost_hash(key) % 7 == partition, key
+    assert 0 <= boost_hash("x" * 100) < 2**31
+
+
 def test_router_modes() -> None:
     rr = PartitionRouter(switch_every=2, rng=random.Random(1))
     seq = [rr.choose(4, None) for _ in range(8)]
     assert seq[0] == seq[1] and seq[2] == seq[3] and len(set(seq)) == 4
-    assert rr.choose(4, "key") == java_string_hash("key") % 4
+    assert rr.choose(4, "key") == boost_hash("key") % 4
+    j = PartitionRouter(hashing_scheme=HashingScheme.JavaStringHash)
+    assert j.choose(4, "key") == java_string_hash("key") % 4
     m = PartitionRouter(hashing_scheme=HashingScheme.Murmur3_32Hash)
     assert m.choose(7, "key") == pulsar_hash_str("key") % 7
     single = PartitionRouter(PartitionsRoutingMode.UseSinglePartition, rng=random.Random(3))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import random
 import re
@@ -36,7 +37,8 @@ from magnetar.client.consumer import (
 )
 from magnetar.client.context import ClientContext
 from magnetar.client.errors import AlreadyClosed, InvalidConfiguration
-from magnetar.client.lookup import LookupService
+from magnetar.client.http_lookup import HttpLookupService
+from magnetar.client.lookup import Lookup, LookupService
 from magnetar.client.message_id import MessageId
 from magnetar.client.multi_topics_consumer import MultiTopicsConsumer
 from magnetar.client.partitioned_producer import PartitionedProducer
@@ -48,8 +50,6 @@ from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError
 from magnetar.protocol import (
     CompressionType,
-    GetTopicsOfNamespace,
-    GetTopicsOfNamespaceResponse,
     InitialPosition,
     KeySharedMode,
     ProducerAccessMode,
@@ -95,9 +95,10 @@ class Client:
         clock: Clock | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        _, _, tls = parse_service_url(service_url)
+        http = service_url.startswith(("http://", "https://"))
+        tls = service_url.startswith("https://") if http else parse_service_url(service_url)[2]
         ssl_context: ssl.SSLContext | None = None
-        if tls:
+        if tls or tls_trust_certs_file_path is not None:
             ssl_context = ssl.create_default_context(cafile=tls_trust_certs_file_path)
             ssl_context.check_hostname = tls_validate_hostname and not tls_allow_insecure_connection
             if tls_allow_insecure_connection:
@@ -115,9 +116,19 @@ class Client:
             keep_alive_interval_s=keep_alive_interval_seconds,
         )
         request_ids = itertools.count()
-        self._ctx = ClientContext(
-            pool=pool,
-            lookup=LookupService(
+        lookup: Lookup
+        if http:
+            lookup = HttpLookupService(
+                service_url,
+                clock=self._clock,
+                operation_timeout_s=operation_timeout_seconds,
+                use_tls=tls,
+                authentication=authentication,
+                ssl_context=ssl_context,
+                rng=rng,
+            )
+        else:
+            lookup = LookupService(
                 pool,
                 service_url,
                 request_ids=request_ids,
@@ -126,7 +137,10 @@ class Client:
                 use_tls=tls,
                 listener_name=listener_name,
                 rng=rng,
-            ),
+            )
+        self._ctx = ClientContext(
+            pool=pool,
+            lookup=lookup,
             clock=self._clock,
             request_ids=request_ids,
             operation_timeout_s=operation_timeout_seconds,
@@ -163,7 +177,7 @@ class Client:
         chunking_enabled: bool = False,
         chunk_max_message_size: int | None = None,
         message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
-        hashing_scheme: HashingScheme = HashingScheme.JavaStringHash,
+        hashing_scheme: HashingScheme = HashingScheme.BoostHash,
         message_router: Callable[[Any, int], int] | None = None,
         properties: Mapping[str, str] | None = None,
         access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
@@ -250,10 +264,17 @@ class Client:
         subscription_properties: Mapping[str, str] | None = None,
         acknowledgment_group_time_ms: int = 100,
         key_shared_mode: KeySharedMode = KeySharedMode.AUTO_SPLIT,
+        retry_enable: bool = False,
     ) -> Consumer | MultiTopicsConsumer:
         """Subscribe to a topic, a list of topics, or every topic of a namespace matching a
-        regex (``re.compile("persistent://public/default/orders-.*")``). Returns a
-        :class:`Consumer` for one non-partitioned topic, else a :class:`MultiTopicsConsumer`."""
+        regex (``re.compile("persistent://public/default/orders-.*")``; new matching topics
+        are picked up every ``pattern_auto_discovery_period`` seconds). Returns a
+        :class:`Consumer` for one non-partitioned topic, else a :class:`MultiTopicsConsumer`.
+
+        ``retry_enable`` (Java ``enableRetry``) also subscribes to the retry-letter topic
+        (``dead_letter_policy.retry_letter_topic``, default ``<topic>-<subscription>-RETRY``)
+        and enables ``reconsume_later``; without a dead-letter policy messages go to the
+        DLQ after 16 retries, as in the Java client."""
         self._check_open()
         if crypto_key_reader is not None:
             raise InvalidConfiguration("end-to-end encryption is not supported")
@@ -283,10 +304,24 @@ class Client:
             topics = [full_topic_name(t) for t in topic]
         else:
             topics = [full_topic_name(topic)]
-        partitions: list[tuple[str, int]] = []
-        for t in topics:
-            n = await self._ctx.lookup.partitions(t)
-            partitions.extend([(partition_name(t, i), i) for i in range(n)] if n else [(t, -1)])
+        if retry_enable:
+            if not topics:
+                raise InvalidConfiguration("retry_enable needs at least one topic")
+            base = topics[0]
+            policy = dataclasses.replace(
+                dead_letter_policy or DeadLetterPolicy(max_redeliver_count=16)
+            )
+            policy.retry_letter_topic = full_topic_name(
+                policy.retry_letter_topic or f"{base}-{subscription_name}-RETRY"
+            )
+            policy.dead_letter_topic = full_topic_name(
+                policy.dead_letter_topic or f"{base}-{subscription_name}-DLQ"
+            )
+            conf.dead_letter_policy = policy
+            conf.retry_enable = True
+            if policy.retry_letter_topic not in topics:
+                topics.append(policy.retry_letter_topic)
+        partitions = await self._partitions_of(topics)
         if (
             len(partitions) == 1
             and not isinstance(topic, re.Pattern | list)
@@ -309,7 +344,35 @@ class Client:
         ]
         await self._start_all(children)
         parent._attach(children)
+        if isinstance(topic, re.Pattern) and pattern_auto_discovery_period > 0:
+            pattern = topic
+
+            async def add(new_topics: list[str]) -> list[Consumer]:
+                found = await self._partitions_of(new_topics)
+                kids = [
+                    Consumer(self._ctx, name, subscription_name, index, conf,
+                             facade=parent, sink=parent)
+                    for name, index in found
+                ]  # fmt: skip
+                await self._start_all(kids)
+                return kids
+
+            parent._watch(
+                pattern_auto_discovery_period,
+                self._clock,
+                lambda: self._topics_matching(pattern),
+                add,
+            )
         return parent
+
+    async def _partitions_of(self, topics: list[str]) -> list[tuple[str, int]]:
+        """``(name, partition index)`` of every partition of ``topics`` (index -1 for a
+        non-partitioned topic)."""
+        out: list[tuple[str, int]] = []
+        for t in topics:
+            n = await self._ctx.lookup.partitions(t)
+            out.extend([(partition_name(t, i), i) for i in range(n)] if n else [(t, -1)])
+        return out
 
     async def _topics_matching(self, pattern: re.Pattern[str]) -> list[str]:
         full = pattern.pattern
@@ -318,20 +381,11 @@ class Client:
             pattern = re.compile(full)
         domain, _, rest = full.partition("://")
         tenant, namespace = rest.split("/")[:2]
-        conn = await self._ctx.pool.get(self._service_url)
-        rid = next(self._ctx.request_ids)
-        resp: GetTopicsOfNamespaceResponse = await conn.request(
-            GetTopicsOfNamespace(
-                request_id=rid,
-                namespace=f"{tenant}/{namespace}",
-                mode=TopicsMode.NON_PERSISTENT
-                if domain == "non-persistent"
-                else TopicsMode.PERSISTENT,
-            ),
-            rid,
-            self._ctx.operation_timeout_s,
+        names = await self._ctx.lookup.topics_of_namespace(
+            f"{tenant}/{namespace}",
+            TopicsMode.NON_PERSISTENT if domain == "non-persistent" else TopicsMode.PERSISTENT,
         )
-        bases = sorted({t.split("-partition-")[0] for t in resp.topics})
+        bases = sorted({t.split("-partition-")[0] for t in names})
         return [t for t in bases if pattern.fullmatch(t)]
 
     # ------------------------------------------------------------ readers
@@ -348,11 +402,16 @@ class Client:
         is_read_compacted: bool = False,
         start_message_id_inclusive: bool = False,
     ) -> Reader:
-        """A reader of a non-partitioned topic (or one partition, by its full name)."""
+        """A reader of a topic, of one partition (by its full name), or of every partition
+        of a partitioned topic (``start_message_id`` then must be earliest or latest).
+        Raises InvalidConfiguration otherwise."""
         self._check_open()
         topic = full_topic_name(topic)
-        if "-partition-" not in topic and await self._ctx.lookup.partitions(topic):
-            raise InvalidConfiguration("readers of partitioned topics read one partition by name")
+        n = 0 if "-partition-" in topic else await self._ctx.lookup.partitions(topic)
+        if n and start_message_id not in (MessageId.earliest, MessageId.latest):
+            raise InvalidConfiguration(
+                "a reader of a whole partitioned topic starts at earliest or latest"
+            )
         prefix = subscription_role_prefix or "reader"
         conf = ConsumerConfig(
             consumer_type=ConsumerType.Exclusive,
@@ -365,8 +424,18 @@ class Client:
             start_message_id_inclusive=start_message_id_inclusive,
             acknowledgment_group_time_ms=0,
         )
-        partition = int(topic.rsplit("-partition-", 1)[1]) if "-partition-" in topic else -1
         sub = f"{prefix}-{self._ctx.rng.getrandbits(40):010x}"
+        if n:
+            parent = MultiTopicsConsumer(topic, sub)
+            children = [
+                Consumer(self._ctx, partition_name(topic, i), sub, i, conf,
+                         facade=parent, sink=parent)
+                for i in range(n)
+            ]  # fmt: skip
+            await self._start_all(children)
+            parent._attach(children)
+            return Reader(parent, start_message_id, start_message_id_inclusive)
+        partition = int(topic.rsplit("-partition-", 1)[1]) if "-partition-" in topic else -1
         consumer = Consumer(self._ctx, topic, sub, partition, conf)
         await consumer._start()
         return Reader(consumer, start_message_id, start_message_id_inclusive)

@@ -37,6 +37,7 @@ from magnetar.client.errors import (
     AlreadyClosed,
     ConnectError,
     CumulativeAcknowledgementNotAllowed,
+    InvalidConfiguration,
     Timeout,
 )
 from magnetar.client.message import CorruptMessage, Message, decode_entry, entry_payload
@@ -92,6 +93,9 @@ class DeadLetterPolicy:
     max_redeliver_count: int
     dead_letter_topic: str | None = None
     initial_subscription_name: str | None = None
+    retry_letter_topic: str | None = None
+    """With ``retry_enable``: where :meth:`Consumer.reconsume_later` sends messages
+    (default ``<topic>-<subscription>-RETRY``)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -115,6 +119,7 @@ class ConsumerConfig:
     key_shared_allow_out_of_order: bool = False
     consumer_event_listener: ConsumerEventListener | None = None
     dead_letter_policy: DeadLetterPolicy | None = None
+    retry_enable: bool = False
     max_pending_chunked_message: int = 10
     expire_time_of_incomplete_chunked_message_ms: int = 60_000
     # Readers: non-durable subscription from a start id.
@@ -184,7 +189,7 @@ class Consumer:
         self._start_inclusive = config.start_message_id_inclusive
         self._last_dequeued: MessageId | None = None
         self._dlq_candidates: dict[tuple[int, int], list[Message]] = {}
-        self._dlq_producer: Any = None
+        self._letter_producers: dict[str, Any] = {}  # DLQ and retry topics -> Producer
         self._backoff = Backoff(100, 60_000, ctx.rng)
         self._reconnect_task: asyncio.Task[None] | None = None
         self._timer_task: asyncio.Task[None] | None = None
@@ -665,36 +670,83 @@ class Consumer:
         else:
             self.redeliver_unacknowledged_messages()
 
-    async def _send_to_dlq(self, positions: list[tuple[int, int]]) -> None:
+    def _base_topic(self) -> str:
+        return self._topic.split("-partition-")[0] if self._partition >= 0 else self._topic
+
+    def _dlq_topic(self) -> str:
         policy = self._conf.dead_letter_policy
         assert policy is not None
-        if self._dlq_producer is None:
+        return policy.dead_letter_topic or f"{self._base_topic()}-{self._subscription}-DLQ"
+
+    async def _letter_producer(self, topic: str) -> Any:
+        producer = self._letter_producers.get(topic)
+        if producer is None:
             from magnetar.client.producer import Producer, ProducerConfig
 
-            base = self._topic.split("-partition-")[0] if self._partition >= 0 else self._topic
-            topic = policy.dead_letter_topic or f"{base}-{self._subscription}-DLQ"
+            policy = self._conf.dead_letter_policy
             producer = Producer(
                 self._ctx,
                 topic,
                 -1,
                 ProducerConfig(
                     batching_enabled=False,
-                    initial_subscription_name=policy.initial_subscription_name,
+                    initial_subscription_name=policy.initial_subscription_name
+                    if policy is not None
+                    else None,
                 ),
             )
             await producer._start()
-            self._dlq_producer = producer
+            self._letter_producers[topic] = producer
+        return producer
+
+    async def _send_to_dlq(self, positions: list[tuple[int, int]]) -> None:
+        producer = await self._letter_producer(self._dlq_topic())
         for p in positions:
             messages = self._dlq_candidates.pop(p, [])
             for m in messages:
                 props = m.properties()
                 props.setdefault("REAL_TOPIC", self._topic)
                 props.setdefault("ORIGIN_MESSAGE_ID", str(m.message_id()))
-                await self._dlq_producer.send(
+                await producer.send(
                     m.data(), properties=props, partition_key=m.partition_key() or None
                 )
             self._acks.add_individual(p[0], p[1])
         self._flush_acks()
+
+    async def reconsume_later(
+        self,
+        message: Message,
+        delay_ms: int,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """Retry ``message`` after ``delay_ms`` (Java ``reconsumeLater``): it is re-published
+        to the retry-letter topic with ``deliver_after_ms`` and properties
+        ``RECONSUMETIMES`` (+1), ``DELAY_TIME``, ``REAL_TOPIC``, ``ORIGIN_MESSAGE_ID``, then
+        acknowledged here. Once ``RECONSUMETIMES`` would exceed the dead-letter policy's
+        ``max_redeliver_count`` it goes to the dead-letter topic instead. Needs a consumer
+        subscribed with ``retry_enable=True`` (raises InvalidConfiguration otherwise)."""
+        self._check_open()
+        policy = self._conf.dead_letter_policy
+        if not self._conf.retry_enable or policy is None or policy.retry_letter_topic is None:
+            raise InvalidConfiguration("reconsume_later needs subscribe(..., retry_enable=True)")
+        props = message.properties()
+        if properties:
+            props.update(properties)
+        times = int(props.get("RECONSUMETIMES", "0")) + 1
+        props["RECONSUMETIMES"] = str(times)
+        props["DELAY_TIME"] = str(delay_ms)
+        props.setdefault("REAL_TOPIC", message.topic_name())
+        props.setdefault("ORIGIN_MESSAGE_ID", str(message.message_id()))
+        key = message.partition_key() if message.has_partition_key() else None
+        if times > policy.max_redeliver_count:
+            producer = await self._letter_producer(self._dlq_topic())
+            await producer.send(message.data(), properties=props, partition_key=key)
+        else:
+            producer = await self._letter_producer(policy.retry_letter_topic)
+            await producer.send(
+                message.data(), properties=props, partition_key=key, deliver_after_ms=delay_ms
+            )
+        await self.acknowledge(message)
 
     # ------------------------------------------------------------ timers
 
@@ -800,9 +852,9 @@ class Consumer:
             cnx.unregister_consumer(self._consumer_id)
         self._state = _State.CLOSED
         self._cnx = None
-        if self._dlq_producer is not None:
+        for producer in self._letter_producers.values():
             with contextlib.suppress(MagnetarError):
-                await self._dlq_producer.close()
+                await producer.close()
         self._wake_all(AlreadyClosed(f"consumer on {self._topic} closed"))
         self._ctx.handles.discard(self)
 

@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.client.connection_pool import ConnectionPool
-from magnetar.client.lookup import LookupService
+from magnetar.client.lookup import Lookup
 from magnetar.common.clock import Clock
 
 
 @dataclass(slots=True)
 class ClientContext:
     pool: ConnectionPool
-    lookup: LookupService
+    lookup: Lookup
     clock: Clock
     request_ids: itertools.count[int]
     operation_timeout_s: float

@@ -13,7 +13,7 @@ import itertools
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from magnetar.client.backoff import Backoff
 from magnetar.client.connection_pool import ConnectionPool
@@ -21,12 +21,15 @@ from magnetar.client.errors import LookupError_, Timeout
 from magnetar.common.clock import Clock
 from magnetar.common.errors import MagnetarError, error_for_code
 from magnetar.protocol import (
+    GetTopicsOfNamespace,
+    GetTopicsOfNamespaceResponse,
     LookupResult,
     LookupTopic,
     LookupTopicResponse,
     MetadataResult,
     PartitionedTopicMetadata,
     PartitionedTopicMetadataResponse,
+    TopicsMode,
 )
 
 T = TypeVar("T")
@@ -36,6 +39,17 @@ T = TypeVar("T")
 class LookupAnswer:
     logical_url: str
     physical_url: str
+
+
+class Lookup(Protocol):
+    """What producers, consumers and the client need from a lookup service (binary here,
+    HTTP in :mod:`magnetar.client.http_lookup`)."""
+
+    async def partitions(self, topic: str) -> int: ...
+
+    async def lookup(self, topic: str) -> LookupAnswer: ...
+
+    async def topics_of_namespace(self, namespace: str, mode: TopicsMode) -> list[str]: ...
 
 
 class LookupService:
@@ -137,3 +151,18 @@ class LookupService:
             )
 
         return await self._retrying(f"lookup of {topic}", attempt)
+
+    async def topics_of_namespace(self, namespace: str, mode: TopicsMode) -> list[str]:
+        """Topic names of ``tenant/ns`` (partitions included), by GET_TOPICS_OF_NAMESPACE."""
+
+        async def attempt() -> list[str]:
+            conn = await self._pool.get(self._service_url)
+            rid = next(self._ids)
+            resp: GetTopicsOfNamespaceResponse = await conn.request(
+                GetTopicsOfNamespace(request_id=rid, namespace=namespace, mode=mode),
+                rid,
+                self._timeout_s,
+            )
+            return list(resp.topics)
+
+        return await self._retrying(f"topics of {namespace}", attempt)

@@ -9,13 +9,20 @@ to the child that received the message. Ordering holds per child, not across chi
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from magnetar.client.consumer import Consumer
 from magnetar.client.errors import AlreadyClosed, InvalidConfiguration, Timeout
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
+from magnetar.common.clock import Clock
+from magnetar.common.errors import MagnetarError
+
+log = logging.getLogger(__name__)
 
 
 class MultiTopicsConsumer:
@@ -26,9 +33,57 @@ class MultiTopicsConsumer:
         self._queue: deque[Message] = deque()
         self._waiters: deque[asyncio.Future[Message]] = deque()
         self._closed = False
+        self._watch_task: asyncio.Task[None] | None = None
 
     def _attach(self, children: list[Consumer]) -> None:
         self._children.extend(children)
+
+    def _watch(
+        self,
+        period_s: float,
+        clock: Clock,
+        discover: Callable[[], Awaitable[list[str]]],
+        add: Callable[[list[str]], Awaitable[list[Consumer]]],
+    ) -> None:
+        """Regex consumers: every ``period_s`` list the matching topics again; subscribe to
+        new ones (``add`` returns the started children) and close children of topics that
+        are gone. A failed round is logged and retried next period."""
+
+        async def loop() -> None:
+            while not self._closed:
+                await clock.sleep(period_s)
+                try:
+                    await self._rediscover(discover, add)
+                except MagnetarError as exc:
+                    log.info("topic re-discovery for %s failed: %s", self._topic, exc)
+
+        self._watch_task = asyncio.get_running_loop().create_task(loop())
+
+    async def _rediscover(
+        self,
+        discover: Callable[[], Awaitable[list[str]]],
+        add: Callable[[list[str]], Awaitable[list[Consumer]]],
+    ) -> None:
+        current = set(await discover())
+        known = {c.topic().split("-partition-")[0] for c in self._children}
+        new = sorted(current - known)
+        if new and not self._closed:
+            children = await add(new)
+            if self._closed:
+                for c in children:
+                    await c.close()
+                return
+            self._attach(children)
+        gone = [c for c in self._children if c.topic().split("-partition-")[0] not in current]
+        for c in gone:
+            self._children.remove(c)
+            self.drop_from(c)
+            with contextlib.suppress(MagnetarError):
+                await c.close()
+
+    def topics(self) -> list[str]:
+        """The topics and partitions this consumer currently reads."""
+        return [c.topic() for c in self._children]
 
     # ------------------------------------------------------------ sink interface (children)
 
@@ -62,6 +117,9 @@ class MultiTopicsConsumer:
     @property
     def consumers(self) -> list[Consumer]:
         return list(self._children)
+
+    def queued(self) -> int:
+        return len(self._queue)
 
     def is_connected(self) -> bool:
         return all(c.is_connected() for c in self._children)
@@ -134,6 +192,15 @@ class MultiTopicsConsumer:
     ) -> None:
         self._child_for(message).negative_acknowledge(message, delay_ms)
 
+    async def reconsume_later(
+        self,
+        message: Message,
+        delay_ms: int,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """See :meth:`Consumer.reconsume_later`."""
+        await self._child_for(message).reconsume_later(message, delay_ms, properties)
+
     def redeliver_unacknowledged_messages(self) -> None:
         for c in self._children:
             c.redeliver_unacknowledged_messages()
@@ -152,6 +219,8 @@ class MultiTopicsConsumer:
         if self._closed:
             return
         self._closed = True
+        if self._watch_task is not None:
+            self._watch_task.cancel()
         await asyncio.gather(*(c.close() for c in self._children), return_exceptions=True)
         waiters, self._waiters = self._waiters, deque()
         for w in waiters:

@@ -7,17 +7,51 @@ After a reconnect the reader resumes after the last message it returned.
 
 from __future__ import annotations
 
+import asyncio
+
 from magnetar.client.consumer import Consumer
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
+from magnetar.client.multi_topics_consumer import MultiTopicsConsumer
+
+
+def _available(
+    last: MessageId,
+    mark_delete: MessageId | None,
+    returned: MessageId | None,
+    start: MessageId,
+    inclusive: bool,
+) -> bool:
+    """Whether a topic whose last message is ``last`` holds a message after what the reader
+    returned (or after its start id, if it returned nothing yet)."""
+    if last.entry_id() < 0:
+        return False
+    if returned is not None:
+        return last > returned if last.batch_index() >= 0 else last.position > returned.position
+    if start.is_earliest_like():
+        return True
+    if start == MessageId.latest:
+        return mark_delete is not None and last.position > mark_delete.position
+    if start.batch_index() < 0 or last.batch_index() < 0:
+        return last.position >= start.position if inclusive else last.position > start.position
+    return last >= start if inclusive else last > start
 
 
 class Reader:
-    def __init__(self, consumer: Consumer, start: MessageId, inclusive: bool) -> None:
+    """Reads one topic, one partition, or every partition of a partitioned topic (then
+    ``consumer`` is a :class:`MultiTopicsConsumer` and ordering holds per partition)."""
+
+    def __init__(
+        self, consumer: Consumer | MultiTopicsConsumer, start: MessageId, inclusive: bool
+    ) -> None:
         self._consumer = consumer
         self._start = start
         self._inclusive = inclusive
-        self._last: MessageId | None = None
+        self._last: dict[str, MessageId] = {}  # topic or partition -> last id returned
+
+    def _children(self) -> list[Consumer]:
+        c = self._consumer
+        return c.consumers if isinstance(c, MultiTopicsConsumer) else [c]
 
     def topic(self) -> str:
         return self._consumer.topic()
@@ -25,45 +59,29 @@ class Reader:
     async def read_next(self, timeout_ms: int | None = None) -> Message:
         """The next message; raises Timeout after ``timeout_ms``."""
         msg = await self._consumer.receive(timeout_ms)
-        self._last = msg.message_id()
+        self._last[msg.topic_name()] = msg.message_id()
         return msg
 
     async def has_message_available(self) -> bool:
         """Whether :meth:`read_next` would return a message now or soon (asks the broker for
-        the topic's last message id unless one is already queued)."""
+        each partition's last message id unless one is already queued)."""
         if self._consumer.queued():
             return True
-        last, mark_delete = await self._consumer.get_last_message_id()
-        if last.entry_id() < 0:
-            return False
-        if self._last is not None:
-            return (
-                last > self._last
-                if last.batch_index() >= 0
-                else last.position > self._last.position
-            )
-        start = self._start
-        if start.is_earliest_like():
-            return True
-        if start == MessageId.latest:
-            return mark_delete is not None and last.position > mark_delete.position
-        if start.batch_index() < 0 or last.batch_index() < 0:
-            return (
-                last.position >= start.position
-                if self._inclusive
-                else last.position > start.position
-            )
-        return last >= start if self._inclusive else last > start
+        children = self._children()
+        answers = await asyncio.gather(*(c.get_last_message_id() for c in children))
+        return any(
+            _available(last, mark_delete, self._last.get(c.topic()), self._start, self._inclusive)
+            for c, (last, mark_delete) in zip(children, answers, strict=True)
+        )
 
     async def seek(self, target: MessageId | int) -> None:
         """Move to a message id (read from it, inclusive) or a publish time in ms."""
         await self._consumer.seek(target)
-        self._last = None
+        self._last.clear()
         if isinstance(target, MessageId):
             self._start, self._inclusive = target, True
         else:
             self._start, self._inclusive = MessageId.earliest, True
-
     def is_connected(self) -> bool:
         return self._consumer.is_connected()
 

@@ -9,9 +9,11 @@ Modes follow the official client:
   at random when the producer is created.
 * ``CustomPartition``: a callable ``router(message, num_partitions) -> int``.
 
-Hashes: ``JavaStringHash`` (Java ``String.hashCode`` masked non-negative, the Java client's
-default) or ``Murmur3_32Hash`` (Pulsar's Murmur3 x86_32). Both give the same partition
-as a Java or C++ client using the same scheme.
+Hashes: ``BoostHash`` (the C++ and Python clients' default: ``boost::hash<std::string>`` of
+Boost >= 1.81 on 64-bit, masked to 31 bits — checked against the official wheel, which
+does not let users choose), ``JavaStringHash`` (Java ``String.hashCode`` masked
+non-negative, the Java client's default) or ``Murmur3_32Hash`` (Pulsar's Murmur3 x86_32).
+Each gives the same partition as an official client using the same scheme.
 """
 
 from __future__ import annotations
@@ -31,8 +33,48 @@ class PartitionsRoutingMode(enum.IntEnum):
 
 
 class HashingScheme(enum.IntEnum):
-    JavaStringHash = 0
-    Murmur3_32Hash = 1
+    """Numbered as the C++ client's ``ProducerConfiguration::HashingScheme``."""
+
+    Murmur3_32Hash = 0
+    BoostHash = 1
+    JavaStringHash = 2
+
+
+_U64 = (1 << 64) - 1
+_BOOST_Q = 0x9E3779B97F4A7C15
+_BOOST_K = 0xDF442D22CE4859B9  # _BOOST_Q * _BOOST_K == 1 (mod 2**64)
+
+
+def _mulx(x: int, y: int) -> int:
+    r = x * y
+    return (r & _U64) ^ (r >> 64)
+
+
+def boost_hash(text: str) -> int:
+    """``boost::hash<std::string>`` (Boost >= 1.81, 64-bit ``size_t``) of the UTF-8 bytes,
+    masked to ``[0, 2**31)`` as the C++ client's ``BoostHash::makeHash`` does."""
+    p = text.encode()
+    n = len(p)
+    w = _mulx(_BOOST_Q, _BOOST_K)  # seed 0
+    h = w ^ n
+    i = 0
+    while n >= 8:
+        w = (w + _BOOST_Q) & _U64
+        h ^= _mulx((int.from_bytes(p[i : i + 8], "little") + w) & _U64, _BOOST_K)
+        i += 8
+        n -= 8
+    v = 0
+    if n >= 4:
+        v = int.from_bytes(p[i + n - 4 : i + n], "little") << ((n - 4) * 8) | int.from_bytes(
+            p[i : i + 4], "little"
+        )
+    elif n >= 1:
+        x1 = (n - 1) & 2
+        x2 = n >> 1
+        v = p[i + x1] << (x1 * 8) | p[i + x2] << (x2 * 8) | p[i]
+    w = (w + _BOOST_Q) & _U64
+    h ^= _mulx((v + w) & _U64, _BOOST_K)
+    return _mulx((h + w) & _U64, _BOOST_K) & 0x7FFFFFFF
 
 
 def java_string_hash(text: str) -> int:
@@ -46,6 +88,8 @@ def java_string_hash(text: str) -> int:
 
 
 def key_hash(scheme: HashingScheme, key: str) -> int:
+    if scheme == HashingScheme.BoostHash:
+        return boost_hash(key)
     if scheme == HashingScheme.Murmur3_32Hash:
         return pulsar_hash_str(key)
     return java_string_hash(key)
@@ -61,7 +105,7 @@ class PartitionRouter:
         self,
         mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
         *,
-        hashing_scheme: HashingScheme = HashingScheme.JavaStringHash,
+        hashing_scheme: HashingScheme = HashingScheme.BoostHash,
         switch_every: int = 1000,
         custom: CustomRouter | None = None,
         rng: random.Random | None = None,

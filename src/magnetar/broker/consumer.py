@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING
 
+from magnetar.broker.stats import ConsumerMeters, SubscriptionMeters
 from magnetar.managed_ledger.position import Position
 from magnetar.protocol import ConsumerStatsResponse, MessageId, SubType, encode_message
 
@@ -53,7 +54,13 @@ class Consumer:
         """Entries sent and not acknowledged -> their message count."""
         self.msg_out_counter = 0
         self.bytes_out_counter = 0
-        self.connected_since_ms = subscription.topic.service.clock.now_ms()
+        clock = subscription.topic.service.clock
+        self.connected_since_ms = clock.now_ms()
+        self.meters = ConsumerMeters(clock)
+        sub_meters = subscription.topic.subscription_meters
+        self.subscription_meters = sub_meters.get(subscription.name) or sub_meters.setdefault(
+            subscription.name, SubscriptionMeters(clock)
+        )
         self.closed = False
 
     def send(
@@ -69,6 +76,9 @@ class Consumer:
         self.permits -= messages
         self.msg_out_counter += messages
         self.bytes_out_counter += len(data)
+        self.meters.msg_out.record(messages, len(data))
+        self.meters.msg_out.touch()
+        self.subscription_meters.msg_out.record(messages, len(data))
         mid = MessageId(position[0], position[1], self.subscription.topic.partition_index)
         self.connection.write_buffers(
             encode_message(

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.deduplication import DupStatus
 from magnetar.broker.producer_access import AccessMode, ProducerKey
+from magnetar.broker.stats import ProducerMeters
 from magnetar.common.errors import MagnetarError, ProtocolError, ServerError, wire_error
 from magnetar.managed_ledger.position import Position
 from magnetar.protocol import (
@@ -70,6 +71,7 @@ class Producer:
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
         self.connected_since_ms = topic.service.clock.now_ms()
+        self.meters = ProducerMeters(topic.service.clock)
 
     def success_response(self, request_id: int, *, ready: bool = True) -> ProducerSuccess:
         return ProducerSuccess(
@@ -125,6 +127,9 @@ class Producer:
         data = bytes(entry.data)
         self.msg_in_counter += num_messages
         self.bytes_in_counter += len(data)
+        self.meters.msg_in.record(num_messages, len(data))
+        if chunk_id is not None:
+            self.meters.chunked.record(1)
         future = topic.publish(data, num_messages)
 
         def done(fut: asyncio.Future[Position]) -> None:

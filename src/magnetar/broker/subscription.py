@@ -280,6 +280,7 @@ class Subscription:
         if consumer.closed:
             return
         consumer.permits += permits
+        consumer.meters.flow.touch()
         if self._ring is not None:
             self._ring.add_permits(consumer.uid, permits)
         self._wake.set()
@@ -287,6 +288,9 @@ class Subscription:
     def handle_ack(self, consumer: Consumer, ack: Ack) -> None:
         cursor = self.cursor
         state = cursor.state
+        mark_delete_before = state.mark_delete
+        consumer.meters.ack.record(len(ack.message_id))
+        consumer.meters.ack.touch()
         try:
             if ack.ack_type is AckType.Cumulative:
                 if self.sub_type in (SubType.Exclusive, SubType.Failover) and ack.message_id:
@@ -312,6 +316,10 @@ class Subscription:
                     self._tracker.remove(pos)
         except InvalidCursorPosition as exc:
             log.info("%s/%s: ignoring ack: %s", self.topic.full_name, self.name, exc)
+        if cursor.state.mark_delete != mark_delete_before:
+            consumer.subscription_meters.last_mark_delete_advanced_ms = (
+                consumer.meters.ack.last_record_ms
+            )
         if ack.request_id is not None:
             consumer.connection.send_command(
                 AckResponse(consumer_id=consumer.consumer_id, request_id=ack.request_id)
@@ -352,6 +360,7 @@ class Subscription:
         positions = (
             [Position(m.ledger_id, m.entry_id) for m in ids] if ids else list(consumer.pending)
         )
+        consumer.meters.redeliver.record(len(positions))
         for pos in positions:
             if consumer.pending.pop(pos, None) is None and ids:
                 continue

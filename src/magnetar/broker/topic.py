@@ -29,6 +29,7 @@ from magnetar.broker.producer_access import (
     ProducerReady,
     ProducerRequest,
 )
+from magnetar.broker.stats import SubscriptionMeters, TopicMeters
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic_name import TopicName
 from magnetar.common.errors import MagnetarError, ProtocolError, wire_error
@@ -76,6 +77,10 @@ class Topic:
         self._dedup_task: asyncio.Task[None] | None = None
         self.last_entry_batch_size: int | None = None
         self.closed = False
+        self.meters = TopicMeters(service.clock)
+        self.created_ms = service.clock.now_ms()
+        self.subscription_meters: dict[str, SubscriptionMeters] = {}
+        """Per subscription name (kept across the Subscription objects of one name)."""
 
     @classmethod
     async def open(cls, service: BrokerService, name: TopicName, ml: ManagedLedger) -> Topic:
@@ -173,11 +178,17 @@ class Topic:
     def publish(self, data: bytes, messages: int) -> asyncio.Future[Position]:
         """Append one entry; the future gives its position (stored by an ack quorum)."""
         future = asyncio.ensure_future(self.ml.add_entry(data, messages))
+        clock = self.service.clock
+        meters = self.meters
+        meters.msg_in.record(messages, len(data))
+        started_s = clock.monotonic_s()
         batch: int | None = None
         with contextlib.suppress(ProtocolError):
             batch = Entry(data).metadata.num_messages_in_batch
 
         def done(fut: asyncio.Future[Position]) -> None:
+            meters.publish_latency.observe((clock.monotonic_s() - started_s) * 1000)
+            meters.last_publish_ms = clock.now_ms()
             if (
                 not fut.cancelled()
                 and fut.exception() is None

@@ -1,0 +1,190 @@
+"""Rate meters and latency histograms the broker updates on its hot paths, read by the
+admin stats (``GET …/stats``) and the Prometheus ``/metrics`` endpoint.
+
+Sans-IO: every meter takes the :class:`~magnetar.common.clock.Clock` it reads, so tests
+drive it with a ``ManualClock``. Recording is O(1) (one clock read, two additions, an
+occasional bucket rotation); reading is O(buckets).
+
+* :class:`RateMeter` — events and bytes per second over a sliding window of fixed buckets
+  (default 10 buckets of 1 s). Pulsar's broker reports the rate of its last stats interval
+  (``statsUpdateFrequencyInSecs``, 60 s); a short sliding window shows the same quantity
+  while it is still moving, which is what operators watch. The totals (``total_count``,
+  ``total_bytes``) never decay: they are the ``msgInCounter``/``bytesInCounter`` family.
+* :class:`LatencyHistogram` — cumulative counts per upper bound in milliseconds, with
+  Pulsar's ``pulsar_storage_write_latency_le_*`` bucket bounds.
+* :class:`ProducerMeters`, :class:`ConsumerMeters`, :class:`SubscriptionMeters`,
+  :class:`TopicMeters` — what one producer / consumer / subscription / topic records.
+"""
+
+from __future__ import annotations
+
+from magnetar.common.clock import Clock
+
+WINDOW_S = 10.0
+BUCKETS = 10
+
+LATENCY_BOUNDS_MS: tuple[float, ...] = (0.5, 1.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 1000.0)
+"""Pulsar's write-latency buckets (``_le_0_5`` … ``_le_1000``, then ``_overflow``)."""
+
+
+class RateMeter:
+    """Counts events (and their bytes) in a sliding window of ``buckets`` fixed buckets.
+
+    ``rate()`` and ``throughput()`` divide the window's sum by the time it covers: the full
+    buckets plus the elapsed part of the current one, but never more than the meter's age
+    (so a meter created a second ago does not report a tenth of its rate) and never less
+    than one bucket (so one early event does not read as a huge rate).
+    """
+
+    __slots__ = (
+        "_born_s",
+        "_bytes",
+        "_clock",
+        "_counts",
+        "_slot",
+        "_width_s",
+        "last_record_ms",
+        "total_bytes",
+        "total_count",
+    )
+
+    def __init__(self, clock: Clock, window_s: float = WINDOW_S, buckets: int = BUCKETS) -> None:
+        if buckets < 1 or window_s <= 0:
+            raise ValueError("a rate meter needs at least one bucket and a positive window")
+        self._clock = clock
+        self._width_s = window_s / buckets
+        self._counts = [0] * buckets
+        self._bytes = [0] * buckets
+        now = clock.monotonic_s()
+        self._born_s = now
+        self._slot = int(now // self._width_s)
+        self.total_count = 0
+        self.total_bytes = 0
+        self.last_record_ms = 0
+        """Wall-clock time of the last :meth:`record` with a non-zero count (0 = never)."""
+
+    def record(self, count: int, size_bytes: int = 0) -> None:
+        slot = int(self._clock.monotonic_s() // self._width_s)
+        if slot != self._slot:
+            self._rotate(slot)
+        i = slot % len(self._counts)
+        self._counts[i] += count
+        self._bytes[i] += size_bytes
+        self.total_count += count
+        self.total_bytes += size_bytes
+
+    def touch(self) -> None:
+        """Remember now as the last activity time (for ``last…Timestamp`` fields)."""
+        self.last_record_ms = self._clock.now_ms()
+
+    def _rotate(self, slot: int) -> None:
+        n = len(self._counts)
+        if slot - self._slot >= n:
+            for i in range(n):
+                self._counts[i] = 0
+                self._bytes[i] = 0
+        else:
+            for s in range(self._slot + 1, slot + 1):
+                self._counts[s % n] = 0
+                self._bytes[s % n] = 0
+        self._slot = slot
+
+    def _span_s(self, now: float) -> float:
+        width = self._width_s
+        covered = (len(self._counts) - 1) * width + (now - self._slot * width)
+        return max(width, min(covered, now - self._born_s))
+
+    def rate(self) -> float:
+        """Events per second over the window."""
+        now = self._clock.monotonic_s()
+        slot = int(now // self._width_s)
+        if slot != self._slot:
+            self._rotate(slot)
+        return sum(self._counts) / self._span_s(now)
+
+    def throughput(self) -> float:
+        """Bytes per second over the window."""
+        now = self._clock.monotonic_s()
+        slot = int(now // self._width_s)
+        if slot != self._slot:
+            self._rotate(slot)
+        return sum(self._bytes) / self._span_s(now)
+
+
+class LatencyHistogram:
+    """Observations in milliseconds, counted per bucket of :data:`LATENCY_BOUNDS_MS`
+    (plus an overflow bucket), with their sum."""
+
+    __slots__ = ("bounds_ms", "counts", "sum_ms")
+
+    def __init__(self, bounds_ms: tuple[float, ...] = LATENCY_BOUNDS_MS) -> None:
+        self.bounds_ms = bounds_ms
+        self.counts = [0] * (len(bounds_ms) + 1)
+        """Per bucket, not cumulative; the last is the overflow bucket."""
+        self.sum_ms = 0.0
+
+    def observe(self, latency_ms: float) -> None:
+        i = 0
+        bounds = self.bounds_ms
+        while i < len(bounds) and latency_ms > bounds[i]:
+            i += 1
+        self.counts[i] += 1
+        self.sum_ms += latency_ms
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
+
+    def merge(self, other: LatencyHistogram) -> None:
+        for i, c in enumerate(other.counts):
+            self.counts[i] += c
+        self.sum_ms += other.sum_ms
+
+
+class ProducerMeters:
+    """What one producer records: messages and bytes in."""
+
+    __slots__ = ("chunked", "msg_in")
+
+    def __init__(self, clock: Clock) -> None:
+        self.msg_in = RateMeter(clock)
+        self.chunked = RateMeter(clock)
+
+
+class ConsumerMeters:
+    """What one consumer records: messages out, redeliveries, acks, flow permits."""
+
+    __slots__ = ("ack", "flow", "msg_out", "redeliver")
+
+    def __init__(self, clock: Clock) -> None:
+        self.msg_out = RateMeter(clock)
+        self.redeliver = RateMeter(clock)
+        self.ack = RateMeter(clock)
+        self.flow = RateMeter(clock)
+
+
+class SubscriptionMeters:
+    """What one subscription records: messages out over all its consumers (so its counters
+    never go backwards when consumers leave), expiries, mark-delete movements. Kept by the
+    topic per subscription name (:attr:`Topic.subscription_meters`)."""
+
+    __slots__ = ("expired", "last_expire_ms", "last_mark_delete_advanced_ms", "msg_out")
+
+    def __init__(self, clock: Clock) -> None:
+        self.msg_out = RateMeter(clock)
+        """Every message sent to any consumer of the subscription, present or past."""
+        self.expired = RateMeter(clock)
+        self.last_expire_ms = 0
+        self.last_mark_delete_advanced_ms = 0
+
+
+class TopicMeters:
+    """What one topic records: messages in (all producers, past and present) and the
+    latency from receiving a SEND to its entry being stored."""
+
+    __slots__ = ("last_publish_ms", "msg_in", "publish_latency")
+
+    def __init__(self, clock: Clock) -> None:
+        self.msg_in = RateMeter(clock)
+        self.publish_latency = LatencyHistogram()
+        self.last_publish_ms = 0

@@ -207,6 +207,42 @@ class BrokerService:
     async def topic_exists(self, name: TopicName) -> bool:
         return await self.store.exists(f"{ML_ROOT}/{managed_ledger_name(name)}") is not None
 
+    def loaded_topic(self, name: TopicName) -> Topic | None:
+        """The topic if it is open on this broker now (no I/O; for admin and stats)."""
+        fut = self._topics.get(name.full_name)
+        if fut is None or not fut.done() or fut.cancelled() or fut.exception() is not None:
+            return None
+        return fut.result()
+
+    def loaded_topics(self) -> list[Topic]:
+        """Every topic open on this broker now (for stats and metrics)."""
+        return [
+            fut.result()
+            for fut in list(self._topics.values())
+            if fut.done() and not fut.cancelled() and fut.exception() is None
+        ]
+
+    async def unload_topic(self, name: TopicName) -> Topic | None:
+        """Close a loaded topic: its producers and consumers are told to go (CLOSE_PRODUCER /
+        CLOSE_CONSUMER; clients reconnect and the topic is opened again on demand), cursors
+        and dedup state are persisted. Returns the closed topic, ``None`` if not loaded."""
+        topic = self.loaded_topic(name)
+        if topic is None:
+            return None
+        for producer in list(topic.producers.values()):
+            producer.connection.producer_closed_by_broker(producer)
+            topic.remove_producer(producer)
+        for sub in list(topic.subscriptions.values()):
+            for consumer in list(sub.consumers.values()):
+                consumer.connection.consumer_closed_by_broker(consumer)
+                await sub.remove_consumer(consumer)
+        try:
+            await topic.close()
+        finally:
+            if self.loaded_topic(name) is topic:
+                del self._topics[name.full_name]
+        return topic
+
     async def partitions_of(self, name: TopicName) -> int:
         """Partitions of a partitioned topic, 0 for a non-partitioned (or unknown) one."""
         if name.is_partition:

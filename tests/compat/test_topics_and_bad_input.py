@@ -9,7 +9,9 @@ import struct
 import urllib.request
 import uuid
 
+import _pulsar
 import pulsar
+import pytest
 
 from magnetar.testing import StandaloneProcess
 
@@ -61,6 +63,32 @@ def test_regex_subscription_over_existing_topics(client: pulsar.Client) -> None:
     got = sorted(m.data() for m in receive_all(consumer, 2))
     assert got == [b"from-a", b"from-b"]
     assert_nothing_more(consumer)
+
+
+def test_regex_subscription_picks_up_new_topics(client: pulsar.Client) -> None:
+    # The wheel's Client.subscribe accepts pattern_auto_discovery_period but never passes it
+    # to the C++ ConsumerConfiguration (pulsar/__init__.py 3.13), so the C++ default of 60 s
+    # applies. The wheel's own binding sets it: the same C++ PatternMultiTopicsConsumerImpl,
+    # which re-sends GET_TOPICS_OF_NAMESPACE every period and subscribes to new matches.
+    prefix = f"rxn-{uuid.uuid4().hex[:8]}"
+    conf = _pulsar.ConsumerConfiguration()
+    conf.pattern_auto_discovery_period(1)
+    conf.subscription_initial_position(pulsar.InitialPosition.Earliest)
+    consumer = client._client.subscribe_pattern(
+        f"persistent://public/default/{prefix}-.*", "sub", conf
+    )
+    try:
+        client.create_producer(f"persistent://public/default/other-{prefix}").send(b"no")
+        producer = client.create_producer(f"persistent://public/default/{prefix}-new")
+        producer.send(b"created-after-subscribe")
+        msg = consumer.receive(20_000)
+        assert msg.data() == b"created-after-subscribe"
+        assert msg.topic_name() == f"persistent://public/default/{prefix}-new"
+        consumer.acknowledge(msg)
+        with pytest.raises(pulsar.Timeout):
+            consumer.receive(1_500)  # the non-matching topic stays out
+    finally:
+        consumer.close()
 
 
 def _raw_connect(port: int) -> socket.socket:

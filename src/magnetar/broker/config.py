@@ -36,6 +36,11 @@ class BrokerConfig:
     """Entries read per dispatch round of one subscription."""
     unacked_entries_per_consumer_max: int = 50_000
     """A Shared consumer holding this many unacknowledged entries gets no more."""
+    max_unacked_messages_per_consumer: int = 50_000
+    """Pulsar's ``maxUnackedMessagesPerConsumer`` (Shared/Key_Shared; 0 = unlimited): a
+    consumer holding this many unacknowledged messages gets no more until half are acked."""
+    max_unacked_messages_per_subscription: int = 200_000
+    """Pulsar's ``maxUnackedMessagesPerSubscription`` (Shared/Key_Shared; 0 = unlimited)."""
     delayed_delivery_tick_ms: int = 100
     ensemble_size: int = 1
     write_quorum: int = 1

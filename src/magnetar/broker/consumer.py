@@ -27,6 +27,35 @@ SUB_TYPE_NAMES = {
 }
 
 
+class PendingEntries(dict[Position, int]):
+    """Entries sent and not acknowledged (position -> message count), with the total
+    message count kept up to date (for the max-unacked-messages limits)."""
+
+    __slots__ = ("messages",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages = 0
+
+    def __setitem__(self, position: Position, messages: int) -> None:
+        self.messages += messages - super().get(position, 0)
+        super().__setitem__(position, messages)
+
+    def __delitem__(self, position: Position) -> None:
+        self.messages -= super().pop(position)
+
+    def pop(self, position: Position, default: int | None = None) -> int | None:  # type: ignore[override]
+        messages = super().pop(position, None)
+        if messages is None:
+            return default
+        self.messages -= messages
+        return messages
+
+    def clear(self) -> None:
+        super().clear()
+        self.messages = 0
+
+
 class Consumer:
     """``consumer_id`` on ``connection``. ``uid`` is unique in the broker and keys the
     consumer in the dispatch cores (client ids are only unique per connection)."""
@@ -50,8 +79,10 @@ class Consumer:
         self.sub_type = sub_type
         self.consumer_epoch = consumer_epoch
         self.permits = 0
-        self.pending: dict[Position, int] = {}
+        self.pending = PendingEntries()
         """Entries sent and not acknowledged -> their message count."""
+        self.blocked_on_unacked = False
+        """Set when the unacked messages reached the limit; cleared at half the limit."""
         self.msg_out_counter = 0
         self.bytes_out_counter = 0
         clock = subscription.topic.service.clock
@@ -62,6 +93,17 @@ class Consumer:
             subscription.name, SubscriptionMeters(clock)
         )
         self.closed = False
+
+    def check_unacked(self, limit: int) -> bool:
+        """Whether this consumer is blocked by the unacked-messages ``limit`` (0 = none);
+        Java's hysteresis: blocked at the limit, unblocked at half of it."""
+        if limit <= 0:
+            self.blocked_on_unacked = False
+        elif self.blocked_on_unacked:
+            self.blocked_on_unacked = self.pending.messages > limit // 2
+        else:
+            self.blocked_on_unacked = self.pending.messages >= limit
+        return self.blocked_on_unacked
 
     def send(
         self,
@@ -100,7 +142,7 @@ class Consumer:
             msg_rate_redeliver=0.0,
             consumer_name=self.name,
             available_permits=max(self.permits, 0),
-            unacked_messages=sum(self.pending.values()),
+            unacked_messages=self.pending.messages,
             blocked_consumer_on_unacked_msgs=False,
             address=self.connection.address,
             connected_since=str(self.connected_since_ms),

@@ -45,8 +45,11 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 from urllib.parse import quote, unquote
 
+from magnetar.broker.config import BrokerConfig
 from magnetar.broker.topic_name import NamespaceName, TopicName
 from magnetar.common.errors import MagnetarError, MetadataError
+from magnetar.managed_ledger.config import BacklogQuotaPolicy as MlQuotaPolicy
+from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.metadata.cache import MetadataCache
 from magnetar.metadata.notifications import StreamOverflow
 from magnetar.metadata.store import (
@@ -573,6 +576,36 @@ def resolve(
         auto_topic_partitions=defaults.auto_topic_partitions
         if auto is None
         else (auto.default_num_partitions or 0 if auto.topic_type == "partitioned" else 0),
+    )
+
+
+def broker_defaults(config: BrokerConfig) -> BrokerDefaults:
+    """The broker-level values namespace and topic policies override."""
+    return BrokerDefaults(
+        deduplication_enabled=config.deduplication_enabled,
+        ensemble_size=config.ensemble_size,
+        write_quorum=config.write_quorum,
+        ack_quorum=config.ack_quorum,
+        allow_auto_topic_creation=config.allow_auto_topic_creation,
+        auto_topic_partitions=config.auto_topic_creation_partitions,
+        max_unacked_messages_per_consumer=config.max_unacked_messages_per_consumer,
+        max_unacked_messages_per_subscription=config.max_unacked_messages_per_subscription,
+    )
+
+
+def ml_config_for(base: ManagedLedgerConfig, policies: EffectivePolicies) -> ManagedLedgerConfig:
+    """``base`` with the retention, TTL and backlog quota of ``policies``."""
+    evict = policies.backlog_quota_policy is BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION
+    return dataclasses.replace(
+        base,
+        retention_time_ms=policies.retention_time_ms,
+        retention_size_bytes=policies.retention_size_bytes,
+        message_ttl_ms=policies.message_ttl_ms,
+        backlog_quota_size_bytes=policies.backlog_quota_size_bytes,
+        backlog_quota_time_ms=policies.backlog_quota_time_ms,
+        backlog_quota_policy=MlQuotaPolicy.CONSUMER_BACKLOG_EVICTION
+        if evict
+        else MlQuotaPolicy.PRODUCER_EXCEPTION,
     )
 
 

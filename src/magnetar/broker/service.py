@@ -33,8 +33,10 @@ from collections.abc import Coroutine
 from typing import Any
 from urllib.parse import quote, unquote
 
+from magnetar.broker.compactor import Compactor
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
+from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
 from magnetar.broker.topic import Topic
 from magnetar.broker.topic_name import NamespaceName, TopicDomain, TopicName
 from magnetar.common.clock import Clock, SystemClock
@@ -42,7 +44,7 @@ from magnetar.common.errors import MagnetarError, ServiceNotReady, TopicNotFound
 from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.managed_ledger.managed_ledger import ManagedLedger
 from magnetar.managed_ledger.metadata_layout import ROOT as ML_ROOT
-from magnetar.managed_ledger.storage import LedgerStorage
+from magnetar.managed_ledger.storage import LedgerClientStorage, LedgerStorage
 from magnetar.metadata.store import MUST_NOT_EXIST, MetadataStore, NodeExists, NotFound
 from magnetar.protocol import (
     GetTopicsOfNamespace,
@@ -104,11 +106,16 @@ class BrokerService:
         self._background: set[asyncio.Task[Any]] = set()
         self.port = config.port
         self.closing = False
+        self.compactor = Compactor(self)
+        """Topic compaction: trigger_compaction / compaction_status / view."""
+        self.policies = PolicyCache(store, broker_defaults(config))
+        self.policies.add_listener(self._policies_changed)
 
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
         await self._initialize_metadata()
+        await self.policies.start()
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: ServerConnection(self), self.config.host, self.config.port, backlog=1024
@@ -147,6 +154,7 @@ class BrokerService:
             self._server.close()
         for conn in list(self._connections):
             conn.close()
+        await self.compactor.close()
         for fut in list(self._topics.values()):
             if fut.done() and not fut.cancelled() and fut.exception() is None:
                 try:
@@ -156,6 +164,7 @@ class BrokerService:
         self._topics.clear()
         for task in list(self._background):
             task.cancel()
+        await self.policies.close()
 
     def track(self, task: asyncio.Task[Any]) -> None:
         self._background.add(task)
@@ -187,14 +196,24 @@ class BrokerService:
             fut = asyncio.get_running_loop().create_future()
             self._topics[key] = fut
             try:
+                policies = await self.policies.effective(name)
+                storage = self.storage
+                if isinstance(storage, LedgerClientStorage):
+                    # per topic: persistence policies change the quorums of new ledgers
+                    storage = LedgerClientStorage(
+                        storage.client,
+                        ensemble_size=policies.ensemble_size,
+                        write_quorum=policies.write_quorum,
+                        ack_quorum=policies.ack_quorum,
+                    )
                 ml = await ManagedLedger.open(
                     managed_ledger_name(name),
-                    storage=self.storage,
+                    storage=storage,
                     store=self.store,
-                    config=self.ml_config,
+                    config=ml_config_for(self.ml_config, policies),
                     clock=self.clock,
                 )
-                topic = await Topic.open(self, name, ml)
+                topic = await Topic.open(self, name, ml, policies)
             except BaseException as exc:
                 del self._topics[key]
                 fut.set_exception(exc)
@@ -293,17 +312,16 @@ class BrokerService:
         try:
             name = TopicName.parse(cmd.topic)
             partitions = await self.partitions_of(name)
+            policies = await self.policies.effective(name)
             if (
                 partitions == 0
-                and self.config.auto_topic_creation_partitions > 0
-                and self.config.allow_auto_topic_creation
+                and policies.auto_topic_partitions > 0
+                and policies.allow_auto_topic_creation
                 and not name.is_partition
                 and not await self.topic_exists(name)
             ):
                 with contextlib.suppress(NodeExists):
-                    await self.create_partitioned_topic(
-                        name, self.config.auto_topic_creation_partitions
-                    )
+                    await self.create_partitioned_topic(name, policies.auto_topic_partitions)
                 partitions = await self.partitions_of(name)
         except MagnetarError as exc:
             code, message = wire_error(exc)
@@ -348,7 +366,27 @@ class BrokerService:
 
     async def _topic_for_client(self, topic: str) -> Topic:
         name = TopicName.parse(topic)
-        return await self.get_topic(name, create=self.config.allow_auto_topic_creation)
+        if name.full_name in self._topics:
+            return await self.get_topic(name)
+        policies = await self.policies.effective(name)
+        return await self.get_topic(name, create=policies.allow_auto_topic_creation)
+
+    async def _policies_changed(
+        self, namespace: NamespaceName | None, topic: TopicName | None
+    ) -> None:
+        """Re-resolve the loaded topics a policy change may affect (fresh reads)."""
+        for key, fut in list(self._topics.items()):
+            if not fut.done() or fut.cancelled() or fut.exception() is not None:
+                continue
+            loaded = fut.result()
+            name = loaded.name
+            if namespace is not None and name.namespace_name != namespace:
+                continue
+            if topic is not None and name.partitioned_topic != topic and name != topic:
+                continue
+            policies = await self.policies.effective(name, fresh=True)
+            if self._topics.get(key) is fut and not loaded.closed:
+                loaded.apply_policies(policies)
 
     async def create_producer(self, conn: ServerConnection, cmd: Producer) -> None:
         topic = await self._topic_for_client(cmd.topic)

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from magnetar.broker import subscription_rules as rules
-from magnetar.broker.consumer import Consumer
+from magnetar.broker.consumer import Consumer, PendingEntries
 from magnetar.broker.delayed_delivery import DelayedDeliveryFull, DelayedDeliveryTracker
 from magnetar.broker.failover import (
     ActiveConsumerSelector,
@@ -48,6 +48,7 @@ from magnetar.broker.key_shared import HashRange, KeySharedRouter, sticky_key, s
 from magnetar.broker.redelivery_tracker import RedeliveryTracker, redelivery_tracker_for
 from magnetar.broker.shared_dispatch import SharedConsumerRing
 from magnetar.common.errors import MagnetarError
+from magnetar.managed_ledger.compaction import CompactedCursorReader
 from magnetar.managed_ledger.errors import InvalidCursorPosition, ManagedLedgerError
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
 from magnetar.managed_ledger.position import Position
@@ -68,6 +69,7 @@ from magnetar.protocol import (
 
 if TYPE_CHECKING:
     from magnetar.broker.topic import Topic
+    from magnetar.managed_ledger.managed_ledger import Entry as LogEntry
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +120,7 @@ class Subscription:
         self._replay: dict[Position, int] = {}
         """Entries to send again (Shared/Key_Shared) -> key hash (Key_Shared only)."""
         self._wake = asyncio.Event()
+        self._sub_blocked_on_unacked = False
         self._task: asyncio.Task[None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
         self._delayed_timer: asyncio.TimerHandle | None = None
@@ -125,6 +128,9 @@ class Subscription:
         self.closed = False
         self.keep_when_empty = False
         self.msg_out_counter = 0
+        self.read_compacted = False
+        """Set by the first consumer (Exclusive/Failover): read the compacted view."""
+        self._compacted_reader: CompactedCursorReader | None = None
 
     # --- consumers -----------------------------------------------------------------------
 
@@ -210,7 +216,7 @@ class Subscription:
         del self.consumers[consumer.uid]
         consumer.closed = True
         pending = consumer.pending
-        consumer.pending = {}
+        consumer.pending = PendingEntries()
         if self._selector is not None:
             with contextlib.suppress(MagnetarError):
                 self._apply_failover(self._selector.remove(consumer.uid, self._clock.now_ms()))
@@ -324,6 +330,8 @@ class Subscription:
             consumer.connection.send_command(
                 AckResponse(consumer_id=consumer.consumer_id, request_id=ack.request_id)
             )
+        if consumer.blocked_on_unacked or self._sub_blocked_on_unacked:
+            self._wake.set()
         if self._router is not None:
             state = cursor.state
             if self._router.recently_joined.release(state.first_unacked()) or self._replay:
@@ -516,8 +524,8 @@ class Subscription:
             await consumer.connection.wait_writable()
             return True
         epoch = self._epoch
-        entries = await self.cursor.read_entries(
-            min(consumer.permits, self._config.dispatch_entries_max)
+        entries = await self._read_single_active(
+            min(consumer.permits, self._config.dispatch_entries_max), epoch
         )
         if not entries:
             return False
@@ -535,6 +543,22 @@ class Subscription:
                 continue
             consumer.send(item.position, item.data, item.messages, 0, item.ack_set)
         return True
+
+    async def _read_single_active(self, max_entries: int, epoch: int) -> list[LogEntry]:
+        """The cursor's next entries; through the compacted view for ``read_compacted``
+        (:mod:`magnetar.broker.compactor`)."""
+        if not self.read_compacted:
+            return await self.cursor.read_entries(max_entries)
+        reader = self._compacted_reader
+        if reader is None:
+            reader = CompactedCursorReader(self.cursor, self.topic.ml.ledgers)
+            self._compacted_reader = reader
+        topic = self.topic
+        return await reader.read_entries(
+            lambda: topic.service.compactor.view(topic),
+            max_entries,
+            lambda: epoch == self._epoch,
+        )
 
     async def _read_replay(self, budget: int) -> list[_Item]:
         positions = sorted(self._replay)[:budget]
@@ -556,8 +580,38 @@ class Subscription:
                 items.append(item)
         return items
 
+    def wake(self) -> None:
+        """Re-run dispatch (e.g. after a policy change)."""
+        self._wake.set()
+
+    def _unacked_gate(self) -> bool:
+        """Apply the max-unacked-messages policies (Shared/Key_Shared, as Java): True when
+        the whole subscription is blocked; marks blocked consumers (hysteresis: blocked at
+        the limit, released at half)."""
+        policies = self.topic.policies
+        limit = policies.max_unacked_messages_per_subscription
+        if limit <= 0:
+            self._sub_blocked_on_unacked = False
+        else:
+            total = sum(c.pending.messages for c in self.consumers.values())
+            if self._sub_blocked_on_unacked:
+                self._sub_blocked_on_unacked = total > limit // 2
+            else:
+                self._sub_blocked_on_unacked = total >= limit
+        per_consumer = policies.max_unacked_messages_per_consumer
+        ring = self._ring
+        for c in self.consumers.values():
+            blocked = c.check_unacked(per_consumer)
+            if ring is not None:
+                ring.set_blocked(c.uid, blocked)
+        return self._sub_blocked_on_unacked
+
     async def _round_multi(self) -> bool:
-        permitted = [c for c in self.consumers.values() if c.permits > 0]
+        if self._unacked_gate():
+            return False
+        permitted = [
+            c for c in self.consumers.values() if c.permits > 0 and not c.blocked_on_unacked
+        ]
         if not permitted:
             return False
         if not all(c.connection.writable for c in permitted):
@@ -636,7 +690,11 @@ class Subscription:
             return bool(assigned)
         router = self._router
         assert router is not None
-        permits = {c.uid: c.permits for c in self.consumers.values() if c.permits > 0}
+        permits = {
+            c.uid: c.permits
+            for c in self.consumers.values()
+            if c.permits > 0 and not c.blocked_on_unacked
+        }
         by_pos: dict[tuple[int, int], _Item] = {i.position: i for i in ready}
         routed = router.route(
             [(i.position, i.key_hash) for i in ready],

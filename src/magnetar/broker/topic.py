@@ -16,8 +16,16 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
+from magnetar.broker.compactor import read_compacted_of
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.deduplication import DeduplicationState, SnapshotError, is_checked_send
+from magnetar.broker.policies import (
+    BacklogQuotaPolicy,
+    EffectivePolicies,
+    broker_defaults,
+    ml_config_for,
+    resolve,
+)
 from magnetar.broker.producer import Producer
 from magnetar.broker.producer_access import (
     AccessMode,
@@ -32,10 +40,19 @@ from magnetar.broker.producer_access import (
 from magnetar.broker.stats import SubscriptionMeters, TopicMeters
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic_name import TopicName
-from magnetar.common.errors import MagnetarError, ProtocolError, wire_error
+from magnetar.common.errors import (
+    ConsumerBusy,
+    MagnetarError,
+    ProducerBlockedQuotaExceeded,
+    ProducerBlockedQuotaExceededException,
+    ProducerBusy,
+    ProtocolError,
+    wire_error,
+)
 from magnetar.managed_ledger.errors import CursorNotFound
 from magnetar.managed_ledger.managed_ledger import ManagedLedger
 from magnetar.managed_ledger.position import Position
+from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata.store import NotFound
 from magnetar.protocol import (
     Entry,
@@ -60,8 +77,16 @@ DEDUP_ROOT = "/magnetar/dedup"
 class Topic:
     """Created by :meth:`BrokerService.get_topic`; one instance per topic per broker."""
 
-    def __init__(self, service: BrokerService, name: TopicName, ml: ManagedLedger) -> None:
+    def __init__(
+        self,
+        service: BrokerService,
+        name: TopicName,
+        ml: ManagedLedger,
+        policies: EffectivePolicies | None = None,
+    ) -> None:
         self.service = service
+        self.policies = policies or resolve(broker_defaults(service.config), None)
+        """What applies now; replaced by :meth:`apply_policies` when an admin changes it."""
         self.name = name
         self.full_name = name.full_name
         self.partition_index = name.partition_index
@@ -71,6 +96,7 @@ class Topic:
         self._waiting: dict[ProducerKey, tuple[ServerConnection, ProducerCommand, Producer]] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self._sub_lock = asyncio.Lock()
+        self._dedup_switch = asyncio.Lock()
         self.dedup: DeduplicationState | None = None
         self._dedup_position: Position | None = None
         self._dedup_saved: Position | None = None
@@ -83,12 +109,56 @@ class Topic:
         """Per subscription name (kept across the Subscription objects of one name)."""
 
     @classmethod
-    async def open(cls, service: BrokerService, name: TopicName, ml: ManagedLedger) -> Topic:
-        topic = cls(service, name, ml)
+    async def open(
+        cls,
+        service: BrokerService,
+        name: TopicName,
+        ml: ManagedLedger,
+        policies: EffectivePolicies | None = None,
+    ) -> Topic:
+        topic = cls(service, name, ml, policies)
         await topic._load_last_entry()
-        if service.config.deduplication_enabled:
+        if topic.policies.deduplication_enabled:
             await topic._load_dedup()
         return topic
+
+    # --- policies ------------------------------------------------------------------------
+
+    def apply_policies(self, policies: EffectivePolicies) -> None:
+        """Take a changed policy into effect on this live topic: retention, TTL and backlog
+        quota (the managed ledger reads its config at each maintenance round), quorums of
+        ledgers created from now on, deduplication on/off, and dispatch limits."""
+        old, self.policies = self.policies, policies
+        self.ml.config = ml_config_for(self.ml.config, policies)
+        storage = self.ml.storage
+        if isinstance(storage, LedgerClientStorage):
+            storage.ensemble_size = policies.ensemble_size
+            storage.write_quorum = policies.write_quorum
+            storage.ack_quorum = policies.ack_quorum
+        if policies.deduplication_enabled != old.deduplication_enabled:
+            self.service.spawn(self._switch_dedup())
+        for sub in list(self.subscriptions.values()):
+            sub.wake()
+
+    async def _switch_dedup(self) -> None:
+        async with self._dedup_switch:
+            enabled = self.policies.deduplication_enabled
+            if self.closed or enabled == (self.dedup is not None):
+                return
+            if enabled:
+                await self._load_dedup()
+                for producer in self.producers.values():
+                    assert self.dedup is not None
+                    self.dedup.producer_added(producer.name)
+                return
+            if self._dedup_task is not None:
+                self._dedup_task.cancel()
+                self._dedup_task = None
+            self.dedup = None
+            # a stale snapshot must not come back if dedup is switched on again later
+            with contextlib.suppress(NotFound):
+                await self.service.store.delete(self._dedup_path)
+            self._dedup_position = self._dedup_saved = None
 
     async def _load_last_entry(self) -> None:
         last = self.ml.last_confirmed
@@ -214,6 +284,7 @@ class Topic:
         name = cmd.producer_name or self.service.new_producer_name()
         mode = AccessMode(int(cmd.producer_access_mode))
         key = ProducerKey(conn.connection_id, cmd.producer_id)
+        self._check_producer_limits(key)
         admission = self.access.add(ProducerRequest(key, name, mode, cmd.epoch, cmd.topic_epoch))
         producer = Producer(
             self, conn, cmd.producer_id, name, mode, cmd.epoch, admission.topic_epoch
@@ -225,6 +296,25 @@ class Topic:
             return
         self._register(conn, producer)
         conn.send_command(producer.success_response(cmd.request_id))
+
+    def _check_producer_limits(self, key: ProducerKey) -> None:
+        """Java's order: max producers, then backlog quota. Raises ProducerBusy (as Java's
+        ``ProducerBusyException``) or ProducerBlockedQuotaExceeded[Exception]."""
+        limit = self.policies.max_producers_per_topic
+        if limit > 0 and key not in self.producers and len(self.producers) >= limit:
+            raise ProducerBusy("Topic reached max producers limit")
+        policy = self.policies.backlog_quota_policy
+        if policy is BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION:
+            return
+        self.ml.apply_backlog_quota()
+        if self.ml.backlog_quota_exceeded:
+            if policy is BacklogQuotaPolicy.PRODUCER_REQUEST_HOLD:
+                raise ProducerBlockedQuotaExceeded(
+                    f"Cannot create producer on topic with backlog quota exceeded: {self.full_name}"
+                )
+            raise ProducerBlockedQuotaExceededException(
+                f"Cannot create producer on topic with backlog quota exceeded: {self.full_name}"
+            )
 
     def _register(self, conn: ServerConnection, producer: Producer) -> None:
         self.producers[producer.key] = producer
@@ -286,8 +376,12 @@ class Topic:
         Raises ConsumerBusy / ConsumerAssignError / storage errors."""
         async with self._sub_lock:
             sub = self.subscriptions.get(cmd.subscription)
+            read_compacted = read_compacted_of(cmd)
+            self._check_consumer_limits(sub)
             if sub is None:
                 sub = await self._create_subscription(cmd)
+            if not sub.consumers:
+                sub.read_compacted = read_compacted
             consumer = Consumer(
                 sub,
                 conn,
@@ -309,6 +403,15 @@ class Topic:
             conn.consumers[cmd.consumer_id] = consumer
             conn.send_command(Success(request_id=cmd.request_id))
             return consumer
+
+    def _check_consumer_limits(self, sub: Subscription | None) -> None:
+        """Raises ConsumerBusy with Java's messages."""
+        limit = self.policies.max_consumers_per_topic
+        if limit > 0 and sum(len(s.consumers) for s in self.subscriptions.values()) >= limit:
+            raise ConsumerBusy("Topic reached max consumers limit")
+        limit = self.policies.max_consumers_per_subscription
+        if limit > 0 and sub is not None and len(sub.consumers) >= limit:
+            raise ConsumerBusy("Subscription reached max consumers limit")
 
     async def _create_subscription(self, cmd: Subscribe) -> Subscription:
         ml = self.ml

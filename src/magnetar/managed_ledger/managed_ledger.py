@@ -689,6 +689,12 @@ class ManagedLedger:
             if cursor.state.mark_delete < target:
                 cursor.state.ack_cumulative(target)
 
+    @property
+    def backlog_quota_exceeded(self) -> bool:
+        """Whether a durable cursor's backlog was over the quota at the last check
+        (:meth:`apply_backlog_quota`, run by maintenance; call it for a fresh answer)."""
+        return self._quota_exceeded
+
     def backlog_size_bytes(self, cursor: ManagedCursor) -> int:
         return self.ledgers.size_between(cursor.state.mark_delete, self.ledgers.last_confirmed)
 

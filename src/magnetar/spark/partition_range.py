@@ -1,0 +1,184 @@
+"""Reading one partition's messages between two positions, in a Spark executor.
+
+A :class:`RangePartition` is what the driver plans and Spark ships to an executor: a
+partition name and a range ``(start, end]`` of positions. :func:`read_range` opens a
+non-durable reader at ``start`` (inclusive, so it can see whether ``start`` still exists),
+drops what is not after ``start``, and stops at the last message covered by ``end`` -- it
+never waits for a message past ``end``, since ``end`` came from the broker's last message id
+and so is known to exist. The reader, client and event loop live only for the task.
+
+Errors: :class:`~magnetar.spark.topic_catalog.DataLoss` when the range's first message
+or all of it is gone and ``fail_on_data_loss`` is on; :class:`RangeReadTimeout` when no
+message arrives for ``read_timeout_ms`` (broker gone, partition deleted) -- Spark then
+retries the task up to ``spark.task.maxFailures`` times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.types import StructType
+
+from magnetar.client import Client, Message, MessageId, Reader
+from magnetar.common.errors import MagnetarError
+from magnetar.spark.offsets import Position
+from magnetar.spark.options import SourceOptions
+from magnetar.spark.rows import RowBuilder
+from magnetar.spark.topic_catalog import DataLoss, SparkSourceError, make_client
+
+log = logging.getLogger(__name__)
+
+ROWS_PER_BATCH_MAX = 8192
+"""Rows per Arrow record batch handed to Spark."""
+RECEIVE_QUEUE_SIZE = 5000
+POLL_INTERVAL_MS = 200
+
+
+class RangeReadTimeout(SparkSourceError):
+    """No message arrived for ``read_timeout_ms`` while a range was incomplete."""
+
+
+@dataclass(frozen=True)
+class RangePartition(InputPartition):
+    """One Spark task's work: messages of ``partition`` after ``start`` through ``end``."""
+
+    partition: str
+    start: Position
+    end: Position
+    options: SourceOptions
+    value_schema: StructType | None
+
+
+def _split(name: str) -> tuple[str, int]:
+    if "-partition-" in name:
+        base, _, index = name.rpartition("-partition-")
+        if index.isdigit():
+            return base, int(index)
+    return name, -1
+
+
+class _RangeState:
+    """Sans-IO filter over received messages: what is in range, and when the range is done."""
+
+    def __init__(self, start: Position, end: Position, time_range: tuple[int, int | None]):
+        self.start = start
+        self.end = end
+        self.time_from_ms, self.time_to_ms = time_range
+        self.first_seen: Message | None = None
+        self.done = end.sort_key() <= start.sort_key() or end.entry_id < 0
+
+    def take(self, messages: list[Message], out: list[Message]) -> None:
+        start, end = self.start, self.end
+        for m in messages:
+            if self.first_seen is None:
+                self.first_seen = m
+            led, e, b = m._ledger_id, m._entry_id, m._batch_index
+            if not start.after(led, e, b):
+                continue
+            if not end.covers(led, e, b):
+                self.done = True
+                return
+            if self.time_from_ms <= m._publish_time and (
+                self.time_to_ms is None or m._publish_time < self.time_to_ms
+            ):
+                out.append(m)
+            if (led, e) == end.entry and (
+                b < 0 or (end.batch_index >= 0 and b >= end.batch_index) or b >= m._batch_size - 1
+            ):
+                self.done = True
+                return
+
+    def lost(self) -> str | None:
+        """Why data in the range may be gone, judged from the first message received."""
+        first = self.first_seen
+        start = self.start
+        if first is None or start.is_earliest() or start.entry_id < 0:
+            return None
+        pos = (first._ledger_id, first._entry_id)
+        if pos == start.entry:
+            return None
+        if not self.end.covers(first._ledger_id, first._entry_id, first._batch_index):
+            return f"all of ({start.encode()}, {self.end.encode()}] is gone; first message now at {pos}"
+        return (
+            f"the last message read before, {start.encode()}, is gone (first message now at "
+            f"{pos}); messages after it may have been removed by retention"
+        )
+
+
+async def _open_reader(client: Client, part: RangePartition, index: int) -> Reader:
+    start = part.start
+    if start.is_earliest() or start.entry_id < 0:
+        reader = await client.create_reader(
+            part.partition, MessageId.earliest, receiver_queue_size=RECEIVE_QUEUE_SIZE
+        )
+    else:
+        reader = await client.create_reader(
+            part.partition,
+            MessageId(index, start.ledger_id, start.entry_id, -1),
+            receiver_queue_size=RECEIVE_QUEUE_SIZE,
+            start_message_id_inclusive=True,
+        )
+    if part.options.starting_time_ms is not None:
+        await reader.seek(part.options.starting_time_ms)
+    return reader
+
+
+def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
+    """Record batches of the messages in ``part``'s range, in partition order."""
+    topic, index = _split(part.partition)
+    builder = RowBuilder(topic, index, part.value_schema)
+    opts = part.options
+    state = _RangeState(part.start, part.end, (opts.starting_time_ms or 0, opts.ending_time_ms))
+    if state.done:
+        return
+    loop = asyncio.new_event_loop()
+    client: Client | None = None
+    try:
+
+        async def make() -> Client:
+            return make_client(opts)
+
+        client = loop.run_until_complete(make())
+        reader = loop.run_until_complete(_open_reader(client, part, index))
+        consumer = reader._consumer
+        checked = False
+        idle_ms = 0
+        while not state.done:
+            messages = loop.run_until_complete(
+                consumer.batch_receive(ROWS_PER_BATCH_MAX, POLL_INTERVAL_MS)
+            )
+            if not messages:
+                idle_ms += POLL_INTERVAL_MS
+                if idle_ms >= opts.read_timeout_ms:
+                    raise RangeReadTimeout(
+                        f"no message from {part.partition} for {opts.read_timeout_ms} ms while "
+                        f"reading ({part.start.encode()}, {part.end.encode()}] "
+                        f"(broker unreachable, or the data was deleted?)"
+                    )
+                continue
+            idle_ms = 0
+            out: list[Message] = []
+            state.take(messages, out)
+            if not checked:
+                checked = True
+                why = state.lost()
+                if why is not None:
+                    if opts.fail_on_data_loss:
+                        raise DataLoss(
+                            f"{part.partition}: {why}. Set fail_on_data_loss=false to go on "
+                            f"with what is left."
+                        )
+                    log.warning("%s: %s; going on (fail_on_data_loss=false)", part.partition, why)
+            if out:
+                yield builder.build(out)
+    finally:
+        if client is not None:
+            with contextlib.suppress(MagnetarError, TimeoutError):
+                loop.run_until_complete(asyncio.wait_for(client.close(), 5))
+        loop.close()

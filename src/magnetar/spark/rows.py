@@ -1,0 +1,165 @@
+"""Messages -> Spark rows, as Arrow record batches (built column by column).
+
+Row layout (``SCHEMA``): ``key`` string, ``value`` binary, ``topic`` string (without the
+``-partition-N`` suffix), ``partition`` int (-1 when not partitioned), ``message_id`` binary
+(``MessageIdData`` bytes, as the official clients serialize ids), ``publish_time`` and
+``event_time`` timestamps (``event_time`` null when unset), ``properties`` map<string,string>,
+``producer_name`` string.
+
+With ``value_format=json`` the value's fields (from the user's Spark schema) replace
+``value``: a value that is not a JSON object, or whose fields do not convert to the declared
+types, gives nulls in those columns (Spark's PERMISSIVE mode) rather than failing the query.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+    _parse_datatype_string,
+)
+
+from magnetar.client import Message
+
+METADATA_FIELDS: tuple[StructField, ...] = (
+    StructField("key", StringType(), True),
+    StructField("topic", StringType(), True),
+    StructField("partition", IntegerType(), True),
+    StructField("message_id", BinaryType(), True),
+    StructField("publish_time", TimestampType(), True),
+    StructField("event_time", TimestampType(), True),
+    StructField("properties", MapType(StringType(), StringType(), True), True),
+    StructField("producer_name", StringType(), True),
+)
+
+SCHEMA = StructType(
+    [METADATA_FIELDS[0], StructField("value", BinaryType(), True), *METADATA_FIELDS[1:]]
+)
+
+
+def parse_value_schema(ddl: str) -> StructType:
+    """A Spark DDL string (``"page STRING, views INT"``) or JSON schema -> StructType.
+    Raises ValueError when it does not describe a struct."""
+    text = ddl.strip()
+    if text.startswith("{"):
+        parsed: Any = StructType.fromJson(json.loads(text))
+    else:
+        parsed = _parse_datatype_string(text)
+    if not isinstance(parsed, StructType):
+        raise ValueError(f"value_schema must describe a struct, got {parsed.simpleString()}")
+    clash = {f.name for f in parsed.fields} & {f.name for f in METADATA_FIELDS}
+    if clash:
+        raise ValueError(f"value_schema fields clash with metadata columns: {sorted(clash)}")
+    return parsed
+
+
+def output_schema(value_schema: StructType | None) -> StructType:
+    """The data source's schema: ``SCHEMA``, or the value's fields plus the metadata."""
+    if value_schema is None:
+        return SCHEMA
+    return StructType([*value_schema.fields, *METADATA_FIELDS])
+
+
+def _millis(values: list[int | None], target: pa.DataType) -> pa.Array:
+    return pa.array(values, pa.timestamp("ms", tz="UTC")).cast(target)
+
+
+class RowBuilder:
+    """Turns lists of messages of one partition into record batches of ``schema``."""
+
+    def __init__(self, topic: str, partition: int, value_schema: StructType | None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.value_schema = value_schema
+        self.schema = output_schema(value_schema)
+        self.arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        self._value_type: pa.StructType | None = None
+        self._timestamp_fields: list[str] = []
+        if value_schema is not None:
+            value_arrow = to_arrow_schema(value_schema, timezone="UTC")
+            self._value_type = pa.struct(list(value_arrow))
+            self._timestamp_fields = [
+                f.name for f in value_schema.fields if isinstance(f.dataType, TimestampType)
+            ]
+
+    def build(self, messages: Sequence[Message]) -> pa.RecordBatch:
+        n = len(messages)
+        fields = self.arrow_schema
+        meta: dict[str, pa.Array] = {
+            "key": pa.array([m._partition_key for m in messages], pa.string()),
+            "topic": pa.array([self.topic] * n, pa.string()),
+            "partition": pa.array([self.partition] * n, pa.int32()),
+            "message_id": pa.array([m.message_id().serialize() for m in messages], pa.binary()),
+            "publish_time": _millis(
+                [m._publish_time for m in messages], fields.field("publish_time").type
+            ),
+            "event_time": _millis(
+                [m._event_time or None for m in messages], fields.field("event_time").type
+            ),
+            "properties": pa.array(
+                [list(m._properties.items()) if m._properties else [] for m in messages],
+                fields.field("properties").type,
+            ),
+            "producer_name": pa.array([m._producer_name for m in messages], pa.string()),
+        }
+        if self._value_type is None:
+            meta["value"] = pa.array([m._data for m in messages], pa.binary())
+        else:
+            struct = self._decode_json([m._data for m in messages])
+            for i, field in enumerate(self._value_type):
+                meta[field.name] = struct.field(i)
+        arrays = [meta[f.name] for f in fields]
+        return pa.RecordBatch.from_arrays(arrays, schema=fields)
+
+    def _decode_json(self, values: list[bytes]) -> pa.StructArray:
+        assert self._value_type is not None
+        rows: list[Any] = []
+        for raw in values:
+            try:
+                obj = json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                obj = None
+            if not isinstance(obj, dict):
+                obj = None
+            elif self._timestamp_fields:
+                for name in self._timestamp_fields:
+                    obj[name] = _timestamp(obj.get(name))
+            rows.append(obj)
+        try:
+            return pa.array(rows, self._value_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            pass
+        # Some row does not fit the schema: convert one by one, nulls for the misfits.
+        fixed: list[Any] = []
+        for row in rows:
+            try:
+                pa.array([row], self._value_type)
+                fixed.append(row)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                fixed.append(None)
+        return pa.array(fixed, self._value_type)
+
+
+def _timestamp(value: Any) -> Any:
+    """JSON timestamps: ISO-8601 strings or epoch milliseconds."""
+    if isinstance(value, str):
+        try:
+            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return dt.datetime.fromtimestamp(value / 1000, dt.UTC)
+    return None

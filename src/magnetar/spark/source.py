@@ -1,0 +1,209 @@
+"""The ``magnetar`` PySpark data source: streaming and batch reads, streaming and batch writes.
+
+::
+
+    import magnetar.spark
+    magnetar.spark.register(spark)
+    df = (spark.readStream.format("magnetar")
+          .option("service_url", "pulsar://127.0.0.1:6650")
+          .option("topic", "clicks").load())
+
+The driver side (:class:`MagnetarStreamReader`, :class:`MagnetarBatchReader`) only plans:
+it asks the broker for partitions and last message ids and turns offsets into
+:class:`~magnetar.spark.partition_range.RangePartition` s; executors read them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.types import StructType
+
+from magnetar.client import Client
+from magnetar.spark.offsets import (
+    EARLIEST,
+    Offsets,
+    Position,
+    cap_end,
+    decode_offsets,
+    encode_offsets,
+    parse_offset_spec,
+)
+from magnetar.spark.options import SourceOptions, parse_options
+from magnetar.spark.partition_range import RangePartition, read_range
+from magnetar.spark.rows import output_schema, parse_value_schema
+from magnetar.spark.sink import MagnetarBatchWriter, MagnetarStreamWriter
+from magnetar.spark.topic_catalog import (
+    commit_subscription,
+    last_positions,
+    resolve_partitions,
+    run_with_client,
+)
+
+log = logging.getLogger(__name__)
+
+
+class MagnetarDataSource(DataSource):
+    """``format("magnetar")``. Options are listed in :mod:`magnetar.spark.options`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "magnetar"
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.raw_options = dict(options)
+
+    def _source_options(self) -> SourceOptions:
+        return parse_options(self.raw_options)
+
+    def _value_schema(self, opts: SourceOptions) -> StructType | None:
+        if opts.value_format != "json":
+            return None
+        assert opts.value_schema is not None
+        return parse_value_schema(opts.value_schema)
+
+    def schema(self) -> StructType:
+        opts = {k.lower(): v for k, v in self.raw_options.items()}
+        if opts.get("value_format", "binary").lower() == "json" and opts.get("value_schema"):
+            return output_schema(parse_value_schema(opts["value_schema"]))
+        return output_schema(None)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = self._source_options()
+        return MagnetarBatchReader(opts, self._value_schema(opts))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        opts = self._source_options()
+        return MagnetarStreamReader(opts, self._value_schema(opts))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        return MagnetarBatchWriter(parse_options(self.raw_options, for_write=True), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
+        return MagnetarStreamWriter(parse_options(self.raw_options, for_write=True), schema)
+
+
+def _ranges(
+    opts: SourceOptions,
+    value_schema: StructType | None,
+    start: Offsets,
+    end: Offsets,
+) -> list[RangePartition]:
+    out = []
+    for name in sorted(end):
+        begin = start.get(name, EARLIEST)
+        stop = end[name]
+        if stop.sort_key() > begin.sort_key() and stop.entry_id >= 0:
+            out.append(RangePartition(name, begin, stop, opts, value_schema))
+    return out
+
+
+class MagnetarStreamReader(DataSourceStreamReader):
+    """Micro-batches over per-partition message ids. New partitions (of a partitioned topic,
+    or new topics matching ``topics_pattern``) join from their earliest message."""
+
+    def __init__(self, opts: SourceOptions, value_schema: StructType | None) -> None:
+        self.opts = opts
+        self.value_schema = value_schema
+        # Validate now so that malformed offsets fail the query at start.
+        self.start_spec = parse_offset_spec(opts.starting_offsets, "latest")
+
+    def _latest(self) -> dict[str, Position]:
+        async def work(client: Client) -> dict[str, Position]:
+            partitions = await resolve_partitions(client, self.opts)
+            return await last_positions(client, partitions)
+
+        return run_with_client(self.opts, work)
+
+    def initialOffset(self) -> dict[str, str]:
+        last = self._latest()
+        offsets = {name: self.start_spec.resolve(name, pos) for name, pos in last.items()}
+        return encode_offsets(offsets)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_entries_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_entries_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(
+        self, start: dict[str, str] | None = None, limit: Any = None
+    ) -> dict[str, str]:
+        last = self._latest()
+        begin = decode_offsets(start) if start else {}
+        entries_max: int | None = None
+        if isinstance(limit, ReadMaxRows):
+            entries_max = limit.max_rows
+        elif limit is None and self.opts.max_entries_per_trigger is not None:
+            entries_max = self.opts.max_entries_per_trigger
+        end: Offsets = {}
+        for name, pos in last.items():
+            s = begin.get(name, EARLIEST)
+            end[name] = cap_end(s, pos, entries_max)
+        # A partition that disappeared (topic deleted) keeps its offset.
+        for name, pos in begin.items():
+            end.setdefault(name, pos)
+        return encode_offsets(end)
+
+    def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
+        return _ranges(self.opts, self.value_schema, decode_offsets(start), decode_offsets(end))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition)
+        return read_range(partition)
+
+    def commit(self, end: dict[str, str]) -> None:
+        name = self.opts.subscription_name
+        if name is None:
+            return
+        offsets = decode_offsets(end)
+
+        async def work(client: Client) -> None:
+            await commit_subscription(client, name, offsets)
+
+        run_with_client(self.opts, work)
+
+
+class MagnetarBatchReader(DataSourceReader):
+    """A topic's history between ``starting_offsets`` (default earliest) and
+    ``ending_offsets`` (default latest, fixed when the query is planned), optionally
+    restricted to publish times in ``[starting_time, ending_time)``."""
+
+    def __init__(self, opts: SourceOptions, value_schema: StructType | None) -> None:
+        self.opts = opts
+        self.value_schema = value_schema
+        self.start_spec = parse_offset_spec(opts.starting_offsets, "earliest")
+        self.end_spec = parse_offset_spec(opts.ending_offsets, "latest")
+
+    def partitions(self) -> Sequence[InputPartition]:
+        async def work(client: Client) -> dict[str, Position]:
+            return await last_positions(client, await resolve_partitions(client, self.opts))
+
+        last = run_with_client(self.opts, work)
+        start = {n: self.start_spec.resolve(n, p) for n, p in last.items()}
+        end = {n: self.end_spec.resolve(n, p) for n, p in last.items()}
+        ranges = _ranges(self.opts, self.value_schema, start, end)
+        # Spark wants at least one partition; an empty range reads nothing.
+        return ranges or [RangePartition("", EARLIEST, EARLIEST, self.opts, self.value_schema)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition)
+        return read_range(partition)
+
+
+def offsets_json(offsets: dict[str, str]) -> str:
+    """Offsets as ``starting_offsets`` accepts them (e.g. from a checkpoint)."""
+    return json.dumps(offsets)

@@ -119,6 +119,7 @@ class Consumer:
         self.msg_out_counter += messages
         self.bytes_out_counter += len(data)
         self.meters.msg_out.record(messages, len(data))
+        self.meters.entries_out += 1
         self.meters.msg_out.touch()
         self.subscription_meters.msg_out.record(messages, len(data))
         mid = MessageId(position[0], position[1], self.subscription.topic.partition_index)

@@ -154,10 +154,11 @@ class ProducerMeters:
 class ConsumerMeters:
     """What one consumer records: messages out, redeliveries, acks, flow permits."""
 
-    __slots__ = ("ack", "flow", "msg_out", "redeliver")
+    __slots__ = ("ack", "entries_out", "flow", "msg_out", "redeliver")
 
     def __init__(self, clock: Clock) -> None:
         self.msg_out = RateMeter(clock)
+        self.entries_out = 0
         self.redeliver = RateMeter(clock)
         self.ack = RateMeter(clock)
         self.flow = RateMeter(clock)

@@ -448,6 +448,27 @@ class Subscription:
     def backlog_messages(self) -> int:
         return self.cursor.backlog_messages
 
+    # --- read-only views for stats -------------------------------------------------------
+
+    @property
+    def active_consumer(self) -> Consumer | None:
+        """The consumer receiving messages of an Exclusive/Failover subscription."""
+        active = self._selector.active if self._selector is not None else None
+        return None if active is None else self.consumers.get(active.consumer_id)
+
+    @property
+    def delayed_messages(self) -> int:
+        """Entries held back by ``deliver_at_time`` (Shared/Key_Shared)."""
+        return 0 if self._delayed is None else len(self._delayed)
+
+    @property
+    def key_shared_policy(self) -> rules.KeySharedPolicy | None:
+        return self._key_shared_policy
+
+    def key_hash_ranges(self) -> dict[int, list[tuple[int, int]]]:
+        """Key_Shared: consumer uid -> its inclusive hash ranges (empty otherwise)."""
+        return {} if self._router is None else self._router.selector.ranges()
+
     # --- dispatching ---------------------------------------------------------------------
 
     def _ensure_task(self) -> None:

@@ -273,6 +273,8 @@ class Compactor:
         run = self._runs.setdefault(name.full_name, _TopicCompaction())
         if run.task is not None and not run.task.done():
             raise CompactionInProgress(f"Compaction already in progress for {name.full_name}")
+        run.state = CompactionState.RUNNING
+        run.last_error = ""
         run.task = asyncio.get_running_loop().create_task(
             self.compact(loaded), name=f"compaction-{name.full_name}"
         )

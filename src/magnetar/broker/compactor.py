@@ -85,8 +85,9 @@ MessageKey = tuple[Position, int]
 """A message's id in the log: its entry and its batch index (-1: not batched)."""
 
 
-class CompactionInProgress(NotAllowed):
-    """A compaction of this topic is already running (HTTP 409 in the admin REST)."""
+class CompactionInProgress(NotAllowed, RuntimeError):
+    """A compaction of this topic is already running (HTTP 409 in the admin REST, whose
+    handler catches ``RuntimeError``; hence the second base)."""
 
 
 class CompactionState(enum.Enum):
@@ -262,17 +263,22 @@ class Compactor:
 
     # --- admin API -------------------------------------------------------------------------
 
-    async def trigger_compaction(self, topic: str | TopicName) -> None:
-        """Start compacting ``topic`` in the background and return. Raises TopicNotFound,
-        :class:`CompactionInProgress`, InvalidTopicName."""
-        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+    async def trigger_compaction(self, topic: str | TopicName | Topic) -> None:
+        """Start compacting ``topic`` (a name, or a loaded topic) in the background and
+        return. Raises TopicNotFound, :class:`CompactionInProgress`, InvalidTopicName."""
+        if isinstance(topic, str | TopicName):
+            name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+            loaded = None
+        else:
+            name, loaded = topic.name, topic
         run = self._runs.get(name.full_name)
         if run is not None and run.task is not None and not run.task.done():
-            raise CompactionInProgress(f"Compaction already in progress for {name.full_name}")
-        loaded = await self._service.get_topic(name, create=False)
+            raise CompactionInProgress("Compaction already in progress")
+        if loaded is None:
+            loaded = await self._service.get_topic(name, create=False)
         run = self._runs.setdefault(name.full_name, _TopicCompaction())
         if run.task is not None and not run.task.done():
-            raise CompactionInProgress(f"Compaction already in progress for {name.full_name}")
+            raise CompactionInProgress("Compaction already in progress")
         run.state = CompactionState.RUNNING
         run.last_error = ""
         run.task = asyncio.get_running_loop().create_task(
@@ -280,13 +286,24 @@ class Compactor:
         )
         run.task.add_done_callback(_retrieve)
 
-    def compaction_status(self, topic: str | TopicName) -> dict[str, str]:
+    def compaction_status(self, topic: str | TopicName | Topic) -> dict[str, str]:
         """``{"status": ..., "lastError": ...}`` as Pulsar's ``LongRunningProcessStatus``."""
-        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
-        run = self._runs.get(name.full_name)
+        if isinstance(topic, str | TopicName):
+            key = (topic if isinstance(topic, TopicName) else TopicName.parse(topic)).full_name
+        else:
+            key = topic.full_name
+        run = self._runs.get(key)
         if run is None:
             return {"status": CompactionState.NOT_RUN.value, "lastError": ""}
         return {"status": run.state.value, "lastError": run.last_error}
+
+    async def trigger(self, topic: str | TopicName | Topic) -> None:
+        """:meth:`trigger_compaction` under the name ``magnetar.admin`` calls."""
+        await self.trigger_compaction(topic)
+
+    async def status(self, topic: str | TopicName | Topic) -> dict[str, str]:
+        """:meth:`compaction_status` under the name ``magnetar.admin`` calls."""
+        return self.compaction_status(topic)
 
     async def close(self) -> None:
         """Cancel running compactions and close the views' ledgers."""

@@ -687,6 +687,11 @@ class Subscription:
         self._schedule_delayed_wake()
         if not ready:
             return False
+        # the max-unacked limits hold per message: what would pass them waits for replay
+        policies = self.topic.policies
+        limit_c = policies.max_unacked_messages_per_consumer
+        limit_s = policies.max_unacked_messages_per_subscription
+        total = sum(c.pending.messages for c in self.consumers.values()) if limit_s > 0 else 0
         if self._ring is not None:
             groups = self._ring.assign([i.messages for i in ready])
             assigned = set()
@@ -695,9 +700,14 @@ class Subscription:
                 for i in indexes:
                     item = ready[i]
                     assigned.add(i)
-                    if consumer is None:
+                    if (
+                        consumer is None
+                        or (limit_c > 0 and consumer.pending.messages >= limit_c)
+                        or (limit_s > 0 and total >= limit_s)
+                    ):
                         self._replay[item.position] = 0
                         continue
+                    total += item.messages
                     consumer.send(
                         item.position,
                         item.data,
@@ -729,9 +739,14 @@ class Subscription:
             for routed_pos in positions:
                 item = by_pos[routed_pos]
                 pos = item.position
-                if consumer is None:
+                if (
+                    consumer is None
+                    or (limit_c > 0 and consumer.pending.messages >= limit_c)
+                    or (limit_s > 0 and total >= limit_s)
+                ):
                     self._replay[pos] = item.key_hash
                     continue
+                total += item.messages
                 consumer.send(pos, item.data, item.messages, self._tracker.count(pos), item.ack_set)
                 sent = True
         for deferred in routed.deferred:

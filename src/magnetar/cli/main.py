@@ -11,7 +11,7 @@ import sys
 import click
 
 from magnetar import __version__
-from magnetar.cli import bookie_cmd, standalone_cmd
+from magnetar.cli import admin_cmd, bookie_cmd, client_cmd, perf_cmd, standalone_cmd
 
 NOT_BUILT_EXIT_CODE = 2
 
@@ -53,22 +53,9 @@ def local_cluster() -> None:
     _not_built("local-cluster")
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def admin() -> None:
-    """Administer tenants, namespaces, topics and subscriptions (mirrors pulsar-admin)."""
-    _not_built("admin")
-
-
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def client() -> None:
-    """Produce and consume messages from the command line (mirrors pulsar-client)."""
-    _not_built("client")
-
-
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def perf() -> None:
-    """Measure publish and consume throughput and latency (mirrors pulsar-perf)."""
-    _not_built("perf")
+cli.add_command(admin_cmd.admin)
+cli.add_command(client_cmd.client)
+cli.add_command(perf_cmd.perf)
 
 
 def main() -> None:

@@ -1,0 +1,47 @@
+"""``magnetar admin clusters list|get`` and ``magnetar admin brokers healthcheck``."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import click
+
+from magnetar.cli.admin.context import rest
+from magnetar.cli.output import CliGroup, output_option, printer
+
+
+@click.group(cls=CliGroup)
+def clusters() -> None:
+    """Clusters known to the metadata store."""
+
+
+@clusters.command("list")
+@output_option
+def list_() -> None:
+    """List clusters."""
+    printer().result(rest().get("/admin/v2/clusters"))
+
+
+@clusters.command()
+@click.argument("cluster")
+@output_option
+def get(cluster: str) -> None:
+    """Show a cluster's service URLs."""
+    printer().result(rest().get(f"/admin/v2/clusters/{quote(cluster, safe='')}"))
+
+
+@click.group(cls=CliGroup)
+def brokers() -> None:
+    """Brokers: health."""
+
+
+@brokers.command()
+@output_option
+def healthcheck() -> None:
+    """Check that the broker answers (GET /admin/v2/brokers/health); exit 1 if not."""
+    answer = rest().get("/admin/v2/brokers/health")
+    out = printer()
+    if out.json:
+        out.result({"healthy": True, "answer": answer})
+    else:
+        click.echo(answer if isinstance(answer, str) and answer else "ok")

@@ -1,0 +1,41 @@
+"""The state every ``magnetar admin`` sub-command shares: the REST client, built once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import click
+
+from magnetar.cli.admin.rest import AdminRest
+
+
+@dataclass(slots=True)
+class AdminContext:
+    admin_url: str
+    timeout_s: float
+    auth_token: str | None
+    _rest: AdminRest | None = None
+
+    @property
+    def rest(self) -> AdminRest:
+        if self._rest is None:
+            self._rest = AdminRest(
+                self.admin_url, timeout_s=self.timeout_s, auth_token=self.auth_token
+            )
+        return self._rest
+
+
+def rest() -> AdminRest:
+    """The REST client of the current ``magnetar admin`` invocation."""
+    return click.get_current_context().ensure_object(AdminContextHolder).get().rest
+
+
+class AdminContextHolder:
+    """``ctx.obj`` of the admin group (click creates it with no arguments)."""
+
+    def __init__(self) -> None:
+        self.context: AdminContext | None = None
+
+    def get(self) -> AdminContext:
+        assert self.context is not None, "the admin group sets the context first"
+        return self.context

@@ -1,0 +1,248 @@
+"""``magnetar admin namespaces ...`` (``/admin/v2/namespaces``): lifecycle and policies.
+
+Policy bodies follow Pulsar's REST API: retention ``{"retentionTimeInMinutes",
+"retentionSizeInMB"}``, message TTL as a JSON int of seconds, deduplication as a JSON
+bool, backlog quota ``{"limitSize", "limitTime", "policy"}`` with ``?backlogQuotaType=``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from magnetar.cli.admin.context import rest
+from magnetar.cli.admin.names import namespace_path, tenant_path
+from magnetar.cli.admin.units import duration_s, size_bytes
+from magnetar.cli.output import CliGroup, output_option, printer
+
+NAMESPACE = click.argument("namespace", metavar="TENANT/NAMESPACE")
+
+
+@click.group(cls=CliGroup)
+def namespaces() -> None:
+    """Namespaces: groups of topics sharing policies."""
+
+
+@namespaces.command("list")
+@click.argument("tenant")
+@output_option
+def list_(tenant: str) -> None:
+    """List the namespaces of a tenant."""
+    path = tenant_path(tenant).replace("/admin/v2/tenants/", "/admin/v2/namespaces/", 1)
+    printer().result(rest().get(path))
+
+
+@namespaces.command()
+@NAMESPACE
+@click.option(
+    "--mode",
+    type=click.Choice(["PERSISTENT", "NON_PERSISTENT", "ALL"], case_sensitive=False),
+    default="PERSISTENT",
+    show_default=True,
+)
+@output_option
+def topics(namespace: str, mode: str) -> None:
+    """List the topics of a namespace (partitions included)."""
+    printer().result(rest().get(f"{namespace_path(namespace)}/topics", mode=mode.upper()))
+
+
+@namespaces.command()
+@NAMESPACE
+@click.option("--clusters", "-c", default=None, help="Comma-separated replication clusters.")
+@output_option
+def create(namespace: str, clusters: str | None) -> None:
+    """Create a namespace."""
+    body = None
+    if clusters:
+        body = {"replication_clusters": [c.strip() for c in clusters.split(",") if c.strip()]}
+    rest().put(namespace_path(namespace), body)
+    printer().done(f"Namespace {namespace} created", namespace=namespace)
+
+
+@namespaces.command()
+@NAMESPACE
+@click.option("--force", "-f", is_flag=True, help="Delete its topics too.")
+@output_option
+def delete(namespace: str, force: bool) -> None:
+    """Delete a namespace (it must be empty unless --force)."""
+    if force:
+        rest().delete(namespace_path(namespace), force=True)
+    else:
+        rest().delete(namespace_path(namespace))
+    printer().done(f"Namespace {namespace} deleted", namespace=namespace)
+
+
+@namespaces.command()
+@NAMESPACE
+@output_option
+def policies(namespace: str) -> None:
+    """Show every policy of a namespace."""
+    printer().result(rest().get(namespace_path(namespace)))
+
+
+# ------------------------------------------------------------------ retention
+
+
+@namespaces.command("set-retention")
+@NAMESPACE
+@click.option("--size", "-s", required=True, help="Retention size: 10M, 2G, -1 (unlimited), 0.")
+@click.option("--time", "-t", "time_", required=True, help="Retention time: 100m, 3h, 2d, -1, 0.")
+@output_option
+def set_retention(namespace: str, size: str, time_: str) -> None:
+    """Keep acknowledged messages up to a size and an age."""
+    size_b, time_sec = size_bytes(size), duration_s(time_)
+    body = {
+        "retentionTimeInMinutes": -1 if time_sec < 0 else time_sec // 60,
+        "retentionSizeInMB": -1 if size_b < 0 else size_b // (1 << 20),
+    }
+    rest().post(f"{namespace_path(namespace)}/retention", body)
+    printer().done(f"Retention of {namespace} set", namespace=namespace, retention=body)
+
+
+@namespaces.command("get-retention")
+@NAMESPACE
+@output_option
+def get_retention(namespace: str) -> None:
+    """Show a namespace's retention policy."""
+    printer().result(rest().get(f"{namespace_path(namespace)}/retention"))
+
+
+@namespaces.command("remove-retention")
+@NAMESPACE
+@output_option
+def remove_retention(namespace: str) -> None:
+    """Remove a namespace's retention policy (the broker default applies)."""
+    rest().delete(f"{namespace_path(namespace)}/retention")
+    printer().done(f"Retention of {namespace} removed", namespace=namespace)
+
+
+# ------------------------------------------------------------------ message TTL
+
+
+@namespaces.command("set-message-ttl")
+@NAMESPACE
+@click.option("--messageTTL", "-ttl", "ttl", required=True, help="TTL: 3600, 60m, 1h, 0 (off).")
+@output_option
+def set_message_ttl(namespace: str, ttl: str) -> None:
+    """Expire unacknowledged messages older than the TTL."""
+    seconds = duration_s(ttl)
+    rest().post(f"{namespace_path(namespace)}/messageTTL", seconds)
+    printer().done(
+        f"Message TTL of {namespace} set to {seconds} s", namespace=namespace, ttl=seconds
+    )
+
+
+@namespaces.command("get-message-ttl")
+@NAMESPACE
+@output_option
+def get_message_ttl(namespace: str) -> None:
+    """Show a namespace's message TTL in seconds."""
+    printer().result(rest().get(f"{namespace_path(namespace)}/messageTTL"))
+
+
+@namespaces.command("remove-message-ttl")
+@NAMESPACE
+@output_option
+def remove_message_ttl(namespace: str) -> None:
+    """Remove a namespace's message TTL."""
+    rest().delete(f"{namespace_path(namespace)}/messageTTL")
+    printer().done(f"Message TTL of {namespace} removed", namespace=namespace)
+
+
+# ------------------------------------------------------------------ deduplication
+
+
+@namespaces.command("set-deduplication")
+@NAMESPACE
+@click.option("--enable/--disable", "-e/-d", "enable", required=True, default=None)
+@output_option
+def set_deduplication(namespace: str, enable: bool) -> None:
+    """Enable or disable message deduplication for a namespace."""
+    rest().post(f"{namespace_path(namespace)}/deduplication", enable)
+    state = "enabled" if enable else "disabled"
+    printer().done(f"Deduplication {state} on {namespace}", namespace=namespace, enabled=enable)
+
+
+@namespaces.command("get-deduplication")
+@NAMESPACE
+@output_option
+def get_deduplication(namespace: str) -> None:
+    """Show whether deduplication is enabled for a namespace."""
+    printer().result(rest().get(f"{namespace_path(namespace)}/deduplication"))
+
+
+@namespaces.command("remove-deduplication")
+@NAMESPACE
+@output_option
+def remove_deduplication(namespace: str) -> None:
+    """Remove the namespace's deduplication setting (the broker default applies)."""
+    rest().delete(f"{namespace_path(namespace)}/deduplication")
+    printer().done(f"Deduplication setting of {namespace} removed", namespace=namespace)
+
+
+# ------------------------------------------------------------------ backlog quota
+
+_QUOTA_TYPES = click.Choice(["destination_storage", "message_age"], case_sensitive=False)
+
+
+@namespaces.command("set-backlog-quota")
+@NAMESPACE
+@click.option("--limit", "-l", default=None, help="Size limit: 2G, 500M (destination_storage).")
+@click.option("--limitTime", "-lt", "limit_time", default=None, help="Age limit: 3h (message_age).")
+@click.option(
+    "--policy",
+    "-p",
+    required=True,
+    type=click.Choice(
+        ["producer_request_hold", "producer_exception", "consumer_backlog_eviction"],
+        case_sensitive=False,
+    ),
+)
+@click.option(
+    "--type",
+    "-t",
+    "quota_type",
+    type=_QUOTA_TYPES,
+    default="destination_storage",
+    show_default=True,
+)
+@output_option
+def set_backlog_quota(
+    namespace: str, limit: str | None, limit_time: str | None, policy: str, quota_type: str
+) -> None:
+    """Limit the backlog of a namespace's subscriptions, by size or by age."""
+    if limit is None and limit_time is None:
+        raise click.UsageError("give --limit or --limitTime")
+    body: dict[str, object] = {"policy": policy.lower()}
+    if limit is not None:
+        body["limitSize"] = size_bytes(limit)
+    if limit_time is not None:
+        body["limitTime"] = duration_s(limit_time)
+    rest().post(
+        f"{namespace_path(namespace)}/backlogQuota", body, backlogQuotaType=quota_type.lower()
+    )
+    printer().done(f"Backlog quota of {namespace} set", namespace=namespace, quota=body)
+
+
+@namespaces.command("get-backlog-quotas")
+@NAMESPACE
+@output_option
+def get_backlog_quotas(namespace: str) -> None:
+    """Show a namespace's backlog quotas, by type."""
+    printer().result(rest().get(f"{namespace_path(namespace)}/backlogQuotaMap"))
+
+
+@namespaces.command("remove-backlog-quota")
+@NAMESPACE
+@click.option(
+    "--type",
+    "-t",
+    "quota_type",
+    type=_QUOTA_TYPES,
+    default="destination_storage",
+    show_default=True,
+)
+@output_option
+def remove_backlog_quota(namespace: str, quota_type: str) -> None:
+    """Remove a namespace's backlog quota of one type."""
+    rest().delete(f"{namespace_path(namespace)}/backlogQuota", backlogQuotaType=quota_type.lower())
+    printer().done(f"Backlog quota of {namespace} removed", namespace=namespace)

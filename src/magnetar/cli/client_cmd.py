@@ -1,0 +1,483 @@
+"""``magnetar client``: produce and consume messages from the command line (mirrors
+``pulsar-client``), with Magnetar's asyncio client :mod:`magnetar.client`.
+
+::
+
+    magnetar client --url pulsar://localhost:6650 produce my-topic -m "hello,world" -n 10
+    magnetar client consume my-topic -s sub -t Failover -n 0      # 0 = until interrupted
+
+``consume`` prints each message (``--output json``: one JSON object per line on stdout) and
+acknowledges it; diagnostics (subscribed, became active/inactive, the final count) go to
+stderr. SIGINT and SIGTERM close the consumer and the client cleanly and exit with status 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+from pathlib import Path
+from typing import Any
+
+import click
+
+from magnetar.cli.output import CliGroup, Printer, output_option, printer
+
+DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
+SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
+COMPRESSIONS = ("NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY")
+MESSAGES_PER_PRODUCE_MAX = 10_000_000
+PENDING_MESSAGES_MAX = 1000
+
+
+class ClientSettings:
+    """``ctx.obj`` of the client group."""
+
+    def __init__(self) -> None:
+        self.url = DEFAULT_SERVICE_URL
+        self.auth_token: str | None = None
+        self.operation_timeout_s = 30.0
+
+    def make_client(self) -> Any:
+        from magnetar.client import AuthenticationToken, Client
+
+        auth = AuthenticationToken(self.auth_token) if self.auth_token else None
+        return Client(
+            self.url,
+            authentication=auth,
+            operation_timeout_seconds=self.operation_timeout_s,
+            connection_timeout_ms=int(min(self.operation_timeout_s, 10.0) * 1000),
+        )
+
+
+@click.group(cls=CliGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--url",
+    "--service-url",
+    envvar="MAGNETAR_SERVICE_URL",
+    default=DEFAULT_SERVICE_URL,
+    show_default=True,
+    show_envvar=True,
+    help="The broker's binary protocol URL.",
+)
+@click.option("--auth-token", envvar="MAGNETAR_AUTH_TOKEN", default=None, help="Token auth.")
+@click.option(
+    "--operation-timeout",
+    "operation_timeout_s",
+    default=30.0,
+    show_default=True,
+    help="Seconds for lookups, connects and sends.",
+)
+@output_option
+@click.pass_context
+def client(
+    ctx: click.Context, url: str, auth_token: str | None, operation_timeout_s: float
+) -> None:
+    """Produce and consume messages from the command line (mirrors pulsar-client)."""
+    settings = ctx.ensure_object(ClientSettings)
+    settings.url = url
+    settings.auth_token = auth_token
+    settings.operation_timeout_s = operation_timeout_s
+
+
+def _run(coro: Any) -> Any:
+    # The default event loop, not uvloop: magnetar.client asserts asyncio.Transport
+    # instances, which uvloop's transports are not.
+    return asyncio.run(coro)
+
+
+def message_id_text(mid: Any) -> str:
+    """Pulsar's ``ledgerId:entryId:partition[:batchIndex]`` spelling of a message id."""
+    text = f"{mid.ledger_id()}:{mid.entry_id()}:{mid.partition()}"
+    return text if mid.batch_index() < 0 else f"{text}:{mid.batch_index()}"
+
+
+# ------------------------------------------------------------------ produce
+
+
+def _properties(values: tuple[str, ...]) -> dict[str, str]:
+    props: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected key=value, got {item!r}", param_hint="'-p'")
+        props[key] = value
+    return props
+
+
+@client.command()
+@click.argument("topic")
+@click.option("--messages", "-m", multiple=True, help="Messages to send, split on --separator.")
+@click.option(
+    "--files", "-f", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Files whose contents are each sent as one message.",
+)  # fmt: skip
+@click.option(
+    "--num-produce",
+    "-n",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, MESSAGES_PER_PRODUCE_MAX),
+    help="Send each message this many times.",
+)
+@click.option(
+    "--rate",
+    "-r",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Messages per second (0: as fast as possible).",
+)
+@click.option("--key", "-k", default=None, help="Partitioning key of every message.")
+@click.option("--properties", "-p", multiple=True, help="key=value property (repeatable).")
+@click.option(
+    "--separator",
+    "-s",
+    default=",",
+    show_default=True,
+    help="Splits -m values ('' to send them whole).",
+)
+@click.option("--disable-batching", "-db", is_flag=True)
+@click.option(
+    "--chunking",
+    "-c",
+    is_flag=True,
+    help="Split messages larger than the broker's limit (disables batching).",
+)
+@click.option(
+    "--compression",
+    "-z",
+    type=click.Choice(COMPRESSIONS, case_sensitive=False),
+    default="NONE",
+    show_default=True,
+)
+@click.option("--producer-name", default=None)
+@output_option
+@click.pass_obj
+def produce(
+    settings: ClientSettings,
+    topic: str,
+    messages: tuple[str, ...],
+    files: tuple[Path, ...],
+    num_produce: int,
+    rate: float,
+    key: str | None,
+    properties: tuple[str, ...],
+    separator: str,
+    disable_batching: bool,
+    chunking: bool,
+    compression: str,
+    producer_name: str | None,
+) -> None:
+    """Send messages to TOPIC."""
+    bodies: list[bytes] = []
+    for m in messages:
+        parts = m.split(separator) if separator else [m]
+        bodies.extend(p.encode() for p in parts)
+    bodies.extend(f.read_bytes() for f in files)
+    if not bodies:
+        raise click.UsageError("give messages with -m or files with -f")
+    props = _properties(properties)
+    out = printer()
+    ids = _run(
+        _produce(
+            settings, topic, bodies, num_produce, rate, key, props,
+            batching=not (disable_batching or chunking), chunking=chunking,
+            compression=compression.upper(), producer_name=producer_name,
+        )
+    )  # fmt: skip
+    if out.json:
+        out.result({"topic": topic, "produced": len(ids), "messageIds": ids})
+    else:
+        click.echo(f"{len(ids)} messages successfully produced")
+
+
+async def _produce(
+    settings: ClientSettings,
+    topic: str,
+    bodies: list[bytes],
+    rounds: int,
+    rate: float,
+    key: str | None,
+    props: dict[str, str],
+    *,
+    batching: bool,
+    chunking: bool,
+    compression: str,
+    producer_name: str | None,
+) -> list[str]:
+    from magnetar.client import CompressionType
+    from magnetar.common.clock import SystemClock
+
+    clock = SystemClock()
+    async with settings.make_client() as c:
+        producer = await c.create_producer(
+            topic,
+            producer_name=producer_name,
+            batching_enabled=batching,
+            chunking_enabled=chunking,
+            compression_type=CompressionType[compression],
+            send_timeout_millis=int(settings.operation_timeout_s * 1000),
+            max_pending_messages=PENDING_MESSAGES_MAX,
+        )
+        futures: list[asyncio.Future[Any]] = []
+        started_s = clock.monotonic_s()
+        sent = 0
+        oldest = 0
+        for _ in range(rounds):
+            for body in bodies:
+                if rate > 0:
+                    # Pace against the start time, not the previous send, so the
+                    # average rate holds even when one sleep overshoots.
+                    ahead_s = started_s + sent / rate - clock.monotonic_s()
+                    if ahead_s > 0:
+                        await clock.sleep(ahead_s)
+                while producer.pending_messages >= PENDING_MESSAGES_MAX:
+                    await futures[oldest]  # room frees up in send order
+                    oldest += 1
+                futures.append(
+                    producer.send_async(body, properties=props or None, partition_key=key)
+                )
+                sent += 1
+        await producer.flush()
+        ids = await asyncio.gather(*futures)
+        await producer.close()
+    return [message_id_text(i) for i in ids]
+
+
+# ------------------------------------------------------------------ consume
+
+
+class _EventPrinter:
+    """The failover consumer event listener: reports activity changes on stderr."""
+
+    def __init__(self, out: Printer, name: str) -> None:
+        self.out = out
+        self.name = name
+
+    def _say(self, active: bool, partition: int) -> None:
+        where = f" on partition {partition}" if partition >= 0 else ""
+        if self.out.json:
+            click.echo(
+                json.dumps(
+                    {
+                        "event": "active" if active else "inactive",
+                        "consumer": self.name,
+                        "partition": partition,
+                    }
+                ),
+                err=True,
+            )
+        else:
+            state = "active" if active else "inactive"
+            click.echo(f"consumer {self.name} became {state}{where}", err=True)
+
+    def became_active(self, consumer: Any, partition: int) -> None:
+        self._say(True, partition)
+
+    def became_inactive(self, consumer: Any, partition: int) -> None:
+        self._say(False, partition)
+
+
+def message_record(msg: Any, hex_payload: bool) -> dict[str, Any]:
+    data: bytes = msg.data()
+    record: dict[str, Any] = {
+        "topic": msg.topic_name(),
+        "messageId": message_id_text(msg.message_id()),
+        "key": msg.partition_key() if msg.has_partition_key() else None,
+        "properties": msg.properties(),
+        "publishTime": msg.publish_timestamp(),
+        "redeliveryCount": msg.redelivery_count(),
+    }
+    if hex_payload:
+        record["payloadHex"] = data.hex()
+    else:
+        try:
+            record["payload"] = data.decode("utf-8")
+        except UnicodeDecodeError:
+            record["payloadHex"] = data.hex()
+    return record
+
+
+def _print_message(out: Printer, record: dict[str, Any]) -> None:
+    if out.json:
+        click.echo(json.dumps(record, separators=(",", ":")))
+        return
+    props = ", ".join(f"{k}={v}" for k, v in record["properties"].items())
+    content = record.get("payload", record.get("payloadHex"))
+    click.echo("----- got message -----")
+    click.echo(f"key:[{record['key'] or 'null'}], properties:[{props}], content:{content}")
+
+
+@client.command()
+@click.argument("topic")
+@click.option("--subscription-name", "-s", required=True, help="Subscription name.")
+@click.option(
+    "--subscription-type",
+    "-t",
+    type=click.Choice(SUBSCRIPTION_TYPES, case_sensitive=False),
+    default="Exclusive",
+    show_default=True,
+)
+@click.option(
+    "--num-messages",
+    "-n",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Messages to consume; 0 = until interrupted.",
+)
+@click.option(
+    "--subscription-position",
+    "-p",
+    type=click.Choice(["Latest", "Earliest"], case_sensitive=False),
+    default="Latest",
+    show_default=True,
+)
+@click.option("--consumer-name", default=None, help="Consumer name (default: generated).")
+@click.option(
+    "--rate",
+    "-r",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Messages per second at most (0: no limit).",
+)
+@click.option(
+    "--receiver-queue-size", "-q", default=1000, show_default=True, type=click.IntRange(min=1)
+)
+@click.option(
+    "--priority-level",
+    default=None,
+    type=click.IntRange(min=0),
+    help="Failover/Shared priority (0 is highest).",
+)
+@click.option(
+    "--regex", is_flag=True, help="TOPIC is a regular expression over a namespace's topics."
+)
+@click.option("--hex", "hex_payload", is_flag=True, help="Print payloads in hexadecimal.")
+@output_option
+@click.pass_obj
+def consume(
+    settings: ClientSettings,
+    topic: str,
+    subscription_name: str,
+    subscription_type: str,
+    num_messages: int,
+    subscription_position: str,
+    consumer_name: str | None,
+    rate: float,
+    receiver_queue_size: int,
+    priority_level: int | None,
+    regex: bool,
+    hex_payload: bool,
+) -> None:
+    """Consume messages from TOPIC, printing and acknowledging each one."""
+    canonical = {t.lower(): t for t in SUBSCRIPTION_TYPES}[subscription_type.lower()]
+    out = printer()
+    count = _run(
+        _consume(
+            settings, out, topic, subscription_name, canonical, num_messages,
+            subscription_position.capitalize(), consumer_name, rate, receiver_queue_size,
+            priority_level, regex, hex_payload,
+        )
+    )  # fmt: skip
+    if out.json:
+        click.echo(json.dumps({"consumed": count}), err=True)
+    else:
+        click.echo(f"{count} messages successfully consumed", err=True)
+
+
+async def _consume(
+    settings: ClientSettings,
+    out: Printer,
+    topic: str,
+    subscription: str,
+    sub_type: str,
+    num_messages: int,
+    position: str,
+    consumer_name: str | None,
+    rate: float,
+    queue_size: int,
+    priority_level: int | None,
+    regex: bool,
+    hex_payload: bool,
+) -> int:
+    import re
+
+    from magnetar.client import ConsumerType, InitialPosition
+    from magnetar.common.clock import SystemClock
+
+    clock = SystemClock()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    received = 0
+    c = settings.make_client()
+    try:
+        listener = _EventPrinter(out, consumer_name or "")
+        target: Any = re.compile(topic) if regex else topic
+        subscribing = asyncio.ensure_future(
+            c.subscribe(
+                target,
+                subscription,
+                consumer_type=ConsumerType[sub_type],
+                consumer_name=consumer_name,
+                receiver_queue_size=queue_size,
+                initial_position=InitialPosition[position],
+                consumer_event_listener=listener if sub_type == "Failover" else None,
+                priority_level=priority_level,
+            )
+        )
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({subscribing, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not subscribing.done():
+            subscribing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await subscribing
+            return 0
+        consumer = subscribing.result()
+        name = consumer.consumer_name() if hasattr(consumer, "consumer_name") else consumer_name
+        listener.name = name or ""
+        if out.json:
+            click.echo(
+                json.dumps(
+                    {
+                        "event": "subscribed",
+                        "topic": topic,
+                        "subscription": subscription,
+                        "consumer": name,
+                    }
+                ),
+                err=True,
+            )
+        else:
+            click.echo(
+                f"subscribed to {topic} as {subscription} ({sub_type}), consumer {name}", err=True
+            )
+        started_s = clock.monotonic_s()
+        while num_messages == 0 or received < num_messages:
+            if rate > 0:
+                ahead_s = started_s + received / rate - clock.monotonic_s()
+                if ahead_s > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), ahead_s)
+            receiving = asyncio.ensure_future(consumer.receive())
+            await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not receiving.done():
+                receiving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await receiving
+                break
+            msg = receiving.result()
+            _print_message(out, message_record(msg, hex_payload))
+            await consumer.acknowledge(msg)
+            received += 1
+        stopping.cancel()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await c.close()
+    return received

@@ -64,6 +64,7 @@ from magnetar.managed_ledger.managed_ledger import ManagedLedger
 from magnetar.managed_ledger.position import EARLIEST, Position
 from magnetar.protocol import (
     Entry,
+    MessageId,
     SingleMessageMetadata,
     Subscribe,
     SubType,
@@ -315,6 +316,40 @@ class Compactor:
         for _, fut in list(self._views.values()):
             await _close_view(fut)
         self._views.clear()
+
+    # --- read-compacted subscriptions -------------------------------------------------------
+
+    async def prepare_read_compacted(self, topic: Topic, cmd: Subscribe) -> bool:
+        """Whether the SUBSCRIBE reads compacted (raises :class:`NotAllowed` for Shared and
+        Key_Shared); if so, loads the topic's view, so :meth:`last_message_id` can answer."""
+        if not read_compacted_of(cmd):
+            return False
+        await self.view(topic)
+        return True
+
+    def last_message_id(self, topic: Topic, default: MessageId) -> MessageId:
+        """GET_LAST_MESSAGE_ID for a read-compacted consumer: when nothing follows the
+        horizon, the last message of the view (``(-1, -1)``: an empty view), since the log's
+        last message may have been compacted away and a reader would wait for it forever
+        (Pulsar does the same). ``default`` (the log's last message) otherwise."""
+        cached = self._views.get(topic.full_name)
+        if cached is None or cached[0] is not topic.ml:
+            return default
+        fut = cached[1]
+        if not fut.done() or fut.cancelled() or fut.exception() is not None:
+            return default
+        view = fut.result()
+        if view is None or topic.ml.last_confirmed > view.horizon:
+            return default
+        last = view.last_entry
+        if last is None:
+            return MessageId(-1, -1, topic.partition_index)
+        batch_index = -1
+        with contextlib.suppress(ProtocolError):
+            size = Entry(last.data).metadata.num_messages_in_batch
+            if size is not None:
+                batch_index = size - 1
+        return MessageId(last.position[0], last.position[1], topic.partition_index, batch_index)
 
     # --- views -----------------------------------------------------------------------------
 

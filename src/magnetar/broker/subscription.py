@@ -438,8 +438,11 @@ class Subscription:
 
     def last_message_id_response(self, request_id: int) -> GetLastMessageIdResponse:
         md = self.cursor.state.mark_delete
+        last = self.topic.last_message_id()
+        if self.read_compacted:
+            last = self.topic.service.compactor.last_message_id(self.topic, last)
         return GetLastMessageIdResponse(
-            last_message_id=self.topic.last_message_id(),
+            last_message_id=last,
             request_id=request_id,
             consumer_mark_delete_position=MessageId(md[0], md[1], self.topic.partition_index),
         )

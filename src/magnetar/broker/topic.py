@@ -16,7 +16,6 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from magnetar.broker.compactor import read_compacted_of
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.deduplication import DeduplicationState, SnapshotError, is_checked_send
 from magnetar.broker.policies import (
@@ -376,7 +375,7 @@ class Topic:
         Raises ConsumerBusy / ConsumerAssignError / storage errors."""
         async with self._sub_lock:
             sub = self.subscriptions.get(cmd.subscription)
-            read_compacted = read_compacted_of(cmd)
+            read_compacted = await self.service.compactor.prepare_read_compacted(self, cmd)
             self._check_consumer_limits(sub)
             if sub is None:
                 sub = await self._create_subscription(cmd)

@@ -109,6 +109,8 @@ class CompactedLedger:
         self._position_cache_max = position_cache_max
         self._hint: tuple[Position, int] | None = None
         """(position of entry i-1, i): where the next sequential read starts."""
+        self.last_entry: CompactedEntry | None = None
+        """The view's last entry (read by :meth:`open`); ``None`` when the view is empty."""
 
     @classmethod
     async def open(
@@ -116,7 +118,16 @@ class CompactedLedger:
     ) -> CompactedLedger:
         """Open a compacted ledger written (and closed) by the compactor."""
         reader = await storage.open_ledger(ledger_id, recovery=False)
-        return cls(reader, horizon)
+        view = cls(reader, horizon)
+        lac = reader.last_add_confirmed
+        if lac >= 0:
+            try:
+                raw = (await reader.read(lac, lac))[0].data
+                view.last_entry = decode_compacted_entry(bytes(raw))
+            except BaseException:
+                await view.close()
+                raise
+        return view
 
     @property
     def horizon(self) -> Position:

@@ -16,14 +16,17 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from magnetar.bookie import Bookie, BookieConfig
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.http_listener import HttpListener
 from magnetar.broker.service import BrokerService
 from magnetar.ledger import LedgerClient
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata import MetadataStore, connect
+
+if TYPE_CHECKING:
+    from magnetar.admin import AdminServer
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,7 @@ class Standalone:
         self.bookie: Bookie | None = None
         self.ledger_client: LedgerClient | None = None
         self.broker: BrokerService | None = None
-        self.http: HttpListener | None = None
+        self.http: AdminServer | None = None
 
     async def start(self) -> None:
         cfg = self.config
@@ -81,8 +84,24 @@ class Standalone:
         )
         self.broker = BrokerService(b, self.store, storage)
         await self.broker.start()
-        self.http = HttpListener(self.broker, cfg.http_host, cfg.http_port)
+        await self._start_http()
+
+    async def _start_http(self) -> None:
+        # The admin app (FastAPI, uvicorn, prometheus-client) is imported here, after the
+        # broker is up: those imports are most of the HTTP side's start-up cost.
+        from magnetar.admin import AdminContext, AdminServer
+        from magnetar.admin.app import create_app
+        from magnetar.admin.metrics import JournalCollector
+
+        assert self.broker is not None
+        bookie = self.bookie
+        ctx = AdminContext(
+            self.broker,
+            collectors=[JournalCollector(lambda: None if bookie is None else bookie.journal)],
+        )
+        self.http = AdminServer(create_app(ctx), self.config.http_host, self.config.http_port)
         await self.http.start()
+        ctx.http_port = self.http.port
 
     async def stop(self) -> None:
         if self.http is not None:

@@ -164,6 +164,8 @@ class Journal:
         self._fds: dict[int, int] = {}
         self.failed: BaseException | None = None
         self.syncs = 0
+        self.sync_seconds_total = 0.0
+        """Time spent writing and fdatasync'ing batches (for the sync latency metric)."""
         self._closing = False
 
     # -- appending (event loop) ----------------------------------------------------------
@@ -244,6 +246,7 @@ class Journal:
                 await self._clock.sleep(self._group_wait_s)
             segments, callbacks = self._take_batch()
             if segments:
+                started_s = self._clock.monotonic_s()
                 try:
                     await loop.run_in_executor(self._executor, self._write_and_sync, segments)
                 except Exception as exc:
@@ -251,6 +254,7 @@ class Journal:
                     self.failed = exc
                     return
                 self.syncs += 1
+                self.sync_seconds_total += self._clock.monotonic_s() - started_s
             for cb in callbacks:
                 cb()
             if self._segments[-1][1] or len(self._segments) > 1 or self._callbacks:

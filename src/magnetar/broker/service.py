@@ -179,6 +179,11 @@ class BrokerService:
     def connection_closed(self, conn: ServerConnection) -> None:
         self._connections.discard(conn)
 
+    @property
+    def connection_count(self) -> int:
+        """Open client connections (for metrics)."""
+        return len(self._connections)
+
     def new_producer_name(self) -> str:
         return f"{self.config.cluster_name}-{self._generation}-{next(self._producer_names)}"
 

@@ -1,0 +1,74 @@
+"""The admin ASGI application: every router, JSON ``{"reason": ...}`` errors, OpenAPI at
+``/openapi.json`` (interactive docs at ``/docs``).
+
+Route order matters where paths overlap: brokers, clusters, tenants and namespaces come
+before the generic topic paths ``/admin/v2/{domain}/…`` (whose ``domain`` is checked).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from magnetar.admin import brokers, clusters, metrics, namespaces, subscriptions, tenants, topics
+from magnetar.admin.context import AdminContext
+from magnetar.admin.errors import http_error
+from magnetar.admin.responses import error_response
+from magnetar.common.errors import MagnetarError
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "2"
+
+
+def create_app(ctx: AdminContext) -> FastAPI:
+    """The app serving ``ctx``'s broker."""
+    app = FastAPI(
+        title="Magnetar admin REST API",
+        version=API_VERSION,
+        description="Pulsar-compatible admin REST API (v2), lookup REST and metrics.",
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+
+    @app.exception_handler(MagnetarError)
+    async def magnetar_error(request: Request, exc: Exception) -> Response:
+        status, reason = http_error(exc)
+        if status >= 500:
+            log.warning("%s %s failed: %s", request.method, request.url.path, reason)
+        return error_response(status, reason)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        details = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}"
+            for e in exc.errors()
+        )
+        return error_response(400, f"Invalid request: {details}")
+
+    @app.exception_handler(HTTPException)
+    async def http_exception(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return error_response(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return error_response(500, f"Internal error: {exc.__class__.__name__}")
+
+    registry = metrics.registry_for(ctx)
+
+    @app.get("/metrics", tags=["metrics"], summary="Prometheus metrics (text format)")
+    async def scrape() -> Response:
+        return Response(metrics.render(registry), media_type=metrics.CONTENT_TYPE)
+
+    for module in (brokers, clusters, tenants, namespaces, subscriptions, topics):
+        app.include_router(module.router(ctx))
+    return app

@@ -1,0 +1,56 @@
+"""Liveness, readiness, the leader broker, the broker list, and the lookup REST
+(reference §8.2: the C++ client's ``http://`` service URL path)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from starlette.responses import PlainTextResponse, Response
+
+from magnetar.admin.context import AdminContext
+from magnetar.admin.errors import ResourceNotFound
+from magnetar.admin.responses import json_response
+from magnetar.broker.topic_name import TopicName
+
+
+def router(ctx: AdminContext) -> APIRouter:
+    r = APIRouter(tags=["brokers"])
+
+    @r.get("/ready", summary="Readiness: 200 once the broker serves")
+    async def ready() -> Response:
+        return PlainTextResponse("ok")
+
+    @r.get("/admin/v2/brokers/health", summary="Broker health check")
+    async def health() -> Response:
+        return PlainTextResponse("ok")
+
+    @r.get("/admin/v2/brokers/leaderBroker", summary="The leader broker")
+    async def leader() -> Response:
+        return json_response(
+            {"serviceUrl": ctx.http_url, "brokerId": f"{ctx.advertised_host}:{ctx.http_port}"}
+        )
+
+    @r.get("/admin/v2/brokers/{cluster}", summary="Active brokers of a cluster")
+    async def brokers(cluster: str) -> Response:
+        if cluster != ctx.cluster:
+            raise ResourceNotFound("Cluster does not exist")
+        return json_response([f"{ctx.advertised_host}:{ctx.http_port}"])
+
+    @r.get(
+        "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}",
+        summary="Lookup: the broker serving a topic",
+    )
+    async def lookup(domain: str, tenant: str, namespace: str, topic: str) -> Response:
+        TopicName.parse(f"{domain}://{tenant}/{namespace}/{topic}")
+        url = ctx.service.service_url
+        return json_response(
+            {
+                "brokerUrl": url,
+                "brokerUrlTls": url,
+                "brokerUrlSsl": "",
+                "nativeUrl": url,
+                "httpUrl": ctx.http_url,
+                "httpUrlTls": ctx.http_url,
+            }
+        )
+
+    return r

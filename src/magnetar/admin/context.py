@@ -1,0 +1,46 @@
+"""What the admin routes operate on: the broker service and what the host process adds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from magnetar.broker.policies import PolicyStore
+from magnetar.broker.service import BrokerService
+
+
+@dataclass(slots=True)
+class AdminContext:
+    """Shared by every request handler of one app.
+
+    ``http_port`` is filled in by the host once the HTTP server is bound (lookups answer
+    with the HTTP URL). ``compactor`` is the broker's compaction service when the host runs
+    one (``trigger(topic)`` / ``status(topic)``), else the compaction endpoints answer 405.
+    ``collectors`` are extra Prometheus collectors of the host (e.g. its bookie's journal).
+    """
+
+    service: BrokerService
+    http_port: int = 0
+    compactor: Any = None
+    collectors: list[Any] = field(default_factory=list)
+    policies: PolicyStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.policies = PolicyStore(self.service.store)
+
+    @property
+    def store(self) -> Any:
+        return self.service.store
+
+    @property
+    def cluster(self) -> str:
+        return self.service.config.cluster_name
+
+    @property
+    def advertised_host(self) -> str:
+        cfg = self.service.config
+        return cfg.advertised_address or cfg.host
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self.advertised_host}:{self.http_port}"

@@ -1,0 +1,123 @@
+"""The HTTP server of a broker: uvicorn serving the admin ASGI app on the broker's own
+event loop (no thread, no second loop).
+
+:class:`AdminServer` binds its listening socket itself (so port 0 works and the bound
+port is known at once), then runs ``uvicorn.Server.serve(sockets=[sock])`` as a task on
+the running loop. Signal handling stays with the host process: the embedded server does not
+install handlers (uvicorn's default would replace the host's SIGTERM/SIGINT handlers).
+:meth:`start` returns once uvicorn accepts connections; :meth:`close` asks it to exit and
+waits for in-flight requests (bounded by ``graceful_shutdown_s``).
+
+uvicorn and the app's FastAPI are imported on first :meth:`start`, which keeps importing
+this module cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+LISTEN_BACKLOG = 1024
+GRACEFUL_SHUTDOWN_S = 3
+REQUEST_CONCURRENCY_MAX = 1000
+"""Beyond this many concurrent connections uvicorn answers 503 (bounds memory)."""
+
+
+def _server_class() -> Any:
+    """The uvicorn server subclass (built on first use: uvicorn is imported lazily)."""
+    import uvicorn
+
+    class LoopServer(uvicorn.Server):
+        """A uvicorn server that leaves signals to its host and reports readiness."""
+
+        def __init__(self, config: uvicorn.Config) -> None:
+            super().__init__(config)
+            self.ready = asyncio.Event()
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            self.ready.set()
+
+    return LoopServer
+
+
+class AdminServer:
+    """Serves ``app`` (an ASGI application) on ``host:port``; ``port`` 0 picks a free port,
+    readable from :attr:`port` after :meth:`start`."""
+
+    def __init__(
+        self, app: Any, host: str, port: int, *, graceful_shutdown_s: int = GRACEFUL_SHUTDOWN_S
+    ) -> None:
+        self.app = app
+        self.host = host
+        self.port = port
+        self.graceful_shutdown_s = graceful_shutdown_s
+        self._sock: socket.socket | None = None
+        self._server: Any = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Bind and serve. Raises ``OSError`` if the port cannot be bound, ``RuntimeError``
+        if uvicorn stops during start-up."""
+        import uvicorn
+
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+            sock.listen(LISTEN_BACKLOG)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._sock = sock
+        self.port = int(sock.getsockname()[1])
+        config = uvicorn.Config(
+            self.app,
+            lifespan="off",
+            http="h11",
+            ws="none",
+            interface="asgi3",
+            log_level="warning",
+            access_log=False,
+            server_header=False,
+            limit_concurrency=REQUEST_CONCURRENCY_MAX,
+            timeout_graceful_shutdown=self.graceful_shutdown_s,
+        )
+        server = _server_class()(config)
+        self._server = server
+        task = asyncio.get_running_loop().create_task(
+            server.serve(sockets=[sock]), name=f"http-{self.port}"
+        )
+        self._task = task
+        ready = asyncio.ensure_future(server.ready.wait())
+        await asyncio.wait({ready, task}, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.done():
+            ready.cancel()
+            exc = task.exception() if not task.cancelled() else None
+            raise RuntimeError(f"HTTP server stopped during start-up: {exc!r}")
+        log.info("HTTP listening on %s:%d", self.host, self.port)
+
+    async def close(self) -> None:
+        """Stop accepting, finish in-flight requests, release the port. Idempotent."""
+        server, task = self._server, self._task
+        self._server = self._task = None
+        if server is not None and task is not None:
+            server.should_exit = True
+            try:
+                await task
+            except Exception:
+                log.exception("HTTP server failed while stopping")
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None

@@ -28,7 +28,6 @@ from pyspark.sql.types import (
     StructField,
     StructType,
     TimestampType,
-    _parse_datatype_string,
 )
 
 from magnetar.client import Message
@@ -49,20 +48,33 @@ SCHEMA = StructType(
 )
 
 
-def parse_value_schema(ddl: str) -> StructType:
-    """A Spark DDL string (``"page STRING, views INT"``) or JSON schema -> StructType.
-    Raises ValueError when it does not describe a struct."""
-    text = ddl.strip()
-    if text.startswith("{"):
-        parsed: Any = StructType.fromJson(json.loads(text))
-    else:
-        parsed = _parse_datatype_string(text)
-    if not isinstance(parsed, StructType):
-        raise ValueError(f"value_schema must describe a struct, got {parsed.simpleString()}")
+METADATA_DDL = (
+    "key STRING, topic STRING, partition INT, message_id BINARY, publish_time TIMESTAMP, "
+    "event_time TIMESTAMP, properties MAP<STRING, STRING>, producer_name STRING"
+)
+
+
+def json_schema_ddl(value_schema: str) -> str | StructType:
+    """The source's schema for ``value_format=json``: the value's fields, then the metadata.
+
+    ``value_schema`` is a Spark DDL string (``"page STRING, views INT"``), returned as DDL
+    for Spark to parse (parsing DDL needs a Spark context, which data source workers lack),
+    or a StructType JSON document. Raises ValueError for a JSON schema that is not a struct
+    or whose fields clash with the metadata columns."""
+    text = value_schema.strip()
+    if not text.startswith("{"):
+        return f"{text}, {METADATA_DDL}"
+    parsed = StructType.fromJson(json.loads(text))
     clash = {f.name for f in parsed.fields} & {f.name for f in METADATA_FIELDS}
     if clash:
         raise ValueError(f"value_schema fields clash with metadata columns: {sorted(clash)}")
-    return parsed
+    return output_schema(parsed)
+
+
+def value_part(schema: StructType) -> StructType:
+    """The value's fields of a ``value_format=json`` source schema."""
+    meta = {f.name for f in METADATA_FIELDS}
+    return StructType([f for f in schema.fields if f.name not in meta])
 
 
 def output_schema(value_schema: StructType | None) -> StructType:
@@ -118,8 +130,9 @@ class RowBuilder:
             meta["value"] = pa.array([m._data for m in messages], pa.binary())
         else:
             struct = self._decode_json([m._data for m in messages])
-            for i, field in enumerate(self._value_type):
-                meta[field.name] = struct.field(i)
+            # flatten() applies the struct's nulls (an undecodable value) to every field.
+            for field, column in zip(self._value_type, struct.flatten(), strict=True):
+                meta[field.name] = column
         arrays = [meta[f.name] for f in fields]
         return pa.RecordBatch.from_arrays(arrays, schema=fields)
 

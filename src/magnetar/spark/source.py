@@ -44,7 +44,7 @@ from magnetar.spark.offsets import (
 )
 from magnetar.spark.options import SourceOptions, parse_options
 from magnetar.spark.partition_range import RangePartition, read_range
-from magnetar.spark.rows import output_schema, parse_value_schema
+from magnetar.spark.rows import json_schema_ddl, output_schema, value_part
 from magnetar.spark.sink import MagnetarBatchWriter, MagnetarStreamWriter
 from magnetar.spark.topic_catalog import (
     commit_subscription,
@@ -70,25 +70,23 @@ class MagnetarDataSource(DataSource):
     def _source_options(self) -> SourceOptions:
         return parse_options(self.raw_options)
 
-    def _value_schema(self, opts: SourceOptions) -> StructType | None:
-        if opts.value_format != "json":
-            return None
-        assert opts.value_schema is not None
-        return parse_value_schema(opts.value_schema)
-
-    def schema(self) -> StructType:
+    def schema(self) -> StructType | str:
         opts = {k.lower(): v for k, v in self.raw_options.items()}
         if opts.get("value_format", "binary").lower() == "json" and opts.get("value_schema"):
-            return output_schema(parse_value_schema(opts["value_schema"]))
+            return json_schema_ddl(opts["value_schema"])
         return output_schema(None)
+
+    @staticmethod
+    def _value_schema(opts: SourceOptions, schema: StructType) -> StructType | None:
+        return value_part(schema) if opts.value_format == "json" else None
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = self._source_options()
-        return MagnetarBatchReader(opts, self._value_schema(opts))
+        return MagnetarBatchReader(opts, self._value_schema(opts, schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = self._source_options()
-        return MagnetarStreamReader(opts, self._value_schema(opts))
+        return MagnetarStreamReader(opts, self._value_schema(opts, schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         return MagnetarBatchWriter(parse_options(self.raw_options, for_write=True), schema)

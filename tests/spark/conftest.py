@@ -1,0 +1,134 @@
+"""Spark ``local[2]`` against ``magnetar standalone`` run as a real process.
+
+One Spark session and one standalone (with deduplication on) are shared by the whole test
+session -- a Spark session takes ~5 s to start. Tests use unique topic names. Tests that
+stop or kill the broker start their own standalone with ``standalone_factory``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import sys
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+import magnetar.spark
+from magnetar.client import Client
+from magnetar.testing import StandaloneProcess
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
+    node = StandaloneProcess(
+        tmp_path_factory.mktemp("spark-standalone") / "data", "--deduplication"
+    )
+    node.start()
+    try:
+        yield node
+    finally:
+        node.kill()
+
+
+@pytest.fixture
+def standalone_factory(tmp_path: Path) -> Iterator[Callable[..., StandaloneProcess]]:
+    started: list[StandaloneProcess] = []
+
+    def make(*extra_args: str) -> StandaloneProcess:
+        node = StandaloneProcess(tmp_path / f"data{len(started)}", *extra_args)
+        started.append(node)
+        node.start()
+        return node
+
+    try:
+        yield make
+    finally:
+        for node in started:
+            node.kill()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    # Python workers must run the project's interpreter (magnetar, pyarrow).
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("magnetar-spark-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    magnetar.spark.register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture
+def topic() -> str:
+    return f"spark-t{next(_names)}-{os.getpid()}"
+
+
+def create_partitioned(node: StandaloneProcess, topic: str, partitions: int) -> None:
+    req = urllib.request.Request(
+        f"{node.http_url}/admin/v2/persistent/public/default/{topic}/partitions",
+        data=json.dumps(partitions).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.status in (200, 204)
+
+
+def produce(
+    url: str,
+    topic: str,
+    values: list[bytes],
+    *,
+    keys: list[str] | None = None,
+    properties: Callable[[int], dict[str, str]] | None = None,
+    event_times: list[int] | None = None,
+) -> None:
+    """Send ``values`` (batched) and wait until all are stored."""
+
+    async def main() -> None:
+        async with Client(url) as client:
+            producer: Any = await client.create_producer(topic, max_pending_messages=10_000)
+            futures = []
+            for i, value in enumerate(values):
+                futures.append(
+                    producer.send_async(
+                        value,
+                        partition_key=keys[i] if keys else None,
+                        properties=properties(i) if properties else None,
+                        event_timestamp=event_times[i] if event_times else None,
+                    )
+                )
+                if len(futures) >= 5000:
+                    await asyncio.gather(*futures)
+                    futures.clear()
+            await producer.flush()
+            await asyncio.gather(*futures)
+
+    asyncio.run(main())
+
+
+def read_all(spark: SparkSession, url: str, topic: str, **options: str) -> Any:
+    reader = spark.read.format("magnetar").option("service_url", url).option("topic", topic)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()

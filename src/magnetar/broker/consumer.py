@@ -144,7 +144,7 @@ class Consumer:
             consumer_name=self.name,
             available_permits=max(self.permits, 0),
             unacked_messages=self.pending.messages,
-            blocked_consumer_on_unacked_msgs=False,
+            blocked_consumer_on_unacked_msgs=self.blocked_on_unacked,
             address=self.connection.address,
             connected_since=str(self.connected_since_ms),
             type=SUB_TYPE_NAMES[sub.sub_type],

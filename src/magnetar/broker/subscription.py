@@ -524,7 +524,9 @@ class Subscription:
             md = Entry(item.data).metadata
             item.messages = md.num_messages
             if self._router is not None:
-                item.key_hash = sticky_key_hash(sticky_key(md.ordering_key, md.partition_key))
+                item.key_hash = sticky_key_hash(
+                    sticky_key(md.ordering_key, md.partition_key, md.partition_key_b64_encoded)
+                )
         except ProtocolError:
             return False
         ack_set = self.cursor.state.batch_ack_set(item.position)

@@ -108,6 +108,10 @@ class EntryMetadata:
         return m.partition_key if m.HasField("partition_key") else None
 
     @property
+    def partition_key_b64_encoded(self) -> bool:
+        return self._m.partition_key_b64_encoded
+
+    @property
     def ordering_key(self) -> bytes | None:
         m = self._m
         return m.ordering_key if m.HasField("ordering_key") else None

@@ -91,8 +91,9 @@ async def _drive(
                 stopping.cancel()
                 waiting.cancel()
             continue
+        t0 = now()  # one reading per burst: its messages are queued within microseconds
         for _ in range(burst):
-            sent_at.append(now())
+            sent_at.append(t0)
             send(payload, done)
         sent += burst
         await clock.sleep(0)  # let receipts and socket writes run

@@ -97,6 +97,7 @@ class Standalone:
         bookie = self.bookie
         ctx = AdminContext(
             self.broker,
+            compactor=self.broker.compactor,
             collectors=[JournalCollector(lambda: None if bookie is None else bookie.journal)],
         )
         self.http = AdminServer(create_app(ctx), self.config.http_host, self.config.http_port)

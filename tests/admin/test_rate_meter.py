@@ -1,0 +1,53 @@
+"""Rate meters and latency histograms (``magnetar.broker.stats``) driven by a manual clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from magnetar.broker.stats import LatencyHistogram, RateMeter
+from magnetar.common.clock import ManualClock
+
+
+def test_rate_over_the_window_then_decays_to_zero() -> None:
+    clock = ManualClock()
+    meter = RateMeter(clock, window_s=10, buckets=10)
+    for _ in range(20):  # 100 messages of 10 bytes per second for 20 s
+        meter.record(100, 1000)
+        clock.advance(1.0)
+    assert meter.rate() == pytest.approx(100, rel=0.1)
+    assert meter.throughput() == pytest.approx(1000, rel=0.1)
+    assert meter.total_count == 2000 and meter.total_bytes == 20000
+    clock.advance(11)
+    assert meter.rate() == 0 and meter.throughput() == 0
+    assert meter.total_count == 2000  # totals never decay
+
+
+def test_young_meter_is_not_diluted_and_one_event_is_not_a_spike() -> None:
+    clock = ManualClock()
+    meter = RateMeter(clock, window_s=10, buckets=10)
+    clock.advance(2.0)
+    meter.record(50)
+    assert meter.rate() == pytest.approx(25)  # 50 over the 2 s the meter has existed
+    fresh = RateMeter(clock, window_s=10, buckets=10)
+    fresh.record(1)
+    assert fresh.rate() == pytest.approx(1.0)  # at least one bucket (1 s) of span
+
+
+def test_touch_records_wall_clock_time() -> None:
+    clock = ManualClock(start_ms=1_000_000)
+    meter = RateMeter(clock)
+    assert meter.last_record_ms == 0
+    meter.touch()
+    assert meter.last_record_ms == 1_000_000
+
+
+def test_latency_histogram_buckets() -> None:
+    h = LatencyHistogram()
+    for ms in (0.1, 0.5, 0.7, 3, 60, 5000):
+        h.observe(ms)
+    assert h.counts == [2, 1, 1, 0, 0, 0, 1, 0, 0, 1]
+    assert h.count == 6 and h.sum_ms == pytest.approx(5064.3)
+    other = LatencyHistogram()
+    other.observe(2)
+    h.merge(other)
+    assert h.counts[2] == 2

@@ -8,10 +8,10 @@ PROTO_DIR := src/magnetar/protocol
 .PHONY: run test lint proto system-deps venv clean
 
 # Create the virtualenv and install the project (editable) with its dev tools.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,spark]'
 	@touch $(STAMP)
 
 venv: $(STAMP)

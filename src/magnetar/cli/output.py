@@ -111,7 +111,7 @@ class Printer:
             else:
                 click.echo(text)
             return
-        click.echo(value)
+        click.echo(value if isinstance(value, str) else json.dumps(value))
 
     def done(self, message: str, **fields: Any) -> None:
         """Report a successful action without a result body (a PUT/POST/DELETE)."""

@@ -16,7 +16,7 @@ import click
 
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import TOPIC, Topic, namespace_path
-from magnetar.cli.admin.rest import RawResponse
+from magnetar.cli.admin.rest import AdminHttpError, RawResponse
 from magnetar.cli.admin.units import duration_s
 from magnetar.cli.output import CliGroup, fail, output_option, printer
 
@@ -374,9 +374,21 @@ def _hexdump(data: bytes) -> str:
 def peek_messages(topic: Topic, subscription: str, count: int) -> None:
     """Show the next N messages of a subscription without consuming them."""
     records: list[dict[str, Any]] = []
-    for position in range(1, count + 1):
-        answer = rest().request("GET", f"{_sub(topic, subscription)}/position/{position}", raw=True)
+    position = 0
+    # An entry may hold a batch of messages: walk entries until N messages are collected
+    # or the backlog ends (404 after at least one message).
+    while len(records) < count:
+        position += 1
+        try:
+            answer = rest().request(
+                "GET", f"{_sub(topic, subscription)}/position/{position}", raw=True
+            )
+        except AdminHttpError as e:
+            if e.status == 404 and records:
+                break
+            raise
         records.extend(_peeked(answer))
+    del records[count:]
     out = printer()
     if out.json:
         out.result(records)
@@ -448,7 +460,12 @@ def terminate(topic: Topic) -> None:
     if out.json:
         out.result({"topic": topic.full, "lastMessageId": last})
     else:
-        click.echo(f"Topic {topic.full} terminated; last message id: {last}")
+        shown = (
+            f"{last['ledgerId']}:{last['entryId']}"
+            if isinstance(last, dict) and "ledgerId" in last
+            else last
+        )
+        click.echo(f"Topic {topic.full} terminated; last message id: {shown}")
 
 
 @topics.command()

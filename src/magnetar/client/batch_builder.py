@@ -44,6 +44,21 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+_PLAIN_PREFIXES: dict[int, bytes] = {}
+"""payload size -> ``SingleMessageMetadata`` bytes up to the sequence id's varint (tag 3
+payload_size, then tag 8's key); bounded to small sizes, where the per-message cost shows."""
+_PLAIN_PREFIXES_MAX_SIZE = 64 * 1024
+
+
+def _plain_prefix(n: int) -> bytes:
+    prefix = _PLAIN_PREFIXES.get(n)
+    if prefix is None:
+        prefix = b"\x18" + _varint(n) + b"\x40"
+        if n < _PLAIN_PREFIXES_MAX_SIZE:
+            _PLAIN_PREFIXES[n] = prefix
+    return prefix
+
+
 def _len_delimited(tag: int, data: bytes) -> bytes:
     return bytes((tag,)) + _varint(len(data)) + data
 
@@ -165,14 +180,24 @@ class BatchBuilder:
         """Fast path: a message without key, properties or event time. Returns True when the
         batch is full and should be built now."""
         n = len(payload)
-        meta = b"\x18" + _varint(n) + b"\x40" + _varint(sequence_id)
-        self._parts.append(_U32.pack(len(meta)) + meta + payload)
-        self._handles.append(handle)
+        prefix = _PLAIN_PREFIXES.get(n) or _plain_prefix(n)
+        if 0x80 <= sequence_id < 0x4000:
+            seq = bytes(((sequence_id & 0x7F) | 0x80, sequence_id >> 7))
+        elif 0x4000 <= sequence_id < 0x200000:
+            seq = bytes(
+                ((sequence_id & 0x7F) | 0x80, ((sequence_id >> 7) & 0x7F) | 0x80, sequence_id >> 14)
+            )
+        else:
+            seq = _varint(sequence_id)
+        # Pieces are joined once, in build().
+        self._parts += (_U32.pack(len(prefix) + len(seq)), prefix, seq, payload)
+        handles = self._handles
+        handles.append(handle)
         if self._first_seq < 0:
             self._first_seq = sequence_id
         self._last_seq = sequence_id
         self._bytes += n + 12
-        return len(self._handles) >= self.max_messages or self._bytes >= self.max_bytes
+        return len(handles) >= self.max_messages or self._bytes >= self.max_bytes
 
     def add(
         self,

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from magnetar.client.auth import Authentication
 from magnetar.client.errors import ConnectError, Timeout
@@ -179,7 +179,8 @@ class Connection(asyncio.Protocol):
         return conn
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's TCPTransport is not an asyncio.Transport subclass but has its methods.
+        transport = cast(asyncio.Transport, transport)
         self._transport = transport
         sock = transport.get_extra_info("socket")
         if sock is not None:

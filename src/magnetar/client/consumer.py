@@ -143,6 +143,10 @@ _SUB_TYPES = {
 }
 
 
+_CLOSING = _State.CLOSING
+_CLOSED = _State.CLOSED
+
+
 class Consumer:
     """A consumer of one topic or partition; ``Client.subscribe`` creates it."""
 
@@ -195,6 +199,7 @@ class Consumer:
         self._timer_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reached_end = False
+        self._tracks_dequeue = not config.durable or self._unacked is not None
         self.is_active: bool | None = None
         """Last ACTIVE_CONSUMER_CHANGE state (None before any was received)."""
 
@@ -436,9 +441,10 @@ class Consumer:
             return
         policy = self._conf.dead_letter_policy
         decoder = None if isinstance(self._conf.schema, BytesSchema) else self._conf.schema
-        for m in messages:
-            m.decoder = decoder
-            m.consumer_ref = self
+        if decoder is not None or self._sink is not None or policy is not None:
+            for m in messages:
+                m.decoder = decoder
+                m.consumer_ref = self
         if policy is not None and redelivery_count >= policy.max_redeliver_count:
             key = messages[0].position[:2]
             self._dlq_candidates[key] = list(messages)
@@ -524,10 +530,14 @@ class Consumer:
     async def receive(self, timeout_ms: int | None = None) -> Message:
         """The next message. Raises Timeout after ``timeout_ms`` (None: wait forever) and
         AlreadyClosed if the consumer closes meanwhile."""
-        self._check_open()
+        state = self._state
+        if state is _CLOSING or state is _CLOSED:
+            self._check_open()
         msg, permits = self._queue.pop()
         if msg is not None:
-            self._dequeued(msg)
+            # Fast path: a queued message is returned without creating a future or task.
+            if self._tracks_dequeue:
+                self._dequeued(msg)
             if permits:
                 self._flow(permits)
             return msg
@@ -598,7 +608,24 @@ class Consumer:
 
     async def acknowledge(self, message: Message | MessageId) -> None:
         """Acknowledge one message (grouped; sent within ``acknowledgment_group_time_ms``)."""
-        self._check_open()
+        state = self._state
+        if state is _CLOSING or state is _CLOSED:
+            self._check_open()
+        if type(message) is Message and not message.chunk_ids:
+            # Fast path: no MessageId built, no lists.
+            ledger, entry = message._ledger_id, message._entry_id
+            full = self._acks.add_individual(
+                ledger, entry, message._batch_index, message._batch_size
+            )
+            if self._unacked is not None:
+                self._unacked.remove((ledger, entry))
+            if self._nacks:
+                self._nacks.remove((ledger, entry))
+            if self._dlq_candidates:
+                self._dlq_candidates.pop((ledger, entry), None)
+            if full or self._conf.acknowledgment_group_time_ms <= 0:
+                self._flush_acks()
+            return
         full = False
         for ledger, entry, index, size in self._positions(message):
             full = self._acks.add_individual(ledger, entry, index, size) or full

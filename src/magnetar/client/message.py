@@ -369,31 +369,38 @@ def decode_entry(
         raise CorruptMessage(str(exc), ValidationError.BatchDeSerializeError) from exc
     messages = []
     skipped = 0
+    new = Message.__new__
+    unset = _UNSET
     for index, (data, props, key, event_time, okey, seq, null_value) in enumerate(records):
         if ack_set:
             word = index >> 6
             if word >= len(ack_set) or not (ack_set[word] >> (index & 63)) & 1:
                 skipped += 1
                 continue
-        messages.append(
-            Message(
-                data,
-                topic=topic,
-                partition=partition,
-                ledger_id=ledger_id,
-                entry_id=entry_id,
-                batch_index=index,
-                batch_size=num,
-                properties=props,
-                partition_key=key,
-                ordering_key=okey,
-                publish_time=publish_time,
-                event_time=event_time,
-                redelivery_count=redelivery_count,
-                schema_version=schema_version,
-                sequence_id=seq,
-                producer_name=producer_name,
-                null_value=null_value,
-            )
-        )
+        # Slot stores instead of a 17-keyword __init__ call: a third of the cost, and this
+        # runs once per received message.
+        m = new(Message)
+        m._data = data
+        m._topic = topic
+        m._partition = partition
+        m._ledger_id = ledger_id
+        m._entry_id = entry_id
+        m._batch_index = index
+        m._batch_size = num
+        m._properties = props
+        m._partition_key = key
+        m._ordering_key = okey
+        m._publish_time = publish_time
+        m._event_time = event_time
+        m._redelivery_count = redelivery_count
+        m._schema_version = schema_version
+        m._sequence_id = seq
+        m._producer_name = producer_name
+        m._null_value = null_value
+        m._id = None
+        m._value = unset
+        m.chunk_ids = ()
+        m.decoder = None
+        m.consumer_ref = None
+        messages.append(m)
     return messages, skipped

@@ -67,6 +67,10 @@ class _State(enum.Enum):
     CLOSED = 3
 
 
+_CLOSING = _State.CLOSING
+_CLOSED = _State.CLOSED
+
+
 @dataclass(slots=True, kw_only=True)
 class ProducerConfig:
     """Producer options, named as in the official client (units in the names)."""
@@ -149,6 +153,9 @@ class Producer:
         self._max_message_size = DEFAULT_MAX_MESSAGE_SIZE_BYTES
         self._flush_waiters: list[tuple[OpSend, asyncio.Future[None]]] = []
         self._backoff = Backoff(100, 60_000, ctx.rng)
+        self._loop = asyncio.get_running_loop()
+        self._max_pending = config.max_pending_messages
+        self._batch_max_bytes = config.batching_max_allowed_size_in_bytes
 
     # ------------------------------------------------------------ accessors
 
@@ -306,16 +313,44 @@ class Producer:
         convenience). Raises ProducerQueueIsFull if ``max_pending_messages`` are pending,
         AlreadyClosed after close, MessageTooBig for an oversized message without chunking.
         """
-        self._check_open()
-        if self._pending_messages >= self._conf.max_pending_messages:
+        state = self._state
+        if state is _CLOSING or state is _CLOSED:
+            self._check_open()
+        if self._pending_messages >= self._max_pending:
             raise ProducerQueueIsFull(f"{self._pending_messages} messages pending on {self._topic}")
         handle: Any
         fut: asyncio.Future[MessageId] | None = None
         if callback is None:
-            fut = handle = asyncio.get_running_loop().create_future()
+            fut = handle = self._loop.create_future()
         else:
             handle = callback
         payload = content if type(content) is bytes else self._schema.encode(content)
+        batch = self._batch
+        if (
+            batch is not None
+            and sequence_id is None
+            and properties is None
+            and partition_key is None
+            and ordering_key is None
+            and not event_timestamp
+            and deliver_at is None
+            and deliver_after_ms is None
+            and replication_clusters is None
+            and not disable_replication
+            and len(payload) <= self._batch_max_bytes
+        ):
+            # The common case, kept short: a plain message joining the open batch.
+            seq = self._next_seq
+            self._next_seq = seq + 1
+            self._pending_messages += 1
+            if not batch.fits(len(payload)):
+                self._flush_batch()
+            if not batch:
+                self._batch_started_s = self._ctx.clock.monotonic_s()
+            if batch.add_plain(payload, seq, handle):
+                self._flush_batch()
+            return fut  # type: ignore[return-value]
+        self._check_open()
         if sequence_id is None:
             seq = self._next_seq
             self._next_seq = seq + 1
@@ -326,7 +361,6 @@ class Producer:
             deliver_at = self._ctx.clock.now_ms() + deliver_after_ms
         if isinstance(ordering_key, str):
             ordering_key = ordering_key.encode()
-        batch = self._batch
         replicate_to: Sequence[str] = (
             ("__local__",) if disable_replication else (replication_clusters or ())
         )
@@ -334,7 +368,7 @@ class Producer:
             batch is not None
             and deliver_at is None
             and not replicate_to
-            and len(payload) <= self._conf.batching_max_allowed_size_in_bytes
+            and len(payload) <= self._batch_max_bytes
         ):
             self._pending_messages += 1
             if not batch.fits(len(payload)):

@@ -94,6 +94,8 @@ class ServerConnection(asyncio.Protocol):
         self.pending_sends = 0
         self._reading_paused = False
         self._writable = asyncio.Event()
+        self._out: list[bytes | memoryview] | None = None
+        self._loop = asyncio.get_running_loop()
         self._writable.set()
         self._traffic = True
         self._keepalive: asyncio.TimerHandle | None = None
@@ -148,13 +150,30 @@ class ServerConnection(asyncio.Protocol):
 
     # --- writing -------------------------------------------------------------------------
 
+    # Outgoing frames are gathered and handed to the transport once per event-loop
+    # iteration: one writelines (one syscall) for all the receipts and messages a burst of
+    # input produced, instead of one per frame. Order is kept: every write goes through here.
+
     def send_command(self, command: Command) -> None:
         if self.transport is not None and not self.closed:
-            self.transport.write(encode(command))
+            out = self._out
+            if out is None:
+                out = self._out = []
+                self._loop.call_soon(self._flush)
+            out.append(encode(command))
 
     def write_buffers(self, buffers: list[bytes | memoryview]) -> None:
         if self.transport is not None and not self.closed:
-            self.transport.writelines(buffers)
+            out = self._out
+            if out is None:
+                out = self._out = []
+                self._loop.call_soon(self._flush)
+            out.extend(buffers)
+
+    def _flush(self) -> None:
+        out, self._out = self._out, None
+        if out and self.transport is not None and not self.closed:
+            self.transport.writelines(out)
 
     @property
     def writable(self) -> bool:
@@ -165,6 +184,7 @@ class ServerConnection(asyncio.Protocol):
 
     def close(self) -> None:
         if self.transport is not None and not self.closed:
+            self._flush()  # an ERROR written just before closing still goes out
             self.closed = True
             self.transport.close()
 

@@ -96,6 +96,7 @@ class Producer:
         try:
             md = entry.metadata
             num_messages = md.num_messages
+            batch_size = md.num_messages_in_batch
             chunk_id = md.chunk_id
             num_chunks = md.num_chunks_from_msg
         except ProtocolError as exc:
@@ -130,7 +131,7 @@ class Producer:
         self.meters.msg_in.record(num_messages, len(data))
         if chunk_id is not None:
             self.meters.chunked.record(1)
-        future = topic.publish(data, num_messages)
+        future = topic.publish(data, num_messages, batch_size)
 
         def done(fut: asyncio.Future[Position]) -> None:
             if fut.cancelled():

@@ -244,16 +244,22 @@ class Topic:
 
     # --- publishing ----------------------------------------------------------------------
 
-    def publish(self, data: bytes, messages: int) -> asyncio.Future[Position]:
-        """Append one entry; the future gives its position (stored by an ack quorum)."""
-        future = asyncio.ensure_future(self.ml.add_entry(data, messages))
+    def publish(
+        self, data: bytes, messages: int, batch_size: int | None = -1
+    ) -> asyncio.Future[Position]:
+        """Append one entry; the future gives its position (stored by an ack quorum).
+        ``batch_size``: the entry's ``num_messages_in_batch`` if the caller parsed it
+        (``None`` = not a batch); -1 = parse it here."""
+        future = self.ml.add_entry_nowait(data, messages)
         clock = self.service.clock
         meters = self.meters
         meters.msg_in.record(messages, len(data))
         started_s = clock.monotonic_s()
-        batch: int | None = None
-        with contextlib.suppress(ProtocolError):
-            batch = Entry(data).metadata.num_messages_in_batch
+        batch: int | None = batch_size
+        if batch == -1:
+            batch = None
+            with contextlib.suppress(ProtocolError):
+                batch = Entry(data).metadata.num_messages_in_batch
 
         def done(fut: asyncio.Future[Position]) -> None:
             meters.publish_latency.observe((clock.monotonic_s() - started_s) * 1000)

@@ -124,6 +124,7 @@ class ManagedLedger:
         self._inflight_bytes = 0
         self._rolling: asyncio.Task[None] | None = None
         self._add_room = asyncio.Semaphore(config.pending_adds_max)
+        self._slow_adds = 0  # add_entry_nowait calls waiting for room (not yet queued)
         self._waiters: list[asyncio.Future[None]] = []
         self.cursors: dict[str, ManagedCursor] = {}
         self.cache = EntryCache(config.cache_size_max_bytes)
@@ -288,6 +289,55 @@ class ManagedLedger:
             return await op.future
         finally:
             self._add_room.release()
+
+    def add_entry_nowait(self, data: bytes, messages: int = 1) -> asyncio.Future[Position]:
+        """:meth:`add_entry` without a task per entry (the broker's hot path): same checks
+        (failures come back in the future), same order across both methods. When
+        ``pending_adds_max`` adds are queued or in flight, or earlier calls are still waiting
+        for room, it falls back to a task that waits (so order is kept)."""
+        loop = asyncio.get_running_loop()
+        if self._slow_adds or (
+            len(self._queue) + len(self._inflight) >= self.config.pending_adds_max
+        ):
+            self._slow_adds += 1
+            return loop.create_task(self._add_entry_waiting(data, messages))
+        future: asyncio.Future[Position] = loop.create_future()
+        try:
+            self._check_add()
+        except MagnetarError as exc:
+            future.set_exception(exc)
+            return future
+        self._queue.append(_AddOp(data, messages, future))
+        self._pump()
+        return future
+
+    def _check_add(self) -> None:
+        self._check_usable()
+        if self._terminated:
+            raise ManagedLedgerTerminated(f"{self.name} is terminated")
+        if self._quota_exceeded and (
+            self.config.backlog_quota_policy is BacklogQuotaPolicy.PRODUCER_EXCEPTION
+        ):
+            raise BacklogQuotaExceeded(f"{self.name}: backlog quota exceeded")
+
+    async def _add_entry_waiting(self, data: bytes, messages: int) -> Position:
+        queued = False
+        try:
+            self._check_add()
+            await self._add_room.acquire()
+            try:
+                self._check_usable()
+                op = _AddOp(data, messages, asyncio.get_running_loop().create_future())
+                self._queue.append(op)
+                self._slow_adds -= 1
+                queued = True
+                self._pump()
+                return await op.future
+            finally:
+                self._add_room.release()
+        finally:
+            if not queued:
+                self._slow_adds -= 1
 
     def _pump(self) -> None:
         """Issue queued adds to the current ledger, in order (no task per entry)."""

@@ -124,8 +124,8 @@ async def _open_reader(client: Client, part: RangePartition, index: int) -> Read
             receiver_queue_size=RECEIVE_QUEUE_SIZE,
             start_message_id_inclusive=True,
         )
-    if part.options.starting_time_ms is not None:
-        await reader.seek(part.options.starting_time_ms)
+    # Publish-time bounds are applied as a filter, not by seeking: a seek past the range's
+    # end would leave nothing to read up to ``end`` and the reader would wait for it.
     return reader
 
 

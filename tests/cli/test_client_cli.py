@@ -108,3 +108,15 @@ def test_unreachable_broker_is_one_line_and_exit_1(cli: Cli, topic: str) -> None
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("Error: ") and "127.0.0.1:1" in lines[0]
+
+
+def test_partitioned_topic_round_trip_with_failover_events(cli: Cli, topic: str) -> None:
+    assert cli.admin("topics", "create-partitioned-topic", topic, "-p", "2").returncode == 0
+    consumer = cli.consume(topic, "-s", "ps", "-t", "Failover", "-n", "6", "--consumer-name", "pc")
+    consumer.wait_for_line("consumer pc became active on partition 0")
+    consumer.wait_for_line("consumer pc became active on partition 1")
+    produced = cli.client("produce", topic, "-m", "1,2,3", "-n", "2", "--disable-batching")
+    assert produced.returncode == 0, produced.stderr
+    assert consumer.wait(60) == 0
+    contents = sorted(ln.rsplit("content:", 1)[1] for ln in consumer.out if "content:" in ln)
+    assert contents == ["1", "1", "2", "2", "3", "3"]

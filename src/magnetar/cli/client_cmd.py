@@ -233,8 +233,8 @@ async def _produce(
                     ahead_s = started_s + sent / rate - clock.monotonic_s()
                     if ahead_s > 0:
                         await clock.sleep(ahead_s)
-                while producer.pending_messages >= PENDING_MESSAGES_MAX:
-                    await futures[oldest]  # room frees up in send order
+                while len(futures) - oldest >= PENDING_MESSAGES_MAX:
+                    await futures[oldest]  # bounds what is in flight, partitioned or not
                     oldest += 1
                 futures.append(
                     producer.send_async(body, properties=props or None, partition_key=key)

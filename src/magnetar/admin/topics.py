@@ -327,9 +327,11 @@ def router(ctx: AdminContext) -> APIRouter:
         t = await non_partitioned(name, "Compaction")
         if ctx.compactor is None:
             raise MethodNotAllowed("Compaction is not available on this broker")
+        from magnetar.broker.compactor import CompactionInProgress
+
         try:
             await ctx.compactor.trigger(t)
-        except RuntimeError as exc:
+        except CompactionInProgress as exc:
             raise Conflict(str(exc)) from exc
         return no_content()
 

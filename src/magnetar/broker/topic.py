@@ -46,6 +46,7 @@ from magnetar.common.errors import (
     ProducerBlockedQuotaExceededException,
     ProducerBusy,
     ProtocolError,
+    TopicTerminated,
     wire_error,
 )
 from magnetar.managed_ledger.errors import CursorNotFound
@@ -289,6 +290,8 @@ class Topic:
         name = cmd.producer_name or self.service.new_producer_name()
         mode = AccessMode(int(cmd.producer_access_mode))
         key = ProducerKey(conn.connection_id, cmd.producer_id)
+        if self.ml.is_terminated:
+            raise TopicTerminated(f"Topic {self.full_name} is terminated")
         self._check_producer_limits(key)
         admission = self.access.add(ProducerRequest(key, name, mode, cmd.epoch, cmd.topic_epoch))
         producer = Producer(

@@ -22,7 +22,10 @@ import asyncio
 import itertools
 import json
 import os
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -182,6 +185,7 @@ async def run_raw(
     write = prod.transport.writelines
     seq = itertools.count()
     t0 = time.perf_counter()
+    cpu0 = time.process_time()
     deadline = t0 + seconds
     interval = None if rate_limit_sends is None else 1 / rate_limit_sends
     next_at = t0
@@ -208,6 +212,7 @@ async def run_raw(
     while received < target and time.perf_counter() < drain_deadline:
         await asyncio.sleep(0.01)
     consume_s = time.perf_counter() - t0
+    generator_cpu_s = time.process_time() - cpu0
     for c in (prod, cons):
         assert c.transport is not None
         c.transport.close()
@@ -215,6 +220,7 @@ async def run_raw(
         "messages": float(target),
         "produce_msg_per_s": target / produce_s,
         "consume_msg_per_s": received / consume_s,
+        "generator_cpu_us_per_msg": generator_cpu_s / max(target, 1) * 1e6,
     }
     if latencies:
         latencies.sort()
@@ -250,11 +256,39 @@ def run_wheel(url: str, n: int) -> dict[str, float]:
     return out
 
 
+def start_profile(directory: Path | None, pid: int, name: str) -> subprocess.Popen[bytes] | None:
+    if directory is None:
+        return None
+    directory.mkdir(parents=True, exist_ok=True)
+    spy = Path(sys.executable).parent / "py-spy"
+    return subprocess.Popen(
+        [str(spy), "record", "--pid", str(pid), "--format", "raw", "--threads", "--nonblocking", "--rate", "400",
+         "-o", str(directory / f"{name}.txt")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def stop_profile(spy: subprocess.Popen[bytes] | None) -> None:
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--wheel-messages", type=int, default=20_000)
+    parser.add_argument("--wheel-messages", type=int, default=20_000, help="0: skip the wheel")
+    parser.add_argument(
+        "--modes", default="batched,unbatched,latency", help="comma-separated subset to run"
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="record the broker with py-spy during each raw run (collapsed stacks in this dir)",
+    )
     args = parser.parse_args()
+    modes = set(args.modes.split(","))
     results: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         node = StandaloneProcess(Path(tmp) / "data")
@@ -266,18 +300,25 @@ def main() -> None:
         results["standalone_rss_mb_idle"] = rss_mb(pid)
         try:
             for batched in (True, False):
+                if ("batched" if batched else "unbatched") not in modes:
+                    continue
                 key = "batched" if batched else "unbatched"
                 c0 = cpu_s(pid)
+                spy = start_profile(args.profile, pid, key)
                 r = asyncio.run(run_raw(node.port, f"raw-{key}", batched, args.seconds))
+                stop_profile(spy)
                 results[f"{key}_produce_msg_per_s"] = r["produce_msg_per_s"]
                 results[f"{key}_consume_msg_per_s"] = r["consume_msg_per_s"]
                 results[f"{key}_broker_cpu_us_per_msg"] = (cpu_s(pid) - c0) / r["messages"] * 1e6
-            half = results["unbatched_produce_msg_per_s"] / 2
-            r = asyncio.run(run_raw(node.port, "raw-latency", False, args.seconds, half))
-            results["latency_rate_msg_per_s"] = half
-            results["publish_latency_p50_ms"] = r["publish_latency_p50_ms"]
-            results["publish_latency_p99_ms"] = r["publish_latency_p99_ms"]
-            results.update(run_wheel(node.url, args.wheel_messages))
+                results[f"{key}_generator_cpu_us_per_msg"] = r["generator_cpu_us_per_msg"]
+            if "latency" in modes and "unbatched_produce_msg_per_s" in results:
+                half = results["unbatched_produce_msg_per_s"] / 2
+                r = asyncio.run(run_raw(node.port, "raw-latency", False, args.seconds, half))
+                results["latency_rate_msg_per_s"] = half
+                results["publish_latency_p50_ms"] = r["publish_latency_p50_ms"]
+                results["publish_latency_p99_ms"] = r["publish_latency_p99_ms"]
+            if args.wheel_messages:
+                results.update(run_wheel(node.url, args.wheel_messages))
             results["standalone_rss_mb_after"] = rss_mb(pid)
         finally:
             node.stop()

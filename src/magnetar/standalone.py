@@ -74,7 +74,8 @@ class Standalone:
             tmp = port_file.with_suffix(".tmp")
             tmp.write_text(str(self.bookie.port))
             tmp.replace(port_file)
-        self.ledger_client = LedgerClient(self.store)
+        # The bookie is on this loop: direct calls instead of a loopback socket.
+        self.ledger_client = LedgerClient(self.store, local_bookies=[self.bookie])
         b = cfg.broker
         storage = LedgerClientStorage(
             self.ledger_client,

@@ -1,4 +1,7 @@
-"""The ledger client against real bookies on loopback (in-process, embedded store)."""
+"""The ledger client against real bookies on loopback (in-process, embedded store).
+
+Every test runs twice: over TCP (``BookieClient``) and with the bookies as local transports
+(``LocalBookieTransport``, the standalone's path): both keep one contract."""
 
 from __future__ import annotations
 
@@ -49,11 +52,17 @@ async def bookies(store: MetadataStore, tmp_path: Path) -> AsyncIterator[list[Bo
         await b.stop()
 
 
-@pytest.fixture
-async def client(store: MetadataStore, bookies: list[Bookie]) -> AsyncIterator[LedgerClient]:
+@pytest.fixture(params=["tcp", "local"])
+async def client(
+    request: pytest.FixtureRequest, store: MetadataStore, bookies: list[Bookie]
+) -> AsyncIterator[LedgerClient]:
     c = LedgerClient(
-        store, config=LedgerClientConfig(entry_size_max_bytes=100_000, request_timeout_ms=2000)
+        store,
+        config=LedgerClientConfig(entry_size_max_bytes=100_000, request_timeout_ms=2000),
+        local_bookies=bookies if request.param == "local" else (),
     )
+    kinds = {type(c.pool.cached(b.bookie_id)).__name__ for b in bookies}
+    assert kinds == ({"LocalBookieTransport"} if request.param == "local" else {"NoneType"})
     yield c
     await c.close()
 

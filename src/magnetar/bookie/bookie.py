@@ -35,13 +35,12 @@ from typing import Final
 
 import crc32c
 
-from magnetar.bookie import codec
 from magnetar.bookie.codec import OpType, Request, Response, Status
 from magnetar.bookie.entry_log import StoredEntry
 from magnetar.bookie.errors import CookieMismatch
 from magnetar.bookie.journal import ADD_ENTRY, FENCE, Journal, replay
 from magnetar.bookie.ledger_storage import CheckpointJob, LedgerStorage
-from magnetar.bookie.server import BookieConnection
+from magnetar.bookie.server import BookieConnection, Reply, Responder
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.metadata.store import MetadataStore, NodeExists, NotFound
 
@@ -104,7 +103,7 @@ class Bookie:
         self._tasks: list[asyncio.Task[None]] = []
         self._checkpoint_lock = asyncio.Lock()
         self._checkpoint_wanted = asyncio.Event()
-        self._connections: set[BookieConnection] = set()
+        self._connections: set[Responder] = set()
         self.readonly = False
         self._forced_readonly = False
         self.bookie_id = ""
@@ -196,7 +195,7 @@ class Bookie:
         self._connections.add(conn)
         return conn
 
-    def connection_closed(self, conn: BookieConnection) -> None:
+    def connection_closed(self, conn: Responder) -> None:
         self._connections.discard(conn)
 
     # -- cookie and registration -------------------------------------------------------------
@@ -305,10 +304,19 @@ class Bookie:
                 self.storage.fence(rec.ledger_id)
         return n
 
-    # -- requests (event loop; called by BookieConnection) --------------------------------------
+    # -- requests (event loop; called by BookieConnection or an in-process transport) -----
+
+    @property
+    def serving(self) -> bool:
+        """Started and not stopped: requests may be handed to :meth:`handle`/:meth:`admit_add`."""
+        return self.journal is not None and not self._stopped
+
+    def attach(self, conn: Responder) -> None:
+        """Track an in-process responder like a connection: :meth:`stop` closes it."""
+        self._connections.add(conn)
 
     def handle(
-        self, request: Request, payload: bytes, conn: BookieConnection, durable: list[bytes]
+        self, request: Request, payload: bytes, conn: Responder, durable: list[Reply]
     ) -> None:
         op = request.op
         if op == OpType.ADD_ENTRY:
@@ -322,13 +330,13 @@ class Bookie:
         elif op == OpType.LEDGER_INFO:
             self._info(request, conn)
         else:
-            conn.send(self._error(request, Status.BAD_REQUEST, f"unknown operation {op}"))
+            conn.reply(self._error(request, Status.BAD_REQUEST, f"unknown operation {op}"))
 
-    def after_batch(self, conn: BookieConnection, durable: list[bytes]) -> None:
+    def after_batch(self, conn: Responder, durable: list[Reply]) -> None:
         journal = self.journal
         assert journal is not None
         if durable:
-            journal.on_durable(lambda: conn.send(durable))
+            journal.on_durable(lambda: conn.reply_all(durable))
         if journal.over_limit:
             conn.pause_reading()
             journal.on_durable(conn.resume_reading)
@@ -338,65 +346,84 @@ class Bookie:
             self._checkpoint_wanted.set()
 
     @staticmethod
-    def _error(request: Request, status: int, message: str) -> list[bytes]:
-        return codec.encode_response(
-            Response(
-                request_id=request.request_id,
-                op=request.op,
-                status=status,  # type: ignore[arg-type]
-                message=message,
-                ledger_id=request.ledger_id,
-                entry_id=request.entry_id,
-            )
+    def _error(request: Request, status: int, message: str) -> Response:
+        return Response(
+            request_id=request.request_id,
+            op=request.op,
+            status=status,  # type: ignore[arg-type]
+            message=message,
+            ledger_id=request.ledger_id,
+            entry_id=request.entry_id,
         )
 
-    def _add(
-        self, request: Request, payload: bytes, conn: BookieConnection, durable: list[bytes]
-    ) -> None:
+    def admit_add(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        last_add_confirmed: int,
+        checksum: int,
+        payload: bytes,
+        recovery: bool,
+    ) -> tuple[int, str]:
+        """Check and store one add: ``(Status.OK, "")`` once it is in ledger storage and
+        appended to the journal, else an error status and message (nothing stored).
+
+        OK does not mean durable: the caller must acknowledge only from a
+        ``journal.on_durable`` callback registered after this call. Raises nothing.
+        """
         storage = self.storage
         journal = self.journal
         assert storage is not None and journal is not None
-        ledger_id = request.ledger_id
-        entry_id = request.entry_id
         if self.readonly:
-            conn.send(
-                self._error(request, Status.READ_ONLY, f"bookie {self.bookie_id} is read-only")
-            )
-            return
+            return Status.READ_ONLY, f"bookie {self.bookie_id} is read-only"
         if journal.failed is not None:
-            conn.send(self._error(request, Status.INTERNAL_ERROR, "journal failed"))
-            return
+            return Status.INTERNAL_ERROR, "journal failed"
         if len(payload) > self.config.entry_size_max_bytes:
-            conn.send(
-                self._error(
-                    request,
-                    Status.TOO_LARGE,
-                    f"entry of {len(payload)} bytes exceeds {self.config.entry_size_max_bytes}",
-                )
+            return (
+                Status.TOO_LARGE,
+                f"entry of {len(payload)} bytes exceeds {self.config.entry_size_max_bytes}",
             )
-            return
         if entry_id < 0:
-            conn.send(self._error(request, Status.BAD_REQUEST, f"bad entry id {entry_id}"))
-            return
-        if crc32c.crc32c(payload) != request.checksum:
-            conn.send(self._error(request, Status.BAD_REQUEST, "payload checksum mismatch"))
-            return
+            return Status.BAD_REQUEST, f"bad entry id {entry_id}"
+        if crc32c.crc32c(payload) != checksum:
+            return Status.BAD_REQUEST, "payload checksum mismatch"
         rec = storage.ledgers.get(ledger_id)
-        if rec is not None and rec.fenced and not request.recovery:
-            conn.send(self._error(request, Status.FENCED, f"ledger {ledger_id} is fenced"))
+        if rec is not None and rec.fenced and not recovery:
+            return Status.FENCED, f"ledger {ledger_id} is fenced"
+        storage.add_entry(ledger_id, entry_id, last_add_confirmed, checksum, payload)
+        journal.append(ADD_ENTRY, ledger_id, entry_id, last_add_confirmed, checksum, payload)
+        return Status.OK, ""
+
+    def check_write_cache(self) -> None:
+        """Start a checkpoint if the entry-log write buffers outgrew the cache (call after
+        adds that did not come through :meth:`after_batch`)."""
+        storage = self.storage
+        if storage is not None and (
+            storage.entry_logger.buffered_bytes > self.config.write_cache_max_bytes
+        ):
+            self._checkpoint_wanted.set()
+
+    def _add(self, request: Request, payload: bytes, conn: Responder, durable: list[Reply]) -> None:
+        status, message = self.admit_add(
+            request.ledger_id,
+            request.entry_id,
+            request.last_add_confirmed,
+            request.checksum,
+            payload,
+            request.recovery,
+        )
+        if status != Status.OK:
+            conn.reply(self._error(request, status, message))
             return
-        lac = request.last_add_confirmed
-        checksum = request.checksum
-        storage.add_entry(ledger_id, entry_id, lac, checksum, payload)
-        journal.append(ADD_ENTRY, ledger_id, entry_id, lac, checksum, payload)
-        durable.extend(
-            codec.encode_response(
+        durable.append(
+            (
                 Response(
                     request_id=request.request_id,
                     op=OpType.ADD_ENTRY,
-                    ledger_id=ledger_id,
-                    entry_id=entry_id,
-                )
+                    ledger_id=request.ledger_id,
+                    entry_id=request.entry_id,
+                ),
+                b"",
             )
         )
 
@@ -412,15 +439,15 @@ class Bookie:
         journal.append(FENCE, ledger_id, -1, -1, 0, b"")
         return True
 
-    def _fence(self, request: Request, conn: BookieConnection, durable: list[bytes]) -> None:
+    def _fence(self, request: Request, conn: Responder, durable: list[Reply]) -> None:
         storage = self.storage
         assert storage is not None
         self._fence_ledger(request.ledger_id)
         rec = storage.ledgers[request.ledger_id]
         # Answer after the journal sync even if already fenced: the earlier fence record may
         # still be in flight.
-        durable.extend(
-            codec.encode_response(
+        durable.append(
+            (
                 Response(
                     request_id=request.request_id,
                     op=OpType.FENCE,
@@ -428,52 +455,53 @@ class Bookie:
                     last_add_confirmed=rec.lac,
                     fenced=True,
                     last_entry_id=rec.last_entry_id,
-                )
+                ),
+                b"",
             )
         )
 
-    def _read_lac(self, request: Request, conn: BookieConnection) -> None:
+    def _read_lac(self, request: Request, conn: Responder) -> None:
         storage = self.storage
         assert storage is not None
         rec = storage.ledgers.get(request.ledger_id)
         if rec is None:
-            conn.send(self._error(request, Status.NO_SUCH_LEDGER, f"no ledger {request.ledger_id}"))
+            conn.reply(
+                self._error(request, Status.NO_SUCH_LEDGER, f"no ledger {request.ledger_id}")
+            )
             return
-        conn.send(
-            codec.encode_response(
-                Response(
-                    request_id=request.request_id,
-                    op=OpType.READ_LAC,
-                    ledger_id=request.ledger_id,
-                    last_add_confirmed=rec.lac,
-                    fenced=rec.fenced,
-                )
+        conn.reply(
+            Response(
+                request_id=request.request_id,
+                op=OpType.READ_LAC,
+                ledger_id=request.ledger_id,
+                last_add_confirmed=rec.lac,
+                fenced=rec.fenced,
             )
         )
 
-    def _info(self, request: Request, conn: BookieConnection) -> None:
+    def _info(self, request: Request, conn: Responder) -> None:
         storage = self.storage
         assert storage is not None
         rec = storage.ledgers.get(request.ledger_id)
         if rec is None:
-            conn.send(self._error(request, Status.NO_SUCH_LEDGER, f"no ledger {request.ledger_id}"))
+            conn.reply(
+                self._error(request, Status.NO_SUCH_LEDGER, f"no ledger {request.ledger_id}")
+            )
             return
-        conn.send(
-            codec.encode_response(
-                Response(
-                    request_id=request.request_id,
-                    op=OpType.LEDGER_INFO,
-                    ledger_id=request.ledger_id,
-                    last_add_confirmed=rec.lac,
-                    fenced=rec.fenced,
-                    last_entry_id=rec.last_entry_id,
-                    entry_count=len(rec.entries),
-                    size_bytes=rec.size_bytes,
-                )
+        conn.reply(
+            Response(
+                request_id=request.request_id,
+                op=OpType.LEDGER_INFO,
+                ledger_id=request.ledger_id,
+                last_add_confirmed=rec.lac,
+                fenced=rec.fenced,
+                last_entry_id=rec.last_entry_id,
+                entry_count=len(rec.entries),
+                size_bytes=rec.size_bytes,
             )
         )
 
-    def _read(self, request: Request, conn: BookieConnection, durable: list[bytes]) -> None:
+    def _read(self, request: Request, conn: Responder, durable: list[Reply]) -> None:
         storage = self.storage
         assert storage is not None
         ledger_id = request.ledger_id
@@ -481,17 +509,17 @@ class Bookie:
         wait_journal = recovery and self._fence_ledger(ledger_id)
         rec = storage.ledgers.get(ledger_id)
         if rec is None:
-            conn.send(self._error(request, Status.NO_SUCH_LEDGER, f"no ledger {ledger_id}"))
+            conn.reply(self._error(request, Status.NO_SUCH_LEDGER, f"no ledger {ledger_id}"))
             return
         location = rec.entries.get(request.entry_id)
         if location is None:
-            out = self._error(
+            err = self._error(
                 request, Status.NO_SUCH_ENTRY, f"no entry {ledger_id}:{request.entry_id}"
             )
             if wait_journal:
-                durable.extend(out)
+                durable.append((err, b""))
             else:
-                conn.send(out)
+                conn.reply(err)
             return
         stored = storage.read_buffered(location)
         if stored is not None:
@@ -499,9 +527,9 @@ class Bookie:
                 request, stored.last_add_confirmed, stored.checksum, rec.fenced, stored.payload
             )
             if wait_journal:
-                durable.extend(out)
+                durable.append(out)
             else:
-                conn.send(out)
+                conn.reply(*out)
             return
         loop = asyncio.get_running_loop()
         fut = loop.run_in_executor(self._storage_executor, storage.read_file, location)
@@ -511,7 +539,10 @@ class Bookie:
             exc = f.exception()
             if exc is not None:
                 log.error("read of %s:%s failed: %s", ledger_id, request.entry_id, exc)
-                out = self._error(request, Status.INTERNAL_ERROR, f"read failed: {exc}")
+                out: Reply = (
+                    self._error(request, Status.INTERNAL_ERROR, f"read failed: {exc}"),
+                    b"",
+                )
             else:
                 s = f.result()
                 out = self._entry_response(
@@ -519,17 +550,17 @@ class Bookie:
                 )
             if wait_journal:
                 assert self.journal is not None
-                self.journal.on_durable(lambda: conn.send(out))
+                self.journal.on_durable(lambda: conn.reply(*out))
             else:
-                conn.send(out)
+                conn.reply(*out)
 
         fut.add_done_callback(done)
 
     @staticmethod
     def _entry_response(
         request: Request, lac: int, checksum: int, fenced: bool, payload: bytes
-    ) -> list[bytes]:
-        return codec.encode_response(
+    ) -> Reply:
+        return (
             Response(
                 request_id=request.request_id,
                 op=request.op,

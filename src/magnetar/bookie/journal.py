@@ -15,10 +15,12 @@ acknowledged, because acknowledgements wait for the sync that covers them).
 Group commit: :meth:`Journal.append` only copies the record into an in-memory batch. One
 flusher task writes the batch and fdatasyncs it in a worker thread, so the event loop keeps
 accepting adds meanwhile; everything appended while one sync runs is covered by the next.
-When ``group_wait_ms`` > 0 the flusher waits at most that long for a batch to reach
-``group_bytes_max`` before syncing (trading latency for fewer syncs); with 0 it syncs as
-soon as the previous sync returns, which already groups every add that arrived meanwhile. ``pending_bytes_max`` bounds memory: callers check
-:attr:`Journal.over_limit` and stop reading from their sockets until durable callbacks fire.
+When ``group_wait_ms`` > 0 syncs are paced: one starts no sooner than ``group_wait_ms``
+after the previous one started (unless ``group_bytes_max`` are pending), so an idle journal
+syncs at once and a busy one gathers more records per sync; with 0 it syncs as soon as the
+previous sync returns.
+``pending_bytes_max`` bounds memory: callers check :attr:`Journal.over_limit` and stop
+reading from their sockets until durable callbacks fire.
 
 Files roll at ``file_size_max_bytes`` (decided at append time, so every record's position is
 known at once); files wholly before a checkpoint's position are removed with
@@ -164,9 +166,14 @@ class Journal:
         self._fds: dict[int, int] = {}
         self.failed: BaseException | None = None
         self.syncs = 0
+        self.groups_taken = 0
+        """Incremented each time the flusher takes the pending records and callbacks: a
+        callback registered while this value is unchanged covers every record appended
+        meanwhile (they go to the same sync)."""
         self.sync_seconds_total = 0.0
         """Time spent writing and fdatasync'ing batches (for the sync latency metric)."""
         self._closing = False
+        self._last_sync_s = float("-inf")
 
     # -- appending (event loop) ----------------------------------------------------------
 
@@ -243,10 +250,15 @@ class Journal:
             await self._wakeup.wait()
             self._wakeup.clear()
             if self._group_wait_s > 0 and self._pending_bytes < self._group_bytes_max:
-                await self._clock.sleep(self._group_wait_s)
+                # Pace syncs: at most one per group_wait_s. An idle journal syncs at once;
+                # a busy one gathers more records per sync instead of spending a thread
+                # hand-off and an fdatasync on every few entries.
+                wait_s = self._last_sync_s + self._group_wait_s - self._clock.monotonic_s()
+                if wait_s > 0:
+                    await self._clock.sleep(wait_s)
             segments, callbacks = self._take_batch()
             if segments:
-                started_s = self._clock.monotonic_s()
+                started_s = self._last_sync_s = self._clock.monotonic_s()
                 try:
                     await loop.run_in_executor(self._executor, self._write_and_sync, segments)
                 except Exception as exc:
@@ -265,6 +277,7 @@ class Journal:
     def _take_batch(self) -> tuple[list[tuple[int, list[bytes]]], list[Callable[[], None]]]:
         """Take every pending record and every callback (all registered before the take).
         Memory is bounded by callers honouring :attr:`over_limit`."""
+        self.groups_taken += 1
         segments = [seg for seg in self._segments if seg[1]]
         self._segments = [(self._file_id, [])]
         self._pending_bytes = 0

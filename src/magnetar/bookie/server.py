@@ -5,6 +5,10 @@ request of a read to the :class:`RequestHandler` (the bookie), and writes respon
 ``writelines`` per batch. Add responses are released only once the journal has synced them
 (the handler appends them to ``durable``); everything else goes out as soon as it is ready.
 A malformed or oversized frame closes this connection only.
+
+The handler answers through the :class:`Responder` seam, which this connection implements
+by encoding; an in-process caller (``magnetar.ledger.local_transport``) implements it by
+handing the typed responses over directly.
 """
 
 from __future__ import annotations
@@ -13,25 +17,57 @@ import asyncio
 import logging
 from typing import Protocol, cast
 
-from magnetar.bookie.codec import FRAME_SIZE_MAX_BYTES, Request, RequestDecoder
+from magnetar.bookie.codec import (
+    FRAME_SIZE_MAX_BYTES,
+    Request,
+    RequestDecoder,
+    Response,
+    encode_response,
+)
 from magnetar.common.errors import ProtocolError
 
 log = logging.getLogger(__name__)
 
 
-class RequestHandler(Protocol):
-    def handle(
-        self, request: Request, payload: bytes, conn: BookieConnection, durable: list[bytes]
-    ) -> None:
-        """Handle one request. Append response buffers that must wait for the journal to
-        ``durable``; send others with ``conn.send`` (now or later)."""
+Reply = tuple[Response, bytes]
+"""A response header and its payload (an entry's body for reads, else empty)."""
+
+
+class Responder(Protocol):
+    """Where a bookie's answers go: one client connection (or an in-process caller)."""
+
+    def reply(self, response: Response, payload: bytes = b"") -> None:
+        """Deliver one answer now (or drop it if the responder is closed)."""
         ...
 
-    def after_batch(self, conn: BookieConnection, durable: list[bytes]) -> None:
+    def reply_all(self, replies: list[Reply]) -> None:
+        """Deliver answers in order (one write for a connection)."""
+        ...
+
+    def pause_reading(self) -> None:
+        """Stop taking requests until :meth:`resume_reading` (journal backpressure)."""
+        ...
+
+    def resume_reading(self) -> None: ...
+
+    def close(self) -> None:
+        """The bookie is stopping: drop the connection (pending requests fail)."""
+        ...
+
+
+class RequestHandler(Protocol):
+    def handle(
+        self, request: Request, payload: bytes, conn: Responder, durable: list[Reply]
+    ) -> None:
+        """Handle one request. Append answers that must wait for the journal to
+        ``durable``; give others to ``conn.reply`` (now or later)."""
+        ...
+
+    def after_batch(self, conn: Responder, durable: list[Reply]) -> None:
         """Called once per read from the socket, after every request in it was handled."""
         ...
 
-    def connection_closed(self, conn: BookieConnection) -> None: ...
+    def connection_closed(self, conn: Responder) -> None: ...
 
 
 class BookieConnection(asyncio.Protocol):
@@ -62,15 +98,22 @@ class BookieConnection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, exc)
             self.close()
             return
-        durable: list[bytes] = []
+        durable: list[Reply] = []
         handle = self._handler.handle
         for request, payload in requests:
             handle(request, payload, self, durable)
         self._handler.after_batch(self, durable)
 
-    def send(self, buffers: list[bytes]) -> None:
+    def reply(self, response: Response, payload: bytes = b"") -> None:
         if self.transport is not None and not self.closed:
-            self.transport.writelines(buffers)
+            self.transport.writelines(encode_response(response, payload))
+
+    def reply_all(self, replies: list[Reply]) -> None:
+        if self.transport is not None and not self.closed:
+            out: list[bytes] = []
+            for response, payload in replies:
+                out.extend(encode_response(response, payload))
+            self.transport.writelines(out)
 
     def pause_reading(self) -> None:
         if self.transport is not None and not self.closed:

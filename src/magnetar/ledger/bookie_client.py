@@ -6,9 +6,13 @@ matches responses by request id. Request ids come from one counter per
 several bookies (what a striped add does). Requests written during one event-loop turn go
 out in one ``writelines``.
 
-Completion is by callback, ``callback(response, payload, error)``, called exactly once:
-with ``error`` set (:class:`BookieUnavailable`) if the connection fails or the request
-outlives ``request_timeout_ms``. Callbacks run on the event loop and must not raise.
+Completion is by callback (the :class:`~magnetar.ledger.transport.BookieTransport`
+contract), called exactly once: with ``error`` set (:class:`BookieUnavailable`) if the
+connection fails or the request outlives ``request_timeout_ms``. Callbacks run on the event
+loop and must not raise.
+
+A pool may also hold in-process transports (:meth:`BookiePool.add_local`): requests to
+those bookies then skip the network (see :mod:`magnetar.ledger.local_transport`).
 """
 
 from __future__ import annotations
@@ -30,21 +34,30 @@ from magnetar.bookie.codec import (
 from magnetar.bookie.errors import BookieUnavailable
 from magnetar.common.clock import Clock
 from magnetar.common.errors import ProtocolError
+from magnetar.ledger.transport import (
+    AddCallback,
+    AddRequest,
+    BookieTransport,
+    Callback,
+    Pending,
+    answer,
+    fail,
+)
 
 log = logging.getLogger(__name__)
-
-Callback = Callable[[Response | None, bytes, BaseException | None], None]
 
 CONNECT_TIMEOUT_S: Final = 5.0
 
 
 class BookieClient(asyncio.Protocol):
+    """A :class:`~magnetar.ledger.transport.BookieTransport` over one TCP connection."""
+
     def __init__(self, bookie_id: str, clock: Clock, request_timeout_ms: int) -> None:
         self.bookie_id = bookie_id
         self._clock = clock
         self._timeout_s = request_timeout_ms / 1000
         self._decoder = ResponseDecoder(FRAME_SIZE_MAX_BYTES)
-        self._pending: dict[int, tuple[Callback, float]] = {}
+        self._pending: dict[int, Pending] = {}
         self._outbox: list[bytes] = []
         self._flush_scheduled = False
         self._transport: asyncio.Transport | None = None
@@ -73,16 +86,31 @@ class BookieClient(asyncio.Protocol):
         for response, payload in responses:
             entry = pending.pop(response.request_id, None)
             if entry is not None:
-                entry[0](response, payload, None)
+                answer(entry, response, payload)
 
     # -- requests --------------------------------------------------------------------------
 
-    def send(self, request_id: int, frame: list[bytes], callback: Callback) -> None:
+    def add(self, request: AddRequest, callback: AddCallback) -> None:
+        self._send(request.request_id, request.frame(), callback, True)
+
+    def request(self, request: Request, payload: bytes, callback: Callback) -> None:
+        self._send(
+            request.request_id, encode_frame(request.SerializeToString(), payload), callback, False
+        )
+
+    def _send(
+        self, request_id: int, frame: list[bytes], callback: Callable[..., None], is_add: bool
+    ) -> None:
         """Send an encoded request frame whose header carries ``request_id``."""
         if self.closed:
-            callback(None, b"", BookieUnavailable(f"connection to {self.bookie_id} is closed"))
+            exc = BookieUnavailable(f"connection to {self.bookie_id} is closed")
+            self._loop.call_soon(fail, (callback, 0.0, is_add), exc)
             return
-        self._pending[request_id] = (callback, self._clock.monotonic_s() + self._timeout_s)
+        self._pending[request_id] = (
+            callback,
+            self._clock.monotonic_s() + self._timeout_s,
+            is_add,
+        )
         self._outbox.extend(frame)
         if not self._flush_scheduled:
             self._flush_scheduled = True
@@ -103,18 +131,18 @@ class BookieClient(asyncio.Protocol):
         while not self.closed:
             await self._clock.sleep(max(self._timeout_s / 4, 0.05))
             now = self._clock.monotonic_s()
-            expired = [rid for rid, (_, deadline) in self._pending.items() if deadline <= now]
+            expired = [rid for rid, (_, deadline, _) in self._pending.items() if deadline <= now]
             for rid in expired:
                 entry = self._pending.pop(rid, None)
                 if entry is not None:
-                    entry[0](None, b"", BookieUnavailable(f"request to {self.bookie_id} timed out"))
+                    fail(entry, BookieUnavailable(f"request to {self.bookie_id} timed out"))
 
     def _fail_all(self, exc: BaseException) -> None:
         self.closed = True
         self._transport = None
         pending, self._pending = self._pending, {}
-        for callback, _ in pending.values():
-            callback(None, b"", exc)
+        for entry in pending.values():
+            fail(entry, exc)
         if self._sweeper is not None:
             self._sweeper.cancel()
 
@@ -131,20 +159,26 @@ class BookiePool:
     def __init__(self, clock: Clock, *, request_timeout_ms: int = 10_000) -> None:
         self._clock = clock
         self._request_timeout_ms = request_timeout_ms
-        self._clients: dict[str, BookieClient] = {}
-        self._connecting: dict[str, asyncio.Future[BookieClient]] = {}
+        self._clients: dict[str, BookieTransport] = {}
+        self._connecting: dict[str, asyncio.Future[BookieTransport]] = {}
         self._ids = itertools.count(1)
 
     def next_request_id(self) -> int:
         return next(self._ids)
 
-    def cached(self, bookie_id: str) -> BookieClient | None:
+    def add_local(self, transport: BookieTransport) -> None:
+        """Serve ``transport.bookie_id`` with ``transport`` (an in-process bookie) instead
+        of a TCP connection. Once it is closed (the bookie stopped), the pool falls back to
+        connecting over TCP like for any other bookie."""
+        self._clients[transport.bookie_id] = transport
+
+    def cached(self, bookie_id: str) -> BookieTransport | None:
         client = self._clients.get(bookie_id)
         if client is None or client.closed:
             return None
         return client
 
-    async def get(self, bookie_id: str) -> BookieClient:
+    async def get(self, bookie_id: str) -> BookieTransport:
         """A connected client. Raises :class:`BookieUnavailable` if the bookie cannot be
         reached."""
         client = self.cached(bookie_id)
@@ -157,7 +191,7 @@ class BookiePool:
             try:
                 host, port = bookie_id.rsplit(":", 1)
                 loop = asyncio.get_running_loop()
-                _, connected = await asyncio.wait_for(
+                _, tcp = await asyncio.wait_for(
                     loop.create_connection(
                         lambda: BookieClient(bookie_id, self._clock, self._request_timeout_ms),
                         host,
@@ -165,6 +199,7 @@ class BookiePool:
                     ),
                     CONNECT_TIMEOUT_S,
                 )
+                connected: BookieTransport = tcp
                 self._clients[bookie_id] = connected
                 fut.set_result(connected)
             except (OSError, TimeoutError, ValueError) as exc:
@@ -195,7 +230,7 @@ class BookiePool:
                 assert resp is not None
                 fut.set_result((resp, body))
 
-        client.send(request.request_id, encode_frame(request.SerializeToString(), payload), done)
+        client.request(request, payload, done)
         return await fut
 
     async def close(self) -> None:

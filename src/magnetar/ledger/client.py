@@ -32,11 +32,13 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import crc32c
 
-from magnetar.bookie.codec import OpType, Request, Status, encode_frame
+from magnetar.bookie import Bookie
+from magnetar.bookie.codec import OpType, Request, Status
 from magnetar.bookie.errors import (
     BookieUnavailable,
     LedgerRecoveryError,
@@ -47,6 +49,7 @@ from magnetar.bookie.errors import (
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.ledger.bookie_client import BookiePool
 from magnetar.ledger.handle import LedgerHandle
+from magnetar.ledger.local_transport import LocalBookieTransport
 from magnetar.ledger.metadata import (
     AVAILABLE_PATH,
     IDGEN_PATH,
@@ -55,6 +58,7 @@ from magnetar.ledger.metadata import (
     LedgerState,
     ledger_path,
 )
+from magnetar.ledger.transport import AddRequest
 from magnetar.metadata.store import MUST_NOT_EXIST, BadVersion, MetadataStore, NotFound
 
 log = logging.getLogger(__name__)
@@ -71,7 +75,12 @@ class LedgerClientConfig:
 
 
 class LedgerClient:
-    """Owns its bookie connections; the metadata store stays the caller's."""
+    """Owns its bookie connections; the metadata store stays the caller's.
+
+    ``local_bookies``: bookies started on this event loop (the standalone's); requests to
+    them are direct calls (:class:`~magnetar.ledger.local_transport.LocalBookieTransport`)
+    instead of TCP, with the same durability and error contract. Raises
+    :class:`BookieUnavailable` if one of them is not serving."""
 
     def __init__(
         self,
@@ -80,6 +89,7 @@ class LedgerClient:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         config: LedgerClientConfig | None = None,
+        local_bookies: Sequence[Bookie] = (),
     ) -> None:
         self.store = store
         self.clock: Clock = clock or SystemClock()
@@ -87,6 +97,10 @@ class LedgerClient:
         self._rng = rng or random.Random()
         self.pool = BookiePool(self.clock, request_timeout_ms=self.config.request_timeout_ms)
         self.loop = asyncio.get_running_loop()
+        for bookie in local_bookies:
+            self.pool.add_local(
+                LocalBookieTransport(bookie, self.clock, self.config.request_timeout_ms)
+            )
 
     async def close(self) -> None:
         await self.pool.close()
@@ -298,23 +312,22 @@ class LedgerClient:
                 client = await self.pool.get(bookie_id)
             except BookieUnavailable:
                 return False
-            rid = self.pool.next_request_id()
-            req = Request(
-                request_id=rid,
-                op=OpType.ADD_ENTRY,
-                ledger_id=md.ledger_id,
-                entry_id=entry_id,
-                last_add_confirmed=lac,
-                checksum=crc32c.crc32c(payload),
+            req = AddRequest(
+                self.pool.next_request_id(),
+                md.ledger_id,
+                entry_id,
+                lac,
+                crc32c.crc32c(payload),
+                payload,
                 recovery=True,
             )
             fut: asyncio.Future[bool] = self.loop.create_future()
 
-            def done(resp: object, _p: bytes, exc: BaseException | None) -> None:
+            def done(status: int | None, _message: str, exc: BaseException | None) -> None:
                 if not fut.done():
-                    fut.set_result(exc is None and getattr(resp, "status", -1) == Status.OK)
+                    fut.set_result(exc is None and status == Status.OK)
 
-            client.send(rid, encode_frame(req.SerializeToString(), payload), done)
+            client.add(req, done)
             return await fut
 
         oks = await asyncio.gather(*(write_one(b) for b in replicas))

@@ -27,13 +27,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import crc32c
 
-from magnetar.bookie.codec import OpType, Request, Response, Status, encode_frame
+from magnetar.bookie.codec import OpType, Request, Response, Status
 from magnetar.bookie.errors import (
     BookieUnavailable,
     DigestMismatch,
@@ -46,6 +45,7 @@ from magnetar.bookie.errors import (
 )
 from magnetar.common.errors import MagnetarError
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState, ledger_path
+from magnetar.ledger.transport import AddCallback, AddRequest
 from magnetar.metadata.store import BadVersion
 
 if TYPE_CHECKING:
@@ -64,16 +64,7 @@ class Entry:
 
 
 class _PendingAdd:
-    __slots__ = (
-        "acked",
-        "checksum",
-        "entry_id",
-        "frame",
-        "future",
-        "payload",
-        "request_id",
-        "sent",
-    )
+    __slots__ = ("acked", "checksum", "entry_id", "future", "payload", "request", "sent")
 
     def __init__(
         self, entry_id: int, payload: bytes, checksum: int, future: asyncio.Future[int]
@@ -84,8 +75,7 @@ class _PendingAdd:
         self.future = future
         self.acked: set[int] = set()
         self.sent = False
-        self.request_id = 0
-        self.frame: list[bytes] = []
+        self.request: AddRequest | None = None
 
 
 class LedgerHandle:
@@ -176,17 +166,16 @@ class LedgerHandle:
 
     def _send_add(self, pending: _PendingAdd, only_index: int | None = None) -> None:
         pool = self._client.pool
-        if not pending.sent or only_index is None:
-            pending.request_id = pool.next_request_id()
-            header = Request(
-                request_id=pending.request_id,
-                op=OpType.ADD_ENTRY,
-                ledger_id=self.ledger_id,
-                entry_id=pending.entry_id,
-                last_add_confirmed=self._lac,
-                checksum=pending.checksum,
-            ).SerializeToString()
-            pending.frame = encode_frame(header, pending.payload)
+        request = pending.request
+        if request is None or only_index is None:
+            request = pending.request = AddRequest(
+                pool.next_request_id(),
+                self.ledger_id,
+                pending.entry_id,
+                self._lac,
+                pending.checksum,
+                pending.payload,
+            )
             pending.sent = True
         e = self.metadata.ensemble_size
         entry_id = pending.entry_id
@@ -201,38 +190,33 @@ class LedgerHandle:
             cb = self._add_callback(pending, idx, bookie_id)
             if client is None:
                 # Not connected (yet, or any more): connect in the background.
-                self._client.loop.create_task(self._send_when_connected(bookie_id, pending, cb))
+                self._client.loop.create_task(self._send_when_connected(bookie_id, request, cb))
             else:
-                client.send(pending.request_id, pending.frame, cb)
+                client.add(request, cb)
 
     async def _send_when_connected(
-        self,
-        bookie_id: str,
-        pending: _PendingAdd,
-        cb: Callable[[Response | None, bytes, BaseException | None], None],
+        self, bookie_id: str, request: AddRequest, cb: AddCallback
     ) -> None:
         try:
             client = await self._client.pool.get(bookie_id)
         except BookieUnavailable as exc:
-            cb(None, b"", exc)
+            cb(None, "", exc)
             return
-        client.send(pending.request_id, pending.frame, cb)
+        client.add(request, cb)
 
-    def _add_callback(
-        self, pending: _PendingAdd, idx: int, bookie_id: str
-    ) -> Callable[[Response | None, bytes, BaseException | None], None]:
-        def on_response(resp: Response | None, _payload: bytes, exc: BaseException | None) -> None:
+    def _add_callback(self, pending: _PendingAdd, idx: int, bookie_id: str) -> AddCallback:
+        def on_response(status: int | None, message: str, exc: BaseException | None) -> None:
             if self._ensemble[idx] != bookie_id or pending.future.done():
                 return  # replaced bookie or already failed/completed entry
-            if exc is None and resp is not None and resp.status == Status.OK:
+            if status == Status.OK:
                 pending.acked.add(idx)
                 if len(pending.acked) >= self._qa and pending.entry_id == self._lac + 1:
                     self._complete_in_order()
                 return
-            if resp is not None and resp.status == Status.FENCED:
+            if status == Status.FENCED:
                 self._fail(LedgerFenced(f"ledger {self.ledger_id} was fenced (by {bookie_id})"))
                 return
-            reason = exc if exc is not None else error_for_status(resp.status, resp.message)  # type: ignore[union-attr]
+            reason = exc if exc is not None else error_for_status(status or 0, message)
             self._bookie_failed(idx, bookie_id, reason)
 
         return on_response

@@ -1,0 +1,215 @@
+"""The two bookie transports (TCP ``BookieClient``, in-process ``LocalBookieTransport``)
+against one real bookie: same answers and refusals, acknowledgements only for entries the
+journal has written and synced, the same failures when the bookie stops or stalls."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import crc32c
+import pytest
+
+from magnetar.bookie import Bookie, BookieConfig
+from magnetar.bookie.codec import OpType, Request, Status
+from magnetar.bookie.errors import BookieUnavailable
+from magnetar.bookie.journal import ADD_ENTRY, JournalPosition, replay
+from magnetar.common.clock import SystemClock
+from magnetar.ledger.bookie_client import BookiePool
+from magnetar.ledger.local_transport import LocalBookieTransport
+from magnetar.ledger.transport import AddRequest, BookieTransport
+from magnetar.metadata import MetadataStore, connect
+
+Answer = tuple[int | None, str, BaseException | None]
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[MetadataStore]:
+    s = await connect("memory:")
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+async def bookie(tmp_path: Path, store: MetadataStore) -> AsyncIterator[Bookie]:
+    b = Bookie(
+        BookieConfig(
+            data_dir=tmp_path / "b", port=0, disk_free_min_bytes=0, entry_size_max_bytes=4096
+        ),
+        store,
+    )
+    await b.start()
+    yield b
+    await b.stop()
+
+
+@pytest.fixture(params=["tcp", "local"])
+async def pool(request: pytest.FixtureRequest, bookie: Bookie) -> AsyncIterator[BookiePool]:
+    p = BookiePool(SystemClock(), request_timeout_ms=500)
+    if request.param == "local":
+        p.add_local(LocalBookieTransport(bookie, SystemClock(), 500))
+    yield p
+    await p.close()
+
+
+def add_request(
+    pool: BookiePool, ledger: int, entry: int, payload: bytes, **kw: object
+) -> AddRequest:
+    return AddRequest(
+        pool.next_request_id(),
+        ledger,
+        entry,
+        entry - 1,
+        crc32c.crc32c(payload),
+        payload,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+async def add(transport: BookieTransport, request: AddRequest) -> Answer:
+    fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+    called_inside = True
+
+    def done(status: int | None, message: str, exc: BaseException | None) -> None:
+        assert not called_inside, "callback ran inside add()"
+        assert not fut.done(), "callback ran twice"
+        fut.set_result((status, message, exc))
+
+    transport.add(request, done)
+    called_inside = False
+    return await asyncio.wait_for(fut, 10)
+
+
+def journaled(bookie: Bookie) -> set[tuple[int, int]]:
+    return {
+        (r.ledger_id, r.entry_id)
+        for r in replay(bookie._data_dir / "journal", JournalPosition(0, 0))
+        if r.type == ADD_ENTRY
+    }
+
+
+async def test_acks_come_after_the_journal_wrote_and_synced_the_entry(
+    pool: BookiePool, bookie: Bookie
+) -> None:
+    transport = await pool.get(bookie.bookie_id)
+    assert bookie.journal is not None
+    seen: list[tuple[int, bool, int]] = []
+    futs = []
+    for i in range(300):
+        req = add_request(pool, 7, i, b"e%d" % i)
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        syncs_before = bookie.journal.syncs
+
+        def done(
+            status: int | None,
+            _m: str,
+            exc: BaseException | None,
+            i: int = i,
+            fut: asyncio.Future[None] = fut,
+            syncs_before: int = syncs_before,
+        ) -> None:
+            assert exc is None and status == Status.OK
+            assert bookie.journal is not None
+            # On disk when acknowledged, and a sync finished after it was appended.
+            seen.append((i, (7, i) in journaled(bookie), bookie.journal.syncs - syncs_before))
+            fut.set_result(None)
+
+        transport.add(req, done)
+        futs.append(fut)
+        if i % 50 == 0:
+            await asyncio.sleep(0)  # let some groups go to the journal meanwhile
+    await asyncio.wait_for(asyncio.gather(*futs), 10)
+    assert [i for i, _, _ in seen] == list(range(300))
+    assert all(on_disk for _, on_disk, _ in seen)
+    assert all(syncs >= 1 for _, _, syncs in seen)
+
+
+async def test_reads_and_refusals_are_the_same_over_both_transports(
+    pool: BookiePool, bookie: Bookie
+) -> None:
+    transport = await pool.get(bookie.bookie_id)
+    assert await add(transport, add_request(pool, 1, 0, b"zero")) == (Status.OK, "", None)
+    resp, payload = await pool.call(
+        bookie.bookie_id, Request(op=OpType.READ_ENTRY, ledger_id=1, entry_id=0)
+    )
+    assert (resp.status, payload, resp.checksum) == (Status.OK, b"zero", crc32c.crc32c(b"zero"))
+    resp, _ = await pool.call(
+        bookie.bookie_id, Request(op=OpType.READ_ENTRY, ledger_id=1, entry_id=5)
+    )
+    assert (resp.status, resp.message) == (Status.NO_SUCH_ENTRY, "no entry 1:5")
+    resp, _ = await pool.call(bookie.bookie_id, Request(op=OpType.READ_LAC, ledger_id=99))
+    assert resp.status == Status.NO_SUCH_LEDGER
+
+    bad_crc = AddRequest(pool.next_request_id(), 1, 1, 0, 12345, b"one")
+    assert await add(transport, bad_crc) == (Status.BAD_REQUEST, "payload checksum mismatch", None)
+    too_big = add_request(pool, 1, 1, b"x" * 5000)
+    assert await add(transport, too_big) == (
+        Status.TOO_LARGE,
+        "entry of 5000 bytes exceeds 4096",
+        None,
+    )
+    assert await add(transport, add_request(pool, 1, -3, b"neg")) == (
+        Status.BAD_REQUEST,
+        "bad entry id -3",
+        None,
+    )
+
+    resp, _ = await pool.call(bookie.bookie_id, Request(op=OpType.FENCE, ledger_id=1))
+    assert (resp.status, resp.fenced, resp.last_entry_id) == (Status.OK, True, 0)
+    assert await add(transport, add_request(pool, 1, 1, b"late")) == (
+        Status.FENCED,
+        "ledger 1 is fenced",
+        None,
+    )
+    recovery = add_request(pool, 1, 1, b"recovered", recovery=True)
+    assert await add(transport, recovery) == (Status.OK, "", None)
+
+    await bookie.set_readonly(True)
+    assert await add(transport, add_request(pool, 2, 0, b"ro")) == (
+        Status.READ_ONLY,
+        f"bookie {bookie.bookie_id} is read-only",
+        None,
+    )
+    resp, payload = await pool.call(
+        bookie.bookie_id, Request(op=OpType.READ_ENTRY, ledger_id=1, entry_id=1)
+    )
+    assert (resp.status, payload) == (Status.OK, b"recovered")
+
+
+async def test_a_stopping_bookie_fails_what_is_pending_and_what_follows(
+    pool: BookiePool, bookie: Bookie
+) -> None:
+    transport = await pool.get(bookie.bookie_id)
+    answers: list[Answer] = []
+    for i in range(50):
+        transport.add(add_request(pool, 3, i, b"p"), lambda s, m, e: answers.append((s, m, e)))
+    await bookie.stop()
+    await asyncio.sleep(0)  # refusals are delivered on a later loop turn
+    assert len(answers) == 50
+    # Each add is either acknowledged (it was synced) or failed as unavailable.
+    for status, _, exc in answers:
+        assert status == Status.OK or isinstance(exc, BookieUnavailable)
+    assert transport.closed
+    assert pool.cached(bookie.bookie_id) is None
+    late = await add(transport, add_request(pool, 3, 50, b"late"))
+    assert late[0] is None and isinstance(late[2], BookieUnavailable)
+    with pytest.raises(BookieUnavailable):
+        await pool.get(bookie.bookie_id)
+
+
+async def test_a_stalled_journal_times_requests_out(pool: BookiePool, bookie: Bookie) -> None:
+    transport = await pool.get(bookie.bookie_id)
+    assert bookie.journal is not None and bookie.journal._task is not None
+    # The disk stops answering: the flusher never syncs again.
+    bookie.journal._task.cancel()
+    status, _, exc = await add(transport, add_request(pool, 4, 0, b"stuck"))
+    assert status is None and isinstance(exc, BookieUnavailable)
+    assert "timed out" in str(exc)
+    assert transport.in_flight == 0
+
+
+async def test_local_transport_needs_a_serving_bookie(tmp_path: Path) -> None:
+    b = Bookie(BookieConfig(data_dir=tmp_path / "x", port=0, disk_free_min_bytes=0), None)
+    with pytest.raises(BookieUnavailable):
+        LocalBookieTransport(b, SystemClock(), 1000)

@@ -34,10 +34,10 @@ from magnetar.admin.topic_stats import iso_time, subscription_meters, subscripti
 from magnetar.admin.topics import TOPIC, loaded_topic, topic_name
 from magnetar.broker.topic import Topic
 from magnetar.broker.topic_name import TopicName
-from magnetar.client.compression import CompressionError, decompress
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
 from magnetar.managed_ledger.position import Position
 from magnetar.protocol import Entry, MessageId, ProtocolError, Seek
+from magnetar.protocol.compression import CompressionError, decompress
 
 SUB = TOPIC + "/subscription/{subscription}"
 PEEK_POSITION_MAX = 1_000_000

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.client.compression import compress
 from magnetar.protocol import CompressionType, MessageMetadata, encode_metadata
+from magnetar.protocol.compression import compress
 
 _U32 = struct.Struct(">I")
 

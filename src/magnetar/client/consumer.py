@@ -390,7 +390,7 @@ class Consumer:
         if done is None:
             self._earn(1)
             return
-        from magnetar.client.compression import decompress
+        from magnetar.protocol.compression import decompress
 
         payload = bytes(decompress(md.compression, done.payload, md.uncompressed_size))
         last = done.chunk_ids[-1]

@@ -13,7 +13,6 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from magnetar.client.compression import CompressionError, decompress
 from magnetar.client.message_id import MessageId
 from magnetar.common.errors import ChecksumMismatch, ProtocolError
 from magnetar.protocol import (
@@ -23,6 +22,7 @@ from magnetar.protocol import (
     EntryMetadata,
     ValidationError,
 )
+from magnetar.protocol.compression import CompressionError, decompress
 
 _U32 = struct.Struct(">I")
 

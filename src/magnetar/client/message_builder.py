@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from magnetar.client.batch_builder import OpSend
-from magnetar.client.compression import compress
 from magnetar.protocol import CompressionType, MessageMetadata, encode_metadata
+from magnetar.protocol.compression import compress
 
 CHUNK_METADATA_RESERVE_BYTES = 1024
 """Room kept for metadata when a chunk size is derived from the broker's max message size."""

@@ -10,9 +10,9 @@ type         format on the wire                        library
 ===========  ========================================  =========================
 
 A batch is compressed as a whole; ``MessageMetadata.uncompressed_size`` carries the size
-before compression, which LZ4 and the size check on decompression need. Same contract as
-``magnetar.client.compression`` (which the client keeps); this copy lives here so that code
-below the client (the broker's compactor) can unpack batches without importing upward.
+before compression, which LZ4 and the size check on decompression need. The formats match the
+C++ client byte for byte. It lives in the protocol package because the client (producing and
+consuming), the broker's compactor and the admin API's peek all use it.
 """
 
 from __future__ import annotations

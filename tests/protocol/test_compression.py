@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.client.compression import CompressionError, compress, decompress
 from magnetar.protocol import CompressionType
+from magnetar.protocol.compression import CompressionError, compress, decompress
 
 
 @given(st.binary(max_size=5000), st.sampled_from(list(CompressionType)))

@@ -93,7 +93,6 @@ class Bookie:
         self._clock = clock or SystemClock()
         self._data_dir = Path(config.data_dir)
         self._data_dir.mkdir(parents=True, exist_ok=True)
-        self._journal_executor = ThreadPoolExecutor(1, thread_name_prefix="journal")
         self._storage_executor = ThreadPoolExecutor(
             config.storage_threads, thread_name_prefix="storage"
         )
@@ -143,7 +142,6 @@ class Bookie:
         self.journal = Journal(
             journal_dir,
             clock=self._clock,
-            executor=self._journal_executor,
             file_size_max_bytes=cfg.journal_file_size_max_bytes,
             group_bytes_max=cfg.journal_group_bytes_max,
             group_wait_ms=cfg.journal_group_wait_ms,
@@ -187,7 +185,6 @@ class Bookie:
                     await self._metadata.delete(path)
         if self.storage is not None:
             self.storage.close()
-        self._journal_executor.shutdown(wait=True)
         self._storage_executor.shutdown(wait=True)
 
     def _new_connection(self) -> BookieConnection:

@@ -13,12 +13,12 @@ short or fails either check: that is the torn tail of a crash (nothing after it 
 acknowledged, because acknowledgements wait for the sync that covers them).
 
 Group commit: :meth:`Journal.append` only copies the record into an in-memory batch. One
-flusher task writes the batch and fdatasyncs it in a worker thread, so the event loop keeps
-accepting adds meanwhile; everything appended while one sync runs is covered by the next.
-When ``group_wait_ms`` > 0 syncs are paced: one starts no sooner than ``group_wait_ms``
-after the previous one started (unless ``group_bytes_max`` are pending), so an idle journal
-syncs at once and a busy one gathers more records per sync; with 0 it syncs as soon as the
-previous sync returns.
+flusher task hands the batch to the journal's own writer thread, which writes and
+fdatasyncs it, so the event loop keeps accepting adds meanwhile; everything appended while
+one sync runs is covered by the next. When ``group_wait_ms`` > 0 syncs are paced: one
+starts no sooner than ``group_wait_ms`` after the previous one started (unless
+``group_bytes_max`` are pending), so an idle journal syncs at once and a busy one gathers
+more records per sync; with 0 it syncs as soon as the previous sync returns.
 ``pending_bytes_max`` bounds memory: callers check :attr:`Journal.over_limit` and stop
 reading from their sockets until durable callbacks fire.
 
@@ -33,9 +33,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import queue
 import struct
+import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -136,7 +137,6 @@ class Journal:
         directory: Path,
         *,
         clock: Clock,
-        executor: Executor | None = None,
         file_size_max_bytes: int = 256 * 1024 * 1024,
         group_bytes_max: int = 4 * 1024 * 1024,
         group_wait_ms: float = 0.0,
@@ -146,7 +146,7 @@ class Journal:
         self._dir = directory
         self._dir.mkdir(parents=True, exist_ok=True)
         self._clock = clock
-        self._executor = executor
+        self._writer = _WriterThread(self._write_and_sync, f"journal-{directory.name}")
         self._file_size_max_bytes = file_size_max_bytes
         self._group_bytes_max = group_bytes_max
         self._group_wait_s = group_wait_ms / 1000.0
@@ -225,6 +225,7 @@ class Journal:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        self._writer.stop()
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
@@ -260,7 +261,7 @@ class Journal:
             if segments:
                 started_s = self._last_sync_s = self._clock.monotonic_s()
                 try:
-                    await loop.run_in_executor(self._executor, self._write_and_sync, segments)
+                    await self._writer.run(loop, segments)
                 except Exception as exc:
                     log.exception("journal write failed; the bookie can no longer persist")
                     self.failed = exc
@@ -302,6 +303,63 @@ class Journal:
             if bufs:
                 _writev_all(fd, bufs)
             os.fdatasync(fd)
+
+
+_Job = tuple[asyncio.AbstractEventLoop, asyncio.Future[None], list[tuple[int, list[bytes]]]]
+
+
+class _WriterThread:
+    """The journal's writer: one daemon thread running ``work(segments)`` per batch.
+
+    Cheaper per batch than ``run_in_executor`` (no ``concurrent.futures`` future, no lock
+    and condition per call): a queue put, and one ``call_soon_threadsafe`` back. Batches run
+    one at a time, in submission order. Started on first use, stopped by :meth:`stop`."""
+
+    def __init__(self, work: Callable[[list[tuple[int, list[bytes]]]], None], name: str) -> None:
+        self._work = work
+        self._name = name
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def run(
+        self, loop: asyncio.AbstractEventLoop, segments: list[tuple[int, list[bytes]]]
+    ) -> asyncio.Future[None]:
+        """A future that completes (or fails with the writer's exception) after ``work``."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+            self._thread.start()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._jobs.put((loop, fut, segments))
+        return fut
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            loop, fut, segments = job
+            exc: BaseException | None = None
+            try:
+                self._work(segments)
+            except BaseException as e:  # handed to the loop: the journal turns failed
+                exc = e
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(_settle, fut, exc)
+
+    def stop(self) -> None:
+        """Let the thread finish what it was given, then end (does not wait)."""
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread = None
+
+
+def _settle(fut: asyncio.Future[None], exc: BaseException | None) -> None:
+    if fut.done():
+        return
+    if exc is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(exc)
 
 
 _IOV_MAX: Final = 1024

@@ -42,6 +42,7 @@ from magnetar.protocol.command import (
     CommandType,
     Message,
     Send,
+    SendReceipt,
 )
 from magnetar.protocol.entry import MAGIC_BROKER_ENTRY_METADATA, Entry, build_entry
 from magnetar.protocol.generated import PulsarApi_pb2 as pb
@@ -237,6 +238,8 @@ def encode(command: Command) -> bytes:
     or :func:`encode_payload_command`) and ValueError/TypeError for field values the wire
     cannot carry (e.g. a negative uint64).
     """
+    if type(command) is SendReceipt:
+        return encode_send_receipt(command)
     if command.TYPE in PAYLOAD_COMMANDS:
         raise ValueError(f"{command.TYPE.name} carries a payload; use encode_payload_command")
     body = _convert.command_to_base(command).SerializeToString()
@@ -365,6 +368,13 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+def _uvarint(value: int) -> bytes:
+    """A uint64 field's varint. Raises ValueError for negative or too large values."""
+    if value < 0:
+        raise ValueError(f"{value} is negative; the field is a uint64")
+    return _varint(value)
+
+
 def _encode_message_id(mid: MessageId) -> bytes:
     # ledger/entry ids are int64 carried as uint64: _varint's two's complement is exactly that.
     t, limit = _VARINT_TABLE, _TABLE_LIMIT
@@ -399,6 +409,31 @@ def _encode_bem(bem: BrokerEntryMetadata) -> bytes:
 
 
 _MESSAGE_TYPE = b"\x08" + _varint(int(CommandType.MESSAGE)) + b"\x4a"
+_SEND_RECEIPT_TYPE = b"\x08" + _varint(int(CommandType.SEND_RECEIPT)) + b"\x3a"
+
+
+def encode_send_receipt(receipt: SendReceipt) -> bytes:
+    """The SEND_RECEIPT frame, written by hand (one per published entry): the same bytes as
+    the generic protobuf path of :func:`encode`, several times faster. Raises ValueError
+    for ids the wire cannot carry (negative or beyond 64 bits), like :func:`encode`."""
+    t, limit = _VARINT_TABLE, _TABLE_LIMIT
+    producer_id = receipt.producer_id
+    sequence_id = receipt.sequence_id
+    msg = (
+        b"\x08"
+        + (t[producer_id] if 0 <= producer_id < limit else _uvarint(producer_id))
+        + b"\x10"
+        + (t[sequence_id] if 0 <= sequence_id < limit else _uvarint(sequence_id))
+    )
+    mid = receipt.message_id
+    if mid is not None:
+        encoded = _encode_message_id(mid)
+        msg += b"\x1a" + t[len(encoded)] + encoded  # a MessageIdData is far below 16 KiB
+    highest = receipt.highest_sequence_id
+    if highest:
+        msg += b"\x20" + (t[highest] if 0 <= highest < limit else _uvarint(highest))
+    body = _SEND_RECEIPT_TYPE + (t[len(msg)] if len(msg) < limit else _varint(len(msg))) + msg
+    return _HEADER.pack(len(body) + 4, len(body)) + body
 
 
 def encode_message(

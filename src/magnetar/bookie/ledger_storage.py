@@ -35,6 +35,7 @@ from magnetar.bookie.entry_log import HEADER_SIZE, EntryLogger, StoredEntry, _Bu
 from magnetar.bookie.journal import JournalPosition
 
 INDEX_RECORD: Final = struct.Struct("<BQqQI")
+_pack_index: Final = INDEX_RECORD.pack
 _ENTRY: Final = 1
 _LEDGER: Final = 2
 _DELETE: Final = 3
@@ -91,7 +92,9 @@ class LedgerStorage:
         self.entry_logger = EntryLogger(
             data_dir / "entrylogs", log_size_max_bytes=log_size_max_bytes
         )
-        self._dirty_entries: list[tuple[int, int, int, int]] = []
+        # Index records of entries added since the last checkpoint, packed as they come: a
+        # checkpoint then takes them in O(1) instead of packing 100k records in one loop turn.
+        self._dirty_index = bytearray()
         self._dirty_ledgers: set[int] = set()
         self._rewrite = False
         self.log_total_bytes: dict[int, int] = {}
@@ -170,7 +173,7 @@ class LedgerStorage:
         lid = location >> 40
         self.log_total_bytes[lid] = self.log_total_bytes.get(lid, 0) + size
         self.log_live_bytes[lid] = self.log_live_bytes.get(lid, 0) + size
-        self._dirty_entries.append((ledger_id, entry_id, location, size))
+        self._dirty_index += _pack_index(_ENTRY, ledger_id, entry_id, location, size)
         self._dirty_ledgers.add(ledger_id)
 
     def _unlive(self, location: int, size: int) -> None:
@@ -220,7 +223,7 @@ class LedgerStorage:
 
     @property
     def dirty(self) -> bool:
-        return bool(self._dirty_entries or self._dirty_ledgers or self._rewrite)
+        return bool(self._dirty_index or self._dirty_ledgers or self._rewrite)
 
     def begin_checkpoint(self, journal_position: JournalPosition) -> CheckpointJob:
         """Snapshot what must be persisted; ``journal_position`` must be the journal's end at
@@ -238,18 +241,15 @@ class LedgerStorage:
                 parts.append(pack(_LEDGER, ledger, rec.lac, int(rec.fenced), 0))
             generation = self._state.generation + 1
         else:
+            # Entries of ledgers deleted since are harmless here: deleting sets _rewrite.
             ledgers = self.ledgers
-            parts = [
-                pack(_ENTRY, lg, e, loc, size)
-                for lg, e, loc, size in self._dirty_entries
-                if lg in ledgers
-            ]
+            parts = [bytes(self._dirty_index)]
             for lg in self._dirty_ledgers:
                 dirty = ledgers.get(lg)
                 if dirty is not None:
                     parts.append(pack(_LEDGER, lg, dirty.lac, int(dirty.fenced), 0))
             generation = self._state.generation
-        self._dirty_entries = []
+        self._dirty_index = bytearray()
         self._dirty_ledgers = set()
         self._rewrite = False
         removals, self._logs_pending_removal = self._logs_pending_removal, []

@@ -102,9 +102,9 @@ class LocalBookieTransport:
             group = self._group = [rid]
             self._group_taken = taken
             journal.on_durable(partial(self._synced, group))
+            bookie.check_write_cache()  # once per sync group is often enough
         else:
             group.append(rid)
-        bookie.check_write_cache()
 
     def _synced(self, group: list[int]) -> None:
         if self._group is group:

@@ -156,9 +156,11 @@ async def run(config: StandaloneConfig, started_at: float | None = None) -> None
         assert node.broker is not None and node.http is not None
         tune_gc_for_serving()
         elapsed_ms = (time.perf_counter() - t0) * 1000
+        tls_url = node.broker.service_url_tls
         print(
             f"magnetar standalone ready: broker {node.broker.service_url} "
-            f"http http://{config.http_host}:{node.http.port} "
+            + (f"tls {tls_url} " if tls_url else "")
+            + f"http http://{config.http_host}:{node.http.port} "
             f"data {config.data_dir.resolve()} ({elapsed_ms:.0f} ms)",
             flush=True,
         )

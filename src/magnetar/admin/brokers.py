@@ -45,7 +45,7 @@ def router(ctx: AdminContext) -> APIRouter:
         return json_response(
             {
                 "brokerUrl": url,
-                "brokerUrlTls": url,
+                "brokerUrlTls": ctx.service.service_url_tls or url,
                 "brokerUrlSsl": "",
                 "nativeUrl": url,
                 "httpUrl": ctx.http_url,

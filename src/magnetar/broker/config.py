@@ -14,6 +14,17 @@ class BrokerConfig:
     host: str = "127.0.0.1"
     port: int = 6650
     """Binary protocol port; 0 picks a free port (read it back from ``BrokerServer.port``)."""
+    tls_port: int | None = None
+    """Port of the TLS listener (same binary protocol, ``pulsar+ssl://``); None = no TLS
+    listener, 0 picks a free port (read it back from ``BrokerService.tls_port``)."""
+    tls_cert_file: str | None = None
+    """PEM certificate chain the TLS listener presents (needed when ``tls_port`` is set)."""
+    tls_key_file: str | None = None
+    """PEM private key (unencrypted) of ``tls_cert_file``."""
+    tls_trust_certs_file: str | None = None
+    """PEM CA bundle client certificates must chain to (mutual TLS); None = none asked."""
+    tls_require_trusted_client_cert: bool = False
+    """Refuse TLS clients without a certificate trusted by ``tls_trust_certs_file``."""
     advertised_address: str | None = None
     """Host name put in lookup answers; ``host`` when unset."""
     cluster_name: str = "standalone"

@@ -19,7 +19,9 @@ Metadata layout (besides the managed ledgers' own ``/managed-ledgers/...``):
   ``DistributedIdGenerator`` does the same).
 
 A single broker owns every topic (no bundles yet): LOOKUP always answers Connect with this
-broker's advertised URL, for both the plain and the TLS field.
+broker's advertised URL; the TLS field carries ``pulsar+ssl://host:tls_port`` when the TLS
+listener is on (``config.tls_port``, same protocol inside TLS; see
+:mod:`magnetar.broker.tls`), else the plain URL again.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from magnetar.broker.compactor import Compactor
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
+from magnetar.broker.tls import TLS_HANDSHAKE_TIMEOUT_S, server_ssl_context
 from magnetar.broker.topic import Topic
 from magnetar.broker.topic_name import NamespaceName, TopicDomain, TopicName
 from magnetar.common.clock import Clock, SystemClock
@@ -101,10 +104,13 @@ class BrokerService:
         self._topics: dict[str, asyncio.Future[Topic]] = {}
         self._connections: set[ServerConnection] = set()
         self._server: asyncio.Server | None = None
+        self._tls_server: asyncio.Server | None = None
         self._producer_names = itertools.count()
         self._generation = 0
         self._background: set[asyncio.Task[Any]] = set()
         self.port = config.port
+        self.tls_port: int | None = config.tls_port
+        """The bound TLS port once started (None when the TLS listener is off)."""
         self.closing = False
         self.compactor = Compactor(self)
         """Topic compaction: trigger_compaction / compaction_status / view."""
@@ -114,6 +120,8 @@ class BrokerService:
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
+        # Bad TLS settings fail the start before anything listens (TlsConfigError).
+        tls_context = None if self.config.tls_port is None else server_ssl_context(self.config)
         await self._initialize_metadata()
         await self.policies.start()
         loop = asyncio.get_running_loop()
@@ -122,6 +130,21 @@ class BrokerService:
         )
         self.port = int(self._server.sockets[0].getsockname()[1])
         log.info("broker listening on %s:%d", self.config.host, self.port)
+        if tls_context is not None:
+            assert self.config.tls_port is not None
+            # A failed handshake (plain-text client, untrusted client certificate) closes
+            # that connection only; the protocol object is created per connection but only
+            # sees data once the handshake is done.
+            self._tls_server = await loop.create_server(
+                lambda: ServerConnection(self),
+                self.config.host,
+                self.config.tls_port,
+                backlog=1024,
+                ssl=tls_context,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S,
+            )
+            self.tls_port = int(self._tls_server.sockets[0].getsockname()[1])
+            log.info("broker TLS listening on %s:%d", self.config.host, self.tls_port)
 
     async def _initialize_metadata(self) -> None:
         for path, value in (
@@ -146,12 +169,22 @@ class BrokerService:
         host = self.config.advertised_address or self.config.host
         return f"pulsar://{host}:{self.port}"
 
+    @property
+    def service_url_tls(self) -> str | None:
+        """``pulsar+ssl://host:tls_port``, or None when the TLS listener is off."""
+        if self.tls_port is None:
+            return None
+        host = self.config.advertised_address or self.config.host
+        return f"pulsar+ssl://{host}:{self.tls_port}"
+
     async def close(self) -> None:
         """Stop accepting, close connections, then close every topic (persisting cursors
         and dedup state)."""
         self.closing = True
         if self._server is not None:
             self._server.close()
+        if self._tls_server is not None:
+            self._tls_server.close()
         for conn in list(self._connections):
             conn.close()
         await self.compactor.close()
@@ -355,7 +388,7 @@ class BrokerService:
         return LookupTopicResponse(
             request_id=cmd.request_id,
             broker_service_url=url,
-            broker_service_url_tls=url,
+            broker_service_url_tls=self.service_url_tls or url,
             response=LookupResult.Connect,
             authoritative=True,
         )

@@ -15,6 +15,36 @@ import click
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=6650, show_default=True, type=int, help="Binary protocol port.")
 @click.option("--http-port", default=8080, show_default=True, type=int)
+@click.option(
+    "--tls-port",
+    default=None,
+    type=int,
+    help="TLS listener port (pulsar+ssl://; 0 = any free port). Off when not given.",
+)
+@click.option(
+    "--tls-cert-file",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="PEM certificate chain of the TLS listener.",
+)
+@click.option(
+    "--tls-key-file",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="PEM private key (unencrypted) of --tls-cert-file.",
+)
+@click.option(
+    "--tls-trust-certs-file",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="PEM CA bundle that client certificates must chain to (mutual TLS).",
+)
+@click.option(
+    "--tls-require-trusted-client-cert/--no-tls-require-trusted-client-cert",
+    default=False,
+    show_default=True,
+    help="Refuse TLS clients without a certificate signed by --tls-trust-certs-file.",
+)
 @click.option("--advertised-address", default=None, help="Host put in lookup answers.")
 @click.option(
     "--deduplication/--no-deduplication",
@@ -30,6 +60,11 @@ def standalone(
     host: str,
     port: int,
     http_port: int,
+    tls_port: int | None,
+    tls_cert_file: str | None,
+    tls_key_file: str | None,
+    tls_trust_certs_file: str | None,
+    tls_require_trusted_client_cert: bool,
     advertised_address: str | None,
     deduplication: bool,
     max_message_size: int,
@@ -38,6 +73,10 @@ def standalone(
 ) -> None:
     """One process: embedded metadata store, a bookie and a broker."""
     started = time.perf_counter()
+    if tls_port is not None and (tls_cert_file is None or tls_key_file is None):
+        raise click.UsageError("--tls-port needs --tls-cert-file and --tls-key-file")
+    if tls_require_trusted_client_cert and tls_trust_certs_file is None:
+        raise click.UsageError("--tls-require-trusted-client-cert needs --tls-trust-certs-file")
     import asyncio
     import logging
     import sys
@@ -57,6 +96,11 @@ def standalone(
         broker=BrokerConfig(
             host=host,
             port=port,
+            tls_port=tls_port,
+            tls_cert_file=tls_cert_file,
+            tls_key_file=tls_key_file,
+            tls_trust_certs_file=tls_trust_certs_file,
+            tls_require_trusted_client_cert=tls_require_trusted_client_cert,
             advertised_address=advertised_address,
             deduplication_enabled=deduplication,
             max_message_size_bytes=max_message_size,

@@ -36,6 +36,7 @@ from magnetar.client.errors import (
     ProducerQueueIsFull,
     SchemaSerializationError,
     Timeout,
+    TlsHandshakeError,
 )
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
@@ -82,5 +83,6 @@ __all__ = [
     "SchemaSerializationError",
     "StringSchema",
     "Timeout",
+    "TlsHandshakeError",
     "full_topic_name",
 ]

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, cast
 
 from magnetar.client.auth import Authentication
-from magnetar.client.errors import ConnectError, Timeout
+from magnetar.client.errors import ConnectError, Timeout, TlsHandshakeError
 from magnetar.common.clock import Clock
 from magnetar.common.errors import MagnetarError, ProtocolError, error_for_code
 from magnetar.protocol import (
@@ -147,7 +147,8 @@ class Connection(asyncio.Protocol):
         proxy_to_broker_url: str | None = None,
     ) -> Connection:
         """Connect, send CONNECT and wait for CONNECTED. Raises ConnectError (network,
-        timeout) or the broker's error (e.g. AuthenticationError)."""
+        timeout), TlsHandshakeError (the broker's certificate is not trusted or does not
+        name ``server_hostname``) or the broker's error (e.g. AuthenticationError)."""
         loop = asyncio.get_running_loop()
         conn = cls(
             logical_url=logical_url,
@@ -169,6 +170,12 @@ class Connection(asyncio.Protocol):
         except TimeoutError as exc:
             conn.close()
             raise ConnectError(f"connecting to {logical_url} timed out") from exc
+        except ssl.SSLCertVerificationError as exc:
+            conn.close()
+            raise TlsHandshakeError(
+                f"TLS connection to {logical_url} refused the broker's certificate: "
+                f"{exc.verify_message or exc}"
+            ) from exc
         except OSError as exc:
             conn.close()
             raise ConnectError(f"cannot connect to {logical_url}: {exc}") from exc

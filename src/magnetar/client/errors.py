@@ -29,6 +29,14 @@ class ConnectError(ClientError):
     refresh_lookup = True
 
 
+class TlsHandshakeError(ConnectError):
+    """The broker's certificate was refused: it does not chain to a trusted CA
+    (``tls_trust_certs_file_path``) or, with ``tls_validate_hostname``, does not name the
+    host connected to. Not retriable: retrying cannot change the certificate's verdict."""
+
+    retriable = False
+
+
 class AlreadyClosed(ClientError):
     """The client, producer, consumer or reader was closed."""
 

@@ -27,6 +27,8 @@ class StandaloneProcess:
         self.extra_args = list(extra_args)
         self.port = 0
         self.http_port = 0
+        self.tls_port: int | None = None
+        """The TLS listener's port, read from the ready line (None when it has none)."""
         self.proc: subprocess.Popen[str] | None = None
         self.ready_line = ""
         self.log_path = data_dir.parent / f"{data_dir.name}-standalone.log"
@@ -35,6 +37,12 @@ class StandaloneProcess:
     def url(self) -> str:
         """The binary protocol service URL."""
         return f"pulsar://127.0.0.1:{self.port}"
+
+    @property
+    def tls_url(self) -> str:
+        """The ``pulsar+ssl://`` service URL (the process must run with ``--tls-port``)."""
+        assert self.tls_port is not None, "started without --tls-port"
+        return f"pulsar+ssl://127.0.0.1:{self.tls_port}"
 
     @property
     def http_url(self) -> str:
@@ -47,13 +55,17 @@ class StandaloneProcess:
         Raises :class:`RuntimeError` (with the log's tail) if it exits or is not ready in time.
         """
         assert self.proc is None or self.proc.poll() is not None, "already running"
+        extra = list(self.extra_args)
+        if self.tls_port is not None and "--tls-port" in extra:
+            # A restart keeps the TLS port picked at the first start, like the others.
+            extra[extra.index("--tls-port") + 1] = str(self.tls_port)
         args = [
             sys.executable, "-m", "magnetar.cli.main", "standalone",
             "--data-dir", str(self.data_dir),
             "--port", str(self.port),
             "--http-port", str(self.http_port),
             "--log-level", "INFO",
-            *self.extra_args,
+            *extra,
         ]  # fmt: skip
         with open(self.log_path, "a") as err:
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
@@ -82,6 +94,8 @@ class StandaloneProcess:
         words = line.split()
         self.port = int(words[words.index("broker") + 1].rsplit(":", 1)[1])
         self.http_port = int(words[words.index("http") + 1].rsplit(":", 1)[1])
+        tls = [w for w in words if w.startswith("pulsar+ssl://")]
+        self.tls_port = int(tls[0].rsplit(":", 1)[1]) if tls else None
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -54,6 +54,14 @@ LEDGER_NODE_RE: Final = re.compile(r"^L(\d+)$")
 
 ENTRY_SIZE_MAX_BYTES: Final = 5 * 1024 * 1024
 
+# Statuses as plain ints for the add path (protobuf enum attribute access runs Python code).
+_OK: Final = int(Status.OK)
+_READ_ONLY: Final = int(Status.READ_ONLY)
+_INTERNAL_ERROR: Final = int(Status.INTERNAL_ERROR)
+_TOO_LARGE: Final = int(Status.TOO_LARGE)
+_BAD_REQUEST: Final = int(Status.BAD_REQUEST)
+_FENCED: Final = int(Status.FENCED)
+
 
 @dataclass(slots=True)
 class BookieConfig:
@@ -362,7 +370,7 @@ class Bookie:
         payload: bytes,
         recovery: bool,
     ) -> tuple[int, str]:
-        """Check and store one add: ``(Status.OK, "")`` once it is in ledger storage and
+        """Check and store one add: ``(_OK, "")`` once it is in ledger storage and
         appended to the journal, else an error status and message (nothing stored).
 
         OK does not mean durable: the caller must acknowledge only from a
@@ -372,24 +380,24 @@ class Bookie:
         journal = self.journal
         assert storage is not None and journal is not None
         if self.readonly:
-            return Status.READ_ONLY, f"bookie {self.bookie_id} is read-only"
+            return _READ_ONLY, f"bookie {self.bookie_id} is read-only"
         if journal.failed is not None:
-            return Status.INTERNAL_ERROR, "journal failed"
+            return _INTERNAL_ERROR, "journal failed"
         if len(payload) > self.config.entry_size_max_bytes:
             return (
-                Status.TOO_LARGE,
+                _TOO_LARGE,
                 f"entry of {len(payload)} bytes exceeds {self.config.entry_size_max_bytes}",
             )
         if entry_id < 0:
-            return Status.BAD_REQUEST, f"bad entry id {entry_id}"
+            return _BAD_REQUEST, f"bad entry id {entry_id}"
         if crc32c.crc32c(payload) != checksum:
-            return Status.BAD_REQUEST, "payload checksum mismatch"
+            return _BAD_REQUEST, "payload checksum mismatch"
         rec = storage.ledgers.get(ledger_id)
         if rec is not None and rec.fenced and not recovery:
-            return Status.FENCED, f"ledger {ledger_id} is fenced"
+            return _FENCED, f"ledger {ledger_id} is fenced"
         storage.add_entry(ledger_id, entry_id, last_add_confirmed, checksum, payload)
         journal.append(ADD_ENTRY, ledger_id, entry_id, last_add_confirmed, checksum, payload)
-        return Status.OK, ""
+        return _OK, ""
 
     def check_write_cache(self) -> None:
         """Start a checkpoint if the entry-log write buffers outgrew the cache (call after
@@ -409,7 +417,7 @@ class Bookie:
             payload,
             request.recovery,
         )
-        if status != Status.OK:
+        if status != _OK:
             conn.reply(self._error(request, status, message))
             return
         durable.append(

@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import crc32c
 
@@ -52,6 +52,10 @@ if TYPE_CHECKING:
     from magnetar.ledger.client import LedgerClient
 
 log = logging.getLogger(__name__)
+
+# Plain ints: attribute access on a protobuf enum wrapper runs Python code, per add.
+_OK: Final = int(Status.OK)
+_FENCED: Final = int(Status.FENCED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +116,9 @@ class LedgerHandle:
         cfg = client.config
         self._qa = metadata.ack_quorum
         self._entry_size_max_bytes = cfg.entry_size_max_bytes
+        e, qw = metadata.ensemble_size, metadata.write_quorum
+        # Ensemble indexes each entry goes to, by entry_id % E (round-robin striping).
+        self._write_sets = [tuple((first + i) % e for i in range(qw)) for first in range(e)]
 
     # -- state ---------------------------------------------------------------------------
 
@@ -177,12 +184,10 @@ class LedgerHandle:
                 pending.payload,
             )
             pending.sent = True
-        e = self.metadata.ensemble_size
-        entry_id = pending.entry_id
         indexes = (
-            [only_index]
+            (only_index,)
             if only_index is not None
-            else [(entry_id + i) % e for i in range(self.metadata.write_quorum)]
+            else self._write_sets[pending.entry_id % self.metadata.ensemble_size]
         )
         for idx in indexes:
             bookie_id = self._ensemble[idx]
@@ -208,12 +213,12 @@ class LedgerHandle:
         def on_response(status: int | None, message: str, exc: BaseException | None) -> None:
             if self._ensemble[idx] != bookie_id or pending.future.done():
                 return  # replaced bookie or already failed/completed entry
-            if status == Status.OK:
+            if status == _OK:
                 pending.acked.add(idx)
                 if len(pending.acked) >= self._qa and pending.entry_id == self._lac + 1:
                     self._complete_in_order()
                 return
-            if status == Status.FENCED:
+            if status == _FENCED:
                 self._fail(LedgerFenced(f"ledger {self.ledger_id} was fenced (by {bookie_id})"))
                 return
             reason = exc if exc is not None else error_for_status(status or 0, message)

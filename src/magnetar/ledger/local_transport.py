@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
+from typing import Final
 
 from magnetar.bookie import Bookie
 from magnetar.bookie.codec import Request, Response, Status
@@ -42,6 +43,7 @@ from magnetar.ledger.transport import (
 )
 
 _SWEEPS_PER_TIMEOUT = 4
+_OK: Final = int(Status.OK)  # a plain int: protobuf enum attributes run Python code
 
 
 class LocalBookieTransport:
@@ -62,13 +64,10 @@ class LocalBookieTransport:
         self._generation = 0
         self._group: list[int] | None = None
         self._group_taken = -1
-        self._closed = False
+        # Set by close(), which the bookie calls when it stops (it tracks this transport).
+        self.closed = False
         bookie.attach(self)
         self._sweeper = self._loop.create_task(self._sweep(), name=f"local-bookie-{self.bookie_id}")
-
-    @property
-    def closed(self) -> bool:
-        return self._closed or not self._bookie.serving
 
     @property
     def in_flight(self) -> int:
@@ -89,7 +88,7 @@ class LocalBookieTransport:
             request.payload,
             request.recovery,
         )
-        if status != Status.OK:
+        if status != _OK:
             self._loop.call_soon(callback, status, message, None)
             return
         rid = request.request_id
@@ -113,7 +112,7 @@ class LocalBookieTransport:
         for rid in group:
             entry = pending.pop(rid, None)
             if entry is not None:
-                entry[0](Status.OK, "", None)
+                entry[0](_OK, "", None)
 
     def request(self, request: Request, payload: bytes, callback: Callback) -> None:
         if self.closed:
@@ -153,7 +152,7 @@ class LocalBookieTransport:
     # -- life cycle -----------------------------------------------------------------------
 
     async def _sweep(self) -> None:
-        while not self._closed:
+        while not self.closed:
             await self._clock.sleep(self._sweep_s)
             self._generation += 1
             oldest = self._generation - _SWEEPS_PER_TIMEOUT
@@ -168,9 +167,9 @@ class LocalBookieTransport:
                     fail(entry, BookieUnavailable(f"request to {self.bookie_id} timed out"))
 
     def close(self) -> None:
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
+        self.closed = True
         self._group = None
         self._sweeper.cancel()
         self._bookie.connection_closed(self)

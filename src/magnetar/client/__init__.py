@@ -46,7 +46,13 @@ from magnetar.client.producer import Producer
 from magnetar.client.reader import Reader
 from magnetar.client.routing import HashingScheme, PartitionsRoutingMode
 from magnetar.client.schema import AvroSchema, BytesSchema, JsonSchema, Schema, StringSchema
-from magnetar.protocol import CompressionType, InitialPosition, KeySharedMode, ProducerAccessMode
+from magnetar.protocol import (
+    CompressionType,
+    InitialPosition,
+    KeySharedMode,
+    ProducerAccessMode,
+    TopicsMode,
+)
 
 __all__ = [
     "AlreadyClosed",
@@ -84,5 +90,6 @@ __all__ = [
     "StringSchema",
     "Timeout",
     "TlsHandshakeError",
+    "TopicsMode",
     "full_topic_name",
 ]

@@ -158,6 +158,22 @@ class Client:
         n = await self._ctx.lookup.partitions(topic)
         return [partition_name(topic, i) for i in range(n)] if n else [topic]
 
+    async def get_topics_of_namespace(
+        self, namespace: str, mode: TopicsMode = TopicsMode.PERSISTENT
+    ) -> list[str]:
+        """Full names of the existing topics of ``tenant/namespace``; a partitioned topic
+        is listed by its partitions' names (``…-partition-N``). ``mode`` picks persistent
+        (default), non-persistent or all topics.
+
+        Never creates a topic (unlike a lookup under auto topic creation): it is
+        GET_TOPICS_OF_NAMESPACE, or ``GET /admin/v2/namespaces/{t}/{ns}/topics`` with an
+        ``http://`` service URL. Raises the lookup's errors (``ServerError`` for an unknown
+        namespace, ``Timeout`` after the operation timeout)."""
+        self._check_open()
+        if namespace.count("/") != 1:
+            raise InvalidConfiguration(f"namespace must be tenant/namespace, got {namespace!r}")
+        return await self._ctx.lookup.topics_of_namespace(namespace, TopicsMode(mode))
+
     # ------------------------------------------------------------ producers
 
     async def create_producer(

@@ -172,6 +172,10 @@ class Message:
             )
         return mid
 
+    def batch_size(self) -> int:
+        """Messages in the batch entry this message came from (0: not batched)."""
+        return self._batch_size
+
     @property
     def position(self) -> tuple[int, int, int]:
         """``(ledger_id, entry_id, batch_index)`` without building a MessageId."""

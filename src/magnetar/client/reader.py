@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from magnetar.client.consumer import Consumer
+from magnetar.client.errors import InvalidConfiguration
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
 from magnetar.client.multi_topics_consumer import MultiTopicsConsumer
@@ -74,6 +75,40 @@ class Reader:
             for c, (last, mark_delete) in zip(children, answers, strict=True)
         )
 
+    async def read_batch(self, max_num_messages: int = 100, timeout_ms: int = 100) -> list[Message]:
+        """Up to ``max_num_messages`` messages: those already queued, or else whatever
+        arrives within ``timeout_ms`` (possibly none; no Timeout is raised)."""
+        messages = await self._consumer.batch_receive(max_num_messages, timeout_ms)
+        # Only each topic's last message matters for resuming; ids are built lazily.
+        seen: set[str] = set()
+        for msg in reversed(messages):
+            name = msg.topic_name()
+            if name not in seen:
+                seen.add(name)
+                self._last[name] = msg.message_id()
+        return messages
+
+    async def get_last_message_id(self) -> MessageId:
+        """The id of the last message stored in the topic (or partition) this reader reads,
+        asked from the broker (GET_LAST_MESSAGE_ID) whatever the reader has read. A topic
+        with no message answers an entry id of -1. Raises InvalidConfiguration on a reader
+        of a whole partitioned topic (use :meth:`get_last_message_ids`), ``ConnectError``
+        while the reader is not connected, ``Timeout`` after the operation timeout."""
+        if isinstance(self._consumer, MultiTopicsConsumer):
+            raise InvalidConfiguration(
+                "a reader of a partitioned topic has one last message id per partition: "
+                "use get_last_message_ids()"
+            )
+        last, _ = await self._consumer.get_last_message_id()
+        return last
+
+    async def get_last_message_ids(self) -> dict[str, MessageId]:
+        """Partition (or topic) name -> the id of its last stored message (see
+        :meth:`get_last_message_id`); works for every reader."""
+        children = self._children()
+        answers = await asyncio.gather(*(c.get_last_message_id() for c in children))
+        return {c.topic(): last for c, (last, _) in zip(children, answers, strict=True)}
+
     async def seek(self, target: MessageId | int) -> None:
         """Move to a message id (read from it, inclusive) or a publish time in ms."""
         await self._consumer.seek(target)
@@ -82,6 +117,7 @@ class Reader:
             self._start, self._inclusive = target, True
         else:
             self._start, self._inclusive = MessageId.earliest, True
+
     def is_connected(self) -> bool:
         return self._consumer.is_connected()
 

@@ -112,6 +112,11 @@ class Client:
     def get_topic_partitions(self, topic: str) -> list[str]:
         return self._loop.run(self._client.get_topic_partitions(topic))
 
+    def get_topics_of_namespace(self, namespace: str, mode: Any = None) -> list[str]:
+        if mode is None:
+            return self._loop.run(self._client.get_topics_of_namespace(namespace))
+        return self._loop.run(self._client.get_topics_of_namespace(namespace, mode))
+
     def close(self) -> None:
         self._loop.run(self._client.close())
         self._loop.stop()

@@ -23,6 +23,7 @@ from magnetar.bookie import Bookie, BookieConfig
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
 from magnetar.ledger import LedgerClient
+from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata import MetadataStore, connect
 
@@ -39,6 +40,9 @@ class StandaloneConfig:
     http_port: int = 8080
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     bookie_disk_free_min_bytes: int = 64 * 1024 * 1024
+    managed_ledger_max_entries_per_ledger: int = 50_000
+    """Pulsar's ``managedLedgerMaxEntriesPerLedger``: a topic's ledger rolls over after this
+    many entries (small values make tests span ledgers)."""
 
 
 class Standalone:
@@ -84,7 +88,14 @@ class Standalone:
             write_quorum=b.write_quorum,
             ack_quorum=b.ack_quorum,
         )
-        self.broker = BrokerService(b, self.store, storage)
+        self.broker = BrokerService(
+            b,
+            self.store,
+            storage,
+            ml_config=ManagedLedgerConfig(
+                ledger_entries_max=cfg.managed_ledger_max_entries_per_ledger
+            ),
+        )
         await self.broker.start()
         await self._start_http()
 

@@ -54,6 +54,13 @@ import click
 )
 @click.option("--max-message-size", default=5 * 1024 * 1024, show_default=True, type=int)
 @click.option("--failover-delay-ms", default=1000, show_default=True, type=int)
+@click.option(
+    "--managed-ledger-max-entries-per-ledger",
+    default=50_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="A topic's ledger rolls over after this many entries (managedLedgerMaxEntriesPerLedger).",
+)
 @click.option("--log-level", default="WARNING", show_default=True)
 def standalone(
     data_dir: Path,
@@ -69,6 +76,7 @@ def standalone(
     deduplication: bool,
     max_message_size: int,
     failover_delay_ms: int,
+    managed_ledger_max_entries_per_ledger: int,
     log_level: str,
 ) -> None:
     """One process: embedded metadata store, a bookie and a broker."""
@@ -93,6 +101,7 @@ def standalone(
         data_dir=data_dir,
         http_host=host,
         http_port=http_port,
+        managed_ledger_max_entries_per_ledger=managed_ledger_max_entries_per_ledger,
         broker=BrokerConfig(
             host=host,
             port=port,

@@ -15,7 +15,17 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from magnetar.admin import brokers, clusters, metrics, namespaces, subscriptions, tenants, topics
+from magnetar.admin import (
+    brokers,
+    clusters,
+    metrics,
+    namespaces,
+    schemas,
+    subscriptions,
+    tenants,
+    topic_policies,
+    topics,
+)
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import http_error
 from magnetar.admin.responses import error_response
@@ -69,6 +79,15 @@ def create_app(ctx: AdminContext) -> FastAPI:
     async def scrape() -> Response:
         return Response(metrics.render(registry), media_type=metrics.CONTENT_TYPE)
 
-    for module in (brokers, clusters, tenants, namespaces, subscriptions, topics):
+    for module in (
+        brokers,
+        clusters,
+        tenants,
+        namespaces,
+        schemas,
+        subscriptions,
+        topic_policies,
+        topics,
+    ):
         app.include_router(module.router(ctx))
     return app

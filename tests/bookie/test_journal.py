@@ -48,9 +48,10 @@ async def test_torn_tail_ends_replay(tmp_path: Path) -> None:
     for i in range(10):
         _add(j, 2, i, bytes([i]) * 50)
     j.append(FENCE, 2, -1, -1, 0, b"")
+    end = j.position.offset
     await j.close()
     path = next(tmp_path.glob("*.jnl"))
-    data = path.read_bytes()
+    data = path.read_bytes()[:end]  # the records, without the zero-filled rest
     path.write_bytes(data[:-7] + b"\x00" * 3)  # torn: the last record cut short
     records = list(replay(tmp_path, JournalPosition(0, 0)))
     assert [r.entry_id for r in records] == list(range(10))
@@ -75,3 +76,28 @@ async def test_files_roll_and_are_removed_before_a_checkpoint(tmp_path: Path) ->
     assert j.remove_before(pos) == len(ids) - 1
     await j.close()
     assert journal_file_ids(tmp_path) == [pos.file_id]
+
+
+async def test_files_are_zero_filled_ahead_and_replay_stops_at_the_zeros(tmp_path: Path) -> None:
+    j = Journal(tmp_path, clock=SystemClock(), prealloc_bytes=64 * 1024)
+    j.start()
+    done = asyncio.Event()
+    for i in range(300):  # ~45 KiB of records: one zero-filled chunk
+        _add(j, 4, i, b"z" * 120)
+    j.on_durable(done.set)
+    await asyncio.wait_for(done.wait(), 10)
+    end = j.position.offset
+    path = next(tmp_path.glob("*.jnl"))
+    assert path.stat().st_size == 64 * 1024 > end
+    assert path.read_bytes()[end:] == bytes(64 * 1024 - end)
+    for i in range(300, 600):  # past the first chunk: the file grows by another
+        _add(j, 4, i, b"z" * 120)
+    await j.close()
+    assert path.stat().st_size == 128 * 1024
+    # A restart writes a new file; replay reads both up to their zeros.
+    j2 = Journal(tmp_path, clock=SystemClock(), prealloc_bytes=64 * 1024)
+    j2.start()
+    _add(j2, 5, 0, b"after restart")
+    await j2.close()
+    records = list(replay(tmp_path, JournalPosition(0, 0)))
+    assert [(r.ledger_id, r.entry_id) for r in records] == [(4, i) for i in range(600)] + [(5, 0)]

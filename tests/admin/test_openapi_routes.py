@@ -47,6 +47,8 @@ def test_every_route_answers_without_server_errors(
     tenant, namespace, topic = f"{name}-t", "ns", "tp"
     http.ok("PUT", f"/admin/v2/tenants/{tenant}", {"allowedClusters": ["standalone"]})
     http.ok("PUT", f"/admin/v2/namespaces/{tenant}/{namespace}")
+    cluster = f"{name}-c"  # bodies are posted to it: not the standalone's own cluster
+    http.ok("PUT", f"/admin/v2/clusters/{cluster}", {"serviceUrl": "http://127.0.0.1:1"})
     full = f"persistent://{tenant}/{namespace}/{topic}"
     consumer = client.subscribe(full, "sub")
     producer = client.create_producer(full)
@@ -59,7 +61,7 @@ def test_every_route_answers_without_server_errors(
         "namespace": namespace,
         "topic": topic,
         "subscription": "sub",
-        "cluster": "standalone",
+        "cluster": cluster,
         **NUMERIC,
     }
     bad = dict(good, tenant="bad%20tenant!", topic="%2F", **BAD_VALUES)

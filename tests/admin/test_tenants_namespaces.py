@@ -10,7 +10,7 @@ from .conftest import Http
 
 
 def test_clusters(http: Http, name: str) -> None:
-    assert http.ok("GET", "/admin/v2/clusters") == ["standalone"]
+    assert "standalone" in http.ok("GET", "/admin/v2/clusters")  # other tests add clusters
     data = http.ok("GET", "/admin/v2/clusters/standalone")
     assert data["brokerServiceUrl"].startswith("pulsar://")
     assert data["serviceUrl"].startswith("http://")

@@ -3,12 +3,18 @@ Pulsar's field names and shapes (reference §8.3): ``publishers`` a list, ``subs
 an object keyed by name, ``consumers`` a list, ``replication`` an object.
 
 Rates come from the broker's sliding-window meters (:mod:`magnetar.broker.stats`).
+The publish time of each subscription's oldest unacknowledged message
+(``earliestMsgPublishTimeInBacklog``, and the topic's ``earliestMsgPublishTimeInBacklogs``
+and ``oldestBacklogMessageAgeSeconds``) is read from the entry itself: call
+:func:`backlog_publish_times` first (one entry read per distinct position, bounded by
+:data:`BACKLOG_READS_MAX`) and pass its answer to :func:`topic_stats`.
 Fields Magnetar has no counterpart for are present with Pulsar's neutral value (0, false,
 empty, null) so clients that read them keep working.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,8 +22,16 @@ from magnetar.broker.consumer import SUB_TYPE_NAMES, Consumer
 from magnetar.broker.stats import SubscriptionMeters
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import Topic
+from magnetar.common.errors import MagnetarError
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
 from magnetar.managed_ledger.position import Position
+from magnetar.protocol import Entry, ProtocolError
+
+log = logging.getLogger(__name__)
+
+BACKLOG_READS_MAX = 64
+"""Entries one stats request may read to find backlog publish times; subscriptions past
+this many distinct positions report 0 (unknown), as Pulsar does when it does not look."""
 
 ACCESS_MODE_NAMES = {0: "Shared", 1: "Exclusive", 2: "WaitForExclusive", 3: "ExclusiveWithFencing"}
 
@@ -64,7 +78,7 @@ def _consumer_stats(consumer: Consumer, sub: Subscription) -> dict[str, Any]:
         "chunkedMessageRate": 0.0,
         "availablePermits": max(consumer.permits, 0),
         "unackedMessages": sum(consumer.pending.values()),
-        "avgMessagesPerEntry": (m.msg_out.total_count // m.entries_out) if m.entries_out else 0,
+        "avgMessagesPerEntry": m.avg_messages_per_entry(),
         "blockedConsumerOnUnackedMsgs": False,
         "lastAckedTimestamp": m.ack.last_record_ms,
         "lastConsumedTimestamp": m.msg_out.last_record_ms,
@@ -82,10 +96,53 @@ def _ranges_count(cursor: ManagedCursor) -> int:
     return sum(1 for _ in cursor.state.acked.ranges())
 
 
-def subscription_stats(topic: Topic, name: str) -> dict[str, Any]:
-    """One SubscriptionStats object. ``name`` must be in :func:`subscription_names`."""
+def _cursor_of(topic: Topic, name: str) -> ManagedCursor:
     sub = topic.subscriptions.get(name)
-    cursor = sub.cursor if sub is not None else topic.ml.cursors[name]
+    return sub.cursor if sub is not None else topic.ml.cursors[name]
+
+
+async def backlog_publish_times(topic: Topic) -> dict[str, int]:
+    """Publish time (ms) of the first unacknowledged message of each subscription with a
+    backlog, read from that entry's metadata (entry cache first, then storage). At most
+    :data:`BACKLOG_READS_MAX` distinct entries are read; an entry that cannot be read
+    (trimmed meanwhile, storage error) leaves its subscriptions out."""
+    ledgers = topic.ml.ledgers
+    by_position: dict[Position, list[str]] = {}
+    for name in subscription_names(topic):
+        cursor = _cursor_of(topic, name)
+        if cursor.backlog_messages <= 0:
+            continue
+        position = cursor.state.first_unacked()
+        if not ledgers.exists(position):
+            position = ledgers.normalize(position)
+            if not ledgers.exists(position):
+                continue
+        names = by_position.get(position)
+        if names is None:
+            if len(by_position) >= BACKLOG_READS_MAX:
+                continue
+            names = by_position[position] = []
+        names.append(name)
+    times: dict[str, int] = {}
+    for position, names in by_position.items():
+        try:
+            data = await topic.ml.read_range(
+                position[0], position[1], position[1], read_ahead=False
+            )
+            publish_time = Entry(data[0]).metadata.publish_time
+        except (MagnetarError, ProtocolError, IndexError) as exc:
+            log.debug("%s: no publish time at %s: %s", topic.full_name, position, exc)
+            continue
+        for name in names:
+            times[name] = publish_time
+    return times
+
+
+def subscription_stats(topic: Topic, name: str, earliest_publish_ms: int = 0) -> dict[str, Any]:
+    """One SubscriptionStats object. ``name`` must be in :func:`subscription_names`;
+    ``earliest_publish_ms`` is its entry of :func:`backlog_publish_times` (0 = none)."""
+    sub = topic.subscriptions.get(name)
+    cursor = _cursor_of(topic, name)
     meters = subscription_meters(topic, name)
     consumers = list(sub.consumers.values()) if sub is not None else []
     consumer_stats = [_consumer_stats(c, sub) for c in consumers] if sub is not None else []
@@ -122,7 +179,7 @@ def subscription_stats(topic: Topic, name: str) -> dict[str, Any]:
         ),
         "lastAckedTimestamp": max((c["lastAckedTimestamp"] for c in consumer_stats), default=0),
         "lastMarkDeleteAdvancedTimestamp": meters.last_mark_delete_advanced_ms,
-        "earliestMsgPublishTimeInBacklog": 0,
+        "earliestMsgPublishTimeInBacklog": earliest_publish_ms,
         "isDurable": cursor.durable,
         "isReplicated": False,
         "allowOutOfOrderDelivery": bool(policy and policy.allow_out_of_order_delivery),
@@ -165,11 +222,21 @@ def _publisher_stats(topic: Topic) -> list[dict[str, Any]]:
     return result
 
 
-def topic_stats(topic: Topic, owner_broker: str) -> dict[str, Any]:
-    """One TopicStats object for a loaded topic (or one partition)."""
+def topic_stats(
+    topic: Topic, owner_broker: str, publish_times: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """One TopicStats object for a loaded topic (or one partition). ``publish_times`` is
+    :func:`backlog_publish_times`'s answer (without it, the backlog ages are unknown:
+    0 and -1, Pulsar's values when it does not compute them)."""
     ml = topic.ml
     meters = topic.meters
-    subs = {name: subscription_stats(topic, name) for name in subscription_names(topic)}
+    times = publish_times or {}
+    subs = {
+        name: subscription_stats(topic, name, times.get(name, 0))
+        for name in subscription_names(topic)
+    }
+    oldest = min(times.items(), key=lambda kv: (kv[1], kv[0]), default=None)
+    now_ms = topic.service.clock.now_ms()
     rate_in = meters.msg_in.rate()
     throughput_in = meters.msg_in.throughput()
     durable = [c for c in ml.cursors.values() if c.durable]
@@ -190,9 +257,11 @@ def topic_stats(topic: Topic, owner_broker: str) -> dict[str, Any]:
         "storageSize": ml.ledgers.total_size_bytes,
         "offloadedStorageSize": sum(s.size_bytes for s in ml.ledgers if s.offloaded),
         "backlogSize": 0 if slowest is None else ml.backlog_size_bytes(slowest),
-        "earliestMsgPublishTimeInBacklogs": 0,
-        "oldestBacklogMessageAgeSeconds": -1,
-        "oldestBacklogMessageSubscriptionName": None,
+        "earliestMsgPublishTimeInBacklogs": 0 if oldest is None else oldest[1],
+        "oldestBacklogMessageAgeSeconds": -1
+        if oldest is None
+        else max(now_ms - oldest[1], 0) // 1000,
+        "oldestBacklogMessageSubscriptionName": None if oldest is None else oldest[0],
         "backlogQuotaLimitSize": cfg.backlog_quota_size_bytes,
         "backlogQuotaLimitTime": cfg.backlog_quota_time_ms // 1000
         if cfg.backlog_quota_time_ms > 0
@@ -250,6 +319,11 @@ _SUMMED_SUBSCRIPTION_FIELDS = (
 )
 
 
+def _earliest(times: list[int]) -> int:
+    """The earliest of publish times where 0 means "none" (Pulsar's merge rule)."""
+    return min((t for t in times if t > 0), default=0)
+
+
 def partitioned_stats(
     partitions: dict[str, dict[str, Any]], count: int, *, per_partition: bool
 ) -> dict[str, Any]:
@@ -264,6 +338,16 @@ def partitioned_stats(
     else:
         total = {key: 0 for key in _SUMMED_TOPIC_FIELDS}
         total.update({"replication": {}, "deduplicationStatus": "Disabled"})
+    earliest = [p["earliestMsgPublishTimeInBacklogs"] for p in partitions.values()]
+    total["earliestMsgPublishTimeInBacklogs"] = _earliest(earliest)
+    oldest = max(
+        partitions.values(), key=lambda p: p["oldestBacklogMessageAgeSeconds"], default=None
+    )
+    if oldest is not None:
+        total["oldestBacklogMessageAgeSeconds"] = oldest["oldestBacklogMessageAgeSeconds"]
+        total["oldestBacklogMessageSubscriptionName"] = oldest[
+            "oldestBacklogMessageSubscriptionName"
+        ]
     rate_in = total["msgRateIn"]
     total["averageMsgSize"] = total["msgThroughputIn"] / rate_in if rate_in else 0.0
     total["publishers"] = [pub for p in partitions.values() for pub in p["publishers"]]
@@ -276,6 +360,9 @@ def partitioned_stats(
                 continue
             for key in _SUMMED_SUBSCRIPTION_FIELDS:
                 merged[key] += s[key]
+            merged["earliestMsgPublishTimeInBacklog"] = _earliest(
+                [merged["earliestMsgPublishTimeInBacklog"], s["earliestMsgPublishTimeInBacklog"]]
+            )
             merged["consumers"].extend(s["consumers"])
     total["subscriptions"] = subs
     total["metadata"] = {"partitions": count}

@@ -167,6 +167,12 @@ def router(ctx: AdminContext) -> APIRouter:
         await delete_topic(ctx, name, force=force)
         return no_content()
 
+    async def _create_partitions(name: TopicName, first: int, end: int) -> None:
+        """Create partitions ``first..end-1`` now, as Pulsar's admin does, so every
+        partition has stats, subscriptions and a last message id from the start."""
+        for i in range(first, end):
+            await service.get_topic(name.partition(i), create=True)
+
     @r.put(TOPIC + "/partitions", summary="Create a partitioned topic")
     async def create_partitioned(
         domain: str, tenant: str, namespace: str, topic: str, request: Request
@@ -185,6 +191,7 @@ def router(ctx: AdminContext) -> APIRouter:
             await service.create_partitioned_topic(name, partitions)
         except NodeExists:
             raise Conflict("This topic already exists") from None
+        await _create_partitions(name, 0, partitions)
         return no_content()
 
     @r.post(TOPIC + "/partitions", summary="Grow a partitioned topic")
@@ -204,6 +211,7 @@ def router(ctx: AdminContext) -> APIRouter:
             )
         body = dict(json.loads(got.value), partitions=partitions)
         await ctx.store.put(partitioned_path(name), json.dumps(body).encode(), got.stat.version)
+        await _create_partitions(name, current, partitions)
         return no_content()
 
     @r.get(TOPIC + "/partitions", summary="Partitioned topic metadata")
@@ -282,7 +290,8 @@ def router(ctx: AdminContext) -> APIRouter:
     @r.get(TOPIC + "/stats", summary="Topic stats")
     async def stats(domain: str, tenant: str, namespace: str, topic: str) -> Response:
         t = await loaded_topic(ctx, topic_name(domain, tenant, namespace, topic))
-        return json_response(topic_stats.topic_stats(t, owner_broker(ctx)))
+        times = await topic_stats.backlog_publish_times(t)
+        return json_response(topic_stats.topic_stats(t, owner_broker(ctx), times))
 
     @r.get(TOPIC + "/internalStats", summary="Managed-ledger internal stats")
     async def internal(domain: str, tenant: str, namespace: str, topic: str) -> Response:
@@ -306,7 +315,10 @@ def router(ctx: AdminContext) -> APIRouter:
     ) -> Response:
         count, parts = await partition_topics(topic_name(domain, tenant, namespace, topic))
         owner = owner_broker(ctx)
-        per = {n: topic_stats.topic_stats(t, owner) for n, t in parts.items()}
+        per = {
+            n: topic_stats.topic_stats(t, owner, await topic_stats.backlog_publish_times(t))
+            for n, t in parts.items()
+        }
         return json_response(topic_stats.partitioned_stats(per, count, per_partition=perPartition))
 
     @r.get(TOPIC + "/partitioned-internalStats", summary="Partitioned topic internal stats")

@@ -161,7 +161,16 @@ class ConsumerMeters:
         self.entries_out = 0
         self.redeliver = RateMeter(clock)
         self.ack = RateMeter(clock)
+        """Acknowledged messages (batch-aware: acknowledging a batch entry counts its
+        messages; a cumulative ack counts every message it covers)."""
         self.flow = RateMeter(clock)
+
+    def avg_messages_per_entry(self) -> int:
+        """Messages per entry sent to this consumer, averaged since it connected, rounded
+        to an int: Pulsar's ``avgMessagesPerEntry`` is an int and clients decode it into
+        one (a Go ``int`` field rejects 2.5)."""
+        entries = self.entries_out
+        return round(self.msg_out.total_count / entries) if entries else 0
 
 
 class SubscriptionMeters:

@@ -295,10 +295,12 @@ class Subscription:
         cursor = self.cursor
         state = cursor.state
         mark_delete_before = state.mark_delete
-        consumer.meters.ack.record(len(ack.message_id))
         consumer.meters.ack.touch()
+        # messageAckRate counts messages (batch-aware), not message ids
+        cumulative = ack.ack_type is AckType.Cumulative
+        backlog_before = cursor.backlog_messages if cumulative else 0
         try:
-            if ack.ack_type is AckType.Cumulative:
+            if cumulative:
                 if self.sub_type in (SubType.Exclusive, SubType.Failover) and ack.message_id:
                     mid = ack.message_id[0]
                     pos = Position(mid.ledger_id, mid.entry_id)
@@ -322,6 +324,16 @@ class Subscription:
                     self._tracker.remove(pos)
         except InvalidCursorPosition as exc:
             log.info("%s/%s: ignoring ack: %s", self.topic.full_name, self.name, exc)
+        if cumulative:
+            consumer.meters.ack.record(max(backlog_before - cursor.backlog_messages, 0))
+        else:
+            messages_at = self.topic.ml.ledgers.messages_at
+            consumer.meters.ack.record(
+                sum(
+                    1 if mid.ack_set else messages_at(Position(mid.ledger_id, mid.entry_id))
+                    for mid in ack.message_id
+                )
+            )
         if cursor.state.mark_delete != mark_delete_before:
             consumer.subscription_meters.last_mark_delete_advanced_ms = (
                 consumer.meters.ack.last_record_ms

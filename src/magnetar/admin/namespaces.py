@@ -24,7 +24,13 @@ from starlette.responses import Response
 
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import BadRequest, Conflict, PreconditionFailed, ResourceNotFound
-from magnetar.admin.request_body import as_bool, as_int, as_object, as_str, read_json
+from magnetar.admin.policy_values import (
+    message_ttl,
+    non_negative,
+    persistence_policies,
+    retention_policies,
+)
+from magnetar.admin.request_body import as_bool, as_object, as_str, read_json
 from magnetar.admin.responses import json_response, no_content
 from magnetar.admin.tenants import tenant_info
 from magnetar.broker.policies import (
@@ -32,10 +38,8 @@ from magnetar.broker.policies import (
     AutoTopicCreationOverride,
     BacklogQuota,
     BacklogQuotaType,
-    PersistencePolicies,
     Policies,
     PolicyError,
-    RetentionPolicies,
     namespace_path,
 )
 from magnetar.broker.service import PARTITIONED_ROOT
@@ -67,16 +71,6 @@ def _policy(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return run
 
 
-def _non_negative(what: str) -> Callable[[Any], int]:
-    def parse(value: Any) -> int:
-        number = as_int(value, what)
-        if number < 0:
-            raise PreconditionFailed(f"{what} must be 0 or more")
-        return number
-
-    return parse
-
-
 def _strategy(value: Any) -> str:
     name = as_str(value, "schema compatibility strategy").upper()
     if name not in SCHEMA_COMPATIBILITY_STRATEGIES:
@@ -101,29 +95,29 @@ class Setting:
 
 SETTINGS = (
     Setting("deduplication", "deduplicationEnabled", lambda v: as_bool(v, "deduplication")),
-    Setting("retention", "retention_policies", _policy(RetentionPolicies.from_json)),
-    Setting("messageTTL", "message_ttl_in_seconds", _non_negative("message TTL")),
-    Setting("persistence", "persistence", _policy(PersistencePolicies.from_json)),
+    Setting("retention", "retention_policies", retention_policies),
+    Setting("messageTTL", "message_ttl_in_seconds", message_ttl),
+    Setting("persistence", "persistence", persistence_policies),
     Setting(
-        "maxProducersPerTopic", "max_producers_per_topic", _non_negative("maxProducersPerTopic")
+        "maxProducersPerTopic", "max_producers_per_topic", non_negative("maxProducersPerTopic")
     ),
     Setting(
-        "maxConsumersPerTopic", "max_consumers_per_topic", _non_negative("maxConsumersPerTopic")
+        "maxConsumersPerTopic", "max_consumers_per_topic", non_negative("maxConsumersPerTopic")
     ),
     Setting(
         "maxConsumersPerSubscription",
         "max_consumers_per_subscription",
-        _non_negative("maxConsumersPerSubscription"),
+        non_negative("maxConsumersPerSubscription"),
     ),
     Setting(
         "maxUnackedMessagesPerConsumer",
         "max_unacked_messages_per_consumer",
-        _non_negative("maxUnackedMessagesPerConsumer"),
+        non_negative("maxUnackedMessagesPerConsumer"),
     ),
     Setting(
         "maxUnackedMessagesPerSubscription",
         "max_unacked_messages_per_subscription",
-        _non_negative("maxUnackedMessagesPerSubscription"),
+        non_negative("maxUnackedMessagesPerSubscription"),
     ),
     Setting(
         "autoTopicCreation",

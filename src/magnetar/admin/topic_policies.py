@@ -34,7 +34,13 @@ from starlette.responses import Response
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import BadRequest, PreconditionFailed, ResourceNotFound
 from magnetar.admin.namespaces import namespace_policies
-from magnetar.admin.request_body import as_bool, as_int, as_object, read_json
+from magnetar.admin.policy_values import (
+    message_ttl,
+    non_negative,
+    persistence_policies,
+    retention_policies,
+)
+from magnetar.admin.request_body import as_bool, read_json
 from magnetar.admin.responses import json_response, no_content
 from magnetar.admin.topics import TOPIC, topic_name
 from magnetar.broker.policies import (
@@ -54,60 +60,6 @@ def _json(value: Any) -> Any:
     return value.to_json() if hasattr(value, "to_json") else value
 
 
-def _non_negative(what: str) -> Callable[[Any], int]:
-    def parse(value: Any) -> int:
-        number = as_int(value, what)
-        if number < 0:
-            raise PreconditionFailed(f"{what} must be 0 or more")
-        return number
-
-    return parse
-
-
-def _ttl(value: Any) -> int:
-    number = as_int(value, "messageTTL")
-    if number < 0:
-        raise PreconditionFailed("Invalid value for message TTL")
-    return number
-
-
-def _retention(value: Any) -> RetentionPolicies:
-    """Pulsar's ``validateRetentionPolicies``: limits of -1 or more, and 0 only for both."""
-    body = as_object(value, "retention policies")
-    try:
-        retention = RetentionPolicies.from_json(body)
-    except PolicyError as exc:
-        raise BadRequest(str(exc)) from exc
-    minutes, mb = retention.retention_time_minutes, retention.retention_size_mb
-    if mb < -1:
-        raise PreconditionFailed("Invalid retention policy: size limit must be >= -1")
-    if minutes < -1:
-        raise PreconditionFailed("Invalid retention policy: time limit must be >= -1")
-    if (minutes == 0) != (mb == 0):
-        raise PreconditionFailed(
-            "Invalid retention policy: Setting a single time or size limit to 0 is invalid "
-            "when one of the limits has a non-zero value. Use the value of -1 instead of 0 to "
-            "ignore a specific limit. To disable retention both limits must be set to 0."
-        )
-    return retention
-
-
-def _persistence(value: Any) -> PersistencePolicies:
-    body = as_object(value, "persistence policies")
-    numbers = []
-    for key in ("bookkeeperEnsemble", "bookkeeperWriteQuorum", "bookkeeperAckQuorum"):
-        numbers.append(as_int(body.get(key, 0), key))
-    ensemble, write, ack = numbers
-    if not (ensemble >= write >= ack) or ack < 1:
-        raise PreconditionFailed(
-            f"Bookkeeper Ensemble ({ensemble}) >= WriteQuorum ({write}) >= AckQuoru ({ack})"
-        )
-    try:
-        return PersistencePolicies.from_json(body)
-    except PolicyError as exc:
-        raise BadRequest(str(exc)) from exc
-
-
 @dataclass(frozen=True, slots=True)
 class TopicSetting:
     """One single-value topic policy: URL suffix, ``TopicPolicies`` attribute, body parser,
@@ -123,7 +75,7 @@ SETTINGS = (
     TopicSetting(
         "retention",
         "retentionPolicies",
-        _retention,
+        retention_policies,
         lambda ns, d: (
             ns.retention_policies
             or RetentionPolicies(d.retention_time_minutes, d.retention_size_mb)
@@ -132,7 +84,7 @@ SETTINGS = (
     TopicSetting(
         "messageTTL",
         "messageTTLInSeconds",
-        _ttl,
+        message_ttl,
         lambda ns, d: (
             ns.message_ttl_in_seconds if ns.message_ttl_in_seconds is not None else d.message_ttl_s
         ),
@@ -150,7 +102,7 @@ SETTINGS = (
     TopicSetting(
         "persistence",
         "persistence",
-        _persistence,
+        persistence_policies,
         lambda ns, d: (
             ns.persistence or PersistencePolicies(d.ensemble_size, d.write_quorum, d.ack_quorum)
         ),
@@ -158,25 +110,25 @@ SETTINGS = (
     TopicSetting(
         "maxProducers",
         "maxProducerPerTopic",
-        _non_negative("maxProducers"),
+        non_negative("maxProducers"),
         lambda ns, d: _or(ns.max_producers_per_topic, d.max_producers_per_topic),
     ),
     TopicSetting(
         "maxConsumers",
         "maxConsumerPerTopic",
-        _non_negative("maxConsumers"),
+        non_negative("maxConsumers"),
         lambda ns, d: _or(ns.max_consumers_per_topic, d.max_consumers_per_topic),
     ),
     TopicSetting(
         "maxConsumersPerSubscription",
         "maxConsumersPerSubscription",
-        _non_negative("maxConsumersPerSubscription"),
+        non_negative("maxConsumersPerSubscription"),
         lambda ns, d: _or(ns.max_consumers_per_subscription, d.max_consumers_per_subscription),
     ),
     TopicSetting(
         "maxUnackedMessagesOnConsumer",
         "maxUnackedMessagesOnConsumer",
-        _non_negative("maxUnackedNum"),
+        non_negative("maxUnackedNum"),
         lambda ns, d: _or(
             ns.max_unacked_messages_per_consumer, d.max_unacked_messages_per_consumer
         ),
@@ -184,7 +136,7 @@ SETTINGS = (
     TopicSetting(
         "maxUnackedMessagesOnSubscription",
         "maxUnackedMessagesOnSubscription",
-        _non_negative("maxUnackedNum"),
+        non_negative("maxUnackedNum"),
         lambda ns, d: _or(
             ns.max_unacked_messages_per_subscription, d.max_unacked_messages_per_subscription
         ),

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from magnetar.client import AuthenticationBasic, AuthenticationToken
+from magnetar.spark.admin_rest import auth_headers
 from magnetar.spark.offsets import (
     EARLIEST,
     OffsetsError,
@@ -16,6 +20,7 @@ from magnetar.spark.offsets import (
     parse_offset_spec,
 )
 from magnetar.spark.options import OptionsError, parse_options
+from magnetar.spark.topic_catalog import client_authentication
 
 P0 = "persistent://public/default/t-partition-0"
 
@@ -79,11 +84,57 @@ def test_admission_control_caps_inside_a_ledger() -> None:
     assert cap_end(Position(5, 9), Position(5, 100), 10) == Position(5, 19)
     assert cap_end(Position(5, 9), Position(5, 12), 10) == Position(5, 12)
     assert cap_end(Position(5, 9), Position(5, 100), None) == Position(5, 100)
-    # Across ledgers the entry count is unknown: no cap.
-    assert cap_end(Position(4, 9), Position(5, 100), 10) == Position(5, 100)
+    # A start inside an entry reads the rest of that entry: it counts.
+    assert cap_end(Position(5, 9, 3), Position(5, 100), 10) == Position(5, 18)
     # Nothing new, or an empty partition: stay.
     assert cap_end(Position(5, 9), Position(5, 9), 10) == Position(5, 9)
     assert cap_end(EARLIEST, Position(5, -1), 10) == EARLIEST
+
+
+def test_admission_control_across_ledgers_uses_the_ledger_list() -> None:
+    ledgers = [(2, 10), (4, 0), (7, 10), (9, 10)]
+    # 5 left in ledger 2, 0 in the empty ledger 4, then 5 of ledger 7.
+    assert cap_end(Position(2, 4), Position(9, 3), 10, ledgers) == Position(7, 4)
+    assert cap_end(EARLIEST, Position(9, 3), 10, ledgers) == Position(2, 9)
+    assert cap_end(EARLIEST, Position(9, 3), 25, ledgers) == Position(9, 4 - 1)
+    assert cap_end(EARLIEST, Position(9, 3), 24, ledgers) == Position(9, 3)
+    assert cap_end(EARLIEST, Position(9, 3), 23, ledgers) == Position(9, 2)
+    assert cap_end(Position(2, 9), Position(9, 3), 10, ledgers) == Position(7, 9)
+    # A trimmed start ledger: counting begins at the first listed ledger after it.
+    assert cap_end(Position(1, 50), Position(9, 3), 3, ledgers) == Position(2, 2)
+    # A stale list that does not reach ``last`` never admits more than it can count.
+    assert cap_end(Position(2, 4), Position(11, 3), 100, ledgers) == Position(9, 9)
+    with pytest.raises(ValueError):
+        cap_end(Position(2, 4), Position(9, 3), 10, None)
+
+
+@given(
+    st.lists(st.integers(0, 6), min_size=1, max_size=6),
+    st.integers(1, 12),
+    st.data(),
+)
+def test_capped_ranges_cover_everything_once_in_steps_of_at_most_n(
+    sizes: list[int], n: int, data: st.DataObject
+) -> None:
+    # Ledgers with ids 0, 3, 6, ... and the given entry counts; walk from earliest to the
+    # last entry, one capped range at a time, counting each range's entries.
+    ledgers = [(3 * i, size) for i, size in enumerate(sizes)]
+    entries = [(lid, e) for lid, size in ledgers for e in range(size)]
+    if not entries:
+        return
+    last = Position(*entries[-1])
+    start = EARLIEST
+    seen: list[tuple[int, int]] = []
+    for _ in range(len(entries) + 1):
+        end = cap_end(start, last, n, ledgers)
+        if end == start:
+            break
+        batch = [p for p in entries if start.after(*p, -1) and end.covers(*p, -1)]
+        assert 0 < len(batch) <= n
+        seen.extend(batch)
+        start = end
+    assert seen == entries
+    assert start == last
 
 
 def test_option_checks() -> None:
@@ -98,6 +149,26 @@ def test_option_checks() -> None:
         {**ok, "max_entries_per_trigger": "0"},
         {**ok, "fail_on_data_loss": "maybe"},
         {"service_url": "pulsar://h:1", "topics_pattern": "("},
+        {**ok, "max_entries_per_trigger": "5"},  # needs admin_url (ledger lists)
+        {**ok, "admin_url": "pulsar://h:1"},
     ):
         with pytest.raises(OptionsError):
             parse_options(bad)
+
+
+def test_authentication_options_reach_the_client_and_admin_requests() -> None:
+    ok = {"service_url": "pulsar://h:1", "topic": "t"}
+    assert client_authentication(parse_options(ok)) is None
+    assert auth_headers(parse_options(ok)) == {}
+    token = parse_options({**ok, "auth_token": "tok-123"})
+    auth = client_authentication(token)
+    assert isinstance(auth, AuthenticationToken)
+    assert (auth.auth_method_name(), auth.auth_data()) == ("token", b"tok-123")
+    assert auth_headers(token) == {"Authorization": "Bearer tok-123"}
+    basic = parse_options({**ok, "auth_basic_user": "ann", "auth_basic_password": "pw"})
+    auth = client_authentication(basic)
+    assert isinstance(auth, AuthenticationBasic)
+    assert (auth.auth_method_name(), auth.auth_data()) == ("basic", b"ann:pw")
+    assert auth_headers(basic) == {"Authorization": "Basic " + base64.b64encode(b"ann:pw").decode()}
+    with pytest.raises(OptionsError):
+        parse_options({**ok, "auth_basic_user": "ann"})

@@ -74,7 +74,12 @@ def test_stop_and_restart_from_checkpoint_with_more_data(
 
     def start():  # type: ignore[no-untyped-def]
         df = stream(
-            spark, standalone.url, topic, starting_offsets="earliest", max_entries_per_trigger="5"
+            spark,
+            standalone.url,
+            topic,
+            starting_offsets="earliest",
+            max_entries_per_trigger="5",
+            admin_url=standalone.http_url,
         ).selectExpr("cast(value AS string) AS v", "partition", "message_id")
         return (
             df.writeStream.format("parquet")
@@ -208,6 +213,7 @@ def test_broker_gone_mid_stream_fails_the_query(
             topic,
             starting_offsets="earliest",
             max_entries_per_trigger="2",
+            admin_url=node.http_url,
             read_timeout_ms="3000",
         )
         .writeStream.format("memory")

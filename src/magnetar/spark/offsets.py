@@ -18,6 +18,7 @@ or JSON mapping partition names to ``"earliest"``, ``"latest"``, ``[ledger, entr
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,18 +168,54 @@ def _parse_one(name: str, value: Any) -> Position | str:
     )
 
 
-def cap_end(start: Position, last: Position, entries_max: int | None) -> Position:
+def crosses_ledgers(start: Position, last: Position) -> bool:
+    """Whether the range after ``start`` through ``last`` may span more than one ledger
+    (so capping it needs the ledger list)."""
+    return start.ledger_id != last.ledger_id
+
+
+def cap_end(
+    start: Position,
+    last: Position,
+    entries_max: int | None,
+    ledgers: Sequence[tuple[int, int]] | None = None,
+) -> Position:
     """The end of the next range of one partition after ``start`` given its ``last``
-    message, admitting at most ``entries_max`` entries where that can be decided without
-    the ledger list: inside one ledger. Ranges that cross a ledger boundary are not capped
-    (ledger ids are not contiguous, so the entries between two ledgers are unknown)."""
+    message, admitting at most ``entries_max`` entries (``None``: no cap).
+
+    Inside one ledger entry ids are contiguous, so the cap is arithmetic. A range that
+    crosses ledgers needs ``ledgers`` -- ``(ledger id, entries)`` oldest first, as the
+    admin API's internal stats list them, fetched *after* ``last`` -- since ledger ids are
+    not contiguous; ledgers listed with no entries are skipped, ledgers before ``start``'s
+    (trimmed or not) are not counted. Without it such a range raises ValueError.
+
+    A ``start`` inside an entry (batch index >= 0) counts that entry again: its remaining
+    messages are read. If the ledger list does not reach ``last`` (stale), the end stays
+    within what it lists; if it lists nothing after ``start``, the end is ``start``."""
     if last.sort_key() <= start.sort_key() or last.entry_id < 0:
         return start
     if entries_max is None:
         return last
-    if start.ledger_id == last.ledger_id:
-        first_entry = start.entry_id if start.batch_index >= 0 else start.entry_id + 1
+    first_entry = start.entry_id if start.batch_index >= 0 else start.entry_id + 1
+    if not crosses_ledgers(start, last):
         end_entry = first_entry + entries_max - 1
-        if end_entry < last.entry_id:
-            return Position(last.ledger_id, end_entry, -1)
-    return last
+        return Position(last.ledger_id, end_entry, -1) if end_entry < last.entry_id else last
+    if ledgers is None:
+        raise ValueError("capping a range across ledgers needs the ledger list")
+    budget = entries_max
+    end = start
+    for ledger_id, entries in sorted(ledgers):
+        if ledger_id < start.ledger_id or ledger_id > last.ledger_id:
+            continue
+        begin = first_entry if ledger_id == start.ledger_id else 0
+        stop = last.entry_id if ledger_id == last.ledger_id else entries - 1
+        count = stop - begin + 1
+        if count <= 0:
+            continue
+        if count >= budget:
+            if ledger_id == last.ledger_id and begin + budget - 1 >= last.entry_id:
+                return last
+            return Position(ledger_id, begin + budget - 1, -1)
+        budget -= count
+        end = last if ledger_id == last.ledger_id else Position(ledger_id, stop, -1)
+    return end

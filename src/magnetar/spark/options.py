@@ -4,7 +4,8 @@ Options (case-insensitive, as Spark passes them):
 
 ================================  ==========================================================
 ``service_url``                   ``pulsar://host:6650`` (required)
-``admin_url``                     HTTP admin URL (kept for tools; reads use the binary protocol)
+``admin_url``                     HTTP admin URL: needed by ``max_entries_per_trigger`` (ledger
+                                  lists); lets the sink check deduplication is on
 ``topic`` / ``topics`` /          one topic, a comma-separated list, or a regex over the
 ``topics_pattern``                namespace's topics (``persistent://t/ns/orders-.*``)
 ``starting_offsets``              ``earliest`` / ``latest`` / JSON (see :mod:`.offsets`);
@@ -118,18 +119,26 @@ def parse_options(raw: Mapping[str, str], *, for_write: bool = False) -> SourceO
     password = opts.get("auth_basic_password")
     if (user is None) != (password is None):
         raise OptionsError("auth_basic_user and auth_basic_password go together")
+    admin_url = opts.get("admin_url")
+    if admin_url is not None and not admin_url.startswith(("http://", "https://")):
+        raise OptionsError(f"admin_url must be http:// or https://, got {admin_url!r}")
+    max_entries = _int("max_entries_per_trigger", opts.get("max_entries_per_trigger"), 1)
+    if max_entries is not None and admin_url is None and not for_write:
+        raise OptionsError(
+            "max_entries_per_trigger needs admin_url (e.g. http://127.0.0.1:8080): the "
+            "entries between two positions in different ledgers are counted from the "
+            "topic's ledger list, which only the admin API serves"
+        )
     return SourceOptions(
         service_url=service_url,
-        admin_url=opts.get("admin_url"),
+        admin_url=admin_url,
         topics=topics,
         topics_pattern=pattern,
         starting_offsets=opts.get("starting_offsets"),
         ending_offsets=opts.get("ending_offsets"),
         starting_time_ms=_int("starting_time", opts.get("starting_time"), 0),
         ending_time_ms=_int("ending_time", opts.get("ending_time"), 0),
-        max_entries_per_trigger=_int(
-            "max_entries_per_trigger", opts.get("max_entries_per_trigger"), 1
-        ),
+        max_entries_per_trigger=max_entries,
         fail_on_data_loss=_bool("fail_on_data_loss", opts.get("fail_on_data_loss", "true")),
         subscription_name=opts.get("subscription_name"),
         read_timeout_ms=_int("read_timeout_ms", opts.get("read_timeout_ms", "30000"), 1) or 30_000,

@@ -78,18 +78,19 @@ class _RangeState:
         for m in messages:
             if self.first_seen is None:
                 self.first_seen = m
-            led, e, b = m._ledger_id, m._entry_id, m._batch_index
+            led, e, b = m.position
             if not start.after(led, e, b):
                 continue
             if not end.covers(led, e, b):
                 self.done = True
                 return
-            if self.time_from_ms <= m._publish_time and (
-                self.time_to_ms is None or m._publish_time < self.time_to_ms
+            published_ms = m.publish_timestamp()
+            if self.time_from_ms <= published_ms and (
+                self.time_to_ms is None or published_ms < self.time_to_ms
             ):
                 out.append(m)
             if (led, e) == end.entry and (
-                b < 0 or (end.batch_index >= 0 and b >= end.batch_index) or b >= m._batch_size - 1
+                b < 0 or (end.batch_index >= 0 and b >= end.batch_index) or b >= m.batch_size() - 1
             ):
                 self.done = True
                 return
@@ -100,10 +101,11 @@ class _RangeState:
         start = self.start
         if first is None or start.is_earliest() or start.entry_id < 0:
             return None
-        pos = (first._ledger_id, first._entry_id)
+        led, e, b = first.position
+        pos = (led, e)
         if pos == start.entry:
             return None
-        if not self.end.covers(first._ledger_id, first._entry_id, first._batch_index):
+        if not self.end.covers(led, e, b):
             return f"all of ({start.encode()}, {self.end.encode()}] is gone; first message now at {pos}"
         return (
             f"the last message read before, {start.encode()}, is gone (first message now at "
@@ -146,12 +148,11 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
 
         client = loop.run_until_complete(make())
         reader = loop.run_until_complete(_open_reader(client, part, index))
-        consumer = reader._consumer
         checked = False
         idle_ms = 0
         while not state.done:
             messages = loop.run_until_complete(
-                consumer.batch_receive(ROWS_PER_BATCH_MAX, POLL_INTERVAL_MS)
+                reader.read_batch(ROWS_PER_BATCH_MAX, POLL_INTERVAL_MS)
             )
             if not messages:
                 idle_ms += POLL_INTERVAL_MS

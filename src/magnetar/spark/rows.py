@@ -110,26 +110,29 @@ class RowBuilder:
         n = len(messages)
         fields = self.arrow_schema
         meta: dict[str, pa.Array] = {
-            "key": pa.array([m._partition_key for m in messages], pa.string()),
+            "key": pa.array(
+                [m.partition_key() if m.has_partition_key() else None for m in messages],
+                pa.string(),
+            ),
             "topic": pa.array([self.topic] * n, pa.string()),
             "partition": pa.array([self.partition] * n, pa.int32()),
             "message_id": pa.array([m.message_id().serialize() for m in messages], pa.binary()),
             "publish_time": _millis(
-                [m._publish_time for m in messages], fields.field("publish_time").type
+                [m.publish_timestamp() for m in messages], fields.field("publish_time").type
             ),
             "event_time": _millis(
-                [m._event_time or None for m in messages], fields.field("event_time").type
+                [m.event_timestamp() or None for m in messages], fields.field("event_time").type
             ),
             "properties": pa.array(
-                [list(m._properties.items()) if m._properties else [] for m in messages],
+                [list(m.properties().items()) for m in messages],
                 fields.field("properties").type,
             ),
-            "producer_name": pa.array([m._producer_name for m in messages], pa.string()),
+            "producer_name": pa.array([m.producer_name() for m in messages], pa.string()),
         }
         if self._value_type is None:
-            meta["value"] = pa.array([m._data for m in messages], pa.binary())
+            meta["value"] = pa.array([m.data() for m in messages], pa.binary())
         else:
-            struct = self._decode_json([m._data for m in messages])
+            struct = self._decode_json([m.data() for m in messages])
             # flatten() applies the struct's nulls (an undecodable value) to every field.
             for field, column in zip(self._value_type, struct.flatten(), strict=True):
                 meta[field.name] = column

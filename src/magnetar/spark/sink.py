@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import uuid
 from collections import deque
 from collections.abc import Iterator
@@ -39,8 +40,11 @@ from pyspark.sql.types import StructType
 from magnetar.client import Client, MessageId, Producer, full_topic_name
 from magnetar.client.routing import java_string_hash
 from magnetar.common.errors import MagnetarError, ProducerBusy
+from magnetar.spark.admin_rest import deduplication_enabled
 from magnetar.spark.options import OptionsError, SourceOptions
 from magnetar.spark.topic_catalog import SparkSourceError, make_client
+
+log = logging.getLogger(__name__)
 
 IN_FLIGHT_MAX = 8000
 """Unconfirmed sends per task before waiting for receipts (below the producer's queue)."""
@@ -63,6 +67,26 @@ def _check_schema(schema: StructType, opts: SourceOptions) -> None:
         raise OptionsError("rows written to magnetar need a value column")
     if opts.write_topic is None and "topic" not in names:
         raise OptionsError("give the topic option or a topic column")
+
+
+def check_deduplication(opts: SourceOptions) -> None:
+    """With ``admin_url`` and a ``topic`` option: fail (on the driver, before any write)
+    when the broker does not deduplicate that topic, since writes would then not be
+    exactly once. A topic that does not exist yet cannot be checked (logged)."""
+    if opts.admin_url is None or opts.write_topic is None:
+        return
+    topic = full_topic_name(opts.write_topic)
+    enabled = deduplication_enabled(opts, topic)
+    if enabled is None:
+        log.warning("%s does not exist yet: cannot check that deduplication is on", topic)
+    elif not enabled:
+        tenant, namespace = topic.split("://", 1)[1].split("/")[:2]
+        raise SparkSourceError(
+            f"deduplication is off for {topic}, so retried writes would be stored twice: "
+            f"enable it with POST {opts.admin_url.rstrip('/')}/admin/v2/namespaces/"
+            f"{tenant}/{namespace}/deduplication (body true), or drop admin_url to write "
+            f"without this check"
+        )
 
 
 class _TaskWriter:
@@ -191,6 +215,7 @@ class MagnetarStreamWriter(DataSourceStreamArrowWriter):
 
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         _check_schema(schema, opts)
+        check_deduplication(opts)
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
@@ -215,6 +240,7 @@ class MagnetarBatchWriter(DataSourceArrowWriter):
 
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         _check_schema(schema, opts)
+        check_deduplication(opts)
         self.opts = opts
         self.write_id = opts.write_id or uuid.uuid4().hex
 

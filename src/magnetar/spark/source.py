@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -33,16 +34,18 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from magnetar.client import Client
+from magnetar.spark.admin_rest import Ledgers, topic_ledgers
 from magnetar.spark.offsets import (
     EARLIEST,
     Offsets,
     Position,
     cap_end,
+    crosses_ledgers,
     decode_offsets,
     encode_offsets,
     parse_offset_spec,
 )
-from magnetar.spark.options import SourceOptions, parse_options
+from magnetar.spark.options import OptionsError, SourceOptions, parse_options
 from magnetar.spark.partition_range import RangePartition, read_range
 from magnetar.spark.rows import json_schema_ddl, output_schema, value_part
 from magnetar.spark.sink import MagnetarBatchWriter, MagnetarStreamWriter
@@ -54,6 +57,9 @@ from magnetar.spark.topic_catalog import (
 )
 
 log = logging.getLogger(__name__)
+
+LEDGER_LIST_REQUESTS_MAX = 8
+"""Admin REST requests for ledger lists in flight at once while planning a micro-batch."""
 
 
 class MagnetarDataSource(DataSource):
@@ -119,9 +125,19 @@ class MagnetarStreamReader(DataSourceStreamReader):
         self.value_schema = value_schema
         # Validate now so that malformed offsets fail the query at start.
         self.start_spec = parse_offset_spec(opts.starting_offsets, "latest")
+        self._committed: Offsets | None = None
+        """What the durable subscription was last moved to (saves repeating it)."""
 
-    def _latest(self) -> dict[str, Position]:
+    def _latest(self, processed: Offsets | None = None) -> dict[str, Position]:
+        """Each partition's last position; first moves the durable subscription (if any)
+        to ``processed`` when that changed since the last time."""
+        name = self.opts.subscription_name
+        commit = name is not None and processed is not None and processed != self._committed
+
         async def work(client: Client) -> dict[str, Position]:
+            if commit:
+                assert name is not None and processed is not None
+                await commit_subscription(client, name, processed)
             partitions = await resolve_partitions(client, self.opts)
             return await last_positions(client, partitions)
 
@@ -140,21 +156,47 @@ class MagnetarStreamReader(DataSourceStreamReader):
     def latestOffset(
         self, start: dict[str, str] | None = None, limit: Any = None
     ) -> dict[str, str]:
-        last = self._latest()
         begin = decode_offsets(start) if start else {}
+        # Spark plans the next batch only once the batch ending at ``start`` is done (it
+        # calls commit() for it one batch later): acknowledging here keeps the durable
+        # subscription's backlog current on an idle query too.
+        last = self._latest(begin if start else None)
+        if start and self.opts.subscription_name is not None:
+            self._committed = begin
         entries_max: int | None = None
         if isinstance(limit, ReadMaxRows):
             entries_max = limit.max_rows
         elif limit is None and self.opts.max_entries_per_trigger is not None:
             entries_max = self.opts.max_entries_per_trigger
+        ledgers: dict[str, Ledgers] = {}
+        if entries_max is not None:
+            # Ranges across ledgers are capped with the ledger lists, fetched after ``last``.
+            crossing = [
+                name
+                for name, pos in last.items()
+                if pos.sort_key() > begin.get(name, EARLIEST).sort_key()
+                and crosses_ledgers(begin.get(name, EARLIEST), pos)
+            ]
+            ledgers = self._ledger_lists(crossing)
         end: Offsets = {}
         for name, pos in last.items():
             s = begin.get(name, EARLIEST)
-            end[name] = cap_end(s, pos, entries_max)
+            end[name] = cap_end(s, pos, entries_max, ledgers.get(name))
         # A partition that disappeared (topic deleted) keeps its offset.
         for name, pos in begin.items():
             end.setdefault(name, pos)
         return encode_offsets(end)
+
+    def _ledger_lists(self, partitions: list[str]) -> dict[str, Ledgers]:
+        if not partitions:
+            return {}
+        if self.opts.admin_url is None:
+            # parse_options requires admin_url with max_entries_per_trigger; a read limit
+            # given some other way cannot be applied across ledgers without it.
+            raise OptionsError("admission control across ledgers needs the admin_url option")
+        with ThreadPoolExecutor(min(len(partitions), LEDGER_LIST_REQUESTS_MAX)) as pool:
+            found = list(pool.map(lambda p: topic_ledgers(self.opts, p), partitions))
+        return dict(zip(partitions, found, strict=True))
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
         return _ranges(self.opts, self.value_schema, decode_offsets(start), decode_offsets(end))
@@ -168,11 +210,14 @@ class MagnetarStreamReader(DataSourceStreamReader):
         if name is None:
             return
         offsets = decode_offsets(end)
+        if offsets == self._committed:
+            return  # latestOffset already moved the subscription there
 
         async def work(client: Client) -> None:
             await commit_subscription(client, name, offsets)
 
         run_with_client(self.opts, work)
+        self._committed = offsets
 
 
 class MagnetarBatchReader(DataSourceReader):

@@ -17,19 +17,21 @@ import asyncio
 import contextlib
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from magnetar.client import (
+    Authentication,
     AuthenticationBasic,
     AuthenticationToken,
     Client,
     ConsumerType,
     MessageId,
+    TopicsMode,
     full_topic_name,
 )
 from magnetar.client.consumer import Consumer
 from magnetar.common.errors import MagnetarError
-from magnetar.protocol import InitialPosition, TopicsMode
+from magnetar.protocol import InitialPosition
 from magnetar.spark.offsets import Offsets, Position
 from magnetar.spark.options import SourceOptions
 
@@ -50,16 +52,20 @@ class DataLoss(SparkSourceError):
     """Requested messages are gone (removed by retention or deleted with the topic)."""
 
 
+def client_authentication(opts: SourceOptions) -> Authentication | None:
+    """The client authentication the options ask for: a token, basic, or none."""
+    if opts.auth_token is not None:
+        return AuthenticationToken(opts.auth_token)
+    if opts.auth_basic is not None:
+        return AuthenticationBasic(*opts.auth_basic)
+    return None
+
+
 def make_client(opts: SourceOptions) -> Client:
     """A client for ``opts`` (authentication included). Must be created on a running loop."""
-    auth: Any = None
-    if opts.auth_token is not None:
-        auth = AuthenticationToken(opts.auth_token)
-    elif opts.auth_basic is not None:
-        auth = AuthenticationBasic(*opts.auth_basic)
     return Client(
         opts.service_url,
-        authentication=auth,
+        authentication=client_authentication(opts),
         operation_timeout_seconds=OPERATION_TIMEOUT_S,
         connection_timeout_ms=10_000,
     )
@@ -78,6 +84,12 @@ def run_with_client(opts: SourceOptions, work: Callable[[Client], Awaitable[T]])
     return asyncio.run(main())
 
 
+def partition_index(name: str) -> int:
+    """N of ``…-partition-N``; -1 for a topic that is not a partition."""
+    base, sep, index = name.rpartition("-partition-")
+    return int(index) if sep and base and index.isdigit() else -1
+
+
 def _namespace_of(full: str) -> str:
     rest = full.split("://", 1)[1]
     tenant, ns = rest.split("/")[:2]
@@ -85,9 +97,9 @@ def _namespace_of(full: str) -> str:
 
 
 async def _namespace_topics(client: Client, namespace: str) -> list[str]:
-    # GET_TOPICS_OF_NAMESPACE lists existing topics (partitions included) without creating
-    # any, unlike a lookup under auto topic creation. The client has no public call for it.
-    return await client._ctx.lookup.topics_of_namespace(namespace, TopicsMode.PERSISTENT)
+    # Lists existing topics (partitions included) without creating any, unlike a lookup
+    # under auto topic creation.
+    return await client.get_topics_of_namespace(namespace, TopicsMode.PERSISTENT)
 
 
 async def resolve_partitions(client: Client, opts: SourceOptions) -> list[str]:
@@ -124,9 +136,7 @@ async def resolve_partitions(client: Client, opts: SourceOptions) -> list[str]:
 async def _last_position(client: Client, partition: str) -> Position:
     reader = await client.create_reader(partition, MessageId.latest, receiver_queue_size=1)
     try:
-        consumer = reader._consumer
-        assert isinstance(consumer, Consumer)
-        last, _ = await consumer.get_last_message_id()
+        last = await reader.get_last_message_id()
     finally:
         await reader.close()
     # An empty partition answers (ledger, -1): "before entry 0 of the current ledger".
@@ -157,7 +167,9 @@ async def commit_subscription(client: Client, subscription: str, offsets: Offset
         )
         assert isinstance(consumer, Consumer)
         try:
-            target = MessageId(consumer.partition, position.ledger_id, position.entry_id - 1, -1)
+            target = MessageId(
+                partition_index(partition), position.ledger_id, position.entry_id - 1, -1
+            )
             await consumer.acknowledge_cumulative(target)
         finally:
             with contextlib.suppress(MagnetarError):

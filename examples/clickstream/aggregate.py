@@ -49,7 +49,12 @@ def aggregate(events: DataFrame) -> DataFrame:
 
 
 def start(
-    spark: SparkSession, service_url: str, source: str, results: str, checkpoint: str
+    spark: SparkSession,
+    service_url: str,
+    source: str,
+    results: str,
+    checkpoint: str,
+    admin_url: str | None = None,
 ) -> StreamingQuery:
     events = (
         spark.readStream.format("magnetar")
@@ -60,15 +65,18 @@ def start(
         .option("value_schema", EVENT_SCHEMA)
         .load()
     )
-    return (
+    sink = (
         aggregate(events)
         .writeStream.format("magnetar")
         .outputMode("append")
         .option("service_url", service_url)
         .option("topic", results)
         .option("checkpointLocation", checkpoint)
-        .start()
     )
+    if admin_url:
+        # The sink then refuses to start if the broker would not deduplicate its writes.
+        sink = sink.option("admin_url", admin_url)
+    return sink.start()
 
 
 def main() -> None:
@@ -77,6 +85,11 @@ def main() -> None:
     parser.add_argument("--source", default="clicks")
     parser.add_argument("--results", default="clicks-per-minute")
     parser.add_argument("--checkpoint", default="/tmp/clickstream-checkpoint")
+    parser.add_argument(
+        "--admin-url",
+        default="http://127.0.0.1:8080",
+        help="admin REST URL: the sink checks deduplication is on ('' to skip the check)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
@@ -86,7 +99,9 @@ def main() -> None:
         .getOrCreate()
     )
     magnetar.spark.register(spark)
-    start(spark, args.service_url, args.source, args.results, args.checkpoint).awaitTermination()
+    start(
+        spark, args.service_url, args.source, args.results, args.checkpoint, args.admin_url
+    ).awaitTermination()
 
 
 if __name__ == "__main__":

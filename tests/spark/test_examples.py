@@ -37,7 +37,14 @@ def test_clickstream_pipeline(
     sent = asyncio.run(
         generator.generate(standalone.url, source, 3000, start_ms=start_ms, close_windows=True)
     )
-    q = aggregate.start(spark, standalone.url, source, results, str(tmp_path / "checkpoint"))
+    q = aggregate.start(
+        spark,
+        standalone.url,
+        source,
+        results,
+        str(tmp_path / "checkpoint"),
+        admin_url=standalone.http_url,
+    )
     latest = serve.LatestResults()
 
     def all_windows_served() -> bool:

@@ -87,6 +87,8 @@ class ServerConnection(asyncio.Protocol):
         self.address = ""
         self.supports_broker_entry_metadata = False
         self.producers: dict[int, TopicProducer] = {}
+        self.queued_producers: dict[int, TopicProducer] = {}
+        """WaitForExclusive producers answered ready=false, not yet holding their topic."""
         self.consumers: dict[int, Consumer] = {}
         self._pending_producers: dict[int, asyncio.Task[None]] = {}
         self._pending_consumers: dict[int, asyncio.Task[None]] = {}
@@ -116,9 +118,10 @@ class ServerConnection(asyncio.Protocol):
             self._keepalive.cancel()
         for task in [*self._pending_producers.values(), *self._pending_consumers.values()]:
             task.cancel()
-        for producer in list(self.producers.values()):
+        for producer in [*self.producers.values(), *self.queued_producers.values()]:
             producer.topic.remove_producer(producer)
         self.producers.clear()
+        self.queued_producers.clear()
         for consumer in list(self.consumers.values()):
             self._spawn(consumer.subscription.remove_consumer(consumer))
         self.consumers.clear()
@@ -395,7 +398,8 @@ class ServerConnection(asyncio.Protocol):
         if existing is not None:
             self.send_command(existing.success_response(cmd.request_id))
             return
-        if cmd.producer_id in self._pending_producers:
+        # still being created, or queued (WaitForExclusive): Java's future is not done yet
+        if cmd.producer_id in self._pending_producers or cmd.producer_id in self.queued_producers:
             self.send_command(
                 Error(
                     request_id=cmd.request_id,
@@ -421,6 +425,9 @@ class ServerConnection(asyncio.Protocol):
         pending = self._pending_producers.pop(cmd.producer_id, None)
         if pending is not None:
             pending.cancel()
+        queued = self.queued_producers.pop(cmd.producer_id, None)
+        if queued is not None:  # leaves the wait queue
+            queued.topic.remove_producer(queued)
         if producer is None:
             self.send_command(Success(request_id=cmd.request_id))
             return

@@ -30,8 +30,18 @@ Restored producers count as inactive from the restore time.
 
 Inactive producers (disconnected for longer than ``producer_inactivity_timeout_ms``,
 default 6 h as Java's ``brokerDeduplicationProducerInactivityTimeoutMinutes=360``) are
-forgotten by :meth:`DeduplicationState.purge_inactive`. Unlike Java, a producer inactive
-for less than the timeout stays in the inactivity map until it expires or reconnects.
+forgotten by :meth:`DeduplicationState.purge_inactive`, which the owner calls periodically
+(the broker's topic does it every snapshot interval). Unlike Java, a producer inactive for
+less than the timeout stays in the inactivity map until it expires or reconnects. Each call
+does bounded work: the inactivity map is kept in the order producers went inactive, so a
+purge pops expired names from its front and stops at the first live one or after
+``max_names`` (the rest go at the next call). Without purging, a client that makes up a new
+producer name per task (the Spark sink does, per task and micro-batch) grows the state
+forever.
+
+The snapshot holds at most ``max_producers_in_snapshot`` names (Java's
+``brokerDeduplicationMaxNumberOfProducers``, 10 000): connected producers first, then the
+most recently inactive ones, so the names a restart forgets are the longest idle.
 """
 
 from __future__ import annotations
@@ -44,6 +54,8 @@ from magnetar.common.clock import Clock
 DEFAULT_PRODUCER_INACTIVITY_TIMEOUT_MS = 360 * 60 * 1000
 #: Java ``brokerDeduplicationMaxNumberOfProducers`` default.
 DEFAULT_MAX_PRODUCERS_IN_SNAPSHOT = 10_000
+#: Names :meth:`DeduplicationState.purge_inactive` forgets per call at most.
+DEFAULT_PURGE_NAMES_MAX = 1_000
 _SNAPSHOT_VERSION = 1
 
 
@@ -78,6 +90,7 @@ class DeduplicationState:
         self._snapshot_max = max_producers_in_snapshot
         self._pushed: dict[str, int] = {}
         self._persisted: dict[str, int] = {}
+        # Insertion order = order of going inactive (oldest first): purges pop the front.
         self._inactive_since_ms: dict[str, int] = {}
 
     # -- publish path -------------------------------------------------------------------
@@ -133,14 +146,24 @@ class DeduplicationState:
         self._inactive_since_ms.pop(producer_name, None)
 
     def producer_removed(self, producer_name: str) -> None:
+        """A producer of this name disconnected (names that never sent are not tracked)."""
+        if producer_name not in self._pushed and producer_name not in self._persisted:
+            return
+        self._inactive_since_ms.pop(producer_name, None)  # to the back: newest inactive
         self._inactive_since_ms[producer_name] = self._clock.now_ms()
 
-    def purge_inactive(self) -> list[str]:
-        """Forget producers inactive longer than the timeout; returns their names (sorted)."""
+    def purge_inactive(self, max_names: int = DEFAULT_PURGE_NAMES_MAX) -> list[str]:
+        """Forget producers inactive longer than the timeout, at most ``max_names`` of them
+        (oldest first); returns their names in that order."""
         cutoff_ms = self._clock.now_ms() - self._inactivity_timeout_ms
-        expired = sorted(n for n, t in self._inactive_since_ms.items() if t < cutoff_ms)
+        inactive = self._inactive_since_ms
+        expired: list[str] = []
+        for name, since_ms in inactive.items():
+            if since_ms >= cutoff_ms or len(expired) >= max_names:
+                break
+            expired.append(name)
         for name in expired:
-            del self._inactive_since_ms[name]
+            del inactive[name]
             self._pushed.pop(name, None)
             self._persisted.pop(name, None)
         return expired
@@ -149,12 +172,30 @@ class DeduplicationState:
     def producer_count(self) -> int:
         return len(self._pushed.keys() | self._persisted.keys())
 
+    @property
+    def inactive_producer_count(self) -> int:
+        """Producers waiting to be purged (disconnected, or restored and not back yet)."""
+        return len(self._inactive_since_ms)
+
     # -- durability ---------------------------------------------------------------------
 
     def snapshot(self) -> bytes:
-        """The persisted map as bytes (deterministic; at most ``max_producers_in_snapshot``)."""
-        names = sorted(self._persisted)[: self._snapshot_max]
-        body = {"v": _SNAPSHOT_VERSION, "persisted": {n: self._persisted[n] for n in names}}
+        """The persisted map as bytes (deterministic; at most ``max_producers_in_snapshot``
+        names: connected producers by name, then the most recently inactive ones)."""
+        persisted = self._persisted
+        inactive = self._inactive_since_ms
+        limit = self._snapshot_max
+        if len(persisted) <= limit:
+            names = list(persisted)
+        else:
+            names = sorted(n for n in persisted if n not in inactive)[:limit]
+            for name in reversed(inactive):
+                if len(names) >= limit:
+                    break
+                if name in persisted:
+                    names.append(name)
+        names.sort()
+        body = {"v": _SNAPSHOT_VERSION, "persisted": {n: persisted[n] for n in names}}
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
     def restore(self, data: bytes) -> None:

@@ -6,6 +6,11 @@ deduplication is on, a :class:`~magnetar.broker.deduplication.DeduplicationState
 snapshot is stored in the metadata store at ``/magnetar/dedup/<managed ledger name>``
 together with the last position it covers; on open the snapshot is restored and entries
 written after that position are replayed into it, so dedup survives restarts and crashes.
+
+The producer topic epoch (moved by exclusive producers, reference §6.2) is stored at
+``/magnetar/topic-epoch/<managed ledger name>`` = ``{"topic_epoch": N}`` before the producer
+that moved it is answered, and read back when the topic opens, so a producer fenced before a
+restart stays fenced after it (Java keeps it in the managed ledger's properties).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from magnetar.common.errors import (
     ProducerBlockedQuotaExceeded,
     ProducerBlockedQuotaExceededException,
     ProducerBusy,
+    ProducerFenced,
     ProtocolError,
     TopicTerminated,
     wire_error,
@@ -72,6 +78,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEDUP_ROOT = "/magnetar/dedup"
+TOPIC_EPOCH_ROOT = "/magnetar/topic-epoch"
 
 
 class Topic:
@@ -92,6 +99,8 @@ class Topic:
         self.partition_index = name.partition_index
         self.ml = ml
         self.access = ProducerAccess()
+        self._epoch_saved: int | None = None
+        self._epoch_lock = asyncio.Lock()
         self.producers: dict[ProducerKey, Producer] = {}
         self._waiting: dict[ProducerKey, tuple[ServerConnection, ProducerCommand, Producer]] = {}
         self.subscriptions: dict[str, Subscription] = {}
@@ -118,6 +127,7 @@ class Topic:
     ) -> Topic:
         topic = cls(service, name, ml, policies)
         await topic._load_last_entry()
+        await topic._load_topic_epoch()
         if topic.policies.deduplication_enabled:
             await topic._load_dedup()
         return topic
@@ -230,12 +240,14 @@ class Topic:
                 log.warning("%s: dedup snapshot failed: %s", self.full_name, exc)
 
     async def save_dedup(self) -> None:
+        """Purge inactive producers (bounded work per call), then store the snapshot if
+        anything changed. Called every ``dedup_snapshot_interval_ms`` and at close."""
         if self.dedup is None or self._dedup_position is None:
             return
-        if self._dedup_saved == self._dedup_position:
+        purged = self.dedup.purge_inactive()
+        if not purged and self._dedup_saved == self._dedup_position:
             return
         position = self._dedup_position
-        self.dedup.purge_inactive()
         body = {"position": list(position), "snapshot": self.dedup.snapshot().decode()}
         await self.service.store.put(self._dedup_path, json.dumps(body).encode())
         self._dedup_saved = position
@@ -300,10 +312,58 @@ class Topic:
         self._apply_effects(admission.effects)
         if not admission.ready:
             self._waiting[key] = (conn, cmd, producer)
+            conn.queued_producers[cmd.producer_id] = producer
             conn.send_command(producer.success_response(cmd.request_id, ready=False))
             return
         self._register(conn, producer)
+        if self.access.topic_epoch != self._epoch_saved:
+            await self._answer_after_epoch_saved(conn, cmd.request_id, producer)
+            return
         conn.send_command(producer.success_response(cmd.request_id))
+
+    async def _load_topic_epoch(self) -> None:
+        try:
+            got = await self.service.store.get(self._epoch_path)
+            epoch = int(json.loads(got.value)["topic_epoch"])
+        except NotFound:
+            return
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("%s: unreadable topic epoch (%s); starting without", self.full_name, exc)
+            return
+        self.access = ProducerAccess(topic_epoch=epoch)
+        self._epoch_saved = epoch
+
+    @property
+    def _epoch_path(self) -> str:
+        return f"{TOPIC_EPOCH_ROOT}/{self.ml.name}"
+
+    async def _save_topic_epoch(self) -> None:
+        """Store the current topic epoch unless already stored. Epochs only grow, and each
+        call writes the value current when it holds the lock, so the stored one never goes
+        back. Raises the metadata store's errors."""
+        async with self._epoch_lock:
+            epoch = self.access.topic_epoch
+            if epoch is None or (self._epoch_saved is not None and epoch <= self._epoch_saved):
+                return
+            body = json.dumps({"topic_epoch": epoch}).encode()
+            await self.service.store.put(self._epoch_path, body)
+            self._epoch_saved = epoch
+
+    async def _answer_after_epoch_saved(
+        self, conn: ServerConnection, request_id: int, producer: Producer
+    ) -> None:
+        """PRODUCER_SUCCESS (ready) once the epoch ``producer`` moved is stored; if storing
+        fails, the producer is removed and the error raised (the request answers ERROR)."""
+        try:
+            await self._save_topic_epoch()
+        except MagnetarError:
+            self.remove_producer(producer)
+            if conn.producers.get(producer.producer_id) is producer:
+                del conn.producers[producer.producer_id]
+            raise
+        if producer.closed:  # fenced or disconnected meanwhile
+            raise ProducerFenced("Fenced out")
+        conn.send_command(producer.success_response(request_id))
 
     def _check_producer_limits(self, key: ProducerKey) -> None:
         """Java's order: max producers, then backlog quota. Raises ProducerBusy (as Java's
@@ -332,7 +392,8 @@ class Topic:
 
     def remove_producer(self, producer: Producer) -> None:
         producer.closed = True
-        self._waiting.pop(producer.key, None)
+        if self._waiting.pop(producer.key, None) is not None:
+            producer.connection.queued_producers.pop(producer.producer_id, None)
         if self.producers.get(producer.key) is producer:
             del self.producers[producer.key]
             if self.dedup is not None:
@@ -353,7 +414,9 @@ class Topic:
                 case FailWaitingProducer(key=key, error=error):
                     waiting = self._waiting.pop(key, None)
                     if waiting is not None:
-                        conn, cmd, _ = waiting
+                        conn, cmd, failed = waiting
+                        failed.closed = True
+                        conn.queued_producers.pop(cmd.producer_id, None)
                         code, message = wire_error(error)
                         conn.send_command(
                             Error(request_id=cmd.request_id, error=code, message=message)
@@ -362,20 +425,42 @@ class Topic:
                     waiting = self._waiting.pop(key, None)
                     if waiting is not None:
                         conn, cmd, producer = waiting
+                        conn.queued_producers.pop(cmd.producer_id, None)
                         producer.topic_epoch = epoch
                         if conn.closed:
                             self._apply_effects(self.access.remove(key))
                             continue
                         self._register(conn, producer)
-                        conn.send_command(
-                            ProducerSuccess(
-                                request_id=cmd.request_id,
-                                producer_name=producer.name,
-                                last_sequence_id=self.last_sequence_id(producer.name),
-                                topic_epoch=epoch,
-                                producer_ready=True,
-                            )
-                        )
+                        if epoch != self._epoch_saved:
+                            self.service.spawn(self._ready_after_epoch_saved(conn, cmd, producer))
+                        else:
+                            conn.send_command(self._ready_response(cmd.request_id, producer))
+
+    def _ready_response(self, request_id: int, producer: Producer) -> ProducerSuccess:
+        """The second PRODUCER_SUCCESS of a queued WaitForExclusive producer."""
+        return ProducerSuccess(
+            request_id=request_id,
+            producer_name=producer.name,
+            last_sequence_id=self.last_sequence_id(producer.name),
+            topic_epoch=producer.topic_epoch,
+            producer_ready=True,
+        )
+
+    async def _ready_after_epoch_saved(
+        self, conn: ServerConnection, cmd: ProducerCommand, producer: Producer
+    ) -> None:
+        try:
+            await self._save_topic_epoch()
+        except MagnetarError as exc:
+            log.warning("%s: storing the topic epoch failed: %s", self.full_name, exc)
+            self.remove_producer(producer)
+            if conn.producers.get(producer.producer_id) is producer:
+                del conn.producers[producer.producer_id]
+            code, message = wire_error(exc)
+            conn.send_command(Error(request_id=cmd.request_id, error=code, message=message))
+            return
+        if not producer.closed:
+            conn.send_command(self._ready_response(cmd.request_id, producer))
 
     # --- subscriptions -------------------------------------------------------------------
 

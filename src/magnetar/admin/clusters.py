@@ -57,7 +57,7 @@ def _default_data(ctx: AdminContext) -> dict[str, Any]:
         "serviceUrl": ctx.http_url,
         "serviceUrlTls": "",
         "brokerServiceUrl": ctx.service.service_url,
-        "brokerServiceUrlTls": "",
+        "brokerServiceUrlTls": ctx.service.service_url_tls or "",
         "peerClusterNames": [],
     }
 

@@ -1,5 +1,6 @@
 """A minimal blocking binary-protocol client built on :mod:`magnetar.protocol`, for what the
-official wheel cannot express (consumer priority levels, CONSUMER_STATS, topic epochs)."""
+official wheel cannot express (consumer priority levels, CONSUMER_STATS, topic epochs,
+SENDs pipelined on the wire)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,23 @@ from magnetar.protocol import (
     MessageMetadata,
     Ping,
     Pong,
+    Producer,
     encode,
     encode_send,
 )
 from magnetar.protocol.frame import Frame
+
+
+def message_frame(producer_id: int, sequence_id: int, payload: bytes, **meta: Any) -> bytes:
+    """One SEND frame (checksummed) with a fresh ``MessageMetadata``; ``meta`` are its fields
+    (``producer_name`` defaults to "raw")."""
+    md = MessageMetadata(
+        producer_name=meta.pop("producer_name", "raw"),
+        sequence_id=sequence_id,
+        publish_time=int(time.time() * 1000),
+        **meta,
+    )
+    return b"".join(encode_send(producer_id, sequence_id, md, payload))
 
 
 class RawClient:
@@ -45,13 +59,30 @@ class RawClient:
         self.sock.sendall(encode(command))
 
     def send_message(self, producer_id: int, sequence_id: int, payload: bytes, **meta: Any) -> None:
-        md = MessageMetadata(
-            producer_name=meta.pop("producer_name", "raw"),
-            sequence_id=sequence_id,
-            publish_time=int(time.time() * 1000),
-            **meta,
+        self.sock.sendall(message_frame(producer_id, sequence_id, payload, **meta))
+
+    def send_bytes(self, data: bytes) -> None:
+        """Raw bytes, e.g. several frames joined so they reach the broker in one segment."""
+        self.sock.sendall(data)
+
+    def create_producer(self, topic: str, producer_id: int, **fields: Any) -> Command:
+        """PRODUCER; returns the first answer (PRODUCER_SUCCESS, maybe not ready, or ERROR)."""
+        return self.request(
+            Producer(topic=topic, producer_id=producer_id, request_id=self.next_id(), **fields)
         )
-        self.sock.sendall(b"".join(encode_send(producer_id, sequence_id, md, payload)))
+
+    def closed_by_broker(self) -> bool:
+        """True once the broker closed this connection (reads until EOF or the timeout;
+        frames read meanwhile stay in the inbox)."""
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            try:
+                self._read()
+            except TimeoutError:  # the socket's own timeout: still open
+                return False
+            except OSError:  # ConnectionError included: EOF or reset
+                return True
+        return False
 
     def _read(self) -> None:
         data = self.sock.recv(1 << 16)
@@ -75,6 +106,7 @@ class RawClient:
             self._read()
 
     def request(self, command: Command) -> Command:
+        """Send ``command`` and return the first frame answering its request id."""
         self.send_command(command)
         rid = command.request_id  # type: ignore[attr-defined]
         return self.wait_for(lambda f: getattr(f.command, "request_id", None) == rid).command

@@ -309,9 +309,9 @@ class Journal:
         """Writer thread: write each segment at its offset and fdatasync its file.
 
         Records land in blocks zero-filled ahead of them (``prealloc_bytes`` at a time), so
-        the file's size and block map do not change at each sync: on ext4 an fdatasync then
-        flushes data only, instead of also waiting for a metadata journal commit (measured
-        p50 88 us instead of 180-340 us here, with shorter tails under load)."""
+        the file's size and block map do not change at each sync: an fdatasync then flushes
+        data only, instead of also writing the inode (and, on a journaling file system,
+        waiting for a metadata commit). Measured p50 88 us instead of 180-340 us here."""
         for file_id, offset, bufs in segments:
             fd = self._fd(file_id)
             end = offset + sum(map(len, bufs))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from magnetar.metadata.zookeeper_server import ZooKeeperServer
+from magnetar.testing import StandaloneProcess
 
 _chroots = itertools.count()
 
@@ -34,3 +36,23 @@ def zookeeper() -> Iterator[ZooKeeperServer]:
 def zookeeper_url(zookeeper: ZooKeeperServer) -> str:
     """A metadata-store URL on the shared server, under a chroot no other test uses."""
     return zookeeper.url(f"/test-{next(_chroots)}")
+
+
+@pytest.fixture
+def standalone_factory(tmp_path: Path) -> Iterator[Callable[..., StandaloneProcess]]:
+    """Start ``magnetar standalone`` processes of the test's own (extra CLI arguments as
+    positional strings), each over a fresh data directory; all are killed at teardown.
+    Packages share one session-wide process for tests that need no restarts."""
+    started: list[StandaloneProcess] = []
+
+    def make(*extra_args: str) -> StandaloneProcess:
+        node = StandaloneProcess(tmp_path / f"data{len(started)}", *extra_args)
+        started.append(node)
+        node.start()
+        return node
+
+    try:
+        yield make
+    finally:
+        for node in started:
+            node.kill()

@@ -81,14 +81,10 @@ class Http:
 
 @pytest.fixture(scope="session")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
-    node = StandaloneProcess(
+    with StandaloneProcess(
         tmp_path_factory.mktemp("admin") / "data", "--failover-delay-ms", "100"
-    )
-    node.start()
-    try:
+    ) as node:
         yield node
-    finally:
-        node.kill()
 
 
 @pytest.fixture

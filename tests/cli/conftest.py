@@ -115,14 +115,10 @@ class Cli:
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
     """One standalone per test module, with a short failover delay."""
-    node = StandaloneProcess(
+    with StandaloneProcess(
         tmp_path_factory.mktemp("standalone") / "data", "--failover-delay-ms", "100"
-    )
-    node.start()
-    try:
+    ) as node:
         yield node
-    finally:
-        node.kill()
 
 
 @pytest.fixture

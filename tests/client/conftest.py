@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
@@ -20,32 +19,11 @@ _names = itertools.count()
 
 @pytest.fixture(scope="session")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
-    node = StandaloneProcess(
+    with StandaloneProcess(
         tmp_path_factory.mktemp("client-standalone") / "data",
         "--max-message-size", "131072", "--failover-delay-ms", "100",
-    )  # fmt: skip
-    node.start()
-    try:
+    ) as node:  # fmt: skip
         yield node
-    finally:
-        node.kill()
-
-
-@pytest.fixture
-def standalone_factory(tmp_path: Path) -> Iterator[Callable[..., StandaloneProcess]]:
-    started: list[StandaloneProcess] = []
-
-    def make(*extra: str) -> StandaloneProcess:
-        node = StandaloneProcess(tmp_path / f"data{len(started)}", *extra)
-        started.append(node)
-        node.start()
-        return node
-
-    try:
-        yield make
-    finally:
-        for node in started:
-            node.kill()
 
 
 @pytest.fixture

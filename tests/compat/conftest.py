@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -22,36 +21,15 @@ from .helpers import new_client
 _names = itertools.count()
 
 
-@pytest.fixture
-def standalone_factory(tmp_path: Path) -> Iterator[Callable[..., StandaloneProcess]]:
-    started: list[StandaloneProcess] = []
-
-    def make(*extra_args: str) -> StandaloneProcess:
-        node = StandaloneProcess(tmp_path / f"data{len(started)}", *extra_args)
-        started.append(node)
-        node.start()
-        return node
-
-    try:
-        yield make
-    finally:
-        for node in started:
-            node.kill()
-
-
 @pytest.fixture(scope="session")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
     """One shared standalone: small max message size (cheap chunking), short failover delay."""
-    node = StandaloneProcess(
+    with StandaloneProcess(
         tmp_path_factory.mktemp("standalone") / "data",
         "--max-message-size", "131072",
         "--failover-delay-ms", "100",
-    )  # fmt: skip
-    node.start()
-    try:
+    ) as node:  # fmt: skip
         yield node
-    finally:
-        node.kill()
 
 
 @pytest.fixture

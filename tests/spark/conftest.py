@@ -15,7 +15,6 @@ import os
 import sys
 import urllib.request
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,30 +29,10 @@ _names = itertools.count()
 
 @pytest.fixture(scope="session")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
-    node = StandaloneProcess(tmp_path_factory.mktemp("spark-standalone") / "data")
-    node.start()
-    try:
+    with StandaloneProcess(tmp_path_factory.mktemp("spark-standalone") / "data") as node:
         admin(node, "POST", "/admin/v2/namespaces/public/default/deduplication", True)
         yield node
-    finally:
-        node.kill()
 
-
-@pytest.fixture
-def standalone_factory(tmp_path: Path) -> Iterator[Callable[..., StandaloneProcess]]:
-    started: list[StandaloneProcess] = []
-
-    def make(*extra_args: str) -> StandaloneProcess:
-        node = StandaloneProcess(tmp_path / f"data{len(started)}", *extra_args)
-        started.append(node)
-        node.start()
-        return node
-
-    try:
-        yield make
-    finally:
-        for node in started:
-            node.kill()
 
 
 @pytest.fixture(scope="session")

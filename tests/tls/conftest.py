@@ -11,8 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
@@ -40,31 +39,11 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 def tls_standalone(
     tmp_path_factory: pytest.TempPathFactory, pki: Pki
 ) -> Iterator[StandaloneProcess]:
-    node = StandaloneProcess(tmp_path_factory.mktemp("tls-standalone") / "data",
-                             *tls_args(pki.server))  # fmt: skip
-    node.start()
-    try:
+    data_dir = tmp_path_factory.mktemp("tls-standalone") / "data"
+    with StandaloneProcess(data_dir, *tls_args(pki.server)) as node:
         assert node.tls_port is not None and node.tls_port != node.port
         yield node
-    finally:
-        node.kill()
 
-
-@pytest.fixture
-def standalone_factory(tmp_path: Path) -> Iterator[Callable[..., StandaloneProcess]]:
-    started: list[StandaloneProcess] = []
-
-    def make(*extra: str) -> StandaloneProcess:
-        node = StandaloneProcess(tmp_path / f"data{len(started)}", *extra)
-        started.append(node)
-        node.start()
-        return node
-
-    try:
-        yield make
-    finally:
-        for node in started:
-            node.kill()
 
 
 @pytest.fixture

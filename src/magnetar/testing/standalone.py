@@ -15,6 +15,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 READY_TIMEOUT_S = 30.0
 
@@ -112,6 +114,19 @@ class StandaloneProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             raise
+
+    def __enter__(self) -> Self:
+        """Start the process (``with StandaloneProcess(d) as node:``); killed on exit."""
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.kill()
 
     def kill(self) -> None:
         """SIGKILL the process if it runs, and reap it."""

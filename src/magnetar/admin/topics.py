@@ -31,7 +31,7 @@ from magnetar.admin.namespaces import namespace_policies
 from magnetar.admin.request_body import as_int, as_object, read_json
 from magnetar.admin.responses import json_response, no_content
 from magnetar.broker.service import PARTITIONED_ROOT, partitioned_path
-from magnetar.broker.topic import DEDUP_ROOT, Topic
+from magnetar.broker.topic import DEDUP_ROOT, TOPIC_EPOCH_ROOT, Topic
 from magnetar.broker.topic_name import NamespaceName, TopicName
 from magnetar.common.errors import TopicNotFound
 from magnetar.managed_ledger.metadata_layout import ledger_path
@@ -94,8 +94,9 @@ async def delete_topic(ctx: AdminContext, name: TopicName, *, force: bool) -> No
         await ctx.service.storage.delete_ledger(ledger_id)
     with contextlib.suppress(NotFound):
         await ctx.store.delete_recursive(ledger_path(ml.name))
-    with contextlib.suppress(NotFound):
-        await ctx.store.delete(f"{DEDUP_ROOT}/{ml.name}")
+    for state_root in (DEDUP_ROOT, TOPIC_EPOCH_ROOT):
+        with contextlib.suppress(NotFound):
+            await ctx.store.delete(f"{state_root}/{ml.name}")
     await ctx.policies.delete_topic(name)
 
 

@@ -5,7 +5,10 @@ them with one ``LedgerClient`` in this process (uvloop), keeping a window of add
 
 * 1 bookie (E=Qw=Qa=1) and 3 bookies (E=3, Qw=2, Qa=2), entries of 1 KiB and 64 KiB;
 * the raw disk: a loop of write + fdatasync of the same sizes from one Python process, in
-  the same directory the bookies use.
+  the same directory the bookies use;
+* a bookie in this process (as in ``magnetar standalone``), 150 B entries, reached over
+  loopback TCP and through the in-process transport (``LedgerClient(local_bookies=...)``):
+  adds/s and this process's CPU per entry.
 
 Prints a table and writes ``benchmarks/results/bookie.json``. Run: ``python benchmarks/bookie.py``
 (``--seconds`` per case, default 4).
@@ -26,12 +29,14 @@ from pathlib import Path
 
 import uvloop
 
+from magnetar.bookie import Bookie, BookieConfig
 from magnetar.ledger import LedgerClient
 from magnetar.metadata import connect
 from magnetar.metadata.zookeeper_server import ZooKeeperServer, free_port
 
 SIZES = (1024, 64 * 1024)
-WINDOW = {1024: 2000, 64 * 1024: 64}
+WINDOW = {150: 500, 1024: 2000, 64 * 1024: 64}
+IN_PROCESS_SIZE = 150
 
 
 def raw_disk(directory: Path, size: int, seconds: float) -> dict[str, float]:
@@ -126,11 +131,40 @@ async def run_case(
     }
 
 
+async def in_process(work: Path, seconds: float) -> dict[str, dict[str, float]]:
+    """One in-process bookie, E=Qw=Qa=1: TCP vs the local transport."""
+    out: dict[str, dict[str, float]] = {}
+    store = await connect("memory:")
+    bookie = Bookie(
+        BookieConfig(data_dir=work / "in-process", port=0, disk_free_min_bytes=0), store
+    )
+    await bookie.start()
+    try:
+        for transport in ("tcp", "local"):
+            client = LedgerClient(store, local_bookies=[bookie] if transport == "local" else ())
+            cpu0 = time.process_time()
+            r = await run_case(client, 1, 1, 1, IN_PROCESS_SIZE, seconds)
+            r["cpu_us_per_entry"] = (time.process_time() - cpu0) / r["entries"] * 1e6
+            await client.close()
+            out[transport] = r
+            print(
+                f"in-process bookie over {transport}: {r['entries_per_s']:.0f} adds/s of "
+                f"{IN_PROCESS_SIZE} B, {r['cpu_us_per_entry']:.1f} us CPU/entry, "
+                f"p50 {r['latency_p50_ms']:.2f} ms p99 {r['latency_p99_ms']:.2f} ms",
+                flush=True,
+            )
+    finally:
+        await bookie.stop()
+        await store.close()
+    return out
+
+
 async def main(seconds: float) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="magnetar-bench-", dir=os.environ.get("BENCH_DIR")))
     results: dict[str, object] = {"raw_disk": {}, "bookie": {}}
     for size in SIZES:
         results["raw_disk"][str(size)] = raw_disk(work, size, seconds)  # type: ignore[index]
+    results["in_process"] = await in_process(work, seconds)
     zk = ZooKeeperServer(fsync=False)
     zk.start()
     procs: list[subprocess.Popen[bytes]] = []

@@ -135,6 +135,7 @@ from magnetar.protocol.frame import (
     FrameDecoder,
     encode,
     encode_message,
+    encode_message_at,
     encode_payload_command,
     encode_send,
 )
@@ -256,6 +257,7 @@ __all__ = [
     "decode_metadata",
     "encode",
     "encode_message",
+    "encode_message_at",
     "encode_metadata",
     "encode_payload_command",
     "encode_send",

@@ -379,6 +379,21 @@ _SEND_DEFAULTS = (None, None, 1, 0, 0, 0, False, False)  # fields 1..8, by numbe
 _U64_LIMIT = 1 << 64
 
 
+def _short_varint(data: bytes, pos: int, n: int) -> tuple[int, int]:
+    """The varint at ``pos`` if it takes 2 to 4 bytes, and the position after it; else
+    ``(0, -1)`` (the caller then takes the general path)."""
+    value = 0
+    for shift in (0, 7, 14, 21):
+        if pos >= n:
+            return 0, -1
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+    return 0, -1
+
+
 def send_from_command_bytes(data: bytes) -> c.Send | None:
     """Decode the usual shape of a SEND command without the protobuf runtime, or give up.
 
@@ -391,6 +406,20 @@ def send_from_command_bytes(data: bytes) -> c.Send | None:
     n = len(data)
     if n < 4 or data[0] != 0x08 or data[1] != 0x06 or data[2] != 0x32 or data[3] + 4 != n:
         return None
+    # What the official clients send for an unbatched message: producer_id and sequence_id
+    # only, each a varint of at most 4 bytes (below 2**28). Straight-line code for that.
+    if n >= 8 and data[4] == 0x08:
+        pid = data[5]
+        pos = 6
+        if pid >= 0x80:
+            pid, pos = _short_varint(data, 5, n)
+        if 0 < pos < n - 1 and data[pos] == 0x10:
+            seq = data[pos + 1]
+            pos += 2
+            if seq >= 0x80:
+                seq, pos = _short_varint(data, pos - 1, n)
+            if pos == n:
+                return _new_send(pid, seq, 1, 0, 0, 0, False, False, None)
     values = list(_SEND_DEFAULTS)
     pos = 4
     while pos < n:

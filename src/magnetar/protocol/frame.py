@@ -135,6 +135,15 @@ class FrameDecoder:
             # Common case: the read holds exactly one whole frame.
             total = _U32.unpack_from(data, 0)[0]
             if total + 4 == n and n <= self.max_frame_size_bytes:
+                # Hottest of all: one SEND of the usual shape. Checked on the bytes object
+                # itself (cheaper to index and slice than a memoryview); anything unusual,
+                # a broker-entry-metadata section included, takes the general path.
+                if n > 14 and data[8] == 0x08 and data[9] == 0x06:
+                    end = 8 + _U32.unpack_from(data, 4)[0]
+                    if end < n - 1 and not (data[end] == 0x0E and data[end + 1] == 0x02):
+                        send = _convert.send_from_command_bytes(data[8:end])
+                        if send is not None:
+                            return [_new_frame(send, Entry(memoryview(data)[end:]), None)]
                 return [self._parse(memoryview(data)[4:])]
         frames: list[Frame] = []
         view = memoryview(data)
@@ -434,6 +443,46 @@ def encode_send_receipt(receipt: SendReceipt) -> bytes:
         msg += b"\x20" + (t[highest] if 0 <= highest < limit else _uvarint(highest))
     body = _SEND_RECEIPT_TYPE + (t[len(msg)] if len(msg) < limit else _varint(len(msg))) + msg
     return _HEADER.pack(len(body) + 4, len(body)) + body
+
+
+def encode_message_at(
+    consumer_id: int,
+    ledger_id: int,
+    entry_id: int,
+    partition: int,
+    entry: bytes | memoryview,
+    redelivery_count: int = 0,
+) -> list[bytes | memoryview]:
+    """The common MESSAGE of the dispatch path, without building a :class:`MessageId`:
+    ``message_id{ledger_id, entry_id, partition}`` (no batch index, ack set or epoch) in
+    front of stored ``entry`` bytes (a bytes object or a flat byte memoryview, passed through
+    uncopied). Same bytes as :func:`encode_message` for those fields; negative ids take that
+    general path."""
+    t, limit = _VARINT_TABLE, _TABLE_LIMIT
+    if not (
+        ledger_id >= 0
+        and entry_id >= 0
+        and -1 <= partition < limit
+        and 0 <= consumer_id < limit
+        and 0 <= redelivery_count < limit
+    ):
+        return encode_message(
+            consumer_id, MessageId(ledger_id, entry_id, partition), redelivery_count, entry
+        )
+    mid = (
+        b"\x08"
+        + (t[ledger_id] if ledger_id < limit else _varint(ledger_id))
+        + b"\x10"
+        + (t[entry_id] if entry_id < limit else _varint(entry_id))
+    )
+    if partition != -1:
+        mid += b"\x18" + t[partition]
+    msg = b"\x08" + t[consumer_id] + b"\x12" + t[len(mid)] + mid
+    if redelivery_count:
+        msg += b"\x18" + t[redelivery_count]
+    body = _MESSAGE_TYPE + t[len(msg)] + msg
+    cmd_size = len(body)
+    return [_HEADER.pack(4 + cmd_size + len(entry), cmd_size) + body, entry]
 
 
 def encode_message(

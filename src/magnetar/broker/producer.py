@@ -131,22 +131,16 @@ class Producer:
         self.meters.msg_in.record(num_messages, len(data))
         if chunk_id is not None:
             self.meters.chunked.record(1)
-        future = topic.publish(data, num_messages, batch_size)
 
-        def done(fut: asyncio.Future[Position]) -> None:
-            if fut.cancelled():
-                err: BaseException | None = MagnetarError("publish cancelled")
-            else:
-                err = fut.exception()
-            if err is not None:
+        def done(position: Position | None, err: BaseException | None) -> None:
+            if err is not None or position is None:
                 if dedup is not None:
                     dedup.reset_pushed()
-                code, message = wire_error(err)
+                code, message = wire_error(err or MagnetarError("publish failed"))
                 if code is ServerError.UnknownError:
                     code = ServerError.PersistenceError
                 self._answer(op, self._error(op, code, message))
                 return
-            position = fut.result()
             if dedup is not None:
                 dedup.record_persisted(
                     self.name, send.sequence_id, send.highest_sequence_id, chunk_id, num_chunks
@@ -162,7 +156,7 @@ class Producer:
                 ),
             )
 
-        future.add_done_callback(done)
+        topic.publish_callback(data, num_messages, batch_size, done)
 
     def _error(self, op: _PendingSend, code: ServerError, message: str) -> SendError:
         return SendError(

@@ -56,7 +56,7 @@ from magnetar.common.errors import (
     wire_error,
 )
 from magnetar.managed_ledger.errors import CursorNotFound
-from magnetar.managed_ledger.managed_ledger import ManagedLedger
+from magnetar.managed_ledger.managed_ledger import AddCallback, ManagedLedger
 from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata.store import NotFound
@@ -263,7 +263,26 @@ class Topic:
         """Append one entry; the future gives its position (stored by an ack quorum).
         ``batch_size``: the entry's ``num_messages_in_batch`` if the caller parsed it
         (``None`` = not a batch); -1 = parse it here."""
-        future = self.ml.add_entry_nowait(data, messages)
+        future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+
+        def done(position: Position | None, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                assert position is not None
+                future.set_result(position)
+
+        self.publish_callback(data, messages, batch_size, done)
+        return future
+
+    def publish_callback(
+        self, data: bytes, messages: int, batch_size: int | None, callback: AddCallback
+    ) -> None:
+        """:meth:`publish` without a future (the producers' hot path): ``callback(position,
+        None)`` once stored, ``callback(None, error)`` on failure, in append order and never
+        before this method returns."""
         clock = self.service.clock
         meters = self.meters
         meters.msg_in.record(messages, len(data))
@@ -274,18 +293,14 @@ class Topic:
             with contextlib.suppress(ProtocolError):
                 batch = Entry(data).metadata.num_messages_in_batch
 
-        def done(fut: asyncio.Future[Position]) -> None:
+        def done(position: Position | None, error: BaseException | None) -> None:
             meters.publish_latency.observe((clock.monotonic_s() - started_s) * 1000)
             meters.last_publish_ms = clock.now_ms()
-            if (
-                not fut.cancelled()
-                and fut.exception() is None
-                and fut.result() >= self.ml.last_confirmed
-            ):
+            if position is not None and position >= self.ml.last_confirmed:
                 self.last_entry_batch_size = batch
+            callback(position, error)
 
-        future.add_done_callback(done)
-        return future
+        self.ml.add_entry_callback(data, messages, done)
 
     def last_message_id(self) -> MessageId:
         last = self.ml.last_confirmed

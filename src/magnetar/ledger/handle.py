@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
@@ -67,19 +68,50 @@ class Entry:
     data: bytes
 
 
-class _PendingAdd:
-    __slots__ = ("acked", "checksum", "entry_id", "future", "payload", "request", "sent")
+AddDone = Callable[[int, BaseException | None], None]
+"""An add's completion: ``(entry_id, None)`` once stored by an ack quorum, or
+``(-1, error)``."""
 
-    def __init__(
-        self, entry_id: int, payload: bytes, checksum: int, future: asyncio.Future[int]
-    ) -> None:
+
+class _PendingAdd:
+    __slots__ = (
+        "acked",
+        "callback",
+        "checksum",
+        "entry_id",
+        "finished",
+        "payload",
+        "request",
+        "sent",
+    )
+
+    def __init__(self, entry_id: int, payload: bytes, checksum: int, callback: AddDone) -> None:
         self.entry_id = entry_id
         self.payload = payload
         self.checksum = checksum
-        self.future = future
+        self.callback = callback
+        self.finished = False
         self.acked: set[int] = set()
         self.sent = False
         self.request: AddRequest | None = None
+
+    def finish(self, entry_id: int, error: BaseException | None) -> None:
+        """Report the outcome once (later calls are ignored)."""
+        if not self.finished:
+            self.finished = True
+            self.callback(entry_id, error)
+
+
+def _future_callback(fut: asyncio.Future[int]) -> AddDone:
+    def done(entry_id: int, error: BaseException | None) -> None:
+        if fut.done():
+            return
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(entry_id)
+
+    return done
 
 
 class LedgerHandle:
@@ -149,27 +181,35 @@ class LedgerHandle:
     def add_nowait(self, data: bytes) -> asyncio.Future[int]:
         """Like :meth:`add` without a coroutine per entry (the hot path for batchers):
         returns a future for the entry id. Completions happen in entry order."""
+        fut: asyncio.Future[int] = self._client.loop.create_future()
+        self.add_with_callback(data, _future_callback(fut))
+        return fut
+
+    def add_with_callback(self, data: bytes, callback: AddDone) -> None:
+        """Like :meth:`add_nowait` without a future: ``callback(entry_id, None)`` runs once
+        the entry is stored by an ack quorum (called directly, in entry order, from the
+        completion that confirmed it), ``callback(-1, error)`` on failure. Never called
+        before this method returns (an immediate refusal goes through ``call_soon``)."""
         loop = self._client.loop
-        fut: asyncio.Future[int] = loop.create_future()
+        error: MagnetarError | None = None
         if not self.writable or self._closing or self.metadata.state != LedgerState.OPEN:
-            fut.set_exception(LedgerClosed(f"ledger {self.ledger_id} is not open for writing"))
-            return fut
-        if self._error is not None:
-            fut.set_exception(self._error)
-            return fut
-        if len(data) > self._entry_size_max_bytes:
-            fut.set_exception(
-                EntryTooLarge(f"entry of {len(data)} bytes exceeds {self._entry_size_max_bytes}")
+            error = LedgerClosed(f"ledger {self.ledger_id} is not open for writing")
+        elif self._error is not None:
+            error = self._error
+        elif len(data) > self._entry_size_max_bytes:
+            error = EntryTooLarge(
+                f"entry of {len(data)} bytes exceeds {self._entry_size_max_bytes}"
             )
-            return fut
+        if error is not None:
+            loop.call_soon(callback, -1, error)
+            return
         entry_id = self._next_entry_id
         self._next_entry_id = entry_id + 1
-        pending = _PendingAdd(entry_id, bytes(data), crc32c.crc32c(data), fut)
+        pending = _PendingAdd(entry_id, bytes(data), crc32c.crc32c(data), callback)
         self._pending[entry_id] = pending
         self._drained.clear()
         if self._changing is None:
             self._send_add(pending)
-        return fut
 
     def _send_add(self, pending: _PendingAdd, only_index: int | None = None) -> None:
         pool = self._client.pool
@@ -211,7 +251,7 @@ class LedgerHandle:
 
     def _add_callback(self, pending: _PendingAdd, idx: int, bookie_id: str) -> AddCallback:
         def on_response(status: int | None, message: str, exc: BaseException | None) -> None:
-            if self._ensemble[idx] != bookie_id or pending.future.done():
+            if self._ensemble[idx] != bookie_id or pending.finished:
                 return  # replaced bookie or already failed/completed entry
             if status == _OK:
                 pending.acked.add(idx)
@@ -229,19 +269,16 @@ class LedgerHandle:
     def _complete_in_order(self) -> None:
         pending = self._pending
         qa = self._qa
-        lac = self._lac
-        length = self._length
         while True:
-            p = pending.get(lac + 1)
+            lac = self._lac + 1
+            p = pending.get(lac)
             if p is None or len(p.acked) < qa:
                 break
-            del pending[lac + 1]
-            lac += 1
-            length += len(p.payload)
-            if not p.future.done():
-                p.future.set_result(lac)
-        self._lac = lac
-        self._length = length
+            del pending[lac]
+            # state first: the callback runs inline and may add or read at once
+            self._lac = lac
+            self._length += len(p.payload)
+            p.finish(lac, None)
         if not pending:
             self._drained.set()
 
@@ -251,8 +288,7 @@ class LedgerHandle:
             self._error = error
         pending, self._pending = self._pending, {}
         for p in pending.values():
-            if not p.future.done():
-                p.future.set_exception(error)
+            p.finish(-1, error)
         self._drained.set()
 
     # -- ensemble changes -------------------------------------------------------------------

@@ -75,18 +75,54 @@ class Entry:
     data: bytes
 
 
-class _AddOp:
-    __slots__ = ("attempt", "data", "done", "entry_id", "error", "future", "messages", "task")
+AddCallback = Callable[[Position | None, BaseException | None], None]
+"""An append's outcome: ``(position, None)`` once stored, or ``(None, error)``."""
 
-    def __init__(self, data: bytes, messages: int, future: asyncio.Future[Position]) -> None:
+
+class _AddOp:
+    __slots__ = ("attempt", "callback", "data", "done", "entry_id", "error", "finished", "messages")
+
+    def __init__(self, data: bytes, messages: int, callback: AddCallback) -> None:
         self.data = data
         self.messages = messages
-        self.future = future
+        self.callback = callback
+        self.finished = False
         self.attempt = 0
         self.done = False
+        """The current attempt's add came back (stored or failed)."""
         self.entry_id = -1
         self.error: BaseException | None = None
-        self.task: asyncio.Future[int] | None = None
+
+    def finish(self, position: Position | None, error: BaseException | None) -> None:
+        """Report the outcome to the caller once (later calls are ignored)."""
+        if not self.finished:
+            self.finished = True
+            self.callback(position, error)
+
+
+def _resolve(future: asyncio.Future[Position]) -> AddCallback:
+    """An :data:`AddCallback` that completes ``future``."""
+
+    def done(position: Position | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+            future.exception()  # a caller that went away must not log "never retrieved"
+        else:
+            assert position is not None
+            future.set_result(position)
+
+    return done
+
+
+def _task_outcome(callback: AddCallback, task: asyncio.Task[Position]) -> None:
+    if task.cancelled():
+        callback(None, ManagedLedgerError("add cancelled"))
+    elif (exc := task.exception()) is not None:
+        callback(None, exc)
+    else:
+        callback(task.result(), None)
 
 
 class ManagedLedger:
@@ -124,6 +160,8 @@ class ManagedLedger:
         self._inflight_bytes = 0
         self._rolling: asyncio.Task[None] | None = None
         self._add_room = asyncio.Semaphore(config.pending_adds_max)
+        self._add_progress: asyncio.Future[None] | None = None
+        """Resolved when an in-flight add comes back (for rollover and drain waits)."""
         self._slow_adds = 0  # add_entry_nowait calls waiting for room (not yet queued)
         self._waiters: list[asyncio.Future[None]] = []
         self.cursors: dict[str, ManagedCursor] = {}
@@ -283,10 +321,10 @@ class ManagedLedger:
         await self._add_room.acquire()
         try:
             self._check_usable()
-            op = _AddOp(data, messages, asyncio.get_running_loop().create_future())
-            self._queue.append(op)
+            future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+            self._queue.append(_AddOp(data, messages, _resolve(future)))
             self._pump()
-            return await op.future
+            return await future
         finally:
             self._add_room.release()
 
@@ -307,9 +345,30 @@ class ManagedLedger:
         except MagnetarError as exc:
             future.set_exception(exc)
             return future
-        self._queue.append(_AddOp(data, messages, future))
+        self._queue.append(_AddOp(data, messages, _resolve(future)))
         self._pump()
         return future
+
+    def add_entry_callback(self, data: bytes, messages: int, callback: AddCallback) -> None:
+        """:meth:`add_entry_nowait` without a future (the broker's publish path):
+        ``callback(position, None)`` once stored, ``callback(None, error)`` on failure.
+        Called in append order, directly from the storage's completion, and never before
+        this method returns (immediate refusals go through ``call_soon``)."""
+        loop = asyncio.get_running_loop()
+        if self._slow_adds or (
+            len(self._queue) + len(self._inflight) >= self.config.pending_adds_max
+        ):
+            self._slow_adds += 1
+            task = loop.create_task(self._add_entry_waiting(data, messages))
+            task.add_done_callback(partial(_task_outcome, callback))
+            return
+        try:
+            self._check_add()
+        except MagnetarError as exc:
+            loop.call_soon(callback, None, exc)
+            return
+        self._queue.append(_AddOp(data, messages, callback))
+        self._pump()
 
     def _check_add(self) -> None:
         self._check_usable()
@@ -327,12 +386,12 @@ class ManagedLedger:
             await self._add_room.acquire()
             try:
                 self._check_usable()
-                op = _AddOp(data, messages, asyncio.get_running_loop().create_future())
-                self._queue.append(op)
+                future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+                self._queue.append(_AddOp(data, messages, _resolve(future)))
                 self._slow_adds -= 1
                 queued = True
                 self._pump()
-                return await op.future
+                return await future
             finally:
                 self._add_room.release()
         finally:
@@ -358,28 +417,36 @@ class ManagedLedger:
             op = self._queue.popleft()
             self._inflight.append(op)
             self._inflight_bytes += len(op.data)
-            fut = writer.add_nowait(op.data)
-            op.task = fut
-            fut.add_done_callback(partial(self._on_added, writer, op, op.attempt))
+            writer.add_with_callback(op.data, partial(self._on_added, writer, op, op.attempt))
 
     def _on_added(
-        self, writer: LedgerWriter, op: _AddOp, attempt: int, fut: asyncio.Future[int]
+        self,
+        writer: LedgerWriter,
+        op: _AddOp,
+        attempt: int,
+        entry_id: int,
+        error: BaseException | None,
     ) -> None:
         if op.attempt != attempt:
-            # re-sent to a newer ledger meanwhile; this copy is never counted
-            if not fut.cancelled():
-                fut.exception()
-            return
-        if fut.cancelled():
-            op.error = ManagedLedgerError("add cancelled")
+            return  # re-sent to a newer ledger meanwhile; this copy is never counted
+        if error is not None:
+            op.error = error
         else:
-            exc = fut.exception()
-            if exc is not None:
-                op.error = exc
-            else:
-                op.entry_id = fut.result()
+            op.entry_id = entry_id
         op.done = True
         self._complete(writer)
+        progress = self._add_progress
+        if progress is not None:
+            self._add_progress = None
+            if not progress.done():
+                progress.set_result(None)
+
+    async def _wait_add_progress(self) -> None:
+        """Until the next in-flight add comes back (stored or failed)."""
+        progress = self._add_progress
+        if progress is None:
+            progress = self._add_progress = asyncio.get_running_loop().create_future()
+        await progress
 
     def _complete(self, writer: LedgerWriter) -> None:
         """Account finished adds strictly in order; stop at the first unfinished one."""
@@ -398,8 +465,7 @@ class ManagedLedger:
             position = Position(ledger_id, op.entry_id)
             self.cache.insert(position, op.data)
             self.stats_added += 1
-            if not op.future.done():
-                op.future.set_result(position)
+            op.finish(position, None)
             appended = True
         if appended:
             self._notify_waiters()
@@ -427,13 +493,12 @@ class ManagedLedger:
         self._fenced = error
         log.warning("%s: fenced (%s)", self.name, error)
         exc = ManagedLedgerFenced(f"{self.name}: fenced by another owner ({error})")
-        for op in [*self._inflight, *self._queue]:
-            if not op.future.done():
-                op.future.set_exception(exc)
-                op.future.exception()  # a caller that went away must not log "never retrieved"
+        ops = [*self._inflight, *self._queue]
         self._inflight.clear()
         self._inflight_bytes = 0
         self._queue.clear()
+        for op in ops:
+            op.finish(None, exc)
         self._fail_waiters(exc)
 
     def _should_roll(self) -> bool:
@@ -458,22 +523,18 @@ class ManagedLedger:
         except MagnetarError as exc:
             log.warning("%s: rollover failed: %s", self.name, exc)
             err = exc if isinstance(exc, ManagedLedgerFenced) else ManagedLedgerError(str(exc))
-            for op in list(self._queue):
-                if not op.future.done():
-                    op.future.set_exception(err)
-                    op.future.exception()
+            failed = list(self._queue)
             self._queue.clear()
+            for op in failed:
+                op.finish(None, err)
         finally:
             self._rolling = None
             self._pump()
 
     async def _roll(self, *, after_failure: bool = False) -> None:
         """Close the current ledger (after its in-flight adds finish) and start a new one."""
-        while self._inflight:
-            tasks = [op.task for op in self._inflight if op.task is not None]
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if self._inflight and all(op.done for op in self._inflight):
-                break
+        while self._inflight and not all(op.done for op in self._inflight):
+            await self._wait_add_progress()
         old = self._writer
         self._writer = None
         if old is not None:
@@ -532,10 +593,9 @@ class ManagedLedger:
             if self._rolling is not None:
                 await asyncio.gather(self._rolling, return_exceptions=True)
                 continue
-            tasks = [op.task for op in self._inflight if op.task is not None]
-            if not tasks:
+            if not self._inflight or all(op.done for op in self._inflight):
                 break
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._wait_add_progress()
 
     # --- reads -----------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from magnetar.ledger import LedgerClient, LedgerFenced, LedgerHandle, NoSuchLedger
@@ -52,6 +52,14 @@ class LedgerWriter(LedgerReader, Protocol):
         """Append one entry; the future gives its entry id. Ids follow call order and
         futures complete in entry order. Fails with the client's fenced error once another
         process recovered the ledger."""
+        ...
+
+    def add_with_callback(
+        self, data: bytes, callback: Callable[[int, BaseException | None], None]
+    ) -> None:
+        """:meth:`add_nowait` without a future (the managed ledger's hot path):
+        ``callback(entry_id, None)`` once stored, ``callback(-1, error)`` on failure; called
+        in entry order, never before this method returns."""
         ...
 
 

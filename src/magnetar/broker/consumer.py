@@ -87,10 +87,11 @@ class Consumer:
         self.bytes_out_counter = 0
         clock = subscription.topic.service.clock
         self.connected_since_ms = clock.now_ms()
-        self.meters = ConsumerMeters(clock)
+        sampler = subscription.topic.service.meter_sampler
+        self.meters = ConsumerMeters(clock, sampler)
         sub_meters = subscription.topic.subscription_meters
         self.subscription_meters = sub_meters.get(subscription.name) or sub_meters.setdefault(
-            subscription.name, SubscriptionMeters(clock)
+            subscription.name, SubscriptionMeters(clock, sampler)
         )
         self.closed = False
 
@@ -118,9 +119,9 @@ class Consumer:
         self.permits -= messages
         self.msg_out_counter += messages
         self.bytes_out_counter += len(data)
-        self.meters.msg_out.record(messages, len(data))
-        self.meters.entries_out += 1
-        self.meters.msg_out.touch()
+        meters = self.meters
+        meters.msg_out.record(messages, len(data))  # sampled: also its last_record_ms
+        meters.entries_out += 1
         self.subscription_meters.msg_out.record(messages, len(data))
         mid = MessageId(position[0], position[1], self.subscription.topic.partition_index)
         self.connection.write_buffers(

@@ -71,7 +71,7 @@ class Producer:
         self.msg_in_counter = 0
         self.bytes_in_counter = 0
         self.connected_since_ms = topic.service.clock.now_ms()
-        self.meters = ProducerMeters(topic.service.clock)
+        self.meters = ProducerMeters(topic.service.clock, topic.service.meter_sampler)
 
     def success_response(self, request_id: int, *, ready: bool = True) -> ProducerSuccess:
         return ProducerSuccess(

@@ -39,6 +39,7 @@ from magnetar.broker.compactor import Compactor
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
+from magnetar.broker.stats import MeterSampler
 from magnetar.broker.tls import TLS_HANDSHAKE_TIMEOUT_S, server_ssl_context
 from magnetar.broker.topic import Topic
 from magnetar.broker.topic_name import NamespaceName, TopicDomain, TopicName
@@ -65,6 +66,8 @@ from magnetar.protocol import (
 
 log = logging.getLogger(__name__)
 
+METER_SAMPLE_INTERVAL_S = 1.0
+"""How often the hot-path rate meters fold their counts into their windows."""
 POLICIES_ROOT = "/admin/policies"
 PARTITIONED_ROOT = "/admin/partitioned-topics"
 GENERATION_PATH = "/magnetar/producer-name-generation"
@@ -116,6 +119,9 @@ class BrokerService:
         """Topic compaction: trigger_compaction / compaction_status / view."""
         self.policies = PolicyCache(store, broker_defaults(config))
         self.policies.add_listener(self._policies_changed)
+        self.meter_sampler = MeterSampler()
+        """The hot-path rate meters (producers, consumers, topics, subscriptions), sampled
+        every :data:`METER_SAMPLE_INTERVAL_S` by :meth:`_sample_meters`."""
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -145,6 +151,7 @@ class BrokerService:
             )
             self.tls_port = int(self._tls_server.sockets[0].getsockname()[1])
             log.info("broker TLS listening on %s:%d", self.config.host, self.tls_port)
+        self.spawn(self._sample_meters())
 
     async def _initialize_metadata(self) -> None:
         for path, value in (
@@ -198,6 +205,11 @@ class BrokerService:
         for task in list(self._background):
             task.cancel()
         await self.policies.close()
+
+    async def _sample_meters(self) -> None:
+        while not self.closing:
+            await self.clock.sleep(METER_SAMPLE_INTERVAL_S)
+            self.meter_sampler.sample_all()
 
     def track(self, task: asyncio.Task[Any]) -> None:
         self._background.add(task)

@@ -10,6 +10,10 @@ occasional bucket rotation); reading is O(buckets).
   (``statsUpdateFrequencyInSecs``, 60 s); a short sliding window shows the same quantity
   while it is still moving, which is what operators watch. The totals (``total_count``,
   ``total_bytes``) never decay: they are the ``msgInCounter``/``bytesInCounter`` family.
+* :class:`SampledRateMeter` — the same quantity for the per-message hot paths: recording only
+  adds to the totals (no clock read); a :class:`MeterSampler` folds what was recorded since
+  the last sample into the current bucket every second, and every read samples first. An
+  event is thus counted in the bucket of the sample that saw it, at most one tick late.
 * :class:`LatencyHistogram` — cumulative counts per upper bound in milliseconds, with
   Pulsar's ``pulsar_storage_write_latency_le_*`` bucket bounds.
 * :class:`ProducerMeters`, :class:`ConsumerMeters`, :class:`SubscriptionMeters`,
@@ -17,6 +21,8 @@ occasional bucket rotation); reading is O(buckets).
 """
 
 from __future__ import annotations
+
+import weakref
 
 from magnetar.common.clock import Clock
 
@@ -111,6 +117,81 @@ class RateMeter:
         return sum(self._bytes) / self._span_s(now)
 
 
+class SampledRateMeter(RateMeter):
+    """A :class:`RateMeter` whose :meth:`record` is two additions: the counts reach the
+    window's buckets at the next :meth:`sample` (called by a :class:`MeterSampler` about
+    every second, and by every read). ``last_record_ms`` is the time of the last sample
+    that saw new events (so at most one sampling interval after the event)."""
+
+    __slots__ = ("__weakref__", "_sampled_bytes", "_sampled_count")
+
+    def __init__(
+        self,
+        clock: Clock,
+        sampler: MeterSampler | None = None,
+        window_s: float = WINDOW_S,
+        buckets: int = BUCKETS,
+    ) -> None:
+        super().__init__(clock, window_s, buckets)
+        self._sampled_count = 0
+        self._sampled_bytes = 0
+        if sampler is not None:
+            sampler.add(self)
+
+    def record(self, count: int, size_bytes: int = 0) -> None:
+        self.total_count += count
+        self.total_bytes += size_bytes
+
+    def sample(self) -> None:
+        """Fold the events recorded since the last sample into the current bucket."""
+        count = self.total_count - self._sampled_count
+        size = self.total_bytes - self._sampled_bytes
+        if not count and not size:
+            return
+        slot = int(self._clock.monotonic_s() // self._width_s)
+        if slot != self._slot:
+            self._rotate(slot)
+        i = slot % len(self._counts)
+        self._counts[i] += count
+        self._bytes[i] += size
+        self._sampled_count = self.total_count
+        self._sampled_bytes = self.total_bytes
+        if count:
+            self.last_record_ms = self._clock.now_ms()
+
+    def rate(self) -> float:
+        self.sample()
+        return super().rate()
+
+    def throughput(self) -> float:
+        self.sample()
+        return super().throughput()
+
+
+class MeterSampler:
+    """The :class:`SampledRateMeter` s of one broker; its owner calls :meth:`sample_all`
+    about every second. Holds its meters weakly (a closed producer's meter just goes)."""
+
+    __slots__ = ("_meters",)
+
+    def __init__(self) -> None:
+        self._meters: weakref.WeakSet[SampledRateMeter] = weakref.WeakSet()
+
+    def add(self, meter: SampledRateMeter) -> None:
+        self._meters.add(meter)
+
+    def sample_all(self) -> None:
+        for meter in list(self._meters):
+            meter.sample()
+
+    def __len__(self) -> int:
+        return len(self._meters)
+
+
+def _in_rate(clock: Clock, sampler: MeterSampler | None) -> RateMeter:
+    return RateMeter(clock) if sampler is None else SampledRateMeter(clock, sampler)
+
+
 class LatencyHistogram:
     """Observations in milliseconds, counted per bucket of :data:`LATENCY_BOUNDS_MS`
     (plus an overflow bucket), with their sum."""
@@ -146,8 +227,9 @@ class ProducerMeters:
 
     __slots__ = ("chunked", "msg_in")
 
-    def __init__(self, clock: Clock) -> None:
-        self.msg_in = RateMeter(clock)
+    def __init__(self, clock: Clock, sampler: MeterSampler | None = None) -> None:
+        self.msg_in = _in_rate(clock, sampler)
+        """Sampled (see :class:`SampledRateMeter`) when a ``sampler`` is given."""
         self.chunked = RateMeter(clock)
 
 
@@ -156,8 +238,10 @@ class ConsumerMeters:
 
     __slots__ = ("ack", "entries_out", "flow", "msg_out", "redeliver")
 
-    def __init__(self, clock: Clock) -> None:
-        self.msg_out = RateMeter(clock)
+    def __init__(self, clock: Clock, sampler: MeterSampler | None = None) -> None:
+        self.msg_out = _in_rate(clock, sampler)
+        """Sampled (see :class:`SampledRateMeter`) when a ``sampler`` is given; its
+        ``last_record_ms`` is then the last consume time to within a sampling interval."""
         self.entries_out = 0
         self.redeliver = RateMeter(clock)
         self.ack = RateMeter(clock)
@@ -180,8 +264,8 @@ class SubscriptionMeters:
 
     __slots__ = ("expired", "last_expire_ms", "last_mark_delete_advanced_ms", "msg_out")
 
-    def __init__(self, clock: Clock) -> None:
-        self.msg_out = RateMeter(clock)
+    def __init__(self, clock: Clock, sampler: MeterSampler | None = None) -> None:
+        self.msg_out = _in_rate(clock, sampler)
         """Every message sent to any consumer of the subscription, present or past."""
         self.expired = RateMeter(clock)
         self.last_expire_ms = 0
@@ -194,7 +278,7 @@ class TopicMeters:
 
     __slots__ = ("last_publish_ms", "msg_in", "publish_latency")
 
-    def __init__(self, clock: Clock) -> None:
-        self.msg_in = RateMeter(clock)
+    def __init__(self, clock: Clock, sampler: MeterSampler | None = None) -> None:
+        self.msg_in = _in_rate(clock, sampler)
         self.publish_latency = LatencyHistogram()
         self.last_publish_ms = 0

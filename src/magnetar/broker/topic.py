@@ -112,7 +112,7 @@ class Topic:
         self._dedup_task: asyncio.Task[None] | None = None
         self.last_entry_batch_size: int | None = None
         self.closed = False
-        self.meters = TopicMeters(service.clock)
+        self.meters = TopicMeters(service.clock, service.meter_sampler)
         self.created_ms = service.clock.now_ms()
         self.subscription_meters: dict[str, SubscriptionMeters] = {}
         """Per subscription name (kept across the Subscription objects of one name)."""

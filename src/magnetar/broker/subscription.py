@@ -89,10 +89,11 @@ class _Item:
 
     __slots__ = ("ack_set", "data", "key_hash", "messages", "position")
 
-    def __init__(self, position: Position, data: bytes) -> None:
+    def __init__(self, position: Position, data: bytes, messages: int | None = None) -> None:
         self.position = position
         self.data = data
-        self.messages = 1
+        self.messages = 0 if messages is None else messages
+        """0 until known (from the log's cache, or by :meth:`Subscription._prepare`)."""
         self.ack_set: list[int] | None = None
         self.key_hash = 0
 
@@ -531,16 +532,19 @@ class Subscription:
         return await self._round_multi()
 
     def _prepare(self, item: _Item) -> bool:
-        """Fill message count, ack set and key hash; False for an unparsable entry."""
-        try:
-            md = Entry(item.data).metadata
-            item.messages = md.num_messages
-            if self._router is not None:
-                item.key_hash = sticky_key_hash(
-                    sticky_key(md.ordering_key, md.partition_key, md.partition_key_b64_encoded)
-                )
-        except ProtocolError:
-            return False
+        """Fill message count, ack set and key hash; False for an unparsable entry. The
+        metadata is parsed only when needed: the count of an entry appended by this broker
+        comes with it (it was parsed on publish)."""
+        if self._router is not None or not item.messages:
+            try:
+                md = Entry(item.data).metadata
+                item.messages = md.num_messages
+                if self._router is not None:
+                    item.key_hash = sticky_key_hash(
+                        sticky_key(md.ordering_key, md.partition_key, md.partition_key_b64_encoded)
+                    )
+            except ProtocolError:
+                return False
         ack_set = self.cursor.state.batch_ack_set(item.position)
         if ack_set is not None:
             item.ack_set = ack_set
@@ -576,7 +580,7 @@ class Subscription:
         ):
             return True  # state changed during the read; the cursor was rewound meanwhile
         for e in entries:
-            item = _Item(e.position, e.data)
+            item = _Item(e.position, e.data, e.messages)
             if not self._prepare(item):
                 continue
             consumer.send(item.position, item.data, item.messages, 0, item.ack_set)
@@ -674,7 +678,7 @@ class Subscription:
         if not entries:
             self._schedule_delayed_wake()
             return sent
-        items = [_Item(e.position, e.data) for e in entries]
+        items = [_Item(e.position, e.data, e.messages) for e in entries]
         for item in items:
             item.key_hash = 0
         self._dispatch_items(items, replay=False)

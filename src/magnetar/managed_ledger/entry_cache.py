@@ -17,11 +17,13 @@ from magnetar.managed_ledger.position import Position
 
 
 class EntryCache:
-    __slots__ = ("_entries", "_size_bytes", "hits", "misses", "size_max_bytes")
+    __slots__ = ("_entries", "_messages", "_size_bytes", "hits", "misses", "size_max_bytes")
 
     def __init__(self, size_max_bytes: int) -> None:
         self.size_max_bytes = size_max_bytes
         self._entries: OrderedDict[Position, bytes] = OrderedDict()
+        self._messages: dict[Position, int] = {}
+        """Message counts of cached entries whose appender knew them (saves a parse)."""
         self._size_bytes = 0
         self.hits = 0
         self.misses = 0
@@ -33,17 +35,26 @@ class EntryCache:
     def size_bytes(self) -> int:
         return self._size_bytes
 
-    def insert(self, position: Position, data: bytes) -> None:
-        """Cache one entry; evicts the oldest inserted entries beyond the byte bound."""
+    def insert(self, position: Position, data: bytes, messages: int | None = None) -> None:
+        """Cache one entry (with its message count if known); evicts the oldest inserted
+        entries beyond the byte bound."""
         if self.size_max_bytes <= 0 or len(data) > self.size_max_bytes:
             return
         if position in self._entries:
             return
         self._entries[position] = data
+        if messages is not None:
+            self._messages[position] = messages
         self._size_bytes += len(data)
         while self._size_bytes > self.size_max_bytes:
-            _, old = self._entries.popitem(last=False)
+            old_position, old = self._entries.popitem(last=False)
+            self._messages.pop(old_position, None)
             self._size_bytes -= len(old)
+
+    def messages_of(self, position: Position) -> int | None:
+        """The message count given when ``position`` was cached (None if not given or
+        not cached)."""
+        return self._messages.get(position)
 
     def get(self, position: Position) -> bytes | None:
         data = self._entries.get(position)
@@ -75,13 +86,16 @@ class EntryCache:
             if first >= position:
                 break
             self._size_bytes -= len(entries.pop(first))
+            self._messages.pop(first, None)
             n += 1
         return n
 
     def evict_ledger(self, ledger_id: int) -> None:
         for pos in [p for p in self._entries if p[0] == ledger_id]:
             self._size_bytes -= len(self._entries.pop(pos))
+            self._messages.pop(pos, None)
 
     def clear(self) -> None:
         self._entries.clear()
+        self._messages.clear()
         self._size_bytes = 0

@@ -159,10 +159,11 @@ class ManagedCursor:
                 return []  # a seek/rewind raced this read; the caller reads again
             if not data:
                 break
+            messages_of = ml.cache.messages_of
             for i, d in enumerate(data):
                 p = Position(pos[0], pos[1] + i)
                 if not state.is_acked(p):
-                    out.append(Entry(p, d))
+                    out.append(Entry(p, d, messages_of(p)))
             cursor_at = ledgers.next_position(Position(pos[0], pos[1] + len(data) - 1))
         state.advance_read_to(cursor_at)
         return out

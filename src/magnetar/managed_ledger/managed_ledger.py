@@ -69,10 +69,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One entry read from the log. ``data`` is shared, never copied; do not mutate."""
+    """One entry read from the log. ``data`` is shared, never copied; do not mutate.
+    ``messages``: the entry's message count as its appender gave it, when the entry came
+    from the cache of appended entries (None: not known without parsing ``data``)."""
 
     position: Position
     data: bytes
+    messages: int | None = None
 
 
 AddCallback = Callable[[Position | None, BaseException | None], None]
@@ -463,7 +466,7 @@ class ManagedLedger:
                 ledger_id, op.entry_id, len(op.data), op.messages, self._clock.now_ms()
             )
             position = Position(ledger_id, op.entry_id)
-            self.cache.insert(position, op.data)
+            self.cache.insert(position, op.data, op.messages)
             self.stats_added += 1
             op.finish(position, None)
             appended = True

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from magnetar.bookie import Bookie, BookieConfig
+from magnetar.bookie.gc_tuning import tune_gc_for_serving
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
 from magnetar.ledger import LedgerClient
@@ -134,24 +134,6 @@ class Standalone:
         if self.store is not None:
             await self.store.close()
             self.store = None
-
-
-GC_THRESHOLDS: Final = (50_000, 20, 100)
-"""Collector thresholds while serving (CPython's defaults are 700, 10, 10)."""
-
-
-def tune_gc_for_serving() -> None:
-    """Keep the cyclic garbage collector off the publish path (the process is this one's).
-
-    With the defaults, every ~700 allocations a collection rescans the objects of the adds
-    in flight, promotes them, and full collections walk everything imported at start-up
-    (FastAPI, protobuf, ...): measured 30-40% of the broker's CPU at 10k msg/s unbatched and
-    ~50 ms loop stalls (the p99 publish latency). Freezing the start-up heap takes it out of
-    every collection; a larger first threshold lets short-lived per-message objects die
-    before a collection sees them. Cycles are still collected, just less often.
-    """
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 async def run(config: StandaloneConfig, started_at: float | None = None) -> None:

@@ -13,6 +13,7 @@ import click
 
 from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.errors import CookieMismatch
+from magnetar.bookie.gc_tuning import tune_gc_for_serving
 
 
 @click.command()
@@ -25,7 +26,13 @@ from magnetar.bookie.errors import CookieMismatch
 @click.option("--gc-interval-ms", default=60_000, show_default=True, type=int)
 @click.option("--checkpoint-interval-ms", default=5_000, show_default=True, type=int)
 @click.option("--entry-log-size-max-bytes", default=512 * 1024**2, show_default=True, type=int)
-@click.option("--journal-group-wait-ms", default=0.0, show_default=True, type=float)
+@click.option(
+    "--journal-group-wait-ms",
+    default=1.0,  # BookieConfig.journal_group_wait_ms
+    show_default=True,
+    type=float,
+    help="pace journal syncs: wait this long after a sync before the next (0 = at once)",
+)
 @click.option("--session-timeout-s", default=10.0, show_default=True, type=float)
 def bookie(
     metadata_url: str,
@@ -63,6 +70,7 @@ def bookie(
         uvloop.install()
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         pass
+    tune_gc_for_serving()
     try:
         asyncio.run(_run(config, metadata_url, session_timeout_s))
     except CookieMismatch as exc:

@@ -98,6 +98,29 @@ class _Item:
         self.key_hash = 0
 
 
+class _Wake:
+    """The dispatcher's wake-up flag. :meth:`set` also resolves the future the dispatcher is
+    parked on (:attr:`parked`), so waiting for "an append or a wake-up" is one future."""
+
+    __slots__ = ("flag", "parked")
+
+    def __init__(self) -> None:
+        self.flag = False
+        self.parked: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        self.flag = True
+        parked = self.parked
+        if parked is not None and not parked.done():
+            parked.set_result(None)
+
+    def clear(self) -> None:
+        self.flag = False
+
+    def is_set(self) -> bool:
+        return self.flag
+
+
 class Subscription:
     """One subscription of ``topic``. Created by the topic; consumers come and go."""
 
@@ -120,7 +143,7 @@ class Subscription:
         self._delayed: DelayedDeliveryTracker | None = None
         self._replay: dict[Position, int] = {}
         """Entries to send again (Shared/Key_Shared) -> key hash (Key_Shared only)."""
-        self._wake = asyncio.Event()
+        self._wake = _Wake()
         self._sub_blocked_on_unacked = False
         self._task: asyncio.Task[None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
@@ -517,14 +540,22 @@ class Subscription:
                 waiter = ml.register_waiter()
             except ManagedLedgerError:
                 return
-            woken = asyncio.ensure_future(self._wake.wait())
-            waits: set[asyncio.Future[object]] = {waiter, woken}  # type: ignore[arg-type]
+            if self._wake.is_set():  # woken during the round
+                waiter.cancel()
+                continue
+            # Parked on the log's next append; a wake-up resolves the same future (no task
+            # and no asyncio.wait per park: this runs once per journal sync when caught up).
+            self._wake.parked = waiter
             try:
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                await waiter
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+            except MagnetarError:
+                pass  # the log failed or closed: the next round finds out
             finally:
-                woken.cancel()
-                if not waiter.done():
-                    waiter.cancel()
+                self._wake.parked = None
 
     async def _round(self) -> bool:
         if self._selector is not None:

@@ -472,7 +472,18 @@ class ManagedLedger:
             appended = True
         if appended:
             self._notify_waiters()
-            if self._should_roll():
+            # No clock read per entry: only the size limits are checked here; the age limit
+            # is checked by maintenance (every maintenance_interval_ms) and by _should_roll.
+            seg = self.ledgers.last_segment
+            cfg = self.config
+            if (
+                seg is not None
+                and (
+                    seg.entries >= cfg.ledger_entries_max
+                    or seg.size_bytes >= cfg.ledger_size_max_bytes
+                )
+                and self._should_roll()
+            ):
                 self._request_roll()
 
     def _on_add_failure(self, error: BaseException) -> None:

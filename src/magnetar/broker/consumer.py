@@ -27,6 +27,11 @@ SUB_TYPE_NAMES = {
 }
 
 
+_dict_get = dict.get
+_dict_set = dict.__setitem__
+_dict_pop = dict.pop
+
+
 class PendingEntries(dict[Position, int]):
     """Entries sent and not acknowledged (position -> message count), with the total
     message count kept up to date (for the max-unacked-messages limits)."""
@@ -37,15 +42,16 @@ class PendingEntries(dict[Position, int]):
         super().__init__()
         self.messages = 0
 
+    # dict's own methods called directly: super() costs a lookup per call (hot path)
     def __setitem__(self, position: Position, messages: int) -> None:
-        self.messages += messages - super().get(position, 0)
-        super().__setitem__(position, messages)
+        self.messages += messages - _dict_get(self, position, 0)
+        _dict_set(self, position, messages)
 
     def __delitem__(self, position: Position) -> None:
-        self.messages -= super().pop(position)
+        self.messages -= _dict_pop(self, position)
 
     def pop(self, position: Position, default: int | None = None) -> int | None:  # type: ignore[override]
-        messages = super().pop(position, None)
+        messages = _dict_pop(self, position, None)
         if messages is None:
             return default
         self.messages -= messages

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.stats import ConsumerMeters, SubscriptionMeters
 from magnetar.managed_ledger.position import Position
-from magnetar.protocol import ConsumerStatsResponse, MessageId, SubType, encode_message
+from magnetar.protocol import (
+    ConsumerStatsResponse,
+    MessageId,
+    SubType,
+    encode_message,
+    encode_message_at,
+)
 
 if TYPE_CHECKING:
     from magnetar.broker.connection import ServerConnection
@@ -129,17 +135,22 @@ class Consumer:
         meters.msg_out.record(messages, len(data))  # sampled: also its last_record_ms
         meters.entries_out += 1
         self.subscription_meters.msg_out.record(messages, len(data))
-        mid = MessageId(position[0], position[1], self.subscription.topic.partition_index)
-        self.connection.write_buffers(
-            encode_message(
+        partition = self.subscription.topic.partition_index
+        if ack_set is None and self.consumer_epoch is None:
+            # The common case: no MessageId object, no optional fields.
+            frame = encode_message_at(
+                self.consumer_id, position[0], position[1], partition, data, redelivery_count
+            )
+        else:
+            frame = encode_message(
                 self.consumer_id,
-                mid,
+                MessageId(position[0], position[1], partition),
                 redelivery_count,
                 data,
                 ack_set,
                 consumer_epoch=self.consumer_epoch,
             )
-        )
+        self.connection.write_buffers(frame)
 
     def stats_response(self, request_id: int) -> ConsumerStatsResponse:
         sub = self.subscription

@@ -89,17 +89,3 @@ async def _children(store: MetadataStore, path: str) -> list[str]:
         return await store.children(path)
     except Exception:
         return []
-
-
-async def wait_until(predicate: object, timeout_s: float = 30, what: str = "condition") -> None:
-    """Poll an async or sync predicate until true, with a deadline."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while loop.time() < deadline:
-        res = predicate()  # type: ignore[operator]
-        if asyncio.iscoroutine(res):
-            res = await res
-        if res:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")

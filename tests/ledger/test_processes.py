@@ -16,8 +16,9 @@ import pytest
 
 from magnetar.ledger import LedgerClient, LedgerClientConfig, LedgerState
 from magnetar.metadata import MetadataStore, connect
+from magnetar.testing import wait_until_async
 
-from .processes import BookieProcess, wait_until
+from .processes import BookieProcess
 
 
 def payload(i: int) -> bytes:
@@ -164,7 +165,9 @@ async def test_fencing_old_writer_resumed_after_sigstop(
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     try:
-        await wait_until(lambda: out_path.read_text().count("ACKED") >= 20, what="writer progress")
+        await wait_until_async(
+            lambda: out_path.read_text().count("ACKED") >= 20, 30, what="writer progress"
+        )
         writer.send_signal(signal.SIGSTOP)
         text = out_path.read_text()
         ledger_id = int(re.search(r"LEDGER (\d+)", text).group(1))  # type: ignore[union-attr]
@@ -177,7 +180,9 @@ async def test_fencing_old_writer_resumed_after_sigstop(
         assert last >= acked_before
 
         writer.send_signal(signal.SIGCONT)
-        await wait_until(lambda: "ERROR" in out_path.read_text(), what="old writer failing")
+        await wait_until_async(
+            lambda: "ERROR" in out_path.read_text(), 30, what="old writer failing"
+        )
         assert "ERROR LedgerFenced" in out_path.read_text()
         acked_after = max(int(x) for x in re.findall(r"ACKED (\d+)", out_path.read_text()))
         assert acked_after <= last

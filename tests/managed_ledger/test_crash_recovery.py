@@ -43,6 +43,7 @@ from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata import MetadataStore, connect
 from magnetar.metadata.zookeeper_server import ZooKeeperServer, free_port
+from magnetar.testing import wait_until_async
 
 LONG = os.environ.get("MAGNETAR_LONG_TESTS") == "1"
 TOTAL = 1_000_000
@@ -97,7 +98,7 @@ async def zk_cluster(tmp_path: Path) -> AsyncIterator[ZkCluster]:
             )
         store = await connect(url, session_timeout_s=4.0)
         try:
-            await wait_for(lambda: _registered(store), 30, "3 bookies registered")
+            await wait_until_async(lambda: _registered(store), 30, what="3 bookies registered")
         finally:
             await store.close()
         yield ZkCluster(url, bookies)
@@ -113,21 +114,6 @@ async def _registered(store: MetadataStore) -> bool:
     except Exception:
         return False
     return len([n for n in names if n != "readonly"]) >= 3
-
-
-async def wait_for(cond: object, timeout_s: float, what: str, interval_s: float = 0.05) -> None:
-    """Poll ``cond`` (sync or async callable) until true, failing after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        result = cond()  # type: ignore[operator]
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        await asyncio.sleep(interval_s)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @dataclass
 class WorkerLog:
     appended_max: int = -1
@@ -241,13 +227,13 @@ async def test_sigkill_at_random_points_loses_nothing(
         for i, target in enumerate(kills_at):
             worker = start_worker(zk_cluster.url, log_path, i)
             workers.append(worker)
-            await wait_for(
+            await wait_until_async(
                 lambda target=target, worker=worker: (
                     WorkerLog.parse(log_path).appended_max >= target or worker.poll() is not None
                 ),
                 600,
-                f"worker to append {target} ({seed_note})",
                 interval_s=0.5,
+                what=f"worker to append {target} ({seed_note})",
             )
             assert worker.poll() is None, f"worker died: rc={worker.returncode}"
             kills_ms.append(time.time_ns() // 1_000_000)

@@ -7,13 +7,14 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from magnetar.metadata import MetadataStore, NotFound, connect
+from magnetar.testing import wait_until_async
 
 CANDIDATE = Path(__file__).with_name("candidate.py")
 SESSION_TIMEOUT_S = 2.0
@@ -81,21 +82,6 @@ async def cluster(zookeeper_url: str, tmp_path: Path) -> AsyncIterator[Cluster]:
         await cluster.kill_all()
 
 
-async def until(check: Callable[[], object], what: str, timeout_s: float = WAIT_S) -> None:
-    """Poll ``check`` (sync or async) until truthy; fail after ``timeout_s``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 async def leader_of(store: MetadataStore) -> tuple[str, int] | None:
     try:
         leader = await store.get("/controller")
@@ -117,7 +103,7 @@ async def test_three_processes_failover_and_fencing(cluster: Cluster) -> None:
             current = await leader_of(observer)
             return current is not None and bool(cluster.candidates[current[0]].events("WRITE_OK"))
 
-        await until(elected, "a first leader")
+        await wait_until_async(elected, WAIT_S, what="a first leader")
         assert current is not None
         epochs_seen = [current[1]]
 
@@ -134,7 +120,7 @@ async def test_three_processes_failover_and_fencing(cluster: Cluster) -> None:
             current = await leader_of(observer)
             return current is not None and current[0] != previous[0]
 
-        await until(replaced, "a leader after SIGKILL", timeout_s=SESSION_TIMEOUT_S + 5)
+        await wait_until_async(replaced, SESSION_TIMEOUT_S + 5, what="a leader after SIGKILL")
         failover_s = loop.time() - killed_at
         assert failover_s < SESSION_TIMEOUT_S + 1.0, failover_s
         assert current is not None and current[1] > previous[1]
@@ -146,14 +132,16 @@ async def test_three_processes_failover_and_fencing(cluster: Cluster) -> None:
         stopped_epoch = current[1]
         stopped.process.send_signal(signal.SIGSTOP)
         previous = current
-        await until(replaced, "a leader after SIGSTOP", timeout_s=SESSION_TIMEOUT_S + 10)
+        await wait_until_async(replaced, SESSION_TIMEOUT_S + 10, what="a leader after SIGSTOP")
         assert current is not None and current[1] > stopped_epoch
         epochs_seen.append(current[1])
         new_leader = cluster.candidates[current[0]]
-        await until(lambda: new_leader.events("WRITE_OK"), "writes by the new leader")
+        await wait_until_async(lambda: new_leader.events("WRITE_OK"), WAIT_S, what="writes by the new leader")
         stopped.process.send_signal(signal.SIGCONT)
-        await until(
-            lambda: stopped.events("STALE_NEW_SESSION_REJECTED"), "the resumed leader deposed"
+        await wait_until_async(
+            lambda: stopped.events("STALE_NEW_SESSION_REJECTED"),
+            WAIT_S,
+            what="the resumed leader deposed",
         )
         deposed = stopped.events("DEPOSED")
         assert deposed and deposed[-1][2:] == [str(stopped_epoch), "LOST"], deposed

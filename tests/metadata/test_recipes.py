@@ -18,17 +18,10 @@ from magnetar.metadata import (
 from magnetar.metadata.cache import MetadataCache
 from magnetar.metadata.election import LeaderElection, Leadership, SequentialElection
 from magnetar.metadata.lock import Lock
+from magnetar.testing import wait_until_async
 
 OpenStore = Callable[[], Awaitable[MetadataStore]]
 WAIT_S = 15.0
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    """Poll ``check`` until true, failing after WAIT_S (a bounded wait on a condition)."""
-    async with asyncio.timeout(WAIT_S):
-        while not await check():
-            await asyncio.sleep(0.01)
-    assert await check(), what
 
 
 async def test_election_one_leader_and_increasing_epochs(open_store: OpenStore) -> None:
@@ -45,7 +38,7 @@ async def test_election_one_leader_and_increasing_epochs(open_store: OpenStore) 
             async def one_leader() -> bool:
                 return sum(e.is_leader for e in elections) == 1
 
-            await eventually(one_leader, "no leader elected")
+            await wait_until_async(one_leader, WAIT_S, what="no leader elected")
             leader = next(e for e in elections if e.is_leader)
             assert leader.epoch is not None
             assert not epochs or leader.epoch > epochs[-1]
@@ -154,12 +147,12 @@ async def test_cache_reads_through_and_stays_fresh(open_store: OpenStore) -> Non
             kids = await cache.children("/cfg")
             return a is not None and a.value == b"2" and m is not None and kids == ["a", "missing"]
 
-        await eventually(fresh, "cache never saw the writes")
+        await wait_until_async(fresh, WAIT_S, what="cache never saw the writes")
         await writer.delete("/cfg/a")
 
         async def gone() -> bool:
             return await cache.get("/cfg/a") is None and await cache.children("/cfg") == ["missing"]
 
-        await eventually(gone, "cache never saw the delete")
+        await wait_until_async(gone, WAIT_S, what="cache never saw the delete")
     finally:
         await cache.close()

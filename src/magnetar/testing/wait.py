@@ -14,11 +14,15 @@ POLL_INTERVAL_S = 0.02
 
 
 def wait_until(
-    predicate: Callable[[], T], timeout_s: float = 10.0, interval_s: float = POLL_INTERVAL_S
+    predicate: Callable[[], T],
+    timeout_s: float = 10.0,
+    interval_s: float = POLL_INTERVAL_S,
+    what: str = "condition",
 ) -> T:
     """Call ``predicate`` until it returns a truthy value, and return that value.
 
-    Raises :class:`AssertionError` once ``timeout_s`` has passed without success.
+    Raises :class:`AssertionError` naming ``what`` once ``timeout_s`` has passed without
+    success.
     """
     deadline = time.monotonic() + timeout_s
     while True:
@@ -26,7 +30,7 @@ def wait_until(
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s")
+            raise AssertionError(f"{what} not met within {timeout_s} s")
         time.sleep(interval_s)
 
 
@@ -34,6 +38,7 @@ async def wait_until_async(
     predicate: Callable[[], T | Awaitable[T]],
     timeout_s: float = 10.0,
     interval_s: float = POLL_INTERVAL_S,
+    what: str = "condition",
 ) -> T:
     """The asyncio form of :func:`wait_until`; ``predicate`` may return an awaitable."""
     deadline = time.monotonic() + timeout_s
@@ -44,5 +49,5 @@ async def wait_until_async(
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s")
+            raise AssertionError(f"{what} not met within {timeout_s} s")
         await asyncio.sleep(interval_s)

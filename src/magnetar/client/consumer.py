@@ -44,6 +44,7 @@ from magnetar.client.message import CorruptMessage, Message, decode_entry, entry
 from magnetar.client.message_id import MessageId
 from magnetar.client.negative_ack_tracker import NegativeAckTracker
 from magnetar.client.receive_queue import ReceiveQueue
+from magnetar.client.reconnect import reconnect
 from magnetar.client.schema import BytesSchema, Schema
 from magnetar.client.unacked_tracker import UnackedMessageTracker
 from magnetar.common.errors import MagnetarError
@@ -305,23 +306,18 @@ class Consumer:
             self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect())
 
     async def _reconnect(self) -> None:
-        while self._state == _State.CONNECTING:
-            await self._ctx.clock.sleep(self._backoff.next_ms() / 1000)
-            if self._state != _State.CONNECTING:
-                return
-            try:
-                await self._connect()
-                return
-            except MagnetarError as exc:
-                if exc.retriable or isinstance(exc, ConnectError):
-                    log.info(
-                        "consumer %s on %s: reconnect failed: %s", self._name, self._topic, exc
-                    )
-                    continue
-                log.warning("consumer %s on %s: fatal: %s", self._name, self._topic, exc)
-                self._state = _State.CLOSED
-                self._wake_all(exc)
-                return
+        await reconnect(
+            what=f"consumer {self._name} on {self._topic}",
+            clock=self._ctx.clock,
+            backoff=self._backoff,
+            still_connecting=lambda: self._state == _State.CONNECTING,
+            connect=self._connect,
+            on_fatal=self._fail_on_reconnect,
+        )
+
+    def _fail_on_reconnect(self, exc: MagnetarError) -> None:
+        self._state = _State.CLOSED
+        self._wake_all(exc)
 
     def _clear_queue(self) -> None:
         dropped = self._queue.clear()

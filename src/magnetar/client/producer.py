@@ -41,6 +41,7 @@ from magnetar.client.errors import (
 )
 from magnetar.client.message_builder import CHUNK_METADATA_RESERVE_BYTES, build_sends
 from magnetar.client.message_id import MessageId
+from magnetar.client.reconnect import reconnect
 from magnetar.client.schema import BytesSchema, Schema
 from magnetar.common.errors import ChecksumMismatch, MagnetarError, ServerError, error_for_code
 from magnetar.protocol import (
@@ -264,26 +265,19 @@ class Producer:
             self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect())
 
     async def _reconnect(self) -> None:
-        while self._state == _State.CONNECTING:
-            await self._ctx.clock.sleep(self._backoff.next_ms() / 1000)
-            if self._state != _State.CONNECTING:
-                return
-            try:
-                await self._connect()
-                return
-            except MagnetarError as exc:
-                if exc.retriable or isinstance(exc, ConnectError):
-                    log.info(
-                        "producer %s on %s: reconnect failed: %s", self._name, self._topic, exc
-                    )
-                    continue
-                log.warning(
-                    "producer %s on %s: fatal error on reconnect: %s", self._name, self._topic, exc
-                )
-                self._fatal = exc
-                self._state = _State.CLOSED
-                self._fail_everything(exc)
-                return
+        await reconnect(
+            what=f"producer {self._name} on {self._topic}",
+            clock=self._ctx.clock,
+            backoff=self._backoff,
+            still_connecting=lambda: self._state == _State.CONNECTING,
+            connect=self._connect,
+            on_fatal=self._fail_on_reconnect,
+        )
+
+    def _fail_on_reconnect(self, exc: MagnetarError) -> None:
+        self._fatal = exc
+        self._state = _State.CLOSED
+        self._fail_everything(exc)
 
     # ------------------------------------------------------------ sending
 

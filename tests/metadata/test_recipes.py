@@ -84,9 +84,10 @@ async def test_sequential_election_lowest_wins_in_order(open_store: OpenStore) -
     ]
     first = await elections[0].campaign()
     waiting = [asyncio.create_task(e.campaign()) for e in elections[1:]]
-    async with asyncio.timeout(WAIT_S):
-        while len(await elections[0].store.children("/auditor")) < 3:
-            await asyncio.sleep(0.01)
+    async def all_queued() -> bool:
+        return len(await elections[0].store.children("/auditor")) == 3
+
+    await wait_until_async(all_queued, WAIT_S, what="three candidates queued")
     assert not any(t.done() for t in waiting)
     assert await elections[0].leader() == b"a0"
     # concurrent creates may be numbered in either order: find who is next in line

@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import gc
-import itertools
 import json
 import os
 import signal
-import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
@@ -41,13 +43,12 @@ from magnetar.protocol import (
     CommandType,
     Connect,
     Flow,
+    Frame,
     FrameDecoder,
     Message,
-    MessageId,
     MessageMetadata,
     Pong,
     Producer,
-    SendReceipt,
     Subscribe,
     SubType,
     encode,
@@ -87,11 +88,16 @@ class Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.frames: asyncio.Queue[object] = asyncio.Queue()
         self.on_frame = lambda frame: self.frames.put_nowait(frame)
+        self.hook: Callable[[bytes], None] | None = None
+        """Once set, every received chunk goes here instead (the measured phase)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
+        if self.hook is not None:
+            self.hook(data)
+            return
         for frame in self.decoder.feed(data):
             if frame.command.TYPE is CommandType.PING:
                 assert self.transport is not None
@@ -117,126 +123,228 @@ async def connect(port: int) -> Conn:
     return conn
 
 
-def entry_for(batched: bool) -> tuple[list[bytes | memoryview], int]:
+def entry_for(size: int, batched: bool) -> tuple[bytes, int]:
+    """One stored entry (metadata + payload, contiguous) and the messages it holds."""
     now = int(time.time() * 1000)
+    payload = b"x" * size
     if batched:
-        payload = build_batch([(SingleMessageMetadata(), PAYLOAD)] * BATCH)
+        batch = build_batch([(SingleMessageMetadata(), payload)] * BATCH)
         md = MessageMetadata(
             producer_name="bench", sequence_id=0, publish_time=now, num_messages_in_batch=BATCH
         )
-        return build_entry(md, payload), BATCH
+        return b"".join(build_entry(md, batch)), BATCH
     md = MessageMetadata(producer_name="bench", sequence_id=0, publish_time=now)
-    return build_entry(md, PAYLOAD), 1
+    return b"".join(build_entry(md, payload)), 1
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+class SendFrames:
+    """SEND frames around one pre-built entry, the command written by hand (a few bytes
+    around two varints) so that building a frame costs the generator well under a
+    microsecond. Checked against the codec's own encoder when made."""
+
+    def __init__(self, entry: bytes, per_send: int) -> None:
+        self.entry = entry
+        self.per_send = per_send
+        # BaseCommand{type=SEND; send{producer_id, sequence_id, num_messages}}
+        self._tail = b"" if per_send == 1 else b"\x18" + _uvarint(per_send)
+        for pid, seq in ((1, 0), (3, 300), (2, 1 << 40)):
+            expected = b"".join(
+                encode_payload_command(
+                    Send(producer_id=pid, sequence_id=seq, num_messages=per_send), [entry]
+                )
+            )
+            assert b"".join(self.frame(pid, seq)) == expected, "hand-built SEND differs"
+
+    def frame(self, producer_id: int, sequence_id: int) -> tuple[bytes, bytes]:
+        send = b"\x08" + _uvarint(producer_id) + b"\x10" + _uvarint(sequence_id) + self._tail
+        cmd = b"\x08\x06\x32" + _uvarint(len(send)) + send
+        return _U32X2.pack(4 + len(cmd) + len(self.entry), len(cmd)) + cmd, self.entry
+
+
+_U32X2 = struct.Struct(">II")
+_U32 = struct.Struct(">I")
+_TYPE_SEND_RECEIPT = int(CommandType.SEND_RECEIPT)
+_TYPE_MESSAGE = int(CommandType.MESSAGE)
+_TYPE_PING = int(CommandType.PING)
+_PONG_FRAME = encode(_PONG)
+
+
+class LeanFrames:
+    """Splits a byte stream into frames and reads only the command type (the byte after
+    BaseCommand's first tag; every type used here is below 128). ``on_frame(type, frame)``
+    sees each frame as a memoryview; PINGs are answered."""
+
+    def __init__(self, transport: asyncio.Transport, on_frame: Callable[[int, memoryview], None]):
+        self.transport = transport
+        self.on_frame = on_frame
+        self.buf = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        view = memoryview(buf)
+        pos = 0
+        end = len(buf)
+        unpack = _U32.unpack_from
+        on_frame = self.on_frame
+        while end - pos >= 4:
+            (size,) = unpack(buf, pos)
+            if end - pos - 4 < size:
+                break
+            kind = buf[pos + 9]
+            if kind == _TYPE_PING:
+                self.transport.write(_PONG_FRAME)
+            else:
+                on_frame(kind, view[pos : pos + 4 + size])
+            pos += 4 + size
+        view.release()
+        del buf[:pos]
+
+
+def decode_one(frame: memoryview) -> Frame:
+    (decoded,) = FrameDecoder().feed(bytes(frame))
+    return decoded
 
 
 async def run_raw(
-    port: int, topic: str, batched: bool, seconds: float, rate_limit_sends: float | None = None
+    port: int,
+    topics: list[str],
+    frames: SendFrames,
+    seconds: float,
+    rate_limit_sends: float | None = None,
 ) -> dict[str, float]:
-    """Produce for ``seconds`` while a consumer drains; returns rates and latencies."""
-    entry, per_send = entry_for(batched)
+    """Produce round-robin to ``topics`` for ``seconds`` while a consumer drains every one;
+    returns rates, the generator's CPU per message and, when rate-limited, publish
+    latencies (SEND written → SEND_RECEIPT read; receipts of one producer come in order)."""
+    per_send = frames.per_send
     prod = await connect(port)
     cons = await connect(port)
-    await cons.request(
-        Subscribe(topic=topic, subscription="bench", sub_type=SubType.Exclusive,
-                  consumer_id=1, request_id=1)
-    )  # fmt: skip
-    await prod.request(Producer(topic=topic, producer_id=1, request_id=2))
-    permits = 20_000 if not batched else 200_000
+    n = len(topics)
+    for i, topic in enumerate(topics, 1):
+        await cons.request(
+            Subscribe(topic=topic, subscription="bench", sub_type=SubType.Exclusive,
+                      consumer_id=i, request_id=100 + i)
+        )  # fmt: skip
+        await prod.request(Producer(topic=topic, producer_id=i, request_id=200 + i))
     assert cons.transport is not None and prod.transport is not None
-    cons.transport.write(encode(Flow(consumer_id=1, message_permits=permits)))
-    received = 0
-    granted = 0
-    last_id: MessageId | None = None
-    acked_at = 0
+    permits = 20_000 if per_send == 1 else 200_000
+    for i in range(1, n + 1):
+        cons.transport.write(encode(Flow(consumer_id=i, message_permits=permits)))
+    loop = asyncio.get_running_loop()
+    finished = loop.create_future()
 
-    def on_message(frame: object) -> None:
-        nonlocal received, granted, last_id, acked_at
-        cmd = frame.command  # type: ignore[attr-defined]
-        if not isinstance(cmd, Message):
+    # --- consumer: count MESSAGE frames, grant permits, ack cumulatively now and then ---
+    received = 0
+    granted = [0] * (n + 1)
+    consumed_at = [0] * (n + 1)
+    target = -1
+
+    def on_message(kind: int, frame: memoryview) -> None:
+        nonlocal received
+        if kind != _TYPE_MESSAGE:
+            print("consumer got", decode_one(frame).command)
             return
         received += per_send
-        granted += per_send
-        last_id = cmd.message_id
-        if granted >= permits // 2:
-            assert cons.transport is not None
-            cons.transport.write(encode(Flow(consumer_id=1, message_permits=granted)))
-            granted = 0
-        if received - acked_at >= permits // 4:
-            acked_at = received
-            assert cons.transport is not None
-            cons.transport.write(
-                encode(Ack(consumer_id=1, ack_type=AckType.Cumulative, message_id=(last_id,)))
-            )
+        cmd = None
+        # BaseCommand{type=MESSAGE; message(len < 128){consumer_id(< 128), ...}}
+        assert frame[11] < 0x80 and frame[12] == 0x08
+        cid = frame[13]
+        granted[cid] += per_send
+        consumed_at[cid] += per_send
+        if granted[cid] >= permits // 2:
+            cons_write(encode(Flow(consumer_id=cid, message_permits=granted[cid])))
+            granted[cid] = 0
+        if consumed_at[cid] >= permits // 4:
+            consumed_at[cid] = 0
+            cmd = decode_one(frame).command
+            assert isinstance(cmd, Message) and cmd.consumer_id == cid
+            cons_write(
+                encode(Ack(consumer_id=cid, ack_type=AckType.Cumulative,
+                           message_id=(cmd.message_id,)))
+            )  # fmt: skip
+        if received == target and not finished.done():
+            finished.set_result(None)
 
-    cons.on_frame = on_message
-    sent_at: dict[int, float] = {}
+    cons_write = cons.transport.write
+    cons.hook = LeanFrames(cons.transport, on_message).feed
+
+    # --- producer: a window of SENDs in flight, topped up from the receipts ---
+    sent = 0
+    acked = 0
+    seq = 0
+    send_times: collections.deque[float] = collections.deque()
     latencies: list[float] = []
-    window = asyncio.Semaphore(WINDOW_SENDS)
-    done_sends = 0
-
-    def on_receipt(frame: object) -> None:
-        nonlocal done_sends
-        cmd = frame.command  # type: ignore[attr-defined]
-        if isinstance(cmd, SendReceipt):
-            t = sent_at.pop(cmd.sequence_id, None)
-            if t is not None and rate_limit_sends is not None:
-                latencies.append(time.perf_counter() - t)
-            done_sends += 1
-            window.release()
-        else:
-            print("producer got", cmd)
-
-    prod.on_frame = on_receipt
+    limited = rate_limit_sends is not None
+    stopping = False
     write = prod.transport.writelines
-    # Frames are gathered and written together (at most WRITE_BATCH_SENDS, and always before
-    # waiting), like the broker's own output: one system call per message would make the
-    # generator, not the broker, the bottleneck on two shared cores.
-    out: list[bytes | memoryview] = []
-    seq = itertools.count()
+    frame = frames.frame
+
+    def send(count: int) -> None:
+        nonlocal sent, seq
+        out: list[bytes] = []
+        for _ in range(count):
+            out.extend(frame(seq % n + 1, seq))
+            seq += 1
+        sent += count
+        write(out)
+
+    def on_receipt(kind: int, data: memoryview) -> None:
+        nonlocal acked
+        if kind != _TYPE_SEND_RECEIPT:
+            raise SystemExit(f"producer got {decode_one(data).command}")
+        acked += 1
+        if limited:
+            latencies.append(time.perf_counter() - send_times.popleft())
+
+    def on_receipts(data: bytes) -> None:
+        prod_lean.feed(data)
+        if not limited and not stopping:
+            room = WINDOW_SENDS - (sent - acked)
+            if room >= WRITE_BATCH_SENDS:
+                send(room)
+        if stopping and acked == sent and not all_acked.done():
+            all_acked.set_result(None)
+
+    all_acked = loop.create_future()
+    prod_lean = LeanFrames(prod.transport, on_receipt)
+    prod.hook = on_receipts
     t0 = time.perf_counter()
     cpu0 = time.process_time()
-    deadline = t0 + seconds
-    interval = None if rate_limit_sends is None else 1 / rate_limit_sends
-    next_at = t0
-    while True:
-        now = time.perf_counter()
-        if now >= deadline:
-            break
-        if interval is not None:
-            if now < next_at:
-                if out:
-                    write(out)
-                    out = []
-                await asyncio.sleep(next_at - now)
-            next_at += interval
-        if window.locked() and out:
-            write(out)
-            out = []
-        await window.acquire()
-        s = next(seq)
-        sent_at[s] = time.perf_counter()
-        out.extend(
-            encode_payload_command(Send(producer_id=1, sequence_id=s, num_messages=per_send), entry)
-        )
-        if len(out) >= 2 * WRITE_BATCH_SENDS:
-            write(out)
-            out = []
-    if out:
-        write(out)
-    sent = next(seq)
-    while done_sends < sent:
-        await asyncio.sleep(0.01)
+    if limited:
+        assert rate_limit_sends is not None
+        # every millisecond, write what is due (a timer per message would be the bottleneck)
+        deadline = t0 + seconds
+        while (now := time.perf_counter()) < deadline:
+            due = min(int((now - t0) * rate_limit_sends) - sent, WINDOW_SENDS - (sent - acked))
+            if due > 0:
+                send_times.extend([now] * due)
+                send(due)
+            await asyncio.sleep(0.001)
+    else:
+        send(WINDOW_SENDS)
+        await asyncio.sleep(seconds)
+    stopping = True
+    if acked < sent:
+        await asyncio.wait_for(all_acked, 60)
     produce_s = time.perf_counter() - t0
     target = sent * per_send
-    drain_deadline = time.perf_counter() + 60
-    while received < target and time.perf_counter() < drain_deadline:
-        await asyncio.sleep(0.01)
+    if received < target:
+        await asyncio.wait_for(finished, 60)
     consume_s = time.perf_counter() - t0
     generator_cpu_s = time.process_time() - cpu0
     for c in (prod, cons):
         assert c.transport is not None
         c.transport.close()
-    out = {
+    result = {
         "messages": float(target),
         "produce_msg_per_s": target / produce_s,
         "consume_msg_per_s": received / consume_s,
@@ -244,10 +352,9 @@ async def run_raw(
     }
     if latencies:
         latencies.sort()
-        out["publish_latency_p50_ms"] = statistics.median(latencies) * 1000
-        out["publish_latency_p99_ms"] = latencies[int(len(latencies) * 0.99) - 1] * 1000
-        out["rate_sends_per_s"] = float(rate_limit_sends or 0)
-    return out
+        for name, q in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999)):
+            result[f"publish_latency_{name}_ms"] = latencies[int(len(latencies) * q) - 1] * 1000
+    return result
 
 
 def run_wheel(url: str, n: int) -> dict[str, float]:
@@ -294,12 +401,28 @@ def stop_profile(spy: subprocess.Popen[bytes] | None) -> None:
         spy.wait(30)
 
 
+def create_partitioned(http_url: str, topic: str, partitions: int) -> list[str]:
+    """The partition topics of a new partitioned topic (created through the admin API)."""
+    if partitions == 1:
+        return [topic]
+    url = f"{http_url}/admin/v2/persistent/public/default/{topic}/partitions"
+    request = urllib.request.Request(url, data=str(partitions).encode(), method="PUT",
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+    urllib.request.urlopen(request, timeout=30).close()
+    return [f"persistent://public/default/{topic}-partition-{i}" for i in range(partitions)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--wheel-messages", type=int, default=20_000, help="0: skip the wheel")
+    parser.add_argument("--sizes", default="100,1024", help="message sizes in bytes")
+    parser.add_argument("--partitions", default="1,4", help="partition counts")
     parser.add_argument(
-        "--modes", default="batched,unbatched,latency", help="comma-separated subset to run"
+        "--modes",
+        default="batched,unbatched,latency",
+        help="comma-separated subset: batched, unbatched (maximum rates), latency (at half "
+        "the maximum unbatched rate, one partition)",
     )
     parser.add_argument(
         "--profile",
@@ -309,8 +432,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     modes = set(args.modes.split(","))
-    # The load generator allocates per frame like the broker does: keep the collector from
-    # rescanning in-flight objects every 700 allocations (it was ~10% of its CPU).
+    sizes = [int(x) for x in args.sizes.split(",")]
+    partition_counts = [int(x) for x in args.partitions.split(",")]
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
     results: dict[str, float] = {}
@@ -323,31 +446,41 @@ def main() -> None:
         pid = node.proc.pid
         results["standalone_rss_mb_idle"] = rss_mb(pid)
         try:
-            for batched in (True, False):
-                if ("batched" if batched else "unbatched") not in modes:
-                    continue
-                key = "batched" if batched else "unbatched"
-                c0 = cpu_s(pid)
-                spy = start_profile(args.profile, pid, key)
-                r = uvloop.run(run_raw(node.port, f"raw-{key}", batched, args.seconds))
-                stop_profile(spy)
-                results[f"{key}_produce_msg_per_s"] = r["produce_msg_per_s"]
-                results[f"{key}_consume_msg_per_s"] = r["consume_msg_per_s"]
-                results[f"{key}_broker_cpu_us_per_msg"] = (cpu_s(pid) - c0) / r["messages"] * 1e6
-                results[f"{key}_generator_cpu_us_per_msg"] = r["generator_cpu_us_per_msg"]
-            if "latency" in modes and "unbatched_produce_msg_per_s" in results:
-                half = results["unbatched_produce_msg_per_s"] / 2
-                r = uvloop.run(run_raw(node.port, "raw-latency", False, args.seconds, half))
-                results["latency_rate_msg_per_s"] = half
-                results["publish_latency_p50_ms"] = r["publish_latency_p50_ms"]
-                results["publish_latency_p99_ms"] = r["publish_latency_p99_ms"]
+            for size in sizes:
+                for kind in ("batched", "unbatched"):
+                    if kind not in modes:
+                        continue
+                    frames = SendFrames(*entry_for(size, kind == "batched"))
+                    for partitions in partition_counts:
+                        key = f"{kind}_{size}B_{partitions}p"
+                        topics = create_partitioned(node.http_url, f"raw-{key}", partitions)
+                        c0 = cpu_s(pid)
+                        spy = start_profile(args.profile, pid, key)
+                        r = uvloop.run(run_raw(node.port, topics, frames, args.seconds))
+                        stop_profile(spy)
+                        results[f"{key}_produce_msg_per_s"] = r["produce_msg_per_s"]
+                        results[f"{key}_consume_msg_per_s"] = r["consume_msg_per_s"]
+                        results[f"{key}_broker_cpu_us_per_msg"] = (
+                            (cpu_s(pid) - c0) / r["messages"] * 1e6
+                        )
+                        results[f"{key}_generator_cpu_us_per_msg"] = r["generator_cpu_us_per_msg"]
+                    half_key = f"unbatched_{size}B_1p_produce_msg_per_s"
+                    if "latency" in modes and kind == "unbatched" and half_key in results:
+                        half = results[half_key] / 2
+                        key = f"latency_{size}B"
+                        r = uvloop.run(
+                            run_raw(node.port, [f"raw-{key}"], frames, args.seconds, half)
+                        )
+                        results[f"{key}_rate_msg_per_s"] = half
+                        for q in ("p50", "p99", "p999"):
+                            results[f"{key}_publish_{q}_ms"] = r[f"publish_latency_{q}_ms"]
             if args.wheel_messages:
                 results.update(run_wheel(node.url, args.wheel_messages))
             results["standalone_rss_mb_after"] = rss_mb(pid)
         finally:
             node.stop()
     for k, v in results.items():
-        print(f"{k:36} {v:14.3f}")
+        print(f"{k:44} {v:14.3f}")
     out = Path(__file__).parent / "results" / "broker.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")

@@ -56,7 +56,9 @@ async def test_failover_events_three_consumers(standalone: StandaloneProcess, to
             await consumers[other].receive(200)
 
 
-async def test_negative_ack_redelivers_with_count(standalone: StandaloneProcess, topic: str) -> None:
+async def test_negative_ack_redelivers_with_count(
+    standalone: StandaloneProcess, topic: str
+) -> None:
     async with Client(standalone.url) as client:
         consumer = await client.subscribe(
             topic, "s", consumer_type=ConsumerType.Shared, negative_ack_redelivery_delay_ms=100
@@ -150,7 +152,9 @@ async def test_our_producer_to_official_consumer(
         official.close()
 
 
-async def test_official_reader_reads_our_string_schema(standalone: StandaloneProcess, topic: str) -> None:
+async def test_official_reader_reads_our_string_schema(
+    standalone: StandaloneProcess, topic: str
+) -> None:
     from magnetar.client import StringSchema
 
     official = pulsar.Client(standalone.url)

@@ -74,7 +74,9 @@ async def test_batches_with_compression(
         assert got[7].properties() == {"n": "7"} and got[8].properties() == {}
 
 
-async def test_reader_from_earliest_latest_and_id(standalone: StandaloneProcess, topic: str) -> None:
+async def test_reader_from_earliest_latest_and_id(
+    standalone: StandaloneProcess, topic: str
+) -> None:
     async with Client(standalone.url) as client:
         producer = await client.create_producer(topic, batching_enabled=False)
         ids = [await producer.send(b"%d" % i) for i in range(10)]
@@ -96,7 +98,9 @@ async def test_reader_from_earliest_latest_and_id(standalone: StandaloneProcess,
         assert (await reader.read_next(5000)).data() == b"2"
 
 
-async def test_partitioned_topic_round_robin_and_keys(standalone: StandaloneProcess, topic: str) -> None:
+async def test_partitioned_topic_round_robin_and_keys(
+    standalone: StandaloneProcess, topic: str
+) -> None:
     import urllib.request
 
     req = urllib.request.Request(
@@ -154,7 +158,9 @@ async def test_record_schemas(
         assert msg.value() == Point(1, 2.5, "a")
 
 
-async def test_string_schema_and_initial_position(standalone: StandaloneProcess, topic: str) -> None:
+async def test_string_schema_and_initial_position(
+    standalone: StandaloneProcess, topic: str
+) -> None:
     async with Client(standalone.url) as client:
         producer = await client.create_producer(topic, schema=StringSchema())
         await producer.send("héllo")

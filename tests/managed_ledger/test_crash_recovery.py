@@ -114,6 +114,8 @@ async def _registered(store: MetadataStore) -> bool:
     except Exception:
         return False
     return len([n for n in names if n != "readonly"]) >= 3
+
+
 @dataclass
 class WorkerLog:
     appended_max: int = -1

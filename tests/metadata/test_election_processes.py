@@ -136,7 +136,9 @@ async def test_three_processes_failover_and_fencing(cluster: Cluster) -> None:
         assert current is not None and current[1] > stopped_epoch
         epochs_seen.append(current[1])
         new_leader = cluster.candidates[current[0]]
-        await wait_until_async(lambda: new_leader.events("WRITE_OK"), WAIT_S, what="writes by the new leader")
+        await wait_until_async(
+            lambda: new_leader.events("WRITE_OK"), WAIT_S, what="writes by the new leader"
+        )
         stopped.process.send_signal(signal.SIGCONT)
         await wait_until_async(
             lambda: stopped.events("STALE_NEW_SESSION_REJECTED"),

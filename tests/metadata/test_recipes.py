@@ -84,6 +84,7 @@ async def test_sequential_election_lowest_wins_in_order(open_store: OpenStore) -
     ]
     first = await elections[0].campaign()
     waiting = [asyncio.create_task(e.campaign()) for e in elections[1:]]
+
     async def all_queued() -> bool:
         return len(await elections[0].store.children("/auditor")) == 3
 

@@ -34,7 +34,6 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneP
         yield node
 
 
-
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     # Python workers must run the project's interpreter (magnetar, pyarrow).

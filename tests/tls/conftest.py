@@ -45,7 +45,6 @@ def tls_standalone(
         yield node
 
 
-
 @pytest.fixture
 def topic() -> str:
     return f"persistent://public/default/tls-{next(_names)}-{uuid.uuid4().hex[:8]}"

@@ -892,12 +892,13 @@ class ManagedLedger:
         return doomed
 
     def evict_cache(self) -> None:
-        """Drop cached entries every cursor has already read."""
+        """Drop cached entries every cursor has already read (a bounded number now, the
+        rest as new entries arrive: see :mod:`~magnetar.managed_ledger.entry_cache`)."""
         if not self.cursors:
-            self.cache.evict_before(self.ledgers.end_position)
+            self.cache.evict_before_gradually(self.ledgers.end_position)
             return
         slowest_read = min(c.state.read_position for c in self.cursors.values())
-        self.cache.evict_before(slowest_read)
+        self.cache.evict_before_gradually(slowest_read)
 
     # --- offload hook ----------------------------------------------------------------------
 

@@ -221,6 +221,7 @@ async def run_raw(
     frames: SendFrames,
     seconds: float,
     rate_limit_sends: float | None = None,
+    consume: bool = True,
 ) -> dict[str, float]:
     """Produce round-robin to ``topics`` for ``seconds`` while a consumer drains every one;
     returns rates, the generator's CPU per message and, when rate-limited, publish
@@ -230,6 +231,9 @@ async def run_raw(
     cons = await connect(port)
     n = len(topics)
     for i, topic in enumerate(topics, 1):
+        if not consume:
+            await prod.request(Producer(topic=topic, producer_id=i, request_id=200 + i))
+            continue
         await cons.request(
             Subscribe(topic=topic, subscription="bench", sub_type=SubType.Exclusive,
                       consumer_id=i, request_id=100 + i)
@@ -237,7 +241,7 @@ async def run_raw(
         await prod.request(Producer(topic=topic, producer_id=i, request_id=200 + i))
     assert cons.transport is not None and prod.transport is not None
     permits = 20_000 if per_send == 1 else 200_000
-    for i in range(1, n + 1):
+    for i in range(1, n + 1 if consume else 1):
         cons.transport.write(encode(Flow(consumer_id=i, message_permits=permits)))
     loop = asyncio.get_running_loop()
     finished = loop.create_future()
@@ -337,7 +341,7 @@ async def run_raw(
         await asyncio.wait_for(all_acked, 60)
     produce_s = time.perf_counter() - t0
     target = sent * per_send
-    if received < target:
+    if received < target and consume:
         await asyncio.wait_for(finished, 60)
     consume_s = time.perf_counter() - t0
     generator_cpu_s = time.process_time() - cpu0

@@ -158,12 +158,16 @@ class ServerConnection(asyncio.Protocol):
     # input produced, instead of one per frame. Order is kept: every write goes through here.
 
     def send_command(self, command: Command) -> None:
+        self.send_frame(encode(command))
+
+    def send_frame(self, frame: bytes) -> None:
+        """Like :meth:`send_command` for a frame already encoded."""
         if self.transport is not None and not self.closed:
             out = self._out
             if out is None:
                 out = self._out = []
                 self._loop.call_soon(self._flush)
-            out.append(encode(command))
+            out.append(frame)
 
     def write_buffers(self, buffers: list[bytes | memoryview]) -> None:
         if self.transport is not None and not self.closed:

@@ -18,15 +18,8 @@ from magnetar.broker.producer_access import AccessMode, ProducerKey
 from magnetar.broker.stats import ProducerMeters
 from magnetar.common.errors import MagnetarError, ProtocolError, ServerError, wire_error
 from magnetar.managed_ledger.position import Position
-from magnetar.protocol import (
-    Command,
-    Entry,
-    MessageId,
-    ProducerSuccess,
-    Send,
-    SendError,
-    SendReceipt,
-)
+from magnetar.protocol import Entry, ProducerSuccess, Send, SendError, encode
+from magnetar.protocol.frame import encode_send_receipt_at
 
 if TYPE_CHECKING:
     from magnetar.broker.connection import ServerConnection
@@ -40,7 +33,8 @@ class _PendingSend:
 
     def __init__(self, sequence_id: int) -> None:
         self.sequence_id = sequence_id
-        self.reply: Command | None = None
+        self.reply: bytes | None = None
+        """The encoded SEND_RECEIPT or SEND_ERROR frame, once known."""
 
 
 class Producer:
@@ -65,11 +59,8 @@ class Producer:
         self.topic_epoch = topic_epoch
         self.key = ProducerKey(connection.connection_id, producer_id)
         self._pending: deque[_PendingSend] = deque()
-        self._drained: asyncio.Event = asyncio.Event()
-        self._drained.set()
+        self._drain_waiters: list[asyncio.Future[None]] = []
         self.closed = False
-        self.msg_in_counter = 0
-        self.bytes_in_counter = 0
         self.connected_since_ms = topic.service.clock.now_ms()
         self.meters = ProducerMeters(topic.service.clock, topic.service.meter_sampler)
 
@@ -85,37 +76,37 @@ class Producer:
     # --- publishing ----------------------------------------------------------------------
 
     def handle_send(self, send: Send, entry: Entry) -> None:
-        """Called inline by the connection, in arrival order."""
+        """Called inline by the connection, in arrival order.
+
+        The entry's metadata is parsed only when deduplication needs it (chunk ids): the
+        message count comes from the SEND (``num_messages``) and chunking from its
+        ``is_chunk``, as Pulsar's broker takes them."""
         op = _PendingSend(send.sequence_id)
         self._pending.append(op)
-        self._drained.clear()
         self.connection.send_started()
         if not entry.verify_checksum():
             self._answer(op, self._error(op, ServerError.ChecksumError, "Checksum failed"))
             return
-        try:
-            md = entry.metadata
-            num_messages = md.num_messages
-            batch_size = md.num_messages_in_batch
-            chunk_id = md.chunk_id
-            num_chunks = md.num_chunks_from_msg
-        except ProtocolError as exc:
-            self._answer(op, self._error(op, ServerError.UnknownError, f"bad metadata: {exc}"))
-            return
         topic = self.topic
         dedup = topic.dedup
+        chunk_id: int | None = None
+        num_chunks: int | None = None
         if dedup is not None:
+            try:
+                md = entry.metadata
+                chunk_id = md.chunk_id
+                num_chunks = md.num_chunks_from_msg
+            except ProtocolError as exc:
+                self._answer(op, self._error(op, ServerError.UnknownError, f"bad metadata: {exc}"))
+                return
             status = dedup.check(
                 self.name, send.sequence_id, send.highest_sequence_id, chunk_id, num_chunks
             )
             if status is DupStatus.DUP:
                 self._answer(
                     op,
-                    SendReceipt(
-                        producer_id=self.producer_id,
-                        sequence_id=send.sequence_id,
-                        message_id=MessageId(-1, -1),
-                        highest_sequence_id=send.highest_sequence_id,
+                    encode_send_receipt_at(
+                        self.producer_id, send.sequence_id, -1, -1, send.highest_sequence_id
                     ),
                 )
                 return
@@ -126,10 +117,9 @@ class Producer:
                 )
                 return
         data = bytes(entry.data)
-        self.msg_in_counter += num_messages
-        self.bytes_in_counter += len(data)
+        num_messages = send.num_messages
         self.meters.msg_in.record(num_messages, len(data))
-        if chunk_id is not None:
+        if send.is_chunk:
             self.meters.chunked.record(1)
 
         def done(position: Position | None, err: BaseException | None) -> None:
@@ -148,34 +138,51 @@ class Producer:
                 topic.dedup_advanced(position)
             self._answer(
                 op,
-                SendReceipt(
-                    producer_id=self.producer_id,
-                    sequence_id=send.sequence_id,
-                    message_id=MessageId(position[0], position[1]),
-                    highest_sequence_id=send.highest_sequence_id,
+                encode_send_receipt_at(
+                    self.producer_id,
+                    send.sequence_id,
+                    position[0],
+                    position[1],
+                    send.highest_sequence_id,
                 ),
             )
 
-        topic.publish_callback(data, num_messages, batch_size, done)
+        topic.publish_callback(data, num_messages, done)
 
-    def _error(self, op: _PendingSend, code: ServerError, message: str) -> SendError:
-        return SendError(
-            producer_id=self.producer_id, sequence_id=op.sequence_id, error=code, message=message
+    def _error(self, op: _PendingSend, code: ServerError, message: str) -> bytes:
+        return encode(
+            SendError(
+                producer_id=self.producer_id,
+                sequence_id=op.sequence_id,
+                error=code,
+                message=message,
+            )
         )
 
-    def _answer(self, op: _PendingSend, reply: Command) -> None:
+    def _answer(self, op: _PendingSend, reply: bytes) -> None:
         op.reply = reply
         pending = self._pending
         conn = self.connection
+        if pending[0] is op:  # the usual case: answers come in SEND order
+            pending.popleft()
+            if not self.closed:
+                conn.send_frame(reply)
+            conn.send_finished()
         while pending and pending[0].reply is not None:
             head = pending.popleft()
             assert head.reply is not None
             if not self.closed:
-                conn.send_command(head.reply)
+                conn.send_frame(head.reply)
             conn.send_finished()
-        if not pending:
-            self._drained.set()
+        if not pending and self._drain_waiters:
+            waiters, self._drain_waiters = self._drain_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     async def drain(self) -> None:
         """Return once every SEND received so far is answered."""
-        await self._drained.wait()
+        if self._pending:
+            waiter = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(waiter)
+            await waiter

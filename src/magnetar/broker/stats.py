@@ -23,6 +23,7 @@ occasional bucket rotation); reading is O(buckets).
 from __future__ import annotations
 
 import weakref
+from bisect import bisect_left
 
 from magnetar.common.clock import Clock
 
@@ -205,11 +206,8 @@ class LatencyHistogram:
         self.sum_ms = 0.0
 
     def observe(self, latency_ms: float) -> None:
-        i = 0
-        bounds = self.bounds_ms
-        while i < len(bounds) and latency_ms > bounds[i]:
-            i += 1
-        self.counts[i] += 1
+        # the first bucket whose bound is >= the latency (the overflow bucket past them all)
+        self.counts[bisect_left(self.bounds_ms, latency_ms)] += 1
         self.sum_ms += latency_ms
 
     @property
@@ -276,9 +274,17 @@ class TopicMeters:
     """What one topic records: messages in (all producers, past and present) and the
     latency from receiving a SEND to its entry being stored."""
 
-    __slots__ = ("last_publish_ms", "msg_in", "publish_latency")
+    __slots__ = ("msg_in", "publish_latency")
 
     def __init__(self, clock: Clock, sampler: MeterSampler | None = None) -> None:
-        self.msg_in = _in_rate(clock, sampler)
+        self.msg_in = SampledRateMeter(clock, sampler)
+        """Sampled (see :class:`SampledRateMeter`); without a ``sampler`` every read samples."""
         self.publish_latency = LatencyHistogram()
-        self.last_publish_ms = 0
+
+    @property
+    def last_publish_ms(self) -> int:
+        """When messages last came in (wall clock, ms; 0 = never): the time of the sample
+        that first saw them, so never before the publish and at most a sampling interval
+        after it."""
+        self.msg_in.sample()
+        return self.msg_in.last_record_ms

@@ -110,7 +110,9 @@ class Topic:
         self._dedup_position: Position | None = None
         self._dedup_saved: Position | None = None
         self._dedup_task: asyncio.Task[None] | None = None
-        self.last_entry_batch_size: int | None = None
+        self._last_entry: bytes | None = None
+        """The last stored entry, its batch size not yet read (see last_entry_batch_size)."""
+        self._last_entry_batch_size: int | None = None
         self.closed = False
         self.meters = TopicMeters(service.clock, service.meter_sampler)
         self.created_ms = service.clock.now_ms()
@@ -176,8 +178,19 @@ class Topic:
             return
         data = await self.ml.read_range(last[0], last[1], last[1], read_ahead=False)
         if data:
+            self._last_entry = data[0]
+
+    @property
+    def last_entry_batch_size(self) -> int | None:
+        """``num_messages_in_batch`` of the last stored entry (None: not a batch, or no
+        entry). Read from the entry when first asked, not on every publish."""
+        data = self._last_entry
+        if data is not None:
+            self._last_entry = None
+            self._last_entry_batch_size = None
             with contextlib.suppress(ProtocolError):
-                self.last_entry_batch_size = Entry(data[0]).metadata.num_messages_in_batch
+                self._last_entry_batch_size = Entry(data).metadata.num_messages_in_batch
+        return self._last_entry_batch_size
 
     # --- deduplication -------------------------------------------------------------------
 
@@ -257,12 +270,9 @@ class Topic:
 
     # --- publishing ----------------------------------------------------------------------
 
-    def publish(
-        self, data: bytes, messages: int, batch_size: int | None = -1
-    ) -> asyncio.Future[Position]:
-        """Append one entry; the future gives its position (stored by an ack quorum).
-        ``batch_size``: the entry's ``num_messages_in_batch`` if the caller parsed it
-        (``None`` = not a batch); -1 = parse it here."""
+    def publish(self, data: bytes, messages: int) -> asyncio.Future[Position]:
+        """Append one entry holding ``messages`` messages; the future gives its position
+        (stored by an ack quorum)."""
         future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
 
         def done(position: Position | None, error: BaseException | None) -> None:
@@ -274,12 +284,10 @@ class Topic:
                 assert position is not None
                 future.set_result(position)
 
-        self.publish_callback(data, messages, batch_size, done)
+        self.publish_callback(data, messages, done)
         return future
 
-    def publish_callback(
-        self, data: bytes, messages: int, batch_size: int | None, callback: AddCallback
-    ) -> None:
+    def publish_callback(self, data: bytes, messages: int, callback: AddCallback) -> None:
         """:meth:`publish` without a future (the producers' hot path): ``callback(position,
         None)`` once stored, ``callback(None, error)`` on failure, in append order and never
         before this method returns."""
@@ -287,17 +295,12 @@ class Topic:
         meters = self.meters
         meters.msg_in.record(messages, len(data))
         started_s = clock.monotonic_s()
-        batch: int | None = batch_size
-        if batch == -1:
-            batch = None
-            with contextlib.suppress(ProtocolError):
-                batch = Entry(data).metadata.num_messages_in_batch
 
         def done(position: Position | None, error: BaseException | None) -> None:
             meters.publish_latency.observe((clock.monotonic_s() - started_s) * 1000)
-            meters.last_publish_ms = clock.now_ms()
-            if position is not None and position >= self.ml.last_confirmed:
-                self.last_entry_batch_size = batch
+            if position is not None:
+                # completions come in append order: this is now the last entry
+                self._last_entry = data
             callback(position, error)
 
         self.ml.add_entry_callback(data, messages, done)

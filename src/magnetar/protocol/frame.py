@@ -425,20 +425,43 @@ def encode_send_receipt(receipt: SendReceipt) -> bytes:
     """The SEND_RECEIPT frame, written by hand (one per published entry): the same bytes as
     the generic protobuf path of :func:`encode`, several times faster. Raises ValueError
     for ids the wire cannot carry (negative or beyond 64 bits), like :func:`encode`."""
+    mid = receipt.message_id
+    return _send_receipt(
+        receipt.producer_id,
+        receipt.sequence_id,
+        None if mid is None else _encode_message_id(mid),
+        receipt.highest_sequence_id,
+    )
+
+
+def encode_send_receipt_at(
+    producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int
+) -> bytes:
+    """The publish path's SEND_RECEIPT, without building a :class:`SendReceipt` or a
+    :class:`MessageId`: ``message_id{ledger_id, entry_id}``. Same bytes as
+    :func:`encode_send_receipt` for those fields."""
     t, limit = _VARINT_TABLE, _TABLE_LIMIT
-    producer_id = receipt.producer_id
-    sequence_id = receipt.sequence_id
+    mid = (
+        b"\x08"
+        + (t[ledger_id] if 0 <= ledger_id < limit else _varint(ledger_id))
+        + b"\x10"
+        + (t[entry_id] if 0 <= entry_id < limit else _varint(entry_id))
+    )
+    return _send_receipt(producer_id, sequence_id, mid, highest_sequence_id)
+
+
+def _send_receipt(
+    producer_id: int, sequence_id: int, encoded_mid: bytes | None, highest: int
+) -> bytes:
+    t, limit = _VARINT_TABLE, _TABLE_LIMIT
     msg = (
         b"\x08"
         + (t[producer_id] if 0 <= producer_id < limit else _uvarint(producer_id))
         + b"\x10"
         + (t[sequence_id] if 0 <= sequence_id < limit else _uvarint(sequence_id))
     )
-    mid = receipt.message_id
-    if mid is not None:
-        encoded = _encode_message_id(mid)
-        msg += b"\x1a" + t[len(encoded)] + encoded  # a MessageIdData is far below 16 KiB
-    highest = receipt.highest_sequence_id
+    if encoded_mid is not None:
+        msg += b"\x1a" + t[len(encoded_mid)] + encoded_mid  # far below 16 KiB
     if highest:
         msg += b"\x20" + (t[highest] if 0 <= highest < limit else _uvarint(highest))
     body = _SEND_RECEIPT_TYPE + (t[len(msg)] if len(msg) < limit else _varint(len(msg))) + msg

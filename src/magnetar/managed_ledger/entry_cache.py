@@ -122,11 +122,6 @@ class EntryCache:
             self._floor = None  # nothing left below it
         return n
 
-    def evict_ledger(self, ledger_id: int) -> None:
-        for pos in [p for p in self._entries if p[0] == ledger_id]:
-            self._size_bytes -= len(self._entries.pop(pos))
-            self._messages.pop(pos, None)
-
     def clear(self) -> None:
         self._floor = None
         self._entries.clear()

@@ -882,7 +882,8 @@ class ManagedLedger:
         for cursor in self.cursors.values():
             cursor.state.on_ledgers_trimmed()
         for seg in removed:
-            self.cache.evict_ledger(seg.ledger_id)
+            # no cache eviction here: every entry of a trimmed ledger is behind every
+            # durable cursor, so the gradual eviction below the readers drops them
             task = self._readers.pop(seg.ledger_id, None)
             if task is not None:
                 await _close_reader(task)

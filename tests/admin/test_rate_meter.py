@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.broker.stats import LatencyHistogram, RateMeter
+from magnetar.broker.stats import RateMeter
 from magnetar.common.clock import ManualClock
+from magnetar.common.latency import LatencyHistogram
 
 
 def test_rate_over_the_window_then_decays_to_zero() -> None:

@@ -38,7 +38,7 @@ from prometheus_client.registry import Collector
 
 from magnetar.admin.context import AdminContext
 from magnetar.admin.topic_stats import subscription_names
-from magnetar.broker.stats import LATENCY_BOUNDS_MS, LatencyHistogram
+from magnetar.common.latency import LATENCY_BOUNDS_MS, LatencyHistogram
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -150,7 +150,7 @@ class BrokerCollector(Collector):
             counter("pulsar_in_bytes", "Bytes published").add_metric(lv, meters.msg_in.total_bytes)
             counter("pulsar_out_messages", "Messages dispatched").add_metric(lv, out_msgs)
             counter("pulsar_out_bytes", "Bytes dispatched").add_metric(lv, out_bytes)
-            hist = meters.publish_latency
+            hist = ml.add_latency
             total_latency.merge(hist)
             for bound, count in zip(LATENCY_BOUNDS_MS, hist.counts, strict=False):
                 gauge(

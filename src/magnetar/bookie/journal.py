@@ -170,6 +170,8 @@ class Journal:
         self._pending_bytes = 0
         self._callbacks: list[Callable[[], None]] = []
         self._wakeup = asyncio.Event()
+        self._woken = False
+        """Mirrors ``_wakeup.is_set()`` as a plain attribute (read on every append)."""
         self._task: asyncio.Task[None] | None = None
         self._fds: dict[int, int] = {}
         self.failed: BaseException | None = None
@@ -212,14 +214,18 @@ class Journal:
             bufs.append(payload)
         self._file_offset += size
         self._pending_bytes += size
-        if not self._wakeup.is_set():
-            self._wakeup.set()
+        if not self._woken:
+            self._wake()
 
     def on_durable(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` once everything appended so far is synced."""
         self._callbacks.append(callback)
-        if not self._wakeup.is_set():
-            self._wakeup.set()
+        if not self._woken:
+            self._wake()
+
+    def _wake(self) -> None:
+        self._woken = True
+        self._wakeup.set()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -229,7 +235,7 @@ class Journal:
     async def close(self) -> None:
         """Flush and sync what is pending, then stop."""
         self._closing = True
-        self._wakeup.set()
+        self._wake()
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
@@ -258,6 +264,7 @@ class Journal:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
+            self._woken = False
             if self._group_wait_s > 0 and self._pending_bytes < self._group_bytes_max:
                 # Pace syncs: at most one per group_wait_s. An idle journal syncs at once;
                 # a busy one gathers more records per sync instead of spending a thread
@@ -279,7 +286,7 @@ class Journal:
             for cb in callbacks:
                 cb()
             if self._segments[-1][2] or len(self._segments) > 1 or self._callbacks:
-                self._wakeup.set()
+                self._wake()
             elif self._closing:
                 return
 

@@ -14,8 +14,9 @@ occasional bucket rotation); reading is O(buckets).
   adds to the totals (no clock read); a :class:`MeterSampler` folds what was recorded since
   the last sample into the current bucket every second, and every read samples first. An
   event is thus counted in the bucket of the sample that saw it, at most one tick late.
-* :class:`LatencyHistogram` — cumulative counts per upper bound in milliseconds, with
-  Pulsar's ``pulsar_storage_write_latency_le_*`` bucket bounds.
+* :class:`~magnetar.common.latency.LatencyHistogram` (re-exported here) — counts per
+  upper bound in milliseconds, with Pulsar's ``pulsar_storage_write_latency_le_*`` bounds;
+  the managed ledger records its add latency in one.
 * :class:`ProducerMeters`, :class:`ConsumerMeters`, :class:`SubscriptionMeters`,
   :class:`TopicMeters` — what one producer / consumer / subscription / topic records.
 """
@@ -23,15 +24,12 @@ occasional bucket rotation); reading is O(buckets).
 from __future__ import annotations
 
 import weakref
-from bisect import bisect_left
 
 from magnetar.common.clock import Clock
+from magnetar.common.latency import LATENCY_BOUNDS_MS, LatencyHistogram
 
 WINDOW_S = 10.0
 BUCKETS = 10
-
-LATENCY_BOUNDS_MS: tuple[float, ...] = (0.5, 1.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 1000.0)
-"""Pulsar's write-latency buckets (``_le_0_5`` … ``_le_1000``, then ``_overflow``)."""
 
 
 class RateMeter:
@@ -193,33 +191,6 @@ def _in_rate(clock: Clock, sampler: MeterSampler | None) -> RateMeter:
     return RateMeter(clock) if sampler is None else SampledRateMeter(clock, sampler)
 
 
-class LatencyHistogram:
-    """Observations in milliseconds, counted per bucket of :data:`LATENCY_BOUNDS_MS`
-    (plus an overflow bucket), with their sum."""
-
-    __slots__ = ("bounds_ms", "counts", "sum_ms")
-
-    def __init__(self, bounds_ms: tuple[float, ...] = LATENCY_BOUNDS_MS) -> None:
-        self.bounds_ms = bounds_ms
-        self.counts = [0] * (len(bounds_ms) + 1)
-        """Per bucket, not cumulative; the last is the overflow bucket."""
-        self.sum_ms = 0.0
-
-    def observe(self, latency_ms: float) -> None:
-        # the first bucket whose bound is >= the latency (the overflow bucket past them all)
-        self.counts[bisect_left(self.bounds_ms, latency_ms)] += 1
-        self.sum_ms += latency_ms
-
-    @property
-    def count(self) -> int:
-        return sum(self.counts)
-
-    def merge(self, other: LatencyHistogram) -> None:
-        for i, c in enumerate(other.counts):
-            self.counts[i] += c
-        self.sum_ms += other.sum_ms
-
-
 class ProducerMeters:
     """What one producer records: messages and bytes in."""
 
@@ -271,15 +242,14 @@ class SubscriptionMeters:
 
 
 class TopicMeters:
-    """What one topic records: messages in (all producers, past and present) and the
-    latency from receiving a SEND to its entry being stored."""
+    """What one topic records: messages in (all producers, past and present). The latency
+    of storing entries is the managed ledger's (``ManagedLedger.add_latency``)."""
 
-    __slots__ = ("msg_in", "publish_latency")
+    __slots__ = ("msg_in",)
 
     def __init__(self, clock: Clock, sampler: MeterSampler | None = None) -> None:
         self.msg_in = SampledRateMeter(clock, sampler)
         """Sampled (see :class:`SampledRateMeter`); without a ``sampler`` every read samples."""
-        self.publish_latency = LatencyHistogram()
 
     @property
     def last_publish_ms(self) -> int:
@@ -288,3 +258,16 @@ class TopicMeters:
         after it."""
         self.msg_in.sample()
         return self.msg_in.last_record_ms
+
+
+__all__ = [
+    "LATENCY_BOUNDS_MS",
+    "ConsumerMeters",
+    "LatencyHistogram",
+    "MeterSampler",
+    "ProducerMeters",
+    "RateMeter",
+    "SampledRateMeter",
+    "SubscriptionMeters",
+    "TopicMeters",
+]

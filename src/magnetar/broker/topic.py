@@ -110,8 +110,9 @@ class Topic:
         self._dedup_position: Position | None = None
         self._dedup_saved: Position | None = None
         self._dedup_task: asyncio.Task[None] | None = None
-        self._last_entry: bytes | None = None
-        """The last stored entry, its batch size not yet read (see last_entry_batch_size)."""
+        self._loaded_last_entry: bytes | None = None
+        """The last entry as read at load (before this broker appended any)."""
+        self._batch_size_of: bytes | None = None
         self._last_entry_batch_size: int | None = None
         self.closed = False
         self.meters = TopicMeters(service.clock, service.meter_sampler)
@@ -178,18 +179,19 @@ class Topic:
             return
         data = await self.ml.read_range(last[0], last[1], last[1], read_ahead=False)
         if data:
-            self._last_entry = data[0]
+            self._loaded_last_entry = data[0]
 
     @property
     def last_entry_batch_size(self) -> int | None:
         """``num_messages_in_batch`` of the last stored entry (None: not a batch, or no
-        entry). Read from the entry when first asked, not on every publish."""
-        data = self._last_entry
-        if data is not None:
-            self._last_entry = None
+        entry). Read from the entry when asked, not on every publish."""
+        data = self.ml.last_added_data or self._loaded_last_entry
+        if data is not self._batch_size_of:
+            self._batch_size_of = data
             self._last_entry_batch_size = None
-            with contextlib.suppress(ProtocolError):
-                self._last_entry_batch_size = Entry(data).metadata.num_messages_in_batch
+            if data is not None:
+                with contextlib.suppress(ProtocolError):
+                    self._last_entry_batch_size = Entry(data).metadata.num_messages_in_batch
         return self._last_entry_batch_size
 
     # --- deduplication -------------------------------------------------------------------
@@ -291,19 +293,8 @@ class Topic:
         """:meth:`publish` without a future (the producers' hot path): ``callback(position,
         None)`` once stored, ``callback(None, error)`` on failure, in append order and never
         before this method returns."""
-        clock = self.service.clock
-        meters = self.meters
-        meters.msg_in.record(messages, len(data))
-        started_s = clock.monotonic_s()
-
-        def done(position: Position | None, error: BaseException | None) -> None:
-            meters.publish_latency.observe((clock.monotonic_s() - started_s) * 1000)
-            if position is not None:
-                # completions come in append order: this is now the last entry
-                self._last_entry = data
-            callback(position, error)
-
-        self.ml.add_entry_callback(data, messages, done)
+        self.meters.msg_in.record(messages, len(data))
+        self.ml.add_entry_callback(data, messages, callback)
 
     def last_message_id(self) -> MessageId:
         last = self.ml.last_confirmed

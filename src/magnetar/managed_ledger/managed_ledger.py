@@ -31,6 +31,7 @@ from functools import partial
 
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError
+from magnetar.common.latency import LatencyHistogram
 from magnetar.managed_ledger.config import BacklogQuotaPolicy, ManagedLedgerConfig
 from magnetar.managed_ledger.cursor import CursorState
 from magnetar.managed_ledger.entry_cache import EntryCache
@@ -83,12 +84,23 @@ AddCallback = Callable[[Position | None, BaseException | None], None]
 
 
 class _AddOp:
-    __slots__ = ("attempt", "callback", "data", "done", "entry_id", "error", "finished", "messages")
+    __slots__ = (
+        "attempt",
+        "callback",
+        "data",
+        "done",
+        "entry_id",
+        "error",
+        "finished",
+        "messages",
+        "started_s",
+    )
 
-    def __init__(self, data: bytes, messages: int, callback: AddCallback) -> None:
+    def __init__(self, data: bytes, messages: int, callback: AddCallback, started_s: float) -> None:
         self.data = data
         self.messages = messages
         self.callback = callback
+        self.started_s = started_s
         self.finished = False
         self.attempt = 0
         self.done = False
@@ -176,6 +188,11 @@ class ManagedLedger:
         self._last_persist_s = 0.0
         self._last_maintenance_s = 0.0
         self.stats_added = 0
+        self.add_latency = LatencyHistogram()
+        """From :meth:`add_entry_callback` to the entry being stored (Pulsar's
+        ``pulsar_storage_write_latency``)."""
+        self.last_added_data: bytes | None = None
+        """The data of the last entry this object appended (None: none yet)."""
         self._background: set[asyncio.Future[None]] = set()
 
     # --- opening ---------------------------------------------------------------------------
@@ -325,7 +342,7 @@ class ManagedLedger:
         try:
             self._check_usable()
             future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-            self._queue.append(_AddOp(data, messages, _resolve(future)))
+            self._queue.append(_AddOp(data, messages, _resolve(future), self._clock.monotonic_s()))
             self._pump()
             return await future
         finally:
@@ -348,7 +365,7 @@ class ManagedLedger:
         except MagnetarError as exc:
             future.set_exception(exc)
             return future
-        self._queue.append(_AddOp(data, messages, _resolve(future)))
+        self._queue.append(_AddOp(data, messages, _resolve(future), self._clock.monotonic_s()))
         self._pump()
         return future
 
@@ -370,7 +387,7 @@ class ManagedLedger:
         except MagnetarError as exc:
             loop.call_soon(callback, None, exc)
             return
-        self._queue.append(_AddOp(data, messages, callback))
+        self._queue.append(_AddOp(data, messages, callback, self._clock.monotonic_s()))
         self._pump()
 
     def _check_add(self) -> None:
@@ -390,7 +407,9 @@ class ManagedLedger:
             try:
                 self._check_usable()
                 future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-                self._queue.append(_AddOp(data, messages, _resolve(future)))
+                self._queue.append(
+                    _AddOp(data, messages, _resolve(future), self._clock.monotonic_s())
+                )
                 self._slow_adds -= 1
                 queued = True
                 self._pump()
@@ -455,21 +474,28 @@ class ManagedLedger:
         """Account finished adds strictly in order; stop at the first unfinished one."""
         appended = False
         ledger_id = writer.ledger_id
-        while self._inflight and self._inflight[0].done:
-            op = self._inflight[0]
+        inflight = self._inflight
+        now_ms = 0
+        now_s = 0.0
+        while inflight and inflight[0].done:
+            op = inflight[0]
             if op.error is not None:
                 self._on_add_failure(op.error)
                 break
-            self._inflight.popleft()
-            self._inflight_bytes -= len(op.data)
-            self.ledgers.record_append(
-                ledger_id, op.entry_id, len(op.data), op.messages, self._clock.now_ms()
-            )
+            if not appended:  # the clocks, once per run of completed adds
+                now_ms = self._clock.now_ms()
+                now_s = self._clock.monotonic_s()
+                appended = True
+            inflight.popleft()
+            data = op.data
+            self._inflight_bytes -= len(data)
+            self.ledgers.record_append(ledger_id, op.entry_id, len(data), op.messages, now_ms)
             position = Position(ledger_id, op.entry_id)
-            self.cache.insert(position, op.data, op.messages)
+            self.cache.insert(position, data, op.messages)
             self.stats_added += 1
+            self.last_added_data = data
+            self.add_latency.observe((now_s - op.started_s) * 1000)
             op.finish(position, None)
-            appended = True
         if appended:
             self._notify_waiters()
             # No clock read per entry: only the size limits are checked here; the age limit

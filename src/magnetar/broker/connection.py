@@ -35,6 +35,7 @@ from magnetar.protocol import (
     Connect,
     Connected,
     ConsumerStats,
+    Entry,
     Error,
     Flow,
     Frame,
@@ -58,6 +59,7 @@ from magnetar.protocol import (
     Unsubscribe,
     encode,
 )
+from magnetar.protocol.frame import SendFields
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
@@ -136,20 +138,25 @@ class ServerConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._traffic = True
         try:
-            frames = self._decoder.feed(data)
+            self._decoder.feed_each(data, self._on_frame, self._on_send)
         except ProtocolError as exc:
-            log.info("connection %s: closing on bad input: %s", self.address, exc)
+            log.info("connection %s: closing: %s", self.address, exc)
             self.close()
+
+    def _on_frame(self, frame: Frame) -> None:
+        if not self.closed:
+            self._handle(frame)
+
+    def _on_send(self, fields: SendFields, entry: Entry) -> None:
+        """A SEND of the usual shape, decoded without building a command (hot path)."""
+        if self.closed:
             return
-        for frame in frames:
-            if self.closed:
-                return
-            try:
-                self._handle(frame)
-            except ProtocolError as exc:
-                log.info("connection %s: closing: %s", self.address, exc)
-                self.close()
-                return
+        producer = self.producers.get(fields[0])
+        if producer is None:
+            if not self.connected:
+                raise ProtocolError("SEND before CONNECT")
+            raise ProtocolError(f"SEND for unknown producer {fields[0]}")
+        producer.handle_send(fields[1], fields[2], fields[5], fields[6], entry)
 
     # --- writing -------------------------------------------------------------------------
 
@@ -281,7 +288,13 @@ class ServerConnection(asyncio.Protocol):
                 producer = self.producers.get(cmd.producer_id)
                 if producer is None or frame.entry is None:
                     raise ProtocolError(f"SEND for unknown producer {cmd.producer_id}")
-                producer.handle_send(cmd, frame.entry)
+                producer.handle_send(
+                    cmd.sequence_id,
+                    cmd.num_messages,
+                    cmd.highest_sequence_id,
+                    cmd.is_chunk,
+                    frame.entry,
+                )
             case Ack():
                 consumer = self.consumers.get(cmd.consumer_id)
                 if consumer is not None:

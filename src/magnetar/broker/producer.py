@@ -18,7 +18,7 @@ from magnetar.broker.producer_access import AccessMode, ProducerKey
 from magnetar.broker.stats import ProducerMeters
 from magnetar.common.errors import MagnetarError, ProtocolError, ServerError, wire_error
 from magnetar.managed_ledger.position import Position
-from magnetar.protocol import Entry, ProducerSuccess, Send, SendError, encode
+from magnetar.protocol import Entry, ProducerSuccess, SendError, encode
 from magnetar.protocol.frame import encode_send_receipt_at
 
 if TYPE_CHECKING:
@@ -75,13 +75,21 @@ class Producer:
 
     # --- publishing ----------------------------------------------------------------------
 
-    def handle_send(self, send: Send, entry: Entry) -> None:
-        """Called inline by the connection, in arrival order.
+    def handle_send(
+        self,
+        sequence_id: int,
+        num_messages: int,
+        highest_sequence_id: int,
+        is_chunk: bool,
+        entry: Entry,
+    ) -> None:
+        """One SEND (its fields as the connection decoded them), called inline by the
+        connection, in arrival order.
 
         The entry's metadata is parsed only when deduplication needs it (chunk ids): the
         message count comes from the SEND (``num_messages``) and chunking from its
         ``is_chunk``, as Pulsar's broker takes them."""
-        op = _PendingSend(send.sequence_id)
+        op = _PendingSend(sequence_id)
         self._pending.append(op)
         self.connection.send_started()
         if not entry.verify_checksum():
@@ -99,14 +107,12 @@ class Producer:
             except ProtocolError as exc:
                 self._answer(op, self._error(op, ServerError.UnknownError, f"bad metadata: {exc}"))
                 return
-            status = dedup.check(
-                self.name, send.sequence_id, send.highest_sequence_id, chunk_id, num_chunks
-            )
+            status = dedup.check(self.name, sequence_id, highest_sequence_id, chunk_id, num_chunks)
             if status is DupStatus.DUP:
                 self._answer(
                     op,
                     encode_send_receipt_at(
-                        self.producer_id, send.sequence_id, -1, -1, send.highest_sequence_id
+                        self.producer_id, sequence_id, -1, -1, highest_sequence_id
                     ),
                 )
                 return
@@ -117,9 +123,8 @@ class Producer:
                 )
                 return
         data = bytes(entry.data)
-        num_messages = send.num_messages
         self.meters.msg_in.record(num_messages, len(data))
-        if send.is_chunk:
+        if is_chunk:
             self.meters.chunked.record(1)
 
         def done(position: Position | None, err: BaseException | None) -> None:
@@ -133,17 +138,17 @@ class Producer:
                 return
             if dedup is not None:
                 dedup.record_persisted(
-                    self.name, send.sequence_id, send.highest_sequence_id, chunk_id, num_chunks
+                    self.name, sequence_id, highest_sequence_id, chunk_id, num_chunks
                 )
                 topic.dedup_advanced(position)
             self._answer(
                 op,
                 encode_send_receipt_at(
                     self.producer_id,
-                    send.sequence_id,
+                    sequence_id,
                     position[0],
                     position[1],
-                    send.highest_sequence_id,
+                    highest_sequence_id,
                 ),
             )
 

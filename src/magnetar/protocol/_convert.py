@@ -394,8 +394,11 @@ def _short_varint(data: bytes, pos: int, n: int) -> tuple[int, int]:
     return 0, -1
 
 
-def send_from_command_bytes(data: bytes) -> c.Send | None:
-    """Decode the usual shape of a SEND command without the protobuf runtime, or give up.
+def send_fields_from_command_bytes(
+    data: bytes,
+) -> tuple[int, int, int, int, int, int, bool, bool] | None:
+    """The fields 1-8 of the usual shape of a SEND command, decoded without the protobuf
+    runtime, or None (give up).
 
     Handles ``BaseCommand{type=SEND, send{fields 1-8 as varints}}`` in that order and
     nothing else: any other shape (a ``message_id``, unknown fields, odd wire types, a
@@ -419,7 +422,7 @@ def send_from_command_bytes(data: bytes) -> c.Send | None:
             if seq >= 0x80:
                 seq, pos = _short_varint(data, pos - 1, n)
             if pos == n:
-                return _new_send(pid, seq, 1, 0, 0, 0, False, False, None)
+                return (pid, seq, 1, 0, 0, 0, False, False)
     values = list(_SEND_DEFAULTS)
     pos = 4
     while pos < n:
@@ -452,7 +455,17 @@ def send_from_command_bytes(data: bytes) -> c.Send | None:
             values[number - 1] = value
     if values[0] is None or values[1] is None:
         return None
-    return _new_send(*values, None)
+    return tuple(values)  # type: ignore[return-value]
+
+
+def send_from_command_bytes(data: bytes) -> c.Send | None:
+    """:func:`send_fields_from_command_bytes` as a :class:`~magnetar.protocol.command.Send`."""
+    fields = send_fields_from_command_bytes(data)
+    return None if fields is None else _new_send(*fields, None)
+
+
+new_send = _new_send
+"""Positional constructor of :class:`~magnetar.protocol.command.Send` (fields in order)."""
 
 
 # Typed command from its sub-message, by type.

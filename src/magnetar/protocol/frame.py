@@ -31,7 +31,7 @@ a list of buffers for ``transport.writelines`` so the entry bytes are never copi
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from magnetar.common.errors import FrameTooLarge, ProtocolError
@@ -78,6 +78,12 @@ class Frame:
 
 
 _new_frame = _convert.fast_constructor(Frame)
+
+SendFields = tuple[int, int, int, int, int, int, bool, bool]
+"""A SEND command's fields 1-8: producer_id, sequence_id, num_messages, txnid_least_bits,
+txnid_most_bits, highest_sequence_id, is_chunk, marker."""
+SendHandler = Callable[[SendFields, Entry], object]
+"""``on_send(fields, entry)`` of :meth:`FrameDecoder.feed_each`."""
 _PAYLOAD_TYPES = frozenset(int(t) for t in PAYLOAD_COMMANDS)
 
 
@@ -119,17 +125,38 @@ class FrameDecoder:
         buffer types are copied first. Raises ProtocolError (FrameTooLarge for an oversized
         frame) on malformed input; frames completed earlier in the same call are lost then.
         """
+        frames: list[Frame] = []
+        self.feed_each(data, frames.append)
+        return frames
+
+    def feed_each(
+        self,
+        data: BytesLike,
+        on_frame: Callable[[Frame], object],
+        on_send: SendHandler | None = None,
+    ) -> None:
+        """:meth:`feed` handing each frame over as it completes, in stream order, instead of
+        returning a list: ``on_frame(frame)``, or for a SEND of the usual shape (see
+        :func:`~magnetar.protocol._convert.send_fields_from_command_bytes`), when
+        ``on_send`` is given, ``on_send(fields, entry)`` with the command's eight field
+        values and the entry, no :class:`Send` or :class:`Frame` built (the broker's hot
+        path). ProtocolError on malformed input is raised after the frames before it were
+        handed over. An exception raised by a handler propagates and fails the decoder
+        like malformed input (the caller closes the connection).
+        """
         if self._failed is not None:
             raise ProtocolError(f"decoder failed earlier: {self._failed}")
         try:
-            return self._feed(data if isinstance(data, bytes) else bytes(data))
-        except ProtocolError as exc:
-            self._failed = exc
+            self._feed(data if isinstance(data, bytes) else bytes(data), on_frame, on_send)
+        except BaseException as exc:
+            self._failed = exc if isinstance(exc, ProtocolError) else ProtocolError(str(exc))
             self._head = bytearray()
             self._body = None
             raise
 
-    def _feed(self, data: bytes) -> list[Frame]:
+    def _feed(
+        self, data: bytes, on_frame: Callable[[Frame], object], on_send: SendHandler | None
+    ) -> None:
         n = len(data)
         if self._body is None and not self._head and n >= 4:
             # Common case: the read holds exactly one whole frame.
@@ -141,11 +168,12 @@ class FrameDecoder:
                 if n > 14 and data[8] == 0x08 and data[9] == 0x06:
                     end = 8 + _U32.unpack_from(data, 4)[0]
                     if end < n - 1 and not (data[end] == 0x0E and data[end + 1] == 0x02):
-                        send = _convert.send_from_command_bytes(data[8:end])
-                        if send is not None:
-                            return [_new_frame(send, Entry(memoryview(data)[end:]), None)]
-                return [self._parse(memoryview(data)[4:])]
-        frames: list[Frame] = []
+                        fields = _convert.send_fields_from_command_bytes(data[8:end])
+                        if fields is not None:
+                            _hand_send(fields, Entry(memoryview(data)[end:]), on_frame, on_send)
+                            return
+                on_frame(self._parse(memoryview(data)[4:]))
+                return
         view = memoryview(data)
         pos = 0
         while True:
@@ -156,19 +184,19 @@ class FrameDecoder:
                 self._filled += take
                 pos += take
                 if self._filled < len(body):
-                    return frames
+                    return
                 # The completed bytearray now belongs to the frame; never touched again.
                 self._body = None
-                frames.append(self._parse(memoryview(body)))
+                on_frame(self._parse(memoryview(body)))
                 continue
             if pos == n and not self._head:
-                return frames
+                return
             if self._head or n - pos < 4:
                 take = min(4 - len(self._head), n - pos)
                 self._head += view[pos : pos + take]
                 pos += take
                 if len(self._head) < 4:
-                    return frames
+                    return
                 total = _U32.unpack(self._head)[0]
                 self._head.clear()
             else:
@@ -187,12 +215,12 @@ class FrameDecoder:
                     if cmd_end < end - 1 and not (
                         data[cmd_end] == 0x0E and data[cmd_end + 1] == 0x02
                     ):
-                        send = _convert.send_from_command_bytes(data[pos + 4 : cmd_end])
-                        if send is not None:
-                            frames.append(_new_frame(send, Entry(view[cmd_end:end]), None))
+                        fields = _convert.send_fields_from_command_bytes(data[pos + 4 : cmd_end])
+                        if fields is not None:
+                            _hand_send(fields, Entry(view[cmd_end:end]), on_frame, on_send)
                             pos = end
                             continue
-                frames.append(self._parse(view[pos:end]))
+                on_frame(self._parse(view[pos:end]))
                 pos = end
                 continue
             body = bytearray(total)
@@ -200,7 +228,7 @@ class FrameDecoder:
             body[:take] = view[pos:]
             self._body = body
             self._filled = take
-            return frames
+            return
 
     def _parse(self, frame: memoryview) -> Frame:
         n = len(frame)
@@ -239,6 +267,18 @@ class FrameDecoder:
                 raise ProtocolError("broker entry metadata overruns the frame")
             bem = _parse_broker_entry_metadata(frame[start:end])
         return _new_frame(command, Entry(frame[end:]), bem)
+
+
+def _hand_send(
+    fields: SendFields,
+    entry: Entry,
+    on_frame: Callable[[Frame], object],
+    on_send: SendHandler | None,
+) -> None:
+    if on_send is not None:
+        on_send(fields, entry)
+    else:
+        on_frame(_new_frame(_convert.new_send(*fields, None), entry, None))
 
 
 def _parse_broker_entry_metadata(data: memoryview) -> BrokerEntryMetadata:

@@ -79,7 +79,11 @@ class BookieConfig:
     entry_log_size_max_bytes: int = 512 * 1024 * 1024
     write_cache_max_bytes: int = 64 * 1024 * 1024
     """A checkpoint starts when the entry-log write buffers exceed this."""
-    checkpoint_interval_ms: int = 5_000
+    checkpoint_interval_ms: int = 1_000
+    """How often the entry-log buffers and the index are written and synced. Often, so each
+    checkpoint is small: with journal and entry logs on one disk, a checkpoint's flush holds
+    up the journal's syncs behind it (5 s worth at 20k entries/s took 100-400 ms to sync and
+    doubled the p99 of publish latency; 1 s worth takes 20-40 ms)."""
     gc_interval_ms: int = 60_000
     compaction_live_fraction_max: float = 0.5
     disk_free_min_bytes: int = 1024 * 1024 * 1024

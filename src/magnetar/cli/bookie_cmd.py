@@ -24,7 +24,12 @@ from magnetar.bookie.gc_tuning import tune_gc_for_serving
 @click.option("--advertised-host", default=None)
 @click.option("--disk-free-min-bytes", default=1024**3, show_default=True, type=int)
 @click.option("--gc-interval-ms", default=60_000, show_default=True, type=int)
-@click.option("--checkpoint-interval-ms", default=5_000, show_default=True, type=int)
+@click.option(
+    "--checkpoint-interval-ms",
+    default=1_000,  # BookieConfig.checkpoint_interval_ms
+    show_default=True,
+    type=int,
+)
 @click.option("--entry-log-size-max-bytes", default=512 * 1024**2, show_default=True, type=int)
 @click.option(
     "--journal-group-wait-ms",

@@ -24,11 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from magnetar.bookie.file_io import pwritev_all
+
 ENTRY_HEADER: Final = struct.Struct("<IQqqI")
 HEADER_SIZE: Final = ENTRY_HEADER.size
 OFFSET_BITS: Final = 40
 OFFSET_MASK: Final = (1 << OFFSET_BITS) - 1
 _SUFFIX: Final = ".log"
+SYNC_CHUNK_BYTES: Final = 512 * 1024
+"""A checkpoint writes the buffers and syncs every this many bytes: the journal, on the same
+disk, then waits behind at most this much entry-log data, not a whole checkpoint's."""
 
 
 def location_of(log_id: int, offset: int) -> int:
@@ -148,7 +153,7 @@ class EntryLogger:
             fd = os.open(self.path(log_id), os.O_WRONLY | os.O_CREAT, 0o644)
             try:
                 for b in bufs:
-                    _pwritev_all(fd, b.parts, b.base_offset)
+                    pwritev_all(fd, b.parts, b.base_offset, sync_every_bytes=SYNC_CHUNK_BYTES)
                 os.fdatasync(fd)
             finally:
                 os.close(fd)
@@ -204,24 +209,3 @@ class EntryLogger:
             for fd in self._read_fds.values():
                 os.close(fd)
             self._read_fds.clear()
-
-
-_IOV_MAX: Final = 1024
-
-
-def _pwritev_all(fd: int, parts: list[bytes], offset: int) -> None:
-    """Write ``parts`` back to back at ``offset``, IOV_MAX buffers per system call. No join:
-    a big buffer is never copied while holding the GIL, which the event loop needs."""
-    for i in range(0, len(parts), _IOV_MAX):
-        chunk = parts[i : i + _IOV_MAX]
-        total = sum(map(len, chunk))
-        written = os.pwritev(fd, chunk, offset)
-        if written < total:
-            # Short write (rare): finish this chunk byte-exactly.
-            rest = memoryview(b"".join(chunk))[written:]
-            pos = offset + written
-            while rest:
-                k = os.pwrite(fd, rest, pos)
-                rest = rest[k:]
-                pos += k
-        offset += total

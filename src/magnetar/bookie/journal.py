@@ -45,6 +45,7 @@ from typing import Final
 
 import crc32c
 
+from magnetar.bookie.file_io import pwritev_all
 from magnetar.common.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -260,35 +261,62 @@ class Journal:
     # -- the flusher ----------------------------------------------------------------------
 
     async def _flusher(self) -> None:
+        """One sync in flight at a time. When a sync comes back, the next one is handed to
+        the writer thread before the finished one's callbacks run (pacing permitting), so
+        the disk works while the loop answers: records that arrived during a sync wait for
+        that sync and their own, not also for the callbacks in between."""
         loop = asyncio.get_running_loop()
+        inflight: _Sync | None = None
         while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            self._woken = False
-            if self._group_wait_s > 0 and self._pending_bytes < self._group_bytes_max:
-                # Pace syncs: at most one per group_wait_s. An idle journal syncs at once;
-                # a busy one gathers more records per sync instead of spending a thread
-                # hand-off and an fdatasync on every few entries.
-                wait_s = self._last_sync_s + self._group_wait_s - self._clock.monotonic_s()
+            if inflight is None:
+                if not self._has_work():
+                    if self._closing:
+                        return
+                    await self._wakeup.wait()
+                    self._wakeup.clear()
+                    self._woken = False
+                    continue
+                wait_s = self._pacing_wait_s()
                 if wait_s > 0:
                     await self._clock.sleep(wait_s)
-            segments, callbacks = self._take_batch()
-            if segments:
-                started_s = self._last_sync_s = self._clock.monotonic_s()
-                try:
-                    await self._writer.run(loop, segments)
-                except Exception as exc:
-                    log.exception("journal write failed; the bookie can no longer persist")
-                    self.failed = exc
-                    return
+                inflight = self._submit(loop)
+                continue
+            future, callbacks, started_s = inflight
+            try:
+                await future
+            except Exception as exc:
+                log.exception("journal write failed; the bookie can no longer persist")
+                self.failed = exc
+                return
+            if started_s is not None:
                 self.syncs += 1
                 self.sync_seconds_total += self._clock.monotonic_s() - started_s
+            inflight = None
+            if self._has_work() and self._pacing_wait_s() <= 0:
+                inflight = self._submit(loop)
             for cb in callbacks:
                 cb()
-            if self._segments[-1][2] or len(self._segments) > 1 or self._callbacks:
-                self._wake()
-            elif self._closing:
-                return
+
+    def _has_work(self) -> bool:
+        return bool(self._segments[-1][2] or len(self._segments) > 1 or self._callbacks)
+
+    def _pacing_wait_s(self) -> float:
+        """How long to wait before the next sync: at most one per ``group_wait_s`` (an idle
+        journal syncs at once; a busy one gathers more records per sync instead of spending
+        a thread hand-off and an fdatasync on every few entries)."""
+        if self._group_wait_s <= 0 or self._pending_bytes >= self._group_bytes_max:
+            return 0.0
+        return self._last_sync_s + self._group_wait_s - self._clock.monotonic_s()
+
+    def _submit(self, loop: asyncio.AbstractEventLoop) -> _Sync:
+        """Take the pending records and callbacks and start their write + sync."""
+        segments, callbacks = self._take_batch()
+        if not segments:  # callbacks only: due once the sync before them is done (it is)
+            done: asyncio.Future[None] = loop.create_future()
+            done.set_result(None)
+            return done, callbacks, None
+        started_s = self._last_sync_s = self._clock.monotonic_s()
+        return self._writer.run(loop, segments), callbacks, started_s
 
     def _take_batch(self) -> tuple[list[_Segment], list[Callable[[], None]]]:
         """Take every pending record and every callback (all registered before the take).
@@ -326,10 +354,12 @@ class Journal:
             if end > allocated:
                 target = min(allocated + self._prealloc_bytes, self._file_size_max_bytes)
                 self._allocated[file_id] = _zero_fill(fd, allocated, max(end, target))
-            _pwritev_all(fd, bufs, offset)
+            pwritev_all(fd, bufs, offset)
             os.fdatasync(fd)
 
 
+_Sync = tuple[asyncio.Future[None], list[Callable[[], None]], float | None]
+"""A sync handed to the writer: its future, the callbacks due after it, its start time."""
 _Job = tuple[asyncio.AbstractEventLoop, asyncio.Future[None], list[_Segment]]
 
 
@@ -385,26 +415,6 @@ def _settle(fut: asyncio.Future[None], exc: BaseException | None) -> None:
         fut.set_result(None)
     else:
         fut.set_exception(exc)
-
-
-_IOV_MAX: Final = 1024
-
-
-def _pwritev_all(fd: int, bufs: list[bytes], offset: int) -> None:
-    """Write ``bufs`` back to back at ``offset``, IOV_MAX buffers per system call."""
-    for i in range(0, len(bufs), _IOV_MAX):
-        chunk = bufs[i : i + _IOV_MAX]
-        total = sum(map(len, chunk))
-        written = os.pwritev(fd, chunk, offset)
-        if written < total:
-            # Short write (rare): finish this chunk byte-exactly.
-            rest = memoryview(b"".join(chunk))[written:]
-            pos = offset + written
-            while rest:
-                k = os.pwrite(fd, rest, pos)
-                rest = rest[k:]
-                pos += k
-        offset += total
 
 
 _ZEROS: Final = bytes(1024 * 1024)

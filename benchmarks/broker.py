@@ -73,6 +73,20 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def wait_quiet(pid: int, timeout_s: float = 30.0) -> None:
+    """Until the broker has been (nearly) idle for half a second: the storage work a
+    maximum-rate run leaves behind (checkpoints, ledger roll-overs) is done, so the latency
+    run measures the broker at the rate asked, not the tail of the previous run."""
+    deadline = time.monotonic() + timeout_s
+    before = cpu_s(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = cpu_s(pid)
+        if now - before < 0.05:  # under 10% of a core
+            return
+        before = now
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -450,10 +464,12 @@ def main() -> None:
         pid = node.proc.pid
         results["standalone_rss_mb_idle"] = rss_mb(pid)
         try:
-            for size in sizes:
-                for kind in ("batched", "unbatched"):
-                    if kind not in modes:
-                        continue
+            # Unbatched runs and the latency runs first, batched last: a batched run writes
+            # gigabytes, and the disk is still busy with them for a while after it ends.
+            for kind in ("unbatched", "batched"):
+                if kind not in modes:
+                    continue
+                for size in sizes:
                     frames = SendFrames(*entry_for(size, kind == "batched"))
                     for partitions in partition_counts:
                         key = f"{kind}_{size}B_{partitions}p"
@@ -472,6 +488,7 @@ def main() -> None:
                     if "latency" in modes and kind == "unbatched" and half_key in results:
                         half = results[half_key] / 2
                         key = f"latency_{size}B"
+                        wait_quiet(pid)
                         r = uvloop.run(
                             run_raw(node.port, [f"raw-{key}"], frames, args.seconds, half)
                         )

@@ -38,7 +38,7 @@ import crc32c
 from magnetar.bookie.codec import OpType, Request, Response, Status
 from magnetar.bookie.entry_log import StoredEntry
 from magnetar.bookie.errors import CookieMismatch
-from magnetar.bookie.journal import ADD_ENTRY, FENCE, Journal, replay
+from magnetar.bookie.journal import ADD_ENTRY, FENCE, Journal, replay, unlink_all
 from magnetar.bookie.ledger_storage import CheckpointJob, LedgerStorage
 from magnetar.bookie.server import BookieConnection, Reply, Responder
 from magnetar.common.clock import Clock, SystemClock
@@ -599,7 +599,9 @@ class Bookie:
             freed = storage.finish_checkpoint(job)
             if freed:
                 log.info("bookie %s: removed entry logs, %d bytes freed", self.bookie_id, freed)
-            journal.remove_before(job.journal_position)
+            detached = journal.detach_before(job.journal_position)
+            if detached:
+                await loop.run_in_executor(self._storage_executor, unlink_all, detached)
 
     async def _checkpoint_loop(self) -> None:
         interval_s = self.config.checkpoint_interval_ms / 1000

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from magnetar.bookie.file_io import pwritev_all
+from magnetar.bookie.file_io import pwritev_all, remove_gradually
 
 ENTRY_HEADER: Final = struct.Struct("<IQqqI")
 HEADER_SIZE: Final = ENTRY_HEADER.size
@@ -191,18 +191,13 @@ class EntryLogger:
         return StoredEntry(ledger, entry, lac, crc, payload)
 
     def remove(self, log_id: int) -> int:
-        """Delete a whole log file (all its entries are dead). Returns the bytes freed."""
+        """Delete a whole log file (all its entries are dead); a worker thread's job (see
+        :func:`~magnetar.bookie.file_io.remove_gradually`). Returns the bytes freed."""
         with self._fd_lock:
             fd = self._read_fds.pop(log_id, None)
         if fd is not None:
             os.close(fd)
-        p = self.path(log_id)
-        try:
-            size = p.stat().st_size
-        except FileNotFoundError:
-            return 0
-        p.unlink()
-        return size
+        return remove_gradually(self.path(log_id))
 
     def close(self) -> None:
         with self._fd_lock:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Final
 
 IOV_MAX: Final = 1024
@@ -36,3 +38,24 @@ def pwritev_all(fd: int, bufs: Sequence[bytes], offset: int, *, sync_every_bytes
         if sync_every_bytes and unsynced >= sync_every_bytes:
             os.fdatasync(fd)
             unsynced = 0
+
+
+_SHRINK_STEP_BYTES: Final = 8 * 1024 * 1024
+_SHRINK_PAUSE_S: Final = 0.002
+
+
+def remove_gradually(path: Path) -> int:
+    """Delete a file (worker thread; a missing file is fine); returns its size. A big file
+    is first truncated 8 MiB at a time with short pauses between, so the file system frees
+    its blocks in small commits that other files' syncs can pass, not in one they all wait
+    for (unlinking a 256 MiB journal file at once held them up for ~40 ms)."""
+    try:
+        size = total = path.stat().st_size
+        while size > _SHRINK_STEP_BYTES:
+            size -= _SHRINK_STEP_BYTES
+            os.truncate(path, size)
+            time.sleep(_SHRINK_PAUSE_S)
+    except FileNotFoundError:
+        return 0
+    path.unlink(missing_ok=True)
+    return total

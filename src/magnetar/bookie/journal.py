@@ -45,7 +45,7 @@ from typing import Final
 
 import crc32c
 
-from magnetar.bookie.file_io import pwritev_all
+from magnetar.bookie.file_io import pwritev_all, remove_gradually
 from magnetar.common.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -246,17 +246,25 @@ class Journal:
         self._fds.clear()
 
     def remove_before(self, position: JournalPosition) -> int:
-        """Delete journal files wholly before ``position`` (checkpointed). Returns how many."""
-        removed = 0
+        """Delete journal files wholly before ``position`` (checkpointed). Returns how many.
+        On the event loop prefer :meth:`detach_before` and unlink in a thread."""
+        paths = self.detach_before(position)
+        unlink_all(paths)
+        return len(paths)
+
+    def detach_before(self, position: JournalPosition) -> list[Path]:
+        """Stop using the journal files wholly before ``position`` (checkpointed) and return
+        their paths, for the caller to delete with :func:`unlink_all` off the event loop
+        (unlinking a big, zero-filled file takes tens of milliseconds)."""
+        paths = []
         for file_id in journal_file_ids(self._dir):
             if file_id >= position.file_id:
                 break
             fd = self._fds.pop(file_id, None)
             if fd is not None:
                 os.close(fd)
-            _path(self._dir, file_id).unlink(missing_ok=True)
-            removed += 1
-        return removed
+            paths.append(_path(self._dir, file_id))
+        return paths
 
     # -- the flusher ----------------------------------------------------------------------
 
@@ -427,6 +435,12 @@ def _zero_fill(fd: int, start: int, end: int) -> int:
     while pos < end:
         pos += os.pwrite(fd, memoryview(_ZEROS)[: min(len(_ZEROS), end - pos)], pos)
     return end
+
+
+def unlink_all(paths: list[Path]) -> None:
+    """Delete files, gradually (see :func:`~magnetar.bookie.file_io.remove_gradually`)."""
+    for path in paths:
+        remove_gradually(path)
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -69,6 +69,8 @@ class CheckpointJob:
     generation: int
     rewrite: bool
     logs_to_remove: list[int]
+    freed_bytes: int = 0
+    """Set by :meth:`LedgerStorage.run_checkpoint_io` once it removed ``logs_to_remove``."""
 
 
 @dataclass(slots=True)
@@ -297,17 +299,18 @@ class LedgerStorage:
         self._state = state
         if job.rewrite and old_generation != job.generation:
             self._index_path(old_generation).unlink(missing_ok=True)
+        # the persisted index no longer references these logs
+        job.freed_bytes = sum(self.entry_logger.remove(log_id) for log_id in job.logs_to_remove)
 
     def finish_checkpoint(self, job: CheckpointJob) -> int:
-        """Loop: drop flushed buffers, remove logs the persisted index no longer references.
-        Returns the bytes of entry logs removed."""
+        """Loop: drop flushed buffers and the accounting of the logs removed. Returns the
+        bytes of entry logs removed (by :meth:`run_checkpoint_io`, in the worker thread:
+        unlinking a big file can take tens of milliseconds)."""
         self.entry_logger.release(job.frozen)
-        freed = 0
         for log_id in job.logs_to_remove:
-            freed += self.entry_logger.remove(log_id)
             self.log_total_bytes.pop(log_id, None)
             self.log_live_bytes.pop(log_id, None)
-        return freed
+        return job.freed_bytes
 
     # -- garbage ----------------------------------------------------------------------------
 

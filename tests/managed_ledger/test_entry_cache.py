@@ -22,7 +22,7 @@ def test_byte_bound_drops_oldest_inserted() -> None:
 def test_gradual_eviction_drops_a_bounded_number_now_and_the_rest_per_insert() -> None:
     cache = EntryCache(size_max_bytes=1 << 30)
     fill(cache, 1, 0, 5000)
-    assert cache.evict_gradually(Position(1, 4000), now_max=1000) == 1000
+    assert cache.evict_before_gradually(Position(1, 4000), now_max=1000) == 1000
     assert len(cache) == 4000
     assert cache.get(Position(1, 999)) is None and cache.get(Position(1, 1000)) is not None
     fill(cache, 1, 5000, 100)  # each insert drops two more below the floor
@@ -41,26 +41,9 @@ def test_gradual_eviction_drops_a_bounded_number_now_and_the_rest_per_insert() -
 def test_floor_at_or_before_the_first_entry_drops_nothing() -> None:
     cache = EntryCache(size_max_bytes=1 << 30)
     fill(cache, 2, 10, 10)
-    assert cache.evict_gradually(Position(2, 10)) == 0
-    assert cache.evict_gradually(Position(1, 99)) == 0
+    assert cache.evict_before_gradually(Position(2, 10)) == 0
+    assert cache.evict_before_gradually(Position(1, 99)) == 0
     fill(cache, 2, 20, 5)
     assert len(cache) == 15
-    cache.evict_gradually(Position(3, 0))
+    cache.evict_before_gradually(Position(3, 0))
     assert len(cache) == 0 and cache.size_bytes == 0
-
-
-def test_age_floor_drops_entries_inserted_before_a_mark_read_or_not() -> None:
-    cache = EntryCache(size_max_bytes=1 << 30)
-    fill(cache, 1, 0, 100)
-    mark = cache.inserted
-    fill(cache, 1, 100, 50)
-    # no position floor: only the age floor applies
-    assert cache.evict_gradually(None, inserted_before=mark, now_max=30) == 30
-    assert len(cache) == 120
-    fill(cache, 1, 150, 40)  # two more per insert: the other 70 old ones go
-    assert len(cache) == 50 + 40
-    assert cache.get(Position(1, 99)) is None and cache.get(Position(1, 100)) is not None
-    cache.clear()
-    fill(cache, 1, 200, 5)
-    assert cache.evict_gradually(None, inserted_before=mark) == 0
-    assert len(cache) == 5

@@ -33,9 +33,6 @@ class ManagedLedgerConfig:
 
     # reads
     cache_size_max_bytes: int = 64 * 1024 * 1024
-    cache_eviction_age_ms: int = 5_000
-    """Cached entries older than this are dropped even if a cursor has not read them yet (a
-    reader that far behind reads from storage; an idle topic's cache empties)."""
     read_ahead_entries: int = 100
     """Catch-up reads fetch at least this many entries from bookies per request."""
     read_batch_max_entries: int = 1000

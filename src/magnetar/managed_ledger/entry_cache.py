@@ -5,16 +5,11 @@ The cache is bounded in bytes; entries before the slowest active reader are evic
 (nobody will ask for them), then the oldest inserted when over the bound. Catch-up reads
 from bookies put only their read-ahead surplus here.
 
-Entries are also dropped by age: :meth:`evict_gradually` takes a count of insertions
-(:attr:`inserted` as read some time ago) and drops the entries inserted before it, read or
-not, so an idle topic's cache empties and a busy one holds only its recent entries.
-
-Eviction is spread out: :meth:`evict_gradually` drops a bounded number at once and records
-both floors; each later :meth:`insert` drops a few more below them. A topic taking 30 000
-entries a second would otherwise drop 30 000 in one go each maintenance round, a 10 ms
-stall of the event loop every second (the p99 of publish latency). Every removal is from
-the front (the oldest inserted), so the front entry's insertion number is always
-``inserted - len(cache)``.
+Eviction of read entries is spread out: :meth:`evict_before_gradually` drops a bounded
+number at once and records the position as a floor; each later :meth:`insert` drops a few
+more below it. A topic taking 30 000 entries a second would otherwise drop 30 000 in one
+go each maintenance round, a 10 ms stall of the event loop every second (the p99 of
+publish latency).
 
 Plain data structure, not thread-safe; owned by one managed ledger. Returned ``bytes`` are
 shared (immutable), never copied.
@@ -34,13 +29,10 @@ entries shrinks while appends go on."""
 class EntryCache:
     __slots__ = (
         "_entries",
-        "_evicting",
         "_floor",
-        "_inserted_floor",
         "_messages",
         "_size_bytes",
         "hits",
-        "inserted",
         "misses",
         "size_max_bytes",
     )
@@ -53,11 +45,6 @@ class EntryCache:
         self._size_bytes = 0
         self._floor: Position | None = None
         """Entries before this are dropped a few per insert (see the module docstring)."""
-        self._inserted_floor = 0
-        """Entries inserted before this insertion number are dropped likewise."""
-        self._evicting = False
-        self.inserted = 0
-        """Entries inserted so far (the next one's insertion number)."""
         self.hits = 0
         self.misses = 0
 
@@ -76,12 +63,11 @@ class EntryCache:
         if position in self._entries:
             return
         self._entries[position] = data
-        self.inserted += 1
         if messages is not None:
             self._messages[position] = messages
         self._size_bytes += len(data)
-        if self._evicting:
-            self._evict_below_floors(_EVICT_PER_INSERT)
+        if self._floor is not None:
+            self._evict_below_floor(_EVICT_PER_INSERT)
         while self._size_bytes > self.size_max_bytes:
             old_position, old = self._entries.popitem(last=False)
             self._messages.pop(old_position, None)
@@ -113,40 +99,31 @@ class EntryCache:
         self.hits += len(out)
         return out
 
-    def evict_gradually(
-        self, position: Position | None, inserted_before: int = 0, now_max: int = 1024
-    ) -> int:
-        """Drop at most ``now_max`` entries now (oldest inserted first) that are before
-        ``position`` (None: no position floor) or were inserted before insertion number
-        ``inserted_before``, and the rest a few per later insert. Returns how many were
-        dropped now (``now_max`` means there may be more to drop)."""
+    def evict_before_gradually(self, position: Position, now_max: int = 1024) -> int:
+        """Drop at most ``now_max`` entries before ``position`` now (oldest inserted first)
+        and the rest a few per later insert. Returns how many were dropped now."""
         self._floor = position
-        self._inserted_floor = max(self._inserted_floor, inserted_before)
-        self._evicting = True
-        return self._evict_below_floors(now_max)
+        return self._evict_below_floor(now_max)
 
-    def _evict_below_floors(self, limit: int) -> int:
+    def _evict_below_floor(self, limit: int) -> int:
         floor = self._floor
+        assert floor is not None
         entries = self._entries
         messages = self._messages
-        front_number = self.inserted - len(entries)
-        inserted_floor = self._inserted_floor
         n = 0
         while n < limit and entries:
             first = next(iter(entries))
-            if front_number + n >= inserted_floor and (floor is None or first >= floor):
+            if first >= floor:
                 break
             self._size_bytes -= len(entries.pop(first))
             messages.pop(first, None)
             n += 1
         if n < limit:
-            self._evicting = False  # nothing left below the floors
+            self._floor = None  # nothing left below it
         return n
 
     def clear(self) -> None:
         self._floor = None
-        self._evicting = False
-        self._inserted_floor = self.inserted
         self._entries.clear()
         self._messages.clear()
         self._size_bytes = 0

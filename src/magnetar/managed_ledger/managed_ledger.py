@@ -83,10 +83,6 @@ AddCallback = Callable[[Position | None, BaseException | None], None]
 """An append's outcome: ``(position, None)`` once stored, or ``(None, error)``."""
 
 
-_EVICT_PER_TURN = 512
-"""Cache entries dropped per loop turn by :meth:`ManagedLedger.evict_cache` (~0.3 ms)."""
-
-
 class _AddOp:
     __slots__ = (
         "attempt",
@@ -185,8 +181,6 @@ class ManagedLedger:
         self._waiters: list[asyncio.Future[None]] = []
         self.cursors: dict[str, ManagedCursor] = {}
         self.cache = EntryCache(config.cache_size_max_bytes)
-        self._cache_marks: deque[tuple[float, int]] = deque()
-        """(time, cache.inserted) at each eviction round, for eviction by age."""
         self._readers: OrderedDict[int, asyncio.Task[LedgerReader]] = OrderedDict()
         self._meta_lock = asyncio.Lock()
         self._maintenance: asyncio.Task[None] | None = None
@@ -828,7 +822,7 @@ class ManagedLedger:
         self.apply_ttl()
         self.apply_backlog_quota()
         await self.trim()
-        await self.evict_cache()
+        self.evict_cache()
 
     async def persist_cursors(self) -> None:
         for cursor in list(self.cursors.values()):
@@ -924,25 +918,14 @@ class ManagedLedger:
                 await self._offloader.delete(self.name, seg.ledger_id)
         return doomed
 
-    async def evict_cache(self) -> None:
-        """Drop cached entries every cursor has already read, and entries older than
-        ``cache_eviction_age_ms``: a few hundred per loop turn until done, and a few per
-        insert after that (see :mod:`~magnetar.managed_ledger.entry_cache`)."""
-        cache = self.cache
-        now_s = self._clock.monotonic_s()
-        marks = self._cache_marks
-        marks.append((now_s, cache.inserted))
-        age_s = self.config.cache_eviction_age_ms / 1000
-        inserted_before = 0
-        while marks and marks[0][0] <= now_s - age_s:
-            inserted_before = marks.popleft()[1]
-        if self.cursors:
-            floor: Position | None = min(c.state.read_position for c in self.cursors.values())
-        else:
-            floor = self.ledgers.end_position
-        step = _EVICT_PER_TURN
-        while cache.evict_gradually(floor, inserted_before, step) == step:
-            await asyncio.sleep(0)  # let the loop serve between chunks
+    def evict_cache(self) -> None:
+        """Drop cached entries every cursor has already read (a bounded number now, the
+        rest as new entries arrive: see :mod:`~magnetar.managed_ledger.entry_cache`)."""
+        if not self.cursors:
+            self.cache.evict_before_gradually(self.ledgers.end_position)
+            return
+        slowest_read = min(c.state.read_position for c in self.cursors.values())
+        self.cache.evict_before_gradually(slowest_read)
 
     # --- offload hook ----------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from magnetar.bookie import Bookie, BookieConfig
-from magnetar.bookie.gc_tuning import tune_gc_for_serving
+from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
 from magnetar.ledger import LedgerClient
@@ -148,6 +148,7 @@ async def run(config: StandaloneConfig, started_at: float | None = None) -> None
         await node.start()
         assert node.broker is not None and node.http is not None
         tune_gc_for_serving()
+        start_heap_trimmer()
         elapsed_ms = (time.perf_counter() - t0) * 1000
         tls_url = node.broker.service_url_tls
         print(

@@ -1,9 +1,12 @@
-"""Garbage-collector settings for a serving process (``magnetar standalone``, ``magnetar
-bookie``): the cyclic collector kept off the per-entry paths."""
+"""Memory settings for a serving process (``magnetar standalone``, ``magnetar bookie``): the
+cyclic collector kept off the per-entry paths, and freed heap returned to the system."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
+import threading
+import time
 from typing import Final
 
 GC_THRESHOLDS: Final = (50_000, 20, 100)
@@ -23,3 +26,32 @@ def tune_gc_for_serving() -> None:
     """
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+HEAP_TRIM_INTERVAL_S: Final = 2.0
+
+
+def start_heap_trimmer(interval_s: float = HEAP_TRIM_INTERVAL_S) -> bool:
+    """Return freed heap memory to the system every ``interval_s`` (glibc's
+    ``malloc_trim``, from a daemon thread). Returns False where there is no glibc.
+
+    Entries of tens of kilobytes come and go in FIFO order (the tailing cache, the bookie's
+    write buffers) between long-lived small objects, so glibc keeps the freed pages: after a
+    burst of batched 1 KiB messages the standalone stayed at ~1 GB resident with ~75 MB in
+    use. Trimming often keeps each trim short (it only returns what was freed since the
+    last one)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+
+    def run() -> None:
+        while True:
+            time.sleep(interval_s)
+            trim(0)
+
+    threading.Thread(target=run, name="heap-trimmer", daemon=True).start()
+    return True

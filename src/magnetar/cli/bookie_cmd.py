@@ -13,7 +13,7 @@ import click
 
 from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.errors import CookieMismatch
-from magnetar.bookie.gc_tuning import tune_gc_for_serving
+from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
 
 
 @click.command()
@@ -76,6 +76,7 @@ def bookie(
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         pass
     tune_gc_for_serving()
+    start_heap_trimmer()
     try:
         asyncio.run(_run(config, metadata_url, session_timeout_s))
     except CookieMismatch as exc:

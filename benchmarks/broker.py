@@ -1,17 +1,23 @@
 """Broker throughput, latency, CPU per message, start-up time and memory of ``magnetar standalone``.
 
-The load generator is not the bottleneck: like ``pulsar-perf`` it builds SEND frames itself
-with our codec (``encode_payload_command`` around one pre-built entry; batches made with
-``build_batch``: 100 messages of 100 B per SEND), pipelines them on a raw asyncio connection
-with a bounded window (frames written together, at most 64 SENDs per write), and a raw
-consumer on another connection counts MESSAGE frames, grants permits and acknowledges
-cumulatively. Generator and consumer run in this process on uvloop. The official wheel's rate is measured beside it.
+The load generator is not the bottleneck (about 2-3 us of its CPU per message): like
+``pulsar-perf`` it builds SEND frames itself, around one pre-built entry (a batch of 100
+messages, or one message), with the command's few bytes written by hand and checked against
+our codec; it keeps a window of 500 SENDs in flight on a raw asyncio connection, topped up
+as receipts arrive, and reads receipts and messages by their command type only. A raw
+consumer on another connection drains every partition (exclusive subscription), granting
+permits and acknowledging cumulatively. Generator and consumer share this process (uvloop);
+the broker and its bookie are the standalone process.
 
-Reported: standalone ready time and resident memory; produce and end-to-end consume rates
-(batched and unbatched); publish latency percentiles at half the maximum unbatched rate;
-broker CPU seconds per message (``/proc/<pid>/stat`` utime+stime over the run). Usage::
+Matrix: 100 B and 1 KiB messages, unbatched and batched, 1 and 4 partitions (maximum rates,
+produced and consumed end to end, with the broker's and the generator's CPU per message);
+publish latency p50/p99/p99.9 at half the maximum unbatched rate of one partition (SEND
+written to receipt read), measured once the broker is idle again; the official wheel's
+rates beside them; standalone ready time and resident memory (idle at start, peak, and
+settled after the runs). Usage::
 
-    python benchmarks/broker.py [--seconds S] [--wheel-messages N]
+    python benchmarks/broker.py [--seconds S] [--sizes 100,1024] [--partitions 1,4]
+        [--modes unbatched,batched,latency] [--wheel-messages N] [--profile DIR]
 
 Writes ``benchmarks/results/broker.json``.
 """
@@ -87,11 +93,26 @@ def wait_quiet(pid: int, timeout_s: float = 30.0) -> None:
         before = now
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory (``VmHWM``: its peak so far)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def settled_rss_mb(pid: int, timeout_s: float = 30.0) -> float:
+    """Resident memory once it stops falling (caches drained, freed heap returned by the
+    standalone's trimmer): two readings a second apart within 2 % of each other."""
+    deadline = time.monotonic() + timeout_s
+    last = rss_mb(pid)
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = rss_mb(pid)
+        if now >= last * 0.98:
+            return now
+        last = now
+    return last
 
 
 class Conn(asyncio.Protocol):
@@ -497,7 +518,9 @@ def main() -> None:
                             results[f"{key}_publish_{q}_ms"] = r[f"publish_latency_{q}_ms"]
             if args.wheel_messages:
                 results.update(run_wheel(node.url, args.wheel_messages))
-            results["standalone_rss_mb_after"] = rss_mb(pid)
+            results["standalone_rss_mb_peak"] = rss_mb(pid, "VmHWM")
+            wait_quiet(pid)
+            results["standalone_rss_mb_settled"] = settled_rss_mb(pid)
         finally:
             node.stop()
     for k, v in results.items():

@@ -37,7 +37,9 @@ def timed(action) -> float:  # type: ignore[no-untyped-def]
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rows", type=int, default=1_000_000)  # fewer: Spark's fixed costs dominate
+    parser.add_argument(
+        "--rows", type=int, default=1_000_000
+    )  # fewer: Spark's fixed costs dominate
     parser.add_argument("--partitions", type=int, default=4)
     args = parser.parse_args()
     rows, parts = args.rows, args.partitions

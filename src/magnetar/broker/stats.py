@@ -14,9 +14,6 @@ occasional bucket rotation); reading is O(buckets).
   adds to the totals (no clock read); a :class:`MeterSampler` folds what was recorded since
   the last sample into the current bucket every second, and every read samples first. An
   event is thus counted in the bucket of the sample that saw it, at most one tick late.
-* :class:`~magnetar.common.latency.LatencyHistogram` (re-exported here) — counts per
-  upper bound in milliseconds, with Pulsar's ``pulsar_storage_write_latency_le_*`` bounds;
-  the managed ledger records its add latency in one.
 * :class:`ProducerMeters`, :class:`ConsumerMeters`, :class:`SubscriptionMeters`,
   :class:`TopicMeters` — what one producer / consumer / subscription / topic records.
 """
@@ -26,7 +23,6 @@ from __future__ import annotations
 import weakref
 
 from magnetar.common.clock import Clock
-from magnetar.common.latency import LATENCY_BOUNDS_MS, LatencyHistogram
 
 WINDOW_S = 10.0
 BUCKETS = 10
@@ -258,16 +254,3 @@ class TopicMeters:
         after it."""
         self.msg_in.sample()
         return self.msg_in.last_record_ms
-
-
-__all__ = [
-    "LATENCY_BOUNDS_MS",
-    "ConsumerMeters",
-    "LatencyHistogram",
-    "MeterSampler",
-    "ProducerMeters",
-    "RateMeter",
-    "SampledRateMeter",
-    "SubscriptionMeters",
-    "TopicMeters",
-]

@@ -185,7 +185,9 @@ class Topic:
     def last_entry_batch_size(self) -> int | None:
         """``num_messages_in_batch`` of the last stored entry (None: not a batch, or no
         entry). Read from the entry when asked, not on every publish."""
-        data = self.ml.last_added_data or self._loaded_last_entry
+        data = self.ml.last_added_data
+        if data is None:
+            data = self._loaded_last_entry
         if data is not self._batch_size_of:
             self._batch_size_of = data
             self._last_entry_batch_size = None

@@ -53,10 +53,14 @@ class Background:
 
     def wait_for_line(self, needle: str, *, stderr: bool = True, timeout_s: float = 30.0) -> str:
         lines = self.err if stderr else self.out
-        return wait_until(
-            lambda: next((ln for ln in list(lines) if needle in ln), None),
-            timeout_s,
-        ) or self._fail(needle)
+        try:
+            return wait_until(
+                lambda: next((ln for ln in list(lines) if needle in ln), None),
+                timeout_s,
+                what=f"{needle!r} in the output",
+            )
+        except AssertionError:
+            return self._fail(needle)  # with everything the process wrote so far
 
     def _fail(self, needle: str) -> str:
         raise AssertionError(f"{needle!r} not seen; stdout={self.out} stderr={self.err}")
@@ -66,8 +70,14 @@ class Background:
         return self.wait(timeout_s)
 
     def wait(self, timeout_s: float = 60.0) -> int:
-        """Wait for the exit, then for every line it wrote to be collected."""
-        code = self.proc.wait(timeout_s)
+        """Wait for the exit, then for every line it wrote to be collected. A process still
+        running after ``timeout_s`` fails the test with everything it wrote so far."""
+        try:
+            code = self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"still running after {timeout_s} s; stdout={self.out} stderr={self.err}"
+            ) from None
         for t in self._pumps:
             t.join(10)
         return code

@@ -149,19 +149,23 @@ class EntryLogger:
         by_log: dict[int, list[_Buffer]] = {}
         for b in frozen:
             by_log.setdefault(b.log_id, []).append(b)
+        created = False
         for log_id, bufs in by_log.items():
-            fd = os.open(self.path(log_id), os.O_WRONLY | os.O_CREAT, 0o644)
+            path = self.path(log_id)
+            created = created or not path.exists()
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
                 for b in bufs:
                     pwritev_all(fd, b.parts, b.base_offset, sync_every_bytes=SYNC_CHUNK_BYTES)
                 os.fdatasync(fd)
             finally:
                 os.close(fd)
-        fd = os.open(self._dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        if created:  # a new file's directory entry; otherwise no directory sync (a commit)
+            fd = os.open(self._dir, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def release(self, frozen: list[_Buffer]) -> None:
         """Drop buffers now safely on disk."""

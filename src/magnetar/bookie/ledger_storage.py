@@ -264,6 +264,7 @@ class LedgerStorage:
         if job.frozen:
             self.entry_logger.write_frozen(job.frozen)
         path = self._index_path(job.generation)
+        created = not path.exists()
         if job.rewrite:
             length = len(job.index_bytes)
             _write_file_synced(path, job.index_bytes)
@@ -279,7 +280,8 @@ class LedgerStorage:
             finally:
                 os.close(fd)
             length = self._state.index_length + len(job.index_bytes)
-        _fsync_dir(self._index_dir)
+        if created:  # its directory entry; appending to an existing file needs no dir sync
+            _fsync_dir(self._index_dir)
         state = _CheckpointState(job.journal_position, job.generation, length)
         tmp = self._checkpoint_path.with_suffix(".tmp")
         _write_file_synced(

@@ -63,6 +63,7 @@ from magnetar.protocol import (
 from magnetar.protocol.batch import build_batch
 from magnetar.protocol.command import Send
 from magnetar.protocol.entry import build_entry
+from magnetar.protocol.frame import _uvarint as uvarint  # the codec's own varint
 from magnetar.protocol.metadata import SingleMessageMetadata
 from magnetar.testing import StandaloneProcess
 
@@ -172,15 +173,6 @@ def entry_for(size: int, batched: bool) -> tuple[bytes, int]:
     return b"".join(build_entry(md, payload)), 1
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 class SendFrames:
     """SEND frames around one pre-built entry, the command written by hand (a few bytes
     around two varints) so that building a frame costs the generator well under a
@@ -190,7 +182,7 @@ class SendFrames:
         self.entry = entry
         self.per_send = per_send
         # BaseCommand{type=SEND; send{producer_id, sequence_id, num_messages}}
-        self._tail = b"" if per_send == 1 else b"\x18" + _uvarint(per_send)
+        self._tail = b"" if per_send == 1 else b"\x18" + uvarint(per_send)
         for pid, seq in ((1, 0), (3, 300), (2, 1 << 40)):
             expected = b"".join(
                 encode_payload_command(
@@ -200,8 +192,8 @@ class SendFrames:
             assert b"".join(self.frame(pid, seq)) == expected, "hand-built SEND differs"
 
     def frame(self, producer_id: int, sequence_id: int) -> tuple[bytes, bytes]:
-        send = b"\x08" + _uvarint(producer_id) + b"\x10" + _uvarint(sequence_id) + self._tail
-        cmd = b"\x08\x06\x32" + _uvarint(len(send)) + send
+        send = b"\x08" + uvarint(producer_id) + b"\x10" + uvarint(sequence_id) + self._tail
+        cmd = b"\x08\x06\x32" + uvarint(len(send)) + send
         return _U32X2.pack(4 + len(cmd) + len(self.entry), len(cmd)) + cmd, self.entry
 
 

@@ -277,19 +277,8 @@ class Topic:
     def publish(self, data: bytes, messages: int) -> asyncio.Future[Position]:
         """Append one entry holding ``messages`` messages; the future gives its position
         (stored by an ack quorum)."""
-        future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-
-        def done(position: Position | None, error: BaseException | None) -> None:
-            if future.done():
-                return
-            if error is not None:
-                future.set_exception(error)
-            else:
-                assert position is not None
-                future.set_result(position)
-
-        self.publish_callback(data, messages, done)
-        return future
+        self.meters.msg_in.record(messages, len(data))
+        return self.ml.add_entry_nowait(data, messages)
 
     def publish_callback(self, data: bytes, messages: int, callback: AddCallback) -> None:
         """:meth:`publish` without a future (the producers' hot path): ``callback(position,

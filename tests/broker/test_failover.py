@@ -86,8 +86,31 @@ def test_first_failover_consumer_activates_after_delay() -> None:
     sel = ActiveConsumerSelector(TOPIC, 0, SingleActiveType.FAILOVER, failover_delay_ms=1000)
     assert sel.add(FailoverConsumer(1, "a"), now_ms=0) == [ScheduleActivation(1000)]
     assert sel.dispatch_paused
-    assert sel.on_timer(999) == []
+    assert sel.on_timer(999) == [ScheduleActivation(1000)]  # early: arm again
     assert sel.on_timer(1000) == [RewindCursor(), NotifyActiveConsumer(1, True), StartDispatch(1)]
+    assert not sel.dispatch_paused
+    assert sel.on_timer(2000) == []  # nothing pending any more
+
+
+def test_early_timer_keeps_the_activation_pending() -> None:
+    # Issue 13: a lone Failover consumer (the walkthrough's topic2/sub3) whose activation
+    # timer fired 1 ms early by the broker's clock was never activated: the early tick was a
+    # no-op that armed nothing, so dispatch stayed paused, and every later switch found an
+    # activation "already scheduled" and scheduled nothing either.
+    sel = ActiveConsumerSelector(TOPIC + "-partition-0", 0, SingleActiveType.FAILOVER, 1000)
+    assert sel.add(FailoverConsumer(1, "b"), now_ms=10_000) == [ScheduleActivation(11_000)]
+    assert sel.on_timer(10_999) == [ScheduleActivation(11_000)]
+    assert sel.dispatch_paused
+    # "a" sorts first and takes partition 0: a switch while the activation is pending
+    # neither postpones nor loses it.
+    assert sel.add(FailoverConsumer(2, "a"), now_ms=10_999) == []
+    assert sel.on_timer(10_999) == [ScheduleActivation(11_000)]
+    assert sel.on_timer(11_000) == [
+        RewindCursor(),
+        NotifyActiveConsumer(2, True),
+        NotifyActiveConsumer(1, False),
+        StartDispatch(2),
+    ]
     assert not sel.dispatch_paused
 
 

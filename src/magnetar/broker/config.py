@@ -53,6 +53,9 @@ class BrokerConfig:
     max_unacked_messages_per_subscription: int = 200_000
     """Pulsar's ``maxUnackedMessagesPerSubscription`` (Shared/Key_Shared; 0 = unlimited)."""
     delayed_delivery_tick_ms: int = 100
+    orphan_reader_subscription_timeout_ms: int = 60_000
+    """A non-durable (reader) subscription emptied by a seek waits this long for its
+    consumer to come back before it is dropped."""
     ensemble_size: int = 1
     write_quorum: int = 1
     ack_quorum: int = 1

@@ -24,7 +24,9 @@ Effects when the active consumer changes (Java ``PersistentDispatcherSingleActiv
 * Failover with a delay: :class:`ScheduleActivation` ``(now_ms + delay)``; dispatch is paused
   (``dispatch_paused``) until the caller calls :meth:`ActiveConsumerSelector.on_timer` at or
   after that time, which returns the same rewind/notify/dispatch sequence for whoever is
-  active *then*. A switch while one is already scheduled does not postpone it.
+  active *then*. A switch while one is already scheduled does not postpone it. A call
+  before that time returns the same :class:`ScheduleActivation` again, so an early timer
+  re-arms instead of losing the activation.
 
 When a consumer joins and the active one does not change, only the newcomer is told
 (Failover only): ``NotifyActiveConsumer(newcomer, is_active=False)``, or ``True`` if it is
@@ -228,9 +230,18 @@ class ActiveConsumerSelector:
         return []
 
     def on_timer(self, now_ms: int) -> list[FailoverEffect]:
-        """Fire a due delayed activation; a no-op before the due time or when none is pending."""
-        if self._activation_due_ms is None or now_ms < self._activation_due_ms:
+        """Fire a due delayed activation.
+
+        Before the due time it returns ``[ScheduleActivation(due_ms)]`` again: the pending
+        activation stays pending and the caller must arm its timer once more (a timer that
+        fires early by the caller's clock must not leave dispatch paused for good). With no
+        activation pending it returns ``[]``.
+        """
+        due_ms = self._activation_due_ms
+        if due_ms is None:
             return []
+        if now_ms < due_ms:
+            return [ScheduleActivation(due_ms)]
         self._activation_due_ms = None
         return self._activate()
 

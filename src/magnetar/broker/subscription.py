@@ -47,6 +47,7 @@ from magnetar.broker.failover import (
 from magnetar.broker.key_shared import HashRange, KeySharedRouter, sticky_key, sticky_key_hash
 from magnetar.broker.redelivery_tracker import RedeliveryTracker, redelivery_tracker_for
 from magnetar.broker.shared_dispatch import SharedConsumerRing
+from magnetar.common.clock import Timer
 from magnetar.common.errors import MagnetarError
 from magnetar.managed_ledger.compaction import CompactedCursorReader
 from magnetar.managed_ledger.errors import InvalidCursorPosition, ManagedLedgerError
@@ -146,8 +147,10 @@ class Subscription:
         self._wake = _Wake()
         self._sub_blocked_on_unacked = False
         self._task: asyncio.Task[None] | None = None
-        self._timers: list[asyncio.TimerHandle] = []
-        self._delayed_timer: asyncio.TimerHandle | None = None
+        self._activation_timer: Timer | None = None
+        """Fires the selector's pending failover activation (Failover)."""
+        self._orphan_timer: Timer | None = None
+        self._delayed_timer: Timer | None = None
         self._epoch = 0
         self.closed = False
         self.keep_when_empty = False
@@ -204,10 +207,10 @@ class Subscription:
         )
         if not self.consumers:
             self._configure(new_type, key_shared)
-        now_ms = self._clock.now_ms()
         if self._selector is not None:
             effects = self._selector.add(
-                FailoverConsumer(consumer.uid, consumer.name, consumer.priority_level), now_ms
+                FailoverConsumer(consumer.uid, consumer.name, consumer.priority_level),
+                self._selector_now_ms(),
             )
             self.consumers[consumer.uid] = consumer
             self._apply_failover(effects)
@@ -243,7 +246,7 @@ class Subscription:
         consumer.pending = PendingEntries()
         if self._selector is not None:
             with contextlib.suppress(MagnetarError):
-                self._apply_failover(self._selector.remove(consumer.uid, self._clock.now_ms()))
+                self._apply_failover(self._selector.remove(consumer.uid, self._selector_now_ms()))
         else:
             if self._ring is not None:
                 self._ring.remove(consumer.uid)
@@ -264,13 +267,21 @@ class Subscription:
                 return
         self._wake.set()
 
+    def _selector_now_ms(self) -> int:
+        """The failover selector's time: the injected clock's monotonic reading, the one its
+        ``call_later`` measures, so a timer armed for a due time finds it reached."""
+        return int(self._clock.monotonic_s() * 1000)
+
     def _apply_failover(self, effects: Sequence[FailoverEffect]) -> None:
         for effect in effects:
             match effect:
                 case ScheduleActivation(due_ms=due_ms):
-                    delay_s = max(0, due_ms - self._clock.now_ms()) / 1000
-                    loop = asyncio.get_running_loop()
-                    self._timers.append(loop.call_later(delay_s, self._on_failover_timer))
+                    if self._activation_timer is not None:
+                        self._activation_timer.cancel()
+                    delay_s = max(0, due_ms - self._selector_now_ms()) / 1000
+                    self._activation_timer = self._clock.call_later(
+                        delay_s, self._on_failover_timer
+                    )
                 case RewindCursor():
                     self._rewind()
                 case NotifyActiveConsumer(consumer_id=uid, is_active=active):
@@ -286,8 +297,9 @@ class Subscription:
                     self._wake.set()
 
     def _on_failover_timer(self) -> None:
+        self._activation_timer = None
         if self._selector is not None and not self.closed:
-            self._apply_failover(self._selector.on_timer(self._clock.now_ms()))
+            self._apply_failover(self._selector.on_timer(self._selector_now_ms()))
 
     def _rewind(self) -> None:
         for c in self.consumers.values():
@@ -297,12 +309,12 @@ class Subscription:
         self._wake.set()
 
     def _cancel_timers(self) -> None:
-        for t in self._timers:
-            t.cancel()
-        self._timers.clear()
-        if self._delayed_timer is not None:
-            self._delayed_timer.cancel()
-            self._delayed_timer = None
+        for timer in (self._activation_timer, self._orphan_timer, self._delayed_timer):
+            if timer is not None:
+                timer.cancel()
+        self._activation_timer = None
+        self._orphan_timer = None
+        self._delayed_timer = None
 
     # --- commands from consumers ---------------------------------------------------------
 
@@ -466,11 +478,15 @@ class Subscription:
         drop it if none does within a while."""
 
         def check() -> None:
+            self._orphan_timer = None
             if not self.consumers and not self.closed:
                 task = asyncio.get_running_loop().create_task(self.topic.drop_subscription(self))
                 self.topic.service.track(task)
 
-        self._timers.append(asyncio.get_running_loop().call_later(60.0, check))
+        if self._orphan_timer is not None:
+            self._orphan_timer.cancel()
+        timeout_s = self._config.orphan_reader_subscription_timeout_ms / 1000
+        self._orphan_timer = self._clock.call_later(timeout_s, check)
 
     def last_message_id_response(self, request_id: int) -> GetLastMessageIdResponse:
         md = self.cursor.state.mark_delete
@@ -816,7 +832,7 @@ class Subscription:
         if self._delayed_timer is not None:
             self._delayed_timer.cancel()
         delay_s = max(0, due - self._clock.now_ms()) / 1000
-        self._delayed_timer = asyncio.get_running_loop().call_later(delay_s, self._wake.set)
+        self._delayed_timer = self._clock.call_later(delay_s, self._wake.set)
 
 
 def _key_shared_policy(meta: KeySharedMeta | None) -> rules.KeySharedPolicy:

@@ -100,7 +100,6 @@ class _SystemTimer:
             self._handle = None
 
 
-
 class ManualClock:
     """A clock that moves only when :meth:`advance` is called.
 

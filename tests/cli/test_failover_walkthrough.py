@@ -93,3 +93,24 @@ def test_failover_walkthrough(cli: Cli) -> None:
     assert c2.interrupt(signal.SIGINT) == 0
     assert c3.interrupt(signal.SIGTERM) == 0
     assert c2.err[-1] == "5 messages successfully consumed"
+
+
+def test_event_lines_name_generated_consumers(cli: Cli) -> None:
+    # Issue 13: without --consumer-name, a consumer told it is inactive while its subscribe
+    # was still being answered printed "consumer  became inactive" (the printer only learnt
+    # the generated name from the finished subscribe). The broker tells a newcomer at once
+    # when the active consumer stays, as here: the first consumer has the better priority.
+    topic = f"topic-{uuid.uuid4().hex[:8]}"
+    args = ("-s", "sub", "-t", "Failover", "-n", "0")
+    first = cli.consume(topic, *args, "--priority-level", "0")
+    first.wait_for_line("became active")
+    second = cli.consume(topic, *args, "--priority-level", "1")
+    second.wait_for_line("became inactive")
+    for proc, state in ((first, "active"), (second, "inactive")):
+        subscribed = proc.wait_for_line("subscribed to")
+        name = subscribed.rsplit("consumer ", 1)[1]
+        assert name.startswith("consumer-")
+        assert f"consumer {name} became {state}" in proc.err, proc.err
+        assert not any("consumer  became" in ln for ln in proc.err), proc.err
+    assert first.interrupt(signal.SIGINT) == 0
+    assert second.interrupt(signal.SIGINT) == 0

@@ -250,20 +250,24 @@ async def _produce(
 
 
 class _EventPrinter:
-    """The failover consumer event listener: reports activity changes on stderr."""
+    """The failover consumer event listener: reports activity changes on stderr.
 
-    def __init__(self, out: Printer, name: str) -> None:
+    The name comes from the consumer the event is about: a broker may report a consumer
+    inactive before its subscribe has returned (and before "subscribed" is printed), when
+    only the consumer itself knows the name it generated."""
+
+    def __init__(self, out: Printer) -> None:
         self.out = out
-        self.name = name
 
-    def _say(self, active: bool, partition: int) -> None:
+    def _say(self, consumer: Any, active: bool, partition: int) -> None:
+        name = consumer.consumer_name()
         where = f" on partition {partition}" if partition >= 0 else ""
         if self.out.json:
             click.echo(
                 json.dumps(
                     {
                         "event": "active" if active else "inactive",
-                        "consumer": self.name,
+                        "consumer": name,
                         "partition": partition,
                     }
                 ),
@@ -271,13 +275,13 @@ class _EventPrinter:
             )
         else:
             state = "active" if active else "inactive"
-            click.echo(f"consumer {self.name} became {state}{where}", err=True)
+            click.echo(f"consumer {name} became {state}{where}", err=True)
 
     def became_active(self, consumer: Any, partition: int) -> None:
-        self._say(True, partition)
+        self._say(consumer, True, partition)
 
     def became_inactive(self, consumer: Any, partition: int) -> None:
-        self._say(False, partition)
+        self._say(consumer, False, partition)
 
 
 def message_record(msg: Any, hex_payload: bool) -> dict[str, Any]:
@@ -417,7 +421,7 @@ async def _consume(
     received = 0
     c = settings.make_client()
     try:
-        listener = _EventPrinter(out, consumer_name or "")
+        listener = _EventPrinter(out)
         target: Any = re.compile(topic) if regex else topic
         subscribing = asyncio.ensure_future(
             c.subscribe(
@@ -439,8 +443,7 @@ async def _consume(
                 await subscribing
             return 0
         consumer = subscribing.result()
-        name = consumer.consumer_name() if hasattr(consumer, "consumer_name") else consumer_name
-        listener.name = name or ""
+        name = consumer.consumer_name()
         if out.json:
             click.echo(
                 json.dumps(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -211,3 +213,52 @@ def test_walkthrough_lone_failover_consumers_always_receive(
         finally:
             official.close()
             node.kill()
+
+
+class NameRecorder:
+    """Records the name of the consumer each failover event is about."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def became_active(self, consumer: Any, partition: int) -> None:
+        self.names.append(consumer.consumer_name())
+
+    def became_inactive(self, consumer: Any, partition: int) -> None:
+        self.names.append(consumer.consumer_name())
+
+
+def _partition_consumer_names(node: StandaloneProcess, topic: str, partition: int) -> list[str]:
+    path = f"{topic.replace('://', '/')}-partition-{partition}"
+    with urllib.request.urlopen(f"{node.http_url}/admin/v2/{path}/stats") as resp:
+        stats = json.load(resp)
+    return [c["consumerName"] for c in stats["subscriptions"]["leader"]["consumers"]]
+
+
+async def test_partitioned_failover_consumer_has_one_generated_name(
+    standalone: StandaloneProcess, topic: str
+) -> None:
+    # Without a consumer name, every partition's subscription sees the same generated name
+    # (as with the C++ client; Failover spreads partitions by sorted name), and events,
+    # which may come before the subscribe returns, name it too.
+    req = urllib.request.Request(
+        f"{standalone.http_url}/admin/v2/{topic.replace('://', '/')}/partitions",
+        data=b"2", method="PUT", headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    await asyncio.to_thread(urllib.request.urlopen, req)
+    async with Client(standalone.url) as client:
+        recorders = [NameRecorder(), NameRecorder()]
+        consumers = [
+            await client.subscribe(
+                topic, "leader", consumer_type=ConsumerType.Failover, consumer_event_listener=r
+            )
+            for r in recorders
+        ]
+        names = [c.consumer_name() for c in consumers]
+        assert all(n.startswith("consumer-") for n in names) and names[0] != names[1]
+        for p in range(2):
+            seen = await asyncio.to_thread(_partition_consumer_names, standalone, topic, p)
+            assert sorted(seen) == sorted(names)
+        await eventually(lambda: all(len(r.names) >= 2 for r in recorders))
+        for rec, name in zip(recorders, names, strict=True):
+            assert set(rec.names) == {name}

@@ -294,6 +294,10 @@ class Client:
         self._check_open()
         if crypto_key_reader is not None:
             raise InvalidConfiguration("end-to-end encryption is not supported")
+        if consumer_name is None:
+            # One name for every partition and topic of this consumer, as the C++ client
+            # does: Failover spreads partitions by sorted consumer name.
+            consumer_name = f"consumer-{self._ctx.rng.getrandbits(40):010x}"
         conf = ConsumerConfig(
             consumer_type=consumer_type,
             consumer_name=consumer_name,
@@ -347,7 +351,9 @@ class Client:
             await consumer._start()
             return consumer
         parent = MultiTopicsConsumer(
-            topic.pattern if isinstance(topic, re.Pattern) else ",".join(topics), subscription_name
+            topic.pattern if isinstance(topic, re.Pattern) else ",".join(topics),
+            subscription_name,
+            consumer_name,
         )
         if partitions:
             conf.receiver_queue_size = min(

@@ -26,9 +26,11 @@ log = logging.getLogger(__name__)
 
 
 class MultiTopicsConsumer:
-    def __init__(self, topic: str, subscription: str) -> None:
+    def __init__(self, topic: str, subscription: str, consumer_name: str = "") -> None:
         self._topic = topic
         self._subscription = subscription
+        self._consumer_name = consumer_name
+        """The name every child subscribes with ("" for readers: the first child's)."""
         self._children: list[Consumer] = []
         self._queue: deque[Message] = deque()
         self._waiters: deque[asyncio.Future[Message]] = deque()
@@ -112,6 +114,8 @@ class MultiTopicsConsumer:
         return self._subscription
 
     def consumer_name(self) -> str:
+        if self._consumer_name:
+            return self._consumer_name
         return self._children[0].consumer_name() if self._children else ""
 
     @property

@@ -156,9 +156,13 @@ def expected_requests(data: bytes, frame_limit: int) -> dict[int, Request]:
     malformed one: each must be answered unless the broker closes the connection.
 
     An ACK's receipt is only owed by a consumer that exists on the connection: Pulsar drops
-    an ACK for any other consumer id, with or without a request id; ACKs are left out.
+    an ACK for any other consumer id, with or without a request id; ACKs are left out. A
+    PRODUCER (SUBSCRIBE) followed by a CLOSE_PRODUCER (CLOSE_CONSUMER) of the same id is left
+    out too: the close cancels a creation still under way, whose request Pulsar then never
+    answers (the client stopped waiting for it when it sent the close).
     """
     out: dict[int, Request] = {}
+    creating: dict[tuple[str, int], list[int]] = {}  # (kind, id) -> request ids
     pos = 0
     while len(data) - pos >= 4:
         end = pos + 4 + struct.unpack_from(">I", data, pos)[0]
@@ -170,6 +174,21 @@ def expected_requests(data: bytes, frame_limit: int) -> dict[int, Request]:
             break
         cmd = frame.command
         rid = getattr(cmd, "request_id", None)
+        if isinstance(cmd, p.Producer | p.Subscribe) and rid is not None:
+            key = (
+                ("producer", cmd.producer_id)
+                if isinstance(cmd, p.Producer)
+                else ("consumer", cmd.consumer_id)
+            )
+            creating.setdefault(key, []).append(rid)
+        elif isinstance(cmd, p.CloseProducer | p.CloseConsumer):
+            key = (
+                ("producer", cmd.producer_id)
+                if isinstance(cmd, p.CloseProducer)
+                else ("consumer", cmd.consumer_id)
+            )
+            for cancelled in creating.pop(key, []):
+                out.pop(cancelled, None)
         if rid is not None and not isinstance(cmd, p.Ack):
             cmd_size = struct.unpack_from(">I", data, pos + 4)[0]
             base = pb.BaseCommand()

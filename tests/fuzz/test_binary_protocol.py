@@ -63,6 +63,8 @@ class Outcome:
     closed: bool
     unanswered: dict[int, str]
     bad_reply: str | None = None
+    answered: int = 0
+    """Expected requests answered."""
 
 
 def run_case(port: int, case: Case) -> Outcome:
@@ -79,7 +81,7 @@ def run_case(port: int, case: Case) -> Outcome:
         try:
             sock.sendall(case.data)
         except OSError:
-            return Outcome(case, True, {})
+            return Outcome(case, True, {}, None, len(expected.keys() & answered))
         deadline = time.monotonic() + ANSWER_TIMEOUT_S
         while not expected.keys() <= answered:
             remaining = deadline - time.monotonic()
@@ -91,9 +93,9 @@ def run_case(port: int, case: Case) -> Outcome:
             except TimeoutError:
                 break
             except OSError:  # reset by the broker
-                return Outcome(case, True, {})
+                return Outcome(case, True, {}, None, len(expected.keys() & answered))
             if not data:
-                return Outcome(case, True, {})
+                return Outcome(case, True, {}, None, len(expected.keys() & answered))
             try:
                 frames = decoder.feed(data)
             except ProtocolError as exc:
@@ -103,7 +105,7 @@ def run_case(port: int, case: Case) -> Outcome:
                 if rid is not None:
                     answered.add(rid)
     missing = {rid: name for rid, name in expected.items() if rid not in answered}
-    return Outcome(case, False, missing)
+    return Outcome(case, False, missing, None, len(expected.keys() & answered))
 
 
 def _report(seed: int, outcomes: list[Outcome]) -> str:
@@ -142,6 +144,10 @@ def test_binary_protocol_fuzz(
     bad = [o for o in outcomes if o.bad_reply or o.unanswered]
     by_command = collections.Counter(name for o in bad for name in o.unanswered.values())
     assert not bad, f"{len(bad)} cases failed; unanswered {dict(by_command)}\n" + _report(seed, bad)
-    assert sum(o.closed for o in outcomes) < len(outcomes)  # not everything was refused
+    answered = sum(o.answered for o in outcomes)
+    print(
+        f"{len(cases)} cases, {answered} requests answered, {sum(o.closed for o in outcomes)} connections closed by the broker"
+    )
+    assert answered >= len(cases) // 4  # most requests reach a handler, not just the decoder
     wait_for_rss_below(node, int(start * 1.2))
     produce_and_consume(node.url)

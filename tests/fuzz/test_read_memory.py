@@ -22,6 +22,7 @@ from .process import MIB, pid_of, produce_and_consume, rss_bytes, wait_for_rss_b
 LONG = os.environ.get("MAGNETAR_LONG_TESTS") == "1"
 ERROR_CONNECTIONS = 100 if LONG else 30
 HALF_FRAME_CONNECTIONS = 150 if LONG else 50
+OVERSIZE_CONNECTIONS = 1500 if LONG else 300
 CONNECT = encode(Connect(client_version="memory-test", protocol_version=20))
 FRAME_BYTES = 4 * MIB
 
@@ -76,6 +77,25 @@ def test_frames_ending_in_a_protocol_error_leave_no_memory_behind(
     )
     with ThreadPoolExecutor(8) as pool:
         closed = list(pool.map(lambda data: send_and_expect_close(node.port, data), streams))
+    assert all(closed), f"{closed.count(False)} connections were left open"
+    wait_for_rss_below(node, int(start * 1.2))
+    produce_and_consume(node.url)
+
+
+def test_oversized_frames_leave_no_memory_behind(
+    standalone_factory: Callable[..., StandaloneProcess],
+) -> None:
+    # A SEND announcing 6 MiB (the limit is 5 MiB + 10 KiB) is refused at its size prefix;
+    # the read that carried the prefix used to stay referenced by the kept error.
+    node, start = start_warm(standalone_factory)
+    oversize = CONNECT + send_frame(6 * MIB)[: 256 * 1024]
+    with ThreadPoolExecutor(8) as pool:
+        closed = list(
+            pool.map(
+                lambda data: send_and_expect_close(node.port, data),
+                [oversize] * OVERSIZE_CONNECTIONS,
+            )
+        )
     assert all(closed), f"{closed.count(False)} connections were left open"
     wait_for_rss_below(node, int(start * 1.2))
     produce_and_consume(node.url)

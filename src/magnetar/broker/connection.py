@@ -126,12 +126,7 @@ class ServerConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._writable.set()
-        self._decoder.release("connection closed")
-        budget = self.service.partial_frames
-        budget.release(self)
-        self._partial_held_bytes = 0
-        for reader in budget.resumable():
-            reader.resume_for_budget()
+        self._release_partial_frame()
         if self._keepalive is not None:
             self._keepalive.cancel()
         for task in [*self._pending_producers.values(), *self._pending_consumers.values()]:
@@ -187,13 +182,23 @@ class ServerConnection(asyncio.Protocol):
         self._update_reading()
 
     def close_for_overdue_frame(self) -> None:
-        """The partial frame took longer than ``partial_frame_timeout_ms``: close."""
+        """The partial frame took longer than ``partial_frame_timeout_ms``: close, and free
+        its bytes now (the transport reports the loss later)."""
         log.info(
             "connection %s: closing: a frame was not completed within %d ms",
             self.address,
             self.service.config.partial_frame_timeout_ms,
         )
         self.close()
+        self._release_partial_frame()
+
+    def _release_partial_frame(self) -> None:
+        self._decoder.release("connection closed")
+        budget = self.service.partial_frames
+        budget.release(self)
+        self._partial_held_bytes = 0
+        for reader in budget.resumable():
+            reader.resume_for_budget()
 
     def _update_reading(self) -> None:
         transport = self.transport

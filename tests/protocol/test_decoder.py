@@ -213,9 +213,9 @@ def test_announced_size_is_not_allocated_up_front() -> None:
     # and a few bytes, not the announced size.
     decoder = p.FrameDecoder()
     size = decoder.max_frame_size_bytes - 4
-    before = tracemalloc_peak(lambda: decoder.feed(struct.pack(">II", size, 100) + b"\x00" * 10))
+    peak = tracemalloc_peak(lambda: decoder.feed(struct.pack(">II", size, 100) + b"\x00" * 10))
     assert decoder.buffered_bytes == 14
-    assert before < 64 * 1024
+    assert peak < 64 * 1024
 
 
 def tracemalloc_peak(run: Any) -> int:

@@ -196,14 +196,92 @@ def test_default_limit_is_five_mib_plus_padding() -> None:
     assert p.FrameDecoder().max_frame_size_bytes == 5 * 1024 * 1024 + 10 * 1024
 
 
-def test_partial_frame_buffer_is_exactly_the_frame() -> None:
+def test_partial_frame_holds_only_the_bytes_that_arrived() -> None:
     raw = _frame_bytes(p.Send(producer_id=1, sequence_id=1), b"z" * 5000)
     decoder = p.FrameDecoder()
     assert decoder.feed(raw[:100]) == []
-    assert decoder.buffered_bytes == len(raw) - 4
-    (frame,) = decoder.feed(raw[100:])
+    assert decoder.buffered_bytes == 96  # not the 5029 the prefix announced
+    assert decoder.feed(raw[100:3000]) == []
+    assert decoder.buffered_bytes == 2996
+    (frame,) = decoder.feed(raw[3000:])
     assert frame.entry is not None and bytes(frame.entry.payload) == b"z" * 5000
     assert decoder.buffered_bytes == 0
+
+
+def test_announced_size_is_not_allocated_up_front() -> None:
+    # A prefix announcing a frame at the limit, then silence: the decoder holds the prefix
+    # and a few bytes, not the announced size.
+    decoder = p.FrameDecoder()
+    size = decoder.max_frame_size_bytes - 4
+    peak = tracemalloc_peak(lambda: decoder.feed(struct.pack(">II", size, 100) + b"\x00" * 10))
+    assert decoder.buffered_bytes == 14
+    assert peak < 64 * 1024
+
+
+def tracemalloc_peak(run: Any) -> int:
+    """Peak bytes Python allocated while ``run()`` ran."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        run()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_partial_frames_started_counts_new_partial_frames_only() -> None:
+    raw = p.encode(p.Ping()) + _frame_bytes(p.Send(producer_id=1, sequence_id=1), b"z" * 100)
+    decoder = p.FrameDecoder()
+    decoder.feed(raw[:2])  # a split prefix starts a partial frame
+    assert decoder.partial_frames_started == 1
+    decoder.feed(raw[2:20])  # PING completes; the SEND is partial: a second one
+    assert decoder.partial_frames_started == 2
+    decoder.feed(raw[20:30])  # the same SEND grows
+    assert decoder.partial_frames_started == 2
+    (frame,) = decoder.feed(raw[30:])
+    assert frame.command.TYPE is p.CommandType.SEND
+    assert decoder.partial_frames_started == 2
+    assert decoder.buffered_bytes == 0
+
+
+def test_release_drops_the_partial_frame_and_fails_the_decoder() -> None:
+    raw = _frame_bytes(p.Send(producer_id=1, sequence_id=1), b"z" * 5000)
+    decoder = p.FrameDecoder()
+    decoder.feed(raw[:1000])
+    decoder.release("connection closed")
+    assert decoder.buffered_bytes == 0
+    with pytest.raises(ProtocolError, match="connection closed"):
+        decoder.feed(raw[1000:])
+
+
+def test_a_failed_decoder_keeps_no_buffer_alive() -> None:
+    # A frame whose handler raises after it completed: neither the decoder nor anything it
+    # keeps (an exception's traceback holds the failed call's frames and their locals)
+    # may keep the frame's bytes alive once the caller dropped the exception.
+    import gc
+    import tracemalloc
+
+    raw = _frame_bytes(p.Send(producer_id=1, sequence_id=1), b"z" * 200_000)
+    head, rest = raw[:100], raw[100:]
+
+    def on_frame(frame: p.Frame) -> None:
+        raise ProtocolError("SEND before CONNECT")
+
+    gc.disable()  # only reference counting frees memory here, as in a serving process
+    tracemalloc.start()
+    try:
+        decoder = p.FrameDecoder()
+        decoder.feed(head)
+        with pytest.raises(ProtocolError):
+            decoder.feed_each(rest, on_frame)
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+    assert held < 50_000  # the joined 200 kB frame is gone
+    with pytest.raises(ProtocolError, match="SEND before CONNECT"):
+        decoder.feed(p.encode(p.Ping()))
 
 
 def test_decoder_stays_failed() -> None:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from magnetar.broker.partial_frames import (
+    DEFAULT_PARTIAL_FRAME_BYTES_MAX,
+    DEFAULT_PARTIAL_FRAME_TIMEOUT_MS,
+)
 from magnetar.protocol import DEFAULT_MAX_MESSAGE_SIZE_BYTES
 
 
@@ -43,6 +47,11 @@ class BrokerConfig:
     """Pulsar's ``activeConsumerFailoverDelayTimeMillis``."""
     pending_sends_per_connection_max: int = 1_000
     """Beyond this many unanswered SENDs a connection stops reading until half are done."""
+    partial_frame_bytes_max: int = DEFAULT_PARTIAL_FRAME_BYTES_MAX
+    """Bytes all connections together may hold in frames not yet completely read; past
+    it, a connection holding part of a frame stops reading until the total falls below."""
+    partial_frame_timeout_ms: int = DEFAULT_PARTIAL_FRAME_TIMEOUT_MS
+    """A frame not completely read this long after its first byte closes its connection."""
     dispatch_entries_max: int = 100
     """Entries read per dispatch round of one subscription."""
     unacked_entries_per_consumer_max: int = 50_000

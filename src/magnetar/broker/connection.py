@@ -6,6 +6,12 @@ malformed or oversized frame (reference §1, §5). SEND, ACK, FLOW and
 REDELIVER_UNACKNOWLEDGED_MESSAGES are handled inline, in arrival order; requests that may
 wait (lookups, PRODUCER, SUBSCRIBE, SEEK, ...) run as tasks that answer with the request id.
 
+Memory of reading: the decoder holds only the bytes of a partial frame that arrived, and
+they count against the broker-wide :class:`~magnetar.broker.partial_frames.PartialFrameBudget`:
+past ``partial_frame_bytes_max`` a connection holding part of a frame stops reading until
+the total falls below; a frame not complete ``partial_frame_timeout_ms`` after its first
+byte closes the connection. A closed connection's partial frame is dropped at once.
+
 Writing: ``transport.write``/``writelines``; MESSAGE frames carry stored entry bytes
 without copying. Backpressure both ways: past ``pending_sends_per_connection_max``
 unanswered SENDs the transport stops reading until half of them are answered; dispatchers
@@ -96,7 +102,11 @@ class ServerConnection(asyncio.Protocol):
         self._pending_consumers: dict[int, asyncio.Task[None]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.pending_sends = 0
-        self._reading_paused = False
+        self._reading_paused = False  # the transport's state: paused for either reason
+        self._paused_for_sends = False
+        self._paused_for_budget = False
+        self._partial_held_bytes = 0  # what the budget counts for this connection
+        self._partial_frames_seen = 0  # the decoder's partial_frames_started, last seen
         self._writable = asyncio.Event()
         self._out: list[bytes | memoryview] | None = None
         self._loop = asyncio.get_running_loop()
@@ -116,6 +126,7 @@ class ServerConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._writable.set()
+        self._release_partial_frame()
         if self._keepalive is not None:
             self._keepalive.cancel()
         for task in [*self._pending_producers.values(), *self._pending_consumers.values()]:
@@ -137,11 +148,69 @@ class ServerConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._traffic = True
+        decoder = self._decoder
         try:
-            self._decoder.feed_each(data, self._on_frame, self._on_send)
+            decoder.feed_each(data, self._on_frame, self._on_send)
         except ProtocolError as exc:
             log.info("connection %s: closing: %s", self.address, exc)
             self.close()
+            return
+        if (decoder.buffered_bytes or self._partial_held_bytes) and not self.closed:
+            self._account_partial_frame()
+
+    def _account_partial_frame(self) -> None:
+        """Tell the broker-wide budget what this connection holds now (off the hot path:
+        only when a read ends inside a frame, or after one that did)."""
+        decoder = self._decoder
+        held = decoder.buffered_bytes
+        started_s = None
+        if held and decoder.partial_frames_started != self._partial_frames_seen:
+            self._partial_frames_seen = decoder.partial_frames_started
+            started_s = self.service.clock.monotonic_s()
+        self._partial_held_bytes = held
+        budget = self.service.partial_frames
+        if budget.hold(self, held, started_s):
+            self._paused_for_budget = True
+            self._update_reading()
+        elif budget.waiting:  # this read may have freed bytes or completed the oldest frame
+            for reader in budget.resumable():
+                reader.resume_for_budget()
+
+    def resume_for_budget(self) -> None:
+        """The broker-wide budget has room again: read on (unless closed)."""
+        self._paused_for_budget = False
+        self._update_reading()
+
+    def close_for_overdue_frame(self) -> None:
+        """The partial frame took longer than ``partial_frame_timeout_ms``: close, and free
+        its bytes now (the transport reports the loss later)."""
+        log.info(
+            "connection %s: closing: a frame was not completed within %d ms",
+            self.address,
+            self.service.config.partial_frame_timeout_ms,
+        )
+        self.close()
+        self._release_partial_frame()
+
+    def _release_partial_frame(self) -> None:
+        self._decoder.release("connection closed")
+        budget = self.service.partial_frames
+        budget.release(self)
+        self._partial_held_bytes = 0
+        for reader in budget.resumable():
+            reader.resume_for_budget()
+
+    def _update_reading(self) -> None:
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        paused = self._paused_for_sends or self._paused_for_budget
+        if paused != self._reading_paused:
+            self._reading_paused = paused
+            if paused:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
 
     def _on_frame(self, frame: Frame) -> None:
         if not self.closed:
@@ -207,23 +276,20 @@ class ServerConnection(asyncio.Protocol):
     def send_started(self) -> None:
         self.pending_sends += 1
         if (
-            not self._reading_paused
+            not self._paused_for_sends
             and self.pending_sends >= self.service.config.pending_sends_per_connection_max
-            and self.transport is not None
         ):
-            self._reading_paused = True
-            self.transport.pause_reading()
+            self._paused_for_sends = True
+            self._update_reading()
 
     def send_finished(self) -> None:
         self.pending_sends -= 1
         if (
-            self._reading_paused
+            self._paused_for_sends
             and self.pending_sends <= self.service.config.pending_sends_per_connection_max // 2
-            and self.transport is not None
-            and not self.closed
         ):
-            self._reading_paused = False
-            self.transport.resume_reading()
+            self._paused_for_sends = False
+            self._update_reading()
 
     # --- keep-alive ----------------------------------------------------------------------
 
@@ -236,7 +302,7 @@ class ServerConnection(asyncio.Protocol):
     def _on_keepalive(self) -> None:
         if self.closed:
             return
-        if not self._traffic:
+        if not self._traffic and not self._reading_paused:  # paused: we stopped listening
             log.info("connection %s: no traffic for a keep-alive interval; closing", self.address)
             self.close()
             return

@@ -38,6 +38,7 @@ from urllib.parse import quote, unquote
 from magnetar.broker.compactor import Compactor
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
+from magnetar.broker.partial_frames import PartialFrameBudget
 from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
 from magnetar.broker.stats import MeterSampler
 from magnetar.broker.tls import TLS_HANDSHAKE_TIMEOUT_S, server_ssl_context
@@ -119,6 +120,11 @@ class BrokerService:
         """Topic compaction: trigger_compaction / compaction_status / view."""
         self.policies = PolicyCache(store, broker_defaults(config))
         self.policies.add_listener(self._policies_changed)
+        self.partial_frames: PartialFrameBudget[ServerConnection] = PartialFrameBudget(
+            config.partial_frame_bytes_max, config.partial_frame_timeout_ms
+        )
+        """Bytes all connections hold in frames not yet completely read (see
+        :mod:`magnetar.broker.partial_frames`); overdue frames close their connection."""
         self.meter_sampler = MeterSampler()
         """The hot-path rate meters (producers, consumers, topics, subscriptions), sampled
         every :data:`METER_SAMPLE_INTERVAL_S` by :meth:`_sample_meters`."""
@@ -152,6 +158,7 @@ class BrokerService:
             self.tls_port = int(self._tls_server.sockets[0].getsockname()[1])
             log.info("broker TLS listening on %s:%d", self.config.host, self.tls_port)
         self.spawn(self._sample_meters())
+        self.spawn(self._close_overdue_partial_frames())
 
     async def _initialize_metadata(self) -> None:
         for path, value in (
@@ -210,6 +217,15 @@ class BrokerService:
         while not self.closing:
             await self.clock.sleep(METER_SAMPLE_INTERVAL_S)
             self.meter_sampler.sample_all()
+
+    async def _close_overdue_partial_frames(self) -> None:
+        # Checked a few times per timeout: a frame is dropped at most a quarter of the
+        # timeout late.
+        interval_s = self.config.partial_frame_timeout_ms / 4000
+        while not self.closing:
+            await self.clock.sleep(interval_s)
+            for conn in self.partial_frames.expired(self.clock.monotonic_s()):
+                conn.close_for_overdue_frame()
 
     def track(self, task: asyncio.Task[Any]) -> None:
         self._background.add(task)

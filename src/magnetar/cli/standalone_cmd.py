@@ -53,6 +53,21 @@ import click
     help="Broker-wide message deduplication (brokerDeduplicationEnabled).",
 )
 @click.option("--max-message-size", default=5 * 1024 * 1024, show_default=True, type=int)
+@click.option(
+    "--partial-frame-bytes-max",
+    default=64 * 1024 * 1024,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Bytes all connections may hold in frames not yet completely read; past it, "
+    "connections holding part of a frame stop reading until the total falls below.",
+)
+@click.option(
+    "--partial-frame-timeout-ms",
+    default=30_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="A frame not completely read this long after its first byte closes its connection.",
+)
 @click.option("--failover-delay-ms", default=1000, show_default=True, type=int)
 @click.option(
     "--managed-ledger-max-entries-per-ledger",
@@ -75,6 +90,8 @@ def standalone(
     advertised_address: str | None,
     deduplication: bool,
     max_message_size: int,
+    partial_frame_bytes_max: int,
+    partial_frame_timeout_ms: int,
     failover_delay_ms: int,
     managed_ledger_max_entries_per_ledger: int,
     log_level: str,
@@ -113,6 +130,8 @@ def standalone(
             advertised_address=advertised_address,
             deduplication_enabled=deduplication,
             max_message_size_bytes=max_message_size,
+            partial_frame_bytes_max=partial_frame_bytes_max,
+            partial_frame_timeout_ms=partial_frame_timeout_ms,
             failover_delay_ms=failover_delay_ms,
         ),
     )

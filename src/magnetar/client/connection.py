@@ -420,6 +420,7 @@ class Connection(asyncio.Protocol):
         self._fail_all(ConnectError(f"connection to {self.logical_url} closed"))
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._decoder.release("connection closed")  # a partial frame is freed at once
         self._fail_all(ConnectError(f"connection to {self.logical_url} lost: {exc or 'closed'}"))
 
     def _fail_all(self, error: ConnectError) -> None:

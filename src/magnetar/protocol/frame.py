@@ -96,27 +96,57 @@ class FrameDecoder:
     is known, before buffering any of the body: an oversized frame raises
     :class:`~magnetar.common.errors.FrameTooLarge`.
 
+    Memory: a partial frame holds only the bytes that have arrived (the announced size is
+    untrusted and never allocated up front), as the received chunks; they are joined into
+    one buffer when the last byte arrives. :attr:`buffered_bytes` is what it holds, and
+    :meth:`release` drops it.
+
     After :meth:`feed` raised, the decoder is failed: every later call raises
-    ProtocolError again (the stream cannot be resynchronised; close the connection).
+    ProtocolError again (the stream cannot be resynchronised; close the connection). A
+    failed decoder holds no buffer and no exception (only its message): an exception's
+    traceback would keep the frames of the failed call, and the bytes they referenced,
+    alive for as long as the decoder.
     """
 
-    __slots__ = ("_base", "_body", "_failed", "_filled", "_head", "max_frame_size_bytes")
+    __slots__ = (
+        "_base",
+        "_failed",
+        "_head",
+        "_held",
+        "_needed",
+        "_parts",
+        "max_frame_size_bytes",
+        "partial_frames_started",
+    )
 
     def __init__(self, max_frame_size_bytes: int = DEFAULT_MAX_FRAME_SIZE_BYTES) -> None:
         if max_frame_size_bytes < 12:
             raise ValueError("max_frame_size_bytes must allow at least an empty command")
         self.max_frame_size_bytes = max_frame_size_bytes
         self._head = bytearray()  # a size prefix split across feeds (< 4 bytes)
-        self._body: bytearray | None = None  # a frame split across feeds, sized exactly
-        self._filled = 0
-        self._failed: ProtocolError | None = None
+        self._parts: list[bytes | memoryview] = []  # received chunks of a split frame
+        self._held = 0  # bytes in _parts
+        self._needed = 0  # the announced size of the frame in _parts (after its prefix)
+        self._failed: str | None = None
         self._base = pb.BaseCommand()  # scratch, reused: parsing into it allocates less
+        self.partial_frames_started = 0
+        """How many times a frame was left incomplete at the end of a feed after none was
+        (a counter, so a caller can tell a new partial frame from the same one growing)."""
 
     @property
     def buffered_bytes(self) -> int:
-        """Bytes of an incomplete frame held inside the decoder (memory, not pending data)."""
-        body = self._body
-        return len(self._head) + (len(body) if body is not None else 0)
+        """Bytes of an incomplete frame held inside the decoder: only bytes that arrived."""
+        return len(self._head) + self._held
+
+    def release(self, reason: str = "decoder released") -> None:
+        """Drop any partial frame and fail the decoder (the connection is gone): later
+        feeds raise ProtocolError with ``reason``."""
+        self._head = bytearray()
+        self._parts = []
+        self._held = 0
+        self._needed = 0
+        if self._failed is None:
+            self._failed = reason
 
     def feed(self, data: BytesLike) -> list[Frame]:
         """Consume ``data`` and return the frames it completes, in stream order.
@@ -149,16 +179,14 @@ class FrameDecoder:
         try:
             self._feed(data if isinstance(data, bytes) else bytes(data), on_frame, on_send)
         except BaseException as exc:
-            self._failed = exc if isinstance(exc, ProtocolError) else ProtocolError(str(exc))
-            self._head = bytearray()
-            self._body = None
+            self.release(str(exc) or type(exc).__name__)
             raise
 
     def _feed(
         self, data: bytes, on_frame: Callable[[Frame], object], on_send: SendHandler | None
     ) -> None:
         n = len(data)
-        if self._body is None and not self._head and n >= 4:
+        if not self._needed and not self._head and n >= 4:
             # Common case: the read holds exactly one whole frame.
             total = _U32.unpack_from(data, 0)[0]
             if total + 4 == n and n <= self.max_frame_size_bytes:
@@ -176,32 +204,42 @@ class FrameDecoder:
                 return
         view = memoryview(data)
         pos = 0
+        if self._needed:
+            missing = self._needed - self._held
+            if n < missing:
+                # Still incomplete: keep the chunk itself (no copy, it is all ours).
+                if n:
+                    self._parts.append(data)
+                    self._held += n
+                return
+            parts = self._parts
+            parts.append(data if missing == n else view[:missing])
+            # One copy, into a buffer of exactly the frame's size that then belongs to the
+            # frame; the chunks are dropped.
+            body = b"".join(parts)
+            self._parts = []
+            self._held = 0
+            self._needed = 0
+            pos = missing
+            on_frame(self._parse(memoryview(body)))
         while True:
-            body = self._body
-            if body is not None:
-                take = min(len(body) - self._filled, n - pos)
-                body[self._filled : self._filled + take] = view[pos : pos + take]
-                self._filled += take
-                pos += take
-                if self._filled < len(body):
-                    return
-                # The completed bytearray now belongs to the frame; never touched again.
-                self._body = None
-                on_frame(self._parse(memoryview(body)))
-                continue
             if pos == n and not self._head:
                 return
             if self._head or n - pos < 4:
+                if not self._head:
+                    self.partial_frames_started += 1
                 take = min(4 - len(self._head), n - pos)
                 self._head += view[pos : pos + take]
                 pos += take
                 if len(self._head) < 4:
                     return
                 total = _U32.unpack(self._head)[0]
-                self._head.clear()
+                self._head = bytearray()
+                started = False  # counted with its prefix
             else:
                 total = _U32.unpack_from(view, pos)[0]
                 pos += 4
+                started = True
             if total + 4 > self.max_frame_size_bytes:
                 raise FrameTooLarge(
                     f"frame of {total + 4} bytes exceeds the limit of {self.max_frame_size_bytes}"
@@ -223,11 +261,14 @@ class FrameDecoder:
                 on_frame(self._parse(view[pos:end]))
                 pos = end
                 continue
-            body = bytearray(total)
-            take = n - pos
-            body[:take] = view[pos:]
-            self._body = body
-            self._filled = take
+            # The rest of the read begins a frame that is not complete: keep what arrived,
+            # copied out (a slice; pos > 0 here), so the partial frame does not keep the
+            # whole read alive.
+            if started:
+                self.partial_frames_started += 1
+            self._needed = total  # > 0 here: an empty frame is always complete
+            self._parts = [data[pos:]] if pos < n else []
+            self._held = n - pos
             return
 
     def _parse(self, frame: memoryview) -> Frame:

@@ -26,9 +26,29 @@ from magnetar.cli.output import CliGroup, Printer, output_option, printer
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
+"""Subscription types as pulsar-client and pulsar-perf spell them (accepted in any case)."""
+_CONSUMER_TYPE_NAMES = {
+    "Exclusive": "Exclusive",
+    "Shared": "Shared",
+    "Failover": "Failover",
+    "Key_Shared": "KeyShared",
+}
 COMPRESSIONS = ("NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY")
 MESSAGES_PER_PRODUCE_MAX = 10_000_000
 PENDING_MESSAGES_MAX = 1000
+
+
+def subscription_type_name(given: str) -> str:
+    """The canonical spelling (one of :data:`SUBSCRIPTION_TYPES`) of a type given in any case."""
+    return {t.lower(): t for t in SUBSCRIPTION_TYPES}[given.lower()]
+
+
+def consumer_type(name: str) -> Any:
+    """The client's ``ConsumerType`` for a canonical CLI name (``Key_Shared`` is ``KeyShared``
+    in the client, as in the official one)."""
+    from magnetar.client import ConsumerType
+
+    return ConsumerType[_CONSUMER_TYPE_NAMES[name]]
 
 
 class ClientSettings:
@@ -374,7 +394,7 @@ def consume(
     hex_payload: bool,
 ) -> None:
     """Consume messages from TOPIC, printing and acknowledging each one."""
-    canonical = {t.lower(): t for t in SUBSCRIPTION_TYPES}[subscription_type.lower()]
+    canonical = subscription_type_name(subscription_type)
     out = printer()
     count = _run(
         _consume(
@@ -406,7 +426,7 @@ async def _consume(
 ) -> int:
     import re
 
-    from magnetar.client import ConsumerType, InitialPosition
+    from magnetar.client import InitialPosition
     from magnetar.common.clock import SystemClock
 
     clock = SystemClock()
@@ -423,7 +443,7 @@ async def _consume(
             c.subscribe(
                 target,
                 subscription,
-                consumer_type=ConsumerType[sub_type],
+                consumer_type=consumer_type(sub_type),
                 consumer_name=consumer_name,
                 receiver_queue_size=queue_size,
                 initial_position=InitialPosition[position],

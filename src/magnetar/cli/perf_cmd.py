@@ -19,7 +19,12 @@ from pathlib import Path
 
 import click
 
-from magnetar.cli.client_cmd import COMPRESSIONS, DEFAULT_SERVICE_URL, SUBSCRIPTION_TYPES
+from magnetar.cli.client_cmd import (
+    COMPRESSIONS,
+    DEFAULT_SERVICE_URL,
+    SUBSCRIPTION_TYPES,
+    subscription_type_name,
+)
 from magnetar.cli.output import CliGroup, output_option, printer
 
 MESSAGE_SIZE_MAX_BYTES = 5 * 1024 * 1024
@@ -230,7 +235,7 @@ def consume(
     from magnetar.cli.perf.consume import ConsumeOptions, run_consume
     from magnetar.cli.perf.report import ReportPrinter
 
-    sub_type = {t.lower(): t for t in SUBSCRIPTION_TYPES}[subscription_type.lower()]
+    sub_type = subscription_type_name(subscription_type)
     if num_consumers > 1 and sub_type == "Exclusive":
         raise click.UsageError(
             "several consumers on one subscription need -st Shared, Failover or Key_Shared"

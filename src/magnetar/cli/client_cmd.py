@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from magnetar.cli.output import CliGroup, Printer, output_option, printer
+from magnetar.cli.output import Printer, output_option, printer
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
@@ -71,7 +71,7 @@ class ClientSettings:
         )
 
 
-@click.group(cls=CliGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--url",
     "--service-url",

@@ -1,7 +1,8 @@
 """Entry point of the ``magnetar`` command.
 
 Each sub-command either works or says plainly that it is not built yet and exits with
-status 2, so a script never mistakes a missing part for a success.
+status 2, so a script never mistakes a missing part for a success. Expected errors of every
+sub-command end as one ``Error: ...`` line and exit status 1 (:class:`CliGroup`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import click
 
 from magnetar import __version__
 from magnetar.cli import admin_cmd, bookie_cmd, client_cmd, perf_cmd, standalone_cmd
+from magnetar.cli.output import CliGroup
 
 NOT_BUILT_EXIT_CODE = 2
 
@@ -21,7 +23,7 @@ def _not_built(what: str) -> None:
     sys.exit(NOT_BUILT_EXIT_CODE)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CliGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="magnetar")
 def cli() -> None:
     """Magnetar: Pulsar's messaging, queuing and streaming model in Python."""

@@ -25,7 +25,7 @@ from magnetar.cli.client_cmd import (
     SUBSCRIPTION_TYPES,
     subscription_type_name,
 )
-from magnetar.cli.output import CliGroup, output_option, printer
+from magnetar.cli.output import output_option, printer
 
 MESSAGE_SIZE_MAX_BYTES = 5 * 1024 * 1024
 
@@ -47,7 +47,7 @@ _JSON_FILE = click.option(
 )  # fmt: skip
 
 
-@click.group(cls=CliGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @output_option
 def perf() -> None:
     """Measure publish and consume throughput and latency (mirrors pulsar-perf)."""

@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from magnetar.cli.output import Printer, output_option, printer
+from magnetar.cli.output import Printer, log_client_warnings, output_option, printer
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
@@ -95,6 +95,7 @@ def client(
     ctx: click.Context, url: str, auth_token: str | None, operation_timeout_s: float
 ) -> None:
     """Produce and consume messages from the command line (mirrors pulsar-client)."""
+    log_client_warnings()
     settings = ctx.ensure_object(ClientSettings)
     settings.url = url
     settings.auth_token = auth_token

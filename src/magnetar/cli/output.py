@@ -91,6 +91,14 @@ class CliGroup(click.Group):
             raise CommandFailed(_one_line(_os_error_text(e))) from None
 
 
+def log_client_warnings() -> None:
+    """Client warnings (such as what a lookup is waiting for while a broker is down) go to
+    stderr as plain lines, never to stdout where results are."""
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+
+
 def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
 

@@ -25,7 +25,7 @@ from magnetar.cli.client_cmd import (
     SUBSCRIPTION_TYPES,
     subscription_type_name,
 )
-from magnetar.cli.output import output_option, printer
+from magnetar.cli.output import log_client_warnings, output_option, printer
 
 MESSAGE_SIZE_MAX_BYTES = 5 * 1024 * 1024
 
@@ -51,6 +51,7 @@ _JSON_FILE = click.option(
 @output_option
 def perf() -> None:
     """Measure publish and consume throughput and latency (mirrors pulsar-perf)."""
+    log_client_warnings()
 
 
 @perf.command()

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-FIGURE = re.compile(r"ready (\d[\d.]*–\d[\d.]* s after the process starts \([^)]*\))")
+FIGURE = re.compile(r"ready (\d[\d.]*\u2013\d[\d.]* s after the process starts \([^)]*\))")
 QUOTING = ["README.md", "docs/admin.md", "docs/broker.md"]
-STALE = ["well under a second", "about 0.5 s", "about 180 ms", "0.6–0.7 s from process start"]
+STALE = ["well under a second", "about 0.5 s", "about 180 ms", "0.6\u20130.7 s from process start"]
 
 
 def test_every_doc_quotes_the_benchmarks_start_up_figure() -> None:

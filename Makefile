@@ -2,38 +2,49 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# One virtualenv, two install levels: the runtime (what `magnetar standalone` needs) and the
+# dev level (runtime plus the test, lint and Spark extras). Installing the dev level also
+# marks the runtime level done, so `make test` then `make run` installs nothing.
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+DEV_STAMP     := $(VENV)/.installed-dev
 PROTO_DIR := src/magnetar/protocol
 
 .PHONY: run test lint proto system-deps venv clean
 
-# Create the virtualenv and install the project (editable) with its dev tools.
-$(STAMP): pyproject.toml Makefile
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+$(PY):
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark]'
-	@touch $(STAMP)
 
-venv: $(STAMP)
+# The project (editable) with its runtime dependencies only.
+$(RUNTIME_STAMP): pyproject.toml Makefile | $(PY)
+	$(PY) -m pip install --quiet -e .
+	@touch $(RUNTIME_STAMP)
+
+# The project (editable) with the dev and Spark extras; includes the runtime level.
+$(DEV_STAMP): pyproject.toml Makefile | $(PY)
+	$(PY) -m pip install --quiet -e '.[dev,spark]'
+	@touch $(DEV_STAMP) $(RUNTIME_STAMP)
+
+venv: $(DEV_STAMP)
 
 # Start a standalone Magnetar (embedded metadata store, bookie, broker) on this machine.
-run: $(STAMP)
+run: $(RUNTIME_STAMP)
 	$(VENV)/bin/magnetar standalone
 
 # Debian packages the tests need (Java 17 and ZooKeeper), installed when missing and root.
 system-deps:
 	@bash scripts/ensure-system-deps.sh
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy src
 
 # Everything the suite needs, then the whole suite.
-test: $(STAMP) system-deps lint
+test: $(DEV_STAMP) system-deps lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Regenerate the protobuf modules from our .proto files (the output is checked in).
-proto: $(STAMP)
+proto: $(DEV_STAMP)
 	$(PY) -m grpc_tools.protoc -I$(PROTO_DIR) --python_out=$(PROTO_DIR)/generated \
 		--plugin=protoc-gen-mypy=$(VENV)/bin/protoc-gen-mypy \
 		--mypy_out=$(PROTO_DIR)/generated $(PROTO_DIR)/PulsarApi.proto

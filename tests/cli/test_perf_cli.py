@@ -77,3 +77,17 @@ def test_perf_bad_arguments(cli: Cli, topic: str) -> None:
     assert exclusive.returncode == 2 and "need -st Shared" in exclusive.stderr
     no_topic = cli.run("perf", "produce")
     assert no_topic.returncode == 2 and "Missing argument 'TOPICS...'" in no_topic.stderr
+
+
+def test_perf_consume_key_shared(cli: Cli, topic: str) -> None:
+    """``-st key_shared`` (any case) runs two Key_Shared consumers to the message quota."""
+    consumer = cli.background(
+        "perf", "consume", topic, "-u", cli.node.url, "-st", "key_shared", "-n", "2",
+        "-m", "200", "--output", "json",
+    )  # fmt: skip
+    consumer.wait_for_line("2 consumers subscribed")
+    produced = cli.run("perf", "produce", topic, "-u", cli.node.url, "-r", "0", "-m", "200")
+    assert produced.returncode == 0, produced.stderr
+    assert consumer.wait(60) == 0, consumer.err
+    summary = json.loads(consumer.out[-1])
+    assert summary["subscriptionType"] == "Key_Shared" and summary["messages"] == 200

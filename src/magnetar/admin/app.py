@@ -1,5 +1,5 @@
 """The admin ASGI application: every router, JSON ``{"reason": ...}`` errors, OpenAPI at
-``/openapi.json`` (interactive docs at ``/docs``).
+``/openapi.json`` (for any OpenAPI viewer; no docs page, whose assets would come from a CDN).
 
 Route order matters where paths overlap: brokers, clusters, tenants and namespaces come
 before the generic topic paths ``/admin/v2/{domain}/…`` (whose ``domain`` is checked).
@@ -43,7 +43,9 @@ def create_app(ctx: AdminContext) -> FastAPI:
         version=API_VERSION,
         description="Pulsar-compatible admin REST API (v2), lookup REST and metrics.",
         openapi_url="/openapi.json",
-        docs_url="/docs",
+        # No /docs or /redoc page: FastAPI's load their scripts from a CDN, blank offline.
+        # /openapi.json is the API's description for any OpenAPI viewer.
+        docs_url=None,
         redoc_url=None,
     )
 

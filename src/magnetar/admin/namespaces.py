@@ -204,9 +204,10 @@ def _setting_routes(r: APIRouter, ctx: AdminContext, setting: Setting) -> None:
         return no_content()
 
     r.add_api_route(path, get_value, methods=["GET"], summary=f"Get {setting.path}")
-    r.add_api_route(
-        path, set_value, methods=list(setting.set_methods), summary=f"Set {setting.path}"
-    )
+    for method in setting.set_methods:
+        # One route per method: FastAPI names a route's operation after its first method,
+        # so one route for PUT and POST gave both operations the same id.
+        r.add_api_route(path, set_value, methods=[method], summary=f"Set {setting.path}")
     r.add_api_route(path, clear_value, methods=["DELETE"], summary=f"Remove {setting.path}")
 
 

@@ -67,8 +67,8 @@ class AdminServer:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Bind and serve. Raises ``OSError`` if the port cannot be bound, ``RuntimeError``
-        if uvicorn stops during start-up."""
+        """Bind and serve. Raises ``OSError`` (naming the address) if the port cannot be
+        bound, ``RuntimeError`` if uvicorn stops during start-up."""
         import uvicorn
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -77,9 +77,13 @@ class AdminServer:
             sock.bind((self.host, self.port))
             sock.listen(LISTEN_BACKLOG)
             sock.setblocking(False)
-        except OSError:
+        except OSError as e:
             sock.close()
-            raise
+            # The socket's own message ("Address already in use") names neither address
+            # nor purpose; whoever reads it needs both.
+            raise OSError(
+                e.errno, f"cannot listen for HTTP on {self.host}:{self.port}: {e.strerror}"
+            ) from e
         self._sock = sock
         self.port = int(sock.getsockname()[1])
         config = uvicorn.Config(

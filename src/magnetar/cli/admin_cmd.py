@@ -20,12 +20,12 @@ from magnetar.cli.admin.context import AdminContext, AdminContextHolder
 from magnetar.cli.admin.namespaces import namespaces
 from magnetar.cli.admin.tenants import tenants
 from magnetar.cli.admin.topics import topics
-from magnetar.cli.output import CliGroup, output_option
+from magnetar.cli.output import output_option
 
 DEFAULT_ADMIN_URL = "http://localhost:8080"
 
 
-@click.group(cls=CliGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--admin-url",
     "--url",

@@ -15,9 +15,22 @@ from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.errors import CookieMismatch
 from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
 
+METADATA_URL_SCHEMES = ("zk://", "sqlite://", "memory:")
+
+
+def _metadata_url(url: str) -> str:
+    if not url.startswith(METADATA_URL_SCHEMES):
+        raise click.BadParameter(f"{url!r} is not zk://..., sqlite://... or memory:...")
+    return url
+
 
 @click.command()
-@click.option("--metadata-url", required=True, help="e.g. zk://127.0.0.1:2181/magnetar")
+@click.option(
+    "--metadata-url",
+    required=True,
+    callback=lambda _ctx, _param, url: _metadata_url(url),
+    help="zk://host:port[,host:port]/chroot, sqlite:///path or memory:name",
+)
 @click.option("--data-dir", required=True, type=click.Path(path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=3181, show_default=True, type=int)

@@ -22,13 +22,33 @@ from typing import Any
 
 import click
 
-from magnetar.cli.output import CliGroup, Printer, output_option, printer
+from magnetar.cli.output import Printer, log_client_warnings, output_option, printer
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
+"""Subscription types as pulsar-client and pulsar-perf spell them (accepted in any case)."""
+_CONSUMER_TYPE_NAMES = {
+    "Exclusive": "Exclusive",
+    "Shared": "Shared",
+    "Failover": "Failover",
+    "Key_Shared": "KeyShared",
+}
 COMPRESSIONS = ("NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY")
 MESSAGES_PER_PRODUCE_MAX = 10_000_000
 PENDING_MESSAGES_MAX = 1000
+
+
+def subscription_type_name(given: str) -> str:
+    """The canonical spelling (one of :data:`SUBSCRIPTION_TYPES`) of a type given in any case."""
+    return {t.lower(): t for t in SUBSCRIPTION_TYPES}[given.lower()]
+
+
+def consumer_type(name: str) -> Any:
+    """The client's ``ConsumerType`` for a canonical CLI name (``Key_Shared`` is ``KeyShared``
+    in the client, as in the official one)."""
+    from magnetar.client import ConsumerType
+
+    return ConsumerType[_CONSUMER_TYPE_NAMES[name]]
 
 
 class ClientSettings:
@@ -51,7 +71,7 @@ class ClientSettings:
         )
 
 
-@click.group(cls=CliGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--url",
     "--service-url",
@@ -75,6 +95,7 @@ def client(
     ctx: click.Context, url: str, auth_token: str | None, operation_timeout_s: float
 ) -> None:
     """Produce and consume messages from the command line (mirrors pulsar-client)."""
+    log_client_warnings()
     settings = ctx.ensure_object(ClientSettings)
     settings.url = url
     settings.auth_token = auth_token
@@ -378,7 +399,7 @@ def consume(
     hex_payload: bool,
 ) -> None:
     """Consume messages from TOPIC, printing and acknowledging each one."""
-    canonical = {t.lower(): t for t in SUBSCRIPTION_TYPES}[subscription_type.lower()]
+    canonical = subscription_type_name(subscription_type)
     out = printer()
     count = _run(
         _consume(
@@ -410,7 +431,7 @@ async def _consume(
 ) -> int:
     import re
 
-    from magnetar.client import ConsumerType, InitialPosition
+    from magnetar.client import InitialPosition
     from magnetar.common.clock import SystemClock
 
     clock = SystemClock()
@@ -427,7 +448,7 @@ async def _consume(
             c.subscribe(
                 target,
                 subscription,
-                consumer_type=ConsumerType[sub_type],
+                consumer_type=consumer_type(sub_type),
                 consumer_name=consumer_name,
                 receiver_queue_size=queue_size,
                 initial_position=InitialPosition[position],
@@ -484,3 +505,155 @@ async def _consume(
             loop.remove_signal_handler(sig)
         await c.close()
     return received
+
+
+# ------------------------------------------------------------------ read
+
+
+def parse_start_message_id(text: str) -> Any:
+    """``latest``, ``earliest`` or ``ledgerId:entryId[:partition[:batchIndex]]`` (as
+    pulsar-client's ``read -m`` takes it) as a client ``MessageId``. Raises
+    :class:`click.BadParameter` otherwise."""
+    from magnetar.client import MessageId
+
+    lowered = text.lower()
+    if lowered == "latest":
+        return MessageId.latest
+    if lowered == "earliest":
+        return MessageId.earliest
+    parts = text.split(":")
+    try:
+        numbers = [int(p) for p in parts]
+    except ValueError:
+        numbers = []
+    if not 2 <= len(numbers) <= 4 or min(numbers[:2]) < 0:
+        raise click.BadParameter(
+            f"{text!r} is not latest, earliest or ledgerId:entryId", param_hint="'-m'"
+        )
+    ledger_id, entry_id, *rest = numbers
+    partition = rest[0] if rest else -1
+    batch_index = rest[1] if len(rest) > 1 else -1
+    return MessageId(partition, ledger_id, entry_id, batch_index)
+
+
+@client.command()
+@click.argument("topic")
+@click.option(
+    "--start-message-id",
+    "-m",
+    default="latest",
+    show_default=True,
+    help="Where to start: latest, earliest or ledgerId:entryId.",
+)
+@click.option(
+    "--start-message-id-inclusive", "-i", is_flag=True, help="Include the start message."
+)
+@click.option(
+    "--num-messages",
+    "-n",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Messages to read; 0 = until interrupted.",
+)
+@click.option(
+    "--rate",
+    "-r",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Messages per second at most (0: no limit).",
+)
+@click.option(
+    "--receiver-queue-size", "-q", default=1000, show_default=True, type=click.IntRange(min=1)
+)
+@click.option("--hex", "hex_payload", is_flag=True, help="Print payloads in hexadecimal.")
+@output_option
+@click.pass_obj
+def read(
+    settings: ClientSettings,
+    topic: str,
+    start_message_id: str,
+    start_message_id_inclusive: bool,
+    num_messages: int,
+    rate: float,
+    receiver_queue_size: int,
+    hex_payload: bool,
+) -> None:
+    """Read messages from TOPIC with a reader (no subscription is left behind, nothing is
+    acknowledged), printing each one."""
+    start = parse_start_message_id(start_message_id)
+    out = printer()
+    count = _run(
+        _read(
+            settings, out, topic, start, start_message_id_inclusive, num_messages, rate,
+            receiver_queue_size, hex_payload,
+        )
+    )  # fmt: skip
+    if out.json:
+        click.echo(json.dumps({"read": count}), err=True)
+    else:
+        click.echo(f"{count} messages successfully read", err=True)
+
+
+async def _read(
+    settings: ClientSettings,
+    out: Printer,
+    topic: str,
+    start: Any,
+    inclusive: bool,
+    num_messages: int,
+    rate: float,
+    queue_size: int,
+    hex_payload: bool,
+) -> int:
+    from magnetar.common.clock import SystemClock
+
+    clock = SystemClock()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    count = 0
+    c = settings.make_client()
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        opening = asyncio.ensure_future(
+            c.create_reader(
+                topic, start, receiver_queue_size=queue_size,
+                start_message_id_inclusive=inclusive,
+            )
+        )  # fmt: skip
+        await asyncio.wait({opening, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not opening.done():
+            opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await opening
+            return 0
+        reader = opening.result()
+        if out.json:
+            click.echo(json.dumps({"event": "reading", "topic": topic}), err=True)
+        else:
+            click.echo(f"reading {topic}", err=True)
+        started_s = clock.monotonic_s()
+        while num_messages == 0 or count < num_messages:
+            if rate > 0:
+                ahead_s = started_s + count / rate - clock.monotonic_s()
+                if ahead_s > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), ahead_s)
+            reading = asyncio.ensure_future(reader.read_next())
+            await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not reading.done():
+                reading.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reading
+                break
+            _print_message(out, message_record(reading.result(), hex_payload))
+            count += 1
+    finally:
+        stopping.cancel()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await c.close()
+    return count

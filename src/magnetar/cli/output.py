@@ -8,8 +8,9 @@ Two output modes, chosen with ``--output`` (``text`` by default, ``json`` for ma
 * ``json``: exactly one JSON document on stdout per result (``client consume`` prints one
   JSON object per line, NDJSON), nothing decorative; diagnostics go to stderr.
 
-Errors: :class:`CliGroup` turns operating errors (an HTTP 4xx/5xx, an unreachable service,
-a broker error) into one ``Error: ...`` line on stderr and exit status 1, with no traceback.
+Errors: :class:`CliGroup`, the root ``magnetar`` group, turns operating errors of every
+sub-command (an HTTP 4xx/5xx, an unreachable service, a broker error, a busy port, a data
+directory in use) into one ``Error: ...`` line on stderr and exit status 1, with no traceback.
 Bad arguments keep click's usage message and exit status 2.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import sys
 from typing import Any, NoReturn
 
@@ -47,12 +49,33 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-class CliGroup(click.Group):
-    """A click group that reports operating errors in one line instead of a traceback.
+# asyncio's and uvloop's create_server: "error while attempting to bind on address
+# ('127.0.0.1', 6650): address already in use"
+_BIND_FAILED = re.compile(r"error while attempting to bind on address \('([^']*)', (\d+)\): (.*)")
 
-    Catches :class:`magnetar.common.errors.MagnetarError` (admin HTTP errors, client and
-    broker errors) and :class:`OSError` (connection refused, DNS, timeouts) raised by any
-    sub-command below it. Programming errors still raise with a traceback.
+
+def _os_error_text(e: OSError) -> str:
+    """The error without its ``[Errno N]`` prefix, with the file when it names one, and a
+    failed bind as ``cannot listen on host:port: reason``."""
+    text = e.strerror or str(e) or type(e).__name__
+    bind = _BIND_FAILED.fullmatch(text)
+    if bind is not None:
+        host, port, reason = bind.groups()
+        return f"cannot listen on {host}:{port}: {reason}"
+    if e.filename is not None:
+        text = f"{text}: {e.filename}"
+    return text
+
+
+class CliGroup(click.Group):
+    """The ``magnetar`` command: expected errors become one line instead of a traceback.
+
+    One place for every sub-command (``standalone``, ``bookie``, ``admin``, ``client``,
+    ``perf``): :class:`magnetar.common.errors.MagnetarError` (admin HTTP errors, client and
+    broker errors, a data directory held by another process) and :class:`OSError` (a busy
+    port, connection refused, DNS, timeouts) are printed as ``Error: <what is wrong>`` on
+    stderr with exit status 1. Bad arguments keep click's usage message and exit status 2.
+    Programming errors still raise with a traceback.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -64,10 +87,16 @@ class CliGroup(click.Group):
             raise
         except MagnetarError as e:
             raise CommandFailed(_one_line(str(e) or type(e).__name__)) from None
-        except OSError as e:
-            raise CommandFailed(_one_line(f"{type(e).__name__}: {e}")) from None
-        except TimeoutError as e:  # pragma: no cover - OSError covers it on 3.11
-            raise CommandFailed(_one_line(f"timed out: {e}")) from None
+        except OSError as e:  # TimeoutError and ConnectionError included
+            raise CommandFailed(_one_line(_os_error_text(e))) from None
+
+
+def log_client_warnings() -> None:
+    """Client warnings (such as what a lookup is waiting for while a broker is down) go to
+    stderr as plain lines, never to stdout where results are."""
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
 
 
 def stdout_is_terminal() -> bool:

@@ -1,10 +1,11 @@
-"""``magnetar perf produce|consume``: throughput and latency of a Magnetar (or Pulsar)
+"""``magnetar perf produce|consume|read``: throughput and latency of a Magnetar (or Pulsar)
 service, with Magnetar's asyncio client (mirrors ``pulsar-perf``; same short options).
 
 ::
 
     magnetar perf produce my-topic -r 10000 -s 1024 -time 30
     magnetar perf consume my-topic -s sub -st Shared -n 2 --output json
+    magnetar perf read my-topic -m earliest -time 10
 
 Every ``-i`` seconds a window's throughput (msg/s, MB/s) and latency percentiles (p50, p95,
 p99, p99.9, max) are shown: a live table on a terminal, one plain line per window
@@ -19,8 +20,13 @@ from pathlib import Path
 
 import click
 
-from magnetar.cli.client_cmd import COMPRESSIONS, DEFAULT_SERVICE_URL, SUBSCRIPTION_TYPES
-from magnetar.cli.output import CliGroup, output_option, printer
+from magnetar.cli.client_cmd import (
+    COMPRESSIONS,
+    DEFAULT_SERVICE_URL,
+    SUBSCRIPTION_TYPES,
+    subscription_type_name,
+)
+from magnetar.cli.output import log_client_warnings, output_option, printer
 
 MESSAGE_SIZE_MAX_BYTES = 5 * 1024 * 1024
 
@@ -42,10 +48,11 @@ _JSON_FILE = click.option(
 )  # fmt: skip
 
 
-@click.group(cls=CliGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @output_option
 def perf() -> None:
     """Measure publish and consume throughput and latency (mirrors pulsar-perf)."""
+    log_client_warnings()
 
 
 @perf.command()
@@ -230,7 +237,7 @@ def consume(
     from magnetar.cli.perf.consume import ConsumeOptions, run_consume
     from magnetar.cli.perf.report import ReportPrinter
 
-    sub_type = {t.lower(): t for t in SUBSCRIPTION_TYPES}[subscription_type.lower()]
+    sub_type = subscription_type_name(subscription_type)
     if num_consumers > 1 and sub_type == "Exclusive":
         raise click.UsageError(
             "several consumers on one subscription need -st Shared, Failover or Key_Shared"
@@ -253,4 +260,57 @@ def consume(
         "mode": "consume", "topics": list(topics), "subscriptions": list(subs),
         "subscriptionType": sub_type, "consumers": len(subs) * num_consumers * len(topics),
     }  # fmt: skip
+    reporter.summary(summary, extra, json_file)
+
+
+@perf.command()
+@click.argument("topics", nargs=-1, required=True)
+@_SERVICE_URL
+@click.option(
+    "--start-message-id",
+    "-m",
+    default="earliest",
+    show_default=True,
+    help="Where each reader starts: earliest, latest or ledgerId:entryId.",
+)
+@click.option(
+    "--receiver-queue-size", "-q", default=1000, show_default=True, type=click.IntRange(min=1)
+)
+@click.option(
+    "--num-messages",
+    "-n",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Messages to read in all (0: unlimited).",
+)
+@_DURATION
+@_INTERVAL
+@_JSON_FILE
+@output_option
+def read(
+    topics: tuple[str, ...],
+    service_url: str,
+    start_message_id: str,
+    receiver_queue_size: int,
+    num_messages: int,
+    duration_s: float,
+    interval_s: float,
+    json_file: Path | None,
+) -> None:
+    """Read TOPICS with one reader each and report end-to-end latency (publish to read)."""
+    from magnetar.cli.client_cmd import parse_start_message_id
+    from magnetar.cli.perf.read import ReadOptions, run_read
+    from magnetar.cli.perf.report import ReportPrinter
+
+    opts = ReadOptions(
+        service_url=service_url, topics=topics,
+        start_message_id=parse_start_message_id(start_message_id),
+        receiver_queue_size=receiver_queue_size, num_messages=num_messages,
+        duration_s=duration_s, stats_interval_s=interval_s,
+    )  # fmt: skip
+    out = printer()
+    reporter = ReportPrinter(out, "read", f"perf read {' '.join(topics)}")
+    summary = asyncio.run(run_read(opts, reporter))
+    extra = {"mode": "read", "topics": list(topics), "readers": len(topics)}
     reporter.summary(summary, extra, json_file)

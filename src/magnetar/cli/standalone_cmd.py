@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
 
 @click.command()
 @click.option(
@@ -76,7 +78,12 @@ import click
     type=click.IntRange(min=1),
     help="A topic's ledger rolls over after this many entries (managedLedgerMaxEntriesPerLedger).",
 )
-@click.option("--log-level", default="WARNING", show_default=True)
+@click.option(
+    "--log-level",
+    default="WARNING",
+    show_default=True,
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+)
 def standalone(
     data_dir: Path,
     host: str,

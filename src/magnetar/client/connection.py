@@ -169,7 +169,9 @@ class Connection(asyncio.Protocol):
                 await conn._connected
         except TimeoutError as exc:
             conn.close()
-            raise ConnectError(f"connecting to {logical_url} timed out") from exc
+            raise ConnectError(
+                f"connecting to {logical_url} timed out after {connect_timeout_s:g} s"
+            ) from exc
         except ssl.SSLCertVerificationError as exc:
             conn.close()
             raise TlsHandshakeError(

@@ -29,14 +29,13 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from magnetar.client.auth import Authentication
-from magnetar.client.backoff import Backoff
-from magnetar.client.errors import ConnectError, LookupError_, Timeout
+from magnetar.client.errors import ConnectError, LookupError_
 from magnetar.client.lookup import LookupAnswer
+from magnetar.client.retry import retry_until_timeout
 from magnetar.common.clock import Clock
 from magnetar.common.errors import (
     AuthenticationError,
     AuthorizationError,
-    MagnetarError,
     ServiceNotReady,
     TooManyRequests,
     TopicNotFound,
@@ -133,20 +132,10 @@ class HttpLookupService:
         return await self._retrying(what, lambda: asyncio.to_thread(self._get_blocking, path))
 
     async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
-        deadline = self._clock.monotonic_s() + self._timeout_s
-        backoff = Backoff(100, int(self._timeout_s * 2000) or 100, self._rng)
-        while True:
-            try:
-                return await attempt()
-            except MagnetarError as exc:
-                if not exc.retriable:
-                    raise
-                delay_s = backoff.next_ms() / 1000
-                if self._clock.monotonic_s() + delay_s >= deadline:
-                    raise Timeout(
-                        f"{what} did not succeed within {self._timeout_s}s: {exc}"
-                    ) from exc
-                await self._clock.sleep(delay_s)
+        return await retry_until_timeout(
+            what, attempt, clock=self._clock, timeout_s=self._timeout_s,
+            waiting_for=self._base, rng=self._rng,
+        )  # fmt: skip
 
     # ------------------------------------------------------------ the lookup contract
 

@@ -4,7 +4,7 @@
 or Redirect (ask the given broker, with ``authoritative`` as returned). At most
 ``max_redirects`` redirects are followed. Lookups go to the service URL's connection;
 retriable failures (``ServiceNotReady``, ``TooManyRequests``, connection loss) are retried
-with backoff until the operation timeout.
+with backoff until the operation timeout has passed (:mod:`magnetar.client.retry`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from magnetar.client.backoff import Backoff
 from magnetar.client.connection_pool import ConnectionPool
-from magnetar.client.errors import LookupError_, Timeout
+from magnetar.client.errors import LookupError_
+from magnetar.client.retry import retry_until_timeout
 from magnetar.common.clock import Clock
-from magnetar.common.errors import MagnetarError, error_for_code
+from magnetar.common.errors import error_for_code
 from magnetar.protocol import (
     GetTopicsOfNamespace,
     GetTopicsOfNamespaceResponse,
@@ -77,20 +77,10 @@ class LookupService:
         self._rng = rng
 
     async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
-        deadline = self._clock.monotonic_s() + self._timeout_s
-        backoff = Backoff(100, int(self._timeout_s * 2000) or 100, self._rng)
-        while True:
-            try:
-                return await attempt()
-            except MagnetarError as exc:
-                if not exc.retriable:
-                    raise
-                delay_s = backoff.next_ms() / 1000
-                if self._clock.monotonic_s() + delay_s >= deadline:
-                    raise Timeout(
-                        f"{what} did not succeed within {self._timeout_s}s: {exc}"
-                    ) from exc
-                await self._clock.sleep(delay_s)
+        return await retry_until_timeout(
+            what, attempt, clock=self._clock, timeout_s=self._timeout_s,
+            waiting_for=self._service_url, rng=self._rng,
+        )  # fmt: skip
 
     async def partitions(self, topic: str) -> int:
         """Number of partitions of ``topic`` (0 when it is not partitioned)."""

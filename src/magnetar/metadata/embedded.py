@@ -235,7 +235,9 @@ class EmbeddedDatabase:
                 os.close(self._lock_fd)
                 self._lock_fd = None
                 self._executor.shutdown(wait=False)
-                raise MetadataError(f"{filename} is open in another process") from None
+                raise MetadataError(
+                    f"{filename} is open in another process (it holds the lock {filename}.lock)"
+                ) from None
         self._executor.submit(self._open, synchronous).result()
 
     # -- worker-thread side ----------------------------------------------------------------

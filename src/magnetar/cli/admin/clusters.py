@@ -7,10 +7,10 @@ from urllib.parse import quote
 import click
 
 from magnetar.cli.admin.context import rest
-from magnetar.cli.output import CliGroup, output_option, printer
+from magnetar.cli.output import output_option, printer
 
 
-@click.group(cls=CliGroup)
+@click.group()
 def clusters() -> None:
     """Clusters known to the metadata store."""
 
@@ -30,7 +30,7 @@ def get(cluster: str) -> None:
     printer().result(rest().get(f"/admin/v2/clusters/{quote(cluster, safe='')}"))
 
 
-@click.group(cls=CliGroup)
+@click.group()
 def brokers() -> None:
     """Brokers: health."""
 

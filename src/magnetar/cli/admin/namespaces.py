@@ -12,12 +12,12 @@ import click
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import namespace_path, tenant_path
 from magnetar.cli.admin.units import duration_s, size_bytes
-from magnetar.cli.output import CliGroup, output_option, printer
+from magnetar.cli.output import output_option, printer
 
 NAMESPACE = click.argument("namespace", metavar="TENANT/NAMESPACE")
 
 
-@click.group(cls=CliGroup)
+@click.group()
 def namespaces() -> None:
     """Namespaces: groups of topics sharing policies."""
 

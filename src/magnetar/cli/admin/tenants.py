@@ -6,10 +6,10 @@ import click
 
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import tenant_path
-from magnetar.cli.output import CliGroup, output_option, printer
+from magnetar.cli.output import output_option, printer
 
 
-@click.group(cls=CliGroup)
+@click.group()
 def tenants() -> None:
     """Tenants: the top level of the naming hierarchy."""
 

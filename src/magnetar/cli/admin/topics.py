@@ -18,7 +18,7 @@ from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import TOPIC, Topic, namespace_path
 from magnetar.cli.admin.rest import AdminHttpError, RawResponse
 from magnetar.cli.admin.units import duration_s
-from magnetar.cli.output import CliGroup, fail, output_option, printer
+from magnetar.cli.output import fail, output_option, printer
 
 #: Java MessageId.latest / earliest as the REST API spells them.
 LATEST = {"ledgerId": 2**63 - 1, "entryId": 2**63 - 1, "partitionIndex": -1}
@@ -55,7 +55,7 @@ def message_id(text: str) -> dict[str, int]:
     raise click.BadParameter(f"invalid message id {text!r} (latest, earliest or ledgerId:entryId)")
 
 
-@click.group(cls=CliGroup)
+@click.group()
 def topics() -> None:
     """Topics and their subscriptions."""
 

@@ -25,7 +25,7 @@ class ConsumeOptions:
     service_url: str
     topics: tuple[str, ...]
     subscriptions: tuple[str, ...]
-    subscription_type: str
+    subscription_type: str  # as the CLI spells it: Exclusive | Shared | Failover | Key_Shared
     consumers_per_subscription: int
     position: str  # Latest | Earliest
     receiver_queue_size: int
@@ -65,13 +65,14 @@ async def run_consume(
     opts: ConsumeOptions, printer: ReportPrinter, clock: Clock | None = None
 ) -> Report:
     """Subscribe, then count until the quota, the duration or a signal; returns the summary."""
+    from magnetar.cli.client_cmd import consumer_type
     from magnetar.client import Client, ConsumerType, InitialPosition
 
     clock = clock or SystemClock()
     stop = asyncio.Event()
     client = Client(opts.service_url)
     consumers: list[Any] = []
-    sub_type = ConsumerType[opts.subscription_type]
+    sub_type = consumer_type(opts.subscription_type)
     cumulative = sub_type in (ConsumerType.Exclusive, ConsumerType.Failover)
     try:
         for topic in opts.topics:

@@ -1,0 +1,81 @@
+"""``magnetar perf read``: one reader per topic counting what it reads (``pulsar-perf read``).
+
+A reader holds no durable subscription and acknowledges nothing, so reading costs the topic
+no backlog. Latency is end to end as for ``perf consume``: read time minus the message's
+publish time (millisecond resolution).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from magnetar.cli.perf.meter import PerfMeter, Report
+from magnetar.cli.perf.report import ReportPrinter
+from magnetar.cli.perf.run import run_workers
+from magnetar.common.clock import Clock, SystemClock
+
+READ_BATCH_MAX = 500
+READ_WAIT_MS = 100
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadOptions:
+    service_url: str
+    topics: tuple[str, ...]
+    start_message_id: Any  # a client MessageId
+    receiver_queue_size: int
+    num_messages: int  # over all readers; 0 = unlimited
+    duration_s: float
+    stats_interval_s: float
+
+
+async def _drain(
+    reader: Any, meter: PerfMeter, stop: asyncio.Event, clock: Clock, budget: list[int]
+) -> None:
+    record = meter.record
+    while not stop.is_set():
+        msgs = await reader.read_batch(READ_BATCH_MAX, READ_WAIT_MS)
+        if not msgs:
+            continue
+        now_ms = clock.now_ms()
+        for m in msgs:
+            record(len(m.data()), (now_ms - m.publish_timestamp()) * 1000)
+        if budget[0]:
+            budget[0] -= len(msgs)
+            if budget[0] <= 0:
+                stop.set()
+
+
+async def run_read(opts: ReadOptions, printer: ReportPrinter, clock: Clock | None = None) -> Report:
+    """Open the readers, then count until the quota, the duration or a signal; returns the
+    summary."""
+    from magnetar.client import Client
+
+    clock = clock or SystemClock()
+    stop = asyncio.Event()
+    client = Client(opts.service_url)
+    try:
+        readers = [
+            await client.create_reader(
+                topic, opts.start_message_id, receiver_queue_size=opts.receiver_queue_size
+            )
+            for topic in opts.topics
+        ]
+        printer.out.note(f"{len(readers)} readers started")
+        start = clock.monotonic_s()
+        meter = PerfMeter(start)
+        budget = [opts.num_messages]
+        workers = [_drain(r, meter, stop, clock, budget) for r in readers]
+
+        async def close() -> None:
+            await client.close()
+
+        with printer:
+            return await run_workers(
+                workers, stop=stop, meter=meter, printer=printer, clock=clock, start_s=start,
+                duration_s=opts.duration_s, interval_s=opts.stats_interval_s, on_stop=close,
+            )  # fmt: skip
+    finally:
+        await client.close()

@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.broker.topic_name import (
+from magnetar.common.errors import InvalidTopicName, ServerError
+from magnetar.common.names import (
     NamespaceName,
     TopicDomain,
     TopicName,
     partition_index_of,
 )
-from magnetar.common.errors import InvalidTopicName, ServerError
 
 ENTITY = st.text(alphabet="abcXYZ019-=:._", min_size=1, max_size=12)
 LOCAL = st.text(

@@ -1,4 +1,5 @@
-"""Topic and namespace names (reference §6.1: names `<topic>-partition-<i>`, fully qualified)."""
+"""Names (reference §6.1: names `<topic>-partition-<i>`, fully qualified; Pulsar's
+``NamedEntity`` and ``TopicName`` rules, plus Magnetar's path-safety rules)."""
 
 from __future__ import annotations
 
@@ -6,20 +7,31 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.common.errors import InvalidTopicName, ServerError
+from magnetar.common.errors import (
+    InvalidSubscriptionName,
+    InvalidTopicName,
+    ServerError,
+    TopicNameNotAllowed,
+)
 from magnetar.common.names import (
+    LOCAL_NAME_LENGTH_MAX_BYTES,
+    NAMED_ENTITY_LENGTH_MAX_CHARS,
+    SUBSCRIPTION_NAME_LENGTH_MAX_BYTES,
     NamespaceName,
     TopicDomain,
     TopicName,
+    check_subscription_name,
     partition_index_of,
 )
 
-ENTITY = st.text(alphabet="abcXYZ019-=:._", min_size=1, max_size=12)
+ENTITY = st.text(alphabet="abcXYZ019-=:._", min_size=1, max_size=12).filter(
+    lambda s: s not in (".", "..")
+)
 LOCAL = st.text(
-    alphabet=st.characters(blacklist_characters="/", blacklist_categories=["Cs"]),
+    alphabet=st.characters(blacklist_characters="/", blacklist_categories=["Cs", "Cc"]),
     min_size=1,
     max_size=20,
-).filter(lambda s: s.strip() != "")
+).filter(lambda s: s.strip() != "" and s not in (".", ".."))
 
 
 def test_short_forms_expand_to_persistent() -> None:
@@ -76,11 +88,11 @@ def test_partition_index_rules(name: str, index: int) -> None:
         ("persistent://t/ns", "expected persistent://"),
         ("persistent://t/ns/a/b", "must not contain '/'"),
         ("persistent://t/ns/   ", "must not be blank"),
-        ("persistent:///ns/x", "tenant must not be empty"),
-        ("persistent://t//x", "namespace must not be empty"),
-        ("persistent://t$/ns/x", "tenant 't$' contains characters ['$']"),
-        ("persistent://t/n s/x", "namespace 'n s' contains characters [' ']"),
-        ("persistent://tä/ns/x", "contains characters"),
+        ("persistent:///ns/x", "tenant name: it must not be empty"),
+        ("persistent://t//x", "namespace name: it must not be empty"),
+        ("persistent://t$/ns/x", "tenant name 't$': characters '$' are not allowed"),
+        ("persistent://t/n s/x", "namespace name 'n s': characters ' ' are not allowed"),
+        ("persistent://tä/ns/x", "are not allowed"),
     ],
 )
 def test_invalid_names(name: str, fragment: str) -> None:
@@ -123,3 +135,62 @@ def test_parse_never_raises_anything_else(text: str) -> None:
     except InvalidTopicName:
         return
     assert TopicName.parse(name.full_name) == name
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("persistent://./ns/x", "tenant name '.': '.' and '..' are reserved"),
+        ("persistent://t/../x", "namespace name '..': '.' and '..' are reserved"),
+        ("persistent://t/ns/.", "'.' and '..' are reserved"),
+        ("persistent://t/ns/..", "'.' and '..' are reserved"),
+        ("persistent://t/ns/..-partition-0", "'.' and '..' are reserved"),
+        ("persistent://t/ns/a\x00b", "control characters"),
+        ("persistent://t/ns/a\rb", "control characters"),
+        ("persistent://t/ns/a\x7fb", "control characters"),
+        ("persistent://t/ns/x\udcffy", "not valid UTF-8"),
+        ("persistent://t/ns/" + "é" * (LOCAL_NAME_LENGTH_MAX_BYTES // 2 + 1), "longer than"),
+        ("persistent://" + "t" * (NAMED_ENTITY_LENGTH_MAX_CHARS + 1) + "/ns/x", "longer than"),
+    ],
+)
+def test_names_magnetar_refuses(name: str, fragment: str) -> None:
+    """Names Pulsar's rules let through but that cannot be metadata-path segments: refused
+    with NotAllowedError, which the official clients do not retry."""
+    with pytest.raises(TopicNameNotAllowed) as info:
+        TopicName.parse(name)
+    assert fragment in info.value.message
+    assert info.value.code is ServerError.NotAllowedError
+    info.value.message.encode()  # the message itself is always encodable
+
+
+def test_longest_names_are_accepted() -> None:
+    tenant = "t" * NAMED_ENTITY_LENGTH_MAX_CHARS
+    local = "é" * (LOCAL_NAME_LENGTH_MAX_BYTES // 2)
+    name = TopicName.parse(f"persistent://{tenant}/{tenant}/{local}")
+    # a partition of the longest base name is still a valid name
+    assert TopicName.parse(name.partition(2**31 - 1).full_name).partition_index == 2**31 - 1
+    assert check_subscription_name("s" * SUBSCRIPTION_NAME_LENGTH_MAX_BYTES)
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("", "Empty subscription name"),
+        ("  ", "Empty subscription name"),
+        (".", "reserved"),
+        ("..", "reserved"),
+        ("a\nb", "control characters"),
+        ("s\udcffb", "not valid UTF-8"),
+        ("s" * (SUBSCRIPTION_NAME_LENGTH_MAX_BYTES + 1), "longer than"),
+    ],
+)
+def test_invalid_subscription_names(name: str, fragment: str) -> None:
+    with pytest.raises(InvalidSubscriptionName) as info:
+        check_subscription_name(name)
+    assert fragment in info.value.message
+    assert info.value.code is ServerError.NotAllowedError
+
+
+@pytest.mark.parametrize("name", ["sub", "my sub", "ünïcode", "a.b", "...", "reader-1b2c"])
+def test_valid_subscription_names(name: str) -> None:
+    assert check_subscription_name(name) == name

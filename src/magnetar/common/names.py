@@ -193,11 +193,16 @@ def partition_index_of(name: str) -> int:
     return value
 
 
+def partitioned_topic_name(name: str) -> str:
+    """``name`` (full or local) without its ``-partition-<i>`` suffix; ``name`` itself when
+    it is not a partition's name. No validation: for names that came from the broker."""
+    if partition_index_of(name) < 0:
+        return name
+    return name[: name.rfind(PARTITIONED_TOPIC_SUFFIX)]
+
+
 def _base_local_name(local: str) -> str:
-    """``local`` without a ``-partition-<i>`` suffix."""
-    if partition_index_of(local) < 0:
-        return local
-    return local[: local.rfind(PARTITIONED_TOPIC_SUFFIX)]
+    return partitioned_topic_name(local)
 
 
 def check_local_name(local: str, whole: str) -> str:

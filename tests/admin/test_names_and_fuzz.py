@@ -154,3 +154,13 @@ def test_seeded_rest_fuzz_never_answers_5xx(
         _assert_sane(answer, what)
     health = http.get("/admin/v2/brokers/health")
     assert (health.status, health.body) == (200, b"ok")
+
+
+def test_partition_metadata_with_auto_creation_on_a_missing_namespace_is_404(
+    http: Http, name: str
+) -> None:
+    answer = http.get(
+        f"/admin/v2/persistent/public/{name}/t/partitions?checkAllowAutoCreation=true"
+    )
+    assert answer.status == 404, (answer.status, answer.body)
+    assert answer.reason == f"Namespace public/{name} does not exist"

@@ -67,8 +67,8 @@ def http_error(exc: BaseException) -> tuple[int, str]:
         return exc.status, exc.message
     if isinstance(exc, InvalidTopicName | InvalidSubscriptionName | PolicyError):
         return 400, str(exc)
-    if isinstance(exc, TopicNotFound):
-        return 404, "Topic not found"
+    if isinstance(exc, TopicNotFound):  # "Topic … does not exist", "Namespace … does not exist"
+        return 404, exc.message or "Topic not found"
     if isinstance(exc, SubscriptionNotFound | CursorNotFound):
         return 404, "Subscription not found"
     if isinstance(exc, NotFound):

@@ -53,11 +53,9 @@ def failure(exc: BaseException, what: str) -> tuple[ServerError, str]:
 
 def failure_reply(cmd: Command, exc: BaseException) -> Command | None:
     """The answer to request ``cmd`` that raised ``exc``; None if ``cmd`` has no
-    ``request_id`` (nothing to answer)."""
+    ``request_id`` (nothing to answer: the caller deals with ``exc``)."""
     request_id = getattr(cmd, "request_id", None)
     if not isinstance(request_id, int):
-        if not isinstance(exc, MagnetarError):
-            log.error("%s failed", cmd.TYPE.name, exc_info=exc)
         return None
     code, message = failure(exc, cmd.TYPE.name)
     match cmd:

@@ -194,3 +194,30 @@ def test_invalid_subscription_names(name: str, fragment: str) -> None:
 @pytest.mark.parametrize("name", ["sub", "my sub", "ünïcode", "a.b", "...", "reader-1b2c"])
 def test_valid_subscription_names(name: str) -> None:
     assert check_subscription_name(name) == name
+
+
+def test_every_path_derived_from_the_longest_names_is_a_legal_metadata_path() -> None:
+    """The length bounds exist so that any accepted name maps to legal metadata paths: '%'
+    quotes to three characters per byte, the worst case."""
+    from magnetar.broker.policies import topic_path
+    from magnetar.broker.service import managed_ledger_name, partitioned_path
+    from magnetar.broker.topic import DEDUP_ROOT, TOPIC_EPOCH_ROOT
+    from magnetar.managed_ledger.metadata_layout import cursor_path, ledger_path
+    from magnetar.metadata import path as paths
+
+    entity = "t" * NAMED_ENTITY_LENGTH_MAX_CHARS
+    base = TopicName.parse(
+        f"non-persistent://{entity}/{entity}/" + "%" * LOCAL_NAME_LENGTH_MAX_BYTES
+    )
+    subscription = check_subscription_name("%" * SUBSCRIPTION_NAME_LENGTH_MAX_BYTES)
+    for topic in (base, base.partition(2**31 - 1)):
+        ml = managed_ledger_name(topic)
+        for path in (
+            cursor_path(ml, subscription),
+            ledger_path(ml),
+            f"{DEDUP_ROOT}/{ml}",
+            f"{TOPIC_EPOCH_ROOT}/{ml}",
+            partitioned_path(topic),
+            topic_path(topic),
+        ):
+            assert paths.validate(path) == path

@@ -23,7 +23,7 @@ one-line message naming the offending part. Pulsar's own rules:
 
 * tenant, namespace and cluster names ("named entities") are non-empty and match Pulsar's
   ``NamedEntity`` pattern ``^[-=:.\\w]*$`` with Java's ASCII ``\\w``, i.e. letters, digits
-  and ``- = : . _``; at most :data:`NAMED_ENTITY_LENGTH_MAX_CHARS` characters;
+  and ``- = : . _``;
 * a topic's local name is not blank (Java ``StringUtils.isBlank``) and does not contain ``/``;
 * a subscription name is not blank (Pulsar's broker refuses a blank one with
   "Empty subscription name");
@@ -36,6 +36,8 @@ For topics they raise :class:`~magnetar.common.errors.TopicNameNotAllowed` (a su
 do not retry):
 
 * no name may be ``.`` or ``..`` (a path segment that means "this" or "parent");
+* tenant, namespace and cluster names are at most :data:`NAMED_ENTITY_LENGTH_MAX_CHARS`
+  characters;
 * local topic names and subscription names hold no control characters (U+0000-U+001F,
   U+007F) and are valid Unicode text: a name that arrived as bytes that are not UTF-8
   (decoded with ``surrogateescape`` by :mod:`magnetar.protocol`) is refused;

@@ -26,7 +26,7 @@ from magnetar.broker.policies import (
     resolve,
     topic_path,
 )
-from magnetar.broker.topic_name import NamespaceName, TopicName
+from magnetar.common.names import NamespaceName, TopicName
 from magnetar.metadata import connect
 from magnetar.testing import wait_until_async
 

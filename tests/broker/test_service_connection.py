@@ -25,9 +25,9 @@ from typing import Any
 from magnetar.bookie import Bookie, BookieConfig
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
-from magnetar.broker.topic_name import TopicName
 from magnetar.common.clock import Clock
 from magnetar.common.errors import ServerError
+from magnetar.common.names import TopicName
 from magnetar.ledger import LedgerClient
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata import connect

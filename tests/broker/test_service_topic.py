@@ -11,9 +11,9 @@ from pathlib import Path
 from magnetar.broker.deduplication import DeduplicationState
 from magnetar.broker.policies import PolicyStore
 from magnetar.broker.topic import DEDUP_ROOT, TOPIC_EPOCH_ROOT
-from magnetar.broker.topic_name import TopicName
 from magnetar.common.clock import ManualClock
 from magnetar.common.errors import ServerError
+from magnetar.common.names import TopicName
 from magnetar.metadata.store import NotFound
 from magnetar.protocol import (
     CloseProducer,

@@ -145,13 +145,13 @@ def test_admin_url_from_environment_and_healthcheck(cli: Cli) -> None:
 
 def test_bad_arguments_exit_2(cli: Cli) -> None:
     bad_name = cli.admin("topics", "stats", "a/b/c/d")
-    assert bad_name.returncode == 2 and "invalid topic name 'a/b/c/d'" in bad_name.stderr
+    assert bad_name.returncode == 2 and "Invalid short topic name 'a/b/c/d'" in bad_name.stderr
     bad_size = cli.admin(
         "namespaces", "set-retention", "public/default", "--size", "lots", "--time", "1h"
     )
     assert bad_size.returncode == 2 and "invalid size 'lots'" in bad_size.stderr
     bad_ns = cli.admin("namespaces", "policies", "justone")
-    assert bad_ns.returncode == 2 and "expected tenant/namespace" in bad_ns.stderr
+    assert bad_ns.returncode == 2 and "expected the form <tenant>/<namespace>" in bad_ns.stderr
     missing = cli.admin("topics", "create-partitioned-topic", "x")
     assert missing.returncode == 2 and "Missing option '--partitions'" in missing.stderr
     unknown = cli.admin("topics", "frobnicate")

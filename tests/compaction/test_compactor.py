@@ -13,8 +13,8 @@ from magnetar.broker.compactor import (
 )
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import Topic
-from magnetar.broker.topic_name import TopicName
 from magnetar.common.errors import NotAllowed, TopicNotFound
+from magnetar.common.names import TopicName
 from magnetar.managed_ledger.compaction import CompactedCursorReader
 from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.protocol import CompressionType, Subscribe, SubType

@@ -35,7 +35,7 @@ from magnetar.broker.policies import (
 )
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import Topic
-from magnetar.broker.topic_name import NamespaceName, TopicName
+from magnetar.common.names import NamespaceName, TopicName
 from magnetar.standalone import Standalone, StandaloneConfig
 from magnetar.testing import wait_until
 

@@ -139,3 +139,28 @@ def test_fast_constructed_commands_equal_normal_ones() -> None:
         highest_sequence_id=6, is_chunk=True, marker=False,
     )  # fmt: skip
     assert _convert._new_flow(1, 2) == p.Flow(consumer_id=1, message_permits=2)
+
+
+def test_string_fields_that_are_not_utf8_decode_to_str() -> None:
+    """upb returns bytes for a proto2 string field that is not UTF-8; the typed command still
+    holds a str (surrogate escapes keep the original bytes), so code that handles names
+    never meets bytes where the type says str."""
+    sub = p.Subscribe(
+        topic="persistent://public/default/tAAt",
+        subscription="sBBs",
+        consumer_id=1,
+        request_id=2,
+        sub_type=p.SubType.Exclusive,
+        metadata=(("kCCk", "vDDv"),),
+    )
+    raw = p.encode(sub)
+    for marker in (b"AA", b"BB", b"CC", b"DD"):
+        raw = raw.replace(marker, b"\xff\xfe")
+    # the frame's size fields are unchanged: each marker keeps its length
+    (frame,) = p.FrameDecoder().feed(raw)
+    cmd = frame.command
+    assert isinstance(cmd, p.Subscribe)
+    assert cmd.topic == "persistent://public/default/t\udcff\udcfet"
+    assert cmd.subscription == "s\udcff\udcfes"
+    assert cmd.metadata == (("k\udcff\udcfek", "v\udcff\udcfev"),)
+    assert cmd.subscription.encode("utf-8", "surrogateescape") == b"s\xff\xfes"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -28,6 +28,7 @@ from magnetar.admin import (
 )
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import http_error
+from magnetar.admin.path_names import check_path_names
 from magnetar.admin.responses import error_response
 from magnetar.common.errors import MagnetarError
 
@@ -47,13 +48,15 @@ def create_app(ctx: AdminContext) -> FastAPI:
         # /openapi.json is the API's description for any OpenAPI viewer.
         docs_url=None,
         redoc_url=None,
+        dependencies=[Depends(check_path_names)],
     )
 
     @app.exception_handler(MagnetarError)
     async def magnetar_error(request: Request, exc: Exception) -> Response:
         status, reason = http_error(exc)
         if status >= 500:
-            log.warning("%s %s failed: %s", request.method, request.url.path, reason)
+            # the detail (which may name internal metadata paths) goes to the log only
+            log.warning("%s %s failed: %r", request.method, request.url.path, exc)
         return error_response(status, reason)
 
     @app.exception_handler(RequestValidationError)

@@ -9,7 +9,7 @@ from starlette.responses import PlainTextResponse, Response
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import ResourceNotFound
 from magnetar.admin.responses import json_response
-from magnetar.broker.topic_name import TopicName
+from magnetar.common.names import TopicName
 
 
 def router(ctx: AdminContext) -> APIRouter:

@@ -15,7 +15,7 @@ from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import BadRequest, Conflict, ResourceNotFound
 from magnetar.admin.request_body import as_object, as_str_list, read_json
 from magnetar.admin.responses import json_response, no_content
-from magnetar.broker.topic_name import NamespaceName
+from magnetar.common.names import NamespaceName
 from magnetar.metadata.store import MUST_NOT_EXIST, NodeExists, NotFound
 
 CLUSTERS_ROOT = "/admin/clusters"

@@ -12,8 +12,10 @@ from typing import ClassVar
 
 from magnetar.broker.policies import PolicyError
 from magnetar.common.errors import (
+    InvalidSubscriptionName,
     InvalidTopicName,
     MagnetarError,
+    ServiceNotReady,
     SubscriptionNotFound,
     TopicNotFound,
     TopicTerminated,
@@ -59,13 +61,14 @@ class PreconditionFailed(RestError):
 
 
 def http_error(exc: BaseException) -> tuple[int, str]:
-    """The status and reason for ``exc`` (500 for anything not classified)."""
+    """The status and reason for ``exc``. Anything not classified is a 500 whose reason
+    names only the error's class: its message may hold internal metadata paths."""
     if isinstance(exc, RestError):
         return exc.status, exc.message
-    if isinstance(exc, InvalidTopicName | PolicyError):
+    if isinstance(exc, InvalidTopicName | InvalidSubscriptionName | PolicyError):
         return 400, str(exc)
-    if isinstance(exc, TopicNotFound):
-        return 404, "Topic not found"
+    if isinstance(exc, TopicNotFound):  # "Topic … does not exist", "Namespace … does not exist"
+        return 404, exc.message or "Topic not found"
     if isinstance(exc, SubscriptionNotFound | CursorNotFound):
         return 404, "Subscription not found"
     if isinstance(exc, NotFound):
@@ -74,4 +77,6 @@ def http_error(exc: BaseException) -> tuple[int, str]:
         return 409, "Already exists"
     if isinstance(exc, ManagedLedgerTerminated | TopicTerminated):
         return 412, "Topic is terminated"
-    return 500, str(exc) or exc.__class__.__name__
+    if isinstance(exc, ServiceNotReady):
+        return 503, "Service not ready, try again"
+    return 500, f"Internal error: {exc.__class__.__name__}"

@@ -43,7 +43,7 @@ from magnetar.broker.policies import (
     namespace_path,
 )
 from magnetar.broker.service import PARTITIONED_ROOT
-from magnetar.broker.topic_name import NamespaceName, TopicName
+from magnetar.common.names import NamespaceName, TopicName
 from magnetar.managed_ledger.metadata_layout import ROOT as ML_ROOT
 from magnetar.metadata.store import NodeExists, NotFound
 from magnetar.protocol import TopicsMode

@@ -15,6 +15,9 @@ from starlette.requests import Request
 from magnetar.admin.errors import BadRequest
 
 BODY_SIZE_MAX_BYTES = 1024 * 1024
+BODY_DEPTH_MAX = 32
+"""Deepest nesting of arrays and objects accepted in a body (no admin body needs more than
+three levels; deep nesting only exhausts recursion in whatever walks the value)."""
 
 _MISSING = object()
 
@@ -29,9 +32,29 @@ async def read_json(request: Request, default: Any = _MISSING) -> Any:
             raise BadRequest("a JSON body is required")
         return default
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
+    except RecursionError:
+        raise BadRequest(f"JSON body nested deeper than {BODY_DEPTH_MAX} levels") from None
     except ValueError as exc:
         raise BadRequest(f"invalid JSON body: {exc}") from exc
+    if _depth_exceeds(value, BODY_DEPTH_MAX):
+        raise BadRequest(f"JSON body nested deeper than {BODY_DEPTH_MAX} levels")
+    return value
+
+
+def _depth_exceeds(value: Any, depth_max: int) -> bool:
+    """Whether arrays/objects in ``value`` nest deeper than ``depth_max`` (iterative: the
+    check itself must not recurse)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, dict | list):
+            continue
+        if depth > depth_max:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def as_int(value: Any, what: str, *, minimum: int | None = None) -> int:

@@ -24,7 +24,7 @@ from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import BadRequest, ResourceNotFound
 from magnetar.admin.namespaces import namespace_policies
 from magnetar.admin.responses import json_response
-from magnetar.broker.topic_name import TopicName
+from magnetar.common.names import TopicName
 
 SCHEMA = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
 

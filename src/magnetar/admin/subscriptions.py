@@ -33,7 +33,7 @@ from magnetar.admin.responses import json_response, no_content
 from magnetar.admin.topic_stats import iso_time, subscription_meters, subscription_names
 from magnetar.admin.topics import TOPIC, loaded_topic, topic_name
 from magnetar.broker.topic import Topic
-from magnetar.broker.topic_name import TopicName
+from magnetar.common.names import TopicName
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
 from magnetar.managed_ledger.position import Position
 from magnetar.protocol import Entry, MessageId, ProtocolError, Seek

@@ -53,7 +53,7 @@ from magnetar.broker.policies import (
     RetentionPolicies,
     TopicPolicies,
 )
-from magnetar.broker.topic_name import TopicName
+from magnetar.common.names import TopicName
 
 
 def _json(value: Any) -> Any:

@@ -32,8 +32,8 @@ from magnetar.admin.request_body import as_int, as_object, read_json
 from magnetar.admin.responses import json_response, no_content
 from magnetar.broker.service import PARTITIONED_ROOT, partitioned_path
 from magnetar.broker.topic import DEDUP_ROOT, TOPIC_EPOCH_ROOT, Topic
-from magnetar.broker.topic_name import NamespaceName, TopicName
 from magnetar.common.errors import TopicNotFound
+from magnetar.common.names import NamespaceName, TopicName
 from magnetar.managed_ledger.metadata_layout import ledger_path
 from magnetar.metadata.store import NodeExists, NotFound
 from magnetar.protocol import Entry, PartitionedTopicMetadata, TopicsMode

@@ -50,8 +50,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from magnetar.broker.topic_name import TopicName
 from magnetar.common.errors import MagnetarError, NotAllowed, ProtocolError
+from magnetar.common.names import TopicName
 from magnetar.managed_ledger.compaction import (
     COMPACTED_LEDGER_PROPERTY,
     HORIZON_ENTRY_PROPERTY,

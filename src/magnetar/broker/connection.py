@@ -30,7 +30,8 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 from magnetar import __version__
-from magnetar.common.errors import MagnetarError, ProtocolError, ServerError, wire_error
+from magnetar.broker.error_reply import failure_reply
+from magnetar.common.errors import ProtocolError, ServerError
 from magnetar.protocol import (
     FRAME_PADDING_BYTES,
     PROTOCOL_VERSION,
@@ -325,23 +326,37 @@ class ServerConnection(asyncio.Protocol):
             log.error("connection %s: request failed", self.address, exc_info=task.exception())
 
     def _request(
-        self, request_id: int, work: Callable[[], Coroutine[Any, Any, Command | None]]
+        self, cmd: Command, work: Callable[[], Coroutine[Any, Any, Command | None]]
     ) -> asyncio.Task[None]:
-        """Run ``work`` and answer with its result, or ERROR for a MagnetarError."""
+        """Run ``work`` as a task and answer request ``cmd`` with its result (None: ``work``
+        answered itself), or with the failure reply for whatever it raised: every request
+        is answered (:mod:`magnetar.broker.error_reply`). Cancelled work answers nothing."""
 
         async def run() -> None:
             try:
                 reply = await work()
-            except MagnetarError as exc:
-                code, message = wire_error(exc)
-                self.send_command(Error(request_id=request_id, error=code, message=message))
-                return
+            except Exception as exc:
+                reply = failure_reply(cmd, exc)
             if reply is not None:
                 self.send_command(reply)
 
         return self._spawn(run())
 
     def _handle(self, frame: Frame) -> None:
+        """Handle one command. Whatever handling raises is the answer to the command's
+        request (if it has one); only a :class:`ProtocolError`, or a failure of a command
+        that expects no answer, goes up and closes the connection."""
+        try:
+            self._dispatch(frame)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            reply = failure_reply(frame.command, exc)
+            if reply is None:
+                raise
+            self.send_command(reply)
+
+    def _dispatch(self, frame: Frame) -> None:
         cmd = frame.command
         if not self.connected:
             if not isinstance(cmd, Connect):
@@ -378,12 +393,12 @@ class ServerConnection(asyncio.Protocol):
             case Pong():
                 pass
             case PartitionedTopicMetadata():
-                self._request(cmd.request_id, lambda: svc.handle_partitioned_metadata(cmd))
+                self._request(cmd, lambda: svc.handle_partitioned_metadata(cmd))
             case LookupTopic():
-                self._request(cmd.request_id, lambda: svc.handle_lookup(cmd))
+                self._request(cmd, lambda: svc.handle_lookup(cmd))
             case GetTopicsOfNamespace():
                 log.debug("connection %s: %s", self.address, cmd)
-                self._request(cmd.request_id, lambda: svc.handle_topics_of_namespace(cmd))
+                self._request(cmd, lambda: svc.handle_topics_of_namespace(cmd))
             case GetSchema():
                 self.send_command(
                     GetSchemaResponse(
@@ -410,16 +425,14 @@ class ServerConnection(asyncio.Protocol):
                     self._consumer_missing(cmd.request_id)
                 else:
                     sub = unsubscribing.subscription
-                    self._request(
-                        cmd.request_id, lambda: sub.unsubscribe(unsubscribing, cmd.request_id)
-                    )
+                    self._request(cmd, lambda: sub.unsubscribe(unsubscribing, cmd.request_id))
             case Seek():
                 seeking = self._consumer_or_none(cmd.consumer_id)
                 if seeking is None:
                     self._consumer_missing(cmd.request_id)
                 else:
                     seek_sub = seeking.subscription
-                    self._request(cmd.request_id, lambda: seek_sub.seek(cmd))
+                    self._request(cmd, lambda: seek_sub.seek(cmd))
             case GetLastMessageId():
                 consumer = self._consumer_or_none(cmd.consumer_id)
                 if consumer is None:
@@ -495,13 +508,10 @@ class ServerConnection(asyncio.Protocol):
         async def create() -> None:
             try:
                 await self.service.create_producer(self, cmd)
-            except MagnetarError as exc:
-                code, message = wire_error(exc)
-                self.send_command(Error(request_id=cmd.request_id, error=code, message=message))
             finally:
                 self._pending_producers.pop(cmd.producer_id, None)
 
-        self._pending_producers[cmd.producer_id] = self._spawn(create())
+        self._pending_producers[cmd.producer_id] = self._request(cmd, create)
 
     def _on_close_producer(self, cmd: CloseProducer) -> None:
         producer = self.producers.pop(cmd.producer_id, None)
@@ -515,12 +525,12 @@ class ServerConnection(asyncio.Protocol):
             self.send_command(Success(request_id=cmd.request_id))
             return
 
-        async def close() -> None:
+        async def close() -> Success:
             await producer.drain()
             producer.topic.remove_producer(producer)
-            self.send_command(Success(request_id=cmd.request_id))
+            return Success(request_id=cmd.request_id)
 
-        self._spawn(close())
+        self._request(cmd, close)
 
     # --- consumers -----------------------------------------------------------------------
 
@@ -541,13 +551,10 @@ class ServerConnection(asyncio.Protocol):
         async def create() -> None:
             try:
                 await self.service.subscribe(self, cmd)
-            except MagnetarError as exc:
-                code, message = wire_error(exc)
-                self.send_command(Error(request_id=cmd.request_id, error=code, message=message))
             finally:
                 self._pending_consumers.pop(cmd.consumer_id, None)
 
-        self._pending_consumers[cmd.consumer_id] = self._spawn(create())
+        self._pending_consumers[cmd.consumer_id] = self._request(cmd, create)
 
     def _on_close_consumer(self, cmd: CloseConsumer) -> None:
         consumer = self.consumers.pop(cmd.consumer_id, None)
@@ -558,11 +565,11 @@ class ServerConnection(asyncio.Protocol):
             self.send_command(Success(request_id=cmd.request_id))
             return
 
-        async def close() -> None:
+        async def close() -> Success:
             await consumer.subscription.remove_consumer(consumer)
-            self.send_command(Success(request_id=cmd.request_id))
+            return Success(request_id=cmd.request_id)
 
-        self._spawn(close())
+        self._request(cmd, close)
 
     def consumer_closed_by_broker(self, consumer: Consumer) -> None:
         """The broker dropped ``consumer`` (seek, unload): tell the client to re-subscribe."""

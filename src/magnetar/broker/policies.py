@@ -46,8 +46,8 @@ from typing import Any, Self
 from urllib.parse import quote, unquote
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.topic_name import NamespaceName, TopicName
 from magnetar.common.errors import MagnetarError, MetadataError
+from magnetar.common.names import NamespaceName, TopicName
 from magnetar.managed_ledger.config import BacklogQuotaPolicy as MlQuotaPolicy
 from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.metadata.cache import MetadataCache
@@ -775,6 +775,14 @@ class PolicyCache:
             return await self.policy_store.get_namespace(namespace)
         got = await self._namespaces.get(namespace_path(namespace))
         return None if got is None else Policies.decode(got.value)
+
+    async def namespace_exists(self, namespace: NamespaceName) -> bool:
+        """Whether the namespace exists. A cached "no" is confirmed by a fresh read, so a
+        namespace created a moment ago (its notification still on the way) is not refused."""
+        path = namespace_path(namespace)
+        if await self._namespaces.get(path) is not None:
+            return True
+        return await self.store.exists(path) is not None
 
     async def topic(self, topic: TopicName, *, fresh: bool = False) -> TopicPolicies | None:
         if fresh:

@@ -43,9 +43,9 @@ from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
 from magnetar.broker.stats import MeterSampler
 from magnetar.broker.tls import TLS_HANDSHAKE_TIMEOUT_S, server_ssl_context
 from magnetar.broker.topic import Topic
-from magnetar.broker.topic_name import NamespaceName, TopicDomain, TopicName
 from magnetar.common.clock import Clock, SystemClock
-from magnetar.common.errors import MagnetarError, ServiceNotReady, TopicNotFound, wire_error
+from magnetar.common.errors import MagnetarError, ServiceNotReady, TopicNotFound
+from magnetar.common.names import NamespaceName, TopicDomain, TopicName, check_subscription_name
 from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.managed_ledger.managed_ledger import ManagedLedger
 from magnetar.managed_ledger.metadata_layout import ROOT as ML_ROOT
@@ -250,15 +250,28 @@ class BrokerService:
 
     # --- topics --------------------------------------------------------------------------
 
+    async def require_namespace(self, name: TopicName) -> None:
+        """Raises :class:`TopicNotFound` ("Namespace ... does not exist", as Pulsar answers)
+        unless the topic's namespace exists."""
+        if not await self.policies.namespace_exists(name.namespace_name):
+            raise TopicNotFound(f"Namespace {name.namespace_name} does not exist")
+
     async def get_topic(self, name: TopicName, *, create: bool = True) -> Topic:
-        """The loaded topic, opening (and creating, if allowed) its managed ledger."""
+        """The loaded topic, opening (and creating, if allowed) its managed ledger.
+
+        Raises :class:`TopicNotFound` when the topic's namespace does not exist (nothing is
+        created then), or when ``create`` is false and the topic does not exist."""
         if self.closing:
             raise ServiceNotReady("broker is shutting down")
         key = name.full_name
         fut = self._topics.get(key)
         if fut is None:
+            await self.require_namespace(name)
             if not create and not await self.topic_exists(name):
                 raise TopicNotFound(f"Topic {key} does not exist")
+            fut = self._topics.get(key)  # opened by another request meanwhile
+            if fut is not None:
+                return await asyncio.shield(fut)
             fut = asyncio.get_running_loop().create_future()
             self._topics[key] = fut
             try:
@@ -372,46 +385,32 @@ class BrokerService:
 
     # --- requests from connections -------------------------------------------------------
 
+    # Each handler raises for a failed request; the connection answers that request with
+    # the matching failure reply (magnetar.broker.error_reply).
+
     async def handle_partitioned_metadata(
         self, cmd: PartitionedTopicMetadata
     ) -> PartitionedTopicMetadataResponse:
-        try:
-            name = TopicName.parse(cmd.topic)
+        name = TopicName.parse(cmd.topic)
+        await self.require_namespace(name)
+        partitions = await self.partitions_of(name)
+        policies = await self.policies.effective(name)
+        if (
+            partitions == 0
+            and policies.auto_topic_partitions > 0
+            and policies.allow_auto_topic_creation
+            and not name.is_partition
+            and not await self.topic_exists(name)
+        ):
+            with contextlib.suppress(NodeExists):
+                await self.create_partitioned_topic(name, policies.auto_topic_partitions)
             partitions = await self.partitions_of(name)
-            policies = await self.policies.effective(name)
-            if (
-                partitions == 0
-                and policies.auto_topic_partitions > 0
-                and policies.allow_auto_topic_creation
-                and not name.is_partition
-                and not await self.topic_exists(name)
-            ):
-                with contextlib.suppress(NodeExists):
-                    await self.create_partitioned_topic(name, policies.auto_topic_partitions)
-                partitions = await self.partitions_of(name)
-        except MagnetarError as exc:
-            code, message = wire_error(exc)
-            return PartitionedTopicMetadataResponse(
-                request_id=cmd.request_id,
-                response=MetadataResult.Failed,
-                error=code,
-                message=message,
-            )
         return PartitionedTopicMetadataResponse(
             request_id=cmd.request_id, partitions=partitions, response=MetadataResult.Success
         )
 
     async def handle_lookup(self, cmd: LookupTopic) -> LookupTopicResponse:
-        try:
-            TopicName.parse(cmd.topic)
-        except MagnetarError as exc:
-            code, message = wire_error(exc)
-            return LookupTopicResponse(
-                request_id=cmd.request_id,
-                response=LookupResult.Failed,
-                error=code,
-                message=message,
-            )
+        await self.require_namespace(TopicName.parse(cmd.topic))
         url = self.service_url
         return LookupTopicResponse(
             request_id=cmd.request_id,
@@ -461,6 +460,7 @@ class BrokerService:
         await topic.add_producer(conn, cmd)
 
     async def subscribe(self, conn: ServerConnection, cmd: Subscribe) -> None:
+        check_subscription_name(cmd.subscription)
         topic = await self._topic_for_client(cmd.topic)
         if conn.closed:
             return

@@ -43,7 +43,6 @@ from magnetar.broker.producer_access import (
 )
 from magnetar.broker.stats import SubscriptionMeters, TopicMeters
 from magnetar.broker.subscription import Subscription
-from magnetar.broker.topic_name import TopicName
 from magnetar.common.errors import (
     ConsumerBusy,
     MagnetarError,
@@ -55,6 +54,7 @@ from magnetar.common.errors import (
     TopicTerminated,
     wire_error,
 )
+from magnetar.common.names import TopicName
 from magnetar.managed_ledger.errors import CursorNotFound
 from magnetar.managed_ledger.managed_ledger import AddCallback, ManagedLedger
 from magnetar.managed_ledger.position import Position

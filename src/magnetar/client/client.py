@@ -47,7 +47,14 @@ from magnetar.client.reader import Reader
 from magnetar.client.routing import HashingScheme, PartitionRouter, PartitionsRoutingMode
 from magnetar.client.schema import BytesSchema, Schema
 from magnetar.common.clock import Clock, SystemClock
-from magnetar.common.errors import MagnetarError
+from magnetar.common.errors import InvalidTopicName, MagnetarError
+from magnetar.common.names import (
+    PARTITIONED_TOPIC_SUFFIX,
+    NamespaceName,
+    TopicName,
+    partition_index_of,
+    partitioned_topic_name,
+)
 from magnetar.protocol import (
     CompressionType,
     InitialPosition,
@@ -59,19 +66,17 @@ from magnetar.protocol import (
 
 def full_topic_name(topic: str) -> str:
     """``my-topic`` -> ``persistent://public/default/my-topic``; ``t/ns/x`` ->
-    ``persistent://t/ns/x``; fully qualified names are returned unchanged."""
-    if "://" in topic:
-        return topic
-    parts = topic.split("/")
-    if len(parts) == 1:
-        return f"persistent://public/default/{topic}"
-    if len(parts) == 3:
-        return f"persistent://{topic}"
-    raise InvalidConfiguration(f"invalid topic name {topic!r}")
+    ``persistent://t/ns/x``; fully qualified names are returned unchanged. Names are checked
+    with :mod:`magnetar.common.names` (the broker's rules): an invalid one raises
+    :class:`InvalidConfiguration` saying what is wrong."""
+    try:
+        return TopicName.parse(topic).full_name
+    except InvalidTopicName as exc:
+        raise InvalidConfiguration(exc.message) from None
 
 
 def partition_name(topic: str, index: int) -> str:
-    return f"{topic}-partition-{index}"
+    return f"{topic}{PARTITIONED_TOPIC_SUFFIX}{index}"
 
 
 class Client:
@@ -402,12 +407,18 @@ class Client:
             full = f"persistent://public/default/{full}"
             pattern = re.compile(full)
         domain, _, rest = full.partition("://")
-        tenant, namespace = rest.split("/")[:2]
+        try:
+            namespace = NamespaceName.of(*rest.split("/")[:2])
+        except (InvalidTopicName, TypeError):
+            raise InvalidConfiguration(
+                f"invalid topics pattern {pattern.pattern!r}: it must start with "
+                "<domain>://<tenant>/<namespace>/"
+            ) from None
         names = await self._ctx.lookup.topics_of_namespace(
-            f"{tenant}/{namespace}",
+            str(namespace),
             TopicsMode.NON_PERSISTENT if domain == "non-persistent" else TopicsMode.PERSISTENT,
         )
-        bases = sorted({t.split("-partition-")[0] for t in names})
+        bases = sorted({partitioned_topic_name(t) for t in names})
         return [t for t in bases if pattern.fullmatch(t)]
 
     # ------------------------------------------------------------ readers
@@ -429,7 +440,8 @@ class Client:
         Raises InvalidConfiguration otherwise."""
         self._check_open()
         topic = full_topic_name(topic)
-        n = 0 if "-partition-" in topic else await self._ctx.lookup.partitions(topic)
+        partition = partition_index_of(topic)
+        n = 0 if partition >= 0 else await self._ctx.lookup.partitions(topic)
         if n and start_message_id not in (MessageId.earliest, MessageId.latest):
             raise InvalidConfiguration(
                 "a reader of a whole partitioned topic starts at earliest or latest"
@@ -457,7 +469,6 @@ class Client:
             await self._start_all(children)
             parent._attach(children)
             return Reader(parent, start_message_id, start_message_id_inclusive)
-        partition = int(topic.rsplit("-partition-", 1)[1]) if "-partition-" in topic else -1
         consumer = Consumer(self._ctx, topic, sub, partition, conf)
         await consumer._start()
         return Reader(consumer, start_message_id, start_message_id_inclusive)

@@ -48,6 +48,7 @@ from magnetar.client.reconnect import reconnect
 from magnetar.client.schema import BytesSchema, Schema
 from magnetar.client.unacked_tracker import UnackedMessageTracker
 from magnetar.common.errors import MagnetarError
+from magnetar.common.names import partitioned_topic_name
 from magnetar.protocol import (
     Ack,
     AckType,
@@ -694,7 +695,7 @@ class Consumer:
             self.redeliver_unacknowledged_messages()
 
     def _base_topic(self) -> str:
-        return self._topic.split("-partition-")[0] if self._partition >= 0 else self._topic
+        return partitioned_topic_name(self._topic) if self._partition >= 0 else self._topic
 
     def _dlq_topic(self) -> str:
         policy = self._conf.dead_letter_policy

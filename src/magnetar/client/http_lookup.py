@@ -40,6 +40,7 @@ from magnetar.common.errors import (
     TooManyRequests,
     TopicNotFound,
 )
+from magnetar.common.names import NamespaceName, TopicName
 from magnetar.protocol import TopicsMode
 
 T = TypeVar("T")
@@ -56,10 +57,10 @@ def _redirect_handler(max_redirects: int) -> urllib.request.HTTPRedirectHandler:
 
 
 def topic_path(topic: str) -> str:
-    """``persistent://t/ns/x`` -> ``persistent/t/ns/x`` (local name URL-quoted)."""
-    domain, _, rest = topic.partition("://")
-    tenant, namespace, local = rest.split("/", 2)
-    return f"{domain}/{tenant}/{namespace}/{quote(local, safe='')}"
+    """``persistent://t/ns/x`` -> ``persistent/t/ns/x`` (local name URL-quoted). Raises
+    :class:`~magnetar.common.errors.InvalidTopicName` for an invalid name."""
+    name = TopicName.parse(topic)
+    return f"{name.domain.value}/{name.tenant}/{name.namespace}/{quote(name.local_name, safe='')}"
 
 
 class HttpLookupService:
@@ -158,9 +159,9 @@ class HttpLookupService:
 
     async def topics_of_namespace(self, namespace: str, mode: TopicsMode) -> list[str]:
         """Topic names of ``tenant/ns`` (partitions included), filtered by domain."""
-        tenant, ns = namespace.split("/")
+        ns = NamespaceName.parse(namespace)
         answer = await self._get(
-            f"topics of {namespace}", f"/admin/v2/namespaces/{tenant}/{ns}/topics"
+            f"topics of {namespace}", f"/admin/v2/namespaces/{ns.tenant}/{ns.namespace}/topics"
         )
         names = [str(t) for t in answer] if isinstance(answer, list) else []
         if mode == TopicsMode.PERSISTENT:

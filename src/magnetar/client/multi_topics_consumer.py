@@ -21,6 +21,7 @@ from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
 from magnetar.common.clock import Clock
 from magnetar.common.errors import MagnetarError
+from magnetar.common.names import partitioned_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class MultiTopicsConsumer:
         add: Callable[[list[str]], Awaitable[list[Consumer]]],
     ) -> None:
         current = set(await discover())
-        known = {c.topic().split("-partition-")[0] for c in self._children}
+        known = {partitioned_topic_name(c.topic()) for c in self._children}
         new = sorted(current - known)
         if new and not self._closed:
             children = await add(new)
@@ -76,7 +77,7 @@ class MultiTopicsConsumer:
                     await c.close()
                 return
             self._attach(children)
-        gone = [c for c in self._children if c.topic().split("-partition-")[0] not in current]
+        gone = [c for c in self._children if partitioned_topic_name(c.topic()) not in current]
         for c in gone:
             self._children.remove(c)
             self.drop_from(c)

@@ -126,7 +126,34 @@ class ConsumerNotFound(MagnetarError):
 
 
 class InvalidTopicName(MagnetarError):
+    """A topic, tenant, namespace or cluster name breaks the naming rules
+    (:mod:`magnetar.common.names`)."""
+
     code = ServerError.InvalidTopicName
+
+
+class TopicNameNotAllowed(InvalidTopicName):
+    """A topic name that Pulsar's own naming rules accept but Magnetar refuses (``.``,
+    ``..``, control characters, text that is not UTF-8, over-long names; see
+    :mod:`magnetar.common.names`).
+
+    Answered ``NotAllowedError`` rather than ``InvalidTopicName``: the official C++-based
+    clients treat ``InvalidTopicName`` from a lookup as retriable and would retry until
+    their operation timeout, reporting only "TimeOut"; ``NotAllowedError`` fails at once
+    with the reason."""
+
+    code = ServerError.NotAllowedError
+
+
+class InvalidSubscriptionName(MagnetarError):
+    """A subscription name breaks the naming rules (:mod:`magnetar.common.names`).
+
+    The wire has no dedicated code; Pulsar's broker answers ``ProducerBusy`` (its
+    ``NamingException``), which the official clients report as a busy producer. Magnetar
+    answers ``NotAllowedError``, which they report as "not allowed", with the reason in the
+    message."""
+
+    code = ServerError.NotAllowedError
 
 
 class ConsumerBusy(MagnetarError):

@@ -159,8 +159,23 @@ def fill_message_id(m: pb.MessageIdData, mid: MessageId) -> None:
         fill_message_id(m.first_chunk_message_id, mid.first_chunk_message_id)
 
 
+def text(value: str | bytes) -> str:
+    """A protobuf ``string`` field's value as ``str``.
+
+    upb hands back ``bytes`` instead of ``str`` when a proto2 string field is not valid
+    UTF-8; those bytes are decoded with ``surrogateescape`` so every typed string field is a
+    ``str`` and the original bytes stay recoverable. Name validation
+    (:mod:`magnetar.common.names`) refuses such text; other fields carry it through.
+    """
+    if type(value) is str:
+        return value
+    assert isinstance(value, bytes)
+    return value.decode("utf-8", "surrogateescape")
+
+
 def _kv_from_pb(m: Any) -> tuple[str, Any]:
-    return (m.key, m.value)
+    value = m.value
+    return (text(m.key), text(value) if isinstance(value, bytes | str) else value)
 
 
 def _kv_fill(m: Any, kv: tuple[str, Any]) -> None:
@@ -240,6 +255,8 @@ def _getter(f: FieldDescriptor) -> FromPb:
         if f.type == FieldDescriptor.TYPE_MESSAGE:
             conv = _nested_from(f)
             return lambda m: tuple([conv(x) for x in getattr(m, name)])
+        if f.type == FieldDescriptor.TYPE_STRING:
+            return lambda m: tuple([text(x) for x in getattr(m, name)])
         return lambda m: tuple(getattr(m, name))
     if f.type == FieldDescriptor.TYPE_MESSAGE:
         conv = _nested_from(f)
@@ -252,6 +269,10 @@ def _getter(f: FieldDescriptor) -> FromPb:
         if _presence_only(f):
             return lambda m: enum_cls(getattr(m, name)) if m.HasField(name) else None
         return lambda m: enum_cls(getattr(m, name))
+    if f.type == FieldDescriptor.TYPE_STRING:
+        if _presence_only(f):
+            return lambda m: text(getattr(m, name)) if m.HasField(name) else None
+        return lambda m: text(getattr(m, name))
     if _presence_only(f):
         return lambda m: getattr(m, name) if m.HasField(name) else None
     return lambda m: getattr(m, name)

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.common.errors import MagnetarError
+from magnetar.common.errors import InvalidTopicName, MagnetarError
+from magnetar.common.names import TopicName
 
 
 class OffsetsError(MagnetarError):
@@ -136,14 +137,10 @@ def parse_offset_spec(text: str | None, default: str) -> OffsetSpec:
 
 
 def _full_partition_name(name: str) -> str:
-    if "://" in name:
-        return name
-    parts = name.split("/")
-    if len(parts) == 1:
-        return f"persistent://public/default/{name}"
-    if len(parts) == 3:
-        return f"persistent://{name}"
-    raise OffsetsError(f"invalid topic name {name!r} in offsets")
+    try:
+        return TopicName.parse(name).full_name
+    except InvalidTopicName as exc:
+        raise OffsetsError(f"invalid topic name in offsets: {exc}") from None
 
 
 def _parse_one(name: str, value: Any) -> Position | str:

@@ -27,6 +27,7 @@ from pyspark.sql.types import StructType
 
 from magnetar.client import Client, Message, MessageId, Reader
 from magnetar.common.errors import MagnetarError
+from magnetar.common.names import partition_index_of, partitioned_topic_name
 from magnetar.spark.offsets import Position
 from magnetar.spark.options import SourceOptions
 from magnetar.spark.rows import RowBuilder
@@ -56,11 +57,7 @@ class RangePartition(InputPartition):
 
 
 def _split(name: str) -> tuple[str, int]:
-    if "-partition-" in name:
-        base, _, index = name.rpartition("-partition-")
-        if index.isdigit():
-            return base, int(index)
-    return name, -1
+    return partitioned_topic_name(name), partition_index_of(name)
 
 
 class _RangeState:

@@ -40,6 +40,7 @@ from pyspark.sql.types import StructType
 from magnetar.client import Client, MessageId, Producer, full_topic_name
 from magnetar.client.routing import java_string_hash
 from magnetar.common.errors import MagnetarError, ProducerBusy
+from magnetar.common.names import TopicName
 from magnetar.spark.admin_rest import deduplication_enabled
 from magnetar.spark.options import OptionsError, SourceOptions
 from magnetar.spark.topic_catalog import SparkSourceError, make_client
@@ -80,11 +81,11 @@ def check_deduplication(opts: SourceOptions) -> None:
     if enabled is None:
         log.warning("%s does not exist yet: cannot check that deduplication is on", topic)
     elif not enabled:
-        tenant, namespace = topic.split("://", 1)[1].split("/")[:2]
+        namespace = TopicName.parse(topic).namespace_name
         raise SparkSourceError(
             f"deduplication is off for {topic}, so retried writes would be stored twice: "
             f"enable it with POST {opts.admin_url.rstrip('/')}/admin/v2/namespaces/"
-            f"{tenant}/{namespace}/deduplication (body true), or drop admin_url to write "
+            f"{namespace}/deduplication (body true), or drop admin_url to write "
             f"without this check"
         )
 

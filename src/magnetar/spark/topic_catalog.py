@@ -30,7 +30,13 @@ from magnetar.client import (
     full_topic_name,
 )
 from magnetar.client.consumer import Consumer
-from magnetar.common.errors import MagnetarError
+from magnetar.common.errors import InvalidTopicName, MagnetarError
+from magnetar.common.names import (
+    PARTITIONED_TOPIC_SUFFIX,
+    NamespaceName,
+    partition_index_of,
+    partitioned_topic_name,
+)
 from magnetar.protocol import InitialPosition
 from magnetar.spark.offsets import Offsets, Position
 from magnetar.spark.options import SourceOptions
@@ -86,14 +92,16 @@ def run_with_client(opts: SourceOptions, work: Callable[[Client], Awaitable[T]])
 
 def partition_index(name: str) -> int:
     """N of ``…-partition-N``; -1 for a topic that is not a partition."""
-    base, sep, index = name.rpartition("-partition-")
-    return int(index) if sep and base and index.isdigit() else -1
+    return partition_index_of(name)
 
 
 def _namespace_of(full: str) -> str:
+    """``tenant/ns`` of a full topic name or of a pattern that starts like one."""
     rest = full.split("://", 1)[1]
-    tenant, ns = rest.split("/")[:2]
-    return f"{tenant}/{ns}"
+    try:
+        return str(NamespaceName.of(*rest.split("/")[:2]))
+    except (InvalidTopicName, TypeError) as exc:
+        raise SparkSourceError(f"invalid topic or pattern {full!r}: {exc}") from None
 
 
 async def _namespace_topics(client: Client, namespace: str) -> list[str]:
@@ -112,7 +120,7 @@ async def resolve_partitions(client: Client, opts: SourceOptions) -> list[str]:
         full = text if "://" in text else f"persistent://public/default/{text}"
         pattern = re.compile(full)
         for name in await _namespace_topics(client, _namespace_of(full)):
-            base = name.split("-partition-")[0]
+            base = partitioned_topic_name(name)
             if pattern.fullmatch(base) or pattern.fullmatch(name):
                 out.add(name)
         return sorted(out)
@@ -123,8 +131,8 @@ async def resolve_partitions(client: Client, opts: SourceOptions) -> list[str]:
         if ns not in listings:
             listings[ns] = set(await _namespace_topics(client, ns))
         existing = listings[ns]
-        parts = {n for n in existing if n.startswith(full + "-partition-")}
-        if "-partition-" not in full and parts:
+        parts = {n for n in existing if n.startswith(full + PARTITIONED_TOPIC_SUFFIX)}
+        if partition_index_of(full) < 0 and parts:
             out.update(await client.get_topic_partitions(full))
         elif full in existing:
             out.add(full)

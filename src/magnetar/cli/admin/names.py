@@ -1,8 +1,9 @@
 """Topic and namespace names as the admin CLI accepts them, and their REST paths.
 
 Short names follow ``pulsar-admin``: ``my-topic`` means ``persistent://public/default/my-topic``,
-``t/ns/my-topic`` means ``persistent://t/ns/my-topic``. A malformed name is a usage error
-(:class:`click.BadParameter`, exit status 2).
+``t/ns/my-topic`` means ``persistent://t/ns/my-topic``. Names are checked with
+:mod:`magnetar.common.names`, the broker's own rules; a malformed name is a usage error
+(:class:`click.BadParameter`, exit status 2) saying what is wrong.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from urllib.parse import quote
 
 import click
 
-DOMAINS = ("persistent", "non-persistent")
+from magnetar.common.errors import InvalidTopicName
+from magnetar.common.names import NamespaceName, TopicName, check_named_entity
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,35 +38,28 @@ class Topic:
 
 
 def parse_topic(name: str) -> Topic:
-    domain = "persistent"
-    rest = name
-    if "://" in name:
-        domain, rest = name.split("://", 1)
-        if domain not in DOMAINS:
-            raise click.BadParameter(f"invalid topic domain {domain!r} in {name!r}")
-    parts = rest.split("/")
-    if len(parts) == 1 and "://" not in name:
-        parts = ["public", "default", parts[0]]
-    if len(parts) != 3 or not all(parts):
-        raise click.BadParameter(
-            f"invalid topic name {name!r} (expected topic, tenant/ns/topic or "
-            "persistent://tenant/ns/topic)"
-        )
-    return Topic(domain, parts[0], parts[1], parts[2])
+    try:
+        topic = TopicName.parse(name)
+    except InvalidTopicName as exc:
+        raise click.BadParameter(exc.message) from None
+    return Topic(topic.domain.value, topic.tenant, topic.namespace, topic.local_name)
 
 
 def namespace_path(name: str) -> str:
     """``tenant/ns`` -> ``/admin/v2/namespaces/tenant/ns``."""
-    parts = name.split("/")
-    if len(parts) != 2 or not all(parts):
-        raise click.BadParameter(f"invalid namespace name {name!r} (expected tenant/namespace)")
-    return f"/admin/v2/namespaces/{quote(parts[0], safe='')}/{quote(parts[1], safe='')}"
+    try:
+        namespace = NamespaceName.parse(name)
+    except InvalidTopicName as exc:
+        raise click.BadParameter(exc.message) from None
+    return f"/admin/v2/namespaces/{namespace.tenant}/{namespace.namespace}"
 
 
 def tenant_path(name: str) -> str:
-    if not name or "/" in name:
-        raise click.BadParameter(f"invalid tenant name {name!r}")
-    return f"/admin/v2/tenants/{quote(name, safe='')}"
+    try:
+        check_named_entity("tenant", name)
+    except InvalidTopicName as exc:
+        raise click.BadParameter(exc.message) from None
+    return f"/admin/v2/tenants/{name}"
 
 
 class TopicType(click.ParamType):  # type: ignore[type-arg]

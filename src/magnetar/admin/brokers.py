@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Header, Query
 from starlette.responses import PlainTextResponse, Response
 
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import ResourceNotFound
 from magnetar.admin.responses import json_response
 from magnetar.common.names import TopicName
+
+LISTENER_NAME_HEADER = "X-Pulsar-ListenerName"
+"""Pulsar's header naming the advertised listener an HTTP lookup asks for."""
 
 
 def router(ctx: AdminContext) -> APIRouter:
@@ -39,13 +42,23 @@ def router(ctx: AdminContext) -> APIRouter:
         "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}",
         summary="Lookup: the broker serving a topic",
     )
-    async def lookup(domain: str, tenant: str, namespace: str, topic: str) -> Response:
+    async def lookup(
+        domain: str,
+        tenant: str,
+        namespace: str,
+        topic: str,
+        listener_name: str | None = Query(default=None, alias="listenerName"),
+        listener_name_header: str | None = Header(default=None, alias=LISTENER_NAME_HEADER),
+    ) -> Response:
+        """As Pulsar: the ``listenerName`` query parameter, else the listener name header,
+        picks the advertised listener whose URLs are answered; a listener the broker lacks
+        is a 500 ``{"reason": "the broker do not have <name> listener"}``."""
         TopicName.parse(f"{domain}://{tenant}/{namespace}/{topic}")
-        url = ctx.service.service_url
+        url, url_tls = ctx.service.lookup_urls(listener_name or listener_name_header)
         return json_response(
             {
                 "brokerUrl": url,
-                "brokerUrlTls": ctx.service.service_url_tls or url,
+                "brokerUrlTls": url_tls,
                 "brokerUrlSsl": "",
                 "nativeUrl": url,
                 "httpUrl": ctx.http_url,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from magnetar.broker.listeners import NO_LISTENERS, AdvertisedListeners
 from magnetar.broker.partial_frames import (
     DEFAULT_PARTIAL_FRAME_BYTES_MAX,
     DEFAULT_PARTIAL_FRAME_TIMEOUT_MS,
@@ -30,7 +31,12 @@ class BrokerConfig:
     tls_require_trusted_client_cert: bool = False
     """Refuse TLS clients without a certificate trusted by ``tls_trust_certs_file``."""
     advertised_address: str | None = None
-    """Host name put in lookup answers; ``host`` when unset."""
+    """Host name put in lookup answers (and HTTP URLs); ``host`` when unset. With
+    ``advertised_listeners`` set, binary lookups answer with listeners instead."""
+    advertised_listeners: AdvertisedListeners = NO_LISTENERS
+    """Pulsar's ``advertisedListeners`` and ``internalListenerName``, parsed
+    (:func:`magnetar.broker.listeners.parse_advertised_listeners`). Lookups naming a
+    listener get its URLs; lookups without a name get the internal listener's."""
     cluster_name: str = "standalone"
     broker_id: int = 0
     """Used in broker-assigned producer names ``<cluster>-<broker_id>-<n>``."""
@@ -68,8 +74,3 @@ class BrokerConfig:
     ensemble_size: int = 1
     write_quorum: int = 1
     ack_quorum: int = 1
-
-    @property
-    def service_url(self) -> str:
-        """The URL lookups answer with (``pulsar://host:port``)."""
-        return f"pulsar://{self.advertised_address or self.host}:{self.port}"

@@ -21,7 +21,11 @@ Metadata layout (besides the managed ledgers' own ``/managed-ledgers/...``):
 A single broker owns every topic (no bundles yet): LOOKUP always answers Connect with this
 broker's advertised URL; the TLS field carries ``pulsar+ssl://host:tls_port`` when the TLS
 listener is on (``config.tls_port``, same protocol inside TLS; see
-:mod:`magnetar.broker.tls`), else the plain URL again.
+:mod:`magnetar.broker.tls`), else the plain URL again. With advertised listeners
+(:mod:`magnetar.broker.listeners`) a LOOKUP naming one gets that listener's URLs, one
+without a name gets the internal listener's, and one naming a listener the broker lacks
+fails with ServiceNotReady "the broker do not have <name> listener", as in Pulsar.
+PARTITIONED_METADATA carries no listener name and is answered the same either way.
 """
 
 from __future__ import annotations
@@ -180,16 +184,41 @@ class BrokerService:
 
     @property
     def service_url(self) -> str:
+        """The ``pulsar://`` URL lookups without a listener name answer with: the internal
+        advertised listener's, else ``pulsar://<advertised address or host>:<bound port>``."""
+        internal = self.config.advertised_listeners.internal
+        if internal is not None:
+            return internal.broker_service_url
         host = self.config.advertised_address or self.config.host
         return f"pulsar://{host}:{self.port}"
 
     @property
     def service_url_tls(self) -> str | None:
-        """``pulsar+ssl://host:tls_port``, or None when the TLS listener is off."""
+        """The ``pulsar+ssl://`` URL lookups without a listener name answer with: the
+        internal advertised listener's (None when it has none), else
+        ``pulsar+ssl://host:tls_port``, or None when the TLS listener is off."""
+        internal = self.config.advertised_listeners.internal
+        if internal is not None:
+            return internal.broker_service_url_tls
         if self.tls_port is None:
             return None
         host = self.config.advertised_address or self.config.host
         return f"pulsar+ssl://{host}:{self.tls_port}"
+
+    def lookup_urls(self, listener_name: str | None) -> tuple[str, str]:
+        """``(plain, tls)`` URLs a lookup for ``listener_name`` answers with; a missing or
+        blank name means the default (:attr:`service_url`). The TLS one is the plain one
+        again when there is no TLS address (clients on a plain service URL ignore it).
+
+        Raises :class:`~magnetar.common.errors.ListenerNotFound` for a name the broker
+        has no advertised listener by.
+        """
+        if listener_name is None or not listener_name.strip():
+            url = self.service_url
+            return url, self.service_url_tls or url
+        listener = self.config.advertised_listeners.require(listener_name)
+        url = listener.broker_service_url
+        return url, listener.broker_service_url_tls or url
 
     async def close(self) -> None:
         """Stop accepting, close connections, then close every topic (persisting cursors
@@ -410,12 +439,13 @@ class BrokerService:
         )
 
     async def handle_lookup(self, cmd: LookupTopic) -> LookupTopicResponse:
-        await self.require_namespace(TopicName.parse(cmd.topic))
-        url = self.service_url
+        name = TopicName.parse(cmd.topic)
+        url, url_tls = self.lookup_urls(cmd.advertised_listener_name)
+        await self.require_namespace(name)
         return LookupTopicResponse(
             request_id=cmd.request_id,
             broker_service_url=url,
-            broker_service_url_tls=self.service_url_tls or url,
+            broker_service_url_tls=url_tls,
             response=LookupResult.Connect,
             authoritative=True,
         )

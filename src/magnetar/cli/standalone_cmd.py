@@ -49,6 +49,21 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 )
 @click.option("--advertised-address", default=None, help="Host put in lookup answers.")
 @click.option(
+    "--advertised-listeners",
+    default=None,
+    metavar="NAME:URL,...",
+    help="Named addresses lookups answer with, as Pulsar's advertisedListeners: e.g. "
+    "internal:pulsar://10.0.0.5:6650,external:pulsar://broker.example.com:16650 "
+    "(per name one pulsar:// and at most one pulsar+ssl:// URL). Clients pick one by "
+    "listener name; lookups without a name get the internal listener.",
+)
+@click.option(
+    "--internal-listener-name",
+    default=None,
+    help="The advertised listener lookups without a listener name get (default: the "
+    "first of --advertised-listeners).",
+)
+@click.option(
     "--deduplication/--no-deduplication",
     default=False,
     show_default=True,
@@ -95,6 +110,8 @@ def standalone(
     tls_trust_certs_file: str | None,
     tls_require_trusted_client_cert: bool,
     advertised_address: str | None,
+    advertised_listeners: str | None,
+    internal_listener_name: str | None,
     deduplication: bool,
     max_message_size: int,
     partial_frame_bytes_max: int,
@@ -114,6 +131,12 @@ def standalone(
     import sys
 
     from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.listeners import ListenerConfigError, parse_advertised_listeners
+
+    try:
+        listeners = parse_advertised_listeners(advertised_listeners, internal_listener_name)
+    except ListenerConfigError as exc:
+        raise click.UsageError(str(exc)) from None
     from magnetar.standalone import StandaloneConfig, run
 
     logging.basicConfig(
@@ -135,6 +158,7 @@ def standalone(
             tls_trust_certs_file=tls_trust_certs_file,
             tls_require_trusted_client_cert=tls_require_trusted_client_cert,
             advertised_address=advertised_address,
+            advertised_listeners=listeners,
             deduplication_enabled=deduplication,
             max_message_size_bytes=max_message_size,
             partial_frame_bytes_max=partial_frame_bytes_max,

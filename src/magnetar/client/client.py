@@ -130,6 +130,7 @@ class Client:
                 use_tls=tls,
                 authentication=authentication,
                 ssl_context=ssl_context,
+                listener_name=listener_name,
                 rng=rng,
             )
         else:

@@ -12,6 +12,9 @@ at most ``max_redirects`` times. Requests run in a worker thread (stdlib ``urlli
 are rare, so the thread hop costs nothing that matters and the event loop never blocks).
 Retriable failures (connection refused, 5xx, 429) are retried with backoff until the
 operation timeout; 404 raises TopicNotFound, 401/403 AuthenticationError/AuthorizationError.
+``listener_name`` asks for that advertised listener (``?listenerName=``, as the Java client
+does); a broker without it answers 500 "the broker do not have <name> listener", raised at
+once as ListenerNotFound.
 Authentication: ``token`` -> ``Authorization: Bearer``, ``basic`` -> ``Authorization: Basic``.
 """
 
@@ -36,6 +39,7 @@ from magnetar.common.clock import Clock
 from magnetar.common.errors import (
     AuthenticationError,
     AuthorizationError,
+    ListenerNotFound,
     ServiceNotReady,
     TooManyRequests,
     TopicNotFound,
@@ -56,6 +60,17 @@ def _redirect_handler(max_redirects: int) -> urllib.request.HTTPRedirectHandler:
     return handler
 
 
+def _reason_text(body: str) -> str:
+    """The ``reason`` of an admin error body ``{"reason": ...}``; the body itself otherwise."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return body
+    if isinstance(parsed, dict) and isinstance(parsed.get("reason"), str):
+        return str(parsed["reason"])
+    return body
+
+
 def topic_path(topic: str) -> str:
     """``persistent://t/ns/x`` -> ``persistent/t/ns/x`` (local name URL-quoted). Raises
     :class:`~magnetar.common.errors.InvalidTopicName` for an invalid name."""
@@ -74,9 +89,11 @@ class HttpLookupService:
         authentication: Authentication | None = None,
         ssl_context: ssl.SSLContext | None = None,
         max_redirects: int = 20,
+        listener_name: str | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self._base = service_url.split(",")[0].rstrip("/")
+        self._listener_name = listener_name
         self._clock = clock
         self._timeout_s = operation_timeout_s
         self._tls = use_tls
@@ -119,6 +136,8 @@ class HttpLookupService:
                 raise AuthorizationError(f"GET {path}: 403 {reason}") from exc
             if code == 429:
                 raise TooManyRequests(f"GET {path}: 429 {reason}") from exc
+            if code >= 500 and ListenerNotFound.matches(_reason_text(reason)):
+                raise ListenerNotFound(_reason_text(reason)) from exc
             if code >= 500:
                 raise ServiceNotReady(f"GET {path}: {code} {reason}") from exc
             raise LookupError_(f"GET {path}: {code} {reason}") from exc
@@ -149,7 +168,10 @@ class HttpLookupService:
 
     async def lookup(self, topic: str) -> LookupAnswer:
         """The binary URL of the broker owning ``topic``."""
-        answer = await self._get(f"lookup of {topic}", f"/lookup/v2/topic/{topic_path(topic)}")
+        path = f"/lookup/v2/topic/{topic_path(topic)}"
+        if self._listener_name:
+            path += f"?listenerName={quote(self._listener_name, safe='')}"
+        answer = await self._get(f"lookup of {topic}", path)
         if not isinstance(answer, dict):
             raise LookupError_(f"lookup of {topic}: unexpected answer {answer!r}")
         url = (answer.get("brokerUrlTls") if self._tls else None) or answer.get("brokerUrl")

@@ -105,6 +105,27 @@ class ServiceNotReady(MagnetarError):
     refresh_lookup = True
 
 
+class ListenerNotFound(MagnetarError):
+    """A lookup named an advertised listener the broker does not have.
+
+    On the wire this is ServiceNotReady with the text ``the broker do not have <name>
+    listener`` (Pulsar's code and words; the official C++ client recognises that text).
+    Unlike ServiceNotReady it is not retriable: asking again cannot create the listener, so
+    :func:`error_for_code` turns that wire error back into this class by its text.
+    """
+
+    code = ServerError.ServiceNotReady
+
+    @classmethod
+    def for_listener(cls, name: str) -> ListenerNotFound:
+        return cls(f"the broker do not have {name} listener")
+
+    @classmethod
+    def matches(cls, message: str) -> bool:
+        """Whether ``message`` is this error's wire text."""
+        return message.startswith("the broker do not have ") and message.endswith(" listener")
+
+
 class AuthenticationError(MagnetarError):
     code = ServerError.AuthenticationError
 
@@ -239,6 +260,8 @@ def error_for_code(code: int, message: str) -> MagnetarError:
         cls = _ERROR_BY_CODE[ServerError(code)]
     except (KeyError, ValueError):
         return MagnetarError(message)
+    if cls is ServiceNotReady and ListenerNotFound.matches(message):
+        return ListenerNotFound(message)
     return cls(message)
 
 

@@ -14,6 +14,7 @@ from magnetar.broker.policies import PolicyError
 from magnetar.common.errors import (
     InvalidSubscriptionName,
     InvalidTopicName,
+    ListenerNotFound,
     MagnetarError,
     ServiceNotReady,
     SubscriptionNotFound,
@@ -77,6 +78,8 @@ def http_error(exc: BaseException) -> tuple[int, str]:
         return 409, "Already exists"
     if isinstance(exc, ManagedLedgerTerminated | TopicTerminated):
         return 412, "Topic is terminated"
+    if isinstance(exc, ListenerNotFound):  # Pulsar's status and words for a lookup
+        return 500, exc.message
     if isinstance(exc, ServiceNotReady):
         return 503, "Service not ready, try again"
     return 500, f"Internal error: {exc.__class__.__name__}"

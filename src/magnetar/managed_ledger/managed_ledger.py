@@ -7,8 +7,10 @@ fails with the ledger client's fenced error, its metadata writes fail with ``Bad
 and both surface as :class:`ManagedLedgerFenced`; it never appends behind the new owner.
 
 Appends: ``add_entry`` pipelines entries to the current ledger; futures resolve in append
-order. The current ledger rolls over by entry count, size or age, and on any write failure
-(failed and later adds are re-sent, in order, to the new ledger).
+order. The current ledger rolls over by entry count, size or age, and on a write failure
+(failed and later adds are re-sent, in order, to the new ledger; an add tried on
+``add_attempts_max`` ledgers fails instead, so rollovers are bounded). An entry larger than
+the storage takes fails alone, at once, with :class:`EntryTooLargeForStorage`: no rollover.
 
 Reads: entries just appended are served from the :class:`EntryCache`; catch-up reads go to
 bookies in batches with read-ahead. A read at the end of the log parks on a future until an
@@ -38,6 +40,7 @@ from magnetar.managed_ledger.entry_cache import EntryCache
 from magnetar.managed_ledger.errors import (
     BacklogQuotaExceeded,
     CursorNotFound,
+    EntryTooLargeForStorage,
     ManagedLedgerClosed,
     ManagedLedgerError,
     ManagedLedgerFenced,
@@ -56,7 +59,13 @@ from magnetar.managed_ledger.metadata_layout import (
 from magnetar.managed_ledger.offload import Offloader
 from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.retention import ledgers_expired_by_ttl, ledgers_to_trim
-from magnetar.managed_ledger.storage import LedgerReader, LedgerStorage, LedgerWriter, is_fenced
+from magnetar.managed_ledger.storage import (
+    LedgerReader,
+    LedgerStorage,
+    LedgerWriter,
+    is_fenced,
+    never_fits,
+)
 from magnetar.metadata.store import (
     MUST_NOT_EXIST,
     BadVersion,
@@ -480,6 +489,12 @@ class ManagedLedger:
         while inflight and inflight[0].done:
             op = inflight[0]
             if op.error is not None:
+                if never_fits(op.error):
+                    # refused before it took an entry id: the ledger is fine, go on
+                    inflight.popleft()
+                    self._inflight_bytes -= len(op.data)
+                    op.finish(None, EntryTooLargeForStorage(f"{self.name}: {op.error}"))
+                    continue
                 self._on_add_failure(op.error)
                 break
             if not appended:  # the clocks, once per run of completed adds
@@ -513,17 +528,33 @@ class ManagedLedger:
                 self._request_roll()
 
     def _on_add_failure(self, error: BaseException) -> None:
+        """The current ledger failed a write (an error other than :func:`never_fits`):
+        roll over and re-send the appends in flight to the new ledger, in order, except
+        those already tried on ``add_attempts_max`` ledgers, which fail with ``error``."""
         if is_fenced(error):
             self._fence(error)
             return
         log.warning("%s: add failed (%s); rolling over", self.name, error)
-        retry = list(self._inflight)
+        inflight = list(self._inflight)
         self._inflight.clear()
         self._inflight_bytes = 0
-        for op in retry:
+        retry: list[_AddOp] = []
+        for op in inflight:
             op.attempt += 1
+            if op.attempt >= self.config.add_attempts_max:
+                op.finish(None, error)
+                continue
             op.done = False
             op.error = None
+            retry.append(op)
+        if len(retry) < len(inflight):
+            log.warning(
+                "%s: %d add(s) failed on %d ledgers; failing them (%s)",
+                self.name,
+                len(inflight) - len(retry),
+                self.config.add_attempts_max,
+                error,
+            )
         self._queue.extendleft(reversed(retry))
         self._request_roll(after_failure=True)
 

@@ -27,12 +27,13 @@ MIB = 1024 * 1024
 
 
 def _internal_stats(node: StandaloneProcess, topic: str) -> dict[str, object]:
+    args = [
+        sys.executable, "-m", "magnetar.cli.main", "admin",
+        "--admin-url", node.http_url,
+        "topics", "stats-internal", topic, "--output", "json",
+    ]  # fmt: skip
     out = subprocess.run(
-        [
-            sys.executable, "-m", "magnetar.cli.main", "admin",
-            "--admin-url", node.http_url,
-            "topics", "stats-internal", topic, "--output", "json",
-        ],  # fmt: skip
+        args,
         capture_output=True,
         text=True,
         timeout=30,

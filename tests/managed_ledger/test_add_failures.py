@@ -22,7 +22,9 @@ WAIT_S = 30.0
 """Bound on one append's outcome (before the fix these never came back)."""
 
 
-async def _open(cluster: Cluster, client_entry_max_bytes: int) -> tuple[ManagedLedger, LedgerClient]:
+async def _open(
+    cluster: Cluster, client_entry_max_bytes: int
+) -> tuple[ManagedLedger, LedgerClient]:
     client = LedgerClient(
         cluster.store, config=LedgerClientConfig(entry_size_max_bytes=client_entry_max_bytes)
     )

@@ -22,10 +22,11 @@ from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
-from magnetar.ledger import LedgerClient
+from magnetar.ledger import LedgerClient, LedgerClientConfig
 from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata import MetadataStore, connect
+from magnetar.protocol import FRAME_PADDING_BYTES
 
 if TYPE_CHECKING:
     from magnetar.admin import AdminServer
@@ -65,12 +66,16 @@ class Standalone:
         # ensemble, so it must keep its port across restarts: picked once, then reused.
         port_file = data_dir / "bookie-port"
         port = int(port_file.read_text()) if port_file.exists() else 0
+        # Storage takes any entry a SEND frame can carry: the max message size plus the
+        # frame padding for metadata (a chunk is a payload of the max size plus metadata).
+        entry_size_max_bytes = cfg.broker.max_message_size_bytes + FRAME_PADDING_BYTES
         self.bookie = Bookie(
             BookieConfig(
                 data_dir=data_dir / "bookie",
                 host="127.0.0.1",
                 port=port,
                 disk_free_min_bytes=cfg.bookie_disk_free_min_bytes,
+                entry_size_max_bytes=entry_size_max_bytes,
             ),
             self.store,
         )
@@ -80,7 +85,11 @@ class Standalone:
             tmp.write_text(str(self.bookie.port))
             tmp.replace(port_file)
         # The bookie is on this loop: direct calls instead of a loopback socket.
-        self.ledger_client = LedgerClient(self.store, local_bookies=[self.bookie])
+        self.ledger_client = LedgerClient(
+            self.store,
+            config=LedgerClientConfig(entry_size_max_bytes=entry_size_max_bytes),
+            local_bookies=[self.bookie],
+        )
         b = cfg.broker
         storage = LedgerClientStorage(
             self.ledger_client,

@@ -9,6 +9,7 @@ import struct
 import pytest
 
 from magnetar.common.clock import ManualClock
+from magnetar.common.errors import ProtocolError
 from magnetar.ledger import LedgerClient
 from magnetar.managed_ledger.config import BacklogQuotaPolicy, ManagedLedgerConfig
 from magnetar.managed_ledger.errors import BacklogQuotaExceeded, ManagedLedgerFenced
@@ -190,9 +191,61 @@ async def test_ttl_moves_cursors_past_old_entries(cluster: Cluster) -> None:
     old = [await ml.add_entry(b"old") for _ in range(6)]
     clock.advance(11)
     new = [await ml.add_entry(b"new") for _ in range(2)]
-    ml.apply_ttl()
+    await ml.apply_ttl()
     assert cursor.mark_delete_position >= old[-1]
     assert [e.position for e in await cursor.read_entries(10)] == new
+    await ml.close()
+
+
+async def test_ttl_expires_entries_inside_the_open_ledger_by_publish_time(
+    cluster: Cluster,
+) -> None:
+    """One ledger that keeps growing: TTL must not wait for it to close."""
+    clock = ManualClock()
+
+    def publish_time(data: bytes) -> int:
+        if not data.startswith(b"T"):
+            raise ProtocolError("no publish time")
+        return int(struct.unpack(">Q", data[1:9])[0])
+
+    def entry(publish_time_ms: int) -> bytes:
+        return b"T" + struct.pack(">Q", publish_time_ms)
+
+    ml = await ManagedLedger.open(
+        NAME,
+        storage=cluster.storage,
+        store=cluster.store,
+        config=ManagedLedgerConfig(message_ttl_ms=3_000, cache_size_max_bytes=0),
+        clock=clock,
+        background=False,
+        publish_time_of=publish_time,
+    )
+    slow = await ml.open_cursor("slow", earliest=True)
+    positions = []
+    for _ in range(20):  # one entry every 500 ms, from t=0 to t=9.5 s
+        positions.append(await ml.add_entry(entry(clock.now_ms())))
+        clock.advance(0.5)
+    fast = await ml.open_cursor("fast", earliest=True)
+    fast.ack_cumulative(positions[15])
+    # t=10 s: entries published before t=7 s (0..13) are expired
+    await ml.apply_ttl()
+    assert len(ml.ledger_ids()) == 1
+    assert slow.mark_delete_position == positions[13]
+    assert fast.mark_delete_position == positions[15]  # never moved backwards
+    assert [e.position for e in await slow.read_entries(100)] == positions[14:]
+    await ml.apply_ttl()  # nothing new expired: no change
+    assert slow.mark_delete_position == positions[13]
+    # an entry without a readable publish time counts as not expired (and breaks nothing)
+    garbage = await ml.add_entry(b"garbage")
+    clock.advance(1)
+    later = await ml.add_entry(entry(clock.now_ms()))
+    await ml.apply_ttl()  # t=11 s: 14 and 15 (published at 7 and 7.5 s) expire
+    assert slow.mark_delete_position == positions[15]
+    # once the ledger's last append is older than the TTL, all of it expires, unread
+    clock.advance(60)
+    await ml.apply_ttl()
+    assert slow.mark_delete_position == later
+    assert garbage < later
     await ml.close()
 
 

@@ -43,6 +43,7 @@ from magnetar.bookie.ledger_storage import CheckpointJob, LedgerStorage
 from magnetar.bookie.server import BookieConnection, Reply, Responder
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.metadata.store import MetadataStore, NodeExists, NotFound
+from magnetar.protocol.frame import DEFAULT_MAX_MESSAGE_SIZE_BYTES, FRAME_PADDING_BYTES
 
 log = logging.getLogger("magnetar.bookie")
 
@@ -52,7 +53,10 @@ COOKIES_PATH: Final = "/ledgers/cookies"
 LEDGERS_PATH: Final = "/ledgers"
 LEDGER_NODE_RE: Final = re.compile(r"^L(\d+)$")
 
-ENTRY_SIZE_MAX_BYTES: Final = 5 * 1024 * 1024
+ENTRY_SIZE_MAX_BYTES: Final = DEFAULT_MAX_MESSAGE_SIZE_BYTES + FRAME_PADDING_BYTES
+"""Largest entry a bookie stores by default: a message of the broker's default max size plus
+the frame padding Pulsar allows for its metadata (BookKeeper's ``nettyMaxFrameSizeBytes`` as
+Pulsar configures it, 5 MiB + 10 KiB). A chunk of a chunked message is that large."""
 
 # Statuses as plain ints for the add path (protobuf enum attribute access runs Python code).
 _OK: Final = int(Status.OK)

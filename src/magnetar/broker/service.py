@@ -68,6 +68,7 @@ from magnetar.protocol import (
     Subscribe,
     TopicsMode,
 )
+from magnetar.protocol.entry import entry_publish_time_ms
 
 log = logging.getLogger(__name__)
 
@@ -320,6 +321,7 @@ class BrokerService:
                     store=self.store,
                     config=ml_config_for(self.ml_config, policies),
                     clock=self.clock,
+                    publish_time_of=entry_publish_time_ms,
                 )
                 topic = await Topic.open(self, name, ml, policies)
             except BaseException as exc:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 import crc32c
 
 from magnetar.bookie import Bookie
+from magnetar.bookie.bookie import ENTRY_SIZE_MAX_BYTES
 from magnetar.bookie.codec import OpType, Request, Status
 from magnetar.bookie.errors import (
     BookieUnavailable,
@@ -66,7 +67,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class LedgerClientConfig:
-    entry_size_max_bytes: int = 5 * 1024 * 1024
+    entry_size_max_bytes: int = ENTRY_SIZE_MAX_BYTES
+    """Larger adds fail at once with :class:`EntryTooLarge` (nothing sent, no entry id
+    used). Pulsar sets it to the broker's ``maxMessageSize`` plus the 10 KiB frame padding."""
     request_timeout_ms: int = 10_000
     """A bookie that does not answer an add within this is replaced."""
     speculative_read_timeout_ms: int = 1_000

@@ -30,6 +30,11 @@ class ManagedLedgerConfig:
     # appends
     pending_adds_max: int = 10_000
     """Appends in flight at once; ``add_entry`` waits for room beyond that."""
+    add_attempts_max: int = 3
+    """Ledgers one append is tried on. A write failure rolls over to a new ledger and
+    re-sends the appends in flight there; an append that failed on this many ledgers fails
+    with the last error instead, so a failure that follows the entry (or lasts) causes at
+    most this many rollovers per append, not a loop."""
 
     # reads
     cache_size_max_bytes: int = 64 * 1024 * 1024

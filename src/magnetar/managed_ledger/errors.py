@@ -28,6 +28,13 @@ class ManagedLedgerFenced(ManagedLedgerError):
     refresh_lookup = True
 
 
+class EntryTooLargeForStorage(NotAllowed):
+    """``add_entry`` of an entry larger than the storage takes (the ledger client's
+    ``entry_size_max_bytes``). Fails that append only, at once: nothing is stored, the
+    current ledger stays as it is (no rollover) and later appends are unaffected. Never
+    retriable: the same entry can never fit."""
+
+
 class ManagedLedgerClosed(ServiceNotReady):
     """The managed ledger (or cursor) was closed; raised by every later call."""
 

@@ -7,8 +7,10 @@ fails with the ledger client's fenced error, its metadata writes fail with ``Bad
 and both surface as :class:`ManagedLedgerFenced`; it never appends behind the new owner.
 
 Appends: ``add_entry`` pipelines entries to the current ledger; futures resolve in append
-order. The current ledger rolls over by entry count, size or age, and on any write failure
-(failed and later adds are re-sent, in order, to the new ledger).
+order. The current ledger rolls over by entry count, size or age, and on a write failure
+(failed and later adds are re-sent, in order, to the new ledger; an add tried on
+``add_attempts_max`` ledgers fails instead, so rollovers are bounded). An entry larger than
+the storage takes fails alone, at once, with :class:`EntryTooLargeForStorage`: no rollover.
 
 Reads: entries just appended are served from the :class:`EntryCache`; catch-up reads go to
 bookies in batches with read-ahead. A read at the end of the log parks on a future until an
@@ -17,6 +19,12 @@ entry arrives (``ManagedCursor.read_entries_or_wait``).
 Background work (one task, period ``min(maintenance_interval_ms,
 cursor_persist_interval_ms)``): persist dirty durable cursors, roll over by age, apply TTL
 and backlog quotas, trim consumed ledgers, evict the cache.
+
+Message TTL (Pulsar's expiry monitor, run every ``maintenance_interval_ms``): every cursor's
+mark-delete moves past the entries published more than ``message_ttl_ms`` ago. Whole ledgers
+last appended to before that expire without reads; inside a ledger the managed ledger reads
+entries' publish times through the ``publish_time_of`` its owner gave (entries are opaque
+here) and finds the last expired entry by binary search.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from magnetar.managed_ledger.entry_cache import EntryCache
 from magnetar.managed_ledger.errors import (
     BacklogQuotaExceeded,
     CursorNotFound,
+    EntryTooLargeForStorage,
     ManagedLedgerClosed,
     ManagedLedgerError,
     ManagedLedgerFenced,
@@ -56,7 +65,13 @@ from magnetar.managed_ledger.metadata_layout import (
 from magnetar.managed_ledger.offload import Offloader
 from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.retention import ledgers_expired_by_ttl, ledgers_to_trim
-from magnetar.managed_ledger.storage import LedgerReader, LedgerStorage, LedgerWriter, is_fenced
+from magnetar.managed_ledger.storage import (
+    LedgerReader,
+    LedgerStorage,
+    LedgerWriter,
+    is_fenced,
+    never_fits,
+)
 from magnetar.metadata.store import (
     MUST_NOT_EXIST,
     BadVersion,
@@ -78,6 +93,10 @@ class Entry:
     data: bytes
     messages: int | None = None
 
+
+PublishTimeOf = Callable[[bytes], int]
+"""An entry's publish time in ms from its bytes (the broker reads the message metadata).
+May raise :class:`MagnetarError` for an entry it cannot parse."""
 
 AddCallback = Callable[[Position | None, BaseException | None], None]
 """An append's outcome: ``(position, None)`` once stored, or ``(None, error)``."""
@@ -155,6 +174,7 @@ class ManagedLedger:
         config: ManagedLedgerConfig,
         clock: Clock,
         offloader: Offloader | None,
+        publish_time_of: PublishTimeOf | None = None,
     ) -> None:
         self.name = name
         self._storage = storage
@@ -162,6 +182,7 @@ class ManagedLedger:
         self.config = config
         self._clock = clock
         self._offloader = offloader
+        self._publish_time_of = publish_time_of
         self._path = ledger_path(name)
         self.ledgers = LedgerList()
         self._info_version = MUST_NOT_EXIST
@@ -208,14 +229,23 @@ class ManagedLedger:
         clock: Clock | None = None,
         offloader: Offloader | None = None,
         background: bool = True,
+        publish_time_of: PublishTimeOf | None = None,
     ) -> ManagedLedger:
         """Open (creating if needed) and take ownership, fencing any previous owner.
 
         ``background=False`` skips the maintenance task (tests drive :meth:`maintain`).
+        ``publish_time_of`` lets message TTL expire entries inside a ledger by their publish
+        time (without it, TTL expires whole ledgers only).
         Raises :class:`ManagedLedgerFenced` if another process takes it over meanwhile.
         """
         ml = cls(
-            name, storage, store, config or ManagedLedgerConfig(), clock or SystemClock(), offloader
+            name,
+            storage,
+            store,
+            config or ManagedLedgerConfig(),
+            clock or SystemClock(),
+            offloader,
+            publish_time_of,
         )
         await ml._initialize()
         if background:
@@ -480,6 +510,12 @@ class ManagedLedger:
         while inflight and inflight[0].done:
             op = inflight[0]
             if op.error is not None:
+                if never_fits(op.error):
+                    # refused before it took an entry id: the ledger is fine, go on
+                    inflight.popleft()
+                    self._inflight_bytes -= len(op.data)
+                    op.finish(None, EntryTooLargeForStorage(f"{self.name}: {op.error}"))
+                    continue
                 self._on_add_failure(op.error)
                 break
             if not appended:  # the clocks, once per run of completed adds
@@ -513,17 +549,33 @@ class ManagedLedger:
                 self._request_roll()
 
     def _on_add_failure(self, error: BaseException) -> None:
+        """The current ledger failed a write (an error other than :func:`never_fits`):
+        roll over and re-send the appends in flight to the new ledger, in order, except
+        those already tried on ``add_attempts_max`` ledgers, which fail with ``error``."""
         if is_fenced(error):
             self._fence(error)
             return
         log.warning("%s: add failed (%s); rolling over", self.name, error)
-        retry = list(self._inflight)
+        inflight = list(self._inflight)
         self._inflight.clear()
         self._inflight_bytes = 0
-        for op in retry:
+        retry: list[_AddOp] = []
+        for op in inflight:
             op.attempt += 1
+            if op.attempt >= self.config.add_attempts_max:
+                op.finish(None, error)
+                continue
             op.done = False
             op.error = None
+            retry.append(op)
+        if len(retry) < len(inflight):
+            log.warning(
+                "%s: %d add(s) failed on %d ledgers; failing them (%s)",
+                self.name,
+                len(inflight) - len(retry),
+                self.config.add_attempts_max,
+                error,
+            )
         self._queue.extendleft(reversed(retry))
         self._request_roll(after_failure=True)
 
@@ -733,14 +785,34 @@ class ManagedLedger:
         if none), by binary search over the log. ``publish_time_of`` extracts the publish
         time from an entry's bytes (the managed ledger treats entries as opaque). Assumes
         publish times are non-decreasing in log order, as they are for one producer."""
-        spans = [(s.ledger_id, s.entries) for s in self.ledgers if s.entries > 0]
-        total = sum(n for _, n in spans)
+        found = await self._first_entry_where(
+            lambda data: publish_time_of(data) >= publish_time_ms, after=None
+        )
+        return self.ledgers.end_position if found is None else found
+
+    async def _first_entry_where(
+        self, predicate: Callable[[bytes], bool], after: Position | None
+    ) -> Position | None:
+        """The first entry after ``after`` (``None``: from the oldest entry) for which
+        ``predicate`` holds, by binary search; ``None`` if it holds for none. ``predicate``
+        must be monotonic in log order (false, then true). Reads one entry per probe."""
+        spans: list[tuple[int, int, int]] = []  # (ledger id, first entry, entries)
+        for s in self.ledgers:
+            first = 0
+            if after is not None:
+                if s.ledger_id < after[0]:
+                    continue
+                if s.ledger_id == after[0]:
+                    first = after[1] + 1
+            if s.entries > first:
+                spans.append((s.ledger_id, first, s.entries - first))
+        total = sum(n for _, _, n in spans)
         lo, hi = 0, total  # answer index in [lo, hi]
 
         def at(index: int) -> Position:
-            for ledger_id, n in spans:
+            for ledger_id, first, n in spans:
                 if index < n:
-                    return Position(ledger_id, index)
+                    return Position(ledger_id, first + index)
                 index -= n
             raise IndexError(index)
 
@@ -748,11 +820,11 @@ class ManagedLedger:
             mid = (lo + hi) // 2
             pos = at(mid)
             data = await self.read_range(pos[0], pos[1], pos[1], read_ahead=False)
-            if publish_time_of(data[0]) >= publish_time_ms:
+            if predicate(data[0]):
                 hi = mid
             else:
                 lo = mid + 1
-        return at(lo) if lo < total else self.ledgers.end_position
+        return at(lo) if lo < total else None
 
     # --- cursors ---------------------------------------------------------------------------
 
@@ -819,7 +891,7 @@ class ManagedLedger:
         self._last_maintenance_s = now_s
         if self._should_roll():
             self._request_roll()
-        self.apply_ttl()
+        await self.apply_ttl()
         self.apply_backlog_quota()
         await self.trim()
         self.evict_cache()
@@ -829,10 +901,40 @@ class ManagedLedger:
             if cursor.durable:
                 await cursor.persist()
 
-    def apply_ttl(self) -> None:
-        target = ledgers_expired_by_ttl(
-            self.ledgers, self._clock.now_ms(), self.config.message_ttl_ms
-        )
+    async def apply_ttl(self) -> None:
+        """Move every cursor's mark-delete past the entries published more than
+        ``message_ttl_ms`` ago (no-op when the TTL is off). Whole ledgers whose last append
+        is older than that go without reads; then, with ``publish_time_of``, a binary search
+        between the slowest cursor and the last entry finds the last expired entry inside a
+        ledger (one read when nothing there expired). Assumes publish times non-decreasing
+        in log order, as Pulsar's expiry monitor does; an entry whose publish time cannot be
+        read counts as not expired where the search probes it (it stops nothing)."""
+        ttl_ms = self.config.message_ttl_ms
+        if ttl_ms < 0 or not self.cursors:
+            return
+        now_ms = self._clock.now_ms()
+        target = ledgers_expired_by_ttl(self.ledgers, now_ms, ttl_ms)
+        publish_time_of = self._publish_time_of
+        if publish_time_of is not None:
+            cutoff_ms = now_ms - ttl_ms
+            after = min(c.state.mark_delete for c in self.cursors.values())
+            if target is not None and target > after:
+                after = target
+
+            def kept(data: bytes) -> bool:
+                try:
+                    return publish_time_of(data) >= cutoff_ms
+                except MagnetarError:
+                    return True
+
+            first_kept = await self._first_entry_where(kept, after)
+            newest = (
+                self.ledgers.last_confirmed
+                if first_kept is None
+                else (self.ledgers.previous_position(first_kept))
+            )
+            if newest > after and (target is None or newest > target):
+                target = newest
         if target is None:
             return
         for cursor in self.cursors.values():

@@ -14,7 +14,13 @@ import contextlib
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from magnetar.ledger import LedgerClient, LedgerFenced, LedgerHandle, NoSuchLedger
+from magnetar.ledger import (
+    EntryTooLarge,
+    LedgerClient,
+    LedgerFenced,
+    LedgerHandle,
+    NoSuchLedger,
+)
 
 
 class StoredEntry(Protocol):
@@ -51,7 +57,9 @@ class LedgerWriter(LedgerReader, Protocol):
     def add_nowait(self, data: bytes) -> asyncio.Future[int]:
         """Append one entry; the future gives its entry id. Ids follow call order and
         futures complete in entry order. Fails with the client's fenced error once another
-        process recovered the ledger."""
+        process recovered the ledger, and with an error for which :func:`never_fits` holds
+        when the entry is larger than the storage takes: then that entry alone is refused,
+        before it uses an entry id, and the ledger goes on taking later entries."""
         ...
 
     def add_with_callback(
@@ -115,3 +123,10 @@ class LedgerClientStorage:
 def is_fenced(exc: BaseException) -> bool:
     """Whether a ledger client error means another writer fenced this one."""
     return isinstance(exc, LedgerFenced)
+
+
+def never_fits(exc: BaseException) -> bool:
+    """Whether a ledger client error refuses this one entry for good (larger than any
+    ledger takes): the ledger is unaffected, so the append fails alone, with no rollover
+    and no retry."""
+    return isinstance(exc, EntryTooLarge)

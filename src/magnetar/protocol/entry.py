@@ -271,6 +271,12 @@ class Entry:
         return len(self.data)
 
 
+def entry_publish_time_ms(data: bytes) -> int:
+    """The publish time (ms since the epoch) in a stored entry's metadata. Raises
+    ProtocolError if the entry is malformed."""
+    return Entry(data).metadata.publish_time
+
+
 def encode_metadata(metadata: MessageMetadata) -> bytes:
     """Serialize typed metadata. Raises ValueError/TypeError for invalid field values."""
     return _convert.struct_to_pb(metadata).SerializeToString()

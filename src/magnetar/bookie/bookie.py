@@ -30,6 +30,7 @@ import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -116,6 +117,7 @@ class Bookie:
         self._tasks: list[asyncio.Task[None]] = []
         self._checkpoint_lock = asyncio.Lock()
         self._checkpoint_wanted = asyncio.Event()
+        self._checkpoint_io: asyncio.Future[None] | None = None
         self._connections: set[Responder] = set()
         self.readonly = False
         self._forced_readonly = False
@@ -593,9 +595,25 @@ class Bookie:
         journal = self.journal
         assert storage is not None and journal is not None
         async with self._checkpoint_lock:
+            if self._checkpoint_io is not None:  # a cancelled checkpoint's I/O still runs
+                await asyncio.wait([self._checkpoint_io])
+                self._checkpoint_io = None
             job: CheckpointJob = storage.begin_checkpoint(journal.position)
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._storage_executor, storage.run_checkpoint_io, job)
+            io = loop.run_in_executor(self._storage_executor, storage.run_checkpoint_io, job)
+            try:
+                await asyncio.shield(io)
+            except asyncio.CancelledError:
+                # The I/O runs on in its thread: settle the job when it ends (the next
+                # checkpoint waits for that before it starts).
+                self._checkpoint_io = io
+                io.add_done_callback(partial(_settle_checkpoint, storage, job))
+                raise
+            except BaseException:
+                # Nothing of this checkpoint counts: the journal keeps every record it
+                # covered, and the next checkpoint writes them again.
+                storage.abort_checkpoint(job)
+                raise
             freed = storage.finish_checkpoint(job)
             if freed:
                 log.info("bookie %s: removed entry logs, %d bytes freed", self.bookie_id, freed)
@@ -685,3 +703,13 @@ class Bookie:
                 await self.collect_garbage()
             except Exception:
                 log.exception("garbage collection failed")
+
+
+def _settle_checkpoint(
+    storage: LedgerStorage, job: CheckpointJob, io: asyncio.Future[None]
+) -> None:
+    """The end of a checkpoint whose waiter was cancelled: keep it or give it back."""
+    if io.cancelled() or io.exception() is not None:
+        storage.abort_checkpoint(job)
+    else:
+        storage.finish_checkpoint(job)

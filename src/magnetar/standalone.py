@@ -41,6 +41,8 @@ class StandaloneConfig:
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     bookie_disk_free_min_bytes: int = 64 * 1024 * 1024
     managed_ledger_max_entries_per_ledger: int = 50_000
+    bookie_journal_skip_invalid_records: bool = False
+    """See :attr:`BookieConfig.journal_skip_invalid_records`."""
     """Pulsar's ``managedLedgerMaxEntriesPerLedger``: a topic's ledger rolls over after this
     many entries (small values make tests span ledgers)."""
 
@@ -71,6 +73,7 @@ class Standalone:
                 host="127.0.0.1",
                 port=port,
                 disk_free_min_bytes=cfg.bookie_disk_free_min_bytes,
+                journal_skip_invalid_records=cfg.bookie_journal_skip_invalid_records,
             ),
             self.store,
         )

@@ -39,7 +39,15 @@ import crc32c
 from magnetar.bookie.codec import OpType, Request, Response, Status
 from magnetar.bookie.entry_log import StoredEntry
 from magnetar.bookie.errors import CookieMismatch
-from magnetar.bookie.journal import ADD_ENTRY, FENCE, Journal, replay, unlink_all
+from magnetar.bookie.journal import (
+    ADD_ENTRY,
+    FENCE,
+    Journal,
+    JournalPosition,
+    ReplayStats,
+    replay,
+    unlink_all,
+)
 from magnetar.bookie.ledger_storage import CheckpointJob, LedgerStorage
 from magnetar.bookie.server import BookieConnection, Reply, Responder
 from magnetar.common.clock import Clock, SystemClock
@@ -90,6 +98,10 @@ class BookieConfig:
     disk_free_min_bytes: int = 1024 * 1024 * 1024
     disk_check_interval_ms: int = 5_000
     storage_threads: int = 4
+    journal_skip_invalid_records: bool = False
+    """Start even if journal replay finds a damaged record followed by valid ones
+    (BookKeeper's ``skipReplayJournalInvalidRecord``): the damaged bytes are skipped and
+    logged. Off: the bookie refuses to start (:class:`~magnetar.bookie.errors.JournalCorrupt`)."""
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -124,6 +136,7 @@ class Bookie:
         self.bookie_id = ""
         self.port = 0
         self.replayed_entries = 0
+        self.replay_stats = ReplayStats()
         self.gc_runs = 0
         self._stopped = False
 
@@ -300,14 +313,15 @@ class Bookie:
 
     # -- journal replay ------------------------------------------------------------------
 
-    def _replay(self, journal_dir: Path, start: object) -> int:
-        """Worker thread, before serving: re-apply journaled records to ledger storage."""
+    def _replay(self, journal_dir: Path, start: JournalPosition) -> int:
+        """Worker thread, before serving: re-apply journaled records to ledger storage.
+        Raises :class:`~magnetar.bookie.errors.JournalCorrupt` (see :func:`replay`)."""
         assert self.storage is not None
-        from magnetar.bookie.journal import JournalPosition
-
-        assert isinstance(start, JournalPosition)
         n = 0
-        for rec in replay(journal_dir, start):
+        stats = self.replay_stats
+        for rec in replay(
+            journal_dir, start, skip_invalid=self.config.journal_skip_invalid_records, stats=stats
+        ):
             if rec.type == ADD_ENTRY:
                 self.storage.add_entry(
                     rec.ledger_id, rec.entry_id, rec.last_add_confirmed, rec.checksum, rec.payload
@@ -315,6 +329,13 @@ class Bookie:
                 n += 1
             elif rec.type == FENCE:
                 self.storage.fence(rec.ledger_id)
+        if stats.corrupt_spans:
+            log.error(
+                "bookie %s: journal replay skipped %d damaged spans (%d bytes)",
+                self.bookie_id,
+                stats.corrupt_spans,
+                stats.corrupt_bytes,
+            )
         return n
 
     # -- requests (event loop; called by BookieConnection or an in-process transport) -----

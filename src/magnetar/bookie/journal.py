@@ -8,11 +8,21 @@ Files ``journal/<file_id:020d>.jnl`` hold records back to back::
     +---------+-----------+----------+--------+-------------+--------+----------+---------+
 
 ``len`` is the payload length; ``hcrc`` is the CRC32C of the fields after it (type..crc);
-``crc`` is the client's CRC32C of the payload. Replay stops at the first record that is
-short or fails either check: that is the torn tail of a crash (nothing after it was ever
-acknowledged, because acknowledgements wait for the sync that covers them).
-Files are zero-filled ahead of the records (``prealloc_bytes`` at a time, see
-:meth:`Journal._write_and_sync`); replay reads those zeros as the end of the file.
+``type`` is a :class:`RecordKind`; ``crc`` is the client's CRC32C of the payload.
+
+Replay tells the end of the written part from corruption (as etcd's WAL does). Files are
+zero-filled ahead of the records (``prealloc_bytes`` at a time, see
+:meth:`Journal._write_and_sync`), so the first record that is short or fails a check is one
+of two things:
+
+* the end: only zeros follow, or bytes holding no valid record (the torn tail of a crash or
+  of a failed write; nothing after it was ever acknowledged, because acknowledgements wait
+  for the sync that covers them). Replay goes on with the next file;
+* corruption: a valid record follows it. Records after the bad one were synced, so the bad
+  one was too, and it changed on disk since. Replay raises :class:`JournalCorrupt` (the
+  bookie refuses to start) unless ``skip_invalid`` (BookKeeper's
+  ``skipReplayJournalInvalidRecord``): then it logs an error, counts the damaged span in
+  :attr:`ReplayStats.corrupt_spans` and goes on at the next valid record.
 
 Group commit: :meth:`Journal.append` only copies the record into an in-memory batch. One
 flusher task hands the batch to the journal's own writer thread, which writes and
@@ -33,9 +43,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import os
 import queue
+import re
 import struct
 import threading
 from collections.abc import Callable, Iterator
@@ -45,6 +57,7 @@ from typing import Final
 
 import crc32c
 
+from magnetar.bookie.errors import JournalCorrupt
 from magnetar.bookie.file_io import pwritev_all, remove_gradually
 from magnetar.common.clock import Clock
 
@@ -54,8 +67,24 @@ RECORD_HEADER: Final = struct.Struct("<IIBQqqI")
 _CRC_PART: Final = struct.Struct("<BQqqI")
 HEADER_SIZE: Final = RECORD_HEADER.size
 
-ADD_ENTRY: Final = 1
-FENCE: Final = 2
+
+
+class RecordKind(enum.IntEnum):
+    """What a journal record holds (the ``type`` byte)."""
+
+    ADD_ENTRY = 1
+    """An entry: ``payload`` is its data, ``crc`` its CRC32C."""
+    FENCE = 2
+    """The ledger was fenced (no payload)."""
+
+
+ADD_ENTRY: Final = RecordKind.ADD_ENTRY
+FENCE: Final = RecordKind.FENCE
+_KINDS: Final = frozenset(int(k) for k in RecordKind)
+_KIND_BYTE: Final = re.compile(b"[" + bytes(sorted(_KINDS)) + b"]")
+"""Where a record could start: its ``type`` byte is a known kind (searched in C, so a scan
+for the next valid record skips zeros and most payload bytes without a Python loop)."""
+_TYPE_OFFSET: Final = 8
 
 _SUFFIX: Final = ".jnl"
 
@@ -73,7 +102,7 @@ class JournalPosition:
 
 @dataclass(frozen=True, slots=True)
 class JournalRecord:
-    type: int
+    type: RecordKind
     ledger_id: int
     entry_id: int
     last_add_confirmed: int
@@ -103,27 +132,89 @@ def _path(directory: Path, file_id: int) -> Path:
     return directory / f"{file_id:020d}{_SUFFIX}"
 
 
-def replay(directory: Path, start: JournalPosition) -> Iterator[JournalRecord]:
-    """Every intact record at or after ``start``, in order. A damaged record ends its file
-    (the torn tail of a crash); replay goes on with the next file."""
+@dataclass(slots=True)
+class ReplayStats:
+    """What a replay found besides its records."""
+
+    records: int = 0
+    corrupt_spans: int = 0
+    """Damaged spans skipped (only with ``skip_invalid``)."""
+    corrupt_bytes: int = 0
+
+
+def _record_at(data: bytes, pos: int) -> tuple[JournalRecord, int] | None:
+    """The intact record at ``pos`` and the offset after it, or ``None``."""
+    end = len(data)
+    if end - pos < HEADER_SIZE:
+        return None
+    length, hcrc, type_, ledger, entry, lac, crc = RECORD_HEADER.unpack_from(data, pos)
+    if type_ not in _KINDS or crc32c.crc32c(data[pos + 8 : pos + HEADER_SIZE]) != hcrc:
+        return None
+    p = pos + HEADER_SIZE
+    if end - p < length:
+        return None
+    payload = data[p : p + length]
+    if type_ == ADD_ENTRY and crc32c.crc32c(payload) != crc:
+        return None
+    return JournalRecord(RecordKind(type_), ledger, entry, lac, crc, payload), p + length
+
+
+def _next_valid(data: bytes, after: int) -> int | None:
+    """The offset of the first intact record starting after ``after``, or ``None``."""
+    for m in _KIND_BYTE.finditer(data, after + 1 + _TYPE_OFFSET):
+        pos = m.start() - _TYPE_OFFSET
+        if _record_at(data, pos) is not None:
+            return pos
+    return None
+
+
+def replay(
+    directory: Path,
+    start: JournalPosition,
+    *,
+    skip_invalid: bool = False,
+    stats: ReplayStats | None = None,
+) -> Iterator[JournalRecord]:
+    """Every intact record at or after ``start``, in order (see the module docstring for
+    how the end of a file is told from corruption).
+
+    Raises :class:`~magnetar.bookie.errors.JournalCorrupt` at a damaged record followed by
+    valid ones, unless ``skip_invalid``. ``stats`` (if given) is filled in as it goes."""
+    stats = stats if stats is not None else ReplayStats()
     for file_id in journal_file_ids(directory):
         if file_id < start.file_id:
             continue
-        data = _path(directory, file_id).read_bytes()
+        path = _path(directory, file_id)
+        data = path.read_bytes()
         pos = start.offset if file_id == start.file_id else 0
-        end = len(data)
-        while end - pos >= HEADER_SIZE:
-            length, hcrc, type_, ledger, entry, lac, crc = RECORD_HEADER.unpack_from(data, pos)
-            if crc32c.crc32c(data[pos + 8 : pos + HEADER_SIZE]) != hcrc:
-                break
-            p = pos + HEADER_SIZE
-            if end - p < length:
-                break
-            payload = data[p : p + length]
-            if type_ == ADD_ENTRY and crc32c.crc32c(payload) != crc:
-                break
-            yield JournalRecord(type_, ledger, entry, lac, crc, payload)
-            pos = p + length
+        while pos < len(data):
+            found = _record_at(data, pos)
+            if found is not None:
+                record, pos = found
+                stats.records += 1
+                yield record
+                continue
+            resume = _next_valid(data, pos)
+            if resume is None:
+                break  # zeros or a torn tail: the end of what was written
+            where = f"journal file {path} has a damaged record at offset {pos}"
+            if not skip_invalid:
+                raise JournalCorrupt(
+                    f"{where}, followed by valid records (the next at offset {resume}): "
+                    "the file changed on disk after it was synced. Restore the data "
+                    "directory, or start with --journal-skip-invalid-records to skip the "
+                    f"damaged {resume - pos} bytes (their entries are lost on this bookie)"
+                )
+            log.error(
+                "%s, followed by valid records: skipping %d damaged bytes to offset %d "
+                "(--journal-skip-invalid-records); their entries are lost on this bookie",
+                where,
+                resume - pos,
+                resume,
+            )
+            stats.corrupt_spans += 1
+            stats.corrupt_bytes += resume - pos
+            pos = resume
 
 
 class Journal:

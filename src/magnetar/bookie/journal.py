@@ -68,7 +68,6 @@ _CRC_PART: Final = struct.Struct("<BQqqI")
 HEADER_SIZE: Final = RECORD_HEADER.size
 
 
-
 class RecordKind(enum.IntEnum):
     """What a journal record holds (the ``type`` byte)."""
 

@@ -40,6 +40,9 @@ class StandaloneConfig:
     http_port: int = 8080
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     bookie_disk_free_min_bytes: int = 64 * 1024 * 1024
+    bookie_disk_check_interval_ms: int = 1_000
+    """How often the bookie checks free space and, when read-only after a storage fault,
+    retries a checkpoint to turn writable again."""
     managed_ledger_max_entries_per_ledger: int = 50_000
     bookie_journal_skip_invalid_records: bool = False
     """See :attr:`BookieConfig.journal_skip_invalid_records`."""
@@ -73,6 +76,7 @@ class Standalone:
                 host="127.0.0.1",
                 port=port,
                 disk_free_min_bytes=cfg.bookie_disk_free_min_bytes,
+                disk_check_interval_ms=cfg.bookie_disk_check_interval_ms,
                 journal_skip_invalid_records=cfg.bookie_journal_skip_invalid_records,
             ),
             self.store,
@@ -115,6 +119,7 @@ class Standalone:
             self.broker,
             compactor=self.broker.compactor,
             collectors=[JournalCollector(lambda: None if bookie is None else bookie.journal)],
+            health_checks=[lambda: None if bookie is None else bookie.write_problem()],
         )
         self.http = AdminServer(create_app(ctx), self.config.http_host, self.config.http_port)
         await self.http.start()

@@ -12,9 +12,12 @@ Guarantees:
 * once a ledger is fenced (FENCE or RECOVERY_READ; the fence is journaled before the
   answer), every later non-recovery add to it fails with FENCED, across restarts;
 * reads serve any entry stored here, including ones beyond the last-add-confirmed;
-* a bookie whose free disk falls below ``disk_free_min_bytes`` turns read-only: it
+* a bookie whose free disk falls below ``disk_free_min_bytes``, or whose journal write or
+  checkpoint failed (``ENOSPC``, ``EIO``: :attr:`Bookie.storage_fault`), turns read-only: it
   re-registers under ``/ledgers/available/readonly/<id>``, rejects adds with READ_ONLY and
-  keeps serving reads; it turns writable again when space returns;
+  keeps serving reads. Adds whose journal write failed are answered INTERNAL_ERROR, never
+  acknowledged. Every ``disk_check_interval_ms`` a read-only bookie retries a checkpoint; once
+  one succeeds and free space is above the threshold it turns writable again by itself;
 * ledgers whose metadata node ``/ledgers/L<id>`` is gone are garbage-collected: forgotten by
   the index, and their entry logs removed (no live entry left) or compacted (little left).
 """
@@ -51,6 +54,7 @@ from magnetar.bookie.journal import (
 from magnetar.bookie.ledger_storage import CheckpointJob, LedgerStorage
 from magnetar.bookie.server import BookieConnection, Reply, Responder
 from magnetar.common.clock import Clock, SystemClock
+from magnetar.common.errors import MagnetarError
 from magnetar.metadata.store import MetadataStore, NodeExists, NotFound
 
 log = logging.getLogger("magnetar.bookie")
@@ -133,6 +137,11 @@ class Bookie:
         self._connections: set[Responder] = set()
         self.readonly = False
         self._forced_readonly = False
+        self._registered_readonly: bool | None = None
+        """How the bookie is registered now (None: not yet, or a re-registration failed)."""
+        self.storage_fault: str | None = None
+        """Why storage cannot be written (a failed journal write or checkpoint), or None."""
+        self._background: set[asyncio.Task[None]] = set()
         self.bookie_id = ""
         self.port = 0
         self.replayed_entries = 0
@@ -175,6 +184,7 @@ class Bookie:
             group_bytes_max=cfg.journal_group_bytes_max,
             group_wait_ms=cfg.journal_group_wait_ms,
             pending_bytes_max=cfg.journal_pending_bytes_max,
+            on_write_failure=self._journal_write_failed,
         )
         self.journal.start()
         # Everything replayed is now in ledger storage: checkpoint it so the old journal
@@ -204,10 +214,15 @@ class Bookie:
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        for t in list(self._background):
+            t.cancel()
         if self.journal is not None:
             await self.journal.close()
-            if self.storage is not None and self.journal.failed is None:
-                await self.checkpoint()
+            if self.storage is not None:
+                try:
+                    await self.checkpoint()
+                except OSError as exc:  # the journal keeps what it could not write
+                    log.error("bookie %s: last checkpoint failed: %s", self.bookie_id, exc)
         if self._metadata is not None:
             for path in (f"{AVAILABLE_PATH}/{self.bookie_id}", f"{READONLY_PATH}/{self.bookie_id}"):
                 with contextlib.suppress(Exception):
@@ -266,7 +281,8 @@ class Bookie:
     async def _register(self) -> None:
         if self._metadata is None:
             return
-        info = json.dumps({"bookie_id": self.bookie_id, "readonly": self.readonly}).encode()
+        readonly = self.readonly
+        info = json.dumps({"bookie_id": self.bookie_id, "readonly": readonly}).encode()
         want = f"{READONLY_PATH if self.readonly else AVAILABLE_PATH}/{self.bookie_id}"
         other = f"{AVAILABLE_PATH if self.readonly else READONLY_PATH}/{self.bookie_id}"
         with contextlib.suppress(NotFound):
@@ -278,23 +294,45 @@ class Bookie:
             with contextlib.suppress(NotFound):
                 await self._metadata.delete(want)
             await self._metadata.create(want, info, ephemeral=True)
+        self._registered_readonly = readonly
 
     # -- read-only mode -------------------------------------------------------------------
 
     def _update_readonly_from_disk(self) -> bool:
         free = shutil.disk_usage(self._data_dir).free
-        want = self._forced_readonly or free < self.config.disk_free_min_bytes
+        low = free < self.config.disk_free_min_bytes
+        want = self._forced_readonly or low or self.storage_fault is not None
         changed = want != self.readonly
         if changed:
+            if self.storage_fault is not None:
+                why = self.storage_fault
+            elif low:
+                why = f"free disk {free} bytes, threshold {self.config.disk_free_min_bytes}"
+            elif self._forced_readonly:
+                why = "forced"
+            else:
+                why = f"free disk {free} bytes, storage works again"
             log.warning(
-                "bookie %s turns %s (free disk %d bytes, threshold %d)",
+                "bookie %s turns %s (%s)",
                 self.bookie_id,
                 "read-only" if want else "writable",
-                free,
-                self.config.disk_free_min_bytes,
+                why,
             )
         self.readonly = want
         return changed
+
+    def write_problem(self) -> str | None:
+        """Why this bookie takes no adds now (one line), or None when it is writable."""
+        if not self.readonly:
+            return None
+        if self.storage_fault is not None:
+            return f"bookie {self.bookie_id} is read-only: {self.storage_fault}"
+        if self._forced_readonly:
+            return f"bookie {self.bookie_id} is read-only (set by an operator)"
+        return (
+            f"bookie {self.bookie_id} is read-only: free disk below "
+            f"{self.config.disk_free_min_bytes} bytes"
+        )
 
     async def set_readonly(self, readonly: bool) -> None:
         """Force read-only mode on or off (operators, tests); disk checks still apply."""
@@ -302,14 +340,52 @@ class Bookie:
         if self._update_readonly_from_disk():
             await self._register()
 
+    def _storage_failed(self, reason: str) -> None:
+        """A journal write or checkpoint failed: stop taking adds until storage works."""
+        if self.storage_fault is None:
+            self.storage_fault = reason
+        if self._update_readonly_from_disk() and not self._stopped:
+            task = asyncio.get_running_loop().create_task(self._reregister())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def _journal_write_failed(self, exc: BaseException) -> None:
+        self._storage_failed(f"journal write failed: {exc}")
+
+    async def _reregister(self) -> None:
+        if self._metadata is None:
+            return
+        try:
+            await self._register()
+        except MagnetarError as exc:
+            self._registered_readonly = None
+            log.warning("bookie %s: re-registration failed (retried): %s", self.bookie_id, exc)
+        except Exception:
+            self._registered_readonly = None
+            log.exception("re-registration failed")
+
+    async def _retry_storage(self) -> None:
+        """A read-only bookie with a storage fault: try a checkpoint (it writes everything
+        the failed ones did not); if it works and the disk has room, clear the fault."""
+        try:
+            await self.checkpoint()
+        except OSError as exc:
+            log.warning("bookie %s: storage still failing: %s", self.bookie_id, exc)
+            return
+        free = shutil.disk_usage(self._data_dir).free
+        if free >= self.config.disk_free_min_bytes:
+            log.warning("bookie %s: storage works again (%s)", self.bookie_id, self.storage_fault)
+            self.storage_fault = None
+
     async def _disk_loop(self) -> None:
         while True:
             await self._clock.sleep(self.config.disk_check_interval_ms / 1000)
-            if self._update_readonly_from_disk():
-                try:
-                    await self._register()
-                except Exception:
-                    log.exception("re-registration failed")
+            if self.storage_fault is not None:
+                await self._retry_storage()
+            # Also retry a re-registration that failed (the metadata store may share the
+            # full disk).
+            if self._update_readonly_from_disk() or self._registered_readonly != self.readonly:
+                await self._reregister()
 
     # -- journal replay ------------------------------------------------------------------
 
@@ -370,14 +446,36 @@ class Bookie:
         journal = self.journal
         assert journal is not None
         if durable:
-            journal.on_durable(lambda: conn.reply_all(durable))
+            journal.on_durable(
+                lambda: conn.reply_all(durable),
+                lambda exc: conn.reply_all(self._write_failures(durable, exc)),
+            )
         if journal.over_limit:
             conn.pause_reading()
-            journal.on_durable(conn.resume_reading)
+            journal.on_durable(conn.resume_reading, lambda _exc: conn.resume_reading())
         storage = self.storage
         assert storage is not None
         if storage.entry_logger.buffered_bytes > self.config.write_cache_max_bytes:
             self._checkpoint_wanted.set()
+
+    @staticmethod
+    def _write_failures(durable: list[Reply], exc: BaseException) -> list[Reply]:
+        """The answers to requests whose journal write failed: INTERNAL_ERROR each."""
+        message = f"journal write failed: {exc}"
+        return [
+            (
+                Response(
+                    request_id=r.request_id,
+                    op=r.op,
+                    status=_INTERNAL_ERROR,  # type: ignore[arg-type]
+                    message=message,
+                    ledger_id=r.ledger_id,
+                    entry_id=r.entry_id,
+                ),
+                b"",
+            )
+            for r, _ in durable
+        ]
 
     @staticmethod
     def _error(request: Request, status: int, message: str) -> Response:
@@ -410,8 +508,6 @@ class Bookie:
         assert storage is not None and journal is not None
         if self.readonly:
             return _READ_ONLY, f"bookie {self.bookie_id} is read-only"
-        if journal.failed is not None:
-            return _INTERNAL_ERROR, "journal failed"
         if len(payload) > self.config.entry_size_max_bytes:
             return (
                 _TOO_LARGE,
@@ -584,7 +680,8 @@ class Bookie:
                 )
             if wait_journal:
                 assert self.journal is not None
-                self.journal.on_durable(lambda: conn.reply(*out))
+                failed = self._error(request, Status.INTERNAL_ERROR, "journal write failed")
+                self.journal.on_durable(lambda: conn.reply(*out), lambda _e: conn.reply(failed))
             else:
                 conn.reply(*out)
 
@@ -657,6 +754,9 @@ class Bookie:
             self._checkpoint_wanted.clear()
             try:
                 await self.checkpoint()
+            except OSError as exc:  # an operating error (ENOSPC, EIO): one line, read-only
+                log.error("bookie %s: checkpoint failed: %s", self.bookie_id, exc)
+                self._storage_failed(f"checkpoint failed: {exc}")
             except Exception:
                 log.exception("checkpoint failed")
 

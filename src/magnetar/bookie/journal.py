@@ -34,6 +34,13 @@ more records per sync; with 0 it syncs as soon as the previous sync returns.
 ``pending_bytes_max`` bounds memory: callers check :attr:`Journal.over_limit` and stop
 reading from their sockets until durable callbacks fire.
 
+Write failures (``ENOSPC``, ``EIO``) are operating errors, not the end of the journal: the
+records of the failed batch and every record appended behind it are dropped (never
+acknowledged: their ``on_failure`` callbacks run with the error), the journal moves on to a
+new file (so the failed file's possibly torn end stays its end, never a gap before later
+records), :attr:`Journal.failed` holds the error until a later write succeeds, and the
+owner's ``on_write_failure`` listener is told. Later appends are tried again.
+
 Files roll at ``file_size_max_bytes`` (decided at append time, so every record's position is
 known at once); files wholly before a checkpoint's position are removed with
 :meth:`Journal.remove_before`.
@@ -87,6 +94,8 @@ _TYPE_OFFSET: Final = 8
 
 _SUFFIX: Final = ".jnl"
 
+_Callback = tuple[Callable[[], None], Callable[[BaseException], None] | None]
+"""A durability callback and its failure callback."""
 _Segment = tuple[int, int, list[bytes]]
 """Records for one file: ``(file_id, offset of the first, buffers)``."""
 
@@ -224,8 +233,10 @@ class Journal:
     registered with :meth:`on_durable` run on the event loop, in registration order, once
     every record appended before the registration is fdatasync'ed.
 
-    If a write or sync fails the journal is broken: :attr:`failed` is set, pending callbacks
-    never run, and the owner must stop (a bookie that cannot persist must not acknowledge).
+    If a write or sync fails, the records not yet synced are dropped: their callbacks'
+    ``on_failure`` run instead (with the error), :attr:`failed` is set until a later write
+    succeeds, ``on_write_failure`` is called, and appends go to a new file. A bookie must
+    stop acknowledging (it turns read-only) until its storage works again.
     """
 
     def __init__(
@@ -239,6 +250,7 @@ class Journal:
         pending_bytes_max: int = 64 * 1024 * 1024,
         prealloc_bytes: int = 4 * 1024 * 1024,
         start_file_id: int | None = None,
+        on_write_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         self._dir = directory
         self._dir.mkdir(parents=True, exist_ok=True)
@@ -259,7 +271,8 @@ class Journal:
         self._prealloc_bytes = prealloc_bytes
         self._allocated: dict[int, int] = {}  # file id -> bytes zero-filled (writer thread)
         self._pending_bytes = 0
-        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks: list[_Callback] = []
+        self._on_write_failure = on_write_failure
         self._wakeup = asyncio.Event()
         self._woken = False
         """Mirrors ``_wakeup.is_set()`` as a plain attribute (read on every append)."""
@@ -308,9 +321,15 @@ class Journal:
         if not self._woken:
             self._wake()
 
-    def on_durable(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` once everything appended so far is synced."""
-        self._callbacks.append(callback)
+    def on_durable(
+        self,
+        callback: Callable[[], None],
+        on_failure: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        """Run ``callback`` once everything appended so far is synced, or ``on_failure``
+        (if given) with the error if the write covering it fails (then nothing appended
+        before the registration is acknowledged)."""
+        self._callbacks.append((callback, on_failure))
         if not self._woken:
             self._wake()
 
@@ -383,17 +402,42 @@ class Journal:
             try:
                 await future
             except Exception as exc:
-                log.exception("journal write failed; the bookie can no longer persist")
-                self.failed = exc
-                return
+                inflight = None
+                self._write_failed(exc, callbacks)
+                continue
+            if started_s is not None and self.failed is not None:
+                log.warning("journal writes work again (file %d)", self._file_id)
+                self.failed = None
             if started_s is not None:
                 self.syncs += 1
                 self.sync_seconds_total += self._clock.monotonic_s() - started_s
             inflight = None
             if self._has_work() and self._pacing_wait_s() <= 0:
                 inflight = self._submit(loop)
-            for cb in callbacks:
+            for cb, _ in callbacks:
                 cb()
+
+    def _write_failed(self, exc: BaseException, callbacks: list[_Callback]) -> None:
+        """A batch failed: drop it and everything appended since (none of it was synced),
+        fail their callbacks, and go on in a new file."""
+        log.error(
+            "journal write to file %d failed: %s; %d pending bytes dropped (not acknowledged)",
+            self._file_id,
+            exc,
+            self._pending_bytes,
+        )
+        self.failed = exc
+        failed = callbacks + self._callbacks
+        self._callbacks = []
+        self._file_id += 1
+        self._file_offset = 0
+        self._segments = [(self._file_id, 0, [])]
+        self._pending_bytes = 0
+        for _, on_failure in failed:
+            if on_failure is not None:
+                on_failure(exc)
+        if self._on_write_failure is not None:
+            self._on_write_failure(exc)
 
     def _has_work(self) -> bool:
         return bool(self._segments[-1][2] or len(self._segments) > 1 or self._callbacks)
@@ -416,7 +460,7 @@ class Journal:
         started_s = self._last_sync_s = self._clock.monotonic_s()
         return self._writer.run(loop, segments), callbacks, started_s
 
-    def _take_batch(self) -> tuple[list[_Segment], list[Callable[[], None]]]:
+    def _take_batch(self) -> tuple[list[_Segment], list[_Callback]]:
         """Take every pending record and every callback (all registered before the take).
         Memory is bounded by callers honouring :attr:`over_limit`."""
         self.groups_taken += 1
@@ -430,7 +474,10 @@ class Journal:
         fd = self._fds.get(file_id)
         if fd is None:
             for old in [f for f in self._fds if f < file_id]:
-                os.fdatasync(self._fds[old])
+                # Every batch was synced (or failed) already: a failed file's sync error
+                # must not fail the next file's writes.
+                with contextlib.suppress(OSError):
+                    os.fdatasync(self._fds[old])
                 os.close(self._fds.pop(old))
                 self._allocated.pop(old, None)
             fd = os.open(_path(self._dir, file_id), os.O_WRONLY | os.O_CREAT, 0o644)
@@ -456,7 +503,7 @@ class Journal:
             os.fdatasync(fd)
 
 
-_Sync = tuple[asyncio.Future[None], list[Callable[[], None]], float | None]
+_Sync = tuple[asyncio.Future[None], list[_Callback], float | None]
 """A sync handed to the writer: its future, the callbacks due after it, its start time."""
 _Job = tuple[asyncio.AbstractEventLoop, asyncio.Future[None], list[_Segment]]
 

@@ -31,6 +31,12 @@ class ManagedLedgerConfig:
     pending_adds_max: int = 10_000
     """Appends in flight at once; ``add_entry`` waits for room beyond that."""
 
+    write_retry_backoff_min_ms: int = 100
+    write_retry_backoff_max_ms: int = 5_000
+    """After writes fail twice in a row (a new ledger failed too) or a new ledger cannot be
+    created, appends fail at once with the storage error, and a new ledger is tried on the
+    first append after a backoff: ``min`` doubling per failure up to ``max``."""
+
     # reads
     cache_size_max_bytes: int = 64 * 1024 * 1024
     read_ahead_entries: int = 100

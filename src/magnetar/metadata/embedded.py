@@ -265,10 +265,13 @@ class EmbeddedDatabase:
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = body(txn)
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            # Also after a failed COMMIT (a full disk: SQLITE_FULL may leave the transaction
+            # open): the next BEGIN must find none.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
         self._publish(txn.events)
         return result
 
@@ -320,6 +323,10 @@ class EmbeddedDatabase:
             if "shutdown" in str(exc):
                 raise SessionExpired("the database is closed") from None
             raise
+        except sqlite3.Error as exc:  # e.g. "database or disk is full": an operating error
+            raise MetadataStoreError(
+                f"metadata database {self.filename or ':memory:'}: {exc}"
+            ) from exc
 
     async def write(self, session_id: int, now_ms: int, body: Callable[[_Txn], T]) -> T:
         return await self.call(self._write, session_id, now_ms, body)

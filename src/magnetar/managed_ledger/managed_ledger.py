@@ -182,6 +182,8 @@ class ManagedLedger:
         self._inflight: deque[_AddOp] = deque()
         self._inflight_bytes = 0
         self._rolling: asyncio.Task[None] | None = None
+        self._unclosed: LedgerWriter | None = None
+        """The previous ledger when closing it failed: closed before any new one starts."""
         self._write_error: ManagedLedgerError | None = None
         """Set while storage fails (see the module docstring): appends fail with it until
         ``_write_retry_at_s``."""
@@ -423,7 +425,7 @@ class ManagedLedger:
             return
         if self._clock.monotonic_s() < self._write_retry_at_s:
             raise error
-        self._request_roll(after_failure=True)
+        self._request_roll()
 
     def _storage_failed(self, error: BaseException) -> ManagedLedgerError:
         """Record a failed write or ledger creation: the error appends get, and when a new
@@ -574,7 +576,7 @@ class ManagedLedger:
             self._queue.clear()
             for op in failed:
                 op.finish(None, err)
-            self._request_roll(after_failure=True, start_new=False)
+            self._request_roll(start_new=False)
             return
         self._write_failures += 1
         log.warning("%s: add failed (%s); rolling over", self.name, error)
@@ -583,7 +585,7 @@ class ManagedLedger:
             op.done = False
             op.error = None
         self._queue.extendleft(reversed(retry))
-        self._request_roll(after_failure=True)
+        self._request_roll()
 
     def _fence(self, error: BaseException) -> None:
         if self._fenced is not None:
@@ -611,13 +613,13 @@ class ManagedLedger:
             return False
         return seg.entries >= cfg.ledger_entries_max or seg.size_bytes >= cfg.ledger_size_max_bytes
 
-    def _request_roll(self, *, after_failure: bool = False, start_new: bool = True) -> None:
+    def _request_roll(self, *, start_new: bool = True) -> None:
         if self._rolling is None and self._fenced is None and not self._closed:
-            self._rolling = asyncio.create_task(self._roll_task(after_failure, start_new))
+            self._rolling = asyncio.create_task(self._roll_task(start_new))
 
-    async def _roll_task(self, after_failure: bool, start_new: bool = True) -> None:
+    async def _roll_task(self, start_new: bool = True) -> None:
         try:
-            await self._roll(after_failure=after_failure, start_new=start_new)
+            await self._roll(start_new=start_new)
             if start_new:
                 self._write_error = None
         except Exception as exc:  # whatever failed, queued appends must not hang
@@ -637,22 +639,28 @@ class ManagedLedger:
             self._rolling = None
             self._pump()
 
-    async def _roll(self, *, after_failure: bool = False, start_new: bool = True) -> None:
+    async def _roll(self, *, start_new: bool = True) -> None:
         """Close the current ledger (after its in-flight adds finish) and start a new one
         (``start_new=False``: only close it)."""
         while self._inflight and not all(op.done for op in self._inflight):
             await self._wait_add_progress()
-        old = self._writer
+        old = self._writer or self._unclosed
         self._writer = None
         if old is not None:
             try:
                 await old.close()
-            except Exception as exc:  # closing a failed ledger may fail; fencing must not
+            except Exception as exc:
                 if is_fenced(exc):
                     self._fence(exc)
                     raise ManagedLedgerFenced(f"{self.name}: fenced on close") from exc
-                if not after_failure:
-                    log.warning("%s: closing ledger %d failed: %s", self.name, old.ledger_id, exc)
+                # Its metadata still says OPEN: readers would see none of its entries
+                # (acknowledged ones included), so the log must not move past it. The next
+                # rollover tries again.
+                self._unclosed = old
+                raise ManagedLedgerError(
+                    f"{self.name}: closing ledger {old.ledger_id} failed: {exc}"
+                ) from exc
+            self._unclosed = None
         now = self._clock.now_ms()
         last = self.ledgers.last_segment
         if last is not None and last.closed_ms is None:
@@ -1037,10 +1045,11 @@ class ManagedLedger:
         self._fail_waiters(closed)
         for cursor in self.cursors.values():
             await cursor.close_storage()
-        if self._writer is not None:
-            with contextlib.suppress(Exception):
-                await self._writer.close()
-            self._writer = None
+        for writer in (self._writer, self._unclosed):
+            if writer is not None:
+                with contextlib.suppress(Exception):
+                    await writer.close()
+        self._writer = self._unclosed = None
         for task in self._readers.values():
             await _close_reader(task)
         self._readers.clear()

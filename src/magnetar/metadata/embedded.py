@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import fcntl
+import logging
 import os
 import sqlite3
 import threading
@@ -68,6 +69,8 @@ from magnetar.metadata.store import (
     Stat,
     ValueTooLarge,
 )
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -579,7 +582,15 @@ class EmbeddedStore:
         self._released = True
         if self._state is not SessionState.LOST:
             self._state = SessionState.LOST
-            await self._database.end_session(self._session_id, self._clock.now_ms())
+            try:
+                await self._database.end_session(self._session_id, self._clock.now_ms())
+            except MetadataStoreError as exc:  # e.g. a full disk: close anyway
+                log.warning(
+                    "metadata: could not remove the ephemeral nodes of session %#x (%s); "
+                    "the next open of the database removes them",
+                    self._session_id,
+                    exc,
+                )
             self._hub.publish_state(SessionState.LOST, threadsafe=False)
         with self._database.hub_lock:
             self._database.hubs.pop(self._session_id, None)

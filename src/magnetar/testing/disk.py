@@ -61,14 +61,20 @@ class Tmpfs:
         self.unmount()
 
 
-def fill_disk(path: Path) -> int:
-    """Write ``path`` until its file system is full (``ENOSPC``); returns the bytes written.
-    Delete the file to give the space back."""
+def fill_disk(path: Path, leave_bytes: int = 0) -> int:
+    """Write ``path`` until its file system has at most ``leave_bytes`` free (0: until it
+    answers ``ENOSPC``); returns the bytes written. Delete the file to give the space back."""
     written = 0
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         view = memoryview(_CHUNK)
         while True:
+            if leave_bytes:
+                st = os.statvfs(path)
+                room = st.f_bavail * st.f_frsize - leave_bytes
+                if room <= 0:
+                    return written
+                view = view[: min(len(view), room)]
             try:
                 written += os.write(fd, view)
             except OSError as exc:

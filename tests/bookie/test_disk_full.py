@@ -3,35 +3,23 @@ the official ``pulsar`` client producing, and a file that fills the disk (issue 
 
 from __future__ import annotations
 
-import logging
-import threading
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
 
 import pulsar
-import pytest
 
 from magnetar.testing import StandaloneProcess, wait_until
 from magnetar.testing.disk import Tmpfs, fill_disk
 
-TOPIC = "persistent://public/default/disk-full"
-PAYLOAD = b"x" * 16 * 1024
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Tmpfs]:
-    """A 150 MiB tmpfs for one standalone's data directory (its log stays outside)."""
-    with Tmpfs(tmp_path / "data", 150) as disk:
-        yield disk
-
-
-def keep_messages(client: pulsar.Client) -> None:
-    """A durable subscription, so rolled-over ledgers are kept (without one, a topic with
-    no retention drops every closed ledger, as Pulsar does)."""
-    client.subscribe(TOPIC, "keep").close()
+from .conftest import (
+    CLIENT_LOG,
+    PAYLOAD,
+    TOPIC,
+    Http,
+    Sends,
+    keep_messages,
+    read_all,
+    send_until_refused,
+)
 
 
 def produce(url: str, first: int, count: int) -> None:
@@ -51,19 +39,6 @@ def produce(url: str, first: int, count: int) -> None:
             producer.send_async(PAYLOAD, done, properties={"i": str(i)})
         producer.flush()
         assert not errors, errors
-    finally:
-        client.close()
-
-
-def read_all(url: str) -> set[int]:
-    """The numbers of every message stored in the topic."""
-    client = pulsar.Client(url, operation_timeout_seconds=30)
-    try:
-        reader = client.create_reader(TOPIC, pulsar.MessageId.earliest)
-        seen: set[int] = set()
-        while reader.has_message_available():
-            seen.add(int(reader.read_next(10_000).properties()["i"]))
-        return seen
     finally:
         client.close()
 
@@ -110,78 +85,6 @@ def test_acknowledged_messages_survive_a_short_disk_full_then_a_kill(
         node.kill()
 
 
-class Http:
-    """GET on the standalone's HTTP port: ``(status, body)``."""
-
-    def __init__(self, node: StandaloneProcess) -> None:
-        self.node = node
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(self.node.http_url + path, timeout=10) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-
-
-class ClientLog(logging.Handler):
-    """The official client's log lines (it logs each SEND_ERROR it receives). The client's
-    logger is process-wide (the first client's wins), so tests share one instance and look
-    at the lines after their own :meth:`mark`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-        self.logger = logging.getLogger("pulsar-client-disk-full-tests")
-        self.logger.setLevel(logging.INFO)
-        self.logger.propagate = False
-        self.logger.addHandler(self)
-        self._since = 0
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-    def mark(self) -> ClientLog:
-        self._since = len(self.lines)
-        return self
-
-    def send_errors(self) -> list[str]:
-        return [line for line in self.lines[self._since :] if "send error" in line.lower()]
-
-
-CLIENT_LOG = ClientLog()
-
-
-class Sends:
-    """Numbered async sends whose outcome is recorded (``acked``: numbers the broker
-    confirmed; the client retries the others itself until its send timeout)."""
-
-    def __init__(self, producer: pulsar.Producer) -> None:
-        self.producer = producer
-        self.acked: set[int] = set()
-        self.failed: dict[int, str] = {}
-        self.sent = 0
-        self._lock = threading.Lock()
-
-    def send(self, count: int) -> range:
-        numbers = range(self.sent, self.sent + count)
-        for i in numbers:
-            self.producer.send_async(PAYLOAD, partial(self._done, i), properties={"i": str(i)})
-        self.sent += count
-        return numbers
-
-    def _done(self, i: int, result: pulsar.Result, _msg_id: pulsar.MessageId) -> None:
-        with self._lock:
-            if result == pulsar.Result.Ok:
-                self.acked.add(i)
-            else:
-                self.failed[i] = str(result)
-
-    def settled(self, numbers: range) -> bool:
-        with self._lock:
-            return all(i in self.acked or i in self.failed for i in numbers)
-
-
 def test_a_full_disk_fails_sends_promptly_reports_unhealthy_and_recovers_by_itself(
     small_disk: Tmpfs,
 ) -> None:
@@ -206,9 +109,8 @@ def test_a_full_disk_fails_sends_promptly_reports_unhealthy_and_recovers_by_itse
 
         filler = small_disk.path / "filler"
         fill_disk(filler)
-        during = sends.send(100)
-        wait_until(log.send_errors, timeout_s=30, what="a SEND_ERROR from the broker")
-        assert "storage write failed" in log.send_errors()[0]
+        during = send_until_refused(sends, log)
+        assert "storage write failed" in log.send_errors()[-1]
         for path in ("/ready", "/admin/v2/brokers/health"):
             _status, body = wait_until(
                 lambda path=path: (r := http.get(path))[0] == 503 and r,
@@ -261,8 +163,7 @@ def test_free_space_under_the_threshold_fails_sends_and_recovers_by_itself(
             what="health reporting the read-only bookie",
         )
         assert "read-only" in body and "free disk" in body, body
-        during = sends.send(20)
-        wait_until(log.send_errors, timeout_s=30, what="a SEND_ERROR from the broker")
+        during = send_until_refused(sends, log)
         filler.unlink()
         wait_until(lambda: sends.settled(during), timeout_s=60, what="sends after space returned")
         assert sends.acked == set(before) | set(during), sends.failed

@@ -99,6 +99,10 @@ class ClientLog(logging.Handler):
 
 
 CLIENT_LOG = ClientLog()
+# The C++ client installs the logger of the first Client a process creates, for good. Test
+# modules are all imported (collected) before any test runs, so one created here comes
+# first even when other packages' tests run earlier; it never connects.
+pulsar.Client("pulsar://127.0.0.1:9", logger=CLIENT_LOG.logger).close()
 
 
 class Sends:

@@ -752,6 +752,8 @@ class Bookie:
                 sleeper.cancel()
                 wanted.cancel()
             self._checkpoint_wanted.clear()
+            if self.storage_fault is not None:
+                continue  # the disk loop retries (one attempt, one log line, per interval)
             try:
                 await self.checkpoint()
             except OSError as exc:  # an operating error (ENOSPC, EIO): one line, read-only

@@ -54,7 +54,6 @@ import enum
 import logging
 import os
 import queue
-import re
 import struct
 import threading
 from collections.abc import Callable, Iterator
@@ -87,9 +86,10 @@ class RecordKind(enum.IntEnum):
 ADD_ENTRY: Final = RecordKind.ADD_ENTRY
 FENCE: Final = RecordKind.FENCE
 _KINDS: Final = frozenset(int(k) for k in RecordKind)
-_KIND_BYTE: Final = re.compile(b"[" + bytes(sorted(_KINDS)) + b"]")
-"""Where a record could start: its ``type`` byte is a known kind (searched in C, so a scan
-for the next valid record skips zeros and most payload bytes without a Python loop)."""
+_KIND_BYTES: Final = tuple(bytes([k]) for k in sorted(_KINDS))
+"""Where a record could start: its ``type`` byte is a known kind. A scan for the next valid
+record looks for these bytes with ``bytes.find`` (memchr: a 4 MiB zero-filled tail takes
+well under a millisecond; a regular expression's character class took 70 ms)."""
 _TYPE_OFFSET: Final = 8
 
 _SUFFIX: Final = ".jnl"
@@ -169,11 +169,19 @@ def _record_at(data: bytes, pos: int) -> tuple[JournalRecord, int] | None:
 
 def _next_valid(data: bytes, after: int) -> int | None:
     """The offset of the first intact record starting after ``after``, or ``None``."""
-    for m in _KIND_BYTE.finditer(data, after + 1 + _TYPE_OFFSET):
-        pos = m.start() - _TYPE_OFFSET
+    start = after + 1 + _TYPE_OFFSET
+    # The next occurrence of each kind byte; only the one just tried is searched again.
+    nexts = [data.find(k, start) for k in _KIND_BYTES]
+    while True:
+        live = [i for i in nexts if i >= 0]
+        if not live:
+            return None
+        hit = min(live)
+        pos = hit - _TYPE_OFFSET
         if _record_at(data, pos) is not None:
             return pos
-    return None
+        which = nexts.index(hit)
+        nexts[which] = data.find(_KIND_BYTES[which], hit + 1)
 
 
 def replay(

@@ -3,6 +3,7 @@ official client producing numbered messages to it, with what it was told."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import urllib.error
@@ -26,6 +27,23 @@ def small_disk(tmp_path: Path) -> Iterator[Tmpfs]:
     """A 150 MiB tmpfs for one standalone's data directory (its log stays outside)."""
     with Tmpfs(tmp_path / "data", 150) as disk:
         yield disk
+
+
+@pytest.fixture
+def node(small_disk: Tmpfs) -> Iterator[StandaloneProcess]:
+    """A standalone (not started) over ``small_disk``, killed at teardown whatever happens
+    (before the disk is unmounted)."""
+    process = StandaloneProcess(small_disk.path)
+    try:
+        yield process
+    finally:
+        process.kill()
+
+
+def close_client(client: pulsar.Client) -> None:
+    """Close the client; one that cannot reach its broker any more may time out doing so."""
+    with contextlib.suppress(pulsar.PulsarException):
+        client.close()
 
 
 def keep_messages(client: pulsar.Client) -> None:

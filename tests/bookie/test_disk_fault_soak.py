@@ -28,6 +28,7 @@ from .conftest import (
     TOPIC,
     Http,
     Sends,
+    close_client,
     keep_messages,
     read_all,
     send_until_refused,
@@ -39,8 +40,9 @@ BURST = 60
 """Messages sent in each phase (16 KiB each: ~1 MiB)."""
 
 
-def test_fill_free_cycles_with_kills_lose_no_acknowledged_message(small_disk: Tmpfs) -> None:
-    node = StandaloneProcess(small_disk.path)
+def test_fill_free_cycles_with_kills_lose_no_acknowledged_message(
+    small_disk: Tmpfs, node: StandaloneProcess
+) -> None:
     node.start()
     http = Http(node)
     log = CLIENT_LOG.mark()
@@ -95,7 +97,7 @@ def test_fill_free_cycles_with_kills_lose_no_acknowledged_message(small_disk: Tm
         wait_until(lambda: sends.settled(everything), timeout_s=120, what="every send settled")
         assert not sends.failed, sends.failed  # no send timeout: the client retries
     finally:
-        client.close()
+        close_client(client)
     node.kill()
     node.start()
     try:

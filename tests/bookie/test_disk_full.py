@@ -16,6 +16,7 @@ from .conftest import (
     TOPIC,
     Http,
     Sends,
+    close_client,
     keep_messages,
     read_all,
     send_until_refused,
@@ -40,7 +41,7 @@ def produce(url: str, first: int, count: int) -> None:
         producer.flush()
         assert not errors, errors
     finally:
-        client.close()
+        close_client(client)
 
 
 def _failed_checkpoints(log: str) -> int:
@@ -59,12 +60,11 @@ def checkpoint_file(data_dir: Path) -> tuple[int, int] | None:
 
 
 def test_acknowledged_messages_survive_a_short_disk_full_then_a_kill(
-    small_disk: Tmpfs,
+    small_disk: Tmpfs, node: StandaloneProcess
 ) -> None:
     """Issue 14.1: checkpoints fail while the disk is full; once space is back the next
     checkpoint must still cover everything the failed ones did not write, so a SIGKILL
     after it loses nothing."""
-    node = StandaloneProcess(small_disk.path)
     node.start()
     try:
         produce(node.url, 0, 2000)
@@ -91,13 +91,12 @@ def test_acknowledged_messages_survive_a_short_disk_full_then_a_kill(
 
 
 def test_a_full_disk_fails_sends_promptly_reports_unhealthy_and_recovers_by_itself(
-    small_disk: Tmpfs,
+    small_disk: Tmpfs, node: StandaloneProcess
 ) -> None:
     """Issue 14.2 (a full disk: the journal's write fails, or the disk check turns the
     bookie read-only first): sends get a SEND_ERROR promptly (never silence), health
     and readiness say the bookie is read-only, and once space is back the same topic takes
     writes again without a restart; SIGTERM stops the process; nothing acknowledged is lost."""
-    node = StandaloneProcess(small_disk.path)
     node.start()
     http = Http(node)
     log = CLIENT_LOG.mark()
@@ -136,7 +135,7 @@ def test_a_full_disk_fails_sends_promptly_reports_unhealthy_and_recovers_by_itse
         producer.send(PAYLOAD, properties={"i": str(sends.sent)})
         acked = sends.acked | {sends.sent}
     finally:
-        client.close()
+        close_client(client)
     assert node.stop(timeout_s=30) == 0
     node.start()
     try:
@@ -147,11 +146,10 @@ def test_a_full_disk_fails_sends_promptly_reports_unhealthy_and_recovers_by_itse
 
 
 def test_free_space_under_the_threshold_fails_sends_and_recovers_by_itself(
-    small_disk: Tmpfs,
+    small_disk: Tmpfs, node: StandaloneProcess
 ) -> None:
     """Issue 14.2 (read-only by threshold, 64 MiB in the standalone): no write fails on the
     disk, the bookie just turns read-only; the topic must take writes again afterwards."""
-    node = StandaloneProcess(small_disk.path)
     node.start()
     http = Http(node)
     log = CLIENT_LOG.mark()
@@ -178,14 +176,15 @@ def test_free_space_under_the_threshold_fails_sends_and_recovers_by_itself(
         assert sends.acked == set(before) | set(during), sends.failed
         assert http.get("/admin/v2/brokers/health") == (200, "ok")
     finally:
-        client.close()
+        close_client(client)
         node.kill()
 
 
-def test_sigterm_stops_promptly_while_the_disk_is_full(small_disk: Tmpfs) -> None:
+def test_sigterm_stops_promptly_while_the_disk_is_full(
+    small_disk: Tmpfs, node: StandaloneProcess
+) -> None:
     """Issue 14.2: shutdown is bounded in every state, including a full disk with sends
     pending."""
-    node = StandaloneProcess(small_disk.path)
     node.start()
     client = pulsar.Client(node.url, operation_timeout_seconds=30)
     try:
@@ -205,5 +204,5 @@ def test_sigterm_stops_promptly_while_the_disk_is_full(small_disk: Tmpfs) -> Non
         assert node.stop(timeout_s=30) == 0
         assert "Traceback" not in node.log_tail(400)
     finally:
-        client.close()
+        close_client(client)
         node.kill()

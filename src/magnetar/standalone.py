@@ -10,10 +10,10 @@ a SEND_RECEIPT still means the entry is fsynced in that bookie's journal.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,7 +41,12 @@ class StandaloneConfig:
     http_port: int = 8080
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     bookie_disk_free_min_bytes: int = 64 * 1024 * 1024
+    bookie_disk_check_interval_ms: int = 1_000
+    """How often the bookie checks free space and, when read-only after a storage fault,
+    retries a checkpoint to turn writable again."""
     managed_ledger_max_entries_per_ledger: int = 50_000
+    bookie_journal_skip_invalid_records: bool = False
+    """See :attr:`BookieConfig.journal_skip_invalid_records`."""
     """Pulsar's ``managedLedgerMaxEntriesPerLedger``: a topic's ledger rolls over after this
     many entries (small values make tests span ledgers)."""
 
@@ -76,6 +81,8 @@ class Standalone:
                 port=port,
                 disk_free_min_bytes=cfg.bookie_disk_free_min_bytes,
                 entry_size_max_bytes=entry_size_max_bytes,
+                disk_check_interval_ms=cfg.bookie_disk_check_interval_ms,
+                journal_skip_invalid_records=cfg.bookie_journal_skip_invalid_records,
             ),
             self.store,
         )
@@ -121,28 +128,47 @@ class Standalone:
             self.broker,
             compactor=self.broker.compactor,
             collectors=[JournalCollector(lambda: None if bookie is None else bookie.journal)],
+            health_checks=[lambda: None if bookie is None else bookie.write_problem()],
         )
         self.http = AdminServer(create_app(ctx), self.config.http_host, self.config.http_port)
         await self.http.start()
         ctx.http_port = self.http.port
 
     async def stop(self) -> None:
-        if self.http is not None:
-            await self.http.close()
-            self.http = None
-        if self.broker is not None:
-            await self.broker.close()
-            self.broker = None
-        if self.ledger_client is not None:
-            await self.ledger_client.close()
-            self.ledger_client = None
-        if self.bookie is not None:
-            with contextlib.suppress(Exception):
-                await self.bookie.stop()
-            self.bookie = None
-        if self.store is not None:
-            await self.store.close()
-            self.store = None
+        """Stop every part, all within ``STOP_TIMEOUT_S``: a part that fails to stop in its
+        share (a full disk, a hung write) is logged in one line and the next still stops."""
+        deadline_s = asyncio.get_running_loop().time() + STOP_TIMEOUT_S
+        http, self.http = self.http, None
+        if http is not None:
+            await _stop_step("HTTP server", http.close(), deadline_s)
+        broker, self.broker = self.broker, None
+        if broker is not None:
+            await _stop_step("broker", broker.close(), deadline_s)
+        ledger_client, self.ledger_client = self.ledger_client, None
+        if ledger_client is not None:
+            await _stop_step("ledger client", ledger_client.close(), deadline_s)
+        bookie, self.bookie = self.bookie, None
+        if bookie is not None:
+            await _stop_step("bookie", bookie.stop(), deadline_s)
+        store, self.store = self.store, None
+        if store is not None:
+            await _stop_step("metadata store", store.close(), deadline_s)
+
+
+STOP_TIMEOUT_S = 20.0
+"""How long stopping the standalone may take in all; each part gets what is left of it
+(at least ``STOP_STEP_MIN_S``), then shutdown moves on."""
+STOP_STEP_MIN_S = 1.0
+
+
+async def _stop_step(what: str, step: Awaitable[None], deadline_s: float) -> None:
+    timeout_s = max(deadline_s - asyncio.get_running_loop().time(), STOP_STEP_MIN_S)
+    try:
+        await asyncio.wait_for(step, timeout_s)
+    except TimeoutError:
+        log.error("stopping the %s took over %.1f s; going on", what, timeout_s)
+    except Exception as exc:
+        log.error("stopping the %s failed: %s", what, exc)
 
 
 async def run(config: StandaloneConfig, started_at: float | None = None) -> None:

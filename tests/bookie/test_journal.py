@@ -6,12 +6,18 @@ import asyncio
 from pathlib import Path
 
 import crc32c
+import pytest
 
+from magnetar.bookie.errors import JournalCorrupt
 from magnetar.bookie.journal import (
     ADD_ENTRY,
     FENCE,
+    HEADER_SIZE,
     Journal,
     JournalPosition,
+    RecordKind,
+    ReplayStats,
+    encode_record,
     journal_file_ids,
     replay,
 )
@@ -55,11 +61,9 @@ async def test_torn_tail_ends_replay(tmp_path: Path) -> None:
     path.write_bytes(data[:-7] + b"\x00" * 3)  # torn: the last record cut short
     records = list(replay(tmp_path, JournalPosition(0, 0)))
     assert [r.entry_id for r in records] == list(range(10))
-    # A flipped byte inside a record's payload also ends the file's replay there.
-    corrupt = bytearray(data)
-    corrupt[len(data) // 2] ^= 0xFF
-    path.write_bytes(bytes(corrupt))
-    assert 0 < len(list(replay(tmp_path, JournalPosition(0, 0)))) < 10
+    # Garbage after the last intact record (a write cut short), then zeros: also the end.
+    path.write_bytes(data[:-7] + b"\xab" * 5 + bytes(4096))
+    assert [r.entry_id for r in replay(tmp_path, JournalPosition(0, 0))] == list(range(10))
 
 
 async def test_files_roll_and_are_removed_before_a_checkpoint(tmp_path: Path) -> None:
@@ -101,3 +105,64 @@ async def test_files_are_zero_filled_ahead_and_replay_stops_at_the_zeros(tmp_pat
     await j2.close()
     records = list(replay(tmp_path, JournalPosition(0, 0)))
     assert [(r.ledger_id, r.entry_id) for r in records] == [(4, i) for i in range(600)] + [(5, 0)]
+
+
+def _records(*payloads: bytes, ledger: int = 7) -> list[bytes]:
+    """Encoded ADD_ENTRY records, one per payload (entry ids 0, 1, ...)."""
+    return [
+        encode_record(RecordKind.ADD_ENTRY, ledger, i, i - 1, crc32c.crc32c(p), len(p)) + p
+        for i, p in enumerate(payloads)
+    ]
+
+
+def _write_journal(directory: Path, data: bytes, file_id: int = 1) -> Path:
+    path = directory / f"{file_id:020d}.jnl"
+    path.write_bytes(data)
+    return path
+
+
+def test_replay_reads_a_zero_filled_end_as_the_end(tmp_path: Path) -> None:
+    recs = _records(b"a" * 100, b"b" * 100, b"c" * 100)
+    _write_journal(tmp_path, b"".join(recs) + bytes(64 * 1024))
+    stats = ReplayStats()
+    got = list(replay(tmp_path, JournalPosition(0, 0), stats=stats))
+    assert [(r.type, r.entry_id, r.payload) for r in got] == [
+        (RecordKind.ADD_ENTRY, 0, b"a" * 100),
+        (RecordKind.ADD_ENTRY, 1, b"b" * 100),
+        (RecordKind.ADD_ENTRY, 2, b"c" * 100),
+    ]
+    assert (stats.records, stats.corrupt_spans) == (3, 0)
+
+
+def test_replay_refuses_a_damaged_record_followed_by_valid_ones(tmp_path: Path) -> None:
+    """Issue 13.4: before, replay silently dropped the rest of the file at the bad record."""
+    recs = _records(b"a" * 100, b"b" * 100, b"c" * 100, b"d" * 100)
+    damaged = bytearray(recs[1])
+    damaged[HEADER_SIZE + 10] ^= 0xFF  # a payload byte: the entry's checksum fails
+    path = _write_journal(tmp_path, recs[0] + bytes(damaged) + recs[2] + recs[3] + bytes(4096))
+    with pytest.raises(JournalCorrupt) as err:
+        list(replay(tmp_path, JournalPosition(0, 0)))
+    msg = str(err.value)
+    assert f"{path} has a damaged record at offset {len(recs[0])}" in msg
+    assert f"the next at offset {len(recs[0]) + len(recs[1])}" in msg
+    assert "--journal-skip-invalid-records" in msg
+
+
+def test_replay_skips_damaged_records_when_told_and_counts_them(tmp_path: Path) -> None:
+    recs = _records(b"a" * 100, b"b" * 100, b"c" * 100, b"d" * 100)
+    header_hit = bytearray(recs[1])
+    header_hit[12] ^= 0x01  # the header's own checksum fails
+    _write_journal(tmp_path, recs[0] + bytes(header_hit) + recs[2] + bytes(300) + recs[3])
+    stats = ReplayStats()
+    got = list(replay(tmp_path, JournalPosition(0, 0), skip_invalid=True, stats=stats))
+    assert [r.entry_id for r in got] == [0, 2, 3]
+    assert stats.corrupt_spans == 2  # the damaged record; the zeroed run between 2 and 3
+    assert stats.corrupt_bytes == len(recs[1]) + 300
+
+
+def test_replay_treats_an_unknown_record_kind_as_damage(tmp_path: Path) -> None:
+    recs = _records(b"a" * 10, b"b" * 10)
+    bad = encode_record(9, 7, 5, 4, 0, 0)  # intact checksums, but no such kind
+    _write_journal(tmp_path, recs[0] + bad + recs[1])
+    with pytest.raises(JournalCorrupt):
+        list(replay(tmp_path, JournalPosition(0, 0)))

@@ -8,6 +8,7 @@ from starlette.responses import PlainTextResponse, Response
 
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import ResourceNotFound
+from magnetar.admin.health import storage_problem
 from magnetar.admin.responses import json_response
 from magnetar.common.names import TopicName
 
@@ -18,13 +19,27 @@ LISTENER_NAME_HEADER = "X-Pulsar-ListenerName"
 def router(ctx: AdminContext) -> APIRouter:
     r = APIRouter(tags=["brokers"])
 
-    @r.get("/ready", summary="Readiness: 200 once the broker serves")
-    async def ready() -> Response:
+    async def check() -> Response:
+        problem = next((p for p in (c() for c in ctx.health_checks) if p is not None), None)
+        if problem is None:
+            problem = await storage_problem(ctx.service)
+        if problem is not None:
+            return PlainTextResponse(problem, status_code=503)
         return PlainTextResponse("ok")
 
-    @r.get("/admin/v2/brokers/health", summary="Broker health check")
+    @r.get(
+        "/ready",
+        summary="Readiness: 200 once the broker serves and its storage takes writes, else 503",
+    )
+    async def ready() -> Response:
+        return await check()
+
+    @r.get(
+        "/admin/v2/brokers/health",
+        summary="Broker health check: 200 ok, or 503 with the reason (e.g. read-only bookies)",
+    )
     async def health() -> Response:
-        return PlainTextResponse("ok")
+        return await check()
 
     @r.get("/admin/v2/brokers/leaderBroker", summary="The leader broker")
     async def leader() -> Response:

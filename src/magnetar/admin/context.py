@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,9 @@ class AdminContext:
     http_port: int = 0
     compactor: Any = None
     collectors: list[Any] = field(default_factory=list)
+    health_checks: list[Callable[[], str | None]] = field(default_factory=list)
+    """Checks of the host's own parts (e.g. its bookie): each returns why the host cannot
+    serve writes, or None. ``/ready`` and the health endpoint answer 503 with the first."""
     policies: PolicyStore = field(init=False)
 
     def __post_init__(self) -> None:

@@ -12,9 +12,12 @@ Guarantees:
 * once a ledger is fenced (FENCE or RECOVERY_READ; the fence is journaled before the
   answer), every later non-recovery add to it fails with FENCED, across restarts;
 * reads serve any entry stored here, including ones beyond the last-add-confirmed;
-* a bookie whose free disk falls below ``disk_free_min_bytes`` turns read-only: it
+* a bookie whose free disk falls below ``disk_free_min_bytes``, or whose journal write or
+  checkpoint failed (``ENOSPC``, ``EIO``: :attr:`Bookie.storage_fault`), turns read-only: it
   re-registers under ``/ledgers/available/readonly/<id>``, rejects adds with READ_ONLY and
-  keeps serving reads; it turns writable again when space returns;
+  keeps serving reads. Adds whose journal write failed are answered INTERNAL_ERROR, never
+  acknowledged. Every ``disk_check_interval_ms`` a read-only bookie retries a checkpoint; once
+  one succeeds and free space is above the threshold it turns writable again by itself;
 * ledgers whose metadata node ``/ledgers/L<id>`` is gone are garbage-collected: forgotten by
   the index, and their entry logs removed (no live entry left) or compacted (little left).
 """
@@ -30,6 +33,7 @@ import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Final
 
@@ -38,10 +42,19 @@ import crc32c
 from magnetar.bookie.codec import OpType, Request, Response, Status
 from magnetar.bookie.entry_log import StoredEntry
 from magnetar.bookie.errors import CookieMismatch
-from magnetar.bookie.journal import ADD_ENTRY, FENCE, Journal, replay, unlink_all
+from magnetar.bookie.journal import (
+    ADD_ENTRY,
+    FENCE,
+    Journal,
+    JournalPosition,
+    ReplayStats,
+    replay,
+    unlink_all,
+)
 from magnetar.bookie.ledger_storage import CheckpointJob, LedgerStorage
 from magnetar.bookie.server import BookieConnection, Reply, Responder
 from magnetar.common.clock import Clock, SystemClock
+from magnetar.common.errors import MagnetarError
 from magnetar.metadata.store import MetadataStore, NodeExists, NotFound
 from magnetar.protocol.frame import DEFAULT_MAX_MESSAGE_SIZE_BYTES, FRAME_PADDING_BYTES
 
@@ -93,6 +106,10 @@ class BookieConfig:
     disk_free_min_bytes: int = 1024 * 1024 * 1024
     disk_check_interval_ms: int = 5_000
     storage_threads: int = 4
+    journal_skip_invalid_records: bool = False
+    """Start even if journal replay finds a damaged record followed by valid ones
+    (BookKeeper's ``skipReplayJournalInvalidRecord``): the damaged bytes are skipped and
+    logged. Off: the bookie refuses to start (:class:`~magnetar.bookie.errors.JournalCorrupt`)."""
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -120,12 +137,19 @@ class Bookie:
         self._tasks: list[asyncio.Task[None]] = []
         self._checkpoint_lock = asyncio.Lock()
         self._checkpoint_wanted = asyncio.Event()
+        self._checkpoint_io: asyncio.Future[None] | None = None
         self._connections: set[Responder] = set()
         self.readonly = False
         self._forced_readonly = False
+        self._registered_readonly: bool | None = None
+        """How the bookie is registered now (None: not yet, or a re-registration failed)."""
+        self.storage_fault: str | None = None
+        """Why storage cannot be written (a failed journal write or checkpoint), or None."""
+        self._background: set[asyncio.Task[None]] = set()
         self.bookie_id = ""
         self.port = 0
         self.replayed_entries = 0
+        self.replay_stats = ReplayStats()
         self.gc_runs = 0
         self._stopped = False
 
@@ -164,6 +188,7 @@ class Bookie:
             group_bytes_max=cfg.journal_group_bytes_max,
             group_wait_ms=cfg.journal_group_wait_ms,
             pending_bytes_max=cfg.journal_pending_bytes_max,
+            on_write_failure=self._journal_write_failed,
         )
         self.journal.start()
         # Everything replayed is now in ledger storage: checkpoint it so the old journal
@@ -193,10 +218,15 @@ class Bookie:
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        for t in list(self._background):
+            t.cancel()
         if self.journal is not None:
             await self.journal.close()
-            if self.storage is not None and self.journal.failed is None:
-                await self.checkpoint()
+            if self.storage is not None:
+                try:
+                    await self.checkpoint()
+                except OSError as exc:  # the journal keeps what it could not write
+                    log.error("bookie %s: last checkpoint failed: %s", self.bookie_id, exc)
         if self._metadata is not None:
             for path in (f"{AVAILABLE_PATH}/{self.bookie_id}", f"{READONLY_PATH}/{self.bookie_id}"):
                 with contextlib.suppress(Exception):
@@ -255,7 +285,8 @@ class Bookie:
     async def _register(self) -> None:
         if self._metadata is None:
             return
-        info = json.dumps({"bookie_id": self.bookie_id, "readonly": self.readonly}).encode()
+        readonly = self.readonly
+        info = json.dumps({"bookie_id": self.bookie_id, "readonly": readonly}).encode()
         want = f"{READONLY_PATH if self.readonly else AVAILABLE_PATH}/{self.bookie_id}"
         other = f"{AVAILABLE_PATH if self.readonly else READONLY_PATH}/{self.bookie_id}"
         with contextlib.suppress(NotFound):
@@ -267,23 +298,45 @@ class Bookie:
             with contextlib.suppress(NotFound):
                 await self._metadata.delete(want)
             await self._metadata.create(want, info, ephemeral=True)
+        self._registered_readonly = readonly
 
     # -- read-only mode -------------------------------------------------------------------
 
     def _update_readonly_from_disk(self) -> bool:
         free = shutil.disk_usage(self._data_dir).free
-        want = self._forced_readonly or free < self.config.disk_free_min_bytes
+        low = free < self.config.disk_free_min_bytes
+        want = self._forced_readonly or low or self.storage_fault is not None
         changed = want != self.readonly
         if changed:
+            if self.storage_fault is not None:
+                why = self.storage_fault
+            elif low:
+                why = f"free disk {free} bytes, threshold {self.config.disk_free_min_bytes}"
+            elif self._forced_readonly:
+                why = "forced"
+            else:
+                why = f"free disk {free} bytes, storage works again"
             log.warning(
-                "bookie %s turns %s (free disk %d bytes, threshold %d)",
+                "bookie %s turns %s (%s)",
                 self.bookie_id,
                 "read-only" if want else "writable",
-                free,
-                self.config.disk_free_min_bytes,
+                why,
             )
         self.readonly = want
         return changed
+
+    def write_problem(self) -> str | None:
+        """Why this bookie takes no adds now (one line), or None when it is writable."""
+        if not self.readonly:
+            return None
+        if self.storage_fault is not None:
+            return f"bookie {self.bookie_id} is read-only: {self.storage_fault}"
+        if self._forced_readonly:
+            return f"bookie {self.bookie_id} is read-only (set by an operator)"
+        return (
+            f"bookie {self.bookie_id} is read-only: free disk below "
+            f"{self.config.disk_free_min_bytes} bytes"
+        )
 
     async def set_readonly(self, readonly: bool) -> None:
         """Force read-only mode on or off (operators, tests); disk checks still apply."""
@@ -291,25 +344,64 @@ class Bookie:
         if self._update_readonly_from_disk():
             await self._register()
 
+    def _storage_failed(self, reason: str) -> None:
+        """A journal write or checkpoint failed: stop taking adds until storage works."""
+        if self.storage_fault is None:
+            self.storage_fault = reason
+        if self._update_readonly_from_disk() and not self._stopped:
+            task = asyncio.get_running_loop().create_task(self._reregister())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def _journal_write_failed(self, exc: BaseException) -> None:
+        self._storage_failed(f"journal write failed: {exc}")
+
+    async def _reregister(self) -> None:
+        if self._metadata is None:
+            return
+        try:
+            await self._register()
+        except MagnetarError as exc:
+            self._registered_readonly = None
+            log.warning("bookie %s: re-registration failed (retried): %s", self.bookie_id, exc)
+        except Exception:
+            self._registered_readonly = None
+            log.exception("re-registration failed")
+
+    async def _retry_storage(self) -> None:
+        """A read-only bookie with a storage fault: try a checkpoint (it writes everything
+        the failed ones did not); if it works and the disk has room, clear the fault."""
+        try:
+            await self.checkpoint()
+        except OSError as exc:
+            log.warning("bookie %s: storage still failing: %s", self.bookie_id, exc)
+            return
+        free = shutil.disk_usage(self._data_dir).free
+        if free >= self.config.disk_free_min_bytes:
+            log.warning("bookie %s: storage works again (%s)", self.bookie_id, self.storage_fault)
+            self.storage_fault = None
+
     async def _disk_loop(self) -> None:
         while True:
             await self._clock.sleep(self.config.disk_check_interval_ms / 1000)
-            if self._update_readonly_from_disk():
-                try:
-                    await self._register()
-                except Exception:
-                    log.exception("re-registration failed")
+            if self.storage_fault is not None:
+                await self._retry_storage()
+            # Also retry a re-registration that failed (the metadata store may share the
+            # full disk).
+            if self._update_readonly_from_disk() or self._registered_readonly != self.readonly:
+                await self._reregister()
 
     # -- journal replay ------------------------------------------------------------------
 
-    def _replay(self, journal_dir: Path, start: object) -> int:
-        """Worker thread, before serving: re-apply journaled records to ledger storage."""
+    def _replay(self, journal_dir: Path, start: JournalPosition) -> int:
+        """Worker thread, before serving: re-apply journaled records to ledger storage.
+        Raises :class:`~magnetar.bookie.errors.JournalCorrupt` (see :func:`replay`)."""
         assert self.storage is not None
-        from magnetar.bookie.journal import JournalPosition
-
-        assert isinstance(start, JournalPosition)
         n = 0
-        for rec in replay(journal_dir, start):
+        stats = self.replay_stats
+        for rec in replay(
+            journal_dir, start, skip_invalid=self.config.journal_skip_invalid_records, stats=stats
+        ):
             if rec.type == ADD_ENTRY:
                 self.storage.add_entry(
                     rec.ledger_id, rec.entry_id, rec.last_add_confirmed, rec.checksum, rec.payload
@@ -317,6 +409,13 @@ class Bookie:
                 n += 1
             elif rec.type == FENCE:
                 self.storage.fence(rec.ledger_id)
+        if stats.corrupt_spans:
+            log.error(
+                "bookie %s: journal replay skipped %d damaged spans (%d bytes)",
+                self.bookie_id,
+                stats.corrupt_spans,
+                stats.corrupt_bytes,
+            )
         return n
 
     # -- requests (event loop; called by BookieConnection or an in-process transport) -----
@@ -351,14 +450,36 @@ class Bookie:
         journal = self.journal
         assert journal is not None
         if durable:
-            journal.on_durable(lambda: conn.reply_all(durable))
+            journal.on_durable(
+                lambda: conn.reply_all(durable),
+                lambda exc: conn.reply_all(self._write_failures(durable, exc)),
+            )
         if journal.over_limit:
             conn.pause_reading()
-            journal.on_durable(conn.resume_reading)
+            journal.on_durable(conn.resume_reading, lambda _exc: conn.resume_reading())
         storage = self.storage
         assert storage is not None
         if storage.entry_logger.buffered_bytes > self.config.write_cache_max_bytes:
             self._checkpoint_wanted.set()
+
+    @staticmethod
+    def _write_failures(durable: list[Reply], exc: BaseException) -> list[Reply]:
+        """The answers to requests whose journal write failed: INTERNAL_ERROR each."""
+        message = f"journal write failed: {exc}"
+        return [
+            (
+                Response(
+                    request_id=r.request_id,
+                    op=r.op,
+                    status=_INTERNAL_ERROR,  # type: ignore[arg-type]
+                    message=message,
+                    ledger_id=r.ledger_id,
+                    entry_id=r.entry_id,
+                ),
+                b"",
+            )
+            for r, _ in durable
+        ]
 
     @staticmethod
     def _error(request: Request, status: int, message: str) -> Response:
@@ -391,8 +512,6 @@ class Bookie:
         assert storage is not None and journal is not None
         if self.readonly:
             return _READ_ONLY, f"bookie {self.bookie_id} is read-only"
-        if journal.failed is not None:
-            return _INTERNAL_ERROR, "journal failed"
         if len(payload) > self.config.entry_size_max_bytes:
             return (
                 _TOO_LARGE,
@@ -565,7 +684,8 @@ class Bookie:
                 )
             if wait_journal:
                 assert self.journal is not None
-                self.journal.on_durable(lambda: conn.reply(*out))
+                failed = self._error(request, Status.INTERNAL_ERROR, "journal write failed")
+                self.journal.on_durable(lambda: conn.reply(*out), lambda _e: conn.reply(failed))
             else:
                 conn.reply(*out)
 
@@ -597,9 +717,25 @@ class Bookie:
         journal = self.journal
         assert storage is not None and journal is not None
         async with self._checkpoint_lock:
+            if self._checkpoint_io is not None:  # a cancelled checkpoint's I/O still runs
+                await asyncio.wait([self._checkpoint_io])
+                self._checkpoint_io = None
             job: CheckpointJob = storage.begin_checkpoint(journal.position)
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._storage_executor, storage.run_checkpoint_io, job)
+            io = loop.run_in_executor(self._storage_executor, storage.run_checkpoint_io, job)
+            try:
+                await asyncio.shield(io)
+            except asyncio.CancelledError:
+                # The I/O runs on in its thread: settle the job when it ends (the next
+                # checkpoint waits for that before it starts).
+                self._checkpoint_io = io
+                io.add_done_callback(partial(_settle_checkpoint, storage, job))
+                raise
+            except BaseException:
+                # Nothing of this checkpoint counts: the journal keeps every record it
+                # covered, and the next checkpoint writes them again.
+                storage.abort_checkpoint(job)
+                raise
             freed = storage.finish_checkpoint(job)
             if freed:
                 log.info("bookie %s: removed entry logs, %d bytes freed", self.bookie_id, freed)
@@ -620,8 +756,13 @@ class Bookie:
                 sleeper.cancel()
                 wanted.cancel()
             self._checkpoint_wanted.clear()
+            if self.storage_fault is not None:
+                continue  # the disk loop retries (one attempt, one log line, per interval)
             try:
                 await self.checkpoint()
+            except OSError as exc:  # an operating error (ENOSPC, EIO): one line, read-only
+                log.error("bookie %s: checkpoint failed: %s", self.bookie_id, exc)
+                self._storage_failed(f"checkpoint failed: {exc}")
             except Exception:
                 log.exception("checkpoint failed")
 
@@ -689,3 +830,13 @@ class Bookie:
                 await self.collect_garbage()
             except Exception:
                 log.exception("garbage collection failed")
+
+
+def _settle_checkpoint(
+    storage: LedgerStorage, job: CheckpointJob, io: asyncio.Future[None]
+) -> None:
+    """The end of a checkpoint whose waiter was cancelled: keep it or give it back."""
+    if io.cancelled() or io.exception() is not None:
+        storage.abort_checkpoint(job)
+    else:
+        storage.finish_checkpoint(job)

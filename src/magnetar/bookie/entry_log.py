@@ -167,6 +167,12 @@ class EntryLogger:
             finally:
                 os.close(fd)
 
+    def unfreeze(self, frozen: list[_Buffer]) -> None:
+        """A checkpoint failed to write ``frozen``: the next :meth:`freeze` takes them again
+        (their records keep their offsets; writing them twice writes the same bytes)."""
+        for b in frozen:
+            b.frozen = False
+
     def release(self, frozen: list[_Buffer]) -> None:
         """Drop buffers now safely on disk."""
         ids = {id(b) for b in frozen}

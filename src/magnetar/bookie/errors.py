@@ -75,6 +75,11 @@ class CookieMismatch(MagnetarError):
     another data directory): the bookie refuses to start."""
 
 
+class JournalCorrupt(MagnetarError):
+    """Journal replay found a damaged record followed by valid ones (not a torn tail): the
+    bookie refuses to start unless told to skip invalid records."""
+
+
 class LedgerRecoveryError(PersistenceError):
     """Recovery could not reach enough bookies to decide the ledger's last entry."""
 

@@ -8,11 +8,21 @@ Files ``journal/<file_id:020d>.jnl`` hold records back to back::
     +---------+-----------+----------+--------+-------------+--------+----------+---------+
 
 ``len`` is the payload length; ``hcrc`` is the CRC32C of the fields after it (type..crc);
-``crc`` is the client's CRC32C of the payload. Replay stops at the first record that is
-short or fails either check: that is the torn tail of a crash (nothing after it was ever
-acknowledged, because acknowledgements wait for the sync that covers them).
-Files are zero-filled ahead of the records (``prealloc_bytes`` at a time, see
-:meth:`Journal._write_and_sync`); replay reads those zeros as the end of the file.
+``type`` is a :class:`RecordKind`; ``crc`` is the client's CRC32C of the payload.
+
+Replay tells the end of the written part from corruption (as etcd's WAL does). Files are
+zero-filled ahead of the records (``prealloc_bytes`` at a time, see
+:meth:`Journal._write_and_sync`), so the first record that is short or fails a check is one
+of two things:
+
+* the end: only zeros follow, or bytes holding no valid record (the torn tail of a crash or
+  of a failed write; nothing after it was ever acknowledged, because acknowledgements wait
+  for the sync that covers them). Replay goes on with the next file;
+* corruption: a valid record follows it. Records after the bad one were synced, so the bad
+  one was too, and it changed on disk since. Replay raises :class:`JournalCorrupt` (the
+  bookie refuses to start) unless ``skip_invalid`` (BookKeeper's
+  ``skipReplayJournalInvalidRecord``): then it logs an error, counts the damaged span in
+  :attr:`ReplayStats.corrupt_spans` and goes on at the next valid record.
 
 Group commit: :meth:`Journal.append` only copies the record into an in-memory batch. One
 flusher task hands the batch to the journal's own writer thread, which writes and
@@ -24,6 +34,13 @@ more records per sync; with 0 it syncs as soon as the previous sync returns.
 ``pending_bytes_max`` bounds memory: callers check :attr:`Journal.over_limit` and stop
 reading from their sockets until durable callbacks fire.
 
+Write failures (``ENOSPC``, ``EIO``) are operating errors, not the end of the journal: the
+records of the failed batch and every record appended behind it are dropped (never
+acknowledged: their ``on_failure`` callbacks run with the error), the journal moves on to a
+new file (so the failed file's possibly torn end stays its end, never a gap before later
+records), :attr:`Journal.failed` holds the error until a later write succeeds, and the
+owner's ``on_write_failure`` listener is told. Later appends are tried again.
+
 Files roll at ``file_size_max_bytes`` (decided at append time, so every record's position is
 known at once); files wholly before a checkpoint's position are removed with
 :meth:`Journal.remove_before`.
@@ -33,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import os
 import queue
@@ -45,6 +63,7 @@ from typing import Final
 
 import crc32c
 
+from magnetar.bookie.errors import JournalCorrupt
 from magnetar.bookie.file_io import pwritev_all, remove_gradually
 from magnetar.common.clock import Clock
 
@@ -54,11 +73,29 @@ RECORD_HEADER: Final = struct.Struct("<IIBQqqI")
 _CRC_PART: Final = struct.Struct("<BQqqI")
 HEADER_SIZE: Final = RECORD_HEADER.size
 
-ADD_ENTRY: Final = 1
-FENCE: Final = 2
+
+class RecordKind(enum.IntEnum):
+    """What a journal record holds (the ``type`` byte)."""
+
+    ADD_ENTRY = 1
+    """An entry: ``payload`` is its data, ``crc`` its CRC32C."""
+    FENCE = 2
+    """The ledger was fenced (no payload)."""
+
+
+ADD_ENTRY: Final = RecordKind.ADD_ENTRY
+FENCE: Final = RecordKind.FENCE
+_KINDS: Final = frozenset(int(k) for k in RecordKind)
+_KIND_BYTES: Final = tuple(bytes([k]) for k in sorted(_KINDS))
+"""Where a record could start: its ``type`` byte is a known kind. A scan for the next valid
+record looks for these bytes with ``bytes.find`` (memchr: a 4 MiB zero-filled tail takes
+well under a millisecond; a regular expression's character class took 70 ms)."""
+_TYPE_OFFSET: Final = 8
 
 _SUFFIX: Final = ".jnl"
 
+_Callback = tuple[Callable[[], None], Callable[[BaseException], None] | None]
+"""A durability callback and its failure callback."""
 _Segment = tuple[int, int, list[bytes]]
 """Records for one file: ``(file_id, offset of the first, buffers)``."""
 
@@ -73,7 +110,7 @@ class JournalPosition:
 
 @dataclass(frozen=True, slots=True)
 class JournalRecord:
-    type: int
+    type: RecordKind
     ledger_id: int
     entry_id: int
     last_add_confirmed: int
@@ -103,27 +140,97 @@ def _path(directory: Path, file_id: int) -> Path:
     return directory / f"{file_id:020d}{_SUFFIX}"
 
 
-def replay(directory: Path, start: JournalPosition) -> Iterator[JournalRecord]:
-    """Every intact record at or after ``start``, in order. A damaged record ends its file
-    (the torn tail of a crash); replay goes on with the next file."""
+@dataclass(slots=True)
+class ReplayStats:
+    """What a replay found besides its records."""
+
+    records: int = 0
+    corrupt_spans: int = 0
+    """Damaged spans skipped (only with ``skip_invalid``)."""
+    corrupt_bytes: int = 0
+
+
+def _record_at(data: bytes, pos: int) -> tuple[JournalRecord, int] | None:
+    """The intact record at ``pos`` and the offset after it, or ``None``."""
+    end = len(data)
+    if end - pos < HEADER_SIZE:
+        return None
+    length, hcrc, type_, ledger, entry, lac, crc = RECORD_HEADER.unpack_from(data, pos)
+    if type_ not in _KINDS or crc32c.crc32c(data[pos + 8 : pos + HEADER_SIZE]) != hcrc:
+        return None
+    p = pos + HEADER_SIZE
+    if end - p < length:
+        return None
+    payload = data[p : p + length]
+    if type_ == ADD_ENTRY and crc32c.crc32c(payload) != crc:
+        return None
+    return JournalRecord(RecordKind(type_), ledger, entry, lac, crc, payload), p + length
+
+
+def _next_valid(data: bytes, after: int) -> int | None:
+    """The offset of the first intact record starting after ``after``, or ``None``."""
+    start = after + 1 + _TYPE_OFFSET
+    # The next occurrence of each kind byte; only the one just tried is searched again.
+    nexts = [data.find(k, start) for k in _KIND_BYTES]
+    while True:
+        live = [i for i in nexts if i >= 0]
+        if not live:
+            return None
+        hit = min(live)
+        pos = hit - _TYPE_OFFSET
+        if _record_at(data, pos) is not None:
+            return pos
+        which = nexts.index(hit)
+        nexts[which] = data.find(_KIND_BYTES[which], hit + 1)
+
+
+def replay(
+    directory: Path,
+    start: JournalPosition,
+    *,
+    skip_invalid: bool = False,
+    stats: ReplayStats | None = None,
+) -> Iterator[JournalRecord]:
+    """Every intact record at or after ``start``, in order (see the module docstring for
+    how the end of a file is told from corruption).
+
+    Raises :class:`~magnetar.bookie.errors.JournalCorrupt` at a damaged record followed by
+    valid ones, unless ``skip_invalid``. ``stats`` (if given) is filled in as it goes."""
+    stats = stats if stats is not None else ReplayStats()
     for file_id in journal_file_ids(directory):
         if file_id < start.file_id:
             continue
-        data = _path(directory, file_id).read_bytes()
+        path = _path(directory, file_id)
+        data = path.read_bytes()
         pos = start.offset if file_id == start.file_id else 0
-        end = len(data)
-        while end - pos >= HEADER_SIZE:
-            length, hcrc, type_, ledger, entry, lac, crc = RECORD_HEADER.unpack_from(data, pos)
-            if crc32c.crc32c(data[pos + 8 : pos + HEADER_SIZE]) != hcrc:
-                break
-            p = pos + HEADER_SIZE
-            if end - p < length:
-                break
-            payload = data[p : p + length]
-            if type_ == ADD_ENTRY and crc32c.crc32c(payload) != crc:
-                break
-            yield JournalRecord(type_, ledger, entry, lac, crc, payload)
-            pos = p + length
+        while pos < len(data):
+            found = _record_at(data, pos)
+            if found is not None:
+                record, pos = found
+                stats.records += 1
+                yield record
+                continue
+            resume = _next_valid(data, pos)
+            if resume is None:
+                break  # zeros or a torn tail: the end of what was written
+            where = f"journal file {path} has a damaged record at offset {pos}"
+            if not skip_invalid:
+                raise JournalCorrupt(
+                    f"{where}, followed by valid records (the next at offset {resume}): "
+                    "the file changed on disk after it was synced. Restore the data "
+                    "directory, or start with --journal-skip-invalid-records to skip the "
+                    f"damaged {resume - pos} bytes (their entries are lost on this bookie)"
+                )
+            log.error(
+                "%s, followed by valid records: skipping %d damaged bytes to offset %d "
+                "(--journal-skip-invalid-records); their entries are lost on this bookie",
+                where,
+                resume - pos,
+                resume,
+            )
+            stats.corrupt_spans += 1
+            stats.corrupt_bytes += resume - pos
+            pos = resume
 
 
 class Journal:
@@ -134,8 +241,10 @@ class Journal:
     registered with :meth:`on_durable` run on the event loop, in registration order, once
     every record appended before the registration is fdatasync'ed.
 
-    If a write or sync fails the journal is broken: :attr:`failed` is set, pending callbacks
-    never run, and the owner must stop (a bookie that cannot persist must not acknowledge).
+    If a write or sync fails, the records not yet synced are dropped: their callbacks'
+    ``on_failure`` run instead (with the error), :attr:`failed` is set until a later write
+    succeeds, ``on_write_failure`` is called, and appends go to a new file. A bookie must
+    stop acknowledging (it turns read-only) until its storage works again.
     """
 
     def __init__(
@@ -149,6 +258,7 @@ class Journal:
         pending_bytes_max: int = 64 * 1024 * 1024,
         prealloc_bytes: int = 4 * 1024 * 1024,
         start_file_id: int | None = None,
+        on_write_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         self._dir = directory
         self._dir.mkdir(parents=True, exist_ok=True)
@@ -169,7 +279,8 @@ class Journal:
         self._prealloc_bytes = prealloc_bytes
         self._allocated: dict[int, int] = {}  # file id -> bytes zero-filled (writer thread)
         self._pending_bytes = 0
-        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks: list[_Callback] = []
+        self._on_write_failure = on_write_failure
         self._wakeup = asyncio.Event()
         self._woken = False
         """Mirrors ``_wakeup.is_set()`` as a plain attribute (read on every append)."""
@@ -218,9 +329,15 @@ class Journal:
         if not self._woken:
             self._wake()
 
-    def on_durable(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` once everything appended so far is synced."""
-        self._callbacks.append(callback)
+    def on_durable(
+        self,
+        callback: Callable[[], None],
+        on_failure: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        """Run ``callback`` once everything appended so far is synced, or ``on_failure``
+        (if given) with the error if the write covering it fails (then nothing appended
+        before the registration is acknowledged)."""
+        self._callbacks.append((callback, on_failure))
         if not self._woken:
             self._wake()
 
@@ -293,17 +410,42 @@ class Journal:
             try:
                 await future
             except Exception as exc:
-                log.exception("journal write failed; the bookie can no longer persist")
-                self.failed = exc
-                return
+                inflight = None
+                self._write_failed(exc, callbacks)
+                continue
+            if started_s is not None and self.failed is not None:
+                log.warning("journal writes work again (file %d)", self._file_id)
+                self.failed = None
             if started_s is not None:
                 self.syncs += 1
                 self.sync_seconds_total += self._clock.monotonic_s() - started_s
             inflight = None
             if self._has_work() and self._pacing_wait_s() <= 0:
                 inflight = self._submit(loop)
-            for cb in callbacks:
+            for cb, _ in callbacks:
                 cb()
+
+    def _write_failed(self, exc: BaseException, callbacks: list[_Callback]) -> None:
+        """A batch failed: drop it and everything appended since (none of it was synced),
+        fail their callbacks, and go on in a new file."""
+        log.error(
+            "journal write to file %d failed: %s; %d pending bytes dropped (not acknowledged)",
+            self._file_id,
+            exc,
+            self._pending_bytes,
+        )
+        self.failed = exc
+        failed = callbacks + self._callbacks
+        self._callbacks = []
+        self._file_id += 1
+        self._file_offset = 0
+        self._segments = [(self._file_id, 0, [])]
+        self._pending_bytes = 0
+        for _, on_failure in failed:
+            if on_failure is not None:
+                on_failure(exc)
+        if self._on_write_failure is not None:
+            self._on_write_failure(exc)
 
     def _has_work(self) -> bool:
         return bool(self._segments[-1][2] or len(self._segments) > 1 or self._callbacks)
@@ -326,7 +468,7 @@ class Journal:
         started_s = self._last_sync_s = self._clock.monotonic_s()
         return self._writer.run(loop, segments), callbacks, started_s
 
-    def _take_batch(self) -> tuple[list[_Segment], list[Callable[[], None]]]:
+    def _take_batch(self) -> tuple[list[_Segment], list[_Callback]]:
         """Take every pending record and every callback (all registered before the take).
         Memory is bounded by callers honouring :attr:`over_limit`."""
         self.groups_taken += 1
@@ -340,7 +482,10 @@ class Journal:
         fd = self._fds.get(file_id)
         if fd is None:
             for old in [f for f in self._fds if f < file_id]:
-                os.fdatasync(self._fds[old])
+                # Every batch was synced (or failed) already: a failed file's sync error
+                # must not fail the next file's writes.
+                with contextlib.suppress(OSError):
+                    os.fdatasync(self._fds[old])
                 os.close(self._fds.pop(old))
                 self._allocated.pop(old, None)
             fd = os.open(_path(self._dir, file_id), os.O_WRONLY | os.O_CREAT, 0o644)
@@ -366,7 +511,7 @@ class Journal:
             os.fdatasync(fd)
 
 
-_Sync = tuple[asyncio.Future[None], list[Callable[[], None]], float | None]
+_Sync = tuple[asyncio.Future[None], list[_Callback], float | None]
 """A sync handed to the writer: its future, the callbacks due after it, its start time."""
 _Job = tuple[asyncio.AbstractEventLoop, asyncio.Future[None], list[_Segment]]
 

@@ -69,6 +69,10 @@ class CheckpointJob:
     generation: int
     rewrite: bool
     logs_to_remove: list[int]
+    dirty_index: bytes = b""
+    """The index records of entries added since the previous checkpoint (also in
+    ``index_bytes`` unless ``rewrite``): given back by :meth:`LedgerStorage.abort_checkpoint`."""
+    dirty_ledgers: frozenset[int] = frozenset()
     freed_bytes: int = 0
     """Set by :meth:`LedgerStorage.run_checkpoint_io` once it removed ``logs_to_remove``."""
 
@@ -251,13 +255,39 @@ class LedgerStorage:
                 if dirty is not None:
                     parts.append(pack(_LEDGER, lg, dirty.lac, int(dirty.fenced), 0))
             generation = self._state.generation
+        dirty_index = bytes(self._dirty_index)
+        dirty_ledgers = frozenset(self._dirty_ledgers)
         self._dirty_index = bytearray()
         self._dirty_ledgers = set()
         self._rewrite = False
         removals, self._logs_pending_removal = self._logs_pending_removal, []
         return CheckpointJob(
-            journal_position, frozen, b"".join(parts), generation, rewrite, removals
+            journal_position,
+            frozen,
+            b"".join(parts),
+            generation,
+            rewrite,
+            removals,
+            dirty_index,
+            dirty_ledgers,
         )
+
+    def abort_checkpoint(self, job: CheckpointJob) -> None:
+        """Loop: a checkpoint's I/O failed (``ENOSPC``, ``EIO``): give everything
+        :meth:`begin_checkpoint` took back, so the next checkpoint writes it again.
+
+        Without this, the next successful checkpoint would record a journal position past
+        entries whose buffers or index records were never written, and the journal files
+        holding them would be deleted: acknowledged entries lost. The journal stays the
+        source of truth until a checkpoint covering its records succeeds.
+
+        Rewriting is safe: buffers go to the same offsets of the same logs, and index
+        records are idempotent (the same entry at the same location)."""
+        self.entry_logger.unfreeze(job.frozen)
+        self._dirty_index[0:0] = job.dirty_index
+        self._dirty_ledgers |= job.dirty_ledgers
+        self._rewrite = self._rewrite or job.rewrite
+        self._logs_pending_removal[0:0] = job.logs_to_remove
 
     def run_checkpoint_io(self, job: CheckpointJob) -> None:
         """Worker thread: entry logs, then index, then the checkpoint file."""
@@ -296,9 +326,11 @@ class LedgerStorage:
             ).encode(),
         )
         os.replace(tmp, self._checkpoint_path)
-        _fsync_dir(self._data_dir)
+        # The file may name the new state from here on (even if the directory sync below
+        # fails): later checkpoints must build on it, never rewrite what it references.
         old_generation = self._state.generation
         self._state = state
+        _fsync_dir(self._data_dir)
         if job.rewrite and old_generation != job.generation:
             self._index_path(old_generation).unlink(missing_ok=True)
         # the persisted index no longer references these logs

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from magnetar.bookie import Bookie, BookieConfig
-from magnetar.bookie.errors import CookieMismatch
+from magnetar.bookie.errors import CookieMismatch, JournalCorrupt
 from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
 
 METADATA_URL_SCHEMES = ("zk://", "sqlite://", "memory:")
@@ -52,6 +52,13 @@ def _metadata_url(url: str) -> str:
     help="pace journal syncs: wait this long after a sync before the next (0 = at once)",
 )
 @click.option("--session-timeout-s", default=10.0, show_default=True, type=float)
+@click.option(
+    "--journal-skip-invalid-records/--no-journal-skip-invalid-records",
+    default=False,
+    show_default=True,
+    help="Start even if journal replay finds a damaged record followed by valid ones "
+    "(skips and logs it; its entries are lost on this bookie). Default: refuse to start.",
+)
 def bookie(
     metadata_url: str,
     data_dir: Path,
@@ -64,6 +71,7 @@ def bookie(
     entry_log_size_max_bytes: int,
     journal_group_wait_ms: float,
     session_timeout_s: float,
+    journal_skip_invalid_records: bool,
 ) -> None:
     """A storage node holding replicated ledger entries."""
     logging.basicConfig(
@@ -81,6 +89,7 @@ def bookie(
         checkpoint_interval_ms=checkpoint_interval_ms,
         entry_log_size_max_bytes=entry_log_size_max_bytes,
         journal_group_wait_ms=journal_group_wait_ms,
+        journal_skip_invalid_records=journal_skip_invalid_records,
     )
     try:
         import uvloop
@@ -92,7 +101,7 @@ def bookie(
     start_heap_trimmer()
     try:
         asyncio.run(_run(config, metadata_url, session_timeout_s))
-    except CookieMismatch as exc:
+    except (CookieMismatch, JournalCorrupt) as exc:
         click.echo(f"magnetar bookie: {exc}", err=True)
         sys.exit(3)
 

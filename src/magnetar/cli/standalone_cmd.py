@@ -94,6 +94,13 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     help="A topic's ledger rolls over after this many entries (managedLedgerMaxEntriesPerLedger).",
 )
 @click.option(
+    "--journal-skip-invalid-records/--no-journal-skip-invalid-records",
+    default=False,
+    show_default=True,
+    help="Start even if the bookie's journal replay finds a damaged record followed by "
+    "valid ones (skips and logs it; its entries are lost). Default: refuse to start.",
+)
+@click.option(
     "--log-level",
     default="WARNING",
     show_default=True,
@@ -118,6 +125,7 @@ def standalone(
     partial_frame_timeout_ms: int,
     failover_delay_ms: int,
     managed_ledger_max_entries_per_ledger: int,
+    journal_skip_invalid_records: bool,
     log_level: str,
 ) -> None:
     """One process: embedded metadata store, a bookie and a broker."""
@@ -149,6 +157,7 @@ def standalone(
         http_host=host,
         http_port=http_port,
         managed_ledger_max_entries_per_ledger=managed_ledger_max_entries_per_ledger,
+        bookie_journal_skip_invalid_records=journal_skip_invalid_records,
         broker=BrokerConfig(
             host=host,
             port=port,
@@ -172,4 +181,10 @@ def standalone(
         uvloop.install()
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         pass
-    asyncio.run(run(config, started))
+    from magnetar.bookie.errors import CookieMismatch, JournalCorrupt
+
+    try:
+        asyncio.run(run(config, started))
+    except (CookieMismatch, JournalCorrupt) as exc:
+        click.echo(f"magnetar standalone: {exc}", err=True)
+        sys.exit(3)

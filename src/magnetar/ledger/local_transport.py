@@ -44,6 +44,7 @@ from magnetar.ledger.transport import (
 
 _SWEEPS_PER_TIMEOUT = 4
 _OK: Final = int(Status.OK)  # a plain int: protobuf enum attributes run Python code
+_INTERNAL_ERROR: Final = int(Status.INTERNAL_ERROR)
 
 
 class LocalBookieTransport:
@@ -100,7 +101,7 @@ class LocalBookieTransport:
         if group is None or self._group_taken != taken:
             group = self._group = [rid]
             self._group_taken = taken
-            journal.on_durable(partial(self._synced, group))
+            journal.on_durable(partial(self._synced, group), partial(self._sync_failed, group))
             bookie.check_write_cache()  # once per sync group is often enough
         else:
             group.append(rid)
@@ -113,6 +114,18 @@ class LocalBookieTransport:
             entry = pending.pop(rid, None)
             if entry is not None:
                 entry[0](_OK, "", None)
+
+    def _sync_failed(self, group: list[int], exc: BaseException) -> None:
+        """The journal write covering ``group`` failed: answer each add as the bookie
+        answers over TCP (INTERNAL_ERROR)."""
+        if self._group is group:
+            self._group = None
+        pending = self._pending
+        message = f"journal write failed: {exc}"
+        for rid in group:
+            entry = pending.pop(rid, None)
+            if entry is not None:
+                entry[0](_INTERNAL_ERROR, message, None)
 
     def request(self, request: Request, payload: bytes, callback: Callback) -> None:
         if self.closed:

@@ -36,6 +36,12 @@ class ManagedLedgerConfig:
     with the last error instead, so a failure that follows the entry (or lasts) causes at
     most this many rollovers per append, not a loop."""
 
+    write_retry_backoff_min_ms: int = 100
+    write_retry_backoff_max_ms: int = 5_000
+    """After writes fail twice in a row (a new ledger failed too) or a new ledger cannot be
+    created, appends fail at once with the storage error, and a new ledger is tried on the
+    first append after a backoff: ``min`` doubling per failure up to ``max``."""
+
     # reads
     cache_size_max_bytes: int = 64 * 1024 * 1024
     read_ahead_entries: int = 100

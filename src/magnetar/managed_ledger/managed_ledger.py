@@ -9,8 +9,18 @@ and both surface as :class:`ManagedLedgerFenced`; it never appends behind the ne
 Appends: ``add_entry`` pipelines entries to the current ledger; futures resolve in append
 order. The current ledger rolls over by entry count, size or age, and on a write failure
 (failed and later adds are re-sent, in order, to the new ledger; an add tried on
-``add_attempts_max`` ledgers fails instead, so rollovers are bounded). An entry larger than
-the storage takes fails alone, at once, with :class:`EntryTooLargeForStorage`: no rollover.
+``add_attempts_max`` ledgers fails instead, and when the ledger started after a failure fails
+too, every queued add fails at once and new ledgers are tried only after a backoff, so
+rollovers are bounded). An entry larger than the storage takes fails alone, at once, with
+:class:`EntryTooLargeForStorage`: no rollover.
+
+Storage faults (a full disk, read-only bookies): when the adds re-sent to the new ledger fail
+too, or no new ledger can be created, the managed ledger stops retrying on its own: pending
+and queued adds fail at once with a :class:`ManagedLedgerError` (the producer's
+``PersistenceError``), and so does every append during a backoff
+(``write_retry_backoff_min_ms``, doubling up to ``write_retry_backoff_max_ms``, on the
+injected clock). The first append after the backoff tries a new ledger; once one takes an
+entry, the log writes normally again. No restart is needed, and no loop of rollovers runs.
 
 Reads: entries just appended are served from the :class:`EntryCache`; catch-up reads go to
 bookies in batches with read-ahead. A read at the end of the log parks on a future until an
@@ -195,6 +205,14 @@ class ManagedLedger:
         self._inflight: deque[_AddOp] = deque()
         self._inflight_bytes = 0
         self._rolling: asyncio.Task[None] | None = None
+        self._unclosed: LedgerWriter | None = None
+        """The previous ledger when closing it failed: closed before any new one starts."""
+        self._write_error: ManagedLedgerError | None = None
+        """Set while storage fails (see the module docstring): appends fail with it until
+        ``_write_retry_at_s``."""
+        self._write_retry_at_s = 0.0
+        self._write_failures = 0
+        """Consecutive failed writes or ledger creations since an entry was last stored."""
         self._add_room = asyncio.Semaphore(config.pending_adds_max)
         self._add_progress: asyncio.Future[None] | None = None
         """Resolved when an in-flight add comes back (for rollover and drain waits)."""
@@ -368,6 +386,7 @@ class ManagedLedger:
             self.config.backlog_quota_policy is BacklogQuotaPolicy.PRODUCER_EXCEPTION
         ):
             raise BacklogQuotaExceeded(f"{self.name}: backlog quota exceeded")
+        self._check_writable()
         await self._add_room.acquire()
         try:
             self._check_usable()
@@ -428,6 +447,37 @@ class ManagedLedger:
             self.config.backlog_quota_policy is BacklogQuotaPolicy.PRODUCER_EXCEPTION
         ):
             raise BacklogQuotaExceeded(f"{self.name}: backlog quota exceeded")
+        self._check_writable()
+
+    def _check_writable(self) -> None:
+        """While storage fails: raise its error until the backoff ends, then start a new
+        ledger (the append waits in the queue for it)."""
+        error = self._write_error
+        if error is None or self._writer is not None or self._rolling is not None:
+            return
+        if self._clock.monotonic_s() < self._write_retry_at_s:
+            raise error
+        self._request_roll()
+
+    def _storage_failed(self, error: BaseException) -> ManagedLedgerError:
+        """Record a failed write or ledger creation: the error appends get, and when a new
+        ledger may be tried (exponential backoff on the injected clock)."""
+        self._write_failures += 1
+        cfg = self.config
+        backoff_ms = min(
+            cfg.write_retry_backoff_min_ms * 2 ** min(self._write_failures - 1, 30),
+            cfg.write_retry_backoff_max_ms,
+        )
+        self._write_retry_at_s = self._clock.monotonic_s() + backoff_ms / 1000
+        err = ManagedLedgerError(f"{self.name}: storage write failed: {error}")
+        self._write_error = err
+        log.warning(
+            "%s: storage write failed (%s); appends fail for %d ms, then a new ledger is tried",
+            self.name,
+            error,
+            backoff_ms,
+        )
+        return err
 
     async def _add_entry_waiting(self, data: bytes, messages: int) -> Position:
         queued = False
@@ -533,6 +583,7 @@ class ManagedLedger:
             self.add_latency.observe((now_s - op.started_s) * 1000)
             op.finish(position, None)
         if appended:
+            self._write_failures = 0
             self._notify_waiters()
             # No clock read per entry: only the size limits are checked here; the age limit
             # is checked by maintenance (every maintenance_interval_ms) and by _should_roll.
@@ -555,10 +606,21 @@ class ManagedLedger:
         if is_fenced(error):
             self._fence(error)
             return
-        log.warning("%s: add failed (%s); rolling over", self.name, error)
         inflight = list(self._inflight)
         self._inflight.clear()
         self._inflight_bytes = 0
+        if self._write_failures > 0:
+            # The ledger started after the last failure failed too: storage is not
+            # writable. Fail everything now instead of rolling over in a loop.
+            err = self._storage_failed(error)
+            failed = [*inflight, *self._queue]
+            self._queue.clear()
+            for op in failed:
+                op.finish(None, err)
+            self._request_roll(start_new=False)
+            return
+        self._write_failures += 1
+        log.warning("%s: add failed (%s); rolling over", self.name, error)
         retry: list[_AddOp] = []
         for op in inflight:
             op.attempt += 1
@@ -577,7 +639,7 @@ class ManagedLedger:
                 error,
             )
         self._queue.extendleft(reversed(retry))
-        self._request_roll(after_failure=True)
+        self._request_roll()
 
     def _fence(self, error: BaseException) -> None:
         if self._fenced is not None:
@@ -605,16 +667,24 @@ class ManagedLedger:
             return False
         return seg.entries >= cfg.ledger_entries_max or seg.size_bytes >= cfg.ledger_size_max_bytes
 
-    def _request_roll(self, *, after_failure: bool = False) -> None:
+    def _request_roll(self, *, start_new: bool = True) -> None:
         if self._rolling is None and self._fenced is None and not self._closed:
-            self._rolling = asyncio.create_task(self._roll_task(after_failure))
+            self._rolling = asyncio.create_task(self._roll_task(start_new))
 
-    async def _roll_task(self, after_failure: bool) -> None:
+    async def _roll_task(self, start_new: bool = True) -> None:
         try:
-            await self._roll(after_failure=after_failure)
-        except MagnetarError as exc:
-            log.warning("%s: rollover failed: %s", self.name, exc)
-            err = exc if isinstance(exc, ManagedLedgerFenced) else ManagedLedgerError(str(exc))
+            await self._roll(start_new=start_new)
+            if start_new:
+                self._write_error = None
+        except Exception as exc:  # whatever failed, queued appends must not hang
+            if isinstance(exc, MagnetarError):
+                log.warning("%s: rollover failed: %s", self.name, exc)
+            else:
+                log.exception("%s: rollover failed", self.name)
+            if isinstance(exc, ManagedLedgerFenced):
+                err: ManagedLedgerError = exc
+            else:
+                err = self._storage_failed(exc)
             failed = list(self._queue)
             self._queue.clear()
             for op in failed:
@@ -623,25 +693,34 @@ class ManagedLedger:
             self._rolling = None
             self._pump()
 
-    async def _roll(self, *, after_failure: bool = False) -> None:
-        """Close the current ledger (after its in-flight adds finish) and start a new one."""
+    async def _roll(self, *, start_new: bool = True) -> None:
+        """Close the current ledger (after its in-flight adds finish) and start a new one
+        (``start_new=False``: only close it)."""
         while self._inflight and not all(op.done for op in self._inflight):
             await self._wait_add_progress()
-        old = self._writer
+        old = self._writer or self._unclosed
         self._writer = None
         if old is not None:
             try:
                 await old.close()
-            except Exception as exc:  # closing a failed ledger may fail; fencing must not
+            except Exception as exc:
                 if is_fenced(exc):
                     self._fence(exc)
                     raise ManagedLedgerFenced(f"{self.name}: fenced on close") from exc
-                if not after_failure:
-                    log.warning("%s: closing ledger %d failed: %s", self.name, old.ledger_id, exc)
+                # Its metadata still says OPEN: readers would see none of its entries
+                # (acknowledged ones included), so the log must not move past it. The next
+                # rollover tries again.
+                self._unclosed = old
+                raise ManagedLedgerError(
+                    f"{self.name}: closing ledger {old.ledger_id} failed: {exc}"
+                ) from exc
+            self._unclosed = None
         now = self._clock.now_ms()
         last = self.ledgers.last_segment
         if last is not None and last.closed_ms is None:
             last.closed_ms = now
+        if not start_new:
+            return
         props = dict(self.config.ledger_properties)
         props.setdefault("managed-ledger", self.name)
         writer = await self._storage.create_ledger(props)
@@ -1061,13 +1140,20 @@ class ManagedLedger:
             with contextlib.suppress(MagnetarError):
                 await self.persist_cursors()
         self._closed = True
-        self._fail_waiters(ManagedLedgerClosed(f"{self.name} is closed"))
+        closed = ManagedLedgerClosed(f"{self.name} is closed")
+        left = [*self._inflight, *self._queue]
+        self._inflight.clear()
+        self._queue.clear()
+        for op in left:  # no ledger to take them (storage failing): never left hanging
+            op.finish(None, closed)
+        self._fail_waiters(closed)
         for cursor in self.cursors.values():
             await cursor.close_storage()
-        if self._writer is not None:
-            with contextlib.suppress(Exception):
-                await self._writer.close()
-            self._writer = None
+        for writer in (self._writer, self._unclosed):
+            if writer is not None:
+                with contextlib.suppress(Exception):
+                    await writer.close()
+        self._writer = self._unclosed = None
         for task in self._readers.values():
             await _close_reader(task)
         self._readers.clear()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import fcntl
+import logging
 import os
 import sqlite3
 import threading
@@ -68,6 +69,8 @@ from magnetar.metadata.store import (
     Stat,
     ValueTooLarge,
 )
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -267,10 +270,13 @@ class EmbeddedDatabase:
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = body(txn)
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            # Also after a failed COMMIT (a full disk: SQLITE_FULL may leave the transaction
+            # open): the next BEGIN must find none.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
         self._publish(txn.events)
         return result
 
@@ -322,6 +328,10 @@ class EmbeddedDatabase:
             if "shutdown" in str(exc):
                 raise SessionExpired("the database is closed") from None
             raise
+        except sqlite3.Error as exc:  # e.g. "database or disk is full": an operating error
+            raise MetadataStoreError(
+                f"metadata database {self.filename or ':memory:'}: {exc}"
+            ) from exc
 
     async def write(self, session_id: int, now_ms: int, body: Callable[[_Txn], T]) -> T:
         return await self.call(self._write, session_id, now_ms, body)
@@ -574,7 +584,15 @@ class EmbeddedStore:
         self._released = True
         if self._state is not SessionState.LOST:
             self._state = SessionState.LOST
-            await self._database.end_session(self._session_id, self._clock.now_ms())
+            try:
+                await self._database.end_session(self._session_id, self._clock.now_ms())
+            except MetadataStoreError as exc:  # e.g. a full disk: close anyway
+                log.warning(
+                    "metadata: could not remove the ephemeral nodes of session %#x (%s); "
+                    "the next open of the database removes them",
+                    self._session_id,
+                    exc,
+                )
             self._hub.publish_state(SessionState.LOST, threadsafe=False)
         with self._database.hub_lock:
             self._database.hubs.pop(self._session_id, None)

@@ -1,0 +1,208 @@
+"""Disk-full faults with real processes: a standalone whose data directory is a small tmpfs,
+the official ``pulsar`` client producing, and a file that fills the disk (issue 14)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulsar
+
+from magnetar.testing import StandaloneProcess, wait_until
+from magnetar.testing.disk import Tmpfs, fill_disk
+
+from .conftest import (
+    CLIENT_LOG,
+    PAYLOAD,
+    TOPIC,
+    Http,
+    Sends,
+    close_client,
+    keep_messages,
+    read_all,
+    send_until_refused,
+)
+
+
+def produce(url: str, first: int, count: int) -> None:
+    """Send ``count`` numbered messages and wait for every receipt."""
+    client = pulsar.Client(url, operation_timeout_seconds=30)
+    try:
+        producer = client.create_producer(
+            TOPIC, batching_enabled=False, send_timeout_millis=30_000, block_if_queue_full=True
+        )
+        errors: list[pulsar.Result] = []
+
+        def done(result: pulsar.Result, _msg_id: pulsar.MessageId) -> None:
+            if result != pulsar.Result.Ok:
+                errors.append(result)
+
+        for i in range(first, first + count):
+            producer.send_async(PAYLOAD, done, properties={"i": str(i)})
+        producer.flush()
+        assert not errors, errors
+    finally:
+        close_client(client)
+
+
+def _failed_checkpoints(log: str) -> int:
+    """Checkpoints that failed (the first in the checkpoint loop, retries in the disk loop)."""
+    return log.count("checkpoint failed") + log.count("storage still failing")
+
+
+def checkpoint_file(data_dir: Path) -> tuple[int, int] | None:
+    """Identifies the bookie's checkpoint file: a successful checkpoint replaces it (a new
+    inode), a failed one leaves it alone."""
+    try:
+        st = (data_dir / "bookie" / "checkpoint").stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def test_acknowledged_messages_survive_a_short_disk_full_then_a_kill(
+    small_disk: Tmpfs, node: StandaloneProcess
+) -> None:
+    """Issue 14.1: checkpoints fail while the disk is full; once space is back the next
+    checkpoint must still cover everything the failed ones did not write, so a SIGKILL
+    after it loses nothing."""
+    node.start()
+    try:
+        produce(node.url, 0, 2000)
+        filler = small_disk.path / "filler"
+        fill_disk(filler)
+        wait_until(
+            lambda: _failed_checkpoints(node.log_tail(400)) >= 2,
+            timeout_s=30,
+            what="checkpoints failing on the full disk",
+        )
+        before = checkpoint_file(small_disk.path)
+        filler.unlink()
+        wait_until(
+            lambda: checkpoint_file(small_disk.path) not in (None, before),
+            timeout_s=30,
+            what="a checkpoint succeeding once space is back",
+        )
+        node.kill()
+        node.start()
+        missing = set(range(2000)) - read_all(node.url)
+        assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:5]}"
+    finally:
+        node.kill()
+
+
+def test_a_full_disk_fails_sends_promptly_reports_unhealthy_and_recovers_by_itself(
+    small_disk: Tmpfs, node: StandaloneProcess
+) -> None:
+    """Issue 14.2 (a full disk: the journal's write fails, or the disk check turns the
+    bookie read-only first): sends get a SEND_ERROR promptly (never silence), health
+    and readiness say the bookie is read-only, and once space is back the same topic takes
+    writes again without a restart; SIGTERM stops the process; nothing acknowledged is lost."""
+    node.start()
+    http = Http(node)
+    log = CLIENT_LOG.mark()
+    client = pulsar.Client(node.url, operation_timeout_seconds=30, logger=log.logger)
+    try:
+        keep_messages(client)
+        producer = client.create_producer(
+            TOPIC, batching_enabled=False, send_timeout_millis=0, block_if_queue_full=True
+        )
+        sends = Sends(producer)
+        before = sends.send(200)
+        wait_until(lambda: sends.settled(before), timeout_s=60, what="sends before the fault")
+        assert sends.acked == set(before)
+        assert http.get("/ready") == (200, "ok")
+
+        filler = small_disk.path / "filler"
+        fill_disk(filler)
+        # ~5 MiB at once: more than the journal zero-filled ahead, so its next write
+        # usually meets ENOSPC before the bookie's disk check turns it read-only.
+        burst = sends.send(300)
+        during = range(burst.start, send_until_refused(sends, log).stop)
+        assert "storage write failed" in log.send_errors()[-1]
+        for path in ("/ready", "/admin/v2/brokers/health"):
+            _status, body = wait_until(
+                lambda path=path: (r := http.get(path))[0] == 503 and r,
+                timeout_s=30,
+                what=f"{path} reporting the fault",
+            )
+            assert "read-only" in body, body
+
+        filler.unlink()
+        # The client re-sends what was refused; the same topic takes it, no restart.
+        wait_until(lambda: sends.settled(during), timeout_s=60, what="sends after space returned")
+        assert sends.acked == set(before) | set(during), sends.failed
+        wait_until(lambda: http.get("/ready") == (200, "ok"), timeout_s=30, what="ready again")
+        producer.send(PAYLOAD, properties={"i": str(sends.sent)})
+        acked = sends.acked | {sends.sent}
+    finally:
+        close_client(client)
+    assert node.stop(timeout_s=30) == 0
+    node.start()
+    try:
+        missing = acked - read_all(node.url)
+        assert not missing, f"{len(missing)} acknowledged messages lost"
+    finally:
+        node.kill()
+
+
+def test_free_space_under_the_threshold_fails_sends_and_recovers_by_itself(
+    small_disk: Tmpfs, node: StandaloneProcess
+) -> None:
+    """Issue 14.2 (read-only by threshold, 64 MiB in the standalone): no write fails on the
+    disk, the bookie just turns read-only; the topic must take writes again afterwards."""
+    node.start()
+    http = Http(node)
+    log = CLIENT_LOG.mark()
+    client = pulsar.Client(node.url, operation_timeout_seconds=30, logger=log.logger)
+    try:
+        keep_messages(client)
+        producer = client.create_producer(
+            TOPIC, batching_enabled=False, send_timeout_millis=0, block_if_queue_full=True
+        )
+        sends = Sends(producer)
+        before = sends.send(50)
+        wait_until(lambda: sends.settled(before), timeout_s=60, what="sends before")
+        filler = small_disk.path / "filler"
+        fill_disk(filler, leave_bytes=32 * 1024 * 1024)
+        _status, body = wait_until(
+            lambda: (r := http.get("/admin/v2/brokers/health"))[0] == 503 and r,
+            timeout_s=30,
+            what="health reporting the read-only bookie",
+        )
+        assert "read-only" in body and "free disk" in body, body
+        during = send_until_refused(sends, log)
+        filler.unlink()
+        wait_until(lambda: sends.settled(during), timeout_s=60, what="sends after space returned")
+        assert sends.acked == set(before) | set(during), sends.failed
+        assert http.get("/admin/v2/brokers/health") == (200, "ok")
+    finally:
+        close_client(client)
+        node.kill()
+
+
+def test_sigterm_stops_promptly_while_the_disk_is_full(
+    small_disk: Tmpfs, node: StandaloneProcess
+) -> None:
+    """Issue 14.2: shutdown is bounded in every state, including a full disk with sends
+    pending."""
+    node.start()
+    client = pulsar.Client(node.url, operation_timeout_seconds=30)
+    try:
+        keep_messages(client)
+        producer = client.create_producer(
+            TOPIC, batching_enabled=False, send_timeout_millis=0, block_if_queue_full=True
+        )
+        sends = Sends(producer)
+        sends.send(100)
+        fill_disk(small_disk.path / "filler")
+        sends.send(100)
+        wait_until(
+            lambda: "No space left on device" in node.log_tail(200),
+            timeout_s=30,
+            what="writes failing on the full disk",
+        )
+        assert node.stop(timeout_s=30) == 0
+        assert "Traceback" not in node.log_tail(400)
+    finally:
+        close_client(client)
+        node.kill()

@@ -35,6 +35,7 @@ import crc32c
 
 from magnetar.bookie.codec import OpType, Request, Response, Status
 from magnetar.bookie.errors import (
+    BookieError,
     BookieUnavailable,
     DigestMismatch,
     EntryTooLarge,
@@ -262,6 +263,17 @@ class LedgerHandle:
                 self._fail(LedgerFenced(f"ledger {self.ledger_id} was fenced (by {bookie_id})"))
                 return
             reason = exc if exc is not None else error_for_status(status or 0, message)
+            if isinstance(reason, EntryTooLarge):
+                # Another ensemble would refuse it too (bookies share the limit), and its
+                # entry id is taken: this ledger can go no further. Not EntryTooLarge
+                # itself, which promises an untouched ledger (the client-side check).
+                self._fail(
+                    BookieError(
+                        f"ledger {self.ledger_id}: bookie {bookie_id} refused entry "
+                        f"{pending.entry_id}: {reason}"
+                    )
+                )
+                return
             self._bookie_failed(idx, bookie_id, reason)
 
         return on_response

@@ -459,6 +459,15 @@ class ManagedLedger:
             raise error
         self._request_roll()
 
+    def _fail_or_retry_queued(self) -> None:
+        try:
+            self._check_writable()
+        except ManagedLedgerError as err:
+            failed = list(self._queue)
+            self._queue.clear()
+            for op in failed:
+                op.finish(None, err)
+
     def _storage_failed(self, error: BaseException) -> ManagedLedgerError:
         """Record a failed write or ledger creation: the error appends get, and when a new
         ledger may be tried (exponential backoff on the injected clock)."""
@@ -503,7 +512,13 @@ class ManagedLedger:
     def _pump(self) -> None:
         """Issue queued adds to the current ledger, in order (no task per entry)."""
         writer = self._writer
-        if writer is None or self._rolling is not None or self._fenced is not None:
+        if self._rolling is not None or self._fenced is not None:
+            return
+        if writer is None:
+            # No ledger after a storage failure: appends queued while its ledger was being
+            # closed get the failure during the backoff, or start the next ledger after it.
+            if self._queue and not self._closed:
+                self._fail_or_retry_queued()
             return
         seg = self.ledgers.last_segment
         assert seg is not None

@@ -16,6 +16,7 @@ from magnetar.broker.controller import (
     BundleRecord,
     BundleState,
     ControllerDeposed,
+    CorruptRecord,
     NamespaceBundles,
     ReleaseBundle,
     StaleControllerEpoch,
@@ -167,3 +168,24 @@ async def test_new_controller_reassigns_bundles_of_unregistered_brokers(
     }
     assert [type(c) for c in log_b.sent] == [AssignBundle]
     assert log_b.sent[0].broker == "b1" and log_b.sent[0].epoch == epoch_b
+
+
+@pytest.mark.parametrize(
+    ("node", "value"),
+    [
+        ("/controller_state/bundles/t%2Fn%2F0x00000000_0xffffffff", b"{not json"),
+        ("/controller_state/bundles/not-a-bundle", b"{}"),
+        ("/controller_state/namespaces/t%2Fn", b'{"boundaries": ["0x0", "0x5"]}'),
+    ],
+)
+async def test_corrupt_state_refuses_to_lead_and_lets_others_try(
+    open_store: OpenStore, node: str, value: bytes
+) -> None:
+    registry = await open_store()
+    await registry.put(node, value)
+    a = candidate(await open_store(), "b1", CommandLog())
+    with pytest.raises(CorruptRecord, match=node.replace("%", ".")):
+        await a.campaign()
+    assert await a.election.current_leader() is None  # resigned: nobody is stuck behind it
+    with pytest.raises(ControllerDeposed):
+        await a.tick()

@@ -8,7 +8,7 @@
   resumes the persisted states and applies effects as epoch-fenced metadata writes.
 """
 
-from magnetar.broker.controller.bundle_state import BundleRecord, BundleState
+from magnetar.broker.controller.bundle_state import BundleRecord, BundleState, CorruptRecord
 from magnetar.broker.controller.bundle_state_machine import (
     AssignBundle,
     BrokerCommand,
@@ -47,6 +47,7 @@ __all__ = [
     "ControllerDeposed",
     "ControllerEffect",
     "ControllerPolicy",
+    "CorruptRecord",
     "DeleteBundleState",
     "InvalidBundle",
     "LoadPolicy",

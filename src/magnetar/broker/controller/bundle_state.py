@@ -22,6 +22,8 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from magnetar.common.errors import MagnetarError
+
 
 class BundleState(enum.Enum):
     UNASSIGNED = "Unassigned"
@@ -30,8 +32,9 @@ class BundleState(enum.Enum):
     RELEASING = "Releasing"
 
 
-class CorruptRecord(ValueError):
-    """A persisted bundle record that cannot be decoded."""
+class CorruptRecord(MagnetarError, ValueError):
+    """Persisted controller state (a bundle record, a namespace's boundaries) that cannot be
+    decoded. A controller refuses to start on it rather than guess who owns what."""
 
 
 @dataclass(frozen=True, slots=True)

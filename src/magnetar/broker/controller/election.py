@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Protocol
 from urllib.parse import quote, unquote
 
-from magnetar.broker.controller.bundle_state import BundleRecord
+from magnetar.broker.controller.bundle_state import BundleRecord, CorruptRecord
 from magnetar.broker.controller.bundle_state_machine import (
     BrokerCommand,
     BundleStateMachine,
@@ -47,6 +47,7 @@ from magnetar.broker.controller.bundles import BundleId, NamespaceBundles
 from magnetar.broker.controller.errors import ControllerDeposed
 from magnetar.broker.controller.load import LoadReport
 from magnetar.common.clock import Clock
+from magnetar.common.errors import MagnetarError
 from magnetar.common.names import TopicName
 from magnetar.metadata import path as paths
 from magnetar.metadata.election import LeaderElection, Leadership
@@ -138,33 +139,50 @@ class ControllerElection:
     async def campaign(self) -> int:
         """Compete until this broker is controller, resume the persisted states, apply the
         effects of taking over; return the epoch. Raises what
-        :meth:`LeaderElection.campaign` raises, and :class:`ControllerDeposed` if taking
-        over was fenced."""
+        :meth:`LeaderElection.campaign` raises, :class:`CorruptRecord` for persisted state
+        it cannot decode, and :class:`ControllerDeposed` if taking over was fenced; after
+        any of these it has resigned, so another candidate may win."""
         epoch = await self.election.campaign()
-        async with self._lock:
-            for directory in (self.namespaces_path, self.bundles_path):
-                with contextlib.suppress(NodeExists):
-                    await self.store.create(directory, b"")
-            namespaces = [
-                await self._load_namespace(n) for n in await self._children(self.namespaces_path)
-            ]
-            records: dict[BundleId, BundleRecord] = {}
-            for name in await self._children(self.bundles_path):
-                path = paths.join(self.bundles_path, name)
-                records[BundleId.parse(unquote(name))] = BundleRecord.from_bytes(
-                    (await self.store.get(path)).value
-                )
-                self._existing.add(path)
-            live = await self._children(self.registrations_path)
-            self._machine = BundleStateMachine(
-                epoch,
-                policy=self._policy,
-                namespaces=namespaces,
-                records=records,
-                live_brokers=live,
-            )
-            await self._apply(self._machine.start(self._clock.now_ms()))
+        try:
+            async with self._lock:
+                self._machine = await self._resume(epoch)
+                await self._apply(self._machine.start(self._clock.now_ms()))
+        except BaseException:
+            # Leading without a usable state would block every other candidate.
+            self._broken = True
+            await self.election.resign()
+            raise
         return epoch
+
+    async def _resume(self, epoch: int) -> BundleStateMachine:
+        """Read the persisted states and the registrations; raises :class:`CorruptRecord`
+        (or :class:`UnknownBundle`) on state this controller cannot trust."""
+        for directory in (self.namespaces_path, self.bundles_path):
+            with contextlib.suppress(NodeExists):
+                await self.store.create(directory, b"")
+        namespaces = [
+            await self._load_namespace(n) for n in await self._children(self.namespaces_path)
+        ]
+        records: dict[BundleId, BundleRecord] = {}
+        for name in await self._children(self.bundles_path):
+            path = paths.join(self.bundles_path, name)
+            try:
+                bundle = BundleId.parse(unquote(name))
+            except MagnetarError as exc:
+                raise CorruptRecord(f"{path}: not a bundle name: {exc}") from None
+            try:
+                records[bundle] = BundleRecord.from_bytes((await self.store.get(path)).value)
+            except CorruptRecord as exc:
+                raise CorruptRecord(f"{path}: {exc}") from None
+            self._existing.add(path)
+        live = await self._children(self.registrations_path)
+        return BundleStateMachine(
+            epoch,
+            policy=self._policy,
+            namespaces=namespaces,
+            records=records,
+            live_brokers=live,
+        )
 
     async def resign(self) -> None:
         """Stop being controller (idempotent)."""
@@ -228,9 +246,13 @@ class ControllerElection:
 
     async def _load_namespace(self, name: str) -> NamespaceBundles:
         path = paths.join(self.namespaces_path, name)
-        body = json.loads((await self.store.get(path)).value)
+        value = (await self.store.get(path)).value
+        try:
+            bundles = NamespaceBundles.from_names(unquote(name), json.loads(value)["boundaries"])
+        except (ValueError, KeyError, TypeError, MagnetarError) as exc:
+            raise CorruptRecord(f"{path}: undecodable bundle boundaries: {exc}") from None
         self._existing.add(path)
-        return NamespaceBundles.from_names(unquote(name), body["boundaries"])
+        return bundles
 
     def _ops(self, effects: Sequence[ControllerEffect], epoch: int) -> tuple[list[Op], set[str]]:
         existing = set(self._existing)

@@ -125,20 +125,42 @@ async def test_takeover_resumes_states_at_a_higher_epoch(open_store: OpenStore) 
 async def test_write_of_a_controller_behind_the_epoch_is_fenced(open_store: OpenStore) -> None:
     registry = await open_store()
     await register(registry, "b1")
-    a = candidate(await open_store(), "b1", CommandLog())
+    log = CommandLog()
+    clock = ManualClock(start_ms=1000)
+    a = ControllerElection(await open_store(), "b1", commands=log, clock=clock)
     epoch_a = await a.campaign()
     await a.namespace_added(NamespaceBundles.default("t/n", 1))
+    whole = NamespaceBundles.default("t/n", 1).bundles[0]
+    assert log.sent == [AssignBundle(whole, "b1", epoch_a)]
     before = await persisted(a, registry)
     # a newer controller won an epoch that this one has not noticed yet (it watches
     # /controller, not the epoch node): its next write is refused by the version check
     stat = await registry.put(a.election.epoch_path, str(epoch_a + 1).encode(), epoch_a)
     assert stat.version == epoch_a + 1
-    whole = NamespaceBundles.default("t/n", 1).bundles[0]
     with pytest.raises(ControllerDeposed, match="FencedByEpoch"):
         await a.ownership_acquired(whole, "b1", epoch_a)
     assert await persisted(a, registry) == before
     with pytest.raises(ControllerDeposed):
         await a.tick()
+
+
+async def test_commands_alone_are_fenced_too(open_store: OpenStore) -> None:
+    registry = await open_store()
+    await register(registry, "b1")
+    log = CommandLog()
+    clock = ManualClock(start_ms=1000)
+    a = ControllerElection(await open_store(), "b1", commands=log, clock=clock)
+    epoch_a = await a.campaign()
+    await a.namespace_added(NamespaceBundles.default("t/n", 1))
+    whole = NamespaceBundles.default("t/n", 1).bundles[0]
+    clock.advance(5.0)  # the assignment is due to be sent again: a command, no write
+    await a.tick()
+    assert log.sent == [AssignBundle(whole, "b1", epoch_a)] * 2
+    await registry.put(a.election.epoch_path, str(epoch_a + 1).encode(), epoch_a)
+    clock.advance(5.0)
+    with pytest.raises(ControllerDeposed, match="FencedByEpoch"):
+        await a.tick()
+    assert log.sent == [AssignBundle(whole, "b1", epoch_a)] * 2  # nothing more went out
 
 
 async def test_new_controller_reassigns_bundles_of_unregistered_brokers(

@@ -13,8 +13,10 @@ builds a :class:`BundleStateMachine` at its epoch and runs :meth:`~BundleStateMa
 (Names are percent-quoted into one path segment so each directory is flat.)
 
 Each event method calls the machine, then applies the returned metadata writes in one
-:func:`~magnetar.metadata.election.fenced_multi` on the epoch node, and only then hands the
-broker commands to the :class:`CommandSink`, in order. Events are applied one at a time.
+:func:`~magnetar.metadata.election.fenced_multi` on the epoch node (the epoch check alone
+when there are only commands), and only then hands the broker commands to the
+:class:`CommandSink`, in order. Events are applied one at a time. The check and the
+delivery are not atomic, so brokers must still refuse commands of an older epoch.
 
 Once a write fails, or the election reports the leadership lost, this object is done: the
 machine's memory may be ahead of the store, so every later call raises
@@ -279,7 +281,9 @@ class ControllerElection:
         epoch = self.election.epoch
         assert epoch is not None
         ops, existing = self._ops(effects, epoch)
-        if ops:
+        if ops or effects:
+            # With commands but no writes, the multi is the epoch check alone: a deposed
+            # controller that has not noticed yet sends nothing.
             try:
                 await self.election.fenced_multi(epoch, ops)
             except MetadataStoreError as exc:

@@ -46,6 +46,8 @@ SESSION_TIMEOUT_MS = 3_000
 CHAOS_MS = 60_000
 SETTLE_MS = 40_000
 LINK_DELAY_MS_MAX = 400
+STALL_PROBABILITY = 0.05
+STALL_MS_MAX = 2 * SESSION_TIMEOUT_MS
 LINK_DROP_PROBABILITY = 0.03
 """A message lost with its connection (during chaos only): commands and acks are retried."""
 
@@ -214,8 +216,9 @@ class Simulation:
         except ControllerDeposed:
             ctl.alive = False
             return
+        # as the shell does: writes (or the epoch check alone) first, then commands
         writes = [e for e in effects if not isinstance(e, AssignBundle | ReleaseBundle)]
-        if writes and not self.store.fenced_apply(ctl.epoch, writes):
+        if effects and not self.store.fenced_apply(ctl.epoch, writes):
             ctl.machine.epoch_changed(self.store.epoch)
             ctl.alive = False  # fenced: nothing of this call reaches a broker
             return
@@ -229,7 +232,14 @@ class Simulation:
                 self.deliver(effect)
 
     def deliver(self, command: AssignBundle | ReleaseBundle) -> None:
+        """Over this controller's own connection to the broker; sometimes the controller
+        stalls between its epoch check and the send (a pause, SIGSTOP), so a command can
+        arrive long after a newer controller took over."""
         broker = self.brokers[command.broker]
+        link = (f"controller-{command.epoch}", broker.broker_id)
+        if self.chaos and self.rng.random() < STALL_PROBABILITY:
+            stalled_ms = self.now_ms + self.rng.randint(1_000, STALL_MS_MAX)
+            self._link_free_ms[link] = max(self._link_free_ms.get(link, 0), stalled_ms)
 
         def arrive() -> None:
             if not broker.alive or command.epoch != self.store.epoch:
@@ -240,7 +250,7 @@ class Simulation:
                 broker.owned.discard(command.bundle)
             self.send((broker.broker_id, "controller"), lambda: self.ack(broker, command))
 
-        self.send(("controller", broker.broker_id), arrive)
+        self.send(link, arrive)
 
     def ack(self, broker: Broker, command: AssignBundle | ReleaseBundle) -> None:
         ctl = self.controller

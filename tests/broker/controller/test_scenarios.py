@@ -7,7 +7,7 @@ import os
 
 from .simulation import Simulation
 
-SEEDS = 60
+SEEDS = 100
 
 
 def run_seed(seed: int) -> Simulation:

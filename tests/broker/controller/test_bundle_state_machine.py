@@ -17,6 +17,7 @@ from magnetar.broker.controller import (
     LoadPolicy,
     LoadReport,
     NamespaceBundles,
+    NamespaceLimitReached,
     ReleaseBundle,
     StaleControllerEpoch,
     UnknownBundle,
@@ -311,3 +312,14 @@ def test_record_round_trip_and_corruption() -> None:
             BundleRecord.from_bytes(data)
     with pytest.raises(ValueError):
         BundleRecord(OWN, None, 1, 0)
+
+
+def test_namespaces_are_bounded() -> None:
+    m = BundleStateMachine(1, policy=ControllerPolicy(namespaces_max=2))
+    m.start(0)
+    m.lookup("persistent://t/a/x", 1)
+    m.lookup("persistent://t/b/x", 2)
+    with pytest.raises(NamespaceLimitReached):
+        m.lookup("persistent://t/c/x", 3)
+    assert [ns.namespace for ns in m.namespaces] == ["t/a", "t/b"]
+    assert m.lookup("persistent://t/a/y", 4) == []  # known namespaces still work

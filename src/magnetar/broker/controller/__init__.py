@@ -30,6 +30,7 @@ from magnetar.broker.controller.bundles import (
 from magnetar.broker.controller.errors import (
     BundleBusy,
     ControllerDeposed,
+    NamespaceLimitReached,
     StaleControllerEpoch,
     UnknownBundle,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "LoadPolicy",
     "LoadReport",
     "NamespaceBundles",
+    "NamespaceLimitReached",
     "ReleaseBundle",
     "StaleControllerEpoch",
     "UnknownBundle",

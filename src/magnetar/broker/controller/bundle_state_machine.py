@@ -48,6 +48,7 @@ from magnetar.broker.controller.bundles import (
 from magnetar.broker.controller.errors import (
     BundleBusy,
     ControllerDeposed,
+    NamespaceLimitReached,
     StaleControllerEpoch,
     UnknownBundle,
 )
@@ -55,6 +56,7 @@ from magnetar.broker.controller.load import LoadPolicy, LoadReport, rank_brokers
 from magnetar.common.names import TopicName
 
 DEFAULT_COMMAND_RETRY_MS = 5_000
+DEFAULT_NAMESPACES_MAX = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,9 @@ ControllerEffect = MetadataWrite | BrokerCommand
 class ControllerPolicy:
     command_retry_ms: int = DEFAULT_COMMAND_RETRY_MS
     default_bundle_count: int = DEFAULT_BUNDLE_COUNT
+    namespaces_max: int = DEFAULT_NAMESPACES_MAX
+    """Bound on namespaces tracked (each costs a node per bundle in the metadata store);
+    the caller should only look up topics of namespaces that exist (admin policies)."""
     load: LoadPolicy = field(default_factory=LoadPolicy)
 
 
@@ -260,10 +265,15 @@ class BundleStateMachine:
 
     def namespace_added(self, bundles: NamespaceBundles, now_ms: int) -> list[ControllerEffect]:
         """Make a namespace known (its bundles are persisted and assigned). A namespace
-        already known keeps its current bundles."""
+        already known keeps its current bundles. Raises :class:`NamespaceLimitReached`
+        beyond ``namespaces_max``."""
         self._check_alive()
         if bundles.namespace in self._namespaces:
             return []
+        if len(self._namespaces) >= self.policy.namespaces_max:
+            raise NamespaceLimitReached(
+                f"the controller tracks {len(self._namespaces)} namespaces, the most allowed"
+            )
         self._namespaces[bundles.namespace] = bundles
         effects: list[ControllerEffect] = [WriteNamespaceBundles(bundles, self.epoch)]
         self._assign_unassigned(now_ms, effects)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from magnetar.common.errors import MagnetarError
+from magnetar.common.errors import MagnetarError, ServerError
 
 
 class StaleControllerEpoch(MagnetarError):
@@ -30,3 +30,9 @@ class UnknownBundle(MagnetarError):
     been split)."""
 
     refresh_lookup = True
+
+
+class NamespaceLimitReached(MagnetarError):
+    """The controller already tracks ``namespaces_max`` namespaces; a new one is refused."""
+
+    code = ServerError.ServiceNotReady

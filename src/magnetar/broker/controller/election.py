@@ -281,7 +281,7 @@ class ControllerElection:
         epoch = self.election.epoch
         assert epoch is not None
         ops, existing = self._ops(effects, epoch)
-        if ops or effects:
+        if effects:
             # With commands but no writes, the multi is the epoch check alone: a deposed
             # controller that has not noticed yet sends nothing.
             try:

@@ -13,10 +13,11 @@ and a crashed broker's holdings vanish with its session.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from magnetar.broker.controller import (
@@ -52,6 +53,14 @@ LINK_DROP_PROBABILITY = 0.03
 """A message lost with its connection (during chaos only): commands and acks are retried."""
 
 
+def _joined(broker: str, machine: BundleStateMachine, now_ms: int) -> list[ControllerEffect]:
+    return machine.broker_joined(broker, now_ms)
+
+
+def _left(broker: str, machine: BundleStateMachine, now_ms: int) -> list[ControllerEffect]:
+    return machine.broker_left(broker, now_ms)
+
+
 @dataclass
 class Store:
     """The metadata store as the controller sees it: state written only under the
@@ -62,7 +71,7 @@ class Store:
     records: dict[BundleId, BundleRecord] = field(default_factory=dict)
     registrations: set[str] = field(default_factory=set)
 
-    def fenced_apply(self, epoch: int, writes: list[ControllerEffect]) -> bool:
+    def fenced_apply(self, epoch: int, writes: Sequence[ControllerEffect]) -> bool:
         if epoch != self.epoch:
             return False
         for w in writes:
@@ -175,10 +184,10 @@ class Simulation:
                 return
             registered = set(self.store.registrations)
             live = ctl.machine.live_brokers
-            for b in sorted(registered - live):
-                self.run_on(ctl, lambda m, now, b=b: m.broker_joined(b, now))
-            for b in sorted(live - registered):
-                self.run_on(ctl, lambda m, now, b=b: m.broker_left(b, now))
+            for joined in sorted(registered - live):
+                self.run_on(ctl, functools.partial(_joined, joined))
+            for left in sorted(live - registered):
+                self.run_on(ctl, functools.partial(_left, left))
 
         self.at(self.rng.randint(1, 300), notify)
 

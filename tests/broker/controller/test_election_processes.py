@@ -92,8 +92,8 @@ async def processes(zookeeper_url: str, tmp_path: Path) -> AsyncIterator[Process
         await procs.stop_all()
 
 
-async def leader_of(*candidates: Candidate) -> Candidate:
-    async def one() -> Candidate | None:
+async def leader_of(*candidates: Candidate) -> Candidate | None:
+    def one() -> Candidate | None:
         return next((c for c in candidates if c.events("LEADER")), None)
 
     return await wait_until_async(one, WAIT_S, what="a controller elected")

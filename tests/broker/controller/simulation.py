@@ -8,7 +8,9 @@ if its epoch is the store's current controller epoch (the real broker does this 
 ``fenced_multi`` on ``/controller_epoch`` when it creates or deletes its ownership node),
 and a crashed broker's holdings vanish with its session.
 
-:meth:`Simulation.run` raises :class:`AssertionError` on the first broken invariant.
+:meth:`Simulation.run` raises :class:`AssertionError` on the first broken invariant. A run
+depends only on its seed: nothing iterates a set unsorted (string hashing differs between
+processes), so a seed replays exactly in another process.
 """
 
 from __future__ import annotations
@@ -284,7 +286,7 @@ class Simulation:
         if not broker.alive:
             return
         cpu = self.rng.uniform(0, 100) if self.chaos else self.rng.uniform(0, 50)
-        rates = {b.name: self.rng.uniform(0, 1000) for b in broker.owned}
+        rates = {b.name: self.rng.uniform(0, 1000) for b in sorted(broker.owned)}
         report = LoadReport(broker.broker_id, self.now_ms, cpu_percent=cpu, bundle_msg_rates=rates)
         ctl = self.controller
         if ctl is not None:
@@ -336,6 +338,13 @@ class Simulation:
         self.chaos = False
         if not any(b.alive for b in self.brokers.values()):
             self.join_broker()
+
+    def fingerprint(self) -> str:
+        """The end state, to compare runs of one seed."""
+        records = sorted(
+            (b.name, r.state.value, r.broker, r.epoch) for b, r in self.store.records.items()
+        )
+        return repr((self.store.epoch, self.events, self.dropped, records))
 
     # --- invariants ------------------------------------------------------------------------
 

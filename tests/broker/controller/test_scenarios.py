@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 from .simulation import Simulation
 
@@ -30,3 +33,26 @@ def test_seeded_scenarios_keep_the_invariants() -> None:
         sim = run_seed(seed)
         # each run must have exercised the machinery it claims to test
         assert sim.store.epoch >= 1 and sim.events > 500, (seed, sim.store.epoch, sim.events)
+
+
+def test_a_seed_replays_exactly_in_another_process() -> None:
+    tests_dir = Path(__file__).parents[2]
+    script = (
+        "from broker.controller.simulation import Simulation\n"
+        "s = Simulation(3)\n"
+        "s.run()\n"
+        "print(s.fingerprint())\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=tests_dir,
+            env={**os.environ, "PYTHONHASHSEED": str(hash_seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        ).stdout
+        for hash_seed in (1, 2)
+    }
+    assert len(outputs) == 1

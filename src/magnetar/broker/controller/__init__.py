@@ -1,0 +1,64 @@
+"""The cluster controller (DESIGN.md section 3): pure cores plus the election shell.
+
+* :mod:`.bundles` — namespace bundles (hash ranges of topic names), lookup and split;
+* :mod:`.bundle_state` — the persisted state of one bundle;
+* :mod:`.load` — load reports and the choice of a broker;
+* :mod:`.bundle_state_machine` — the sans-IO bundle state machine (events in, effects out);
+* :mod:`.election` — :class:`ControllerElection`, the shell that wins ``/controller``,
+  resumes the persisted states and applies effects as epoch-fenced metadata writes.
+"""
+
+from magnetar.broker.controller.bundle_state import BundleRecord, BundleState, CorruptRecord
+from magnetar.broker.controller.bundle_state_machine import (
+    AssignBundle,
+    BrokerCommand,
+    BundleStateMachine,
+    ControllerEffect,
+    ControllerPolicy,
+    DeleteBundleState,
+    ReleaseBundle,
+    WriteBundleState,
+    WriteNamespaceBundles,
+)
+from magnetar.broker.controller.bundles import (
+    BundleId,
+    BundleRange,
+    InvalidBundle,
+    NamespaceBundles,
+    topic_hash,
+)
+from magnetar.broker.controller.errors import (
+    BundleBusy,
+    ControllerDeposed,
+    NamespaceLimitReached,
+    StaleControllerEpoch,
+    UnknownBundle,
+)
+from magnetar.broker.controller.load import LoadPolicy, LoadReport
+
+__all__ = [
+    "AssignBundle",
+    "BrokerCommand",
+    "BundleBusy",
+    "BundleId",
+    "BundleRange",
+    "BundleRecord",
+    "BundleState",
+    "BundleStateMachine",
+    "ControllerDeposed",
+    "ControllerEffect",
+    "ControllerPolicy",
+    "CorruptRecord",
+    "DeleteBundleState",
+    "InvalidBundle",
+    "LoadPolicy",
+    "LoadReport",
+    "NamespaceBundles",
+    "NamespaceLimitReached",
+    "ReleaseBundle",
+    "StaleControllerEpoch",
+    "UnknownBundle",
+    "WriteBundleState",
+    "WriteNamespaceBundles",
+    "topic_hash",
+]

@@ -1,0 +1,325 @@
+"""The bundle state machine: exact effect lists at logical times."""
+
+from __future__ import annotations
+
+import pytest
+
+from magnetar.broker.controller import (
+    AssignBundle,
+    BundleBusy,
+    BundleId,
+    BundleRecord,
+    BundleState,
+    BundleStateMachine,
+    ControllerDeposed,
+    ControllerPolicy,
+    DeleteBundleState,
+    LoadPolicy,
+    LoadReport,
+    NamespaceBundles,
+    NamespaceLimitReached,
+    ReleaseBundle,
+    StaleControllerEpoch,
+    UnknownBundle,
+    WriteBundleState,
+    WriteNamespaceBundles,
+)
+from magnetar.broker.controller.bundle_state import CorruptRecord
+
+NS = "public/default"
+ONE = NamespaceBundles(NS, (0, 0xFFFFFFFF))
+TWO = NamespaceBundles(NS, (0, 0x80000000, 0xFFFFFFFF))
+LOW, HIGH = TWO.bundles
+WHOLE = ONE.bundles[0]
+UNA, ASG, OWN, REL = (
+    BundleState.UNASSIGNED,
+    BundleState.ASSIGNING,
+    BundleState.OWNED,
+    BundleState.RELEASING,
+)
+
+
+def rec(
+    state: BundleState,
+    broker: str | None,
+    epoch: int,
+    since_ms: int,
+    avoid: str | None = None,
+    split: bool = False,
+) -> BundleRecord:
+    return BundleRecord(state, broker, epoch, since_ms, avoid, split)
+
+
+def write(bundle: BundleId, record: BundleRecord) -> WriteBundleState:
+    return WriteBundleState(bundle, record, record.epoch)
+
+
+def owned_two(epoch: int = 1) -> BundleStateMachine:
+    """LOW owned by b1, HIGH owned by b2, at ``epoch``, started."""
+    m = BundleStateMachine(
+        epoch,
+        namespaces=[TWO],
+        records={LOW: rec(OWN, "b1", epoch, 0), HIGH: rec(OWN, "b2", epoch, 0)},
+        live_brokers=["b1", "b2"],
+    )
+    assert m.start(0) == []
+    return m
+
+
+def test_lookup_assigns_every_bundle_then_acks_make_them_owned() -> None:
+    m = BundleStateMachine(3, policy=ControllerPolicy(default_bundle_count=2))
+    assert m.start(0) == []
+    assert m.broker_joined("b1", 10) == []
+    assert m.broker_joined("b2", 10) == []
+    effects = m.lookup("persistent://public/default/t", 100)
+    assert effects == [
+        WriteNamespaceBundles(TWO, 3),
+        write(LOW, rec(ASG, "b1", 3, 100)),
+        AssignBundle(LOW, "b1", 3),
+        write(HIGH, rec(ASG, "b2", 3, 100)),  # b1 has one already: fewest bundles wins
+        AssignBundle(HIGH, "b2", 3),
+    ]
+    assert m.owner_of(HIGH) is None  # not served until acknowledged
+    assert m.ownership_acquired(HIGH, "b2", 3, 150) == [write(HIGH, rec(OWN, "b2", 3, 150))]
+    assert m.owner_of(HIGH) == "b2"
+    assert m.bundle_of("persistent://public/default/t") == HIGH
+    assert m.ownership_acquired(HIGH, "b2", 3, 160) == []  # a repeated ack
+    assert m.lookup("persistent://public/default/t", 170) == []
+
+
+def test_no_broker_no_assignment_until_one_joins() -> None:
+    m = BundleStateMachine(1)
+    m.start(0)
+    assert m.namespace_added(ONE, 5) == [WriteNamespaceBundles(ONE, 1)]
+    assert m.tick(6) == []
+    assert m.broker_joined("b1", 7) == [
+        write(WHOLE, rec(ASG, "b1", 1, 7)),
+        AssignBundle(WHOLE, "b1", 1),
+    ]
+
+
+def test_dead_broker_bundles_go_to_the_living() -> None:
+    m = owned_two()
+    assert m.broker_left("b1", 500) == [
+        write(LOW, rec(UNA, None, 1, 500)),
+        write(LOW, rec(ASG, "b2", 1, 500)),
+        AssignBundle(LOW, "b2", 1),
+    ]
+    # a late ack from the dead broker changes nothing
+    assert m.ownership_acquired(LOW, "b1", 1, 510) == []
+    assert m.broker_left("b1", 520) == []
+    # the last broker dies: everything is unassigned, nothing is assigned
+    assert m.broker_left("b2", 600) == [
+        write(LOW, rec(UNA, None, 1, 600)),
+        write(HIGH, rec(UNA, None, 1, 600)),
+    ]
+    assert m.broker_joined("b3", 700) == [
+        write(LOW, rec(ASG, "b3", 1, 700)),
+        AssignBundle(LOW, "b3", 1),
+        write(HIGH, rec(ASG, "b3", 1, 700)),
+        AssignBundle(HIGH, "b3", 1),
+    ]
+
+
+def test_unload_releases_then_moves_to_another_broker() -> None:
+    m = owned_two()
+    assert m.broker_joined("b3", 50) == []
+    assert m.unload_requested(LOW, 100) == [
+        write(LOW, rec(REL, "b1", 1, 100, avoid="b1")),
+        ReleaseBundle(LOW, "b1", 1),
+    ]
+    assert m.owner_of(LOW) is None  # no new lookups answered b1 while it lets go
+    with pytest.raises(BundleBusy):
+        m.unload_requested(LOW, 110)
+    assert m.ownership_released(LOW, "b2", 1, 115) == []  # not b2's to release
+    # b1 has 0 bundles after the release and b3 has 0: b1 is avoided, b3 takes it
+    assert m.ownership_released(LOW, "b1", 1, 120) == [
+        write(LOW, rec(UNA, None, 1, 120, avoid="b1")),
+        write(LOW, rec(ASG, "b3", 1, 120)),
+        AssignBundle(LOW, "b3", 1),
+    ]
+    assert m.ownership_acquired(LOW, "b3", 1, 130) == [write(LOW, rec(OWN, "b3", 1, 130))]
+    with pytest.raises(UnknownBundle):
+        m.unload_requested(BundleId.parse("x/y/0x00000000_0xffffffff"), 140)
+
+
+def test_unload_with_one_broker_comes_back_to_it() -> None:
+    m = BundleStateMachine(1, namespaces=[ONE], live_brokers=["b1"])
+    m.start(0)
+    m.ownership_acquired(WHOLE, "b1", 1, 1)
+    m.unload_requested(WHOLE, 2)
+    assert m.ownership_released(WHOLE, "b1", 1, 3) == [
+        write(WHOLE, rec(UNA, None, 1, 3, avoid="b1")),
+        write(WHOLE, rec(ASG, "b1", 1, 3)),
+        AssignBundle(WHOLE, "b1", 1),
+    ]
+
+
+def test_unacknowledged_commands_are_resent_after_the_retry_time() -> None:
+    m = BundleStateMachine(
+        2,
+        policy=ControllerPolicy(command_retry_ms=1000),
+        namespaces=[ONE],
+        live_brokers=["b1"],
+    )
+    assert m.start(0) == [write(WHOLE, rec(ASG, "b1", 2, 0)), AssignBundle(WHOLE, "b1", 2)]
+    assert m.tick(999) == []
+    assert m.tick(1000) == [AssignBundle(WHOLE, "b1", 2)]
+    assert m.tick(1999) == []
+    m.ownership_acquired(WHOLE, "b1", 2, 2000)
+    assert m.tick(5000) == []
+
+
+def test_split_of_unassigned_and_of_owned_bundles() -> None:
+    m = BundleStateMachine(1, namespaces=[ONE])
+    m.start(0)
+    left, right = ONE.split(WHOLE)[1]
+    assert m.split_requested(WHOLE, 10) == [
+        WriteNamespaceBundles(NamespaceBundles(NS, (0, 0x7FFFFFFF, 0xFFFFFFFF)), 1),
+        DeleteBundleState(WHOLE, 1),
+        write(left, rec(UNA, None, 1, 10)),
+        write(right, rec(UNA, None, 1, 10)),
+    ]
+    # an owned bundle is released first and split once released
+    m2 = owned_two()
+    quarter_a, quarter_b = TWO.split(LOW)[1]
+    assert m2.split_requested(LOW, 20) == [
+        write(LOW, rec(REL, "b1", 1, 20, avoid="b1", split=True)),
+        ReleaseBundle(LOW, "b1", 1),
+    ]
+    with pytest.raises(BundleBusy):
+        m2.split_requested(LOW, 21)
+    assert m2.ownership_released(LOW, "b1", 1, 30) == [
+        write(LOW, rec(UNA, None, 1, 30, avoid="b1", split=True)),
+        WriteNamespaceBundles(NamespaceBundles(NS, (0, 0x40000000, 0x80000000, 0xFFFFFFFF)), 1),
+        DeleteBundleState(LOW, 1),
+        write(quarter_a, rec(UNA, None, 1, 30, avoid="b1")),
+        write(quarter_b, rec(UNA, None, 1, 30, avoid="b1")),
+        write(quarter_a, rec(ASG, "b2", 1, 30)),
+        AssignBundle(quarter_a, "b2", 1),
+        write(quarter_b, rec(ASG, "b2", 1, 30)),
+        AssignBundle(quarter_b, "b2", 1),
+    ]
+    with pytest.raises(UnknownBundle):
+        m2.split_requested(LOW, 40)
+
+
+def test_overloaded_broker_sheds_its_busiest_bundle_one_per_tick() -> None:
+    four = NamespaceBundles.default(NS)
+    b = four.bundles
+    records = {b[0]: rec(OWN, "b1", 1, 0), b[1]: rec(OWN, "b1", 1, 0), b[2]: rec(OWN, "b2", 1, 0)}
+    m = BundleStateMachine(
+        1,
+        policy=ControllerPolicy(load=LoadPolicy(overload_cpu_percent=80.0)),
+        namespaces=[four],
+        records=records,
+        live_brokers=["b1", "b2"],
+    )
+    start = m.start(0)
+    assert start == [write(b[3], rec(ASG, "b2", 1, 0)), AssignBundle(b[3], "b2", 1)]
+    m.ownership_acquired(b[3], "b2", 1, 1)
+    rates = {b[0].name: 10.0, b[1].name: 500.0}
+    m.load_reported(LoadReport("b1", 100, cpu_percent=95.0, bundle_msg_rates=rates), 100)
+    m.load_reported(LoadReport("b2", 100, cpu_percent=20.0), 100)
+    assert m.tick(200) == [
+        write(b[1], rec(REL, "b1", 1, 200, avoid="b1")),
+        ReleaseBundle(b[1], "b1", 1),
+    ]
+    # no second move from b1 until a report newer than the one that caused the first
+    assert m.tick(300) == []
+    assert m.ownership_released(b[1], "b1", 1, 310) == [
+        write(b[1], rec(UNA, None, 1, 310, avoid="b1")),
+        write(b[1], rec(ASG, "b2", 1, 310)),  # the overloaded broker takes nothing new
+        AssignBundle(b[1], "b2", 1),
+    ]
+    m.ownership_acquired(b[1], "b2", 1, 320)
+    m.load_reported(LoadReport("b1", 50, cpu_percent=99.0), 330)  # older: ignored
+    assert m.tick(400) == []
+    m.load_reported(LoadReport("b1", 400, cpu_percent=90.0, bundle_msg_rates=rates), 400)
+    assert m.tick(500) == [
+        write(b[0], rec(REL, "b1", 1, 500, avoid="b1")),
+        ReleaseBundle(b[0], "b1", 1),
+    ]
+    # everyone overloaded: nowhere to move, nothing shed
+    m.load_reported(LoadReport("b2", 600, cpu_percent=95.0), 600)
+    m.load_reported(LoadReport("b1", 600, cpu_percent=95.0), 600)
+    assert m.tick(700) == []
+
+
+def test_stale_and_newer_epochs() -> None:
+    m = owned_two(epoch=5)
+    with pytest.raises(StaleControllerEpoch):
+        m.ownership_acquired(LOW, "b1", 4, 10)
+    with pytest.raises(StaleControllerEpoch):
+        m.ownership_released(LOW, "b1", 4, 10)
+    assert m.epoch_changed(5) == [] and not m.deposed
+    assert m.epoch_changed(6) == [] and m.deposed
+    with pytest.raises(ControllerDeposed):
+        m.tick(20)
+    with pytest.raises(ControllerDeposed):
+        m.broker_joined("b9", 20)
+    # an ack stamped with a newer epoch also shows this controller was deposed
+    m2 = owned_two(epoch=5)
+    with pytest.raises(ControllerDeposed):
+        m2.ownership_released(LOW, "b1", 6, 10)
+    assert m2.deposed
+
+
+def test_records_from_a_newer_epoch_are_refused() -> None:
+    with pytest.raises(StaleControllerEpoch):
+        BundleStateMachine(2, namespaces=[ONE], records={WHOLE: rec(OWN, "b1", 3, 0)})
+    with pytest.raises(UnknownBundle):
+        BundleStateMachine(2, namespaces=[TWO], records={WHOLE: rec(OWN, "b1", 1, 0)})
+
+
+def test_resume_restamps_in_flight_commands_and_frees_dead_owners() -> None:
+    four = NamespaceBundles.default(NS)
+    b = four.bundles
+    records = {
+        b[0]: rec(OWN, "b1", 1, 0),  # owned by a live broker: untouched
+        b[1]: rec(ASG, "b1", 1, 0),  # in flight: restamped and resent
+        b[2]: rec(REL, "b2", 2, 0, avoid="b2"),  # in flight: restamped and resent
+        b[3]: rec(OWN, "gone", 1, 0),  # its broker is not registered any more
+    }
+    m = BundleStateMachine(3, namespaces=[four], records=records, live_brokers=["b1", "b2"])
+    assert m.start(1000) == [
+        write(b[1], rec(ASG, "b1", 3, 0)),
+        AssignBundle(b[1], "b1", 3),
+        write(b[2], rec(REL, "b2", 3, 0, avoid="b2")),
+        ReleaseBundle(b[2], "b2", 3),
+        write(b[3], rec(UNA, None, 3, 1000)),
+        write(b[3], rec(ASG, "b2", 3, 1000)),  # b1 holds 2, b2 holds 1
+        AssignBundle(b[3], "b2", 3),
+    ]
+    # the acks of the previous controller's commands are stale
+    with pytest.raises(StaleControllerEpoch):
+        m.ownership_acquired(b[1], "b1", 1, 1001)
+    assert m.ownership_acquired(b[1], "b1", 3, 1002) == [write(b[1], rec(OWN, "b1", 3, 1002))]
+
+
+def test_a_broker_holding_what_is_not_its_own_is_told_to_release() -> None:
+    m = owned_two()
+    assert m.ownership_acquired(LOW, "b2", 1, 5) == [ReleaseBundle(LOW, "b2", 1)]
+    assert m.owner_of(LOW) == "b1"
+
+
+def test_record_round_trip_and_corruption() -> None:
+    record = rec(REL, "b1", 7, 123, avoid="b1", split=True)
+    assert BundleRecord.from_bytes(record.to_bytes()) == record
+    assert BundleRecord.from_bytes(rec(UNA, None, 1, 0).to_bytes()) == rec(UNA, None, 1, 0)
+    for data in [b"", b"{}", b'{"state":"Gone","broker":null,"epoch":1,"sinceMs":0}', b"\xff"]:
+        with pytest.raises(CorruptRecord):
+            BundleRecord.from_bytes(data)
+    with pytest.raises(ValueError):
+        BundleRecord(OWN, None, 1, 0)
+
+
+def test_namespaces_are_bounded() -> None:
+    m = BundleStateMachine(1, policy=ControllerPolicy(namespaces_max=2))
+    m.start(0)
+    m.lookup("persistent://t/a/x", 1)
+    m.lookup("persistent://t/b/x", 2)
+    with pytest.raises(NamespaceLimitReached):
+        m.lookup("persistent://t/c/x", 3)
+    assert [ns.namespace for ns in m.namespaces] == ["t/a", "t/b"]
+    assert m.lookup("persistent://t/a/y", 4) == []  # known namespaces still work

@@ -96,12 +96,16 @@ def test_client_conf_gives_the_urls(cli: Cli, topic: str, tmp_path: Path) -> Non
 
     # the command line wins over the environment, which wins over the file
     down = f"http://127.0.0.1:{_down_port()}"
-    assert _magnetar(
-        "--config", str(conf), "admin", "--admin-url", down, "tenants", "list"
-    ).returncode == 1
-    assert _magnetar(
-        "--config", str(conf), "admin", "tenants", "list", env={"MAGNETAR_ADMIN_URL": down}
-    ).returncode == 1
+    assert (
+        _magnetar("--config", str(conf), "admin", "--admin-url", down, "tenants", "list").returncode
+        == 1
+    )
+    assert (
+        _magnetar(
+            "--config", str(conf), "admin", "tenants", "list", env={"MAGNETAR_ADMIN_URL": down}
+        ).returncode
+        == 1
+    )
 
 
 def test_bad_client_conf_is_a_usage_error(tmp_path: Path) -> None:

@@ -545,9 +545,7 @@ def parse_start_message_id(text: str) -> Any:
     show_default=True,
     help="Where to start: latest, earliest or ledgerId:entryId.",
 )
-@click.option(
-    "--start-message-id-inclusive", "-i", is_flag=True, help="Include the start message."
-)
+@click.option("--start-message-id-inclusive", "-i", is_flag=True, help="Include the start message.")
 @click.option(
     "--num-messages",
     "-n",

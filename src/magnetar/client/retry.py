@@ -40,9 +40,7 @@ async def retry_until_timeout(
     ``what``, the timeout, the number of attempts and the last error. ``waiting_for`` (a URL)
     goes into the one warning logged at the first retriable failure."""
     deadline_s = clock.monotonic_s() + timeout_s
-    backoff = Backoff(
-        FIRST_RETRY_DELAY_MS, max(FIRST_RETRY_DELAY_MS, int(timeout_s * 2000)), rng
-    )
+    backoff = Backoff(FIRST_RETRY_DELAY_MS, max(FIRST_RETRY_DELAY_MS, int(timeout_s * 2000)), rng)
     attempts = 0
     while True:
         attempts += 1

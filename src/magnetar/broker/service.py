@@ -10,7 +10,7 @@ Usage::
 Metadata layout (besides the managed ledgers' own ``/managed-ledgers/...``):
 
 * ``/admin/policies/<tenant>`` and ``/admin/policies/<tenant>/<namespace>``: JSON, created
-  for ``public`` and ``public/default`` at first start;
+  for ``public``, ``public/default`` and ``public/functions`` at start when missing;
 * ``/admin/partitioned-topics/<tenant>/<namespace>/<domain>/<quoted local name>``:
   ``{"partitions": N}``;
 * ``/magnetar/dedup/...``: dedup snapshots (see :mod:`magnetar.broker.topic`);
@@ -172,6 +172,7 @@ class BrokerService:
                 {"adminRoles": [], "allowedClusters": [self.config.cluster_name]},
             ),
             (f"{POLICIES_ROOT}/public/default", {}),
+            (f"{POLICIES_ROOT}/public/functions", {}),  # the Functions Workers' topics
         ):
             with contextlib.suppress(NodeExists):
                 await self.store.put(path, json.dumps(value).encode(), MUST_NOT_EXIST)

@@ -1,0 +1,43 @@
+"""The Functions Worker (see ``docs/functions.md``): so far, membership and leader election
+through a Failover subscription, and the leader's fenced hold on the assignments topic.
+
+::
+
+    from magnetar.functions import FunctionsWorker, WorkerConfig, WorkerInfo
+
+    config = WorkerConfig(worker=WorkerInfo("w1", "127.0.0.1", 6750),
+                          service_url="pulsar://127.0.0.1:6650", admin_url="http://127.0.0.1:8080")
+    async with FunctionsWorker(config) as worker:
+        ...
+"""
+
+from magnetar.functions.errors import FunctionsWorkerError, MembershipUnavailable, NotLeader
+from magnetar.functions.leadership import LeadershipChanged, LeadershipState
+from magnetar.functions.membership_view import MembershipView, membership_from_stats
+from magnetar.functions.worker import FunctionsWorker
+from magnetar.functions.worker_config import (
+    DEFAULT_ASSIGNMENTS_TOPIC,
+    DEFAULT_COORDINATION_SUBSCRIPTION,
+    DEFAULT_COORDINATION_TOPIC,
+    InvalidWorkerConfig,
+    WorkerConfig,
+)
+from magnetar.functions.worker_info import InvalidWorkerInfo, WorkerInfo
+
+__all__ = [
+    "DEFAULT_ASSIGNMENTS_TOPIC",
+    "DEFAULT_COORDINATION_SUBSCRIPTION",
+    "DEFAULT_COORDINATION_TOPIC",
+    "FunctionsWorker",
+    "FunctionsWorkerError",
+    "InvalidWorkerConfig",
+    "InvalidWorkerInfo",
+    "LeadershipChanged",
+    "LeadershipState",
+    "MembershipUnavailable",
+    "MembershipView",
+    "NotLeader",
+    "WorkerConfig",
+    "WorkerInfo",
+    "membership_from_stats",
+]

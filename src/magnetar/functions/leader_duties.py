@@ -1,0 +1,68 @@
+"""The leader's hold on the assignments topic: one exclusive producer, taken with fencing.
+
+Only the leader writes ``assignments``. A new leader takes the topic's producer with
+Pulsar's ``ExclusiveWithFencing`` access mode: the broker closes whatever producer held the
+topic and refuses its re-registration (its topic epoch is stale), so a deposed leader that
+has not noticed yet (paused, partitioned from its coordination consumer) gets
+:class:`~magnetar.common.errors.ProducerFenced` on its next write instead of writing
+alongside the new leader.
+
+:class:`AssignmentsProducer` is the I/O shell only; *when* to take and release it is decided
+by :class:`~magnetar.functions.leadership.LeadershipState`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from magnetar.client import Client, MessageId, Producer, ProducerAccessMode
+from magnetar.common.errors import MagnetarError
+from magnetar.functions.errors import NotLeader
+
+log = logging.getLogger(__name__)
+
+
+class AssignmentsProducer:
+    """Holds (or not) the exclusive producer of one assignments topic."""
+
+    def __init__(self, client: Client, topic: str) -> None:
+        self._client = client
+        self.topic = topic
+        self._producer: Producer | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._producer is not None
+
+    async def take(self) -> None:
+        """Take the topic's producer, fencing out any other holder. A producer already held
+        is closed first (a fenced one cannot be revived). Raises the client's or broker's
+        error when the producer cannot be created (the caller retries)."""
+        await self.release()
+        producer = await self._client.create_producer(
+            self.topic,
+            access_mode=ProducerAccessMode.ExclusiveWithFencing,
+            batching_enabled=False,
+        )
+        assert isinstance(producer, Producer), "the assignments topic must not be partitioned"
+        self._producer = producer
+
+    async def release(self) -> None:
+        """Close the producer if one is held (a no-op otherwise). Never raises: a producer
+        the broker already closed or fenced has nothing left to release."""
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            with contextlib.suppress(MagnetarError):
+                await producer.close()
+
+    async def send(self, key: str, payload: bytes) -> MessageId:
+        """Write one record keyed ``key`` and wait for the broker's receipt.
+
+        Raises :class:`NotLeader` when no producer is held, and
+        :class:`~magnetar.common.errors.ProducerFenced` when a newer leader took the topic
+        (nothing was written then)."""
+        producer = self._producer
+        if producer is None:
+            raise NotLeader(f"this worker does not hold the producer of {self.topic}")
+        return await producer.send(payload, partition_key=key)

@@ -16,12 +16,14 @@ from magnetar.functions import (
     DEFAULT_ASSIGNMENTS_TOPIC,
     DEFAULT_COORDINATION_TOPIC,
     FunctionsWorker,
+    FunctionsWorkerError,
     LeadershipChanged,
     NotLeader,
     WorkerConfig,
     WorkerInfo,
 )
 from magnetar.functions.admin_stats import topic_stats_url
+from magnetar.functions.leader_duties import AssignmentsProducer
 from magnetar.testing import StandaloneProcess, wait_until_async
 
 ELECTION_TIMEOUT_S = 30.0
@@ -225,3 +227,44 @@ def test_standalone_creates_the_functions_namespace(standalone: StandaloneProces
     assert "public/functions" in namespaces
     assert "public/default" in namespaces
     assert DEFAULT_ASSIGNMENTS_TOPIC.startswith("persistent://public/functions/")
+
+
+def _make_partitioned(node: StandaloneProcess, topic: str, partitions: int) -> None:
+    url = topic_stats_url(node.http_url, topic).removesuffix("/stats") + "/partitions"
+    req = urllib.request.Request(
+        url,
+        data=str(partitions).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=10):
+        pass
+
+
+async def test_partitioned_topics_are_refused_with_a_clear_error(
+    standalone: StandaloneProcess, unique: str
+) -> None:
+    coordinate = f"persistent://public/functions/coordinate-{unique}"
+    assignments = f"persistent://public/functions/assignments-{unique}"
+    _make_partitioned(standalone, coordinate, 2)
+    _make_partitioned(standalone, assignments, 2)
+    config = WorkerConfig(
+        worker=WorkerInfo("w1", "127.0.0.1", 7401),
+        service_url=standalone.url,
+        admin_url=standalone.http_url,
+        coordination_topic=coordinate,
+        assignments_topic=assignments,
+    )
+    worker = FunctionsWorker(config)
+    with pytest.raises(FunctionsWorkerError, match=r"coordination topic .* is partitioned"):
+        await worker.start()
+    async with Client(standalone.url) as client:
+        duties = AssignmentsProducer(client, assignments)
+        with pytest.raises(FunctionsWorkerError, match=r"assignments topic .* is partitioned"):
+            await duties.take()
+        assert not duties.held
+        # Nothing of either attempt stayed behind on the broker.
+        stats = _get_json(topic_stats_url(standalone.http_url, coordinate + "-partition-0"))
+        assert stats["subscriptions"].get("participants", {}).get("consumers", []) == []
+        stats = _get_json(topic_stats_url(standalone.http_url, assignments + "-partition-0"))
+        assert stats["publishers"] == []

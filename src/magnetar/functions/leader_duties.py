@@ -18,7 +18,7 @@ import logging
 
 from magnetar.client import Client, MessageId, Producer, ProducerAccessMode
 from magnetar.common.errors import MagnetarError
-from magnetar.functions.errors import NotLeader
+from magnetar.functions.errors import FunctionsWorkerError, NotLeader
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +38,20 @@ class AssignmentsProducer:
     async def take(self) -> None:
         """Take the topic's producer, fencing out any other holder. A producer already held
         is closed first (a fenced one cannot be revived). Raises the client's or broker's
-        error when the producer cannot be created (the caller retries)."""
+        error when the producer cannot be created (the caller retries), and
+        :class:`FunctionsWorkerError` when the topic is partitioned (a setting to fix)."""
         await self.release()
         producer = await self._client.create_producer(
             self.topic,
             access_mode=ProducerAccessMode.ExclusiveWithFencing,
             batching_enabled=False,
         )
-        assert isinstance(producer, Producer), "the assignments topic must not be partitioned"
+        if not isinstance(producer, Producer):
+            with contextlib.suppress(MagnetarError):
+                await producer.close()
+            raise FunctionsWorkerError(
+                f"the assignments topic {self.topic} is partitioned; it must not be"
+            )
         self._producer = producer
 
     async def release(self) -> None:

@@ -46,7 +46,7 @@ from magnetar.client.backoff import Backoff
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError, ProducerFenced
 from magnetar.functions.admin_stats import fetch_topic_stats
-from magnetar.functions.errors import NotLeader
+from magnetar.functions.errors import FunctionsWorkerError, NotLeader
 from magnetar.functions.leader_duties import AssignmentsProducer
 from magnetar.functions.leadership import (
     AcquireProducer,
@@ -152,7 +152,8 @@ class FunctionsWorker:
 
     async def start(self) -> None:
         """Join the worker cluster. Raises the client's or broker's error when the
-        coordination topic cannot be subscribed (e.g. its namespace does not exist)."""
+        coordination topic cannot be subscribed (e.g. its namespace does not exist), and
+        :class:`FunctionsWorkerError` when it is partitioned."""
         assert self._runner is None and not self._closed, "start() once"
         self._runner = asyncio.get_running_loop().create_task(self._run_effects())
         name = self.config.worker.consumer_name
@@ -168,7 +169,14 @@ class FunctionsWorker:
         except BaseException:
             await self.close()
             raise
-        assert isinstance(consumer, Consumer), "the coordination topic must not be partitioned"
+        if not isinstance(consumer, Consumer):
+            with contextlib.suppress(MagnetarError):
+                await consumer.close()
+            await self.close()
+            raise FunctionsWorkerError(
+                f"the coordination topic {self.config.coordination_topic} is partitioned; "
+                "it must not be (one active consumer per partition would mean many leaders)"
+            )
         self._consumer = consumer
         log.info("worker %s joined %s", name, self.config.coordination_topic)
 

@@ -302,3 +302,20 @@ def test_records_round_trip_and_corrupt_ones_are_refused() -> None:
             ReplicaRecord.from_bytes(data)
     with pytest.raises(ValueError):
         ReplicaPolicy(tasks_in_flight_max=0)
+
+
+def test_a_persisted_task_already_done_is_not_sent_again() -> None:
+    # The worker replaced b2 by b4, but the controller that assigned it was deposed before
+    # it recorded the answer: the next one must not send the task again (its target is in
+    # the ensemble now), and finds the ledger healthy.
+    old = EPOCH - 1
+    done = task(1, 1, "b2", "b4", epoch=old)
+    m = machine(
+        with_replica(L1, 0, 1, "b4"),
+        live=("b1", "b3", "b4", "b5"),
+        records={1: ReplicaRecord(RR, old, 10, done)},
+    )
+    assert m.start(1_000) == [DeleteReplicaState(1, EPOCH)]
+    # its missing bookie came back: nothing to copy either
+    m = machine(L1, live=("b1", "b2", "b3", "b4"), records={1: ReplicaRecord(RR, old, 10, done)})
+    assert m.start(1_000) == [DeleteReplicaState(1, EPOCH)]

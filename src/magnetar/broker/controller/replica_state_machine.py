@@ -49,7 +49,7 @@ from magnetar.broker.controller.replica_state import (
     ReplicaState,
     ReplicateFragment,
 )
-from magnetar.ledger.fragments import missing_replicas
+from magnetar.ledger.fragments import fragment_at, missing_replicas
 from magnetar.ledger.metadata import LedgerMetadata
 
 DEFAULT_TASKS_IN_FLIGHT_MAX = 16
@@ -175,8 +175,8 @@ class ReplicaStateMachine:
 
     def start(self, now_ms: int) -> list[ReplicaEffect]:
         """Take over the persisted states: records of deleted ledgers are removed; tasks in
-        flight towards live bookies are restamped with this epoch and sent again, the others
-        reassigned; every ledger is checked against the live bookies. Call once, first."""
+        flight that still apply (target live, the fragment still naming the missing bookie)
+        are restamped with this epoch and sent again, the others replaced; every ledger is checked against the live bookies. Call once, first."""
         self._check_alive()
         if self._started:
             raise RuntimeError("start() called twice")
@@ -189,7 +189,7 @@ class ReplicaStateMachine:
                 effects.append(DeleteReplicaState(ledger_id, self.epoch))
             elif record.task is None:
                 self._waiting.add(ledger_id)
-            elif record.task.target_bookie in self._live:
+            elif self._still_applies(record.task):
                 task = replace(record.task, epoch=self.epoch)
                 self._start_task(ledger_id, task, now_ms, effects, since_ms=record.since_ms)
             else:
@@ -452,6 +452,22 @@ class ReplicaStateMachine:
                     attempt=self._failures.get(ledger_id, 0) + 1,
                 )
         return None
+
+    def _still_applies(self, task: ReplicateFragment) -> bool:
+        """``task`` may be sent again as it is: its target lives and the fragment still
+        names the missing bookie (a worker may have finished it after the last record was
+        written), and not the target."""
+        metadata = self._ledgers.get(task.ledger_id)
+        fragment = None if metadata is None else fragment_at(metadata, task.first_entry)
+        return (
+            task.target_bookie in self._live
+            and task.missing_bookie not in self._live
+            and fragment is not None
+            and fragment.sealed
+            and task.bookie_index < len(fragment.ensemble)
+            and fragment.ensemble[task.bookie_index] == task.missing_bookie
+            and task.target_bookie not in fragment.ensemble
+        )
 
     def _fill(self, now_ms: int, effects: list[ReplicaEffect]) -> None:
         """Give waiting ledgers tasks while slots are free, in ledger-id order."""

@@ -37,6 +37,13 @@ async def store() -> AsyncIterator[MetadataStore]:
     await s.close()
 
 
+@pytest.fixture(params=["tcp", "local"])
+def transport(request: pytest.FixtureRequest) -> str:
+    """The worker's bookie connections: the bookie protocol over TCP, or the standalone's
+    in-process transports (one contract)."""
+    return str(request.param)
+
+
 @pytest.fixture
 async def bookies(store: MetadataStore, tmp_path: Path) -> AsyncIterator[list[Bookie]]:
     bs = await start_bookies(store, tmp_path, 4)
@@ -63,10 +70,12 @@ async def stop_bookie(client: LedgerClient, bookie: Bookie) -> None:
 
 
 async def test_a_lost_replica_is_copied_and_survives_a_second_loss(
-    store: MetadataStore, bookies: list[Bookie]
+    store: MetadataStore, bookies: list[Bookie], transport: str
 ) -> None:
     by_id = {b.bookie_id: b for b in bookies}
-    client = LedgerClient(store, config=CONFIG)
+    client = LedgerClient(
+        store, config=CONFIG, local_bookies=bookies if transport == "local" else ()
+    )
     try:
         md, version = await closed_ledger(client)
         ensemble = md.current_ensemble

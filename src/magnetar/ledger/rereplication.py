@@ -58,10 +58,10 @@ async def rereplicate_fragment(
     for entry_id in plan.entries():
         window.append(entry_id)
         if len(window) >= copies_in_flight_max:
-            await asyncio.gather(*(_copy_entry(client, plan, e) for e in window))
+            await _copy_window(client, plan, window)
             window = []
     if window:
-        await asyncio.gather(*(_copy_entry(client, plan, e) for e in window))
+        await _copy_window(client, plan, window)
     path = ledger_path(ledger_id)
     while True:
         updated = replace_replica(metadata, plan)
@@ -71,6 +71,17 @@ async def rereplicate_fragment(
             metadata, version = await client.get_metadata(ledger_id)
             continue
         return updated, stat.version
+
+
+async def _copy_window(client: LedgerClient, plan: RereplicationPlan, window: list[int]) -> None:
+    """Copy ``window`` concurrently; every copy ends before the first error is raised (no
+    copy keeps running after the task failed)."""
+    results = await asyncio.gather(
+        *(_copy_entry(client, plan, e) for e in window), return_exceptions=True
+    )
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 async def _copy_entry(client: LedgerClient, plan: RereplicationPlan, entry_id: int) -> None:

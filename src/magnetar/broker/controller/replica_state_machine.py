@@ -258,9 +258,7 @@ class ReplicaStateMachine:
         metadata = self._ledgers.pop(ledger_id, None)
         self._versions.pop(ledger_id, None)
         if metadata is not None:
-            for _, ensemble in metadata.ensembles:
-                for bookie in ensemble:
-                    self._on_bookie.get(bookie, set()).discard(ledger_id)
+            self._unindex(metadata)
         effects: list[ReplicaEffect] = []
         if ledger_id in self._records:
             self._stop_task(ledger_id)
@@ -336,15 +334,22 @@ class ReplicaStateMachine:
             return False
         old = self._ledgers.get(ledger_id)
         if old is not None:
-            for _, ensemble in old.ensembles:
-                for bookie in ensemble:
-                    self._on_bookie.get(bookie, set()).discard(ledger_id)
+            self._unindex(old)
         self._ledgers[ledger_id] = metadata
         self._versions[ledger_id] = version
         for _, ensemble in metadata.ensembles:
             for bookie in ensemble:
                 self._on_bookie.setdefault(bookie, set()).add(ledger_id)
         return True
+
+    def _unindex(self, metadata: LedgerMetadata) -> None:
+        for _, ensemble in metadata.ensembles:
+            for bookie in ensemble:
+                ledgers = self._on_bookie.get(bookie)
+                if ledgers is not None:
+                    ledgers.discard(metadata.ledger_id)
+                    if not ledgers:
+                        del self._on_bookie[bookie]
 
     def _put(self, ledger_id: int, record: ReplicaRecord, effects: list[ReplicaEffect]) -> None:
         self._records[ledger_id] = record

@@ -133,6 +133,8 @@ class ReplicaSimulation:
         self._bookie_names = itertools.count(1)
         self._ledger_ids = itertools.count(1)
         self.writers: dict[int, Writer] = {}
+        self.written_last: dict[int, int] = {}
+        """Last entry written per ledger (its writer may have crashed, the ledger still open)."""
         self.controller: Controller | None = None
         self.zombies: list[Controller] = []
         self.electing = False
@@ -215,10 +217,26 @@ class ReplicaSimulation:
             self.at(restart_ms, lambda: self.register(bookie))
 
     def may_lose_for_good(self, bookie: Bookie) -> bool:
-        """Only if every entry it holds has another replica on a running bookie (the
-        scenario keeps data recoverable; losing the last copy is not autorecovery's test)."""
-        others = [b for b in self.bookies.values() if b.alive and b is not bookie]
-        return all(any(key in b.entries for b in others) for key in bookie.entries)
+        """Only if every entry the metadata places on it has another replica named by the
+        metadata on a running bookie (the scenario keeps data recoverable; losing the last
+        copy is not autorecovery's test). A copy the metadata does not name (left by a
+        worker whose CAS failed) does not count: no reader or worker looks there."""
+        for ledger_id, (md, _) in sorted(self.store.ledgers.items()):
+            written_last = self.written_last.get(ledger_id, -1)
+            for fragment in fragments_of(md):
+                if bookie.name not in fragment.ensemble:
+                    continue
+                index = fragment.ensemble.index(bookie.name)
+                last = fragment.last_entry if fragment.sealed else written_last
+                assert last is not None
+                for entry in range(fragment.first_entry, last + 1):
+                    write_set = md.write_set(entry)
+                    if index not in write_set:
+                        continue
+                    others = [self.bookies[fragment.ensemble[i]] for i in write_set if i != index]
+                    if not any(o.alive and (ledger_id, entry) in o.entries for o in others):
+                        return False
+        return True
 
     def registrations_watch(self) -> None:
         def notify() -> None:
@@ -298,6 +316,7 @@ class ReplicaSimulation:
         for i in md.write_set(entry):
             self.bookies[ensemble[i]].entries.add((writer.ledger_id, entry))
         writer.next_entry += 1
+        self.written_last[writer.ledger_id] = entry
         if down:
             self.put_ledger(md)  # the entry is on its new write set before it is named
         self.at(self.rng.randint(100, 800), lambda: self.write_step(writer))
@@ -320,6 +339,7 @@ class ReplicaSimulation:
 
     def delete_ledger(self, ledger_id: int) -> None:
         del self.store.ledgers[ledger_id]
+        self.written_last.pop(ledger_id, None)
         for bookie in self.bookies.values():
             bookie.entries = {k for k in bookie.entries if k[0] != ledger_id}
         self.ledger_watch(ledger_id)
@@ -513,8 +533,7 @@ class ReplicaSimulation:
     def check_ledger_data(self, md: LedgerMetadata) -> None:
         """Every bookie the metadata names holds every entry of its write sets (written
         entries only for the writer's fragment)."""
-        writer = self.writers.get(md.ledger_id)
-        written_last = writer.next_entry - 1 if writer is not None else md.last_entry_id
+        written_last = self.written_last.get(md.ledger_id, -1)
         for fragment in fragments_of(md):
             last = fragment.last_entry if fragment.sealed else written_last
             assert last is not None

@@ -4,6 +4,8 @@
 * :mod:`.bundle_state` — the persisted state of one bundle;
 * :mod:`.load` — load reports and the choice of a broker;
 * :mod:`.bundle_state_machine` — the sans-IO bundle state machine (events in, effects out);
+* :mod:`.replica_state` — the persisted replica state of one ledger, the re-replication task;
+* :mod:`.replica_state_machine` — the sans-IO ledger replica state machine (autorecovery);
 * :mod:`.election` — :class:`ControllerElection`, the shell that wins ``/controller``,
   resumes the persisted states and applies effects as epoch-fenced metadata writes.
 """
@@ -35,6 +37,18 @@ from magnetar.broker.controller.errors import (
     UnknownBundle,
 )
 from magnetar.broker.controller.load import LoadPolicy, LoadReport
+from magnetar.broker.controller.replica_state import (
+    ReplicaRecord,
+    ReplicaState,
+    ReplicateFragment,
+)
+from magnetar.broker.controller.replica_state_machine import (
+    DeleteReplicaState,
+    ReplicaEffect,
+    ReplicaPolicy,
+    ReplicaStateMachine,
+    WriteReplicaState,
+)
 
 __all__ = [
     "AssignBundle",
@@ -50,15 +64,23 @@ __all__ = [
     "ControllerPolicy",
     "CorruptRecord",
     "DeleteBundleState",
+    "DeleteReplicaState",
     "InvalidBundle",
     "LoadPolicy",
     "LoadReport",
     "NamespaceBundles",
     "NamespaceLimitReached",
     "ReleaseBundle",
+    "ReplicaEffect",
+    "ReplicaPolicy",
+    "ReplicaRecord",
+    "ReplicaState",
+    "ReplicaStateMachine",
+    "ReplicateFragment",
     "StaleControllerEpoch",
     "UnknownBundle",
     "WriteBundleState",
     "WriteNamespaceBundles",
+    "WriteReplicaState",
     "topic_hash",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -116,3 +117,26 @@ def test_bad_client_conf_is_a_usage_error(tmp_path: Path) -> None:
     assert f"{conf}, line 2: expected key=value" in result.stderr
     missing = _magnetar("--config", str(tmp_path / "nope.conf"), "admin", "tenants", "list")
     assert missing.returncode == 2 and "cannot read" in missing.stderr, missing.stderr
+
+
+def test_client_read_forever_until_sigint_exits_zero(cli: Cli, topic: str) -> None:
+    reader = cli.background("client", "--url", cli.node.url, "read", topic, "-n", "0")
+    reader.wait_for_line(f"reading {topic}")
+    assert cli.client("produce", topic, "-m", "one,two").returncode == 0
+    reader.wait_for_line("content:two", stderr=False)
+    assert reader.interrupt(signal.SIGINT) == 0
+    assert reader.err[-1] == "2 messages successfully read"
+    assert not any("Traceback" in ln for ln in reader.err)
+
+
+def test_client_read_paced_by_rate_stops_on_sigterm(cli: Cli, topic: str) -> None:
+    produced = cli.client("produce", topic, "-m", "a,b,c")
+    assert produced.returncode == 0, produced.stderr
+    # -n 0 at 1 message a second: the signal lands during a pause or a wait for more
+    reader = cli.background(
+        "client", "--url", cli.node.url, "read", topic, "-m", "earliest", "-n", "0", "-r", "1"
+    )
+    reader.wait_for_line("content:a", stderr=False)
+    assert reader.interrupt(signal.SIGTERM) == 0
+    assert reader.err[-1].endswith("messages successfully read")
+    assert not any("Traceback" in ln for ln in reader.err)

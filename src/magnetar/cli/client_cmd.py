@@ -17,12 +17,18 @@ import asyncio
 import contextlib
 import json
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from magnetar.cli.output import Printer, log_client_warnings, output_option, printer
+
+if TYPE_CHECKING:
+    from magnetar.common.clock import Clock
+
+_T = TypeVar("_T")
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
@@ -335,6 +341,98 @@ def _print_message(out: Printer, record: dict[str, Any]) -> None:
     click.echo(f"key:[{record['key'] or 'null'}], properties:[{props}], content:{content}")
 
 
+# Options that ``consume`` and ``read`` share.
+_RATE = click.option(
+    "--rate",
+    "-r",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Messages per second at most (0: no limit).",
+)
+RECEIVER_QUEUE_SIZE_OPTION = click.option(
+    "--receiver-queue-size", "-q", default=1000, show_default=True, type=click.IntRange(min=1)
+)
+"""``--receiver-queue-size/-q``, as ``client consume/read`` and ``perf consume/read`` take it."""
+_HEX = click.option("--hex", "hex_payload", is_flag=True, help="Print payloads in hexadecimal.")
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Interrupted(Exception):
+    """SIGINT or SIGTERM arrived before the awaited step finished."""
+
+
+class _Interruptible:
+    """SIGINT and SIGTERM for the life of an ``async with``: either one sets a stop event
+    instead of raising ``KeyboardInterrupt``, so ``consume`` and ``read`` close their client and
+    exit 0. The handlers are removed on exit."""
+
+    def __init__(self) -> None:
+        self._stop = asyncio.Event()
+        self._stopping: asyncio.Future[Any] | None = None
+
+    async def __aenter__(self) -> _Interruptible:
+        loop = asyncio.get_running_loop()
+        for sig in _STOP_SIGNALS:
+            loop.add_signal_handler(sig, self._stop.set)
+        self._stopping = asyncio.ensure_future(self._stop.wait())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._stopping is not None, "used outside async with"
+        self._stopping.cancel()
+        loop = asyncio.get_running_loop()
+        for sig in _STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+
+    async def step(self, awaitable: Awaitable[_T]) -> _T:
+        """The result of ``awaitable``; if a signal came (or comes) first, it is cancelled and
+        :class:`_Interrupted` is raised. Errors of ``awaitable`` propagate."""
+        assert self._stopping is not None, "used outside async with"
+        task = asyncio.ensure_future(awaitable)
+        await asyncio.wait({task, self._stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            raise _Interrupted
+        return task.result()
+
+    async def pause_s(self, delay_s: float) -> None:
+        """Wait ``delay_s`` seconds or until a signal, whichever is first."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), delay_s)
+
+
+async def _receive_paced(
+    interrupt: _Interruptible,
+    clock: Clock,
+    num_messages: int,
+    rate: float,
+    next_message: Callable[[], Awaitable[Any]],
+    handle: Callable[[Any], Awaitable[None]],
+) -> int:
+    """Await ``next_message()`` and ``handle`` its result ``num_messages`` times (0: until a
+    signal), starting no more than ``rate`` per second (0: no limit); returns how many were
+    handled. A signal ends the loop during a wait; ``handle`` always completes."""
+    handled = 0
+    started_s = clock.monotonic_s()
+    while num_messages == 0 or handled < num_messages:
+        if rate > 0:
+            ahead_s = started_s + handled / rate - clock.monotonic_s()
+            if ahead_s > 0:
+                await interrupt.pause_s(ahead_s)
+        try:
+            msg = await interrupt.step(next_message())
+        except _Interrupted:
+            break
+        await handle(msg)
+        handled += 1
+    return handled
+
+
 @client.command()
 @click.argument("topic")
 @click.option("--subscription-name", "-s", required=True, help="Subscription name.")
@@ -361,17 +459,8 @@ def _print_message(out: Printer, record: dict[str, Any]) -> None:
     show_default=True,
 )
 @click.option("--consumer-name", default=None, help="Consumer name (default: generated).")
-@click.option(
-    "--rate",
-    "-r",
-    default=0.0,
-    show_default=True,
-    type=click.FloatRange(min=0),
-    help="Messages per second at most (0: no limit).",
-)
-@click.option(
-    "--receiver-queue-size", "-q", default=1000, show_default=True, type=click.IntRange(min=1)
-)
+@_RATE
+@RECEIVER_QUEUE_SIZE_OPTION
 @click.option(
     "--priority-level",
     default=None,
@@ -381,7 +470,7 @@ def _print_message(out: Printer, record: dict[str, Any]) -> None:
 @click.option(
     "--regex", is_flag=True, help="TOPIC is a regular expression over a namespace's topics."
 )
-@click.option("--hex", "hex_payload", is_flag=True, help="Print payloads in hexadecimal.")
+@_HEX
 @output_option
 @click.pass_obj
 def consume(
@@ -434,77 +523,55 @@ async def _consume(
     from magnetar.client import InitialPosition
     from magnetar.common.clock import SystemClock
 
-    clock = SystemClock()
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    received = 0
-    c = settings.make_client()
-    try:
-        listener = _EventPrinter(out)
-        target: Any = re.compile(topic) if regex else topic
-        subscribing = asyncio.ensure_future(
-            c.subscribe(
-                target,
-                subscription,
-                consumer_type=consumer_type(sub_type),
-                consumer_name=consumer_name,
-                receiver_queue_size=queue_size,
-                initial_position=InitialPosition[position],
-                consumer_event_listener=listener if sub_type == "Failover" else None,
-                priority_level=priority_level,
-            )
-        )
-        stopping = asyncio.ensure_future(stop.wait())
-        await asyncio.wait({subscribing, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if not subscribing.done():
-            subscribing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await subscribing
-            return 0
-        consumer = subscribing.result()
-        name = consumer.consumer_name()
-        if out.json:
-            click.echo(
-                json.dumps(
-                    {
-                        "event": "subscribed",
-                        "topic": topic,
-                        "subscription": subscription,
-                        "consumer": name,
-                    }
-                ),
-                err=True,
-            )
-        else:
-            click.echo(
-                f"subscribed to {topic} as {subscription} ({sub_type}), consumer {name}", err=True
-            )
-        started_s = clock.monotonic_s()
-        while num_messages == 0 or received < num_messages:
-            if rate > 0:
-                ahead_s = started_s + received / rate - clock.monotonic_s()
-                if ahead_s > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), ahead_s)
-            receiving = asyncio.ensure_future(consumer.receive())
-            await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if not receiving.done():
-                receiving.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await receiving
-                break
-            msg = receiving.result()
-            _print_message(out, message_record(msg, hex_payload))
-            await consumer.acknowledge(msg)
-            received += 1
-        stopping.cancel()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        await c.close()
-    return received
+    async with _Interruptible() as interrupt:
+        c = settings.make_client()
+        try:
+            listener = _EventPrinter(out)
+            target: Any = re.compile(topic) if regex else topic
+            try:
+                consumer = await interrupt.step(
+                    c.subscribe(
+                        target,
+                        subscription,
+                        consumer_type=consumer_type(sub_type),
+                        consumer_name=consumer_name,
+                        receiver_queue_size=queue_size,
+                        initial_position=InitialPosition[position],
+                        consumer_event_listener=listener if sub_type == "Failover" else None,
+                        priority_level=priority_level,
+                    )
+                )
+            except _Interrupted:
+                return 0
+            name = consumer.consumer_name()
+            if out.json:
+                click.echo(
+                    json.dumps(
+                        {
+                            "event": "subscribed",
+                            "topic": topic,
+                            "subscription": subscription,
+                            "consumer": name,
+                        }
+                    ),
+                    err=True,
+                )
+            else:
+                click.echo(
+                    f"subscribed to {topic} as {subscription} ({sub_type}), consumer {name}",
+                    err=True,
+                )
+
+            async def print_and_acknowledge(msg: Any) -> None:
+                _print_message(out, message_record(msg, hex_payload))
+                await consumer.acknowledge(msg)
+
+            return await _receive_paced(
+                interrupt, SystemClock(), num_messages, rate, consumer.receive,
+                print_and_acknowledge,
+            )  # fmt: skip
+        finally:
+            await c.close()
 
 
 # ------------------------------------------------------------------ read
@@ -554,18 +621,9 @@ def parse_start_message_id(text: str) -> Any:
     type=click.IntRange(min=0),
     help="Messages to read; 0 = until interrupted.",
 )
-@click.option(
-    "--rate",
-    "-r",
-    default=0.0,
-    show_default=True,
-    type=click.FloatRange(min=0),
-    help="Messages per second at most (0: no limit).",
-)
-@click.option(
-    "--receiver-queue-size", "-q", default=1000, show_default=True, type=click.IntRange(min=1)
-)
-@click.option("--hex", "hex_payload", is_flag=True, help="Print payloads in hexadecimal.")
+@_RATE
+@RECEIVER_QUEUE_SIZE_OPTION
+@_HEX
 @output_option
 @click.pass_obj
 def read(
@@ -607,51 +665,28 @@ async def _read(
 ) -> int:
     from magnetar.common.clock import SystemClock
 
-    clock = SystemClock()
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    count = 0
-    c = settings.make_client()
-    stopping = asyncio.ensure_future(stop.wait())
-    try:
-        opening = asyncio.ensure_future(
-            c.create_reader(
-                topic, start, receiver_queue_size=queue_size,
-                start_message_id_inclusive=inclusive,
+    async with _Interruptible() as interrupt:
+        c = settings.make_client()
+        try:
+            try:
+                reader = await interrupt.step(
+                    c.create_reader(
+                        topic, start, receiver_queue_size=queue_size,
+                        start_message_id_inclusive=inclusive,
+                    )
+                )  # fmt: skip
+            except _Interrupted:
+                return 0
+            if out.json:
+                click.echo(json.dumps({"event": "reading", "topic": topic}), err=True)
+            else:
+                click.echo(f"reading {topic}", err=True)
+
+            async def print_only(msg: Any) -> None:
+                _print_message(out, message_record(msg, hex_payload))
+
+            return await _receive_paced(
+                interrupt, SystemClock(), num_messages, rate, reader.read_next, print_only
             )
-        )  # fmt: skip
-        await asyncio.wait({opening, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if not opening.done():
-            opening.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await opening
-            return 0
-        reader = opening.result()
-        if out.json:
-            click.echo(json.dumps({"event": "reading", "topic": topic}), err=True)
-        else:
-            click.echo(f"reading {topic}", err=True)
-        started_s = clock.monotonic_s()
-        while num_messages == 0 or count < num_messages:
-            if rate > 0:
-                ahead_s = started_s + count / rate - clock.monotonic_s()
-                if ahead_s > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(stop.wait(), ahead_s)
-            reading = asyncio.ensure_future(reader.read_next())
-            await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if not reading.done():
-                reading.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reading
-                break
-            _print_message(out, message_record(reading.result(), hex_payload))
-            count += 1
-    finally:
-        stopping.cancel()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        await c.close()
-    return count
+        finally:
+            await c.close()

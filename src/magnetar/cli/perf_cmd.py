@@ -23,6 +23,7 @@ import click
 from magnetar.cli.client_cmd import (
     COMPRESSIONS,
     DEFAULT_SERVICE_URL,
+    RECEIVER_QUEUE_SIZE_OPTION,
     SUBSCRIPTION_TYPES,
     subscription_type_name,
 )
@@ -204,9 +205,7 @@ def produce(
     default="Latest",
     show_default=True,
 )
-@click.option(
-    "--receiver-queue-size", "-q", default=1000, show_default=True, type=click.IntRange(min=1)
-)
+@RECEIVER_QUEUE_SIZE_OPTION
 @click.option(
     "--num-messages",
     "-m",
@@ -273,9 +272,7 @@ def consume(
     show_default=True,
     help="Where each reader starts: earliest, latest or ledgerId:entryId.",
 )
-@click.option(
-    "--receiver-queue-size", "-q", default=1000, show_default=True, type=click.IntRange(min=1)
-)
+@RECEIVER_QUEUE_SIZE_OPTION
 @click.option(
     "--num-messages",
     "-n",

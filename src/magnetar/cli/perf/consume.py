@@ -8,16 +8,14 @@ acknowledged as they are counted.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from magnetar.cli.perf.meter import PerfMeter, Report
 from magnetar.cli.perf.report import ReportPrinter
-from magnetar.cli.perf.run import run_workers
+from magnetar.cli.perf.run import count_received, run_workers
 from magnetar.common.clock import Clock, SystemClock
-
-RECEIVE_BATCH_MAX = 500
-RECEIVE_WAIT_MS = 100
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,31 +32,18 @@ class ConsumeOptions:
     stats_interval_s: float
 
 
-async def _drain(
-    consumer: Any,
-    meter: PerfMeter,
-    stop: asyncio.Event,
-    clock: Clock,
-    budget: list[int],
-    cumulative: bool,
-) -> None:
-    record = meter.record
-    while not stop.is_set():
-        msgs = await consumer.batch_receive(RECEIVE_BATCH_MAX, RECEIVE_WAIT_MS)
-        if not msgs:
-            continue
-        now_ms = clock.now_ms()
-        for m in msgs:
-            record(len(m.data()), (now_ms - m.publish_timestamp()) * 1000)
+def _acknowledger(consumer: Any, cumulative: bool) -> Callable[[Sequence[Any]], Awaitable[None]]:
+    """Acknowledge a received batch: cumulatively up to its last message (Exclusive and
+    Failover), or message by message (Shared and Key_Shared, where cumulative acks are refused)."""
+
+    async def acknowledge(msgs: Sequence[Any]) -> None:
         if cumulative:
             await consumer.acknowledge_cumulative(msgs[-1])
         else:
             for m in msgs:
                 await consumer.acknowledge(m)
-        if budget[0]:
-            budget[0] -= len(msgs)
-            if budget[0] <= 0:
-                stop.set()
+
+    return acknowledge
 
 
 async def run_consume(
@@ -91,15 +76,18 @@ async def run_consume(
         start = clock.monotonic_s()
         meter = PerfMeter(start)
         budget = [opts.num_messages]
-        workers = [_drain(c, meter, stop, clock, budget, cumulative) for c in consumers]
-
-        async def close() -> None:
-            await client.close()
+        workers = [
+            count_received(
+                c.batch_receive, meter=meter, stop=stop, clock=clock, budget=budget,
+                after_batch=_acknowledger(c, cumulative),
+            )
+            for c in consumers
+        ]  # fmt: skip
 
         with printer:
             return await run_workers(
                 workers, stop=stop, meter=meter, printer=printer, clock=clock, start_s=start,
-                duration_s=opts.duration_s, interval_s=opts.stats_interval_s, on_stop=close,
+                duration_s=opts.duration_s, interval_s=opts.stats_interval_s, on_stop=client.close,
             )  # fmt: skip
     finally:
         await client.close()

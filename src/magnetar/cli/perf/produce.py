@@ -142,13 +142,10 @@ async def run_produce(
             for i, p in enumerate(producers)
         ]  # fmt: skip
 
-        async def close() -> None:
-            await client.close()
-
         with printer:
             return await run_workers(
                 workers, stop=stop, meter=meter, printer=printer, clock=clock, start_s=start,
-                duration_s=opts.duration_s, interval_s=opts.stats_interval_s, on_stop=close,
+                duration_s=opts.duration_s, interval_s=opts.stats_interval_s, on_stop=client.close,
             )  # fmt: skip
     finally:
         await client.close()

@@ -13,11 +13,8 @@ from typing import Any
 
 from magnetar.cli.perf.meter import PerfMeter, Report
 from magnetar.cli.perf.report import ReportPrinter
-from magnetar.cli.perf.run import run_workers
+from magnetar.cli.perf.run import count_received, run_workers
 from magnetar.common.clock import Clock, SystemClock
-
-READ_BATCH_MAX = 500
-READ_WAIT_MS = 100
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,23 +26,6 @@ class ReadOptions:
     num_messages: int  # over all readers; 0 = unlimited
     duration_s: float
     stats_interval_s: float
-
-
-async def _drain(
-    reader: Any, meter: PerfMeter, stop: asyncio.Event, clock: Clock, budget: list[int]
-) -> None:
-    record = meter.record
-    while not stop.is_set():
-        msgs = await reader.read_batch(READ_BATCH_MAX, READ_WAIT_MS)
-        if not msgs:
-            continue
-        now_ms = clock.now_ms()
-        for m in msgs:
-            record(len(m.data()), (now_ms - m.publish_timestamp()) * 1000)
-        if budget[0]:
-            budget[0] -= len(msgs)
-            if budget[0] <= 0:
-                stop.set()
 
 
 async def run_read(opts: ReadOptions, printer: ReportPrinter, clock: Clock | None = None) -> Report:
@@ -67,15 +47,15 @@ async def run_read(opts: ReadOptions, printer: ReportPrinter, clock: Clock | Non
         start = clock.monotonic_s()
         meter = PerfMeter(start)
         budget = [opts.num_messages]
-        workers = [_drain(r, meter, stop, clock, budget) for r in readers]
-
-        async def close() -> None:
-            await client.close()
+        workers = [
+            count_received(r.read_batch, meter=meter, stop=stop, clock=clock, budget=budget)
+            for r in readers
+        ]
 
         with printer:
             return await run_workers(
                 workers, stop=stop, meter=meter, printer=printer, clock=clock, start_s=start,
-                duration_s=opts.duration_s, interval_s=opts.stats_interval_s, on_stop=close,
+                duration_s=opts.duration_s, interval_s=opts.stats_interval_s, on_stop=client.close,
             )  # fmt: skip
     finally:
         await client.close()

@@ -1,4 +1,5 @@
-"""What every perf run shares: the stop signal, the reporting loop, the run's end.
+"""What every perf run shares: the stop signal, the reporting loop, the run's end, and the
+receiving worker of ``perf consume`` and ``perf read``.
 
 A run ends when its workers finish (message quota reached), when ``duration_s`` passes, or on
 SIGINT/SIGTERM; in every case the summary is printed and the exit status is 0.
@@ -23,6 +24,43 @@ async def wait_or_stop(stop: asyncio.Event, timeout_s: float) -> bool:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout_s)
     return stop.is_set()
+
+
+BATCH_MAX = 500
+"""Messages one receive or read call returns at most."""
+BATCH_WAIT_MS = 100
+"""How long one receive or read call waits for a first message."""
+
+
+async def count_received(
+    next_batch: Callable[[int, int], Awaitable[Sequence[Any]]],
+    *,
+    meter: PerfMeter,
+    stop: asyncio.Event,
+    clock: Clock,
+    budget: list[int],
+    after_batch: Callable[[Sequence[Any]], Awaitable[None]] | None = None,
+) -> None:
+    """One receiving worker of ``perf consume`` or ``perf read``: until ``stop`` is set, take
+    ``next_batch(BATCH_MAX, BATCH_WAIT_MS)`` (a consumer's ``batch_receive`` or a reader's
+    ``read_batch``), record each message's size and end-to-end latency (now minus publish time,
+    millisecond resolution), await ``after_batch`` (acknowledging) if given, and spend the
+    batch from ``budget[0]``, the messages left over all workers (0: unlimited), which sets
+    ``stop`` when it reaches 0."""
+    record = meter.record
+    while not stop.is_set():
+        msgs = await next_batch(BATCH_MAX, BATCH_WAIT_MS)
+        if not msgs:
+            continue
+        now_ms = clock.now_ms()
+        for m in msgs:
+            record(len(m.data()), (now_ms - m.publish_timestamp()) * 1000)
+        if after_batch is not None:
+            await after_batch(msgs)
+        if budget[0]:
+            budget[0] -= len(msgs)
+            if budget[0] <= 0:
+                stop.set()
 
 
 async def run_workers(

@@ -3,6 +3,7 @@
 * :mod:`.bundles` — namespace bundles (hash ranges of topic names), lookup and split;
 * :mod:`.bundle_state` — the persisted state of one bundle;
 * :mod:`.load` — load reports and the choice of a broker;
+* :mod:`.epoch_fence` — the epoch fence both state machines keep (stale answers, deposed);
 * :mod:`.bundle_state_machine` — the sans-IO bundle state machine (events in, effects out);
 * :mod:`.replica_state` — the persisted replica state of one ledger, the re-replication task;
 * :mod:`.replica_state_machine` — the sans-IO ledger replica state machine (autorecovery);

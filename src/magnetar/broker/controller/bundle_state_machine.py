@@ -45,11 +45,10 @@ from magnetar.broker.controller.bundles import (
     BundleId,
     NamespaceBundles,
 )
+from magnetar.broker.controller.epoch_fence import EpochFenced
 from magnetar.broker.controller.errors import (
     BundleBusy,
-    ControllerDeposed,
     NamespaceLimitReached,
-    StaleControllerEpoch,
     UnknownBundle,
 )
 from magnetar.broker.controller.load import LoadPolicy, LoadReport, rank_brokers
@@ -119,7 +118,7 @@ class ControllerPolicy:
     load: LoadPolicy = field(default_factory=LoadPolicy)
 
 
-class BundleStateMachine:
+class BundleStateMachine(EpochFenced[ControllerEffect]):
     """Bundle states of every known namespace, for the controller of one ``epoch``.
 
     Construct it with what the previous controllers persisted (``namespaces``, ``records``)
@@ -137,31 +136,22 @@ class BundleStateMachine:
         records: Mapping[BundleId, BundleRecord] | None = None,
         live_brokers: Iterable[str] = (),
     ) -> None:
-        self.epoch = epoch
+        super().__init__(epoch)
         self.policy = policy or ControllerPolicy()
-        self._deposed = False
         self._namespaces: dict[str, NamespaceBundles] = {ns.namespace: ns for ns in namespaces}
         self._records: dict[BundleId, BundleRecord] = {}
         self._live: set[str] = set(live_brokers)
         self._reports: dict[str, LoadReport] = {}
         self._last_sent_ms: dict[BundleId, int] = {}
         self._last_shed_ms: dict[str, int] = {}
-        self._started = False
         for bundle, record in (records or {}).items():
-            if record.epoch > epoch:
-                raise StaleControllerEpoch(
-                    f"bundle {bundle} was written at epoch {record.epoch}, after epoch {epoch}"
-                )
+            self._check_resumable(f"bundle {bundle}", record.epoch)
             ns = self._namespaces.get(bundle.namespace)
             if ns is None or not ns.contains(bundle):
                 raise UnknownBundle(f"a state for {bundle}, not a bundle of its namespace")
             self._records[bundle] = record
 
     # --- queries -------------------------------------------------------------------------
-
-    @property
-    def deposed(self) -> bool:
-        return self._deposed
 
     @property
     def live_brokers(self) -> frozenset[str]:
@@ -205,10 +195,7 @@ class BundleStateMachine:
         """Take over the persisted states: bundles of brokers no longer registered become
         UNASSIGNED; commands in flight are restamped with this epoch and sent again;
         unassigned bundles are assigned. Call once, before any other event."""
-        self._check_alive()
-        if self._started:
-            raise RuntimeError("start() called twice")
-        self._started = True
+        self._begin_start()
         effects: list[ControllerEffect] = []
         for bundle in sorted(self._records):
             record = self._records[bundle]
@@ -221,12 +208,6 @@ class BundleStateMachine:
                 self._send(bundle, now_ms, effects)
         self._assign_unassigned(now_ms, effects)
         return effects
-
-    def epoch_changed(self, epoch: int) -> list[ControllerEffect]:
-        """A controller epoch was observed; a newer one deposes this machine."""
-        if epoch > self.epoch:
-            self._deposed = True
-        return []
 
     def broker_joined(self, broker: str, now_ms: int) -> list[ControllerEffect]:
         self._check_alive()
@@ -374,20 +355,6 @@ class BundleStateMachine:
         return effects
 
     # --- internals -----------------------------------------------------------------------
-
-    def _check_alive(self) -> None:
-        if self._deposed:
-            raise ControllerDeposed(f"the controller of epoch {self.epoch} was deposed")
-
-    def _check_epoch(self, epoch: int) -> None:
-        self._check_alive()
-        if epoch < self.epoch:
-            raise StaleControllerEpoch(
-                f"an answer to epoch {epoch}; this controller's epoch is {self.epoch}"
-            )
-        if epoch > self.epoch:
-            self._deposed = True
-            raise ControllerDeposed(f"an answer to epoch {epoch}: epoch {self.epoch} is over")
 
     def _known(self, bundle: BundleId) -> bool:
         ns = self._namespaces.get(bundle.namespace)

@@ -7,13 +7,13 @@ from magnetar.common.errors import MagnetarError, ServerError
 
 class StaleControllerEpoch(MagnetarError):
     """An input stamped with an epoch older than the controller's: it answers a command of a
-    deposed controller and is dropped. Raised by every :class:`BundleStateMachine` input
-    that carries an epoch."""
+    deposed controller and is dropped. Raised by every input of a controller state machine
+    that carries an epoch (see :mod:`.epoch_fence`)."""
 
 
 class ControllerDeposed(MagnetarError):
     """This controller saw a newer epoch (or its fenced write was refused): it must stop
-    acting. Raised by every input of a deposed :class:`BundleStateMachine` and by the shell
+    acting. Raised by every input of a deposed controller state machine and by the shell
     once its write was fenced."""
 
     retriable = True

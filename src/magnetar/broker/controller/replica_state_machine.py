@@ -43,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from magnetar.broker.controller.errors import ControllerDeposed, StaleControllerEpoch
+from magnetar.broker.controller.epoch_fence import EpochFenced
 from magnetar.broker.controller.replica_state import (
     ReplicaRecord,
     ReplicaState,
@@ -99,7 +99,7 @@ class ReplicaPolicy:
         return min(doubled, self.retry_backoff_max_ms)
 
 
-class ReplicaStateMachine:
+class ReplicaStateMachine(EpochFenced[ReplicaEffect]):
     """Replica states of every ledger, for the controller of one ``epoch``.
 
     Construct it with the ledgers' metadata and node versions, the records the previous
@@ -117,10 +117,8 @@ class ReplicaStateMachine:
         records: Mapping[int, ReplicaRecord] | None = None,
         live_bookies: Iterable[str] = (),
     ) -> None:
-        self.epoch = epoch
+        super().__init__(epoch)
         self.policy = policy or ReplicaPolicy()
-        self._deposed = False
-        self._started = False
         self._live: set[str] = set(live_bookies)
         self._ledgers: dict[int, LedgerMetadata] = {}
         self._versions: dict[int, int] = {}
@@ -138,17 +136,10 @@ class ReplicaStateMachine:
                 raise ValueError(f"the metadata of ledger {metadata.ledger_id} as {ledger_id}")
             self._index(metadata, version)
         for ledger_id, record in (records or {}).items():
-            if record.epoch > epoch:
-                raise StaleControllerEpoch(
-                    f"ledger {ledger_id} was written at epoch {record.epoch}, after epoch {epoch}"
-                )
+            self._check_resumable(f"ledger {ledger_id}", record.epoch)
             self._records[ledger_id] = record
 
     # --- queries -------------------------------------------------------------------------
-
-    @property
-    def deposed(self) -> bool:
-        return self._deposed
 
     @property
     def live_bookies(self) -> frozenset[str]:
@@ -177,10 +168,7 @@ class ReplicaStateMachine:
         """Take over the persisted states: records of deleted ledgers are removed; tasks in
         flight that still apply (target live, the fragment still naming the missing bookie)
         are restamped with this epoch and sent again, the others replaced; every ledger is checked against the live bookies. Call once, first."""
-        self._check_alive()
-        if self._started:
-            raise RuntimeError("start() called twice")
-        self._started = True
+        self._begin_start()
         effects: list[ReplicaEffect] = []
         for ledger_id in sorted(self._records):
             record = self._records[ledger_id]
@@ -201,12 +189,6 @@ class ReplicaStateMachine:
         for ledger_id in sorted(self._ledgers):
             self._evaluate(ledger_id, now_ms, effects)
         return effects
-
-    def epoch_changed(self, epoch: int) -> list[ReplicaEffect]:
-        """A controller epoch was observed; a newer one deposes this machine."""
-        if epoch > self.epoch:
-            self._deposed = True
-        return []
 
     def bookie_joined(self, bookie: str, now_ms: int) -> list[ReplicaEffect]:
         """A bookie registered (new, or back with its data)."""
@@ -312,20 +294,6 @@ class ReplicaStateMachine:
         return effects
 
     # --- internals -----------------------------------------------------------------------
-
-    def _check_alive(self) -> None:
-        if self._deposed:
-            raise ControllerDeposed(f"the controller of epoch {self.epoch} was deposed")
-
-    def _check_epoch(self, epoch: int) -> None:
-        self._check_alive()
-        if epoch < self.epoch:
-            raise StaleControllerEpoch(
-                f"an answer to epoch {epoch}; this controller's epoch is {self.epoch}"
-            )
-        if epoch > self.epoch:
-            self._deposed = True
-            raise ControllerDeposed(f"an answer to epoch {epoch}: epoch {self.epoch} is over")
 
     def _index(self, metadata: LedgerMetadata, version: int) -> bool:
         """Keep ``metadata`` if newer than what is known; ``True`` if it was."""

@@ -18,15 +18,14 @@ task's epoch: data safety must come from the compare-and-set on ledger metadata 
 * at the end (enough bookies live, nothing lost for good): every ledger closed, every
   fragment on live bookies holding every entry of their write sets, no state left.
 
-A run depends only on its seed (nothing iterates a set unsorted).
+A run depends only on its seed (nothing iterates a set unsorted). Time, links and the run
+loop are :mod:`.seeded_cluster`'s.
 """
 
 from __future__ import annotations
 
 import functools
-import heapq
 import itertools
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -51,14 +50,8 @@ from magnetar.ledger.fragments import (
 )
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState
 
-TICK_MS = 500
-SESSION_TIMEOUT_MS = 3_000
-CHAOS_MS = 60_000
-SETTLE_MS = 90_000
-LINK_DELAY_MS_MAX = 400
-LINK_DROP_PROBABILITY = 0.03
-STALL_PROBABILITY = 0.05
-STALL_MS_MAX = 2 * SESSION_TIMEOUT_MS
+from .seeded_cluster import SESSION_TIMEOUT_MS, TICK_MS, SeededCluster
+
 WORKER_FAILURE_PROBABILITY = 0.15
 COPY_MS_MAX = 1_500
 ENSEMBLE, WRITE_QUORUM, ACK_QUORUM = 3, 2, 2
@@ -120,14 +113,11 @@ class Store:
         return True
 
 
-class ReplicaSimulation:
+class ReplicaSimulation(SeededCluster):
+    settle_ms = 90_000
+
     def __init__(self, seed: int) -> None:
-        self.seed = seed
-        self.rng = random.Random(seed)
-        self.now_ms = 0
-        self._queue: list[tuple[int, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
-        self._link_free_ms: dict[tuple[str, str], int] = {}
+        super().__init__(seed)
         self.store = Store()
         self.bookies: dict[str, Bookie] = {}
         self._bookie_names = itertools.count(1)
@@ -138,8 +128,6 @@ class ReplicaSimulation:
         self.controller: Controller | None = None
         self.zombies: list[Controller] = []
         self.electing = False
-        self.chaos = True
-        self.events = 0
         self.replicated = 0
         self.failed = 0
         self.policy = ReplicaPolicy(
@@ -149,43 +137,9 @@ class ReplicaSimulation:
             retry_backoff_max_ms=4_000,
         )
 
-    # --- scheduling ------------------------------------------------------------------------
-
-    def at(self, delay_ms: int, action: Callable[[], None]) -> None:
-        heapq.heappush(self._queue, (self.now_ms + delay_ms, next(self._seq), action))
-
-    def send(self, link: tuple[str, str], action: Callable[[], None], stall: bool = False) -> None:
-        """In order on ``link`` after a random delay; sometimes lost during chaos; with
-        ``stall``, sometimes held back long (a sender paused between its check and send)."""
-        if self.chaos and self.rng.random() < LINK_DROP_PROBABILITY:
-            return
-        if stall and self.chaos and self.rng.random() < STALL_PROBABILITY:
-            stalled_ms = self.now_ms + self.rng.randint(1_000, STALL_MS_MAX)
-            self._link_free_ms[link] = max(self._link_free_ms.get(link, 0), stalled_ms)
-        due = max(
-            self.now_ms + self.rng.randint(1, LINK_DELAY_MS_MAX), self._link_free_ms.get(link, 0)
-        )
-        self._link_free_ms[link] = due
-        heapq.heappush(self._queue, (due, next(self._seq), action))
-
-    def run(self) -> None:
+    def populate(self) -> None:
         for _ in range(4):
             self.join_bookie()
-        self.elect()
-        self.at(0, self.tick)
-        self.at(100, self.chaos_step)
-        end_ms = CHAOS_MS + SETTLE_MS
-        while self._queue:
-            due, _, action = heapq.heappop(self._queue)
-            if due > end_ms:
-                break
-            self.now_ms = due
-            if self.chaos and due >= CHAOS_MS:
-                self.calm()
-            action()
-            self.events += 1
-            self.check_safety()
-        self.check_settled()
 
     # --- bookies ---------------------------------------------------------------------------
 

@@ -10,15 +10,14 @@ and a crashed broker's holdings vanish with its session.
 
 :meth:`Simulation.run` raises :class:`AssertionError` on the first broken invariant. A run
 depends only on its seed: nothing iterates a set unsorted (string hashing differs between
-processes), so a seed replays exactly in another process.
+processes), so a seed replays exactly in another process. Time, links and the run loop are
+:mod:`.seeded_cluster`'s.
 """
 
 from __future__ import annotations
 
 import functools
-import heapq
 import itertools
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -43,16 +42,9 @@ from magnetar.broker.controller import (
     WriteNamespaceBundles,
 )
 
+from .seeded_cluster import SESSION_TIMEOUT_MS, TICK_MS, SeededCluster
+
 NAMESPACES = ["t1/ns1", "t1/ns2", "t2/ns3"]
-TICK_MS = 500
-SESSION_TIMEOUT_MS = 3_000
-CHAOS_MS = 60_000
-SETTLE_MS = 40_000
-LINK_DELAY_MS_MAX = 400
-STALL_PROBABILITY = 0.05
-STALL_MS_MAX = 2 * SESSION_TIMEOUT_MS
-LINK_DROP_PROBABILITY = 0.03
-"""A message lost with its connection (during chaos only): commands and acks are retried."""
 
 
 def _joined(broker: str, machine: BundleStateMachine, now_ms: int) -> list[ControllerEffect]:
@@ -104,59 +96,20 @@ class Controller:
     """False once crashed (it does nothing more) or fenced."""
 
 
-class Simulation:
+class Simulation(SeededCluster):
     def __init__(self, seed: int) -> None:
-        self.seed = seed
-        self.rng = random.Random(seed)
-        self.now_ms = 0
-        self._queue: list[tuple[int, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
-        self._link_free_ms: dict[tuple[str, str], int] = {}
+        super().__init__(seed)
         self.store = Store()
         self.brokers: dict[str, Broker] = {}
         self._broker_names = itertools.count(1)
         self.controller: Controller | None = None
         self.zombies: list[Controller] = []
         self.electing = False
-        self.chaos = True
-        self.events = 0
-        self.dropped = 0
         self.policy = ControllerPolicy(command_retry_ms=2_000)
 
-    # --- scheduling ------------------------------------------------------------------------
-
-    def at(self, delay_ms: int, action: Callable[[], None]) -> None:
-        heapq.heappush(self._queue, (self.now_ms + delay_ms, next(self._seq), action))
-
-    def send(self, link: tuple[str, str], action: Callable[[], None]) -> None:
-        """In order on ``link``, after a random delay; sometimes lost during chaos."""
-        if self.chaos and self.rng.random() < LINK_DROP_PROBABILITY:
-            self.dropped += 1
-            return
-        due = max(
-            self.now_ms + self.rng.randint(1, LINK_DELAY_MS_MAX), self._link_free_ms.get(link, 0)
-        )
-        self._link_free_ms[link] = due
-        heapq.heappush(self._queue, (due, next(self._seq), action))
-
-    def run(self) -> None:
+    def populate(self) -> None:
         for _ in range(2):
             self.join_broker()
-        self.elect()
-        self.at(0, self.tick)
-        self.at(100, self.chaos_step)
-        end_ms = CHAOS_MS + SETTLE_MS
-        while self._queue:
-            due, _, action = heapq.heappop(self._queue)
-            if due > end_ms:
-                break
-            self.now_ms = due
-            if self.chaos and due >= CHAOS_MS:
-                self.calm()
-            action()
-            self.events += 1
-            self.check_safety()
-        self.check_settled()
 
     # --- the cluster -----------------------------------------------------------------------
 
@@ -248,9 +201,7 @@ class Simulation:
         arrive long after a newer controller took over."""
         broker = self.brokers[command.broker]
         link = (f"controller-{command.epoch}", broker.broker_id)
-        if self.chaos and self.rng.random() < STALL_PROBABILITY:
-            stalled_ms = self.now_ms + self.rng.randint(1_000, STALL_MS_MAX)
-            self._link_free_ms[link] = max(self._link_free_ms.get(link, 0), stalled_ms)
+        self.stall_link(link)
 
         def arrive() -> None:
             if not broker.alive or command.epoch != self.store.epoch:

@@ -3,56 +3,18 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
+from .seeded_cluster import fingerprints_across_processes, run_seed, seeds_to_run
 from .simulation import Simulation
-
-SEEDS = 100
-
-
-def run_seed(seed: int) -> Simulation:
-    sim = Simulation(seed)
-    try:
-        sim.run()
-    except AssertionError as exc:
-        raise AssertionError(
-            f"scenario seed {seed} failed at t={sim.now_ms}ms: {exc}\n"
-            f"replay with MAGNETAR_TEST_SEED={seed}"
-        ) from exc
-    return sim
 
 
 def test_seeded_scenarios_keep_the_invariants() -> None:
-    pinned = os.environ.get("MAGNETAR_TEST_SEED")
-    seeds = [int(pinned)] if pinned else list(range(SEEDS))
+    seeds = seeds_to_run()
     print(f"scenario seeds: {seeds[0]}..{seeds[-1]}")
     for seed in seeds:
-        sim = run_seed(seed)
+        sim = run_seed(Simulation, seed, "scenario")
         # each run must have exercised the machinery it claims to test
         assert sim.store.epoch >= 1 and sim.events > 500, (seed, sim.store.epoch, sim.events)
 
 
 def test_a_seed_replays_exactly_in_another_process() -> None:
-    tests_dir = Path(__file__).parents[2]
-    script = (
-        "from broker.controller.simulation import Simulation\n"
-        "s = Simulation(3)\n"
-        "s.run()\n"
-        "print(s.fingerprint())\n"
-    )
-    outputs = {
-        subprocess.run(
-            [sys.executable, "-c", script],
-            cwd=tests_dir,
-            env={**os.environ, "PYTHONHASHSEED": str(hash_seed)},
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-        ).stdout
-        for hash_seed in (1, 2)
-    }
-    assert len(outputs) == 1
+    assert len(fingerprints_across_processes("broker.controller.simulation", "Simulation")) == 1

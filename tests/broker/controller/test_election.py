@@ -5,6 +5,7 @@ resumes the states with a higher epoch."""
 from __future__ import annotations
 
 import asyncio
+from typing import NamedTuple
 from urllib.parse import unquote
 
 import pytest
@@ -57,6 +58,29 @@ async def persisted(ctl: ControllerElection, store: MetadataStore) -> dict[str, 
 
 def candidate(store: MetadataStore, broker: str, log: CommandLog) -> ControllerElection:
     return ControllerElection(store, broker, commands=log, clock=ManualClock(start_ms=1000))
+
+
+class OneBundleController(NamedTuple):
+    registry: MetadataStore
+    controller: ControllerElection
+    epoch: int
+    bundle: BundleId
+    log: CommandLog
+    clock: ManualClock
+
+
+async def controller_of_one_bundle(open_store: OpenStore) -> OneBundleController:
+    """Broker b1 registered and elected controller (its own store session, clock at 1 s),
+    with namespace t/n of one bundle added: the bundle's assignment is sent."""
+    registry = await open_store()
+    await register(registry, "b1")
+    log = CommandLog()
+    clock = ManualClock(start_ms=1000)
+    controller = ControllerElection(await open_store(), "b1", commands=log, clock=clock)
+    epoch = await controller.campaign()
+    await controller.namespace_added(NamespaceBundles.default("t/n", 1))
+    bundle = NamespaceBundles.default("t/n", 1).bundles[0]
+    return OneBundleController(registry, controller, epoch, bundle, log, clock)
 
 
 async def test_takeover_resumes_states_at_a_higher_epoch(open_store: OpenStore) -> None:
@@ -123,14 +147,7 @@ async def test_takeover_resumes_states_at_a_higher_epoch(open_store: OpenStore) 
 
 
 async def test_write_of_a_controller_behind_the_epoch_is_fenced(open_store: OpenStore) -> None:
-    registry = await open_store()
-    await register(registry, "b1")
-    log = CommandLog()
-    clock = ManualClock(start_ms=1000)
-    a = ControllerElection(await open_store(), "b1", commands=log, clock=clock)
-    epoch_a = await a.campaign()
-    await a.namespace_added(NamespaceBundles.default("t/n", 1))
-    whole = NamespaceBundles.default("t/n", 1).bundles[0]
+    registry, a, epoch_a, whole, log, _ = await controller_of_one_bundle(open_store)
     assert log.sent == [AssignBundle(whole, "b1", epoch_a)]
     before = await persisted(a, registry)
     # a newer controller won an epoch that this one has not noticed yet (it watches
@@ -145,14 +162,7 @@ async def test_write_of_a_controller_behind_the_epoch_is_fenced(open_store: Open
 
 
 async def test_commands_alone_are_fenced_too(open_store: OpenStore) -> None:
-    registry = await open_store()
-    await register(registry, "b1")
-    log = CommandLog()
-    clock = ManualClock(start_ms=1000)
-    a = ControllerElection(await open_store(), "b1", commands=log, clock=clock)
-    epoch_a = await a.campaign()
-    await a.namespace_added(NamespaceBundles.default("t/n", 1))
-    whole = NamespaceBundles.default("t/n", 1).bundles[0]
+    registry, a, epoch_a, whole, log, clock = await controller_of_one_bundle(open_store)
     clock.advance(5.0)  # the assignment is due to be sent again: a command, no write
     await a.tick()
     assert log.sent == [AssignBundle(whole, "b1", epoch_a)] * 2

@@ -52,6 +52,17 @@ def keep_messages(client: pulsar.Client) -> None:
     client.subscribe(TOPIC, "keep").close()
 
 
+def retrying_sends(client: pulsar.Client) -> Sends:
+    """:func:`keep_messages`, then :class:`Sends` over a producer of ``TOPIC`` without
+    batching that retries each send until it is acknowledged (no send timeout) and blocks
+    when its queue is full."""
+    keep_messages(client)
+    producer = client.create_producer(
+        TOPIC, batching_enabled=False, send_timeout_millis=0, block_if_queue_full=True
+    )
+    return Sends(producer)
+
+
 def read_all(url: str) -> set[int]:
     """The numbers of every message stored in the topic."""
     client = pulsar.Client(url, operation_timeout_seconds=30)

@@ -25,12 +25,10 @@ from magnetar.testing.disk import Tmpfs, fill_disk
 
 from .conftest import (
     CLIENT_LOG,
-    TOPIC,
     Http,
-    Sends,
     close_client,
-    keep_messages,
     read_all,
+    retrying_sends,
     send_until_refused,
 )
 
@@ -49,11 +47,7 @@ def test_fill_free_cycles_with_kills_lose_no_acknowledged_message(
     filler = small_disk.path / "filler"
     client = pulsar.Client(node.url, operation_timeout_seconds=30, logger=log.logger)
     try:
-        keep_messages(client)
-        producer = client.create_producer(
-            TOPIC, batching_enabled=False, send_timeout_millis=0, block_if_queue_full=True
-        )
-        sends = Sends(producer)
+        sends = retrying_sends(client)
 
         def stored(numbers: range, what: str) -> None:
             wait_until(lambda: sends.settled(numbers), timeout_s=90, what=what)

@@ -15,10 +15,9 @@ from .conftest import (
     PAYLOAD,
     TOPIC,
     Http,
-    Sends,
     close_client,
-    keep_messages,
     read_all,
+    retrying_sends,
     send_until_refused,
 )
 
@@ -102,11 +101,7 @@ def test_a_full_disk_fails_sends_promptly_reports_unhealthy_and_recovers_by_itse
     log = CLIENT_LOG.mark()
     client = pulsar.Client(node.url, operation_timeout_seconds=30, logger=log.logger)
     try:
-        keep_messages(client)
-        producer = client.create_producer(
-            TOPIC, batching_enabled=False, send_timeout_millis=0, block_if_queue_full=True
-        )
-        sends = Sends(producer)
+        sends = retrying_sends(client)
         before = sends.send(200)
         wait_until(lambda: sends.settled(before), timeout_s=60, what="sends before the fault")
         assert sends.acked == set(before)
@@ -132,7 +127,7 @@ def test_a_full_disk_fails_sends_promptly_reports_unhealthy_and_recovers_by_itse
         wait_until(lambda: sends.settled(during), timeout_s=60, what="sends after space returned")
         assert sends.acked == set(before) | set(during), sends.failed
         wait_until(lambda: http.get("/ready") == (200, "ok"), timeout_s=30, what="ready again")
-        producer.send(PAYLOAD, properties={"i": str(sends.sent)})
+        sends.producer.send(PAYLOAD, properties={"i": str(sends.sent)})
         acked = sends.acked | {sends.sent}
     finally:
         close_client(client)
@@ -155,11 +150,7 @@ def test_free_space_under_the_threshold_fails_sends_and_recovers_by_itself(
     log = CLIENT_LOG.mark()
     client = pulsar.Client(node.url, operation_timeout_seconds=30, logger=log.logger)
     try:
-        keep_messages(client)
-        producer = client.create_producer(
-            TOPIC, batching_enabled=False, send_timeout_millis=0, block_if_queue_full=True
-        )
-        sends = Sends(producer)
+        sends = retrying_sends(client)
         before = sends.send(50)
         wait_until(lambda: sends.settled(before), timeout_s=60, what="sends before")
         filler = small_disk.path / "filler"
@@ -188,11 +179,7 @@ def test_sigterm_stops_promptly_while_the_disk_is_full(
     node.start()
     client = pulsar.Client(node.url, operation_timeout_seconds=30)
     try:
-        keep_messages(client)
-        producer = client.create_producer(
-            TOPIC, batching_enabled=False, send_timeout_millis=0, block_if_queue_full=True
-        )
-        sends = Sends(producer)
+        sends = retrying_sends(client)
         sends.send(100)
         fill_disk(small_disk.path / "filler")
         sends.send(100)

@@ -26,18 +26,16 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from magnetar.broker.controller import (
-    ControllerDeposed,
     DeleteReplicaState,
     ReplicaEffect,
     ReplicaPolicy,
     ReplicaRecord,
     ReplicaStateMachine,
     ReplicateFragment,
-    StaleControllerEpoch,
     WriteReplicaState,
 )
 from magnetar.ledger.fragments import (
@@ -50,7 +48,7 @@ from magnetar.ledger.fragments import (
 )
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState
 
-from .seeded_cluster import SESSION_TIMEOUT_MS, TICK_MS, SeededCluster
+from .seeded_cluster import SESSION_TIMEOUT_MS, ControlledCluster, Controller
 
 WORKER_FAILURE_PROBABILITY = 0.15
 COPY_MS_MAX = 1_500
@@ -85,13 +83,6 @@ class Writer:
 
 
 @dataclass
-class Controller:
-    machine: ReplicaStateMachine
-    epoch: int
-    alive: bool = True
-
-
-@dataclass
 class Store:
     epoch: int = 0
     ledgers: dict[int, tuple[LedgerMetadata, int]] = field(default_factory=dict)
@@ -113,7 +104,8 @@ class Store:
         return True
 
 
-class ReplicaSimulation(SeededCluster):
+class ReplicaSimulation(ControlledCluster[ReplicaStateMachine]):
+    store: Store
     settle_ms = 90_000
 
     def __init__(self, seed: int) -> None:
@@ -125,9 +117,6 @@ class ReplicaSimulation(SeededCluster):
         self.writers: dict[int, Writer] = {}
         self.written_last: dict[int, int] = {}
         """Last entry written per ledger (its writer may have crashed, the ledger still open)."""
-        self.controller: Controller | None = None
-        self.zombies: list[Controller] = []
-        self.electing = False
         self.replicated = 0
         self.failed = 0
         self.policy = ReplicaPolicy(
@@ -300,54 +289,27 @@ class ReplicaSimulation(SeededCluster):
 
     # --- the controller ----------------------------------------------------------------------
 
-    def elect(self) -> None:
-        self.electing = True
+    def new_machine(self, epoch: int) -> ReplicaStateMachine:
+        return ReplicaStateMachine(
+            epoch,
+            policy=self.policy,
+            ledgers=dict(self.store.ledgers),
+            records=dict(self.store.records),
+            live_bookies=set(self.store.registrations),
+        )
 
-        def win() -> None:
-            self.electing = False
-            self.store.epoch += 1
-            epoch = self.store.epoch
-            machine = ReplicaStateMachine(
-                epoch,
-                policy=self.policy,
-                ledgers=dict(self.store.ledgers),
-                records=dict(self.store.records),
-                live_bookies=set(self.store.registrations),
-            )
-            ctl = Controller(machine, epoch)
-            self.controller = ctl
-            self.run_on(ctl, lambda m, now: m.start(now))
+    def is_command(self, effect: object) -> bool:
+        return isinstance(effect, ReplicateFragment)
 
-        self.at(self.rng.randint(50, SESSION_TIMEOUT_MS), win)
+    def dispatch(self, ctl: Controller[ReplicaStateMachine], task: ReplicateFragment) -> None:
+        self.check_task(ctl, task)
+        self.send(
+            (f"controller-{ctl.epoch}", task.target_bookie),
+            functools.partial(self.work, task),
+            stall=True,
+        )
 
-    def run_on(
-        self, ctl: Controller, event: Callable[[ReplicaStateMachine, int], list[ReplicaEffect]]
-    ) -> None:
-        if not ctl.alive:
-            return
-        try:
-            effects = event(ctl.machine, self.now_ms)
-        except StaleControllerEpoch:
-            return
-        except ControllerDeposed:
-            ctl.alive = False
-            return
-        writes = [e for e in effects if not isinstance(e, ReplicateFragment)]
-        if effects and not self.store.fenced_apply(ctl.epoch, writes):
-            ctl.machine.epoch_changed(self.store.epoch)
-            ctl.alive = False
-            return
-        for effect in effects:
-            assert effect.epoch == ctl.epoch, effect
-            if isinstance(effect, ReplicateFragment):
-                self.check_task(ctl, effect)
-                self.send(
-                    (f"controller-{ctl.epoch}", effect.target_bookie),
-                    functools.partial(self.work, effect),
-                    stall=True,
-                )
-
-    def check_task(self, ctl: Controller, task: ReplicateFragment) -> None:
+    def check_task(self, ctl: Controller[ReplicaStateMachine], task: ReplicateFragment) -> None:
         machine = ctl.machine
         assert task.target_bookie in machine.live_bookies, f"{task} to a departed bookie"
         assert task.missing_bookie not in machine.live_bookies, f"{task} for a live bookie"
@@ -425,12 +387,6 @@ class ReplicaSimulation(SeededCluster):
         self.at(self.rng.randint(10, COPY_MS_MAX), publish)
 
     # --- the run ---------------------------------------------------------------------------
-
-    def tick(self) -> None:
-        for ctl in [self.controller, *self.zombies]:
-            if ctl is not None:
-                self.run_on(ctl, lambda m, now: m.tick(now))
-        self.at(TICK_MS, self.tick)
 
     def chaos_step(self) -> None:
         if not self.chaos:

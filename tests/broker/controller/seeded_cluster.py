@@ -15,9 +15,12 @@ import os
 import random
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Generic, Protocol, TypeVar
+
+from magnetar.broker.controller import ControllerDeposed, StaleControllerEpoch
 
 TICK_MS = 500
 SESSION_TIMEOUT_MS = 3_000
@@ -120,6 +123,109 @@ class SeededCluster:
     def fingerprint(self) -> str:
         """The end state, to compare runs of one seed."""
         raise NotImplementedError
+
+
+class FencedStore(Protocol):
+    """The metadata store as a controller sees it: state written only under the current
+    epoch."""
+
+    epoch: int
+
+    def fenced_apply(self, epoch: int, writes: Sequence[Any]) -> bool: ...
+
+
+MachineT = TypeVar("MachineT", bound="Machine")
+
+
+class Machine(Protocol):
+    """What the cluster asks of a controller state machine."""
+
+    def start(self, now_ms: int) -> Sequence[Any]: ...
+
+    def tick(self, now_ms: int) -> Sequence[Any]: ...
+
+    def epoch_changed(self, epoch: int) -> Sequence[Any]: ...
+
+
+@dataclass
+class Controller(Generic[MachineT]):
+    machine: MachineT
+    epoch: int
+    alive: bool = True
+    """False once crashed (it does nothing more) or fenced."""
+
+
+class ControlledCluster(SeededCluster, Generic[MachineT]):
+    """A seeded cluster with a controller running ``MachineT``: elections that read the
+    state back at a new epoch, controllers that crash or stall and keep acting on their old
+    epoch ("zombies"), and effects executed as the election shell does."""
+
+    store: FencedStore
+    ignored_errors: tuple[type[Exception], ...] = (StaleControllerEpoch,)
+    """Errors an event may raise that leave the controller acting (a late answer, a request
+    refused); :class:`ControllerDeposed` ends it."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(seed)
+        self.controller: Controller[MachineT] | None = None
+        self.zombies: list[Controller[MachineT]] = []
+        self.electing = False
+
+    def new_machine(self, epoch: int) -> MachineT:
+        """The machine of a controller that won ``epoch``, built from the store."""
+        raise NotImplementedError
+
+    def is_command(self, effect: object) -> bool:
+        """An effect sent to a node rather than written to the store."""
+        raise NotImplementedError
+
+    def dispatch(self, ctl: Controller[MachineT], command: Any) -> None:
+        """Check and send one command of ``ctl`` (its epoch is checked already)."""
+        raise NotImplementedError
+
+    def elect(self) -> None:
+        """A new controller wins after a while: the epoch moves on, the state is read back."""
+        self.electing = True
+
+        def win() -> None:
+            self.electing = False
+            self.store.epoch += 1
+            epoch = self.store.epoch
+            ctl = Controller(self.new_machine(epoch), epoch)
+            self.controller = ctl
+            self.run_on(ctl, lambda m, now: m.start(now))
+
+        self.at(self.rng.randint(50, SESSION_TIMEOUT_MS), win)
+
+    def run_on(
+        self, ctl: Controller[MachineT], event: Callable[[MachineT, int], Sequence[Any]]
+    ) -> None:
+        """Run an event on a controller and execute its effects as the shell does: writes
+        (or the epoch check alone) first, fenced by the epoch, then commands."""
+        if not ctl.alive:
+            return
+        try:
+            effects = event(ctl.machine, self.now_ms)
+        except self.ignored_errors:
+            return
+        except ControllerDeposed:
+            ctl.alive = False
+            return
+        writes = [e for e in effects if not self.is_command(e)]
+        if effects and not self.store.fenced_apply(ctl.epoch, writes):
+            ctl.machine.epoch_changed(self.store.epoch)
+            ctl.alive = False  # fenced: nothing of this call reaches a node
+            return
+        for effect in effects:
+            if self.is_command(effect):
+                assert effect.epoch == ctl.epoch, effect
+                self.dispatch(ctl, effect)
+
+    def tick(self) -> None:
+        for ctl in [self.controller, *self.zombies]:
+            if ctl is not None:
+                self.run_on(ctl, lambda m, now: m.tick(now))
+        self.at(TICK_MS, self.tick)
 
 
 # --- the scenario tests' seed handling ---------------------------------------------------

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from magnetar.broker.controller import (
@@ -28,7 +28,6 @@ from magnetar.broker.controller import (
     BundleRecord,
     BundleState,
     BundleStateMachine,
-    ControllerDeposed,
     ControllerEffect,
     ControllerPolicy,
     DeleteBundleState,
@@ -42,7 +41,7 @@ from magnetar.broker.controller import (
     WriteNamespaceBundles,
 )
 
-from .seeded_cluster import SESSION_TIMEOUT_MS, TICK_MS, SeededCluster
+from .seeded_cluster import SESSION_TIMEOUT_MS, ControlledCluster, Controller
 
 NAMESPACES = ["t1/ns1", "t1/ns2", "t2/ns3"]
 
@@ -88,23 +87,15 @@ class Broker:
     owned: set[BundleId] = field(default_factory=set)
 
 
-@dataclass
-class Controller:
-    machine: BundleStateMachine
-    epoch: int
-    alive: bool = True
-    """False once crashed (it does nothing more) or fenced."""
+class Simulation(ControlledCluster[BundleStateMachine]):
+    store: Store
+    ignored_errors = (StaleControllerEpoch, BundleBusy, UnknownBundle, InvalidBundle)
 
-
-class Simulation(SeededCluster):
     def __init__(self, seed: int) -> None:
         super().__init__(seed)
         self.store = Store()
         self.brokers: dict[str, Broker] = {}
         self._broker_names = itertools.count(1)
-        self.controller: Controller | None = None
-        self.zombies: list[Controller] = []
-        self.electing = False
         self.policy = ControllerPolicy(command_retry_ms=2_000)
 
     def populate(self) -> None:
@@ -146,54 +137,26 @@ class Simulation(SeededCluster):
 
         self.at(self.rng.randint(1, 300), notify)
 
-    def elect(self) -> None:
-        """A new controller wins: the epoch moves on, the state is read back."""
-        self.electing = True
+    def new_machine(self, epoch: int) -> BundleStateMachine:
+        return BundleStateMachine(
+            epoch,
+            policy=self.policy,
+            namespaces=list(self.store.namespaces.values()),
+            records=dict(self.store.records),
+            live_brokers=set(self.store.registrations),
+        )
 
-        def win() -> None:
-            self.electing = False
-            self.store.epoch += 1
-            epoch = self.store.epoch
-            machine = BundleStateMachine(
-                epoch,
-                policy=self.policy,
-                namespaces=list(self.store.namespaces.values()),
-                records=dict(self.store.records),
-                live_brokers=set(self.store.registrations),
-            )
-            ctl = Controller(machine, epoch)
-            self.controller = ctl
-            self.run_on(ctl, lambda m, now: m.start(now))
+    def is_command(self, effect: object) -> bool:
+        return isinstance(effect, AssignBundle | ReleaseBundle)
 
-        self.at(self.rng.randint(50, SESSION_TIMEOUT_MS), win)
-
-    def run_on(
-        self, ctl: Controller, event: Callable[[BundleStateMachine, int], list[ControllerEffect]]
+    def dispatch(
+        self, ctl: Controller[BundleStateMachine], command: AssignBundle | ReleaseBundle
     ) -> None:
-        """Run an event on a controller and execute its effects as the shell does."""
-        if not ctl.alive:
-            return
-        try:
-            effects = event(ctl.machine, self.now_ms)
-        except (StaleControllerEpoch, BundleBusy, UnknownBundle, InvalidBundle):
-            return
-        except ControllerDeposed:
-            ctl.alive = False
-            return
-        # as the shell does: writes (or the epoch check alone) first, then commands
-        writes = [e for e in effects if not isinstance(e, AssignBundle | ReleaseBundle)]
-        if effects and not self.store.fenced_apply(ctl.epoch, writes):
-            ctl.machine.epoch_changed(self.store.epoch)
-            ctl.alive = False  # fenced: nothing of this call reaches a broker
-            return
-        for effect in effects:
-            if isinstance(effect, AssignBundle | ReleaseBundle):
-                assert effect.epoch == ctl.epoch, effect
-                if isinstance(effect, AssignBundle):
-                    assert effect.broker in ctl.machine.live_brokers, (
-                        f"{effect} to a broker the controller knows left"
-                    )
-                self.deliver(effect)
+        if isinstance(command, AssignBundle):
+            assert command.broker in ctl.machine.live_brokers, (
+                f"{command} to a broker the controller knows left"
+            )
+        self.deliver(command)
 
     def deliver(self, command: AssignBundle | ReleaseBundle) -> None:
         """Over this controller's own connection to the broker; sometimes the controller
@@ -246,12 +209,6 @@ class Simulation(SeededCluster):
                 lambda: self.run_on(ctl, lambda m, now: m.load_reported(report, now)),
             )
         self.at(2_000, lambda: self.report(broker))
-
-    def tick(self) -> None:
-        for ctl in [self.controller, *self.zombies]:
-            if ctl is not None:
-                self.run_on(ctl, lambda m, now: m.tick(now))
-        self.at(TICK_MS, self.tick)
 
     def chaos_step(self) -> None:
         if not self.chaos:

@@ -341,6 +341,15 @@ def _print_message(out: Printer, record: dict[str, Any]) -> None:
     click.echo(f"key:[{record['key'] or 'null'}], properties:[{props}], content:{content}")
 
 
+def _print_count(out: Printer, verb: str, count: int) -> None:
+    """The final line of ``consume`` or ``read`` on stderr: ``{"<verb>": count}`` in JSON,
+    else ``<count> messages successfully <verb>``."""
+    if out.json:
+        click.echo(json.dumps({verb: count}), err=True)
+    else:
+        click.echo(f"{count} messages successfully {verb}", err=True)
+
+
 # Options that ``consume`` and ``read`` share.
 _RATE = click.option(
     "--rate",
@@ -497,10 +506,7 @@ def consume(
             priority_level, regex, hex_payload,
         )
     )  # fmt: skip
-    if out.json:
-        click.echo(json.dumps({"consumed": count}), err=True)
-    else:
-        click.echo(f"{count} messages successfully consumed", err=True)
+    _print_count(out, "consumed", count)
 
 
 async def _consume(
@@ -646,10 +652,7 @@ def read(
             receiver_queue_size, hex_payload,
         )
     )  # fmt: skip
-    if out.json:
-        click.echo(json.dumps({"read": count}), err=True)
-    else:
-        click.echo(f"{count} messages successfully read", err=True)
+    _print_count(out, "read", count)
 
 
 async def _read(

@@ -444,8 +444,19 @@ class Subscription:
         return Success(request_id=request_id)
 
     async def seek(self, cmd: Seek) -> Success:
+        """Reset the cursor to the SEEK's target, as Pulsar does: the consumers are
+        disconnected first (CLOSE_CONSUMER; they reconnect and resubscribe), so nothing is
+        dispatched to them from the old read position while the cursor moves; SUCCESS once
+        the cursor is reset."""
         ledgers = self.topic.ml.ledgers
         self._epoch += 1
+        self.keep_when_empty = True
+        try:
+            for c in list(self.consumers.values()):
+                c.connection.consumer_closed_by_broker(c)
+                await self.remove_consumer(c)
+        finally:
+            self.keep_when_empty = False
         if cmd.message_publish_time is not None and cmd.message_id is None:
             await self.cursor.reset_to_publish_time(cmd.message_publish_time, _publish_time_of)
         else:
@@ -462,13 +473,6 @@ class Subscription:
         self._tracker.clear()
         if self._delayed is not None:
             self._delayed.clear()
-        self.keep_when_empty = True
-        try:
-            for c in list(self.consumers.values()):
-                c.connection.consumer_closed_by_broker(c)
-                await self.remove_consumer(c)
-        finally:
-            self.keep_when_empty = False
         if not self.consumers and not self.durable:
             self._schedule_orphan_check()
         return Success(request_id=cmd.request_id)

@@ -1,0 +1,55 @@
+"""The contract between the worker's runtime manager and an instance runtime.
+
+The runtime manager (every worker) reads the assignments meant for its worker and, for each,
+builds an :class:`InstanceSpec` and asks an :class:`InstanceRuntime` to run it; the runtime
+(thread or subprocess) supervises the instance — restarting a crashed one with backoff — and
+answers :meth:`InstanceRuntime.status` at any time. Stopping is always bounded.
+
+    runtime: InstanceRuntime = ProcessRuntime(...)      # or ThreadRuntime(...)
+    await runtime.start(spec)
+    runtime.status()                                    # InstanceStatus
+    await runtime.stop()
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from magnetar.functions.function_config import FunctionConfig
+from magnetar.functions.instance_status import InstanceStatus
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstanceSpec:
+    """One instance to run: instance ``instance_id`` (0 ≤ id < parallelism) of ``config``."""
+
+    config: FunctionConfig
+    instance_id: int
+    package_path: Path | None
+    """The downloaded package on this worker's disk (a ``.py`` file, a module directory, a
+    zip or a wheel); None for built-in sources and sinks."""
+    service_url: str
+    """Where the instance's consumers and producers connect (``pulsar://host:6650``)."""
+    admin_url: str
+    worker_id: str
+    work_dir: Path
+    """The instance's own directory (virtualenv for ``requirements.txt``, unpacked package)."""
+
+    @property
+    def instance_key(self) -> str:
+        """``tenant/namespace/name:id``, as Pulsar names an instance in assignments."""
+        return f"{self.config.fqfn}:{self.instance_id}"
+
+
+class InstanceRuntime(Protocol):
+    """Runs one instance. ``start`` returns once the instance was launched (not once it
+    processed anything); failures to import, install or connect show in ``status().error``
+    and never raise out of ``start``. ``stop`` is idempotent and bounded."""
+
+    async def start(self, spec: InstanceSpec) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def status(self) -> InstanceStatus: ...

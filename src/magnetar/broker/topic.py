@@ -307,8 +307,9 @@ class Topic:
         self._check_producer_limits(key)
         admission = self.access.add(ProducerRequest(key, name, mode, cmd.epoch, cmd.topic_epoch))
         producer = Producer(
-            self, conn, cmd.producer_id, name, mode, cmd.epoch, admission.topic_epoch
-        )
+            self, conn, cmd.producer_id, name, mode, cmd.epoch, admission.topic_epoch,
+            dict(cmd.metadata),
+        )  # fmt: skip
         self._apply_effects(admission.effects)
         if not admission.ready:
             self._waiting[key] = (conn, cmd, producer)
@@ -483,6 +484,7 @@ class Topic:
                 cmd.priority_level or 0,
                 cmd.sub_type,
                 cmd.consumer_epoch,
+                dict(cmd.metadata),
             )
             try:
                 sub.add_consumer(consumer, cmd.key_shared_meta)

@@ -119,6 +119,18 @@ class Topic:
         self.created_ms = service.clock.now_ms()
         self.subscription_meters: dict[str, SubscriptionMeters] = {}
         """Per subscription name (kept across the Subscription objects of one name)."""
+        ml.expiry_listener = self._count_expired
+
+    def _count_expired(self, subscription: str, messages: int) -> None:
+        """Message TTL expired ``messages`` of ``subscription``: stats' ``msgRateExpired``,
+        ``totalMsgExpired`` and ``lastExpireTimestamp``, as an admin expiry counts them."""
+        meters = self.subscription_meters.get(subscription)
+        if meters is None:
+            meters = self.subscription_meters.setdefault(
+                subscription, SubscriptionMeters(self.service.clock, self.service.meter_sampler)
+            )
+        meters.expired.record(messages)
+        meters.last_expire_ms = self.service.clock.now_ms()
 
     @classmethod
     async def open(

@@ -206,7 +206,9 @@ class LocalCluster:
         ports = self._ports()
         try:
             self.zookeeper = ZooKeeperServer(
-                self.data_dir / "zookeeper", port=ports["zookeeper"][0], max_session_timeout_ms=60_000
+                self.data_dir / "zookeeper",
+                port=ports["zookeeper"][0],
+                max_session_timeout_ms=60_000,
             )
             self.zookeeper.start()
             self.bookies = [self._bookie(i, ports["bookies"][i]) for i in range(cfg.bookies)]

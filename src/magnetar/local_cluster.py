@@ -86,6 +86,7 @@ class ClusterProcess:
         self._ready = ready
         self.proc: subprocess.Popen[bytes] | None = None
         self.ready_match: re.Match[str] | None = None
+        self._offset = 0
 
     @property
     def pid(self) -> int | None:
@@ -96,9 +97,15 @@ class ClusterProcess:
 
     def start(self, ready_timeout_s: float = READY_TIMEOUT_S) -> None:
         """Start and wait for the ready line; raises :class:`LocalClusterError`."""
+        self.launch()
+        self.wait_ready(ready_timeout_s)
+
+    def launch(self) -> None:
+        """Start the process (no wait); :meth:`wait_ready` waits for its ready line."""
         if self.is_running():
             return
-        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self._offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        self.ready_match = None
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 self.args,
@@ -107,9 +114,14 @@ class ClusterProcess:
                 stderr=log,
                 start_new_session=True,
             )
+
+    def wait_ready(self, ready_timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Wait for the ready line printed since :meth:`launch`; raises
+        :class:`LocalClusterError` (and kills the process) when it exits or times out."""
+        assert self.proc is not None, f"{self.name} was not launched"
         deadline = time.monotonic() + ready_timeout_s
-        while time.monotonic() < deadline:
-            match = self._ready.search(self._log_since(offset))
+        while self.ready_match is None:
+            match = self._ready.search(self._log_since(self._offset))
             if match is not None:
                 self.ready_match = match
                 return
@@ -118,11 +130,12 @@ class ClusterProcess:
                     f"{self.name} exited with status {self.proc.returncode} before it was "
                     f"ready: {self._tail()}"
                 )
+            if time.monotonic() > deadline:
+                self.kill()
+                raise LocalClusterError(
+                    f"{self.name} was not ready within {ready_timeout_s:.0f} s: {self._tail()}"
+                )
             time.sleep(POLL_INTERVAL_S)
-        self.kill()
-        raise LocalClusterError(
-            f"{self.name} was not ready within {ready_timeout_s:.0f} s: {self._tail()}"
-        )
 
     def _log_since(self, offset: int) -> str:
         with contextlib.suppress(OSError), open(self.log_path, "rb") as f:
@@ -212,13 +225,11 @@ class LocalCluster:
             )
             self.zookeeper.start()
             self.bookies = [self._bookie(i, ports["bookies"][i]) for i in range(cfg.bookies)]
-            for bookie in self.bookies:
-                bookie.start()
+            _start_all(self.bookies)
             self.brokers = [
                 self._broker(i, ports["brokers"][i], ports["http"][i]) for i in range(cfg.brokers)
             ]
-            for broker in self.brokers:
-                broker.start()
+            _start_all(self.brokers)
         except BaseException:
             self.stop()
             raise
@@ -299,6 +310,14 @@ class LocalCluster:
         zookeeper, self.zookeeper = self.zookeeper, None
         if zookeeper is not None:
             zookeeper.stop()
+
+
+def _start_all(group: list[ClusterProcess]) -> None:
+    """Launch every process of ``group`` at once, then wait for each to be ready."""
+    for p in group:
+        p.launch()
+    for p in group:
+        p.wait_ready()
 
 
 def _host_port(url: str) -> str:

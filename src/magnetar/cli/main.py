@@ -13,7 +13,14 @@ from pathlib import Path
 import click
 
 from magnetar import __version__
-from magnetar.cli import admin_cmd, bookie_cmd, client_cmd, perf_cmd, standalone_cmd
+from magnetar.cli import (
+    admin_cmd,
+    bookie_cmd,
+    client_cmd,
+    functions_cmd,
+    perf_cmd,
+    standalone_cmd,
+)
 from magnetar.cli.client_config import CONFIG_ENV, ClientConfigError, default_config_path
 from magnetar.cli.output import CliGroup
 
@@ -87,6 +94,7 @@ def local_cluster() -> None:
 cli.add_command(admin_cmd.admin)
 cli.add_command(client_cmd.client)
 cli.add_command(perf_cmd.perf)
+cli.add_command(functions_cmd.functions)
 
 
 def main() -> None:

@@ -225,9 +225,7 @@ def load_function(prepared: PreparedPackage, class_name: str | None) -> ProcessF
         try:
             obj = target()
         except Exception as exc:
-            raise PackageError(
-                f"{class_name}(): {type(exc).__name__}: {exc}"
-            ) from None
+            raise PackageError(f"{class_name}(): {type(exc).__name__}: {exc}") from None
         process = getattr(obj, "process", None)
         if not callable(process):
             raise PackageError(f"{class_name} has no process(input, context) method")
@@ -248,7 +246,9 @@ def _import(root: Path | None, module_name: str) -> ModuleType:
                 spec = importlib.util.spec_from_file_location(
                     module_name,
                     candidate,
-                    submodule_search_locations=[str(base)] if candidate.name == "__init__.py" else None,
+                    submodule_search_locations=[str(base)]
+                    if candidate.name == "__init__.py"
+                    else None,
                 )
                 assert spec is not None and spec.loader is not None
                 module = importlib.util.module_from_spec(spec)

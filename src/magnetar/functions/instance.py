@@ -318,7 +318,9 @@ class FunctionInstance:
         assert loop is not None
 
         def start() -> None:
-            self._pending.append(asyncio.ensure_future(self._publish(topic, payload, properties, key)))
+            self._pending.append(
+                asyncio.ensure_future(self._publish(topic, payload, properties, key))
+            )
 
         loop.call_soon_threadsafe(start)
 

@@ -24,6 +24,4 @@ def serialize_output(value: Any) -> bytes:
         return value.encode("utf-8")
     if isinstance(value, bool | int | float):
         return str(value).encode("utf-8")
-    raise TypeError(
-        f"the default serde writes str, bytes and numbers, not {type(value).__name__}"
-    )
+    raise TypeError(f"the default serde writes str, bytes and numbers, not {type(value).__name__}")

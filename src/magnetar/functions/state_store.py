@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 STATE_KEY_BYTES_MAX = 1_024
@@ -98,10 +97,14 @@ class StateStore:
                 self._counters.get(name, {}).pop(int(writer), None)
             elif isinstance(doc, dict) and isinstance(doc.get("c"), int):
                 self._counters.setdefault(name, {})[int(writer)] = doc["c"]
-        elif key.startswith(_POSITION):
-            if isinstance(doc, dict) and isinstance(doc.get("p"), list) and len(doc["p"]) == 2:
-                ledger, entry = doc["p"]
-                self._positions[key[len(_POSITION) :]] = (int(ledger), int(entry))
+        elif (
+            key.startswith(_POSITION)
+            and isinstance(doc, dict)
+            and isinstance(doc.get("p"), list)
+            and len(doc["p"]) == 2
+        ):
+            ledger, entry = doc["p"]
+            self._positions[key[len(_POSITION) :]] = (int(ledger), int(entry))
 
     # ------------------------------------------------------------ the Context's calls
 
@@ -191,7 +194,3 @@ def _check_key(key: str) -> str:
         raise StateError(f"state key longer than {STATE_KEY_BYTES_MAX} bytes")
     return key
 
-
-def apply_all(store: StateStore, records: Iterable[StateRecord]) -> None:
-    for record in records:
-        store.apply(record.key, record.payload)

@@ -48,6 +48,7 @@ class ThreadRuntime:
         self._running = False
         self._error = ""
         self._restarts = 0
+        self._failed_permanently = False
 
     async def start(self, spec: InstanceSpec) -> None:
         if self._task is not None:
@@ -63,6 +64,12 @@ class ThreadRuntime:
         with contextlib.suppress(asyncio.CancelledError, TimeoutError):
             await asyncio.wait_for(task, STOP_TIMEOUT_MS / 1000)
         self._running = False
+
+    @property
+    def failed_permanently(self) -> bool:
+        """The package could not be prepared or imported: nothing will run until the
+        instance is started again with another package."""
+        return self._failed_permanently
 
     def status(self) -> InstanceStatus:
         spec = self._spec
@@ -80,6 +87,7 @@ class ThreadRuntime:
             process = await asyncio.to_thread(load_function, prepared, spec.config.class_name)
         except PackageError as exc:
             self._error = str(exc)
+            self._failed_permanently = True
             _log.warning("%s: %s", spec.instance_key, exc)
             return
         attempt = 0

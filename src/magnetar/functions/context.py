@@ -200,8 +200,33 @@ class Context:
         self._state.del_state(key)
 
 
-def sequence_id_of(message_id: MessageId) -> int:
+LEDGER_ID_BITS = 28
+ENTRY_ID_BITS = 22
+BATCH_INDEX_BITS = 13
+
+
+def sequence_id_of(message_id: Any) -> int:
     """A message's position as a sequence id that grows along one topic partition:
-    ``ledger_id << 28 | entry_id``, as Pulsar's function instances compute it for
-    effectively-once (entry ids stay below 2**28 per ledger)."""
-    return (message_id.ledger_id() << 28) | message_id.entry_id()
+    ``ledger_id << 35 | entry_id << 13 | (batch_index + 1)`` (batch index -1, unbatched,
+    counts as 0). Pulsar's instances use ``ledger_id << 28 | entry_id``, which gives every
+    message of a batched input the same id, so deduplication keeps only the first; the
+    batch index is part of the position here. Raises ValueError for a position outside
+    the ranges (ledger ids below 2**28, entry ids below 2**22 — ledgers roll over at 50,000
+    entries by default — batch indexes below 2**13 - 1)."""
+    ledger, entry = message_id.ledger_id(), message_id.entry_id()
+    batch = max(message_id.batch_index(), -1) + 1
+    if not (
+        0 <= ledger < 1 << LEDGER_ID_BITS
+        and 0 <= entry < 1 << ENTRY_ID_BITS
+        and batch < 1 << BATCH_INDEX_BITS
+    ):
+        raise ValueError(
+            f"input position {ledger}:{entry}:{batch - 1} is outside what an effectively-once "
+            "sequence id can hold"
+        )
+    return (ledger << (ENTRY_ID_BITS + BATCH_INDEX_BITS)) | (entry << BATCH_INDEX_BITS) | batch
+
+
+def position_of(message_id: Any) -> tuple[int, int, int]:
+    """``(ledger_id, entry_id, batch_index)``: ordered as the messages of a partition."""
+    return (message_id.ledger_id(), message_id.entry_id(), message_id.batch_index())

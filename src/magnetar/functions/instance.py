@@ -10,7 +10,8 @@ Per input message, in this order (one message at a time, so effects follow input
 5. publish the result to the output, and wait for every ``context.publish`` and the
    result to be stored; effectively-once sends the result with a producer named after the
    function and the input topic (the same name for whichever instance holds that input)
-   and the sequence id ``ledger_id << 28 | entry_id`` of the input, on an output topic
+   and a sequence id made of the input's position (ledger, entry, batch index: see
+   :func:`~magnetar.functions.context.sequence_id_of`), on an output topic
    with deduplication on, so the broker drops a re-sent result;
 6. publish the state writes of the call, with effectively-once the input's position among
    them, as one batch;
@@ -45,7 +46,7 @@ from magnetar.client import (
 )
 from magnetar.common.clock import Clock
 from magnetar.common.errors import MagnetarError, ProducerBusy
-from magnetar.functions.context import Context, sequence_id_of
+from magnetar.functions.context import Context, position_of, sequence_id_of
 from magnetar.functions.function_config import ProcessingGuarantee
 from magnetar.functions.function_loader import ProcessFn
 from magnetar.functions.instance_spec import InstanceSpec
@@ -197,7 +198,7 @@ class FunctionInstance:
         mid = msg.message_id()
         if self.effectively_once:
             done = self._state.position(input_topic)
-            if done is not None and (mid.ledger_id(), mid.entry_id()) <= done:
+            if done is not None and position_of(mid) <= done:
                 await consumer.acknowledge(msg)
                 return
         context.set_current_message(msg)
@@ -223,13 +224,14 @@ class FunctionInstance:
             if payload is not None and self._config.output is not None:
                 await self._send_result(msg, payload)
             await self._settle_pending(raise_first=True)
-        except (MagnetarError, OSError) as exc:
+        except (MagnetarError, OSError, ValueError) as exc:
+            # ValueError: an input position no effectively-once sequence id can hold.
             self._state.discard_writes()
             stats.record_system_exception(exc)
             self._nack(msg)
             return
         if self.effectively_once:
-            self._state.record_position(input_topic, mid.ledger_id(), mid.entry_id())
+            self._state.record_position(input_topic, position_of(mid))
         await state_topic.publish(self._state.take_writes())
         if auto_ack and self._guarantee in (
             ProcessingGuarantee.AT_LEAST_ONCE,

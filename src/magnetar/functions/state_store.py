@@ -15,7 +15,7 @@ compaction keeps one record per key):
   counter ``<key>``, an absolute number. ``get_counter`` is the sum of every instance's
   contribution, so instances that count the same key in parallel never overwrite each
   other (a grow-and-shrink counter made of one register per writer).
-* ``p/<input topic>`` — ``{"p": [ledger, entry]}``: (effectively-once) the last input
+* ``p/<input topic>`` — ``{"p": [ledger, entry, batch index]}``: (effectively-once) the last input
   message whose effects are stored, per input topic or partition. Written in the same
   batch as the state that message produced.
 
@@ -69,7 +69,7 @@ class StateStore:
         self._instance_id = instance_id
         self._values: dict[str, bytes] = {}
         self._counters: dict[str, dict[int, int]] = {}
-        self._positions: dict[str, tuple[int, int]] = {}
+        self._positions: dict[str, tuple[int, int, int]] = {}
         self._pending: dict[str, bytes] = {}
         self.records_applied = 0
 
@@ -101,10 +101,10 @@ class StateStore:
             key.startswith(_POSITION)
             and isinstance(doc, dict)
             and isinstance(doc.get("p"), list)
-            and len(doc["p"]) == 2
+            and len(doc["p"]) == 3
         ):
-            ledger, entry = doc["p"]
-            self._positions[key[len(_POSITION) :]] = (int(ledger), int(entry))
+            ledger, entry, batch = doc["p"]
+            self._positions[key[len(_POSITION) :]] = (int(ledger), int(entry), int(batch))
 
     # ------------------------------------------------------------ the Context's calls
 
@@ -141,12 +141,13 @@ class StateStore:
 
     # ------------------------------------------------------------ effectively-once
 
-    def position(self, input_topic: str) -> tuple[int, int] | None:
+    def position(self, input_topic: str) -> tuple[int, int, int] | None:
         """The last input message of ``input_topic`` whose effects are stored."""
         return self._positions.get(input_topic)
 
-    def record_position(self, input_topic: str, ledger_id: int, entry_id: int) -> None:
-        self._write(_POSITION + input_topic, json.dumps({"p": [ledger_id, entry_id]}).encode())
+    def record_position(self, input_topic: str, position: tuple[int, int, int]) -> None:
+        """``position`` = ``(ledger_id, entry_id, batch_index)``."""
+        self._write(_POSITION + input_topic, json.dumps({"p": list(position)}).encode())
 
     # ------------------------------------------------------------ the call's writes
 
@@ -193,4 +194,3 @@ def _check_key(key: str) -> str:
     if len(key.encode()) > STATE_KEY_BYTES_MAX:
         raise StateError(f"state key longer than {STATE_KEY_BYTES_MAX} bytes")
     return key
-

@@ -20,6 +20,7 @@ from magnetar.functions.function_config import ProcessingGuarantee
 from magnetar.functions.process_runtime import ProcessRuntime
 from magnetar.functions.thread_runtime import ThreadRuntime
 from magnetar.testing import StandaloneProcess, wait_until
+
 from .fn_helpers import (
     RECEIVE_TIMEOUT_MS,
     build_wheel,

@@ -213,8 +213,9 @@ def sequence_id_of(message_id: Any) -> int:
     batch index is part of the position here. Raises ValueError for a position outside
     the ranges (ledger ids below 2**28, entry ids below 2**22 — ledgers roll over at 50,000
     entries by default — batch indexes below 2**13 - 1)."""
-    ledger, entry = message_id.ledger_id(), message_id.entry_id()
-    batch = max(message_id.batch_index(), -1) + 1
+    ledger: int = message_id.ledger_id()
+    entry: int = message_id.entry_id()
+    batch: int = max(message_id.batch_index(), -1) + 1
     if not (
         0 <= ledger < 1 << LEDGER_ID_BITS
         and 0 <= entry < 1 << ENTRY_ID_BITS

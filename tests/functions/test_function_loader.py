@@ -81,7 +81,9 @@ def test_unusable_packages(tmp_path: Path) -> None:
     with pytest.raises(PackageError, match="does not exist"):
         asyncio.run(prepare_package(tmp_path / "gone.py", tmp_path / "w"))
     (tmp_path / "data.tar").write_bytes(b"\0" * 10)
-    with pytest.raises(PackageError, match=re.escape("not a .py file, a directory, a .zip or a .whl")):
+    with pytest.raises(
+        PackageError, match=re.escape("not a .py file, a directory, a .zip or a .whl")
+    ):
         asyncio.run(prepare_package(tmp_path / "data.tar", tmp_path / "w"))
     (tmp_path / "bad.zip").write_bytes(b"PK\x03\x04 truncated")
     with pytest.raises(PackageError, match=re.escape("bad.zip is not a readable zip")):

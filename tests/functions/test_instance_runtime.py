@@ -100,10 +100,11 @@ def test_word_count_state_is_durable_and_seen_by_another_instance(
 ) -> None:  # fmt: skip
     package = write(tmp_path / "wordcount.py", WORD_COUNT)
     name, src, out = f"wc-{unique}", f"wc-in-{unique}", f"wc-out-{unique}"
+    logs = client.subscribe(f"wc-log-{unique}", "check")
     counting = host.start(
         ThreadRuntime(),
         make_spec(standalone, tmp_path, package, "wordcount.WordCount", name=name,
-                  inputs=(src,), output=out),
+                  inputs=(src,), output=out, log_topic=f"wc-log-{unique}"),
     )  # fmt: skip
     wait_running(host, counting)
     consumer = client.subscribe(out, "check")
@@ -113,6 +114,11 @@ def test_word_count_state_is_durable_and_seen_by_another_instance(
     assert [m.data() for m in drain(consumer, 2)] == [b"a=2,b=1,a=2", b"b=2,c=1"]
     status = host.status(counting)
     assert (status.num_received, status.num_successfully_processed) == (2, 2)
+    logged = drain(logs, 2)
+    lines = [m.data().decode() for m in logged]
+    assert [ln.split(" INFO ", 1)[1] for ln in lines] == ["counted 3 words", "counted 2 words"]
+    assert logged[0].properties() == {"loglevel": "INFO", "instance": "0",
+                                      "fqfn": f"public/default/{name}"}  # fmt: skip
     host.stop(counting)
 
     # A new instance (another id, as after rescheduling) reads the state from the cluster.

@@ -51,6 +51,7 @@ from magnetar.functions.function_config import ProcessingGuarantee
 from magnetar.functions.function_loader import ProcessFn
 from magnetar.functions.instance_spec import InstanceSpec
 from magnetar.functions.instance_stats import InstanceStats
+from magnetar.functions.log_topic import LogTopicHandler
 from magnetar.functions.serde import deserialize_input, serialize_output
 from magnetar.functions.state_store import StateStore, state_topic_name
 from magnetar.functions.state_topic import StateTopic
@@ -99,6 +100,7 @@ class FunctionInstance:
         self._client: Client | None = None
         self._consumer: Any = None
         self.logger = logging.getLogger(f"magnetar.functions.instance.{spec.instance_key}")
+        self.logger.setLevel(logging.INFO)  # what a function logs at INFO is kept, as in Pulsar
 
     @property
     def effectively_once(self) -> bool:
@@ -111,6 +113,7 @@ class FunctionInstance:
             max_workers=1, thread_name_prefix=f"fn-{self._spec.instance_key}"
         )
         self._client = client = Client(self._spec.service_url)
+        log_handler: LogTopicHandler | None = None
         try:
             state_topic = StateTopic(
                 client,
@@ -130,6 +133,20 @@ class FunctionInstance:
                 ack=self._ack_from_thread,
                 logger=self.logger,
             )
+            if self._config.log_topic is not None:
+                log_topic = self._config.log_topic
+                producer = await self._output_producer(log_topic)
+
+                async def send_log(line: bytes, properties: dict[str, str]) -> object:
+                    return await producer.send(line, properties=properties)
+
+                log_handler = LogTopicHandler(
+                    self._loop,
+                    send_log,
+                    fqfn=self._config.fqfn,
+                    instance_id=self._spec.instance_id,
+                )
+                self.logger.addHandler(log_handler)
             if self._config.output is not None:
                 await self._output_producer(self._config.output)
                 if self.effectively_once:
@@ -144,6 +161,8 @@ class FunctionInstance:
                 msg = await self._consumer.receive()
                 await self._handle(msg, context, state_topic, executor)
         finally:
+            if log_handler is not None:
+                self.logger.removeHandler(log_handler)
             executor.shutdown(wait=False, cancel_futures=True)
             with contextlib.suppress(MagnetarError):
                 await client.close()

@@ -298,7 +298,8 @@ def test_effectively_once_across_sigkill_of_the_instance_process(
     assert [v for v, n in counts.items() if n > 1] == []
     assert read_state(client, name).get_counter("n") == total
     wait_until(lambda: host.status(active).num_restarts >= 1, what="the killed instance restarted")
-    assert "killed by signal 9" in host.status(active).error or host.status(active).running
+    status = host.status(active)
+    assert status.error == "instance process killed by signal 9" or status.running
 
 
 def test_pulsar_function_with_a_requirements_dependency_in_its_own_virtualenv(

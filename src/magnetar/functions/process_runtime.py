@@ -160,11 +160,16 @@ class ProcessRuntime:
                 )
                 self._failed_permanently = True
                 return
-            how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
-            last = (
-                reported.error if reported is not None and reported.error else _last_line(log_file)
-            )
-            self._error = f"instance process {how}" + (f": {last}" if last else "")
+            if code < 0:
+                self._error = f"instance process killed by signal {-code}"
+            else:
+                # It failed by itself: its own report, else the last line it wrote (the
+                # end of a traceback, usually).
+                last = reported.error if reported is not None and reported.error else ""
+                last = last or _last_line(log_file)
+                self._error = f"instance process exited with status {code}" + (
+                    f": {last}" if last else ""
+                )
             _log.warning("%s: %s", spec.instance_key, self._error)
             self._restarts += 1
             delay_ms = self._backoff.delay_ms(attempt)

@@ -75,6 +75,12 @@ def test_unusable_class_names(tmp_path: Path, class_name: str, expected: str) ->
         load(tmp_path / "single.py", class_name, tmp_path / "w")
 
 
+def test_a_module_that_exits_at_import_is_a_package_error(tmp_path: Path) -> None:
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(4)\n")
+    with pytest.raises(PackageError, match=re.escape("importing 'exits' failed: SystemExit: 4")):
+        load(tmp_path / "exits.py", "exits.F", tmp_path / "w")
+
+
 def test_unusable_packages(tmp_path: Path) -> None:
     with pytest.raises(PackageError, match="no package"):
         asyncio.run(prepare_package(None, tmp_path / "w"))

@@ -389,9 +389,13 @@ def test_bad_input_shows_in_status_and_the_runtime_keeps_running(
     # A function that raises: counted, the input negatively acknowledged and, after
     # maxMessageRetries, sent to the dead-letter topic; other inputs still processed.
     raising = write(tmp_path / "raising_fn.py", textwrap.dedent("""
+        import sys
+
         def maybe_fail(input):
             if input == "bad":
                 raise ValueError("refusing " + input)
+            if input == "exit":
+                sys.exit(3)
             return input
     """))  # fmt: skip
     dlq = f"raise-dlq-{unique}"
@@ -402,9 +406,14 @@ def test_bad_input_shows_in_status_and_the_runtime_keeps_running(
     results = client.subscribe(f"raise-out-{unique}", "check")
     producer = client.create_producer(f"raise-in-{unique}")
     producer.send(b"bad")
+    producer.send(b"exit")
     producer.send(b"good")
     assert drain(results, 1)[0].data() == b"good"
-    assert dead.receive(RECEIVE_TIMEOUT_MS * 3).data() == b"bad"
+    dead_letters = sorted(dead.receive(RECEIVE_TIMEOUT_MS * 3).data() for _ in range(2))
+    assert dead_letters == [b"bad", b"exit"]
     status = host.status(runtime)
-    assert status.running and status.num_user_exceptions == 2
-    assert status.latest_user_exceptions[-1].message == "ValueError: refusing bad"
+    assert status.running and status.num_user_exceptions == 4  # each tried twice
+    assert {e.message for e in status.latest_user_exceptions} == {
+        "ValueError: refusing bad",
+        "FunctionExited: the function called sys.exit(3)",
+    }

@@ -217,14 +217,14 @@ def load_function(prepared: PreparedPackage, class_name: str | None) -> ProcessF
         target = getattr(module, attr)
     except AttributeError:
         raise PackageError(f"className {class_name!r}: module has no {attr!r}") from None
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # user code at import: sys.exit() included
         raise PackageError(
             f"importing {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from None
     if inspect.isclass(target):
         try:
             obj = target()
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             raise PackageError(f"{class_name}(): {type(exc).__name__}: {exc}") from None
         process = getattr(obj, "process", None)
         if not callable(process):

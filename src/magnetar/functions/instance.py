@@ -227,7 +227,7 @@ class FunctionInstance:
         loop = asyncio.get_running_loop()
         try:
             result = await loop.run_in_executor(
-                executor, self._process, deserialize_input(msg.data()), context
+                executor, _call_user, self._process, deserialize_input(msg.data()), context
             )
             payload = None if result is None else serialize_output(result)
         except Exception as exc:
@@ -359,3 +359,15 @@ class FunctionInstance:
             self._pending.append(asyncio.ensure_future(self._consumer.acknowledge(msg)))
 
         loop.call_soon_threadsafe(start)
+
+
+class FunctionExited(Exception):
+    """The function called ``sys.exit()``: a user exception like any other (letting
+    SystemExit through would stop the event loop, and with it the worker)."""
+
+
+def _call_user(process: ProcessFn, value: Any, context: Context) -> Any:
+    try:
+        return process(value, context)
+    except SystemExit as exc:
+        raise FunctionExited(f"the function called sys.exit({exc.code!r})") from None

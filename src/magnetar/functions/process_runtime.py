@@ -117,15 +117,15 @@ class ProcessRuntime:
         )
 
     async def _supervise(self, spec: InstanceSpec) -> None:
+        spec_file = spec.work_dir / "spec.json"
         try:
             prepared = await prepare_package(spec.package_path, spec.work_dir)
-        except PackageError as exc:
+            spec_file.write_text(json.dumps(spec.to_json()))
+        except (PackageError, OSError) as exc:
             self._error = str(exc)
             self._failed_permanently = True
             _log.warning("%s: %s", spec.instance_key, exc)
             return
-        spec_file = spec.work_dir / "spec.json"
-        spec_file.write_text(json.dumps(spec.to_json()))
         status_file = spec.work_dir / "status.json"
         log_file = spec.work_dir / "instance.log"
         argv = [

@@ -85,7 +85,7 @@ class ThreadRuntime:
         try:
             prepared = await prepare_package(spec.package_path, spec.work_dir)
             process = await asyncio.to_thread(load_function, prepared, spec.config.class_name)
-        except PackageError as exc:
+        except (PackageError, OSError) as exc:
             self._error = str(exc)
             self._failed_permanently = True
             _log.warning("%s: %s", spec.instance_key, exc)

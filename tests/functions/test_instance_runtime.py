@@ -417,3 +417,28 @@ def test_bad_input_shows_in_status_and_the_runtime_keeps_running(
         "ValueError: refusing bad",
         "FunctionExited: the function called sys.exit(3)",
     }
+
+
+def test_stopping_a_process_instance_stuck_in_the_function_exits_cleanly(
+    standalone: StandaloneProcess, client: pulsar.Client, host: RuntimeHost, tmp_path: Path,
+    unique: str,
+) -> None:  # fmt: skip
+    package = write(
+        tmp_path / "hang_fn.py", "import time\n\ndef hang(input):\n    time.sleep(3600)\n"
+    )
+    name, src = f"hang-{unique}", f"hang-in-{unique}"
+    runtime = host.start(
+        ProcessRuntime(),
+        make_spec(standalone, tmp_path, package, "hang_fn.hang", name=name, inputs=(src,)),
+    )
+    wait_running(host, runtime)
+    client.create_producer(src).send(b"x")
+    wait_until(lambda: host.status(runtime).num_received == 1, what="the input received")
+    assert isinstance(runtime, ProcessRuntime)
+    pid = runtime.pid
+    assert pid is not None
+    host.stop(runtime)
+    # SIGTERM ended it (exit 0), without waiting for the SIGKILL that follows the bound.
+    assert runtime.exit_code == 0
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

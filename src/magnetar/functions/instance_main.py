@@ -150,10 +150,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_PACKAGE_ERROR
     reporter.write()
+    code = 0
     with contextlib.suppress(KeyboardInterrupt):
-        return asyncio.run(_run(spec, reporter, process))
-    return 0
+        code = asyncio.run(_run(spec, reporter, process))
+    return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Not sys.exit: the interpreter would wait at exit for the function's thread, which may
+    # be stuck in user code that never returns; the status is written, nothing else is owed.
+    os._exit(exit_code)

@@ -7,7 +7,8 @@ starts the process and supervises it:
 * status: the process keeps ``work_dir/status.json`` current (see
   :mod:`magnetar.functions.instance_main`); :meth:`ProcessRuntime.status` reads it, and says
   ``running`` only while the process is alive. Its stdout and stderr go to
-  ``work_dir/instance.log``.
+  ``work_dir/instance.log`` (moved to ``instance.log.1`` at a restart once over
+  :data:`LOG_FILE_BYTES_MAX`).
 * crashes: a process that exits on its own (or is killed) is started again after a
   backoff that doubles up to :class:`RestartBackoff`'s bound; ``numRestarts`` counts them
   and ``error`` says how the last one ended. A package that cannot be imported (exit
@@ -32,6 +33,9 @@ from magnetar.functions.instance_status import InstanceStatus
 from magnetar.functions.restart_backoff import RestartBackoff
 
 STOP_TIMEOUT_MS = 5_000
+LOG_FILE_BYTES_MAX = 16 * 1024 * 1024
+"""An instance log larger than this when the process (re)starts is moved to
+``instance.log.1`` (replacing the previous one): two files at most."""
 LOG_TAIL_BYTES = 4_096
 """How much of the instance's log a crash report looks at for its last line."""
 
@@ -63,6 +67,13 @@ class ProcessRuntime:
         """The instance process's id while it runs."""
         proc = self._proc
         return proc.pid if proc is not None and proc.returncode is None else None
+
+    @property
+    def exit_code(self) -> int | None:
+        """How the last instance process ended (negative: killed by that signal); None
+        while it runs or before one ran."""
+        proc = self._proc
+        return proc.returncode if proc is not None else None
 
     async def start(self, spec: InstanceSpec) -> None:
         if self._task is not None:
@@ -139,6 +150,7 @@ class ProcessRuntime:
         attempt = 0
         while True:
             status_file.unlink(missing_ok=True)
+            _rotate(log_file)
             try:
                 with log_file.open("ab") as log:
                     self._proc = await asyncio.create_subprocess_exec(
@@ -188,6 +200,14 @@ class ProcessRuntime:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
+
+
+def _rotate(log_file: Path) -> None:
+    try:
+        if log_file.stat().st_size > LOG_FILE_BYTES_MAX:
+            log_file.replace(log_file.with_name(log_file.name + ".1"))
+    except FileNotFoundError:
+        pass
 
 
 def _last_line(path: Path) -> str:

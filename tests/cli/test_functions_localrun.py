@@ -10,6 +10,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from magnetar.testing import wait_until
+
 from .conftest import Cli
 
 SHOUT = """
@@ -76,3 +78,32 @@ def test_localrun_bad_input_is_one_line_and_a_nonzero_exit(cli: Cli, tmp_path: P
                        "--inputs", "x", "--user-config", "[1]", *urls)  # fmt: skip
     assert bad_json.returncode == 2
     assert "--user-config" in bad_json.stderr and "must be a JSON object" in bad_json.stderr
+
+
+def test_ctrl_c_ends_localrun_while_a_thread_run_function_is_stuck(
+    cli: Cli, tmp_path: Path
+) -> None:
+    package = tmp_path / "hang.py"
+    package.write_text("import time\n\ndef hang(input):\n    time.sleep(3600)\n")
+    src = f"hang-in-{uuid.uuid4().hex[:8]}"
+    run = cli.background(
+        "functions", "localrun", "--py", str(package), "--classname", "hang.hang",
+        "--inputs", src, "--runtime", "thread",
+        "--broker-service-url", cli.node.url, "--web-service-url", cli.node.http_url,
+    )  # fmt: skip
+    run.wait_for_line("public/default/hang:0: running", stderr=False, timeout_s=60)
+    client = pulsar.Client(cli.node.url)
+    try:
+        client.create_producer(src).send(b"x")
+    finally:
+        client.close()
+    # The function is in its call (the input was delivered) ...
+    wait_until(
+        lambda: (
+            '"unackedMessages": 1'
+            in cli.admin("topics", "stats", f"persistent://public/default/{src}").stdout
+        ),
+        what="the input delivered and not acknowledged",
+    )
+    # ... and Ctrl+C still ends the process: the stuck thread does not hold up its exit.
+    assert run.interrupt(signal.SIGINT) == 0

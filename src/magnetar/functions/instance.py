@@ -49,6 +49,7 @@ from magnetar.common.errors import MagnetarError, ProducerBusy
 from magnetar.functions.context import Context, position_of, sequence_id_of
 from magnetar.functions.function_config import ProcessingGuarantee
 from magnetar.functions.function_loader import ProcessFn
+from magnetar.functions.function_thread import FunctionThread
 from magnetar.functions.instance_spec import InstanceSpec
 from magnetar.functions.instance_stats import InstanceStats
 from magnetar.functions.log_topic import LogTopicHandler
@@ -109,9 +110,7 @@ class FunctionInstance:
     async def run(self) -> None:
         """Raises what stops the instance (connect, subscribe or state errors)."""
         self._loop = asyncio.get_running_loop()
-        executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=f"fn-{self._spec.instance_key}"
-        )
+        executor = FunctionThread(f"fn {self._spec.instance_key}")
         self._client = client = Client(self._spec.service_url)
         log_handler: LogTopicHandler | None = None
         try:
@@ -163,7 +162,7 @@ class FunctionInstance:
         finally:
             if log_handler is not None:
                 self.logger.removeHandler(log_handler)
-            executor.shutdown(wait=False, cancel_futures=True)
+            executor.shutdown(wait=False)
             with contextlib.suppress(MagnetarError):
                 await client.close()
 

@@ -160,6 +160,7 @@ if __name__ == "__main__":
     exit_code = main()
     sys.stdout.flush()
     sys.stderr.flush()
-    # Not sys.exit: the interpreter would wait at exit for the function's thread, which may
-    # be stuck in user code that never returns; the status is written, nothing else is owed.
+    # Not sys.exit: the interpreter would wait at exit for every non-daemon thread, and the
+    # function may have started its own that never end; the status is written, nothing
+    # else is owed.
     os._exit(exit_code)

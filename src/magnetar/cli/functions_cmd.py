@@ -34,8 +34,7 @@ STATUS_POLL_INTERVAL_MS = 250
 
 @click.group("functions")
 def functions() -> None:
-    """Develop Python functions (``localrun``); deployed functions are managed with
-    ``magnetar admin functions``."""
+    """Develop Python functions: run them locally with localrun."""
 
 
 def _json_object(option: str, text: str | None) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from magnetar.cli import (
     admin_cmd,
     bookie_cmd,
     client_cmd,
+    functions_cmd,
     local_cluster_cmd,
     perf_cmd,
     standalone_cmd,
@@ -87,6 +88,7 @@ cli.add_command(local_cluster_cmd.local_cluster)
 cli.add_command(admin_cmd.admin)
 cli.add_command(client_cmd.client)
 cli.add_command(perf_cmd.perf)
+cli.add_command(functions_cmd.functions)
 
 
 def main() -> None:

@@ -68,7 +68,9 @@ def test_a_type_change_is_refused_unless_always_compatible() -> None:
     for strategy in Strategy:
         if strategy in (Strategy.ALWAYS_COMPATIBLE, Strategy.UNDEFINED):
             continue
-        with pytest.raises(IncompatibleSchema, match="exists schema type AVRO, new schema type STRING"):
+        with pytest.raises(
+            IncompatibleSchema, match="exists schema type AVRO, new schema type STRING"
+        ):
             check_pair(OLD, string, strategy)
     check_pair(OLD, string, Strategy.ALWAYS_COMPATIBLE)
 

@@ -76,11 +76,10 @@ class TopicSchemas:
             return SchemaPolicy()
         if ns is not None:
             namespace_strategy = ns.schema_compatibility_strategy
-            auto_update = _flag(ns.extra.get("is_allow_auto_update_schema"))
-            enforced = _flag(ns.extra.get("schema_validation_enforced"))
+            auto_update = ns.is_allow_auto_update_schema
+            enforced = ns.schema_validation_enforced
         if tp is not None:
-            value = tp.extra.get("schemaCompatibilityStrategy")
-            topic_strategy = value if isinstance(value, str) else None
+            topic_strategy = tp.schemaCompatibilityStrategy
         return SchemaPolicy.resolve(
             namespace_strategy=namespace_strategy,
             topic_strategy=topic_strategy,
@@ -158,10 +157,6 @@ def _no_schema(request_id: int, topic: str) -> GetSchemaResponse:
         error_code=ServerError.TopicNotFound,
         error_message=f"Topic not found or no-schema {topic}",
     )
-
-
-def _flag(value: object) -> bool | None:
-    return value if isinstance(value, bool) else None
 
 
 __all__ = ["TopicSchemas"]

@@ -166,7 +166,12 @@ def check_consumer(
         return
     if not live:
         raise IncompatibleSchema("Topic does not have schema to check")
-    if strategy in (Strategy.BACKWARD, Strategy.FORWARD, Strategy.FORWARD_TRANSITIVE, Strategy.FULL):
+    if strategy in (
+        Strategy.BACKWARD,
+        Strategy.FORWARD,
+        Strategy.FORWARD_TRANSITIVE,
+        Strategy.FULL,
+    ):
         check_pair(live[-1], schema, Strategy.BACKWARD)
         return
     for existing in reversed(live):

@@ -22,8 +22,6 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from fastavro.schema import SchemaParseException, UnknownType, parse_schema
-
 from magnetar.common.errors import IncompatibleSchema
 from magnetar.protocol import SchemaInfo, SchemaType
 from magnetar.schema.schema_type import STRUCT_TYPES, parse_type_name, type_name
@@ -101,6 +99,10 @@ class SchemaDefinition:
 
     def avro(self) -> ParsedAvro:
         """The data parsed as an Avro schema by fastavro. Raises :class:`InvalidSchema`."""
+        # Imported here, not at module level: fastavro costs the broker's start-up ~20 ms
+        # and only topics with Avro-based schemas need it.
+        from fastavro.schema import SchemaParseException, UnknownType, parse_schema
+
         what = f"Invalid schema definition data for {self.type_name} schema"
         try:
             text = self.data.decode("utf-8")

@@ -16,9 +16,21 @@ import pulsar
 import pytest
 from pulsar.schema import AvroSchema, BytesSchema, Integer, JsonSchema, Record, String, StringSchema
 
+from magnetar.common.errors import ServerError
+from magnetar.protocol import (
+    Error,
+    GetOrCreateSchema,
+    GetOrCreateSchemaResponse,
+    GetSchema,
+    GetSchemaResponse,
+    ProducerSuccess,
+    SchemaInfo,
+    SchemaType,
+)
 from magnetar.testing import StandaloneProcess
 
 from .helpers import new_client
+from .raw import RawClient
 
 HTTP_TIMEOUT_S = 15
 ZERO_VERSION = b"\x00" * 8
@@ -344,3 +356,102 @@ def test_schema_survives_sigkill(
         assert msg.schema_version().encode() == ZERO_VERSION and msg.value() == Example(a=5, b=6)
     finally:
         c.close()
+
+
+# --- the binary protocol directly: bad schemas, GET_SCHEMA, GET_OR_CREATE_SCHEMA -------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "data", "reason"),
+    [
+        (SchemaType.Avro, b"{not json", "not JSON"),
+        (SchemaType.Json, b'{"type": "record", "name": "R", "fields": [{"type": "int"}]}', "name"),
+        (SchemaType.Avro, b'{"type": "nosuchtype"}', "nosuchtype"),
+        (SchemaType.KeyValue, b"\x00\x00\x00\x09abc", "truncated"),
+    ],
+)
+def test_bad_schemas_over_the_wire(
+    standalone: StandaloneProcess,
+    rest: Rest,
+    topic: str,
+    kind: SchemaType,
+    data: bytes,
+    reason: str,
+) -> None:
+    raw = RawClient(standalone.port)
+    try:
+        good = SchemaInfo(
+            name="x", schema_data=json.dumps(Example.schema()).encode(), type=SchemaType.Avro
+        )
+        assert isinstance(raw.create_producer(topic, 1, schema=good), ProducerSuccess)
+        answer = raw.create_producer(
+            topic, 2, schema=SchemaInfo(name="x", schema_data=data, type=kind)
+        )
+        assert isinstance(answer, Error) and answer.error == ServerError.IncompatibleSchema
+        assert reason in answer.message and "\n" not in answer.message
+        got = raw.request(GetSchema(request_id=raw.next_id(), topic=topic))
+        assert isinstance(got, GetSchemaResponse) and got.schema_version == ZERO_VERSION
+        assert got.schema is not None and got.schema.schema_data == good.schema_data
+    finally:
+        raw.close()
+    assert [v["version"] for v in rest("GET", _schemas_path(topic) + "/schemas")[1][
+        "getSchemaResponses"
+    ]] == [0]  # fmt: skip
+
+
+def test_get_schema_and_get_or_create_over_the_wire(
+    standalone: StandaloneProcess, topic: str
+) -> None:
+    raw = RawClient(standalone.port)
+    try:
+        avro = SchemaInfo(
+            name="x", schema_data=json.dumps(Example.schema()).encode(), type=SchemaType.Avro
+        )
+        missing = raw.request(GetOrCreateSchema(request_id=raw.next_id(), topic=topic, schema=avro))
+        assert isinstance(missing, GetOrCreateSchemaResponse)
+        assert missing.error_code == ServerError.TopicNotFound
+        assert isinstance(raw.create_producer(topic, 1), ProducerSuccess)  # creates the topic
+        created = raw.request(GetOrCreateSchema(request_id=raw.next_id(), topic=topic, schema=avro))
+        assert isinstance(created, GetOrCreateSchemaResponse) and created.error_code is None
+        assert created.schema_version == ZERO_VERSION
+        for version in (None, ZERO_VERSION):
+            got = raw.request(
+                GetSchema(request_id=raw.next_id(), topic=topic, schema_version=version)
+            )
+            assert isinstance(got, GetSchemaResponse) and got.error_code is None
+            assert got.schema is not None and got.schema.type == SchemaType.Avro
+        for version in ((1).to_bytes(8, "big"), b"\x01"):
+            got = raw.request(
+                GetSchema(request_id=raw.next_id(), topic=topic, schema_version=version)
+            )
+            assert (
+                isinstance(got, GetSchemaResponse) and got.error_code == ServerError.TopicNotFound
+            )
+        string = SchemaInfo(name="x", schema_data=b"", type=SchemaType.String)
+        refused = raw.request(
+            GetOrCreateSchema(request_id=raw.next_id(), topic=topic, schema=string)
+        )
+        assert isinstance(refused, GetOrCreateSchemaResponse)
+        assert refused.error_code == ServerError.IncompatibleSchema
+    finally:
+        raw.close()
+
+
+def test_oversized_schema_over_the_wire(
+    standalone_factory: Callable[..., StandaloneProcess],
+) -> None:
+    """With the default 5 MiB frames a 600 KB schema reaches the registry, which refuses it
+    (its bound is 512 KiB); the connection and the process carry on."""
+    node = standalone_factory()
+    topic = f"persistent://public/default/big-{uuid.uuid4().hex[:8]}"
+    raw = RawClient(node.port)
+    try:
+        big = SchemaInfo(name="x", schema_data=b"x" * 600_000, type=SchemaType.String)
+        answer = raw.create_producer(topic, 1, schema=big)
+        assert isinstance(answer, Error) and answer.error == ServerError.IncompatibleSchema
+        assert "at most 524288" in answer.message
+        got = raw.request(GetSchema(request_id=raw.next_id(), topic=topic))
+        assert isinstance(got, GetSchemaResponse) and got.error_code == ServerError.TopicNotFound
+        assert isinstance(raw.create_producer(topic, 2), ProducerSuccess)
+    finally:
+        raw.close()

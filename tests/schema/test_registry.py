@@ -1,4 +1,4 @@
-"""The registry over a real embedded metadata store (a SQLite file): versions, reuse of
+"""The registry over both real metadata stores (a SQLite file, a ZooKeeper server): versions, reuse of
 identical schemas, partitions sharing their base topic's versions, deletion, bounds, and a
 refused schema leaving the registry unchanged."""
 
@@ -31,9 +31,14 @@ _names = itertools.count()
 FULL = SchemaPolicy(Strategy.FULL)
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[MetadataStore]:
-    s = await connect(f"sqlite:///{tmp_path}/meta.db")
+@pytest.fixture(params=["sqlite", "zookeeper"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MetadataStore]:
+    """Both metadata backends: the embedded SQLite file and a real ZooKeeper."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/meta.db"
+    else:
+        url = request.getfixturevalue("zookeeper_url")
+    s = await connect(url)
     try:
         yield s
     finally:

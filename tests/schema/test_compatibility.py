@@ -132,7 +132,8 @@ def test_key_value_parts_are_checked_separately() -> None:
     [
         (SchemaType.Avro, b"{not json", "not JSON"),
         (SchemaType.Json, b'{"type": "record", "name": "R", "fields": [{"type": "int"}]}', "name"),
-        (SchemaType.Avro, b'{"type": "nosuchtype"}', "nosuchtype"),
+        (SchemaType.Avro, b'{"type": "nosuchtype"}', "unknown type.*nosuchtype"),
+        (SchemaType.Avro, b'{"type": "array"}', "missing attribute 'items'"),
         (SchemaType.Avro, b"\xff\xfe", "not JSON"),
         (SchemaType.KeyValue, b"\x00\x00\x00\x05ab", "truncated"),
         (SchemaType.Avro, b" " * 600_000, "at most"),

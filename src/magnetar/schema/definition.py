@@ -112,7 +112,11 @@ class SchemaDefinition:
         named: dict[str, Any] = {}
         try:
             return ParsedAvro(parse_schema(definition, named), named)
-        except (SchemaParseException, UnknownType, ValueError, TypeError, KeyError) as exc:
+        except UnknownType as exc:
+            raise InvalidSchema(f"{what}: unknown type {exc.name!r}") from None
+        except KeyError as exc:
+            raise InvalidSchema(f"{what}: missing attribute {exc}") from None
+        except (SchemaParseException, ValueError, TypeError) as exc:
             raise InvalidSchema(f"{what}: {exc}") from None
 
     def key_value_parts(self) -> tuple[SchemaDefinition, SchemaDefinition]:

@@ -455,3 +455,18 @@ def test_oversized_schema_over_the_wire(
         assert isinstance(raw.create_producer(topic, 2), ProducerSuccess)
     finally:
         raw.close()
+
+
+def test_protobuf_native_root_message_may_not_change(client: pulsar.Client, topic: str) -> None:
+    from pulsar.schema import ProtobufNativeSchema
+
+    from magnetar.protocol.generated import PulsarApi_pb2 as pb
+
+    producer = client.create_producer(topic, schema=ProtobufNativeSchema(pb.MessageIdData))
+    consumer = client.subscribe(topic, "s", schema=ProtobufNativeSchema(pb.MessageIdData))
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(topic, schema=ProtobufNativeSchema(pb.KeyValue))
+    producer.send(pb.MessageIdData(ledgerId=7, entryId=9))
+    msg = consumer.receive(10_000)
+    assert (msg.value().ledgerId, msg.value().entryId) == (7, 9)
+    assert msg.schema_version().encode() == ZERO_VERSION

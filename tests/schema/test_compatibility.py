@@ -3,6 +3,8 @@ consumer rule, transitive strategies, KEY_VALUE parts, and bad definitions."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from magnetar.common.errors import IncompatibleSchema
@@ -153,3 +155,51 @@ def test_policy_resolution() -> None:
     assert SchemaPolicy.resolve(namespace_strategy="bogus").strategy is Strategy.FULL
     policy = SchemaPolicy.resolve(namespace_strategy=None)
     assert policy.allow_auto_update and not policy.validation_enforced
+
+
+def _protobuf(message: type) -> SchemaDefinition:
+    from pulsar.schema import ProtobufNativeSchema
+
+    data = ProtobufNativeSchema(message).schema_info().schema().encode()
+    return SchemaDefinition(SchemaType.ProtobufNative, data)
+
+
+def test_protobuf_native_root_message_may_not_change() -> None:
+    """Pulsar's default protobuf validator: the root message's full name is what counts."""
+    from magnetar.protocol.generated import PulsarApi_pb2 as pb
+
+    ids, keys = _protobuf(pb.MessageIdData), _protobuf(pb.KeyValue)
+    ids.validate()
+    assert ids.protobuf_root_message() == "magnetar.pulsar.MessageIdData"
+    for strategy in (Strategy.BACKWARD, Strategy.FORWARD, Strategy.FULL, Strategy.FULL_TRANSITIVE):
+        with pytest.raises(IncompatibleSchema, match="root message"):
+            check_pair(ids, keys, strategy)
+    check_pair(ids, keys, Strategy.ALWAYS_COMPATIBLE)
+    # the same root with a different descriptor set (other properties) passes
+    changed = SchemaDefinition(SchemaType.ProtobufNative, ids.data.replace(b"{", b"{ ", 1))
+    check_pair(ids, changed, Strategy.FULL)
+    with pytest.raises(IncompatibleSchema):
+        check_pair(ids, changed, Strategy.ALWAYS_INCOMPATIBLE)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"{}", "missing 'rootMessageTypeName'"),
+        (b'{"rootMessageTypeName": "x", "fileDescriptorSet": "!!"}', "base64"),
+        (b'{"rootMessageTypeName": "x", "fileDescriptorSet": "AAAA"}', "Error parsing"),
+        (b"not json", "Expecting value"),
+    ],
+)
+def test_bad_protobuf_descriptors(data: bytes, reason: str) -> None:
+    with pytest.raises(InvalidSchema, match=reason):
+        SchemaDefinition(SchemaType.ProtobufNative, data).validate()
+
+
+def test_protobuf_root_must_be_in_the_descriptor_set() -> None:
+    from magnetar.protocol.generated import PulsarApi_pb2 as pb
+
+    body = json.loads(_protobuf(pb.MessageIdData).data)
+    body["rootMessageTypeName"] = "magnetar.pulsar.Nope"
+    with pytest.raises(InvalidSchema, match="not in the descriptor set"):
+        SchemaDefinition(SchemaType.ProtobufNative, json.dumps(body).encode()).validate()

@@ -14,6 +14,8 @@ Checking a new schema against an existing one (Pulsar's ``checkCompatible``):
   both; ALWAYS_INCOMPATIBLE — refused. The _TRANSITIVE forms check every live version rather
   than only the latest;
 * KEY_VALUE: the key schemas and the value schemas are checked as above, each by its type;
+* PROTOBUF_NATIVE: the root message's full name must not change (Pulsar's default protobuf
+  validator);
 * any other type: refused only under ALWAYS_INCOMPATIBLE.
 
 Consumers (Pulsar's ``checkConsumerCompatibility``): under BACKWARD, FORWARD,
@@ -124,6 +126,11 @@ def check_pair(existing: SchemaDefinition, new: SchemaDefinition, strategy: Stra
         new_key, new_value = new.key_value_parts()
         check_pair(old_key, new_key, strategy)
         check_pair(old_value, new_value, strategy)
+        return
+    if new.type is SchemaType.ProtobufNative:
+        # Pulsar's default protobuf check (ProtobufNativeSchemaValidator.DEFAULT)
+        if existing.protobuf_root_message() != new.protobuf_root_message():
+            raise IncompatibleSchema("Protobuf root message isn't allow change!")
         return
     if new.type not in STRUCT_TYPES:
         return

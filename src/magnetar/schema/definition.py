@@ -4,21 +4,27 @@ What the data holds depends on the type (as in Pulsar):
 
 * AVRO, JSON, PROTOBUF: an Avro schema as JSON text (Pulsar's JSON schemas are Avro record
   definitions; so are the definitions the official client sends for PROTOBUF);
+* PROTOBUF_NATIVE: JSON ``{"fileDescriptorSet": <base64 FileDescriptorSet>,
+  "rootMessageTypeName": <full name>, "rootFileDescriptorName": <file>}`` (Pulsar's
+  ``ProtobufNativeSchemaData``); the root message must be defined in the descriptor set;
 * KEY_VALUE: the key's and the value's schema data, each behind its length as a 4-byte
   big-endian int (Pulsar's ``KeyValueSchemaInfo`` encoding); the parts' types are in the
   properties ``key.schema.type`` / ``value.schema.type``;
 * every other type: anything (usually empty); it is kept but not interpreted.
 
 :meth:`SchemaDefinition.validate` refuses what Pulsar's broker refuses
-(``InvalidSchemaDataException``): struct definitions that are not Avro schemas, KEY_VALUE
+(``InvalidSchemaDataException``): struct definitions that are not Avro schemas, protobuf
+descriptors that do not parse or lack their root message, KEY_VALUE
 data that does not split into two parts, and (our bound) data over ``data_bytes_max``.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import struct
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +98,8 @@ class SchemaDefinition:
             )
         if self.type in STRUCT_TYPES:
             self.avro()
+        elif self.type is SchemaType.ProtobufNative:
+            self.protobuf_root_message()
         elif self.type is SchemaType.KeyValue:
             key, value = self.key_value_parts()
             key.validate(data_bytes_max)
@@ -118,6 +126,37 @@ class SchemaDefinition:
             raise InvalidSchema(f"{what}: missing attribute {exc}") from None
         except (SchemaParseException, ValueError, TypeError) as exc:
             raise InvalidSchema(f"{what}: {exc}") from None
+
+    def protobuf_root_message(self) -> str:
+        """The full name of a PROTOBUF_NATIVE schema's root message. Raises
+        :class:`InvalidSchema` unless the data is a descriptor that defines it."""
+        from google.protobuf.descriptor_pb2 import DescriptorProto, FileDescriptorSet
+        from google.protobuf.message import DecodeError
+
+        what = "Invalid schema definition data for PROTOBUF_NATIVE schema"
+        try:
+            body = json.loads(self.data.decode("utf-8"))
+            root = body["rootMessageTypeName"]
+            encoded = body["fileDescriptorSet"]
+            if not isinstance(root, str) or not isinstance(encoded, str):
+                raise TypeError("rootMessageTypeName and fileDescriptorSet must be strings")
+            files = FileDescriptorSet.FromString(base64.b64decode(encoded, validate=True))
+        except KeyError as exc:
+            raise InvalidSchema(f"{what}: missing {exc}") from None
+        except (UnicodeDecodeError, ValueError, TypeError, DecodeError) as exc:
+            raise InvalidSchema(f"{what}: {exc}") from None
+
+        def names(prefix: str, messages: Iterable[DescriptorProto]) -> Iterator[str]:
+            for message in messages:
+                full = f"{prefix}{message.name}"
+                yield full
+                yield from names(f"{full}.", message.nested_type)
+
+        for file in files.file:
+            prefix = f"{file.package}." if file.package else ""
+            if root in names(prefix, file.message_type):
+                return root
+        raise InvalidSchema(f"{what}: root message {root!r} is not in the descriptor set")
 
     def key_value_parts(self) -> tuple[SchemaDefinition, SchemaDefinition]:
         """The key's and the value's schemas of a KEY_VALUE schema. Raises

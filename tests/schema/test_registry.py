@@ -157,7 +157,6 @@ async def test_two_registries_racing_never_share_a_version(
 ) -> None:
     """Two brokers (two registries over one store, no shared lock) adding schemas at once:
     every schema gets its own version, none is lost, numbering has no gap."""
-    import asyncio
 
     first, second = SchemaRegistry(store, ManualClock()), SchemaRegistry(store, ManualClock())
     any_ok = SchemaPolicy(Strategy.ALWAYS_COMPATIBLE)

@@ -470,3 +470,20 @@ def test_protobuf_native_root_message_may_not_change(client: pulsar.Client, topi
     msg = consumer.receive(10_000)
     assert (msg.value().ledgerId, msg.value().entryId) == (7, 9)
     assert msg.schema_version().encode() == ZERO_VERSION
+
+
+def test_topic_strategy_overrides_the_namespace(
+    client: pulsar.Client, rest: Rest, topic: str
+) -> None:
+    base = _record(_base())
+    wider = _record(CHANGES["add_required"]())
+    client.create_producer(topic, schema=AvroSchema(base)).close()
+    with pytest.raises(pulsar.IncompatibleSchema):  # FULL, the broker default
+        client.create_producer(topic, schema=AvroSchema(wider))
+    path = f"/admin/v2/persistent/{topic.removeprefix('persistent://')}/schemaCompatibilityStrategy"
+    assert rest("GET", path)[0] == 204  # unset at the topic
+    assert rest("GET", path + "?applied=true") == (200, "UNDEFINED")  # the namespace's
+    assert rest("PUT", path, "FORWARD")[0] == 204
+    assert rest("GET", path) == (200, "FORWARD")
+    client.create_producer(topic, schema=AvroSchema(wider)).close()
+    assert rest("PUT", path, "SOMETIMES")[0] == 400

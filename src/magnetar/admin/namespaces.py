@@ -7,6 +7,8 @@ follows the store, so a change reaches loaded topics without a restart.
 Each single-value policy has Pulsar's three verbs: ``POST`` sets it (204), ``GET`` reads it
 (200, or 204 with no body while unset, as Pulsar's JAX-RS answers a null value), ``DELETE``
 clears it (204). ``schemaCompatibilityStrategy`` is set with ``PUT`` (``POST`` accepted too).
+``isAllowAutoUpdateSchema`` and ``schemaValidationEnforced`` take ``true``/``false``; an unset
+``schemaValidationEnforced`` reads ``false``, as in Pulsar.
 ``backlogQuota`` takes ``?backlogQuotaType=destination_storage|message_age`` and is read as
 a whole with ``GET …/backlogQuotaMap``.
 """
@@ -47,6 +49,7 @@ from magnetar.common.names import NamespaceName, TopicName
 from magnetar.managed_ledger.metadata_layout import ROOT as ML_ROOT
 from magnetar.metadata.store import NodeExists, NotFound
 from magnetar.protocol import TopicsMode
+from magnetar.schema.registry import SCHEMAS_ROOT
 
 SCHEMA_COMPATIBILITY_STRATEGIES = (
     "UNDEFINED",
@@ -71,7 +74,7 @@ def _policy(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return run
 
 
-def _strategy(value: Any) -> str:
+def schema_strategy(value: Any) -> str:
     name = as_str(value, "schema compatibility strategy").upper()
     if name not in SCHEMA_COMPATIBILITY_STRATEGIES:
         raise BadRequest(f"unknown schema compatibility strategy {value!r}")
@@ -91,6 +94,8 @@ class Setting:
     parse: Callable[[Any], Any]
     cleared: Any = None
     set_methods: tuple[str, ...] = ("POST",)
+    unset: Any = None
+    """What GET answers while the policy is unset (None: 204 with no body)."""
 
 
 SETTINGS = (
@@ -127,9 +132,20 @@ SETTINGS = (
     Setting(
         "schemaCompatibilityStrategy",
         "schema_compatibility_strategy",
-        _strategy,
+        schema_strategy,
         cleared="UNDEFINED",
         set_methods=("PUT", "POST"),
+    ),
+    Setting(
+        "isAllowAutoUpdateSchema",
+        "is_allow_auto_update_schema",
+        lambda v: as_bool(v, "isAllowAutoUpdateSchema"),
+    ),
+    Setting(
+        "schemaValidationEnforced",
+        "schema_validation_enforced",
+        lambda v: as_bool(v, "schemaValidationEnforced"),
+        unset=False,
     ),
 )
 
@@ -169,7 +185,7 @@ async def delete_namespace(ctx: AdminContext, ns: NamespaceName, *, force: bool)
     for name in await ctx.service.topics_of_namespace(ns, TopicsMode.ALL):
         with contextlib.suppress(ResourceNotFound):
             await delete_topic(ctx, TopicName.parse(name), force=True)
-    for root in (PARTITIONED_ROOT, TOPIC_POLICIES_ROOT, ML_ROOT):
+    for root in (PARTITIONED_ROOT, TOPIC_POLICIES_ROOT, ML_ROOT, SCHEMAS_ROOT):
         with contextlib.suppress(NotFound):
             await ctx.store.delete_recursive(f"{root}/{ns.tenant}/{ns.namespace}")
     try:
@@ -189,7 +205,8 @@ def _setting_routes(r: APIRouter, ctx: AdminContext, setting: Setting) -> None:
 
     async def get_value(tenant: str, namespace: str) -> Response:
         policies = await namespace_policies(ctx, NamespaceName.of(tenant, namespace))
-        return json_response(_to_json(getattr(policies, setting.attribute)))
+        value = getattr(policies, setting.attribute)
+        return json_response(_to_json(setting.unset if value is None else value))
 
     async def set_value(tenant: str, namespace: str, request: Request) -> Response:
         ns = NamespaceName.of(tenant, namespace)

@@ -33,7 +33,7 @@ from starlette.responses import Response
 
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import BadRequest, PreconditionFailed, ResourceNotFound
-from magnetar.admin.namespaces import namespace_policies
+from magnetar.admin.namespaces import namespace_policies, schema_strategy
 from magnetar.admin.policy_values import (
     message_ttl,
     non_negative,
@@ -140,6 +140,12 @@ SETTINGS = (
         lambda ns, d: _or(
             ns.max_unacked_messages_per_subscription, d.max_unacked_messages_per_subscription
         ),
+    ),
+    TopicSetting(
+        "schemaCompatibilityStrategy",
+        "schemaCompatibilityStrategy",
+        schema_strategy,
+        lambda ns, d: ns.schema_compatibility_strategy,
     ),
 )
 
@@ -256,7 +262,9 @@ def _setting_routes(r: APIRouter, ctx: AdminContext, setting: TopicSetting) -> N
         return no_content()
 
     r.add_api_route(path, get_value, methods=["GET"], summary=f"Get a topic's {setting.path}")
-    r.add_api_route(path, set_value, methods=["POST"], summary=f"Set a topic's {setting.path}")
+    for method in ("POST", "PUT") if setting.path == "schemaCompatibilityStrategy" else ("POST",):
+        # one route per method, as for namespaces (distinct OpenAPI operation ids)
+        r.add_api_route(path, set_value, methods=[method], summary=f"Set a topic's {setting.path}")
     r.add_api_route(
         path, clear_value, methods=["DELETE"], summary=f"Remove a topic's {setting.path}"
     )

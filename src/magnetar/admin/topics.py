@@ -80,7 +80,8 @@ def _has_clients(topic: Topic) -> bool:
 
 async def delete_topic(ctx: AdminContext, name: TopicName, *, force: bool) -> None:
     """Delete a non-partitioned topic (or one partition) and everything stored for it:
-    ledgers, cursors, dedup snapshot, topic policies. 412 while clients are connected,
+    ledgers, cursors, dedup snapshot, topic policies, schema (not a partition's: that is its
+    partitioned topic's). 412 while clients are connected,
     unless ``force`` (which disconnects them)."""
     topic = await loaded_topic(ctx, name)
     if _has_clients(topic) and not force:
@@ -98,6 +99,8 @@ async def delete_topic(ctx: AdminContext, name: TopicName, *, force: bool) -> No
         with contextlib.suppress(NotFound):
             await ctx.store.delete(f"{state_root}/{ml.name}")
     await ctx.policies.delete_topic(name)
+    if not name.is_partition:  # partitions share their partitioned topic's schema
+        await ctx.service.schemas.registry.delete(name, force=True)
 
 
 async def delete_partitioned_topic(ctx: AdminContext, name: TopicName, *, force: bool) -> None:
@@ -118,6 +121,7 @@ async def delete_partitioned_topic(ctx: AdminContext, name: TopicName, *, force:
     with contextlib.suppress(NotFound):
         await ctx.store.delete(partitioned_path(name))
     await ctx.policies.delete_topic(name)
+    await ctx.service.schemas.registry.delete(name, force=True)
 
 
 def _message_id(position: tuple[int, int], partition: int) -> dict[str, Any]:

@@ -49,9 +49,7 @@ from magnetar.protocol import (
     FrameDecoder,
     GetLastMessageId,
     GetOrCreateSchema,
-    GetOrCreateSchemaResponse,
     GetSchema,
-    GetSchemaResponse,
     GetTopicsOfNamespace,
     LookupTopic,
     PartitionedTopicMetadata,
@@ -400,17 +398,9 @@ class ServerConnection(asyncio.Protocol):
                 log.debug("connection %s: %s", self.address, cmd)
                 self._request(cmd, lambda: svc.handle_topics_of_namespace(cmd))
             case GetSchema():
-                self.send_command(
-                    GetSchemaResponse(
-                        request_id=cmd.request_id,
-                        error_code=ServerError.TopicNotFound,
-                        error_message="Topic does not have a schema",
-                    )
-                )
+                self._request(cmd, lambda: svc.schemas.handle_get_schema(cmd))
             case GetOrCreateSchema():
-                self.send_command(
-                    GetOrCreateSchemaResponse(request_id=cmd.request_id, schema_version=bytes(8))
-                )
+                self._request(cmd, lambda: svc.schemas.handle_get_or_create_schema(cmd))
             case Producer():
                 self._on_producer(cmd)
             case CloseProducer():

@@ -243,6 +243,15 @@ def _opt_int(body: dict[str, Any], key: str) -> int | None:
     return None if value is None else _int(value, key)
 
 
+def _opt_str(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise PolicyError(f"{key} must be a string")
+    return value
+
+
 def _opt_bool(body: dict[str, Any], key: str) -> bool | None:
     value = body.get(key)
     if value is not None and not isinstance(value, bool):
@@ -282,6 +291,10 @@ class Policies:
     max_subscriptions_per_topic: int | None = None
     autoTopicCreationOverride: AutoTopicCreationOverride | None = None
     schema_compatibility_strategy: str = "UNDEFINED"
+    is_allow_auto_update_schema: bool | None = None
+    """May producers and consumers add schema versions (None: the broker default, true)."""
+    schema_validation_enforced: bool | None = None
+    """Refuse producers without a schema on a topic with one (None: false)."""
     auth_policies: dict[str, Any] = field(
         default_factory=lambda: {
             "namespace_auth": {},
@@ -320,6 +333,8 @@ class Policies:
                 if self.autoTopicCreationOverride is None
                 else self.autoTopicCreationOverride.to_json(),
                 "schema_compatibility_strategy": self.schema_compatibility_strategy,
+                "is_allow_auto_update_schema": self.is_allow_auto_update_schema,
+                "schema_validation_enforced": self.schema_validation_enforced,
             }
         )
         return body
@@ -360,6 +375,8 @@ class Policies:
             schema_compatibility_strategy=str(
                 body.get("schema_compatibility_strategy") or "UNDEFINED"
             ),
+            is_allow_auto_update_schema=_opt_bool(body, "is_allow_auto_update_schema"),
+            schema_validation_enforced=_opt_bool(body, "schema_validation_enforced"),
             auth_policies=_object(
                 body.get("auth_policies") or cls().auth_policies, "auth_policies"
             ),
@@ -391,6 +408,7 @@ class TopicPolicies:
     maxUnackedMessagesOnConsumer: int | None = None
     maxUnackedMessagesOnSubscription: int | None = None
     maxSubscriptionsPerTopic: int | None = None
+    schemaCompatibilityStrategy: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> Self:
@@ -431,6 +449,7 @@ class TopicPolicies:
             maxUnackedMessagesOnConsumer=_opt_int(body, "maxUnackedMessagesOnConsumer"),
             maxUnackedMessagesOnSubscription=_opt_int(body, "maxUnackedMessagesOnSubscription"),
             maxSubscriptionsPerTopic=_opt_int(body, "maxSubscriptionsPerTopic"),
+            schemaCompatibilityStrategy=_opt_str(body, "schemaCompatibilityStrategy"),
             extra={k: v for k, v in body.items() if k not in known},
         )
 

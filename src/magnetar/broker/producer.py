@@ -50,8 +50,11 @@ class Producer:
         epoch: int,
         topic_epoch: int | None,
         metadata: dict[str, str] | None = None,
+        schema_version: bytes | None = None,
     ) -> None:
         self.topic = topic
+        self.schema_version = schema_version
+        """The version of the producer's schema (PRODUCER_SUCCESS), None without one."""
         self.metadata = metadata or {}
         """The client's producer properties (PRODUCER's ``metadata``), shown in stats."""
         self.connection = connection
@@ -74,6 +77,7 @@ class Producer:
             last_sequence_id=self.topic.last_sequence_id(self.name),
             topic_epoch=self.topic_epoch,
             producer_ready=ready,
+            schema_version=self.schema_version,
         )
 
     # --- publishing ----------------------------------------------------------------------

@@ -47,6 +47,7 @@ from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
 from magnetar.broker.stats import MeterSampler
 from magnetar.broker.tls import TLS_HANDSHAKE_TIMEOUT_S, server_ssl_context
 from magnetar.broker.topic import Topic
+from magnetar.broker.topic_schemas import TopicSchemas
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError, ServiceNotReady, TopicNotFound
 from magnetar.common.names import NamespaceName, TopicDomain, TopicName, check_subscription_name
@@ -130,6 +131,8 @@ class BrokerService:
         )
         """Bytes all connections hold in frames not yet completely read (see
         :mod:`magnetar.broker.partial_frames`); overdue frames close their connection."""
+        self.schemas = TopicSchemas(self)
+        """The schema registry and the rules for clients' schemas (:mod:`magnetar.schema`)."""
         self.meter_sampler = MeterSampler()
         """The hot-path rate meters (producers, consumers, topics, subscriptions), sampled
         every :data:`METER_SAMPLE_INTERVAL_S` by :meth:`_sample_meters`."""
@@ -488,13 +491,15 @@ class BrokerService:
 
     async def create_producer(self, conn: ServerConnection, cmd: Producer) -> None:
         topic = await self._topic_for_client(cmd.topic)
+        schema_version = await self.schemas.producer_version(topic, cmd)
         if conn.closed:
             return
-        await topic.add_producer(conn, cmd)
+        await topic.add_producer(conn, cmd, schema_version=schema_version)
 
     async def subscribe(self, conn: ServerConnection, cmd: Subscribe) -> None:
         check_subscription_name(cmd.subscription)
         topic = await self._topic_for_client(cmd.topic)
+        await self.schemas.check_subscriber(topic, cmd)
         if conn.closed:
             return
         await topic.subscribe(conn, cmd)

@@ -308,8 +308,11 @@ class Topic:
 
     # --- producers -----------------------------------------------------------------------
 
-    async def add_producer(self, conn: ServerConnection, cmd: ProducerCommand) -> None:
-        """Admit a producer and answer PRODUCER_SUCCESS (maybe ready=false first).
+    async def add_producer(
+        self, conn: ServerConnection, cmd: ProducerCommand, *, schema_version: bytes | None = None
+    ) -> None:
+        """Admit a producer and answer PRODUCER_SUCCESS (maybe ready=false first), carrying
+        ``schema_version`` (the version of the producer's schema, checked before).
         Raises ProducerBusy / ProducerFenced."""
         name = cmd.producer_name or self.service.new_producer_name()
         mode = AccessMode(int(cmd.producer_access_mode))
@@ -320,7 +323,7 @@ class Topic:
         admission = self.access.add(ProducerRequest(key, name, mode, cmd.epoch, cmd.topic_epoch))
         producer = Producer(
             self, conn, cmd.producer_id, name, mode, cmd.epoch, admission.topic_epoch,
-            dict(cmd.metadata),
+            dict(cmd.metadata), schema_version,
         )  # fmt: skip
         self._apply_effects(admission.effects)
         if not admission.ready:
@@ -457,6 +460,7 @@ class Topic:
             last_sequence_id=self.last_sequence_id(producer.name),
             topic_epoch=producer.topic_epoch,
             producer_ready=True,
+            schema_version=producer.schema_version,
         )
 
     async def _ready_after_epoch_saved(

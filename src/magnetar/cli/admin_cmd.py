@@ -18,6 +18,7 @@ import click
 from magnetar.cli.admin.clusters import brokers, clusters
 from magnetar.cli.admin.context import AdminContext, AdminContextHolder
 from magnetar.cli.admin.namespaces import namespaces
+from magnetar.cli.admin.schemas import schemas
 from magnetar.cli.admin.tenants import tenants
 from magnetar.cli.admin.topics import topics
 from magnetar.cli.output import output_option
@@ -46,5 +47,5 @@ def admin(ctx: click.Context, admin_url: str, timeout_s: float, auth_token: str 
     ctx.ensure_object(AdminContextHolder).context = AdminContext(admin_url, timeout_s, auth_token)
 
 
-for group in (tenants, namespaces, topics, clusters, brokers):
+for group in (tenants, namespaces, topics, schemas, clusters, brokers):
     admin.add_command(group)

@@ -246,3 +246,84 @@ def remove_backlog_quota(namespace: str, quota_type: str) -> None:
     """Remove a namespace's backlog quota of one type."""
     rest().delete(f"{namespace_path(namespace)}/backlogQuota", backlogQuotaType=quota_type.lower())
     printer().done(f"Backlog quota of {namespace} removed", namespace=namespace)
+
+
+# ------------------------------------------------------------------ schema policies
+
+_STRATEGIES = click.Choice(
+    [
+        "UNDEFINED",
+        "ALWAYS_INCOMPATIBLE",
+        "ALWAYS_COMPATIBLE",
+        "BACKWARD",
+        "FORWARD",
+        "FULL",
+        "BACKWARD_TRANSITIVE",
+        "FORWARD_TRANSITIVE",
+        "FULL_TRANSITIVE",
+    ],
+    case_sensitive=False,
+)
+
+
+@namespaces.command("set-schema-compatibility-strategy")
+@NAMESPACE
+@click.option("--compatibility", "-c", type=_STRATEGIES, required=True, help="The strategy.")
+@output_option
+def set_schema_compatibility_strategy(namespace: str, compatibility: str) -> None:
+    """Set how new schema versions must relate to the existing ones."""
+    strategy = compatibility.upper()
+    rest().put(f"{namespace_path(namespace)}/schemaCompatibilityStrategy", strategy)
+    printer().done(
+        f"Schema compatibility strategy of {namespace} set to {strategy}",
+        namespace=namespace,
+        strategy=strategy,
+    )
+
+
+@namespaces.command("get-schema-compatibility-strategy")
+@NAMESPACE
+@output_option
+def get_schema_compatibility_strategy(namespace: str) -> None:
+    """Show a namespace's schema compatibility strategy (UNDEFINED: the broker's, FULL)."""
+    printer().result(rest().get(f"{namespace_path(namespace)}/schemaCompatibilityStrategy"))
+
+
+@namespaces.command("set-schema-validation-enforce")
+@NAMESPACE
+@click.option("--enable/--disable", "-e/-d", "enable", required=True, default=None)
+@output_option
+def set_schema_validation_enforce(namespace: str, enable: bool) -> None:
+    """Refuse (or allow) producers without a schema on topics that have one."""
+    rest().post(f"{namespace_path(namespace)}/schemaValidationEnforced", enable)
+    state = "enforced" if enable else "not enforced"
+    printer().done(f"Schema validation {state} on {namespace}", namespace=namespace, enabled=enable)
+
+
+@namespaces.command("get-schema-validation-enforce")
+@NAMESPACE
+@output_option
+def get_schema_validation_enforce(namespace: str) -> None:
+    """Show whether schema validation is enforced on a namespace."""
+    printer().result(rest().get(f"{namespace_path(namespace)}/schemaValidationEnforced"))
+
+
+@namespaces.command("set-is-allow-auto-update-schema")
+@NAMESPACE
+@click.option("--enable/--disable", "-e/-d", "enable", required=True, default=None)
+@output_option
+def set_is_allow_auto_update_schema(namespace: str, enable: bool) -> None:
+    """Let producers and consumers add schema versions (or only reuse existing ones)."""
+    rest().post(f"{namespace_path(namespace)}/isAllowAutoUpdateSchema", enable)
+    state = "allowed" if enable else "not allowed"
+    printer().done(
+        f"Schema auto update {state} on {namespace}", namespace=namespace, enabled=enable
+    )
+
+
+@namespaces.command("get-is-allow-auto-update-schema")
+@NAMESPACE
+@output_option
+def get_is_allow_auto_update_schema(namespace: str) -> None:
+    """Show whether clients may add schema versions (no output while unset: allowed)."""
+    printer().result(rest().get(f"{namespace_path(namespace)}/isAllowAutoUpdateSchema"))

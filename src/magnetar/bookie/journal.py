@@ -63,8 +63,9 @@ from typing import Final
 
 import crc32c
 
+from magnetar.bookie import file_io
 from magnetar.bookie.errors import JournalCorrupt
-from magnetar.bookie.file_io import pwritev_all, remove_gradually
+from magnetar.bookie.file_io import fsync_dir, pwritev_all
 from magnetar.common.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -490,7 +491,7 @@ class Journal:
                 self._allocated.pop(old, None)
             fd = os.open(_path(self._dir, file_id), os.O_WRONLY | os.O_CREAT, 0o644)
             self._fds[file_id] = fd
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
         return fd
 
     def _write_and_sync(self, segments: list[_Segment]) -> None:
@@ -585,12 +586,4 @@ def _zero_fill(fd: int, start: int, end: int) -> int:
 def unlink_all(paths: list[Path]) -> None:
     """Delete files, gradually (see :func:`~magnetar.bookie.file_io.remove_gradually`)."""
     for path in paths:
-        remove_gradually(path)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        file_io.remove_gradually(path)

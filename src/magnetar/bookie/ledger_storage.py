@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from magnetar.bookie import file_io
 from magnetar.bookie.entry_log import HEADER_SIZE, EntryLogger, StoredEntry, _Buffer, log_of
 from magnetar.bookie.journal import JournalPosition
 
@@ -297,24 +298,15 @@ class LedgerStorage:
         created = not path.exists()
         if job.rewrite:
             length = len(job.index_bytes)
-            _write_file_synced(path, job.index_bytes)
+            file_io.write_file_synced(path, job.index_bytes)
         else:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-            try:
-                view = memoryview(job.index_bytes)
-                off = self._state.index_length
-                pos = 0
-                while pos < len(view):
-                    pos += os.pwrite(fd, view[pos:], off + pos)
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
+            file_io.write_at_synced(path, job.index_bytes, self._state.index_length)
             length = self._state.index_length + len(job.index_bytes)
         if created:  # its directory entry; appending to an existing file needs no dir sync
-            _fsync_dir(self._index_dir)
+            file_io.fsync_dir(self._index_dir)
         state = _CheckpointState(job.journal_position, job.generation, length)
         tmp = self._checkpoint_path.with_suffix(".tmp")
-        _write_file_synced(
+        file_io.write_file_synced(
             tmp,
             json.dumps(
                 {
@@ -325,14 +317,14 @@ class LedgerStorage:
                 }
             ).encode(),
         )
-        os.replace(tmp, self._checkpoint_path)
+        file_io.replace(tmp, self._checkpoint_path)
         # The file may name the new state from here on (even if the directory sync below
         # fails): later checkpoints must build on it, never rewrite what it references.
         old_generation = self._state.generation
         self._state = state
-        _fsync_dir(self._data_dir)
+        file_io.fsync_dir(self._data_dir)
         if job.rewrite and old_generation != job.generation:
-            self._index_path(old_generation).unlink(missing_ok=True)
+            file_io.unlink(self._index_path(old_generation))
         # the persisted index no longer references these logs
         job.freed_bytes = sum(self.entry_logger.remove(log_id) for log_id in job.logs_to_remove)
 
@@ -395,23 +387,3 @@ class LedgerStorage:
 
     def close(self) -> None:
         self.entry_logger.close()
-
-
-def _write_file_synced(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        pos = 0
-        while pos < len(view):
-            pos += os.write(fd, view[pos:])
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -33,6 +33,7 @@ from typing import Final
 
 from magnetar.bookie import file_io
 from magnetar.bookie.entry_log import HEADER_SIZE, EntryLogger, StoredEntry, _Buffer, log_of
+from magnetar.bookie.errors import IndexCorrupt
 from magnetar.bookie.journal import JournalPosition
 
 INDEX_RECORD: Final = struct.Struct("<BQqQI")
@@ -125,14 +126,32 @@ class LedgerStorage:
         return self._index_dir / f"{generation:010d}.idx"
 
     def load(self) -> JournalPosition:
-        """Load the index as of the last checkpoint; returns where journal replay starts."""
+        """Load the index as of the last checkpoint; returns where journal replay starts.
+
+        Raises :class:`~magnetar.bookie.errors.IndexCorrupt` (and changes nothing on disk)
+        if the index file the checkpoint names is missing or shorter than the checkpoint
+        says: the journal before the checkpoint position is gone, so starting would serve
+        without every ledger that file held (``NO_SUCH_LEDGER`` for acknowledged data)."""
         path = self._index_path(self._state.generation)
+        length = self._state.index_length
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            size = -1
+        if max(size, 0) < length or length % INDEX_RECORD.size:
+            found = "is missing" if size < 0 else f"holds {size} bytes"
+            raise IndexCorrupt(
+                f"index file {path} {found}, but {self._checkpoint_path} says it holds "
+                f"{length} bytes of index records: files the bookie had synced are gone "
+                "(the journal before the checkpoint is deleted, so replay cannot rebuild "
+                "them). Restore the data directory from a copy"
+            )
         data = b""
-        if path.exists():
+        if size >= 0:
             with path.open("rb") as f:
-                data = f.read(self._state.index_length)
+                data = f.read(length)
             # Anything past the checkpointed length was never part of a checkpoint.
-            os.truncate(path, self._state.index_length)
+            os.truncate(path, length)
         for p in self._index_dir.glob("*.idx"):
             if p != path:
                 p.unlink()

@@ -1,6 +1,7 @@
-"""A bookie whose index file (the one its checkpoint names) is missing or cut short refuses
-to start with one clear line, and changes nothing on disk: starting without it would serve
-``NO_SUCH_LEDGER`` for acknowledged entries (the journal before the checkpoint is gone)."""
+"""A bookie whose index file (the one its checkpoint names) is missing, cut short or changed
+refuses to start with one clear line, and changes nothing on disk: starting without it would
+serve ``NO_SUCH_LEDGER`` for acknowledged entries (the journal before the checkpoint is
+gone)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.codec import OpType, Request, Status
 from magnetar.bookie.errors import IndexCorrupt
+from magnetar.bookie.ledger_storage import INDEX_RECORD
 from magnetar.testing import StandaloneProcess
 
 from .test_bookie import RawConnection
@@ -50,18 +52,23 @@ async def _bookie_with_ledger_0(data_dir: Path) -> int:
     return bookie.port
 
 
-@pytest.mark.parametrize("damage", ["missing", "short"])
+@pytest.mark.parametrize("damage", ["missing", "short", "overwritten"])
 async def test_a_bookie_refuses_to_start_without_its_index(tmp_path: Path, damage: str) -> None:
     data_dir = tmp_path / "bookie"
     port = await _bookie_with_ledger_0(data_dir)
     (index,) = (data_dir / "index").glob("*.idx")
     if damage == "missing":
         index.unlink()
-    else:
+    elif damage == "short":
         os.truncate(index, index.stat().st_size // 2)
+    else:  # its first record (ledger 0, entry 0) zeroed, as a stray write would
+        with index.open("r+b") as f:
+            f.write(bytes(INDEX_RECORD.size))
     before = _files(data_dir)
     bookie = Bookie(BookieConfig(data_dir=data_dir, port=port, disk_free_min_bytes=0), None)
-    with pytest.raises(IndexCorrupt, match=r"index file .*0000000001\.idx (is missing|holds)"):
+    with pytest.raises(
+        IndexCorrupt, match=r"index file .*0000000001\.idx (is missing|holds|does not)"
+    ):
         await bookie.start()
     await bookie.stop()
     assert _files(data_dir) == before

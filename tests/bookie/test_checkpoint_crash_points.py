@@ -15,6 +15,7 @@ byte for byte, and keep every fence."""
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import shutil
 from collections.abc import Callable, Sequence
@@ -27,7 +28,9 @@ import pytest
 
 from magnetar.bookie import Bookie, BookieConfig, file_io
 from magnetar.bookie.codec import OpType, Request, Status
+from magnetar.common.clock import ManualClock
 from magnetar.metadata import connect
+from magnetar.testing import wait_until_async
 
 from .test_bookie import RawConnection
 
@@ -291,3 +294,38 @@ async def test_a_failed_step_then_a_kill_at_any_later_step_loses_nothing_acknowl
         )
         await _check_all(points, port, after=first)
         shutil.rmtree(run_dir)
+
+
+async def test_a_garbage_collection_whose_checkpoint_fails_logs_one_line_and_turns_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Like a failed checkpoint of the checkpoint loop: an operating error, one log line
+    (no traceback), and the bookie read-only until a retried checkpoint works."""
+    clock = ManualClock()
+    store = await connect("memory:")
+    config = _config(tmp_path / "bookie", 0)
+    config.gc_interval_ms = 1_000
+    config.journal_group_wait_ms = 0  # the journal paces syncs on the (manual) clock
+    bookie = Bookie(config, store, clock=clock)
+    await bookie.start()
+    try:
+
+        def no_space(*_args: object) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(file_io, "write_file_synced", no_space)
+        caplog.set_level(logging.ERROR, logger="magnetar.bookie")
+        await wait_until_async(lambda: clock.sleepers >= 3, what="the bookie's loops asleep")
+        clock.advance(1.0)
+
+        def gc_failures() -> list[logging.LogRecord]:
+            return [r for r in caplog.records if "garbage collection failed" in r.getMessage()]
+
+        (record,) = await wait_until_async(gc_failures, what="the collection failing")
+        assert record.exc_info is None, "a traceback for an expected operating error"
+        assert "No space left on device" in record.getMessage()
+        assert bookie.readonly and "checkpoint failed" in (bookie.storage_fault or "")
+    finally:
+        monkeypatch.undo()
+        await bookie.stop()
+        await store.close()

@@ -152,8 +152,8 @@ class LedgerStorage:
             raise IndexCorrupt(
                 f"index file {path} {found}, but {self._checkpoint_path} says it holds "
                 f"{length} bytes of index records: files the bookie had synced are gone "
-                "(the journal before the checkpoint is deleted, so replay cannot rebuild "
-                "them). Restore the data directory from a copy"
+                "(journal replay starts at the checkpoint, earlier journal files are deleted, "
+                "so it cannot rebuild them). Restore the data directory from a copy"
             )
         data = b""
         if size >= 0:
@@ -164,9 +164,9 @@ class LedgerStorage:
             raise IndexCorrupt(
                 f"index file {path} does not match {self._checkpoint_path} (CRC32C of its "
                 f"first {length} bytes is {crc:#010x}, the checkpoint recorded "
-                f"{self._state.index_crc32c:#010x}): it changed on disk after it was synced, "
-                "and the journal before the checkpoint is deleted, so replay cannot rebuild "
-                "it. Restore the data directory from a copy"
+                f"{self._state.index_crc32c:#010x}): it changed on disk after it was synced "
+                "(journal replay starts at the checkpoint, earlier journal files are deleted, "
+                "so it cannot rebuild it). Restore the data directory from a copy"
             )
         self._state.index_crc32c = crc
         if size >= 0:

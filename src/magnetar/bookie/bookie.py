@@ -828,6 +828,9 @@ class Bookie:
             await self._clock.sleep(self.config.gc_interval_ms / 1000)
             try:
                 await self.collect_garbage()
+            except OSError as exc:  # its checkpoint failed (ENOSPC, EIO): one line, read-only
+                log.error("bookie %s: garbage collection failed: %s", self.bookie_id, exc)
+                self._storage_failed(f"checkpoint failed: {exc}")
             except Exception:
                 log.exception("garbage collection failed")
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from magnetar.bookie.file_io import pwritev_all, remove_gradually
+from magnetar.bookie import file_io
 
 ENTRY_HEADER: Final = struct.Struct("<IQqqI")
 HEADER_SIZE: Final = ENTRY_HEADER.size
@@ -156,16 +156,14 @@ class EntryLogger:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
                 for b in bufs:
-                    pwritev_all(fd, b.parts, b.base_offset, sync_every_bytes=SYNC_CHUNK_BYTES)
+                    file_io.pwritev_all(
+                        fd, b.parts, b.base_offset, sync_every_bytes=SYNC_CHUNK_BYTES
+                    )
                 os.fdatasync(fd)
             finally:
                 os.close(fd)
         if created:  # a new file's directory entry; otherwise no directory sync (a commit)
-            fd = os.open(self._dir, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            file_io.fsync_dir(self._dir)
 
     def unfreeze(self, frozen: list[_Buffer]) -> None:
         """A checkpoint failed to write ``frozen``: the next :meth:`freeze` takes them again
@@ -207,7 +205,7 @@ class EntryLogger:
             fd = self._read_fds.pop(log_id, None)
         if fd is not None:
             os.close(fd)
-        return remove_gradually(self.path(log_id))
+        return file_io.remove_gradually(self.path(log_id))
 
     def close(self) -> None:
         with self._fd_lock:

@@ -80,6 +80,12 @@ class JournalCorrupt(MagnetarError):
     bookie refuses to start unless told to skip invalid records."""
 
 
+class IndexCorrupt(MagnetarError):
+    """The index file the checkpoint names is missing or shorter than the checkpoint says:
+    files the bookie had synced are gone, so it refuses to start rather than serve without
+    the ledgers they held."""
+
+
 class LedgerRecoveryError(PersistenceError):
     """Recovery could not reach enough bookies to decide the ledger's last entry."""
 

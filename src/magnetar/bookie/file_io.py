@@ -1,4 +1,12 @@
-"""Positional vectored writes shared by the journal and the entry logs (worker threads)."""
+"""File operations of the bookie's storage (worker threads): positional vectored writes,
+synced whole-file and positional writes, directory syncs, renames and gradual removal.
+
+This module is also the seam of the storage's crash and fault tests: ledger storage, the
+entry logs and journal-file removal call these functions through the module
+(``file_io.replace(...)``), so a test can wrap one to fail it (``ENOSPC``) or to copy the
+data directory just before it runs (what a SIGKILL at that instant leaves on disk). Each
+call is one step of a checkpoint; see "Crash points of a checkpoint" in docs/storage.md.
+"""
 
 from __future__ import annotations
 
@@ -38,6 +46,53 @@ def pwritev_all(fd: int, bufs: Sequence[bytes], offset: int, *, sync_every_bytes
         if sync_every_bytes and unsynced >= sync_every_bytes:
             os.fdatasync(fd)
             unsynced = 0
+
+
+def write_file_synced(path: Path, data: bytes) -> None:
+    """Create or truncate ``path``, write ``data`` and fsync it (not its directory)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        pos = 0
+        while pos < len(view):
+            pos += os.write(fd, view[pos:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_at_synced(path: Path, data: bytes, offset: int) -> None:
+    """Write ``data`` at ``offset`` of ``path`` (created if missing, never truncated) and
+    fdatasync it (not its directory)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        pos = 0
+        while pos < len(view):
+            pos += os.pwrite(fd, view[pos:], offset + pos)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make the directory's entries (files created, renamed or removed in it) durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace(source: Path, target: Path) -> None:
+    """Rename ``source`` over ``target`` atomically (``os.replace``); sync the directory
+    with :func:`fsync_dir` to make it durable."""
+    os.replace(source, target)
+
+
+def unlink(path: Path) -> None:
+    """Delete a file; a missing one is fine."""
+    path.unlink(missing_ok=True)
 
 
 _SHRINK_STEP_BYTES: Final = 8 * 1024 * 1024

@@ -63,8 +63,9 @@ from typing import Final
 
 import crc32c
 
+from magnetar.bookie import file_io
 from magnetar.bookie.errors import JournalCorrupt
-from magnetar.bookie.file_io import pwritev_all, remove_gradually
+from magnetar.bookie.file_io import fsync_dir, pwritev_all
 from magnetar.common.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -370,18 +371,22 @@ class Journal:
         return len(paths)
 
     def detach_before(self, position: JournalPosition) -> list[Path]:
-        """Stop using the journal files wholly before ``position`` (checkpointed) and return
-        their paths, for the caller to delete with :func:`unlink_all` off the event loop
-        (unlinking a big, zero-filled file takes tens of milliseconds)."""
-        paths = []
-        for file_id in journal_file_ids(self._dir):
-            if file_id >= position.file_id:
-                break
-            fd = self._fds.pop(file_id, None)
-            if fd is not None:
-                os.close(fd)
-            paths.append(_path(self._dir, file_id))
-        return paths
+        """The paths of the journal files wholly before ``position`` (checkpointed), for the
+        caller to delete with :func:`unlink_all` off the event loop (unlinking a big,
+        zero-filled file takes tens of milliseconds).
+
+        Their descriptors stay with the writer thread, which may still be writing the tail
+        of the last of them (a batch that spans a rollover, while the checkpoint that began
+        after it has ended); it closes them itself when it opens a later file. Closing one
+        here, under the writer, let its descriptor number go to the next file any thread
+        opened (an entry log, the index, ``checkpoint.tmp``) and the writer put journal
+        records into that file. Writing to a file already unlinked is harmless: what it
+        holds is checkpointed."""
+        return [
+            _path(self._dir, file_id)
+            for file_id in journal_file_ids(self._dir)
+            if file_id < position.file_id
+        ]
 
     # -- the flusher ----------------------------------------------------------------------
 
@@ -479,6 +484,9 @@ class Journal:
         return segments, callbacks
 
     def _fd(self, file_id: int) -> int:
+        """Writer thread: the descriptor of ``file_id``, opened on first use; opening one
+        closes those of earlier files. Only the writer thread opens and closes them (and
+        :meth:`close`, once the writer is idle)."""
         fd = self._fds.get(file_id)
         if fd is None:
             for old in [f for f in self._fds if f < file_id]:
@@ -490,7 +498,7 @@ class Journal:
                 self._allocated.pop(old, None)
             fd = os.open(_path(self._dir, file_id), os.O_WRONLY | os.O_CREAT, 0o644)
             self._fds[file_id] = fd
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
         return fd
 
     def _write_and_sync(self, segments: list[_Segment]) -> None:
@@ -585,12 +593,4 @@ def _zero_fill(fd: int, start: int, end: int) -> int:
 def unlink_all(paths: list[Path]) -> None:
     """Delete files, gradually (see :func:`~magnetar.bookie.file_io.remove_gradually`)."""
     for path in paths:
-        remove_gradually(path)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        file_io.remove_gradually(path)

@@ -12,9 +12,10 @@ A checkpoint (:meth:`LedgerStorage.begin_checkpoint` on the loop, :meth:`run_che
 in a worker thread, :meth:`finish_checkpoint` on the loop) makes durable, in this order: the
 entry-log buffers (fsync), the index delta (fsync), and the ``checkpoint`` file naming the
 journal position up to which everything is now in ledger storage plus the index file's
-generation and valid length (written to a temp file, fsync'ed and renamed). After a crash,
-:meth:`load` reads the index up to that length and the caller replays the journal from that
-position. When ledgers were deleted, the next checkpoint writes a whole new generation
+generation, valid length and the CRC32C of that length (written to a temp file, fsync'ed and
+renamed). After a crash, :meth:`load` reads the index up to that length, checks it against
+the CRC (a missing, short or changed index refuses to start: the journal before that position
+is gone) and the caller replays the journal from that position. When ledgers were deleted, the next checkpoint writes a whole new generation
 instead of a delta, which drops them.
 
 Garbage: every entry log's total and live bytes are tracked; :meth:`dead_logs` are logs with
@@ -31,7 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+import crc32c
+
+from magnetar.bookie import file_io
 from magnetar.bookie.entry_log import HEADER_SIZE, EntryLogger, StoredEntry, _Buffer, log_of
+from magnetar.bookie.errors import IndexCorrupt
 from magnetar.bookie.journal import JournalPosition
 
 INDEX_RECORD: Final = struct.Struct("<BQqQI")
@@ -82,6 +87,9 @@ class _CheckpointState:
     journal_position: JournalPosition = field(default_factory=lambda: JournalPosition(0, 0))
     generation: int = 1
     index_length: int = 0
+    index_crc32c: int | None = 0
+    """CRC32C of the index file's first ``index_length`` bytes (None: a checkpoint file
+    written before it was recorded; :meth:`LedgerStorage.load` computes it then)."""
 
 
 class LedgerStorage:
@@ -114,24 +122,56 @@ class LedgerStorage:
             raw = json.loads(self._checkpoint_path.read_bytes())
         except FileNotFoundError:
             return _CheckpointState()
+        crc = raw.get("index_crc32c")
         return _CheckpointState(
             JournalPosition(int(raw["journal_file"]), int(raw["journal_offset"])),
             int(raw["index_generation"]),
             int(raw["index_length"]),
+            None if crc is None else int(crc),
         )
 
     def _index_path(self, generation: int) -> Path:
         return self._index_dir / f"{generation:010d}.idx"
 
     def load(self) -> JournalPosition:
-        """Load the index as of the last checkpoint; returns where journal replay starts."""
+        """Load the index as of the last checkpoint; returns where journal replay starts.
+
+        Raises :class:`~magnetar.bookie.errors.IndexCorrupt` (and changes nothing on disk)
+        if the index file the checkpoint names is missing, shorter than the checkpoint says,
+        or does not match the checkpoint's CRC32C of it: the journal before the checkpoint
+        position is gone, so starting would serve without the ledgers and entries the file
+        held (``NO_SUCH_LEDGER`` for acknowledged data)."""
         path = self._index_path(self._state.generation)
+        length = self._state.index_length
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            size = -1
+        if max(size, 0) < length or length % INDEX_RECORD.size:
+            found = "is missing" if size < 0 else f"holds {size} bytes"
+            raise IndexCorrupt(
+                f"index file {path} {found}, but {self._checkpoint_path} says it holds "
+                f"{length} bytes of index records: files the bookie had synced are gone "
+                "(journal replay starts at the checkpoint, earlier journal files are deleted, "
+                "so it cannot rebuild them). Restore the data directory from a copy"
+            )
         data = b""
-        if path.exists():
+        if size >= 0:
             with path.open("rb") as f:
-                data = f.read(self._state.index_length)
+                data = f.read(length)
+        crc = crc32c.crc32c(data)
+        if self._state.index_crc32c not in (None, crc):
+            raise IndexCorrupt(
+                f"index file {path} does not match {self._checkpoint_path} (CRC32C of its "
+                f"first {length} bytes is {crc:#010x}, the checkpoint recorded "
+                f"{self._state.index_crc32c:#010x}): it changed on disk after it was synced "
+                "(journal replay starts at the checkpoint, earlier journal files are deleted, "
+                "so it cannot rebuild it). Restore the data directory from a copy"
+            )
+        self._state.index_crc32c = crc
+        if size >= 0:
             # Anything past the checkpointed length was never part of a checkpoint.
-            os.truncate(path, self._state.index_length)
+            os.truncate(path, length)
         for p in self._index_dir.glob("*.idx"):
             if p != path:
                 p.unlink()
@@ -297,24 +337,18 @@ class LedgerStorage:
         created = not path.exists()
         if job.rewrite:
             length = len(job.index_bytes)
-            _write_file_synced(path, job.index_bytes)
+            crc: int | None = crc32c.crc32c(job.index_bytes)
+            file_io.write_file_synced(path, job.index_bytes)
         else:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-            try:
-                view = memoryview(job.index_bytes)
-                off = self._state.index_length
-                pos = 0
-                while pos < len(view):
-                    pos += os.pwrite(fd, view[pos:], off + pos)
-                os.fdatasync(fd)
-            finally:
-                os.close(fd)
+            file_io.write_at_synced(path, job.index_bytes, self._state.index_length)
             length = self._state.index_length + len(job.index_bytes)
+            previous = self._state.index_crc32c
+            crc = None if previous is None else crc32c.crc32c(job.index_bytes, previous)
         if created:  # its directory entry; appending to an existing file needs no dir sync
-            _fsync_dir(self._index_dir)
-        state = _CheckpointState(job.journal_position, job.generation, length)
+            file_io.fsync_dir(self._index_dir)
+        state = _CheckpointState(job.journal_position, job.generation, length, crc)
         tmp = self._checkpoint_path.with_suffix(".tmp")
-        _write_file_synced(
+        file_io.write_file_synced(
             tmp,
             json.dumps(
                 {
@@ -322,17 +356,18 @@ class LedgerStorage:
                     "journal_offset": state.journal_position.offset,
                     "index_generation": state.generation,
                     "index_length": state.index_length,
+                    "index_crc32c": state.index_crc32c,
                 }
             ).encode(),
         )
-        os.replace(tmp, self._checkpoint_path)
+        file_io.replace(tmp, self._checkpoint_path)
         # The file may name the new state from here on (even if the directory sync below
         # fails): later checkpoints must build on it, never rewrite what it references.
         old_generation = self._state.generation
         self._state = state
-        _fsync_dir(self._data_dir)
+        file_io.fsync_dir(self._data_dir)
         if job.rewrite and old_generation != job.generation:
-            self._index_path(old_generation).unlink(missing_ok=True)
+            file_io.unlink(self._index_path(old_generation))
         # the persisted index no longer references these logs
         job.freed_bytes = sum(self.entry_logger.remove(log_id) for log_id in job.logs_to_remove)
 
@@ -395,23 +430,3 @@ class LedgerStorage:
 
     def close(self) -> None:
         self.entry_logger.close()
-
-
-def _write_file_synced(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        pos = 0
-        while pos < len(view):
-            pos += os.write(fd, view[pos:])
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from magnetar.bookie import Bookie, BookieConfig
-from magnetar.bookie.errors import CookieMismatch, JournalCorrupt
+from magnetar.bookie.errors import CookieMismatch, IndexCorrupt, JournalCorrupt
 from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
 
 METADATA_URL_SCHEMES = ("zk://", "sqlite://", "memory:")
@@ -101,7 +101,7 @@ def bookie(
     start_heap_trimmer()
     try:
         asyncio.run(_run(config, metadata_url, session_timeout_s))
-    except (CookieMismatch, JournalCorrupt) as exc:
+    except (CookieMismatch, IndexCorrupt, JournalCorrupt) as exc:
         click.echo(f"magnetar bookie: {exc}", err=True)
         sys.exit(3)
 

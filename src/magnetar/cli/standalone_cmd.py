@@ -181,10 +181,10 @@ def standalone(
         uvloop.install()
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         pass
-    from magnetar.bookie.errors import CookieMismatch, JournalCorrupt
+    from magnetar.bookie.errors import CookieMismatch, IndexCorrupt, JournalCorrupt
 
     try:
         asyncio.run(run(config, started))
-    except (CookieMismatch, JournalCorrupt) as exc:
+    except (CookieMismatch, IndexCorrupt, JournalCorrupt) as exc:
         click.echo(f"magnetar standalone: {exc}", err=True)
         sys.exit(3)

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from magnetar import __version__
-from magnetar.cli import admin_cmd, bookie_cmd, client_cmd, perf_cmd, standalone_cmd
+from magnetar.cli import admin_cmd, bookie_cmd, broker_cmd, client_cmd, perf_cmd, standalone_cmd
 from magnetar.cli.client_config import CONFIG_ENV, ClientConfigError, default_config_path
 from magnetar.cli.output import CliGroup
 
@@ -58,12 +58,7 @@ def cli() -> None:
     """Magnetar: Pulsar's messaging, queuing and streaming model in Python."""
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def broker() -> None:
-    """A broker (binary protocol on 6650, HTTP on 8080) for a cluster on ZooKeeper."""
-    _not_built("broker")
-
-
+cli.add_command(broker_cmd.broker)
 cli.add_command(bookie_cmd.bookie)
 cli.add_command(standalone_cmd.standalone)
 

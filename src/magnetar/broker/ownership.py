@@ -43,7 +43,7 @@ from magnetar.broker.bundle_ownership import (
 )
 from magnetar.broker.controller.bundle_state import BundleRecord, CorruptRecord
 from magnetar.broker.controller.bundles import BundleId, NamespaceBundles
-from magnetar.broker.controller.election import CONTROLLER_PATH, STATE_ROOT
+from magnetar.broker.controller.election import CONTROLLER_PATH, REGISTRATIONS_PATH, STATE_ROOT
 from magnetar.broker.listeners import NO_LISTENERS, AdvertisedListener, AdvertisedListeners
 from magnetar.common.clock import Clock
 from magnetar.common.errors import MagnetarError, ServiceNotReady
@@ -152,6 +152,32 @@ class BrokerAddress:
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CorruptRecord(f"undecodable broker address {data[:80]!r}: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerInfo:
+    address: BrokerAddress
+    epoch: int
+
+
+async def registered_brokers(store: MetadataStore) -> list[str]:
+    """Ids of the brokers registered now (sorted)."""
+    try:
+        return await store.children(REGISTRATIONS_PATH)
+    except NotFound:
+        return []
+
+
+async def current_controller(store: MetadataStore) -> ControllerInfo | None:
+    """The controller as stored now (its registration and epoch), ``None`` while none is
+    elected or its registration is gone."""
+    try:
+        broker_id = (await store.get(CONTROLLER_PATH)).value.decode()
+        epoch = (await store.get(CONTROLLER_EPOCH_PATH)).stat.version
+        registration = await store.get(paths.join(REGISTRATIONS_PATH, broker_id))
+    except NotFound:
+        return None
+    return ControllerInfo(BrokerAddress.from_json(registration.value), epoch)
 
 
 class ClusterOwnership:

@@ -13,7 +13,7 @@ import json
 import signal
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pulsar
@@ -75,14 +75,27 @@ def http_json(url: str) -> dict[str, object]:
     return body
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
 def owner_of(entry: BrokerProcess, topic: str, brokers: list[BrokerProcess]) -> BrokerProcess:
-    """The broker serving ``topic``, by an HTTP lookup on ``entry``."""
+    """The broker serving ``topic``, by an HTTP lookup on ``entry``: its own answer, or
+    the broker its 307 redirects to (not followed: that broker may be stopped)."""
     local = topic.removeprefix("persistent://")
-    answer = http_json(f"{entry.http_url}/lookup/v2/topic/persistent/{local}")
-    owners = [b for b in brokers if b.url == answer["brokerUrl"]]
-    assert len(owners) == 1, (answer, [b.url for b in brokers])
-    (owner,) = owners
-    return owner
+    url = f"{entry.http_url}/lookup/v2/topic/persistent/{local}"
+    try:
+        with urllib.request.build_opener(_NoRedirect).open(url, timeout=30) as response:
+            answer = json.load(response)
+        owners = [b for b in brokers if b.url == answer["brokerUrl"]]
+    except urllib.error.HTTPError as exc:
+        if exc.code != 307:
+            raise
+        location = exc.headers["Location"]
+        owners = [b for b in brokers if location.startswith(b.http_url + "/")]
+    assert len(owners) == 1, (url, [b.url for b in brokers])
+    return owners[0]
 
 
 def controller(entry: BrokerProcess) -> tuple[str, int] | None:
@@ -180,3 +193,66 @@ def test_a_killed_controller_is_replaced_at_a_higher_epoch(
     assert len(topics) == len(bundles.bundles)
     for name in topics.values():
         assert owner_of(survivor, name, brokers) is survivor
+
+
+def test_a_broker_stalled_past_its_session_serves_nothing_after_resuming(
+    zookeeper_url: str, tmp_path: Path, cluster_procs: list[BookieProcess | BrokerProcess]
+) -> None:
+    """The owner is SIGSTOPped past its session timeout; the controller gives its bundles
+    to the other broker, which opens the topic (fencing the stalled owner's ledger). Once
+    resumed, the stalled broker's appends fail, it exits with status 1 on its lost
+    session, and its clients end up on the new owner with every acknowledged message."""
+    start_bookies(cluster_procs, zookeeper_url, tmp_path, 3)
+    brokers = start_brokers(cluster_procs, zookeeper_url, tmp_path, 2)
+    entry = brokers[0]
+    request = urllib.request.Request(
+        f"{entry.http_url}/admin/v2/namespaces/public/stall", data=b"", method="PUT"
+    )
+    urllib.request.urlopen(request, timeout=30).close()
+    topic, stalled = next(
+        (t, o)
+        for t in (f"persistent://public/stall/t-{i}" for i in range(64))
+        if (o := owner_of(entry, t, brokers)) is not entry
+    )
+    client = pulsar.Client(entry.url, operation_timeout_seconds=30)
+    other = pulsar.Client(entry.url, operation_timeout_seconds=30)
+    try:
+        consumer = client.subscribe(topic, "sub")
+        producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=30_000)
+        acked: list[int] = []
+        for i in range(50):
+            producer.send(b"%d" % i)
+            acked.append(i)
+        stalled.signal(signal.SIGSTOP)
+        outcomes: dict[int, str] = {}
+
+        def sent(i: int) -> Callable[[pulsar.Result, object], None]:
+            def callback(result: pulsar.Result, _msg_id: object) -> None:
+                outcomes[i] = str(result)
+
+            return callback
+
+        for i in range(50, 100):  # they wait in the stalled broker's socket
+            producer.send_async(b"%d" % i, sent(i))
+        wait_until(
+            lambda: owner_of(entry, topic, brokers) is entry,
+            timeout_s=60,
+            what="the bundle moved to the live broker",
+        )
+        other.create_producer(topic).close()  # the new owner opens (and fences) the topic
+        stalled.signal(signal.SIGCONT)
+        assert stalled.proc is not None and stalled.proc.wait(60) == 1
+        producer.send(b"100")
+        producer.flush()
+        acked += [i for i in range(50, 100) if outcomes.get(i) == "Ok"] + [100]
+
+        received: list[int] = []
+        while not set(acked) <= set(received):
+            message = consumer.receive(timeout_millis=30_000)
+            received.append(int(message.data()))
+            consumer.acknowledge(message)
+        firsts = list(dict.fromkeys(received))
+        assert firsts == sorted(firsts), "the producer's order was not kept"
+    finally:
+        other.close()
+        client.close()

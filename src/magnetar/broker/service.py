@@ -124,6 +124,8 @@ class BrokerService:
         self.clock: Clock = clock or SystemClock()
         self.ml_config = ml_config or ManagedLedgerConfig()
         self._topics: dict[str, asyncio.Future[Topic]] = {}
+        self._taken_over: set[str] = set()
+        """Topics being unloaded because another broker fenced their ledger."""
         self._connections: set[ServerConnection] = set()
         self._server: asyncio.Server | None = None
         self._tls_server: asyncio.Server | None = None
@@ -382,6 +384,20 @@ class BrokerService:
                     await self.unload_topic(topic.name)
                 except MagnetarError as exc:
                     log.warning("unloading %s: %s", topic.full_name, exc)
+
+    async def topic_taken_over(self, topic: Topic) -> None:
+        """``topic``'s managed ledger was fenced by another owner: unload it here (once),
+        so its producers and consumers look the topic up again and find the new owner."""
+        if self.loaded_topic(topic.name) is not topic or topic.full_name in self._taken_over:
+            return
+        self._taken_over.add(topic.full_name)
+        log.warning("%s: taken over by another broker; unloading it", topic.full_name)
+        try:
+            await self.unload_topic(topic.name)
+        except MagnetarError as exc:
+            log.warning("unloading %s: %s", topic.full_name, exc)
+        finally:
+            self._taken_over.discard(topic.full_name)
 
     async def topic_exists(self, name: TopicName) -> bool:
         return await self.store.exists(f"{ML_ROOT}/{managed_ledger_name(name)}") is not None

@@ -18,10 +18,14 @@ Metadata layout (besides the managed ledgers' own ``/managed-ledgers/...``):
   names ``<cluster>-<generation>-<n>`` never repeat across restarts (Java's
   ``DistributedIdGenerator`` does the same).
 
-A single broker owns every topic (no bundles yet): LOOKUP always answers Connect with this
-broker's advertised URL; the TLS field carries ``pulsar+ssl://host:tls_port`` when the TLS
-listener is on (``config.tls_port``, same protocol inside TLS; see
-:mod:`magnetar.broker.tls`), else the plain URL again. With advertised listeners
+Without ``ownership`` (``magnetar standalone``) this broker owns every topic and LOOKUP
+always answers Connect with its advertised URL. With a
+:class:`~magnetar.broker.ownership.ClusterOwnership` (``magnetar broker``) it serves only
+topics of the bundles it holds (others: ServiceNotReady) and LOOKUP answers Redirect with
+the owner's URLs when another broker holds the topic's bundle (docs/cluster.md). Either
+way, the TLS field carries ``pulsar+ssl://host:tls_port`` when the TLS listener is on
+(``config.tls_port``, same protocol inside TLS; see :mod:`magnetar.broker.tls`), else the
+plain URL again. With advertised listeners
 (:mod:`magnetar.broker.listeners`) a LOOKUP naming one gets that listener's URLs, one
 without a name gets the internal listener's, and one naming a listener the broker lacks
 fails with ServiceNotReady "the broker do not have <name> listener", as in Pulsar.

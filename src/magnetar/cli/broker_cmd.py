@@ -139,6 +139,9 @@ def broker(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if logging.getLogger().level > logging.INFO:
+        # kazoo warns on every failed connection attempt; the outcome is one line anyway.
+        logging.getLogger("kazoo.client").setLevel(logging.ERROR)
     config = BrokerNodeConfig(
         metadata_url=metadata_url,
         http_host=host,

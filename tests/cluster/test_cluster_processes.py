@@ -141,6 +141,10 @@ def test_clients_follow_a_stopped_owner_to_the_new_one(
     try:
         consumer = client.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared)
         producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=30_000)
+        # Admin requests about the topic on the entry broker are redirected to the owner.
+        local = topic.removeprefix("persistent://")
+        stats = http_json(f"{entry.http_url}/admin/v2/persistent/{local}/stats")
+        assert len(stats["publishers"]) == 1  # type: ignore[arg-type]
         acked: list[int] = []
         for i in range(MESSAGES):
             if i == KILL_AFTER:

@@ -28,6 +28,7 @@ from magnetar.admin import (
 )
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import http_error
+from magnetar.admin.owner_redirect import owner_redirect
 from magnetar.admin.path_names import check_path_names
 from magnetar.admin.responses import error_response
 from magnetar.common.errors import MagnetarError
@@ -77,6 +78,8 @@ def create_app(ctx: AdminContext) -> FastAPI:
     async def unexpected(request: Request, exc: Exception) -> Response:
         log.exception("%s %s failed", request.method, request.url.path)
         return error_response(500, f"Internal error: {exc.__class__.__name__}")
+
+    app.middleware("http")(owner_redirect(ctx))
 
     registry = metrics.registry_for(ctx)
 

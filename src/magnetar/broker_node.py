@@ -169,9 +169,26 @@ class BrokerNode:
     async def _start_http(self) -> None:
         from magnetar.admin import AdminContext, AdminServer
         from magnetar.admin.app import create_app
+        from magnetar.admin.cluster_metrics import ClusterCollector
 
         assert self.broker is not None
-        ctx = AdminContext(self.broker, compactor=self.broker.compactor)
+        ctx = AdminContext(
+            self.broker,
+            compactor=self.broker.compactor,
+            collectors=[
+                ClusterCollector(
+                    bundles_owned=lambda: (
+                        0 if self.ownership is None else len(self.ownership.core.held)
+                    ),
+                    controller_epoch=lambda: (
+                        None if self.controller is None else self.controller.epoch
+                    ),
+                    bundle_states=lambda: (
+                        {} if self.controller is None else self.controller.bundle_states()
+                    ),
+                )
+            ],
+        )
         self.http = AdminServer(create_app(ctx), self.config.http_host, self.config.http_port)
         await self.http.start()
         ctx.http_port = self.http.port

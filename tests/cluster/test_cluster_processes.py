@@ -198,6 +198,22 @@ def test_a_killed_controller_is_replaced_at_a_higher_epoch(
     for name in topics.values():
         assert owner_of(survivor, name, brokers) is survivor
 
+    def metrics_show_it() -> bool:
+        with urllib.request.urlopen(f"{survivor.http_url}/metrics", timeout=30) as response:
+            metrics = response.read().decode()
+        return all(
+            line in metrics.splitlines()
+            for line in (
+                "magnetar_controller_is_leader 1.0",
+                f"magnetar_controller_epoch {float(new_epoch)}",
+                # public/default and public/functions, acknowledged to the controller
+                'magnetar_controller_bundles{state="Owned"} 8.0',
+                "magnetar_bundles_owned 8.0",
+            )
+        )
+
+    wait_until(metrics_show_it, timeout_s=30, what="the controller's metrics")
+
 
 def test_a_broker_stalled_past_its_session_serves_nothing_after_resuming(
     zookeeper_url: str, tmp_path: Path, cluster_procs: list[BookieProcess | BrokerProcess]

@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 
+from magnetar.broker.controller.bundle_state import BundleState
 from magnetar.broker.controller.bundle_state_machine import BrokerCommand, ControllerPolicy
 from magnetar.broker.controller.bundles import BundleId, BundleRange, NamespaceBundles
 from magnetar.broker.controller.election import REGISTRATIONS_PATH, ControllerElection
@@ -85,6 +86,20 @@ class ControllerRunner:
         if election is None or not election.election.is_leader:
             return None
         return election.epoch
+
+    def bundle_states(self) -> dict[str, int]:
+        """Bundles per state while this broker leads (empty otherwise)."""
+        election = self.election
+        if self.epoch is None or election is None:
+            return {}
+        try:
+            records = election.machine.records
+        except MagnetarError:
+            return {}
+        counts = {state.value: 0 for state in BundleState}
+        for record in records.values():
+            counts[record.state.value] += 1
+        return counts
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="controller")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -213,6 +215,21 @@ def test_a_killed_controller_is_replaced_at_a_higher_epoch(
         )
 
     wait_until(metrics_show_it, timeout_s=30, what="the controller's metrics")
+
+    # The same through the command line.
+    def admin(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "magnetar.cli.main", "admin", "--admin-url", survivor.http_url,
+             *args],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    leader = json.loads(admin("--output", "json", "brokers", "leader-broker"))
+    assert (leader["brokerId"], leader["controllerEpoch"]) == (survivor.broker_id, new_epoch)
+    assert admin("brokers", "list").split() == [survivor.broker_id]
+    assert admin("topics", "lookup", "t0").strip() == survivor.url
 
 
 def test_a_broker_stalled_past_its_session_serves_nothing_after_resuming(

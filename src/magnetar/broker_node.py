@@ -6,10 +6,10 @@ bookie`` processes registered under ``/ledgers/available``), metadata in the sto
 
 1. the metadata session; the ledger client (TCP to the bookies);
 2. the broker service (binary protocol, TLS when configured) and the admin HTTP server;
-3. bundle ownership (:class:`~magnetar.broker.ownership.ClusterOwnership`): the broker
-   serves a topic only while it holds its bundle's ownership node;
-4. the registration, ephemeral ``/loadbalance/brokers/<broker id>`` holding the broker's
+3. the registration, ephemeral ``/loadbalance/brokers/<broker id>`` holding the broker's
    URLs (the broker id defaults to ``<advertised host>:<http port>``, as Pulsar's);
+4. bundle ownership (:class:`~magnetar.broker.ownership.ClusterOwnership`): the broker
+   serves a topic only while it holds its bundle's ownership node;
 5. the controller candidacy (:class:`~magnetar.broker.controller.runner.ControllerRunner`).
 
 A lost metadata session ends the process (Pulsar's ``zookeeperSessionExpiredPolicy``
@@ -133,8 +133,10 @@ class BrokerNode:
             http_url=http_url,
             listeners=b.advertised_listeners,
         )
-        await self.ownership.start(self.address)
+        # Registered first: a second process under a live broker's id must fail before it
+        # could act on that broker's assignments.
         await self._register(store, self.address)
+        await self.ownership.start(self.address)
         self.controller = ControllerRunner(store, self.address.broker_id, clock=self.clock)
         self.controller.start()
 

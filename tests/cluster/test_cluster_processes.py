@@ -293,3 +293,44 @@ def test_a_broker_stalled_past_its_session_serves_nothing_after_resuming(
     finally:
         other.close()
         client.close()
+
+
+def test_a_partitioned_topic_spread_over_brokers(
+    zookeeper_url: str, tmp_path: Path, cluster_procs: list[BookieProcess | BrokerProcess]
+) -> None:
+    """Created through one broker while other brokers own some of its partitions (this
+    failed with 503), then produced and consumed through another broker."""
+    start_bookies(cluster_procs, zookeeper_url, tmp_path, 3)
+    brokers = start_brokers(cluster_procs, zookeeper_url, tmp_path, 2)
+    base = "persistent://public/spread/parts"
+    # The first broker holds public/default and public/functions (8 bundles): two more
+    # namespaces even the counts, so the bundles of "spread" go to both brokers.
+    for path, body in (
+        ("namespaces/public/fill-1", b""),
+        ("namespaces/public/fill-2", b""),
+        ("namespaces/public/spread", b""),
+        ("persistent/public/spread/parts/partitions", b"8"),
+    ):
+        request = urllib.request.Request(
+            f"{brokers[0].http_url}/admin/v2/{path}",
+            data=body,
+            method="PUT",
+            headers={"Content-Type": "application/json"},
+        )
+        urllib.request.urlopen(request, timeout=30).close()
+    owners = {owner_of(brokers[0], f"{base}-partition-{i}", brokers).broker_id for i in range(8)}
+    assert owners == {b.broker_id for b in brokers}, "the partitions are not spread"
+    client = pulsar.Client(brokers[1].url, operation_timeout_seconds=30)
+    try:
+        consumer = client.subscribe(base, "sub", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(base, batching_enabled=False)
+        for i in range(64):
+            producer.send(b"%d" % i, partition_key=str(i))
+        received = set()
+        while len(received) < 64:
+            message = consumer.receive(timeout_millis=30_000)
+            received.add(int(message.data()))
+            consumer.acknowledge(message)
+        assert received == set(range(64))
+    finally:
+        client.close()

@@ -211,7 +211,8 @@ class ClusterOwnership:
         self._namespaces: dict[str, NamespaceBundles] = {}
         self._seen: set[BundleId] = set()
         self._changed = asyncio.Event()
-        """Set on every change seen under the watched roots (lookups wait on it)."""
+        """Set (and replaced by a fresh one) on every change seen under the watched roots:
+        a lookup takes the current one before reading, so no change is missed."""
         self._dirty = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._streams: list[NotificationStream] = []
@@ -242,7 +243,7 @@ class ClusterOwnership:
         deadline_s = self._clock.monotonic_s() + timeout_ms / 1000
         what = f"the namespace {name.namespace_name}"
         while True:
-            self._changed.clear()
+            changed = self._changed
             bundles = await self._read_namespace(str(name.namespace_name))
             if bundles is not None:
                 bundle = bundles.bundle_for_topic(name)
@@ -257,7 +258,7 @@ class ClusterOwnership:
             if remaining_s <= 0 or self._closing:
                 raise ServiceNotReady(f"no broker owns {what} yet; try again")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), remaining_s)
+                await asyncio.wait_for(changed.wait(), remaining_s)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -300,6 +301,7 @@ class ClusterOwnership:
     async def _pump(self, stream: NotificationStream) -> None:
         async for _ in stream:
             self._changed.set()
+            self._changed = asyncio.Event()
             self._dirty.set()
 
     async def _run(self) -> None:

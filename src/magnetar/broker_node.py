@@ -45,7 +45,7 @@ from magnetar.protocol import FRAME_PADDING_BYTES
 from magnetar.standalone import STOP_TIMEOUT_S, _stop_step
 
 if TYPE_CHECKING:
-    from magnetar.admin import AdminServer
+    from magnetar.admin import AdminContext, AdminServer
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,7 @@ class BrokerNode:
         self.ownership: ClusterOwnership | None = None
         self.controller: ControllerRunner | None = None
         self.http: AdminServer | None = None
+        self.admin: AdminContext | None = None
         self.address: BrokerAddress | None = None
         self.session_lost = asyncio.Event()
         self._session_task: asyncio.Task[None] | None = None
@@ -123,7 +124,7 @@ class BrokerNode:
         )
         await self.broker.start()
         await self._start_http()
-        assert self.http is not None
+        assert self.http is not None and self.admin is not None
         host = b.advertised_address or b.host
         http_url = f"http://{host}:{self.http.port}"
         self.address = BrokerAddress(
@@ -138,6 +139,7 @@ class BrokerNode:
         await self._register(store, self.address)
         await self.ownership.start(self.address)
         self.controller = ControllerRunner(store, self.address.broker_id, clock=self.clock)
+        self.admin.controller = self.controller
         self.controller.start()
 
     async def _unload_bundle(self, bundle: BundleId) -> None:
@@ -191,6 +193,7 @@ class BrokerNode:
                 )
             ],
         )
+        self.admin = ctx
         self.http = AdminServer(create_app(ctx), self.config.http_host, self.config.http_port)
         await self.http.start()
         ctx.http_port = self.http.port

@@ -218,13 +218,7 @@ def test_a_killed_controller_is_replaced_at_a_higher_epoch(
 
     # The same through the command line.
     def admin(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "magnetar.cli.main", "admin", "--admin-url", survivor.http_url,
-             *args],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+        return run_admin(survivor.http_url, *args)
 
     leader = json.loads(admin("--output", "json", "brokers", "leader-broker"))
     assert (leader["brokerId"], leader["controllerEpoch"]) == (survivor.broker_id, new_epoch)
@@ -334,3 +328,64 @@ def test_a_partitioned_topic_spread_over_brokers(
         assert received == set(range(64))
     finally:
         client.close()
+
+
+def run_admin(http_url: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli.main", "admin", "--admin-url", http_url, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_an_unloaded_bundle_moves_and_its_clients_follow(
+    zookeeper_url: str, tmp_path: Path, cluster_procs: list[BookieProcess | BrokerProcess]
+) -> None:
+    """``admin namespaces unload -b`` asked of a broker that is not the controller (307 to
+    it): the controller releases the bundle (its owner closes the topic's producers and
+    consumers), assigns it to the other broker, and the clients follow with every
+    acknowledged message, in order."""
+    start_bookies(cluster_procs, zookeeper_url, tmp_path, 3)
+    brokers = start_brokers(cluster_procs, zookeeper_url, tmp_path, 2)
+    entry = brokers[0]
+    run_admin(entry.http_url, "namespaces", "create", "public/moving")
+    topic, owner = next(
+        (t, o)
+        for t in (f"persistent://public/moving/t-{i}" for i in range(64))
+        if (o := owner_of(entry, t, brokers)) is not entry
+    )
+    controller_id = wait_until(lambda: controller(entry), timeout_s=30, what="a controller")[0]
+    assert controller_id != owner.broker_id  # so the unload asked of the owner is redirected
+    shown = json.loads(
+        run_admin(owner.http_url, "--output", "json", "namespaces", "bundles", "public/moving")
+    )
+    assert shown == {
+        "boundaries": NamespaceBundles.default("public/moving").to_names(),
+        "numBundles": 4,
+    }
+    bundle = NamespaceBundles.default("public/moving").bundle_for_topic(topic)
+    client = pulsar.Client(entry.url, operation_timeout_seconds=30)
+    try:
+        consumer = client.subscribe(topic, "sub")
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(50):
+            producer.send(b"%d" % i)
+        run_admin(owner.http_url, "namespaces", "unload", "public/moving", "-b", bundle.range.name)
+        wait_until(
+            lambda: owner_of(entry, topic, brokers) is entry, timeout_s=30, what="the bundle moved"
+        )
+        for i in range(50, 100):
+            producer.send(b"%d" % i)
+        received: list[int] = []
+        while not set(range(100)) <= set(received):
+            message = consumer.receive(timeout_millis=30_000)
+            received.append(int(message.data()))
+            consumer.acknowledge(message)
+        firsts = list(dict.fromkeys(received))
+        assert firsts == sorted(firsts)
+    finally:
+        client.close()
+    assert f"released bundle {bundle}" in owner.log_tail(200)

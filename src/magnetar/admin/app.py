@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from magnetar.admin import (
     brokers,
+    bundles,
     clusters,
     metrics,
     namespaces,
@@ -91,6 +92,7 @@ def create_app(ctx: AdminContext) -> FastAPI:
         brokers,
         clusters,
         tenants,
+        bundles,
         namespaces,
         schemas,
         subscriptions,

@@ -237,6 +237,10 @@ class ClusterOwnership:
         bundle = self.bundle_of(name)
         return bundle is not None and self.core.serves(bundle)
 
+    async def namespace_bundles(self, namespace: str) -> NamespaceBundles | None:
+        """The namespace's bundles as the controller stored them (``None`` before it has)."""
+        return await self._read_namespace(namespace)
+
     async def owner(self, name: TopicName, timeout_ms: int) -> BrokerAddress:
         """The address of the broker holding the topic's bundle, waiting up to
         ``timeout_ms`` for one to take it. Raises :class:`ServiceNotReady` when none did."""

@@ -35,7 +35,7 @@ from magnetar.broker.controller.election import REGISTRATIONS_PATH, ControllerEl
 from magnetar.broker.controller.errors import NamespaceLimitReached
 from magnetar.broker.policies import NAMESPACE_POLICIES_ROOT
 from magnetar.common.clock import Clock
-from magnetar.common.errors import MagnetarError
+from magnetar.common.errors import MagnetarError, ServiceNotReady
 from magnetar.common.names import NamespaceName
 from magnetar.metadata import path as paths
 from magnetar.metadata.notifications import NotificationStream
@@ -100,6 +100,16 @@ class ControllerRunner:
         for record in records.values():
             counts[record.state.value] += 1
         return counts
+
+    async def unload(self, bundle: BundleId) -> None:
+        """Move ``bundle`` off its broker (to another when one lives). Raises
+        :class:`~magnetar.common.errors.ServiceNotReady` unless this broker is the
+        controller, and what :meth:`BundleStateMachine.unload_requested` raises
+        (:class:`UnknownBundle`, :class:`BundleBusy`)."""
+        election = self.election
+        if self.epoch is None or election is None:
+            raise ServiceNotReady(f"{self.broker_id} is not the controller")
+        await election.unload(bundle)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="controller")

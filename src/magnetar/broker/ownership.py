@@ -48,6 +48,7 @@ from magnetar.broker.listeners import NO_LISTENERS, AdvertisedListener, Advertis
 from magnetar.common.clock import Clock
 from magnetar.common.errors import MagnetarError, ServiceNotReady
 from magnetar.common.names import TopicName
+from magnetar.common.task_crash import report_crash
 from magnetar.metadata import path as paths
 from magnetar.metadata.election import fenced_multi
 from magnetar.metadata.notifications import NotificationStream
@@ -274,7 +275,9 @@ class ClusterOwnership:
             self._streams.append(stream)
             await stream.wait_ready()
             self._tasks.append(asyncio.create_task(self._pump(stream)))
-        self._tasks.append(asyncio.create_task(self._run(), name="bundle-ownership"))
+        run = asyncio.create_task(self._run(), name="bundle-ownership")
+        run.add_done_callback(report_crash(log))
+        self._tasks.append(run)
 
     async def close(self) -> None:
         """Stop applying commands and release every held bundle (topics closed, ownership

@@ -37,6 +37,7 @@ from magnetar.broker.policies import NAMESPACE_POLICIES_ROOT
 from magnetar.common.clock import Clock
 from magnetar.common.errors import MagnetarError, ServiceNotReady
 from magnetar.common.names import NamespaceName
+from magnetar.common.task_crash import report_crash
 from magnetar.metadata import path as paths
 from magnetar.metadata.notifications import NotificationStream
 from magnetar.metadata.store import MetadataStore, NotFound, SessionExpired
@@ -113,6 +114,7 @@ class ControllerRunner:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="controller")
+        self._task.add_done_callback(report_crash(log))
 
     async def close(self) -> None:
         """Stop campaigning; resign if leading (another broker takes over at once)."""

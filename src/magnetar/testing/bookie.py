@@ -14,6 +14,9 @@ from magnetar.metadata.zookeeper_server import free_port
 
 
 class BookieProcess:
+    """One ``magnetar bookie`` on ``metadata_url`` over ``data_dir`` (port: free when not
+    given), with a 2 s session; its output goes to ``<data_dir>.log``."""
+
     def __init__(self, metadata_url: str, data_dir: Path, port: int | None = None) -> None:
         self.metadata_url = metadata_url
         self.data_dir = data_dir

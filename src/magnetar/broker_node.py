@@ -30,17 +30,27 @@ from typing import TYPE_CHECKING
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.controller.bundles import BundleId
 from magnetar.broker.controller.election import REGISTRATIONS_PATH
+from magnetar.broker.controller.load import LoadReport
 from magnetar.broker.controller.runner import ControllerRunner
+from magnetar.broker.load_report import CpuMeter, with_load
 from magnetar.broker.ownership import BrokerAddress, ClusterOwnership
 from magnetar.broker.service import BrokerService
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError
+from magnetar.common.task_crash import report_crash
 from magnetar.ledger import LedgerClient, LedgerClientConfig
 from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata import MetadataStore, connect
 from magnetar.metadata import path as paths
-from magnetar.metadata.store import NodeExists, SessionState
+from magnetar.metadata.store import (
+    MetadataStoreError,
+    NodeExists,
+    NotFound,
+    SessionExpired,
+    SessionState,
+    SetOp,
+)
 from magnetar.protocol import FRAME_PADDING_BYTES
 from magnetar.standalone import STOP_TIMEOUT_S, _stop_step
 
@@ -68,6 +78,8 @@ class BrokerNodeConfig:
     """Metadata session timeout: how long after a crash the broker's bundles move."""
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     managed_ledger_max_entries_per_ledger: int = 50_000
+    load_report_interval_ms: int = 5_000
+    """How often the broker writes its load report (read by the controller)."""
 
 
 class BrokerNode:
@@ -86,6 +98,7 @@ class BrokerNode:
         self.address: BrokerAddress | None = None
         self.session_lost = asyncio.Event()
         self._session_task: asyncio.Task[None] | None = None
+        self._reporter: asyncio.Task[None] | None = None
 
     @property
     def broker_id(self) -> str:
@@ -141,6 +154,47 @@ class BrokerNode:
         self.controller = ControllerRunner(store, self.address.broker_id, clock=self.clock)
         self.admin.controller = self.controller
         self.controller.start()
+        self._reporter = asyncio.create_task(self._report_load(store, self.address))
+        self._reporter.add_done_callback(report_crash(log))
+
+    def load_report(self, cpu_percent: float) -> LoadReport:
+        """This broker's load now (rates from the loaded topics' meters)."""
+        assert self.broker is not None and self.ownership is not None and self.address
+        rate_in = rate_out = 0.0
+        per_bundle: dict[str, float] = {}
+        for topic in self.broker.loaded_topics():
+            topic_in = topic.meters.msg_in.rate()
+            topic_out = sum(m.msg_out.rate() for m in topic.subscription_meters.values())
+            rate_in += topic_in
+            rate_out += topic_out
+            bundle = self.ownership.bundle_of(topic.name)
+            if bundle is not None:
+                per_bundle[bundle.name] = per_bundle.get(bundle.name, 0.0) + topic_in + topic_out
+        return LoadReport(
+            broker=self.address.broker_id,
+            reported_ms=self.clock.now_ms(),
+            cpu_percent=cpu_percent,
+            msg_rate_in=rate_in,
+            msg_rate_out=rate_out,
+            topics=len(self.broker.loaded_topics()),
+            connections=self.broker.connection_count,
+            bundle_msg_rates=per_bundle,
+        )
+
+    async def _report_load(self, store: MetadataStore, address: BrokerAddress) -> None:
+        """Rewrite the registration with a load report every ``load_report_interval_ms``
+        until the registration is gone (stopping, or the session lost)."""
+        path = paths.join(REGISTRATIONS_PATH, address.broker_id)
+        cpu = CpuMeter(time.process_time, self.clock.monotonic_s)
+        while True:
+            await self.clock.sleep(self.config.load_report_interval_ms / 1000)
+            report = self.load_report(cpu.sample())
+            try:
+                await store.multi([SetOp(path, with_load(address.registration_json(), report))])
+            except (NotFound, SessionExpired):
+                return
+            except MetadataStoreError as exc:
+                log.warning("writing the load report failed: %s", exc)
 
     async def _unload_bundle(self, bundle: BundleId) -> None:
         assert self.broker is not None
@@ -203,6 +257,8 @@ class BrokerNode:
         look up the new owner), deregister, then stop every part, all within
         ``STOP_TIMEOUT_S``."""
         deadline_s = asyncio.get_running_loop().time() + STOP_TIMEOUT_S
+        if self._reporter is not None:
+            self._reporter.cancel()
         controller, self.controller = self.controller, None
         if controller is not None:
             await _stop_step("controller", controller.close(), deadline_s)

@@ -15,7 +15,9 @@ import pytest
 
 from magnetar.broker.controller import BundleId, NamespaceBundles
 from magnetar.broker.controller.election import REGISTRATIONS_PATH
+from magnetar.broker.controller.load import LoadReport
 from magnetar.broker.controller.runner import ControllerRunner
+from magnetar.broker.load_report import with_load
 from magnetar.broker.ownership import (
     BrokerAddress,
     ClusterOwnership,
@@ -24,7 +26,7 @@ from magnetar.broker.ownership import (
 )
 from magnetar.broker.policies import NAMESPACE_POLICIES_ROOT
 from magnetar.common.clock import SystemClock
-from magnetar.metadata import MetadataStore, connect
+from magnetar.metadata import MetadataStore, SetOp, connect
 from magnetar.testing import wait_until_async
 
 _stores = itertools.count()
@@ -151,3 +153,19 @@ async def test_an_unloaded_bundle_moves_to_the_other_broker(
     await wait_until_async(moved, timeout_s=10, what="the bundle moved")
     assert holder.unloaded == [bundle]
     assert not holder.ownership.core.serves(bundle)
+
+
+async def test_an_overloaded_broker_takes_no_new_bundles(url: str, started: list[Broker]) -> None:
+    """b1 reports a saturated CPU in its registration: a namespace created afterwards goes
+    to b2 entirely (b1 takes no new bundles while another broker is not overloaded)."""
+    first = await start(url, "b1", started)
+    second = await start(url, "b2", started)
+    path = f"{REGISTRATIONS_PATH}/b1"
+    registration = (await first.store.get(path)).value
+    busy = LoadReport("b1", 1, cpu_percent=99.0)
+    await first.store.multi([SetOp(path, with_load(registration, busy))])
+    await first.store.put(f"{NAMESPACE_POLICIES_ROOT}/{NAMESPACE}", b"{}")
+    await wait_until_async(
+        lambda: second.ownership.core.held == frozenset(BUNDLES), timeout_s=10, what="b2 holds all"
+    )
+    assert first.ownership.core.held == frozenset()

@@ -4,7 +4,8 @@ the bundle state machine from the metadata store.
 :class:`ControllerRunner` loops: a new :class:`ControllerElection` campaigns; once it wins,
 :meth:`ControllerRunner._lead` watches
 
-* ``/loadbalance/brokers`` — registrations: ``broker_joined`` / ``broker_left``;
+* ``/loadbalance/brokers`` — registrations: ``broker_joined`` / ``broker_left``, and each
+  newer load report in them (:mod:`magnetar.broker.load_report`): ``load_reported``;
 * ``/admin/policies/<tenant>/<ns>`` — every namespace gets its default bundles
   (``namespace_added``), so each bundle is assigned before any lookup asks;
 * ``/namespace/<tenant>/<ns>/<range>`` — ownership nodes: a node that appeared is the
@@ -33,6 +34,7 @@ from magnetar.broker.controller.bundle_state_machine import BrokerCommand, Contr
 from magnetar.broker.controller.bundles import BundleId, BundleRange, NamespaceBundles
 from magnetar.broker.controller.election import REGISTRATIONS_PATH, ControllerElection
 from magnetar.broker.controller.errors import NamespaceLimitReached
+from magnetar.broker.load_report import report_of
 from magnetar.broker.policies import NAMESPACE_POLICIES_ROOT
 from magnetar.common.clock import Clock
 from magnetar.common.errors import MagnetarError, ServiceNotReady
@@ -78,6 +80,8 @@ class ControllerRunner:
         self.election: ControllerElection | None = None
         self._task: asyncio.Task[None] | None = None
         self._owners: dict[BundleId, str] = {}
+        self._reported: dict[str, int] = {}
+        """The latest load report fed to the machine per broker (its ``reported_ms``)."""
         self._namespace_limit_logged = False
 
     @property
@@ -152,6 +156,7 @@ class ControllerRunner:
 
     async def _lead(self, election: ControllerElection) -> None:
         self._owners = {}
+        self._reported = {}
         changed = asyncio.Event()
         streams: list[NotificationStream] = []
         pumps: list[asyncio.Task[None]] = []
@@ -205,6 +210,16 @@ class ControllerRunner:
             await election.broker_joined(broker)
         for broker in sorted(known - live):
             await election.broker_left(broker)
+            self._reported.pop(broker, None)
+        for broker in sorted(live):
+            try:
+                got = await self.store.get(paths.join(REGISTRATIONS_PATH, broker))
+            except NotFound:
+                continue
+            report = report_of(broker, got.value)
+            if report is not None and report.reported_ms > self._reported.get(broker, -1):
+                await election.load_reported(report)
+                self._reported[broker] = report.reported_ms
 
         for tenant in await self._children(NAMESPACE_POLICIES_ROOT):
             for local in await self._children(paths.join(NAMESPACE_POLICIES_ROOT, tenant)):

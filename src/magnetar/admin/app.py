@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from magnetar.admin import (
     brokers,
+    bundles,
     clusters,
     metrics,
     namespaces,
@@ -28,6 +29,7 @@ from magnetar.admin import (
 )
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import http_error
+from magnetar.admin.owner_redirect import owner_redirect
 from magnetar.admin.path_names import check_path_names
 from magnetar.admin.responses import error_response
 from magnetar.common.errors import MagnetarError
@@ -78,6 +80,8 @@ def create_app(ctx: AdminContext) -> FastAPI:
         log.exception("%s %s failed", request.method, request.url.path)
         return error_response(500, f"Internal error: {exc.__class__.__name__}")
 
+    app.middleware("http")(owner_redirect(ctx))
+
     registry = metrics.registry_for(ctx)
 
     @app.get("/metrics", tags=["metrics"], summary="Prometheus metrics (text format)")
@@ -88,6 +92,7 @@ def create_app(ctx: AdminContext) -> FastAPI:
         brokers,
         clusters,
         tenants,
+        bundles,
         namespaces,
         schemas,
         subscriptions,

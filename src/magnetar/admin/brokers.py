@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Header, Query
-from starlette.responses import PlainTextResponse, Response
+from fastapi import APIRouter, Header, Query, Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import ResourceNotFound
 from magnetar.admin.health import storage_problem
 from magnetar.admin.responses import json_response
+from magnetar.broker.ownership import current_controller, registered_brokers
+from magnetar.common.errors import ServiceNotReady
 from magnetar.common.names import TopicName
 
 LISTENER_NAME_HEADER = "X-Pulsar-ListenerName"
@@ -41,23 +43,39 @@ def router(ctx: AdminContext) -> APIRouter:
     async def health() -> Response:
         return await check()
 
-    @r.get("/admin/v2/brokers/leaderBroker", summary="The leader broker")
+    @r.get("/admin/v2/brokers/leaderBroker", summary="The leader broker (the controller)")
     async def leader() -> Response:
+        """Standalone: this broker. Cluster mode: the controller, with its epoch as
+        ``controllerEpoch`` (503 while none is elected)."""
+        if ctx.service.ownership is None:
+            return json_response(
+                {"serviceUrl": ctx.http_url, "brokerId": f"{ctx.advertised_host}:{ctx.http_port}"}
+            )
+        controller = await current_controller(ctx.service.store)
+        if controller is None:
+            raise ServiceNotReady("no controller is elected yet")
         return json_response(
-            {"serviceUrl": ctx.http_url, "brokerId": f"{ctx.advertised_host}:{ctx.http_port}"}
+            {
+                "serviceUrl": controller.address.http_url,
+                "brokerId": controller.address.broker_id,
+                "controllerEpoch": controller.epoch,
+            }
         )
 
     @r.get("/admin/v2/brokers/{cluster}", summary="Active brokers of a cluster")
     async def brokers(cluster: str) -> Response:
         if cluster != ctx.cluster:
             raise ResourceNotFound("Cluster does not exist")
-        return json_response([f"{ctx.advertised_host}:{ctx.http_port}"])
+        if ctx.service.ownership is None:
+            return json_response([f"{ctx.advertised_host}:{ctx.http_port}"])
+        return json_response(await registered_brokers(ctx.service.store))
 
     @r.get(
         "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}",
         summary="Lookup: the broker serving a topic",
     )
     async def lookup(
+        request: Request,
         domain: str,
         tenant: str,
         namespace: str,
@@ -68,8 +86,19 @@ def router(ctx: AdminContext) -> APIRouter:
         """As Pulsar: the ``listenerName`` query parameter, else the listener name header,
         picks the advertised listener whose URLs are answered; a listener the broker lacks
         is a 500 ``{"reason": "the broker do not have <name> listener"}``."""
-        TopicName.parse(f"{domain}://{tenant}/{namespace}/{topic}")
+        name = TopicName.parse(f"{domain}://{tenant}/{namespace}/{topic}")
         url, url_tls = ctx.service.lookup_urls(listener_name or listener_name_header)
+        ownership = ctx.service.ownership
+        if ownership is not None:
+            # Cluster mode: the owner answers; any other broker redirects there (307 with
+            # the same path and query, as Pulsar's brokers do).
+            await ctx.service.require_namespace(name)
+            owner = await ownership.owner(name, ctx.service.config.lookup_owner_wait_ms)
+            if owner.broker_id != ownership.broker_id:
+                target = owner.http_url + request.url.path
+                if request.url.query:
+                    target += "?" + request.url.query
+                return RedirectResponse(target, status_code=307)
         return json_response(
             {
                 "brokerUrl": url,

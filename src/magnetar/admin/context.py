@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from magnetar.broker.controller.runner import ControllerRunner
 from magnetar.broker.policies import PolicyStore
 from magnetar.broker.service import BrokerService
 
@@ -27,6 +28,8 @@ class AdminContext:
     health_checks: list[Callable[[], str | None]] = field(default_factory=list)
     """Checks of the host's own parts (e.g. its bookie): each returns why the host cannot
     serve writes, or None. ``/ready`` and the health endpoint answer 503 with the first."""
+    controller: ControllerRunner | None = None
+    """Cluster mode: this broker's controller candidacy (bundle unloads go to it)."""
     policies: PolicyStore = field(init=False)
 
     def __post_init__(self) -> None:

@@ -174,9 +174,13 @@ def router(ctx: AdminContext) -> APIRouter:
 
     async def _create_partitions(name: TopicName, first: int, end: int) -> None:
         """Create partitions ``first..end-1`` now, as Pulsar's admin does, so every
-        partition has stats, subscriptions and a last message id from the start."""
+        partition has stats, subscriptions and a last message id from the start. In a
+        cluster only the partitions this broker serves; the others are created by their
+        owners on first use."""
         for i in range(first, end):
-            await service.get_topic(name.partition(i), create=True)
+            part = name.partition(i)
+            if service.ownership is None or service.ownership.serves(part):
+                await service.get_topic(part, create=True)
 
     @r.put(TOPIC + "/partitions", summary="Create a partitioned topic")
     async def create_partitioned(
@@ -310,6 +314,8 @@ def router(ctx: AdminContext) -> APIRouter:
         loaded: dict[str, Topic] = {}
         for i in range(partitions):
             part = name.partition(i)
+            if service.ownership is not None and not service.ownership.serves(part):
+                continue  # served by another broker of the cluster (docs/cluster.md)
             with contextlib.suppress(ResourceNotFound):
                 loaded[part.full_name] = await loaded_topic(ctx, part)
         return partitions, loaded

@@ -71,6 +71,9 @@ class BrokerConfig:
     orphan_reader_subscription_timeout_ms: int = 60_000
     """A non-durable (reader) subscription emptied by a seek waits this long for its
     consumer to come back before it is dropped."""
+    lookup_owner_wait_ms: int = 10_000
+    """Cluster mode: how long a lookup of a bundle no broker holds yet waits for the
+    controller to assign it before answering ServiceNotReady (the client retries)."""
     ensemble_size: int = 1
     write_quorum: int = 1
     ack_quorum: int = 1

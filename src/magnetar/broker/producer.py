@@ -17,6 +17,7 @@ from magnetar.broker.deduplication import DupStatus
 from magnetar.broker.producer_access import AccessMode, ProducerKey
 from magnetar.broker.stats import ProducerMeters
 from magnetar.common.errors import MagnetarError, ProtocolError, ServerError, wire_error
+from magnetar.managed_ledger.errors import ManagedLedgerFenced
 from magnetar.managed_ledger.position import Position
 from magnetar.protocol import Entry, ProducerSuccess, SendError, encode
 from magnetar.protocol.frame import encode_send_receipt_at
@@ -138,6 +139,10 @@ class Producer:
             if err is not None or position is None:
                 if dedup is not None:
                     dedup.reset_pushed()
+                if isinstance(err, ManagedLedgerFenced):
+                    # Another broker took the topic over: tell its clients to look it up
+                    # again (CLOSE_PRODUCER / CLOSE_CONSUMER), not to retry here.
+                    topic.service.spawn(topic.service.topic_taken_over(topic))
                 code, message = wire_error(err or MagnetarError("publish failed"))
                 if code is ServerError.UnknownError:
                     code = ServerError.PersistenceError

@@ -18,10 +18,14 @@ Metadata layout (besides the managed ledgers' own ``/managed-ledgers/...``):
   names ``<cluster>-<generation>-<n>`` never repeat across restarts (Java's
   ``DistributedIdGenerator`` does the same).
 
-A single broker owns every topic (no bundles yet): LOOKUP always answers Connect with this
-broker's advertised URL; the TLS field carries ``pulsar+ssl://host:tls_port`` when the TLS
-listener is on (``config.tls_port``, same protocol inside TLS; see
-:mod:`magnetar.broker.tls`), else the plain URL again. With advertised listeners
+Without ``ownership`` (``magnetar standalone``) this broker owns every topic and LOOKUP
+always answers Connect with its advertised URL. With a
+:class:`~magnetar.broker.ownership.ClusterOwnership` (``magnetar broker``) it serves only
+topics of the bundles it holds (others: ServiceNotReady) and LOOKUP answers Redirect with
+the owner's URLs when another broker holds the topic's bundle (docs/cluster.md). Either
+way, the TLS field carries ``pulsar+ssl://host:tls_port`` when the TLS listener is on
+(``config.tls_port``, same protocol inside TLS; see :mod:`magnetar.broker.tls`), else the
+plain URL again. With advertised listeners
 (:mod:`magnetar.broker.listeners`) a LOOKUP naming one gets that listener's URLs, one
 without a name gets the internal listener's, and one naming a listener the broker lacks
 fails with ServiceNotReady "the broker do not have <name> listener", as in Pulsar.
@@ -42,6 +46,8 @@ from urllib.parse import quote, unquote
 from magnetar.broker.compactor import Compactor
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
+from magnetar.broker.controller.bundles import BundleId
+from magnetar.broker.ownership import ClusterOwnership
 from magnetar.broker.partial_frames import PartialFrameBudget
 from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
 from magnetar.broker.stats import MeterSampler
@@ -55,7 +61,13 @@ from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.managed_ledger.managed_ledger import ManagedLedger
 from magnetar.managed_ledger.metadata_layout import ROOT as ML_ROOT
 from magnetar.managed_ledger.storage import LedgerClientStorage, LedgerStorage
-from magnetar.metadata.store import MUST_NOT_EXIST, MetadataStore, NodeExists, NotFound
+from magnetar.metadata.store import (
+    MUST_NOT_EXIST,
+    BadVersion,
+    MetadataStore,
+    NodeExists,
+    NotFound,
+)
 from magnetar.protocol import (
     GetTopicsOfNamespace,
     GetTopicsOfNamespaceResponse,
@@ -78,6 +90,7 @@ METER_SAMPLE_INTERVAL_S = 1.0
 POLICIES_ROOT = "/admin/policies"
 PARTITIONED_ROOT = "/admin/partitioned-topics"
 GENERATION_PATH = "/magnetar/producer-name-generation"
+GENERATION_UPDATE_ATTEMPTS_MAX = 100
 
 
 def managed_ledger_name(topic: TopicName) -> str:
@@ -105,13 +118,19 @@ class BrokerService:
         *,
         clock: Clock | None = None,
         ml_config: ManagedLedgerConfig | None = None,
+        ownership: ClusterOwnership | None = None,
     ) -> None:
         self.config = config
+        self.ownership = ownership
+        """Cluster mode: which bundles this broker holds (``None``: it owns every topic,
+        as ``magnetar standalone``)."""
         self.store = store
         self.storage = storage
         self.clock: Clock = clock or SystemClock()
         self.ml_config = ml_config or ManagedLedgerConfig()
         self._topics: dict[str, asyncio.Future[Topic]] = {}
+        self._taken_over: set[str] = set()
+        """Topics being unloaded because another broker fenced their ledger."""
         self._connections: set[ServerConnection] = set()
         self._server: asyncio.Server | None = None
         self._tls_server: asyncio.Server | None = None
@@ -179,13 +198,23 @@ class BrokerService:
         ):
             with contextlib.suppress(NodeExists):
                 await self.store.put(path, json.dumps(value).encode(), MUST_NOT_EXIST)
-        try:
-            got = await self.store.get(GENERATION_PATH)
-            generation = int(got.value.decode()) + 1
-        except NotFound:
-            generation = 0
-        await self.store.put(GENERATION_PATH, str(generation).encode())
-        self._generation = generation
+        # Compare-and-set: brokers of one cluster starting together get distinct generations.
+        for _ in range(GENERATION_UPDATE_ATTEMPTS_MAX):
+            try:
+                got = await self.store.get(GENERATION_PATH)
+            except NotFound:
+                generation, version = 0, MUST_NOT_EXIST
+            else:
+                generation, version = int(got.value.decode()) + 1, got.stat.version
+            try:
+                await self.store.put(GENERATION_PATH, str(generation).encode(), version)
+            except (BadVersion, NodeExists):
+                continue
+            self._generation = generation
+            return
+        raise ServiceNotReady(
+            "could not claim a producer-name generation; too many brokers starting"
+        )
 
     @property
     def service_url(self) -> str:
@@ -297,6 +326,7 @@ class BrokerService:
         created then), or when ``create`` is false and the topic does not exist."""
         if self.closing:
             raise ServiceNotReady("broker is shutting down")
+        self._check_served(name)
         key = name.full_name
         fut = self._topics.get(key)
         if fut is None:
@@ -328,6 +358,10 @@ class BrokerService:
                     publish_time_of=entry_publish_time_ms,
                 )
                 topic = await Topic.open(self, name, ml, policies)
+                if self.ownership is not None and not self.ownership.serves(name):
+                    # the bundle was released while the topic opened: it may not serve
+                    await topic.close()
+                    self._check_served(name)
             except BaseException as exc:
                 del self._topics[key]
                 fut.set_exception(exc)
@@ -336,6 +370,41 @@ class BrokerService:
             fut.set_result(topic)
             return topic
         return await asyncio.shield(fut)
+
+    def _check_served(self, name: TopicName) -> None:
+        """Raises :class:`ServiceNotReady` in cluster mode unless this broker holds the
+        topic's bundle (the client then looks the topic up again)."""
+        if self.ownership is not None and not self.ownership.serves(name):
+            raise ServiceNotReady(f"{name.full_name} is not served by this broker")
+
+    async def unload_bundle(self, bundle: BundleId) -> None:
+        """Close every topic of ``bundle`` loaded here (their producers and consumers are
+        told to go; see :meth:`unload_topic`), including topics still opening."""
+        assert self.ownership is not None
+        for fut in list(self._topics.values()):
+            if not fut.done():
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(fut)
+        for topic in self.loaded_topics():
+            if self.ownership.bundle_of(topic.name) == bundle:
+                try:
+                    await self.unload_topic(topic.name)
+                except MagnetarError as exc:
+                    log.warning("unloading %s: %s", topic.full_name, exc)
+
+    async def topic_taken_over(self, topic: Topic) -> None:
+        """``topic``'s managed ledger was fenced by another owner: unload it here (once),
+        so its producers and consumers look the topic up again and find the new owner."""
+        if self.loaded_topic(topic.name) is not topic or topic.full_name in self._taken_over:
+            return
+        self._taken_over.add(topic.full_name)
+        log.warning("%s: taken over by another broker; unloading it", topic.full_name)
+        try:
+            await self.unload_topic(topic.name)
+        except MagnetarError as exc:
+            log.warning("unloading %s: %s", topic.full_name, exc)
+        finally:
+            self._taken_over.discard(topic.full_name)
 
     async def topic_exists(self, name: TopicName) -> bool:
         return await self.store.exists(f"{ML_ROOT}/{managed_ledger_name(name)}") is not None
@@ -448,6 +517,17 @@ class BrokerService:
         name = TopicName.parse(cmd.topic)
         url, url_tls = self.lookup_urls(cmd.advertised_listener_name)
         await self.require_namespace(name)
+        if self.ownership is not None:
+            owner = await self.ownership.owner(name, self.config.lookup_owner_wait_ms)
+            if owner.broker_id != self.ownership.broker_id:
+                url, url_tls = owner.lookup_urls(cmd.advertised_listener_name)
+                return LookupTopicResponse(
+                    request_id=cmd.request_id,
+                    broker_service_url=url,
+                    broker_service_url_tls=url_tls,
+                    response=LookupResult.Redirect,
+                    authoritative=True,
+                )
         return LookupTopicResponse(
             request_id=cmd.request_id,
             broker_service_url=url,

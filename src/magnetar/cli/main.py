@@ -16,6 +16,7 @@ from magnetar import __version__
 from magnetar.cli import (
     admin_cmd,
     bookie_cmd,
+    broker_cmd,
     client_cmd,
     functions_cmd,
     local_cluster_cmd,
@@ -66,12 +67,7 @@ def cli() -> None:
     """Magnetar: Pulsar's messaging, queuing and streaming model in Python."""
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-def broker() -> None:
-    """A broker (binary protocol on 6650, HTTP on 8080) for a cluster on ZooKeeper."""
-    _not_built("broker")
-
-
+cli.add_command(broker_cmd.broker)
 cli.add_command(bookie_cmd.bookie)
 cli.add_command(standalone_cmd.standalone)
 

@@ -1,4 +1,5 @@
-"""``magnetar admin clusters list|get`` and ``magnetar admin brokers healthcheck``."""
+"""``magnetar admin clusters list|get`` and ``magnetar admin brokers
+healthcheck|list|leader-broker``."""
 
 from __future__ import annotations
 
@@ -32,7 +33,22 @@ def get(cluster: str) -> None:
 
 @click.group()
 def brokers() -> None:
-    """Brokers: health."""
+    """Brokers: health, the active brokers, the leader (controller)."""
+
+
+@brokers.command("list")
+@click.argument("cluster", default="standalone")
+@output_option
+def list_brokers(cluster: str) -> None:
+    """List the active brokers of a cluster (their ids, host:http-port)."""
+    printer().result(rest().get(f"/admin/v2/brokers/{quote(cluster, safe='')}"))
+
+
+@brokers.command("leader-broker")
+@output_option
+def leader_broker() -> None:
+    """Show the leader broker: in a cluster, the controller and its epoch."""
+    printer().result(rest().get("/admin/v2/brokers/leaderBroker"))
 
 
 @brokers.command()

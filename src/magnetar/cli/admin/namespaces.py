@@ -7,6 +7,8 @@ bool, backlog quota ``{"limitSize", "limitTime", "policy"}`` with ``?backlogQuot
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import click
 
 from magnetar.cli.admin.context import rest
@@ -77,6 +79,29 @@ def delete(namespace: str, force: bool) -> None:
 def policies(namespace: str) -> None:
     """Show every policy of a namespace."""
     printer().result(rest().get(namespace_path(namespace)))
+
+
+@namespaces.command()
+@NAMESPACE
+@output_option
+def bundles(namespace: str) -> None:
+    """Show a namespace's bundles (their boundaries)."""
+    printer().result(rest().get(f"{namespace_path(namespace)}/bundles"))
+
+
+@namespaces.command()
+@NAMESPACE
+@click.option("--bundle", "-b", default=None, help="One bundle, 0x…_0x… (default: every bundle).")
+@output_option
+def unload(namespace: str, bundle: str | None) -> None:
+    """Unload a namespace's bundles: in a cluster they move to another broker, and their
+    clients follow by themselves."""
+    if bundle is None:
+        rest().put(f"{namespace_path(namespace)}/unload")
+        printer().done(f"Namespace {namespace} unloaded", namespace=namespace)
+    else:
+        rest().put(f"{namespace_path(namespace)}/{quote(bundle, safe='')}/unload")
+        printer().done(f"Bundle {namespace}/{bundle} unloaded", namespace=namespace, bundle=bundle)
 
 
 # ------------------------------------------------------------------ retention

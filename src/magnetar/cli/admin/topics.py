@@ -471,6 +471,19 @@ def terminate(topic: Topic) -> None:
 @topics.command()
 @TOPIC_ARG
 @output_option
+def lookup(topic: Topic) -> None:
+    """Show the broker serving a topic (its pulsar:// URL; in JSON every URL)."""
+    answer = rest().get("/lookup/v2/topic/" + topic.path.removeprefix("/admin/v2/"))
+    out = printer()
+    if out.json:
+        out.result(answer)
+    else:
+        click.echo(answer["brokerUrl"] if isinstance(answer, dict) else answer)
+
+
+@topics.command()
+@TOPIC_ARG
+@output_option
 def unload(topic: Topic) -> None:
     """Unload a topic from its broker (clients reconnect, possibly elsewhere)."""
     rest().put(f"{topic.path}/unload")

@@ -1,0 +1,69 @@
+"""Cluster mode: admin requests about one topic go to the broker that owns it.
+
+As Pulsar's brokers do, a broker answers a topic's admin request (stats, unload,
+subscriptions, policies, ...) only for topics of the bundles it holds; elsewhere it answers
+307 with the same path and query on the owner's HTTP URL (clients and ``magnetar admin``
+follow it). Requests about a partitioned topic's metadata (``/partitions``,
+``/partitioned-stats``, ``/partitioned-internalStats``) and namespace-level paths are served
+by any broker. A bundle no broker holds yet is waited for as lookups wait; then 503.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from urllib.parse import unquote
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from magnetar.admin.context import AdminContext
+from magnetar.admin.errors import http_error
+from magnetar.admin.responses import error_response
+from magnetar.common.errors import MagnetarError
+from magnetar.common.names import TopicName
+
+ANY_BROKER_ACTIONS = frozenset({"partitions", "partitioned-stats", "partitioned-internalStats"})
+"""Actions on a topic path that only read or write metadata (any broker serves them)."""
+
+_DOMAINS = ("persistent", "non-persistent")
+
+
+def _topic_of(path: str) -> TopicName | None:
+    """The topic a ``/admin/v2/<domain>/<tenant>/<ns>/<topic>[/<action>...]`` path is
+    about, ``None`` for other paths and for actions any broker serves."""
+    parts = path.split("/")
+    # ['', 'admin', 'v2', domain, tenant, ns, topic, *action]
+    if len(parts) < 7 or parts[1:3] != ["admin", "v2"] or parts[3] not in _DOMAINS:
+        return None
+    if len(parts) > 7 and parts[7] in ANY_BROKER_ACTIONS:
+        return None
+    try:
+        return TopicName.parse(f"{parts[3]}://{parts[4]}/{parts[5]}/{unquote(parts[6])}")
+    except MagnetarError:
+        return None  # the route answers with its own error
+
+
+def owner_redirect(
+    ctx: AdminContext,
+) -> Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]:
+    """An HTTP middleware for ``ctx``'s app (a pass-through without cluster ownership)."""
+
+    async def middleware(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        ownership = ctx.service.ownership
+        topic = None if ownership is None else _topic_of(request.url.path)
+        if ownership is None or topic is None:
+            return await call_next(request)
+        try:
+            owner = await ownership.owner(topic, ctx.service.config.lookup_owner_wait_ms)
+        except MagnetarError as exc:
+            return error_response(*http_error(exc))
+        if owner.broker_id == ownership.broker_id:
+            return await call_next(request)
+        target = owner.http_url + request.url.path
+        if request.url.query:
+            target += "?" + request.url.query
+        return RedirectResponse(target, status_code=307)
+
+    return middleware

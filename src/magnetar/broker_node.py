@@ -1,0 +1,328 @@
+"""``magnetar broker``: one broker of a cluster on ZooKeeper, with the controller inside.
+
+The process holds no data of its own: topics live in ledgers on remote bookies (``magnetar
+bookie`` processes registered under ``/ledgers/available``), metadata in the store named by
+``metadata_url``. Start-up order:
+
+1. the metadata session; the ledger client (TCP to the bookies);
+2. the broker service (binary protocol, TLS when configured) and the admin HTTP server;
+3. the registration, ephemeral ``/loadbalance/brokers/<broker id>`` holding the broker's
+   URLs (the broker id defaults to ``<advertised host>:<http port>``, as Pulsar's);
+4. bundle ownership (:class:`~magnetar.broker.ownership.ClusterOwnership`): the broker
+   serves a topic only while it holds its bundle's ownership node;
+5. the controller candidacy (:class:`~magnetar.broker.controller.runner.ControllerRunner`).
+
+A lost metadata session ends the process (Pulsar's ``zookeeperSessionExpiredPolicy``
+default, ``shutdown``): its ownership nodes are gone and other brokers may already serve its
+bundles, so it closes its topics' producers and consumers and exits with status 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.controller.bundles import BundleId
+from magnetar.broker.controller.election import REGISTRATIONS_PATH
+from magnetar.broker.controller.load import LoadReport
+from magnetar.broker.controller.runner import ControllerRunner
+from magnetar.broker.load_report import CpuMeter, with_load
+from magnetar.broker.ownership import BrokerAddress, ClusterOwnership
+from magnetar.broker.service import BrokerService
+from magnetar.common.clock import Clock, SystemClock
+from magnetar.common.errors import MagnetarError
+from magnetar.common.task_crash import report_crash
+from magnetar.ledger import LedgerClient, LedgerClientConfig
+from magnetar.managed_ledger.config import ManagedLedgerConfig
+from magnetar.managed_ledger.storage import LedgerClientStorage
+from magnetar.metadata import MetadataStore, connect
+from magnetar.metadata import path as paths
+from magnetar.metadata.store import (
+    MetadataStoreError,
+    NodeExists,
+    NotFound,
+    SessionExpired,
+    SessionState,
+    SetOp,
+)
+from magnetar.protocol import FRAME_PADDING_BYTES
+from magnetar.standalone import STOP_TIMEOUT_S, _stop_step
+
+if TYPE_CHECKING:
+    from magnetar.admin import AdminContext, AdminServer
+
+log = logging.getLogger(__name__)
+
+REGISTRATION_WAIT_POLL_S = 0.2
+
+
+class BrokerStartError(MagnetarError):
+    """The broker cannot start (its id is registered by a live process, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerNodeConfig:
+    metadata_url: str
+    http_host: str = "127.0.0.1"
+    http_port: int = 8080
+    """0 picks a free port."""
+    broker_id: str | None = None
+    """Registered id; ``<advertised host>:<http port>`` when None."""
+    session_timeout_s: float = 10.0
+    """Metadata session timeout: how long after a crash the broker's bundles move."""
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    managed_ledger_max_entries_per_ledger: int = 50_000
+    load_report_interval_ms: int = 5_000
+    """How often the broker writes its load report (read by the controller)."""
+
+
+class BrokerNode:
+    """Start with :meth:`start`, stop with :meth:`stop` (idempotent)."""
+
+    def __init__(self, config: BrokerNodeConfig, *, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self.store: MetadataStore | None = None
+        self.ledger_client: LedgerClient | None = None
+        self.broker: BrokerService | None = None
+        self.ownership: ClusterOwnership | None = None
+        self.controller: ControllerRunner | None = None
+        self.http: AdminServer | None = None
+        self.admin: AdminContext | None = None
+        self.address: BrokerAddress | None = None
+        self.session_lost = asyncio.Event()
+        self._session_task: asyncio.Task[None] | None = None
+        self._reporter: asyncio.Task[None] | None = None
+
+    @property
+    def broker_id(self) -> str:
+        assert self.address is not None
+        return self.address.broker_id
+
+    async def start(self) -> None:
+        cfg = self.config
+        b = cfg.broker
+        self.store = store = await connect(
+            cfg.metadata_url, session_timeout_s=cfg.session_timeout_s
+        )
+        self._session_task = asyncio.create_task(self._watch_session(store))
+        entry_size_max_bytes = b.max_message_size_bytes + FRAME_PADDING_BYTES
+        self.ledger_client = LedgerClient(
+            store, config=LedgerClientConfig(entry_size_max_bytes=entry_size_max_bytes)
+        )
+        storage = LedgerClientStorage(
+            self.ledger_client,
+            ensemble_size=b.ensemble_size,
+            write_quorum=b.write_quorum,
+            ack_quorum=b.ack_quorum,
+        )
+        self.ownership = ClusterOwnership(
+            store, unload_bundle=self._unload_bundle, clock=self.clock
+        )
+        self.broker = BrokerService(
+            b,
+            store,
+            storage,
+            clock=self.clock,
+            ml_config=ManagedLedgerConfig(
+                ledger_entries_max=cfg.managed_ledger_max_entries_per_ledger
+            ),
+            ownership=self.ownership,
+        )
+        await self.broker.start()
+        await self._start_http()
+        assert self.http is not None and self.admin is not None
+        host = b.advertised_address or b.host
+        http_url = f"http://{host}:{self.http.port}"
+        self.address = BrokerAddress(
+            broker_id=cfg.broker_id or f"{host}:{self.http.port}",
+            service_url=self.broker.service_url,
+            service_url_tls=self.broker.service_url_tls,
+            http_url=http_url,
+            listeners=b.advertised_listeners,
+        )
+        # Registered first: a second process under a live broker's id must fail before it
+        # could act on that broker's assignments.
+        await self._register(store, self.address)
+        await self.ownership.start(self.address)
+        self.controller = ControllerRunner(store, self.address.broker_id, clock=self.clock)
+        self.admin.controller = self.controller
+        self.controller.start()
+        self._reporter = asyncio.create_task(self._report_load(store, self.address))
+        self._reporter.add_done_callback(report_crash(log))
+
+    def load_report(self, cpu_percent: float) -> LoadReport:
+        """This broker's load now (rates from the loaded topics' meters)."""
+        assert self.broker is not None and self.ownership is not None and self.address
+        rate_in = rate_out = 0.0
+        per_bundle: dict[str, float] = {}
+        for topic in self.broker.loaded_topics():
+            topic_in = topic.meters.msg_in.rate()
+            topic_out = sum(m.msg_out.rate() for m in topic.subscription_meters.values())
+            rate_in += topic_in
+            rate_out += topic_out
+            bundle = self.ownership.bundle_of(topic.name)
+            if bundle is not None:
+                per_bundle[bundle.name] = per_bundle.get(bundle.name, 0.0) + topic_in + topic_out
+        return LoadReport(
+            broker=self.address.broker_id,
+            reported_ms=self.clock.now_ms(),
+            cpu_percent=cpu_percent,
+            msg_rate_in=rate_in,
+            msg_rate_out=rate_out,
+            topics=len(self.broker.loaded_topics()),
+            connections=self.broker.connection_count,
+            bundle_msg_rates=per_bundle,
+        )
+
+    async def _report_load(self, store: MetadataStore, address: BrokerAddress) -> None:
+        """Rewrite the registration with a load report every ``load_report_interval_ms``
+        until the registration is gone (stopping, or the session lost)."""
+        path = paths.join(REGISTRATIONS_PATH, address.broker_id)
+        cpu = CpuMeter(time.process_time, self.clock.monotonic_s)
+        while True:
+            await self.clock.sleep(self.config.load_report_interval_ms / 1000)
+            report = self.load_report(cpu.sample())
+            try:
+                await store.multi([SetOp(path, with_load(address.registration_json(), report))])
+            except (NotFound, SessionExpired):
+                return
+            except MetadataStoreError as exc:
+                log.warning("writing the load report failed: %s", exc)
+
+    async def _unload_bundle(self, bundle: BundleId) -> None:
+        assert self.broker is not None
+        await self.broker.unload_bundle(bundle)
+
+    async def _register(self, store: MetadataStore, address: BrokerAddress) -> None:
+        """Create the ephemeral registration; a node of an earlier process under the same
+        id (killed, its session not expired yet) is waited out, up to two session
+        timeouts. Raises :class:`BrokerStartError`."""
+        path = paths.join(REGISTRATIONS_PATH, address.broker_id)
+        deadline_s = self.clock.monotonic_s() + 2 * self.config.session_timeout_s
+        while True:
+            try:
+                await store.create(path, address.registration_json(), ephemeral=True)
+                return
+            except NodeExists:
+                if self.clock.monotonic_s() >= deadline_s:
+                    raise BrokerStartError(
+                        f"broker id {address.broker_id} is registered by another live broker"
+                        f" ({path})"
+                    ) from None
+            await self.clock.sleep(REGISTRATION_WAIT_POLL_S)
+
+    async def _watch_session(self, store: MetadataStore) -> None:
+        async for state in store.session_states():
+            if state is SessionState.LOST:
+                self.session_lost.set()
+                return
+
+    async def _start_http(self) -> None:
+        from magnetar.admin import AdminContext, AdminServer
+        from magnetar.admin.app import create_app
+        from magnetar.admin.cluster_metrics import ClusterCollector
+
+        assert self.broker is not None
+        ctx = AdminContext(
+            self.broker,
+            compactor=self.broker.compactor,
+            collectors=[
+                ClusterCollector(
+                    bundles_owned=lambda: (
+                        0 if self.ownership is None else len(self.ownership.core.held)
+                    ),
+                    controller_epoch=lambda: (
+                        None if self.controller is None else self.controller.epoch
+                    ),
+                    bundle_states=lambda: (
+                        {} if self.controller is None else self.controller.bundle_states()
+                    ),
+                )
+            ],
+        )
+        self.admin = ctx
+        self.http = AdminServer(create_app(ctx), self.config.http_host, self.config.http_port)
+        await self.http.start()
+        ctx.http_port = self.http.port
+
+    async def stop(self) -> None:
+        """Resign as controller, give up the bundles (their clients are told to go and
+        look up the new owner), deregister, then stop every part, all within
+        ``STOP_TIMEOUT_S``."""
+        deadline_s = asyncio.get_running_loop().time() + STOP_TIMEOUT_S
+        if self._reporter is not None:
+            self._reporter.cancel()
+        controller, self.controller = self.controller, None
+        if controller is not None:
+            await _stop_step("controller", controller.close(), deadline_s)
+        ownership, self.ownership = self.ownership, None
+        if ownership is not None:
+            if self.session_lost.is_set():
+                await _stop_step("topics", ownership.release_all(), deadline_s)
+            else:
+                await _stop_step("bundle ownership", ownership.close(), deadline_s)
+        store = self.store
+        if store is not None and self.address is not None and not self.session_lost.is_set():
+            with contextlib.suppress(MagnetarError):
+                await store.delete(paths.join(REGISTRATIONS_PATH, self.address.broker_id))
+        http, self.http = self.http, None
+        if http is not None:
+            await _stop_step("HTTP server", http.close(), deadline_s)
+        broker, self.broker = self.broker, None
+        if broker is not None:
+            await _stop_step("broker", broker.close(), deadline_s)
+        ledger_client, self.ledger_client = self.ledger_client, None
+        if ledger_client is not None:
+            await _stop_step("ledger client", ledger_client.close(), deadline_s)
+        if self._session_task is not None:
+            self._session_task.cancel()
+        self.store = None
+        if store is not None:
+            await _stop_step("metadata store", store.close(), deadline_s)
+
+
+SESSION_LOST_EXIT_CODE = 1
+
+
+async def run(config: BrokerNodeConfig, started_at: float | None = None) -> int:
+    """Run until SIGINT/SIGTERM (returns 0) or a lost metadata session (returns 1); prints
+    one ready line to stdout once serving."""
+    t0 = started_at if started_at is not None else time.perf_counter()
+    node = BrokerNode(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await node.start()
+        assert node.broker is not None and node.http is not None and node.address is not None
+        elapsed_ms = (time.perf_counter() - t0) * 1000
+        tls_url = node.broker.service_url_tls
+        print(
+            f"magnetar broker ready: broker {node.broker.service_url} "
+            + (f"tls {tls_url} " if tls_url else "")
+            + f"http {node.address.http_url} id {node.address.broker_id} ({elapsed_ms:.0f} ms)",
+            flush=True,
+        )
+        stopping = asyncio.create_task(stop.wait())
+        lost = asyncio.create_task(node.session_lost.wait())
+        await asyncio.wait({stopping, lost}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        lost.cancel()
+        if node.session_lost.is_set():
+            log.error(
+                "the metadata session expired: this broker's bundles may be served "
+                "elsewhere now; stopping"
+            )
+            return SESSION_LOST_EXIT_CODE
+        log.info("shutting down")
+        return 0
+    finally:
+        await node.stop()

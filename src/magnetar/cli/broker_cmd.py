@@ -1,0 +1,179 @@
+"""``magnetar broker``: one broker of a cluster on ZooKeeper (see :mod:`magnetar.broker_node`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from magnetar.cli.standalone_cmd import LOG_LEVELS
+
+
+def _zk_url(_ctx: click.Context, _param: click.Parameter, url: str) -> str:
+    if not url.startswith("zk://"):
+        raise click.BadParameter(
+            f"{url!r} is not a ZooKeeper URL (zk://host:port[,host:port]/chroot); brokers of "
+            "a cluster share one metadata store"
+        )
+    return url
+
+
+@click.command()
+@click.option(
+    "--metadata-url",
+    required=True,
+    callback=_zk_url,
+    help="zk://host:port[,host:port]/chroot, the cluster's metadata store.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option(
+    "--port", default=6650, show_default=True, type=int, help="Binary protocol port (0 = any free)."
+)
+@click.option(
+    "--http-port", default=8080, show_default=True, type=int, help="HTTP port (0 = any free)."
+)
+@click.option(
+    "--broker-id",
+    default=None,
+    help="The id this broker registers under /loadbalance/brokers (default: host:http-port).",
+)
+@click.option("--ensemble-size", default=2, show_default=True, type=click.IntRange(min=1))
+@click.option("--write-quorum", default=2, show_default=True, type=click.IntRange(min=1))
+@click.option("--ack-quorum", default=2, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--session-timeout-s",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=1.0),
+    help="Metadata session timeout: a crashed broker's bundles move after this long.",
+)
+@click.option(
+    "--tls-port",
+    default=None,
+    type=int,
+    help="TLS listener port (pulsar+ssl://; 0 = any free port). Off when not given.",
+)
+@click.option("--tls-cert-file", default=None, type=click.Path(exists=True, dir_okay=False))
+@click.option("--tls-key-file", default=None, type=click.Path(exists=True, dir_okay=False))
+@click.option("--tls-trust-certs-file", default=None, type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--tls-require-trusted-client-cert/--no-tls-require-trusted-client-cert",
+    default=False,
+    show_default=True,
+)
+@click.option("--advertised-address", default=None, help="Host put in lookup answers.")
+@click.option(
+    "--advertised-listeners",
+    default=None,
+    metavar="NAME:URL,...",
+    help="Named addresses lookups answer with, as Pulsar's advertisedListeners.",
+)
+@click.option("--internal-listener-name", default=None)
+@click.option(
+    "--deduplication/--no-deduplication",
+    default=False,
+    show_default=True,
+    help="Broker-wide message deduplication (brokerDeduplicationEnabled).",
+)
+@click.option("--max-message-size", default=5 * 1024 * 1024, show_default=True, type=int)
+@click.option(
+    "--managed-ledger-max-entries-per-ledger",
+    default=50_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+)
+@click.option(
+    "--log-level",
+    default="WARNING",
+    show_default=True,
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+)
+def broker(
+    metadata_url: str,
+    host: str,
+    port: int,
+    http_port: int,
+    broker_id: str | None,
+    ensemble_size: int,
+    write_quorum: int,
+    ack_quorum: int,
+    session_timeout_s: float,
+    tls_port: int | None,
+    tls_cert_file: str | None,
+    tls_key_file: str | None,
+    tls_trust_certs_file: str | None,
+    tls_require_trusted_client_cert: bool,
+    advertised_address: str | None,
+    advertised_listeners: str | None,
+    internal_listener_name: str | None,
+    deduplication: bool,
+    max_message_size: int,
+    managed_ledger_max_entries_per_ledger: int,
+    log_level: str,
+) -> None:
+    """A broker (binary protocol on 6650, HTTP on 8080) for a cluster on ZooKeeper."""
+    started = time.perf_counter()
+    if not ensemble_size >= write_quorum >= ack_quorum:
+        raise click.UsageError("needs --ensemble-size >= --write-quorum >= --ack-quorum")
+    if tls_port is not None and (tls_cert_file is None or tls_key_file is None):
+        raise click.UsageError("--tls-port needs --tls-cert-file and --tls-key-file")
+    if tls_require_trusted_client_cert and tls_trust_certs_file is None:
+        raise click.UsageError("--tls-require-trusted-client-cert needs --tls-trust-certs-file")
+    if broker_id is not None and (not broker_id or "/" in broker_id):
+        raise click.UsageError(f"--broker-id {broker_id!r}: must be non-empty, without '/'")
+    import asyncio
+    import logging
+
+    from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.listeners import ListenerConfigError, parse_advertised_listeners
+
+    try:
+        listeners = parse_advertised_listeners(advertised_listeners, internal_listener_name)
+    except ListenerConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+    from magnetar.broker_node import BrokerNodeConfig, run
+
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if logging.getLogger().level > logging.INFO:
+        # kazoo warns on every failed connection attempt; the outcome is one line anyway.
+        logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+    config = BrokerNodeConfig(
+        metadata_url=metadata_url,
+        http_host=host,
+        http_port=http_port,
+        broker_id=broker_id,
+        session_timeout_s=session_timeout_s,
+        managed_ledger_max_entries_per_ledger=managed_ledger_max_entries_per_ledger,
+        broker=BrokerConfig(
+            host=host,
+            port=port,
+            tls_port=tls_port,
+            tls_cert_file=tls_cert_file,
+            tls_key_file=tls_key_file,
+            tls_trust_certs_file=tls_trust_certs_file,
+            tls_require_trusted_client_cert=tls_require_trusted_client_cert,
+            advertised_address=advertised_address,
+            advertised_listeners=listeners,
+            deduplication_enabled=deduplication,
+            max_message_size_bytes=max_message_size,
+            ensemble_size=ensemble_size,
+            write_quorum=write_quorum,
+            ack_quorum=ack_quorum,
+        ),
+    )
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        pass
+    from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
+
+    tune_gc_for_serving()
+    start_heap_trimmer()
+    sys.exit(asyncio.run(run(config, started)))

@@ -1,0 +1,171 @@
+"""The controller runner and bundle ownership of several brokers in one process, on one
+shared in-memory metadata store (each broker its own session): a fast check of the
+shells that the real-process tests in ``tests/cluster`` exercise end to end.
+
+Brokers here have no topics: ``unload_bundle`` records what it was asked to close.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from magnetar.broker.controller import BundleId, NamespaceBundles
+from magnetar.broker.controller.election import REGISTRATIONS_PATH
+from magnetar.broker.controller.load import LoadReport
+from magnetar.broker.controller.runner import ControllerRunner
+from magnetar.broker.load_report import with_load
+from magnetar.broker.ownership import (
+    BrokerAddress,
+    ClusterOwnership,
+    current_controller,
+    ownership_path,
+)
+from magnetar.broker.policies import NAMESPACE_POLICIES_ROOT
+from magnetar.common.clock import SystemClock
+from magnetar.metadata import MetadataStore, SetOp, connect
+from magnetar.testing import wait_until_async
+
+_stores = itertools.count()
+NAMESPACE = "public/default"
+BUNDLES = NamespaceBundles.default(NAMESPACE).bundles
+
+
+@dataclass
+class Broker:
+    broker_id: str
+    store: MetadataStore
+    ownership: ClusterOwnership
+    controller: ControllerRunner
+    unloaded: list[BundleId] = field(default_factory=list)
+
+    async def stop(self) -> None:
+        """Stop as ``magnetar broker`` does (idempotent)."""
+        await self.controller.close()
+        await self.ownership.close()
+        await self.store.close()
+
+
+@pytest.fixture
+async def url() -> str:
+    return f"memory:cluster-{next(_stores)}"
+
+
+@pytest.fixture
+async def started() -> AsyncIterator[list[Broker]]:
+    brokers: list[Broker] = []
+    yield brokers
+    for b in brokers:
+        await b.stop()  # idempotent
+
+
+async def start(url: str, broker_id: str, brokers: list[Broker]) -> Broker:
+    store = await connect(url)
+    unloaded: list[BundleId] = []
+
+    async def unload(bundle: BundleId) -> None:
+        unloaded.append(bundle)
+
+    clock = SystemClock()
+    broker = Broker(
+        broker_id,
+        store,
+        ClusterOwnership(store, unload_bundle=unload, clock=clock, rescan_interval_ms=100),
+        ControllerRunner(store, broker_id, clock=clock, tick_interval_ms=100),
+        unloaded,
+    )
+    address = BrokerAddress(broker_id, f"pulsar://{broker_id}", None, f"http://{broker_id}")
+    await store.create(
+        f"{REGISTRATIONS_PATH}/{broker_id}", address.registration_json(), ephemeral=True
+    )
+    await broker.ownership.start(address)
+    broker.controller.start()
+    brokers.append(broker)
+    return broker
+
+
+async def owners(store: MetadataStore) -> dict[BundleId, str]:
+    found = {}
+    for bundle in BUNDLES:
+        stat = await store.exists(ownership_path(bundle))
+        if stat is not None:
+            found[bundle] = BrokerAddress.from_json(
+                (await store.get(ownership_path(bundle))).value
+            ).broker_id
+    return found
+
+
+async def test_bundles_are_assigned_served_and_moved_when_a_broker_goes(
+    url: str, started: list[Broker]
+) -> None:
+    first = await start(url, "b1", started)
+    await first.store.put(f"{NAMESPACE_POLICIES_ROOT}/{NAMESPACE}", b"{}")
+    await wait_until_async(
+        lambda: first.ownership.core.held == frozenset(BUNDLES), timeout_s=10, what="b1 holds all"
+    )
+    assert first.controller.epoch == 1
+    second = await start(url, "b2", started)
+    await first.store.put(f"{NAMESPACE_POLICIES_ROOT}/public/other", b"{}")
+    other = NamespaceBundles.default("public/other").bundles
+    # a namespace created now goes to the broker holding fewer bundles
+    await wait_until_async(
+        lambda: second.ownership.core.held == frozenset(other), timeout_s=10, what="b2 holds it"
+    )
+
+    # b1 stops (the controller with it): b2 becomes controller and takes b1's bundles;
+    # b1 closed its topics before letting its nodes go.
+    await first.stop()
+    assert sorted(first.unloaded) == sorted(BUNDLES)
+    await wait_until_async(
+        lambda: second.ownership.core.held == frozenset([*BUNDLES, *other]),
+        timeout_s=10,
+        what="b2 holds everything",
+    )
+    assert second.controller.epoch == 2
+    info = await current_controller(second.store)
+    assert info is not None and (info.address.broker_id, info.epoch) == ("b2", 2)
+    assert set((await owners(second.store)).values()) == {"b2"}
+
+
+async def test_an_unloaded_bundle_moves_to_the_other_broker(
+    url: str, started: list[Broker]
+) -> None:
+    first = await start(url, "b1", started)
+    await start(url, "b2", started)
+    await first.store.put(f"{NAMESPACE_POLICIES_ROOT}/{NAMESPACE}", b"{}")
+
+    async def all_owned() -> bool:
+        return len(await owners(first.store)) == len(BUNDLES)
+
+    await wait_until_async(all_owned, timeout_s=10, what="every bundle owned")
+    (leader,) = [b for b in started if b.controller.epoch is not None]
+    before = await owners(first.store)
+    bundle = BUNDLES[0]
+    holder = next(b for b in started if b.broker_id == before[bundle])
+    await leader.controller.unload(bundle)
+
+    async def moved() -> bool:
+        return (await owners(first.store)).get(bundle) not in (None, holder.broker_id)
+
+    await wait_until_async(moved, timeout_s=10, what="the bundle moved")
+    assert holder.unloaded == [bundle]
+    assert not holder.ownership.core.serves(bundle)
+
+
+async def test_an_overloaded_broker_takes_no_new_bundles(url: str, started: list[Broker]) -> None:
+    """b1 reports a saturated CPU in its registration: a namespace created afterwards goes
+    to b2 entirely (b1 takes no new bundles while another broker is not overloaded)."""
+    first = await start(url, "b1", started)
+    second = await start(url, "b2", started)
+    path = f"{REGISTRATIONS_PATH}/b1"
+    registration = (await first.store.get(path)).value
+    busy = LoadReport("b1", 1, cpu_percent=99.0)
+    await first.store.multi([SetOp(path, with_load(registration, busy))])
+    await first.store.put(f"{NAMESPACE_POLICIES_ROOT}/{NAMESPACE}", b"{}")
+    await wait_until_async(
+        lambda: second.ownership.core.held == frozenset(BUNDLES), timeout_s=10, what="b2 holds all"
+    )
+    assert first.ownership.core.held == frozenset()

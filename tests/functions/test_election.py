@@ -23,7 +23,7 @@ from magnetar.functions import (
     WorkerInfo,
 )
 from magnetar.functions.admin_stats import topic_stats_url
-from magnetar.functions.leader_duties import AssignmentsProducer
+from magnetar.functions.fenced_producer import FencedProducer
 from magnetar.testing import StandaloneProcess, wait_until_async
 
 ELECTION_TIMEOUT_S = 30.0
@@ -259,7 +259,7 @@ async def test_partitioned_topics_are_refused_with_a_clear_error(
     with pytest.raises(FunctionsWorkerError, match=r"coordination topic .* is partitioned"):
         await worker.start()
     async with Client(standalone.url) as client:
-        duties = AssignmentsProducer(client, assignments)
+        duties = FencedProducer(client, assignments)
         with pytest.raises(FunctionsWorkerError, match=r"assignments topic .* is partitioned"):
             await duties.take()
         assert not duties.held

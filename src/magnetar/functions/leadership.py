@@ -3,7 +3,7 @@
 The broker decides: the active consumer of the coordination topic's Failover subscription is
 the leader, and it tells each consumer through ACTIVE_CONSUMER_CHANGE. This core turns those
 notifications, and what happened to the assignments producer, into *effects* that the shell
-(:mod:`magnetar.functions.membership`, :mod:`magnetar.functions.leader_duties`) carries out in
+(:mod:`magnetar.functions.worker`, :mod:`magnetar.functions.fenced_producer`) carries out in
 order. It does no I/O and reads no clock.
 
 Contract:

@@ -46,6 +46,11 @@ async def workers(standalone: StandaloneProcess) -> AsyncIterator[WorkerFactory]
     started: list[FunctionsWorker] = []
 
     async def make(worker_id: str, port: int = 6750, **settings: Any) -> FunctionsWorker:
+        # Each cluster of a test writes its own leader topics (two clusters sharing one
+        # would fence each other's leaders).
+        base = settings.get("assignments_topic", DEFAULT_ASSIGNMENTS_TOPIC)
+        settings.setdefault("metadata_topic", f"{base}-metadata")
+        settings.setdefault("packages_topic", f"{base}-packages")
         config = WorkerConfig(
             worker=WorkerInfo(worker_id, "127.0.0.1", port),
             service_url=standalone.url,

@@ -38,6 +38,12 @@ class FencedProducer:
     def held(self) -> bool:
         return self._producer is not None
 
+    @property
+    def connected(self) -> bool:
+        """Whether the held producer is registered with the broker right now (False while
+        it reconnects, and for good once the broker refused it: fenced)."""
+        return self._producer is not None and self._producer.is_connected()
+
     async def take(self) -> None:
         """Take the topic's producer, fencing out any other holder. A producer already held
         is closed first (a fenced one cannot be revived). Raises the client's or broker's

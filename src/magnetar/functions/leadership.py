@@ -84,8 +84,27 @@ class LeadershipState:
         )
 
     def on_active_consumer_change(self, is_active: bool) -> list[Effect]:
-        """The broker's ACTIVE_CONSUMER_CHANGE for this worker's coordination consumer."""
-        if self._left or is_active == self.is_leader:
+        """The broker's ACTIVE_CONSUMER_CHANGE for this worker's coordination consumer.
+
+        Told *active* again while fenced in the current term, the worker starts a new term
+        (ends the old one, then takes the producer again): it was deposed without being told
+        (paused, cut off), a newer leader fenced it, and the broker has since chosen it again
+        (after the other leader left, or when its consumer came back). Without a new term it
+        would lead without ever holding the producer, and nobody could write."""
+        if self._left:
+            return []
+        if is_active and self.is_leader and self._fenced_term == self.term:
+            old = self.term
+            self.term += 1
+            if self._holding_term == old:
+                self._holding_term = None
+            return [
+                LeadershipChanged(False, old),
+                ReleaseProducer(old),
+                LeadershipChanged(True, self.term),
+                AcquireProducer(self.term),
+            ]
+        if is_active == self.is_leader:
             return []
         self.is_leader = is_active
         if is_active:

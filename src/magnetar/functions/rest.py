@@ -90,7 +90,9 @@ def http_status_of(exc: BaseException) -> int:
         return 409
     if isinstance(exc, PackageTooLarge | PayloadTooLarge):
         return 413
-    if isinstance(exc, LeaderUnavailable | NotLeader | ProducerFenced | MembershipUnavailable):
+    if isinstance(exc, LeaderUnavailable | NotLeader | MembershipUnavailable):
+        return 503
+    if isinstance(exc, ProducerFenced):
         return 503
     return 500
 
@@ -106,7 +108,12 @@ async def _answer(call: Callable[[], Awaitable[Response]]) -> Response:
         status = http_status_of(exc)
         if status >= 500:
             log.warning("functions REST failed: %r", exc)
-        reason = str(exc) if status < 500 or status == 503 else f"Internal error: {exc!r}"
+        if isinstance(exc, ProducerFenced):
+            reason = "this worker is no longer the leader (a newer leader fenced it); try again"
+        elif status < 500 or status == 503:
+            reason = str(exc)
+        else:
+            reason = f"Internal error: {exc!r}"
         return error_response(status, reason)
     except ValueError as exc:
         return error_response(400, str(exc))
@@ -272,7 +279,14 @@ def router(slot: ServiceSlot) -> APIRouter:
     ) -> Response:
         service = slot()
         if service.worker.is_leader:
-            return await action()
+            try:
+                return await action()
+            except (NotLeader, ProducerFenced) as exc:
+                # Deposed without having been told yet: a newer leader fenced this worker's
+                # writes (nothing was written). The change goes to that leader instead.
+                log.info(
+                    "worker %s is no longer the leader (%s); forwarding", service.worker_id, exc
+                )
         return await _forward(service, request, body)
 
     def fqfn(tenant: str, namespace: str, name: str) -> str:

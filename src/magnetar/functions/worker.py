@@ -269,7 +269,20 @@ class FunctionsWorker:
     # ------------------------------------------------------------ effects
 
     def _on_active_consumer_change(self, is_active: bool) -> None:
-        self._enqueue(self._state.on_active_consumer_change(is_active))
+        state = self._state
+        if (
+            is_active
+            and state.holds_producer
+            and not all(p.connected for p in self._leader_producers)
+        ):
+            # Told active again (the coordination consumer re-registered) while a producer
+            # of this term is not connected: it may have been fenced while this worker was
+            # not listening (the client gives up a fenced producer on reconnection without
+            # any write failing). Counting it as fenced makes the core start a new term and
+            # take the producers again; at worst a producer that was only reconnecting is
+            # replaced by this same leader.
+            self._enqueue(state.on_fenced(state.term))
+        self._enqueue(state.on_active_consumer_change(is_active))
 
     def _enqueue(self, effects: list[Effect]) -> None:
         for effect in effects:

@@ -120,6 +120,7 @@ class WorkerService:
         self._ready_term = 0
         self._members: tuple[WorkerInfo, ...] = ()
         self._wake = asyncio.Event()
+        self._ready_event = asyncio.Event()
         self._reconcile_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._timer: Timer | None = None
@@ -207,7 +208,7 @@ class WorkerService:
         """Store a new definition (and its package). Raises :class:`FunctionExists`,
         :class:`InvalidRequest`, :class:`NotLeader`, :class:`LeaderUnavailable`."""
         async with self._write_lock:
-            self._require_ready()
+            await self._await_ready()
             if self.registry.get(config.fqfn) is not None:
                 raise FunctionExists(f"{_title(config.kind)} {config.name} already exists")
             await self._check_namespace(config.tenant, config.namespace)
@@ -226,7 +227,7 @@ class WorkerService:
         """Replace a definition (keeping its package unless a new one comes); its instances
         restart. Raises :class:`FunctionNotFound`, :class:`InvalidRequest`, ..."""
         async with self._write_lock:
-            self._require_ready()
+            await self._await_ready()
             old = self._existing(config.fqfn, config.kind)
             ref = await self._store_package(config, package, old.generation + 1)
             if ref is None:
@@ -239,7 +240,7 @@ class WorkerService:
 
     async def delete(self, fqfn: str, kind: ComponentKind) -> None:
         async with self._write_lock:
-            self._require_ready()
+            await self._await_ready()
             self._existing(fqfn, kind)
             await self._write_record(fqfn, b"")
 
@@ -248,7 +249,7 @@ class WorkerService:
     ) -> None:
         """``start``/``stop`` one instance, or all (``instance_id`` None)."""
         async with self._write_lock:
-            self._require_ready()
+            await self._await_ready()
             old = self._existing(fqfn, kind)
             ids = self._instance_ids(old, instance_id)
             stopped = set(old.stopped_instances)
@@ -262,7 +263,7 @@ class WorkerService:
         """Restart the running instances (one, or all): a new generation of the definition;
         stopped instances are started too, as Pulsar's restart does."""
         async with self._write_lock:
-            self._require_ready()
+            await self._await_ready()
             old = self._existing(fqfn, kind)
             ids = self._instance_ids(old, instance_id)
             record = old.next(
@@ -273,7 +274,7 @@ class WorkerService:
     async def rebalance(self) -> int:
         """Spread every instance anew over the members; returns how many moved."""
         async with self._write_lock:
-            self._require_ready()
+            await self._await_ready()
             view = await self.members()
             changes = self.scheduler.rebalance(
                 self._wanted_instances(),
@@ -286,7 +287,7 @@ class WorkerService:
     async def drain(self, worker_id: str) -> int:
         """Move ``worker_id``'s instances to other members; it gets none until it leaves."""
         async with self._write_lock:
-            self._require_ready()
+            await self._await_ready()
             view = await self.members()
             if worker_id not in {m.worker_id for m in view.members}:
                 raise FunctionNotFound(f"Worker {worker_id} is not a member of this cluster")
@@ -340,9 +341,16 @@ class WorkerService:
 
     # ------------------------------------------------------------ internals
 
-    def _require_ready(self) -> None:
+    async def _await_ready(self) -> None:
+        """Raises :class:`NotLeader` on a follower; on a leader still catching up, waits
+        for it (at most ``write_timeout_ms``), then raises :class:`LeaderUnavailable`."""
         if not self.worker.is_leader:
             raise NotLeader(f"worker {self.worker_id} is not the leader")
+        if self.leader_ready:
+            return
+        self._wake.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready_event.wait(), self.config.write_timeout_ms / 1000)
         if not self.leader_ready:
             raise LeaderUnavailable(
                 f"worker {self.worker_id} leads but is still reading the cluster's state; try again"
@@ -449,6 +457,7 @@ class WorkerService:
             raise LeaderUnavailable("the leader's topics were not read to their end in time")
         if self.worker.term == term:
             self._ready_term = term
+            self._ready_event.set()
             log.info(
                 "worker %s leads (term %d) and has read the cluster's state", self.worker_id, term
             )
@@ -515,6 +524,7 @@ class WorkerService:
     def _on_leadership(self, change: LeadershipChanged) -> None:
         if not change.is_leader:
             self._ready_term = 0
+        self._ready_event.clear()
         self._wake.set()
 
     async def _fetch_package(self, ref: PackageRef) -> Path:

@@ -59,6 +59,9 @@ JSON_BODY_BYTES_MAX = 1024 * 1024
 MULTIPART_OVERHEAD_BYTES = 1024 * 1024
 """Room for the definition and multipart framing around the largest package."""
 FORWARD_TIMEOUT_S = 60.0
+UPLOADS_CONCURRENT_MAX = 4
+"""Definition uploads read at once (each may hold a package of ``package_bytes_max`` in
+memory); more are answered 503 "try again"."""
 _CONFIG_PARTS = ("functionConfig", "sourceConfig", "sinkConfig")
 _KINDS = {f"{k.value}s": k for k in ComponentKind}
 
@@ -220,13 +223,16 @@ def function_stats_json(instances: list[InstanceStatus]) -> dict[str, Any]:
     }
 
 
-async def _forward(service: WorkerService, request: Request, body: bytes) -> Response:
-    """Send a change to the leader as it came; the leader's answer is the answer."""
+async def _forward(service: WorkerService, request: Request, body: bytes) -> Response | None:
+    """Send a change to the leader as it came; the leader's answer is the answer. None when
+    this worker turned out to be the leader (the caller carries the change out)."""
     if request.headers.get(FORWARDED_HEADER):
         raise LeaderUnavailable(
             f"worker {service.worker_id} is not the leader (leadership is changing); try again"
         )
     base = await service.leader_url()
+    if base is None:  # this worker was made leader meanwhile
+        return None
     url = base + request.url.path + (f"?{request.url.query}" if request.url.query else "")
     headers = {FORWARDED_HEADER: service.worker_id, "Accept": "application/json"}
     content_type = request.headers.get("content-type")
@@ -267,6 +273,7 @@ class ServiceSlot:
 def router(slot: ServiceSlot) -> APIRouter:
     """The routes, for the worker's own app or the standalone's admin app."""
     r = APIRouter(tags=["functions"])
+    uploads = asyncio.Semaphore(UPLOADS_CONCURRENT_MAX)
 
     def kind_of(kinds: str) -> ComponentKind:
         kind = _KINDS.get(kinds)
@@ -287,7 +294,11 @@ def router(slot: ServiceSlot) -> APIRouter:
                 log.info(
                     "worker %s is no longer the leader (%s); forwarding", service.worker_id, exc
                 )
-        return await _forward(service, request, body)
+                if (answer := await _forward(service, request, body)) is None:
+                    raise LeaderUnavailable("leadership is changing; try again") from None
+                return answer
+        answer = await _forward(service, request, body)
+        return answer if answer is not None else await action()
 
     def fqfn(tenant: str, namespace: str, name: str) -> str:
         check_named_entity("function", name)
@@ -342,18 +353,24 @@ def router(slot: ServiceSlot) -> APIRouter:
         fqfn(tenant, namespace, name)
         service = slot()
         package_limit = service.config.package_bytes_max + MULTIPART_OVERHEAD_BYTES
-        body = await read_body(request, package_limit)
+        if uploads.locked():
+            raise LeaderUnavailable(
+                f"{UPLOADS_CONCURRENT_MAX} uploads are in progress on this worker; try again"
+            )
+        async with uploads:
+            body = await read_body(request, package_limit)
 
-        async def apply() -> Response:
-            data, package = parse_definition_body(request.headers.get("content-type", ""), body)
-            config = _definition(kind, tenant, namespace, name, data)
-            if create:
-                await service.create(config, package)
-            else:
-                await service.update(config, package)
-            return Response(status_code=204)
+            async def apply() -> Response:
+                content_type = request.headers.get("content-type", "")
+                data, package = parse_definition_body(content_type, body)
+                config = _definition(kind, tenant, namespace, name, data)
+                if create:
+                    await service.create(config, package)
+                else:
+                    await service.update(config, package)
+                return Response(status_code=204)
 
-        return await leader_only(request, body, apply)
+            return await leader_only(request, body, apply)
 
     @r.post("/admin/v3/{kinds}/{tenant}/{namespace}/{name}", summary="Create a definition")
     async def create(

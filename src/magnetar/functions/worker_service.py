@@ -61,6 +61,8 @@ from magnetar.functions.worker_info import WorkerInfo
 log = logging.getLogger(__name__)
 
 LEADER_MARKER_KEY = f"{MARKER_KEY_PREFIX}leader__"
+LEADER_POLL_MS = 100
+"""How often a worker looks for the leader while the broker names none (an election)."""
 
 
 class FunctionNotFound(FunctionsWorkerError):
@@ -188,17 +190,27 @@ class WorkerService:
         """Raises :class:`MembershipUnavailable`."""
         return await self.worker.members()
 
-    async def leader_url(self) -> str:
-        """The leader's HTTP base URL, for forwarding writes. Raises
-        :class:`LeaderUnavailable` when there is none (or it is this worker, not ready)."""
-        try:
-            view = await self.members()
-        except MembershipUnavailable as exc:
-            raise LeaderUnavailable(f"the leader cannot be found: {exc}") from None
-        leader = view.leader
-        if leader is None or leader == self.config.worker:
-            raise LeaderUnavailable("no worker leads right now; try again")
-        return f"http://{leader.host}:{leader.port}"
+    async def leader_url(self) -> str | None:
+        """Where a change should go: None when this worker leads (or the broker has made it
+        leader and it is about to hear so), else the leader's HTTP base URL. Waits (at most
+        ``write_timeout_ms``) while the broker names no leader, or names this worker before
+        it was told. Raises :class:`LeaderUnavailable` when that wait runs out."""
+        deadline_s = self._clock.monotonic_s() + self.config.write_timeout_ms / 1000
+        reason = "no worker leads right now"
+        while True:
+            if self.worker.is_leader:
+                return None
+            try:
+                leader = (await self.members()).leader
+            except MembershipUnavailable as exc:
+                leader, reason = None, f"the leader cannot be found: {exc}"
+            if self.worker.is_leader:
+                return None
+            if leader is not None and leader != self.config.worker:
+                return f"http://{leader.host}:{leader.port}"
+            if self._clock.monotonic_s() >= deadline_s:
+                raise LeaderUnavailable(f"{reason}; try again")
+            await self._clock.sleep(LEADER_POLL_MS / 1000)
 
     # ------------------------------------------------------------ definitions (leader)
 
@@ -368,8 +380,9 @@ class WorkerService:
         if instance_id is None:
             return set(range(record.config.parallelism))
         if not 0 <= instance_id < record.config.parallelism:
-            raise InvalidRequest(
-                f"instance {instance_id} does not exist (parallelism {record.config.parallelism})"
+            raise FunctionNotFound(
+                f"{_title(record.kind)} {record.config.name} has no instance {instance_id} "
+                f"(parallelism {record.config.parallelism})"
             )
         return {instance_id}
 

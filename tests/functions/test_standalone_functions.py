@@ -1,0 +1,149 @@
+"""The Functions Worker inside ``magnetar standalone`` (its REST API on the standalone's HTTP
+port), driven through ``magnetar admin functions …`` and plain HTTP as pulsar-admin sends it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from magnetar.cli.admin.rest import FormPart, encode_form
+from magnetar.testing import StandaloneProcess, wait_until
+from tests.functions.processes import ELECTION_TIMEOUT_S, http
+
+FUNCTION = b"def process(input, context):\n    return input\n"
+
+
+def _admin(node: StandaloneProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "magnetar.cli.main", "admin", "--admin-url", node.http_url, *args],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def _ok_json(node: StandaloneProcess, *args: str) -> Any:
+    done = _admin(node, "--output", "json", *args)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _worker_ready(node: StandaloneProcess) -> bool:
+    status, body = http("GET", f"{node.http_url}/admin/v2/worker/cluster/leader")
+    return status == 200 and body["workerId"] == "standalone"
+
+
+def test_create_list_get_status_delete_through_the_cli(
+    standalone_factory: Callable[..., StandaloneProcess], tmp_path: Path
+) -> None:
+    node = standalone_factory()
+    wait_until(lambda: _worker_ready(node), ELECTION_TIMEOUT_S, what="the worker leads")
+    package = tmp_path / "echo.py"
+    package.write_bytes(FUNCTION)
+    done = _admin(
+        node, "functions", "create", "--tenant", "public", "--namespace", "default",
+        "--name", "echo", "--py", str(package), "--classname", "echo.process",
+        "--inputs", "in", "--output", "out", "--parallelism", "2",
+        "--processing-guarantees", "EFFECTIVELY_ONCE", "--user-config", '{"k": "v"}',
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Created echo successfully"
+    assert _ok_json(node, "functions", "list") == ["echo"]
+    got = _ok_json(node, "functions", "get", "--fqfn", "public/default/echo")
+    assert got["className"] == "echo.process" and got["parallelism"] == 2
+    assert got["inputs"] == ["persistent://public/default/in"]
+    assert got["processingGuarantees"] == "EFFECTIVELY_ONCE" and got["userConfig"] == {"k": "v"}
+    assert got["py"] == "echo.py"
+
+    def assigned() -> Any:
+        status = _ok_json(node, "functions", "status", "--name", "echo")
+        workers = {i["status"]["workerId"] for i in status["instances"]}
+        return status if status["numInstances"] == 2 and workers == {"standalone"} else None
+
+    status = wait_until(assigned, ELECTION_TIMEOUT_S, what="both instances assigned")
+    # This build has no instance runtime: the instances are assigned, never claimed to run.
+    assert status["numRunning"] == 0
+    assert all("no instance runtime" in i["status"]["error"] for i in status["instances"])
+    # The package reached the worker's disk from the packages topic.
+    fetched = list((node.data_dir / "functions" / "packages").glob("*/echo.py"))
+    assert [p.read_bytes() for p in fetched] == [FUNCTION]
+
+    assert _admin(node, "functions", "stop", "--name", "echo", "--instance-id", "1").returncode == 0
+    one = _ok_json(node, "functions", "status", "--name", "echo", "--instance-id", "1")
+    assert one["running"] is False and one["error"] == "" and one["workerId"] == "standalone"
+    stats = _ok_json(node, "functions", "stats", "--name", "echo")
+    assert [i["instanceId"] for i in stats["instances"]] == [0, 1]
+
+    done = _admin(node, "functions", "delete", "--name", "echo")
+    assert done.returncode == 0, done.stderr
+    assert _ok_json(node, "functions", "list") == []
+    done = _admin(node, "functions", "get", "--name", "echo")
+    assert done.returncode == 1
+    assert done.stderr.strip() == "Error: Function echo doesn't exist (HTTP 404)"
+
+
+def test_rest_as_pulsar_admin_sends_it_and_bad_requests(
+    standalone_factory: Callable[..., StandaloneProcess],
+) -> None:
+    node = standalone_factory()
+    wait_until(lambda: _worker_ready(node), ELECTION_TIMEOUT_S, what="the worker leads")
+    base = f"{node.http_url}/admin/v3"
+
+    def post(path: str, parts: list[FormPart], method: str = "POST") -> tuple[int, Any]:
+        content_type, body = encode_form(parts)
+        return http(method, f"{base}/{path}", body, content_type)
+
+    def definition(config: bytes, package: bytes | None = FUNCTION) -> list[FormPart]:
+        parts = [FormPart("functionConfig", config)]
+        if package is not None:
+            parts.append(FormPart("data", package, "application/octet-stream", "f.py"))
+        return parts
+
+    good = b'{"inputs": ["in"], "className": "f.process"}'
+    assert post("functions/public/default/f", definition(good)) == (204, None)
+    assert http("GET", f"{base}/functions/public/default") == (200, ["f"])
+    status, body = http("GET", f"{base}/functions/public/default/f/status")
+    assert status == 200 and body["numInstances"] == 1
+    # update: new parallelism, the package kept
+    update = b'{"inputs": ["in"], "className": "f.process", "parallelism": 3}'
+    assert post("functions/public/default/f", definition(update, None), "PUT") == (204, None)
+    status, body = http("GET", f"{base}/functions/public/default/f")
+    assert (status, body["parallelism"], body["py"]) == (200, 3, "f.py")
+
+    for path, parts, expected, words in (
+        ("functions/public/default/f", definition(good), 409, "already exists"),
+        ("functions/public/default/g", definition(b"{bad json"), 400, "not valid JSON"),
+        ("functions/public/default/g", definition(good, None), 400, "package is not provided"),
+        ("functions/no-tenant/default/g", definition(good), 400, "Tenant no-tenant does not exist"),
+        ("functions/public/no-ns/g", definition(good), 400, "Namespace public/no-ns does not exist"),
+        ("functions/public/default/g", definition(b'{"parallelism": 2}'), 400, "inputs"),
+        ("functions/public/default/g", definition(b'{"inputs": ["in"], "tenant": "x"}'), 400, "differs"),
+    ):  # fmt: skip
+        status, body = post(path, parts)
+        assert status == expected and words in body["reason"], (path, status, body)
+    for method, path, expected, words in (
+        ("GET", "functions/public/default/nope", 404, "Function nope doesn't exist"),
+        ("GET", "sinks/public/default/f", 404, "Sink f doesn't exist"),
+        ("GET", "functions/public/default/f/9/status", 404, "no instance 9"),
+        ("POST", "functions/public/default/nope/stop", 404, "doesn't exist"),
+        ("GET", "functions/public/default/f/x/status", 400, "not a number"),
+        ("DELETE", "functions/public/default/nope", 404, "doesn't exist"),
+    ):
+        status, body = http(method, f"{base}/{path}")
+        assert status == expected and words in body["reason"], (path, status, body)
+    status, body = http("POST", f"{base}/functions/public/default/h", b"[1, 2", "application/json")
+    assert status == 400 and "not valid JSON" in body["reason"]
+    # every bad request was answered, and the process serves on
+    assert http("DELETE", f"{base}/functions/public/default/f") == (204, None)
+    assert node.proc is not None and node.proc.poll() is None
+    assert "Traceback" not in node.log_path.read_text()
+
+
+def test_no_functions_worker(standalone_factory: Callable[..., StandaloneProcess]) -> None:
+    node = standalone_factory("--no-functions-worker")
+    status, _ = http("GET", f"{node.http_url}/admin/v3/functions/public/default")
+    assert status == 404
+    status, _ = http("GET", f"{node.http_url}/admin/v2/worker/cluster/leader")
+    assert status == 404

@@ -176,6 +176,8 @@ class Standalone:
             await service.start()
         except Exception as exc:
             log.error("the functions worker could not start: %s", exc)
+            if self._worker_slot is not None:
+                self._worker_slot.failure = str(exc)
             return
         self.functions_worker = service
         if self._worker_slot is not None:

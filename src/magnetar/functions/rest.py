@@ -19,6 +19,7 @@ while no leader can take writes. Changes that reach a follower are forwarded to 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import urllib.error
@@ -59,6 +60,8 @@ JSON_BODY_BYTES_MAX = 1024 * 1024
 MULTIPART_OVERHEAD_BYTES = 1024 * 1024
 """Room for the definition and multipart framing around the largest package."""
 FORWARD_TIMEOUT_S = 60.0
+SERVICE_WAIT_MS = 10_000
+"""How long a request waits for the worker to start (its host serves HTTP first)."""
 UPLOADS_CONCURRENT_MAX = 4
 """Definition uploads read at once (each may hold a package of ``package_bytes_max`` in
 memory); more are answered 503 "try again"."""
@@ -258,16 +261,42 @@ async def _forward(service: WorkerService, request: Request, body: bytes) -> Res
 
 
 class ServiceSlot:
-    """The worker the routes serve, set once it exists (a host builds its HTTP app before
-    the worker, whose advertised port is the app's). Until then every route answers 503."""
+    """The worker the routes serve, set once it has started (a host builds its HTTP app
+    before the worker, whose advertised port is the app's). Until then a request waits for
+    it, at most :data:`SERVICE_WAIT_MS`, then gets 503."""
 
     def __init__(self, service: WorkerService | None = None) -> None:
-        self.service = service
+        self._service = service
+        self._set = asyncio.Event()
+        self.failure: str | None = None
+        """Why the worker could not start (then requests get 503 with it at once)."""
+        if service is not None:
+            self._set.set()
 
-    def __call__(self) -> WorkerService:
-        if self.service is None:
-            raise LeaderUnavailable("the functions worker is starting; try again")
-        return self.service
+    @property
+    def service(self) -> WorkerService | None:
+        return self._service
+
+    @service.setter
+    def service(self, service: WorkerService | None) -> None:
+        self._service = service
+        if service is None:
+            self._set.clear()
+        else:
+            self._set.set()
+
+    async def get(self) -> WorkerService:
+        """Raises :class:`LeaderUnavailable` when no worker came in time."""
+        if self._service is None and self.failure is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._set.wait(), SERVICE_WAIT_MS / 1000)
+        if self._service is None:
+            raise LeaderUnavailable(
+                f"the functions worker did not start: {self.failure}"
+                if self.failure
+                else "the functions worker is starting; try again"
+            )
+        return self._service
 
 
 def router(slot: ServiceSlot) -> APIRouter:
@@ -284,7 +313,7 @@ def router(slot: ServiceSlot) -> APIRouter:
     async def leader_only(
         request: Request, body: bytes, action: Callable[[], Awaitable[Response]]
     ) -> Response:
-        service = slot()
+        service = await slot.get()
         if service.worker.is_leader:
             try:
                 return await action()
@@ -307,7 +336,7 @@ def router(slot: ServiceSlot) -> APIRouter:
     @r.get("/admin/v2/worker/cluster", summary="The worker cluster's members")
     async def cluster() -> Response:
         async def run() -> Response:
-            view = await slot().members()
+            view = await (await slot.get()).members()
             return json_response(
                 [worker_info_json(m.host, m.port, m.worker_id) for m in view.members]
             )
@@ -317,7 +346,7 @@ def router(slot: ServiceSlot) -> APIRouter:
     @r.get("/admin/v2/worker/cluster/leader", summary="The worker cluster's leader")
     async def cluster_leader() -> Response:
         async def run() -> Response:
-            view = await slot().members()
+            view = await (await slot.get()).members()
             if view.leader is None:
                 raise LeaderUnavailable("no worker leads right now")
             m = view.leader
@@ -328,21 +357,25 @@ def router(slot: ServiceSlot) -> APIRouter:
     @r.put("/admin/v2/worker/rebalance", summary="Spread every instance anew")
     async def rebalance(request: Request) -> Response:
         async def run() -> Response:
-            return await leader_only(request, b"", lambda: _moved(slot().rebalance()))
+            service = await slot.get()
+            return await leader_only(request, b"", lambda: _moved(service.rebalance()))
 
         return await _answer(run)
 
     @r.put("/admin/v2/worker/leader/drain", summary="Move a worker's instances away")
     async def drain(request: Request, workerId: str) -> Response:
         async def run() -> Response:
-            return await leader_only(request, b"", lambda: _moved(slot().drain(workerId)))
+            service = await slot.get()
+            return await leader_only(request, b"", lambda: _moved(service.drain(workerId)))
 
         return await _answer(run)
 
     @r.get("/admin/v3/{kinds}/{tenant}/{namespace}", summary="List definitions")
     async def list_(kinds: str, tenant: str, namespace: str) -> Response:
         async def run() -> Response:
-            return json_response(slot().registry.list(tenant, namespace, kind_of(kinds)))
+            return json_response(
+                (await slot.get()).registry.list(tenant, namespace, kind_of(kinds))
+            )
 
         return await _answer(run)
 
@@ -351,7 +384,7 @@ def router(slot: ServiceSlot) -> APIRouter:
     ) -> Response:
         kind = kind_of(kinds)
         fqfn(tenant, namespace, name)
-        service = slot()
+        service = await slot.get()
         package_limit = service.config.package_bytes_max + MULTIPART_OVERHEAD_BYTES
         if uploads.locked():
             raise LeaderUnavailable(
@@ -391,7 +424,7 @@ def router(slot: ServiceSlot) -> APIRouter:
     @r.get("/admin/v3/{kinds}/{tenant}/{namespace}/{name}", summary="Get a definition")
     async def get(kinds: str, tenant: str, namespace: str, name: str) -> Response:
         async def run() -> Response:
-            record = slot().get(fqfn(tenant, namespace, name), kind_of(kinds))
+            record = (await slot.get()).get(fqfn(tenant, namespace, name), kind_of(kinds))
             return json_response(record.config.to_json())
 
         return await _answer(run)
@@ -404,7 +437,7 @@ def router(slot: ServiceSlot) -> APIRouter:
             key, kind = fqfn(tenant, namespace, name), kind_of(kinds)
 
             async def apply() -> Response:
-                await slot().delete(key, kind)
+                await (await slot.get()).delete(key, kind)
                 return Response(status_code=204)
 
             return await leader_only(request, b"", apply)
@@ -414,7 +447,9 @@ def router(slot: ServiceSlot) -> APIRouter:
     @r.get("/admin/v3/{kinds}/{tenant}/{namespace}/{name}/status", summary="Instances' status")
     async def status(kinds: str, tenant: str, namespace: str, name: str) -> Response:
         async def run() -> Response:
-            statuses = await slot().statuses(fqfn(tenant, namespace, name), kind_of(kinds))
+            statuses = await (await slot.get()).statuses(
+                fqfn(tenant, namespace, name), kind_of(kinds)
+            )
             return json_response(function_status_json(statuses))
 
         return await _answer(run)
@@ -422,7 +457,9 @@ def router(slot: ServiceSlot) -> APIRouter:
     @r.get("/admin/v3/{kinds}/{tenant}/{namespace}/{name}/stats", summary="Instances' stats")
     async def stats(kinds: str, tenant: str, namespace: str, name: str) -> Response:
         async def run() -> Response:
-            statuses = await slot().statuses(fqfn(tenant, namespace, name), kind_of(kinds))
+            statuses = await (await slot.get()).statuses(
+                fqfn(tenant, namespace, name), kind_of(kinds)
+            )
             return json_response(function_stats_json(statuses))
 
         return await _answer(run)
@@ -438,11 +475,11 @@ def router(slot: ServiceSlot) -> APIRouter:
             key, kind = fqfn(tenant, namespace, name), kind_of(kinds)
             index = _instance_index(instance_id)
             if local:
-                found = slot().local_status(f"{key}:{index}")
+                found = (await slot.get()).local_status(f"{key}:{index}")
                 if found is None:
                     raise FunctionNotFound(f"instance {index} of {name} does not run here")
                 return json_response(found.to_json()["status"] | {"instanceId": index})
-            one = await slot().status(key, kind, index)
+            one = await (await slot.get()).status(key, kind, index)
             return json_response(one.to_json()["status"])
 
         return await _answer(run)
@@ -485,9 +522,9 @@ def _add_control(
 
             async def apply() -> Response:
                 if verb == "restart":
-                    await slot().restart(key, kind, index)
+                    await (await slot.get()).restart(key, kind, index)
                 else:
-                    await slot().set_running(key, kind, index, verb == "start")
+                    await (await slot.get()).set_running(key, kind, index, verb == "start")
                 return Response(status_code=204)
 
             return await leader_only(request, b"", apply)

@@ -62,9 +62,16 @@ def test_every_route_answers_without_server_errors(
         "topic": topic,
         "subscription": "sub",
         "cluster": cluster,
+        # the standalone's Functions Worker (/admin/v3/{kinds}/...)
+        "kinds": "functions",
+        "name": "fn",
+        "instance_id": "0",
         **NUMERIC,
     }
-    bad = dict(good, tenant="bad%20tenant!", topic="%2F", **BAD_VALUES)
+    bad = dict(
+        good, tenant="bad%20tenant!", topic="%2F", kinds="nope", name="%2F", instance_id="x",
+        **BAD_VALUES,
+    )  # fmt: skip
     statuses: dict[int, int] = {}
     operations = _operations(http)
     for method, template in operations:

@@ -237,3 +237,30 @@ def topic_stats_url_of(node: StandaloneProcess, topic: str) -> str:
     from magnetar.functions.admin_stats import topic_stats_url
 
     return topic_stats_url(node.http_url, topic).removesuffix("/stats")
+
+
+def test_oversized_package_is_refused_before_anything_is_written(
+    standalone: StandaloneProcess, spawn: Any, unique: str, tmp_path: Path
+) -> None:
+    topics = cluster_topics(unique)
+    w1 = spawn("w1", *topics, "--package-bytes-max", "64")
+    wait_until(w1.joined, ELECTION_TIMEOUT_S)
+    wait_until(lambda: w1.leading(), ELECTION_TIMEOUT_S)
+    package = tmp_path / "big.py"
+    package.write_bytes(b"#" * 65)
+    done = _admin(
+        w1.http_url, "functions", "create", "--name", "big", "--py", str(package),
+        "--inputs", "in",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "Error: the package is 65 bytes; this worker takes at most 64 (HTTP 413)"
+    )
+    assert [k for k, _, _ in _read_topic(standalone, topics[7])] == []  # packages topic
+    package = tmp_path / "ok.py"
+    package.write_bytes(b"x = 1\n")
+    done = _admin(
+        w1.http_url, "functions", "create", "--name", "ok", "--py", str(package), "--inputs", "in"
+    )
+    assert done.returncode == 0, done.stderr
+    assert w1.proc.poll() is None

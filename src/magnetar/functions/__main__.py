@@ -112,7 +112,7 @@ async def run_worker(config: WorkerConfig) -> int:
     try:
         await service.start()
     except MagnetarError as exc:
-        print(f"error: cannot join {config.coordination_topic}: {exc}", file=sys.stderr)
+        print(f"error: the worker cannot start: {exc}", file=sys.stderr)
         await http.close()
         return 1
     slot.service = service

@@ -57,6 +57,8 @@ class StandaloneConfig:
     """See :attr:`BookieConfig.journal_skip_invalid_records`."""
     functions_worker: bool = True
     """Run one Functions Worker in the process (``--no-functions-worker`` turns it off)."""
+    functions_runtime: str = "thread"
+    """How the worker runs instances: ``thread`` (in this process) or ``process``."""
     """Pulsar's ``managedLedgerMaxEntriesPerLedger``: a topic's ledger rolls over after this
     many entries (small values make tests span ledgers)."""
 
@@ -159,6 +161,7 @@ class Standalone:
             )
 
     async def _start_functions_worker(self) -> None:
+        from magnetar.functions.runtime_manager import runtime_factory
         from magnetar.functions.worker_config import WorkerConfig
         from magnetar.functions.worker_info import WorkerInfo
         from magnetar.functions.worker_service import WorkerService
@@ -171,7 +174,9 @@ class Standalone:
             admin_url=f"http://{host}:{self.http.port}",
             work_dir=str(self.config.data_dir.resolve() / "functions"),
         )
-        service = WorkerService(config)
+        service = WorkerService(
+            config, runtime_factory=runtime_factory(self.config.functions_runtime)
+        )
         try:
             await service.start()
         except Exception as exc:

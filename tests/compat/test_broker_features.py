@@ -9,8 +9,10 @@ levels, CONSUMER_STATS — the Python wheel has no ``get_broker_consumer_stats``
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
+import urllib.request
 from datetime import timedelta
 
 import pulsar
@@ -227,3 +229,20 @@ def test_base64_partition_keys_are_decoded_for_key_shared(
         assert frame.command.consumer_id == expected  # type: ignore[attr-defined]
     finally:
         raw.close()
+
+
+def test_producer_and_consumer_properties_show_in_topic_stats(
+    standalone: StandaloneProcess, client: pulsar.Client, topic: str
+) -> None:
+    """The Functions Worker names its coordination consumer in a consumer property (``id``),
+    as Pulsar's workers do; the broker keeps both kinds of properties and stats show them."""
+    client.subscribe(topic, "props", consumer_name="w1", properties={"id": "w1:127.0.0.1:6750"})
+    client.create_producer(topic, producer_name="p1", properties={"team": "blue"})
+    with urllib.request.urlopen(
+        f"{standalone.http_url}/admin/v2/persistent/{topic.split('://', 1)[1]}/stats", timeout=10
+    ) as resp:
+        stats = json.load(resp)
+    [consumer] = stats["subscriptions"]["props"]["consumers"]
+    assert consumer["metadata"] == {"id": "w1:127.0.0.1:6750"}
+    [producer] = stats["publishers"]
+    assert producer["metadata"] == {"team": "blue"}

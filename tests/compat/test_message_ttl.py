@@ -80,6 +80,13 @@ def test_ttl_expires_messages_inside_a_ledger_that_keeps_growing(
         assert len(stats["ledgers"]) == 1
         assert sent[0] > 1  # publishing went on meanwhile
 
+        # the expiry is counted in the subscription's stats, as an admin expiry is
+        url = f"{node.http_url}/admin/v2/{topic.replace('persistent://', 'persistent/')}/stats"
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            sub_stats = json.load(resp)["subscriptions"]["idle"]
+        assert sub_stats["totalMsgExpired"] >= 1
+        assert sub_stats["lastExpireTimestamp"] > 0
+
         consumer = client.subscribe(topic, "idle")
         got = consumer.receive(10_000)
         assert got.data() != b"0"

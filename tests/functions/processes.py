@@ -40,7 +40,7 @@ class WorkerProcess:
         self._queue: queue.Queue[str] = queue.Queue()
         cmd = [
             sys.executable, "-m", "magnetar.functions",
-            "--worker-id", worker_id, "--port", "0",
+            "--worker-id", worker_id, "--port", "0", "--runtime", "thread",
             "--work-dir", str(log_dir / f"{worker_id}-work"),
             "--service-url", node.url, "--admin-url", node.http_url, *args,
         ]  # fmt: skip

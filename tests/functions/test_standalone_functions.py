@@ -10,6 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pulsar
+import pytest
+
 from magnetar.cli.admin.rest import FormPart, encode_form
 from magnetar.testing import StandaloneProcess, wait_until
 from tests.functions.processes import ELECTION_TIMEOUT_S, http
@@ -35,46 +38,72 @@ def _worker_ready(node: StandaloneProcess) -> bool:
     return status == 200 and body["workerId"] == "standalone"
 
 
-def test_create_list_get_status_delete_through_the_cli(
-    standalone_factory: Callable[..., StandaloneProcess], tmp_path: Path
+ECHO = b"def echo(input):\n    return input + '!'\n"
+
+
+@pytest.mark.parametrize("runtime", ["thread", "process"])
+def test_create_run_status_stop_delete_through_the_cli(
+    standalone_factory: Callable[..., StandaloneProcess], tmp_path: Path, runtime: str
 ) -> None:
-    node = standalone_factory()
+    node = standalone_factory("--functions-runtime", runtime)
     wait_until(lambda: _worker_ready(node), ELECTION_TIMEOUT_S, what="the worker leads")
     package = tmp_path / "echo.py"
-    package.write_bytes(FUNCTION)
+    package.write_bytes(ECHO)
     done = _admin(
         node, "functions", "create", "--tenant", "public", "--namespace", "default",
-        "--name", "echo", "--py", str(package), "--classname", "echo.process",
-        "--inputs", "in", "--output", "out", "--parallelism", "2",
-        "--processing-guarantees", "EFFECTIVELY_ONCE", "--user-config", '{"k": "v"}',
+        "--name", "echo", "--py", str(package), "--classname", "echo.echo",
+        "--inputs", "echo-in", "--output", "echo-out", "--parallelism", "2",
+        "--processing-guarantees", "ATLEAST_ONCE", "--user-config", '{"k": "v"}',
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Created echo successfully"
     assert _ok_json(node, "functions", "list") == ["echo"]
     got = _ok_json(node, "functions", "get", "--fqfn", "public/default/echo")
-    assert got["className"] == "echo.process" and got["parallelism"] == 2
-    assert got["inputs"] == ["persistent://public/default/in"]
-    assert got["processingGuarantees"] == "EFFECTIVELY_ONCE" and got["userConfig"] == {"k": "v"}
+    assert got["className"] == "echo.echo" and got["parallelism"] == 2
+    assert got["inputs"] == ["persistent://public/default/echo-in"]
+    assert got["processingGuarantees"] == "ATLEAST_ONCE" and got["userConfig"] == {"k": "v"}
     assert got["py"] == "echo.py"
 
-    def assigned() -> Any:
+    def running(n: int) -> Any:
         status = _ok_json(node, "functions", "status", "--name", "echo")
         workers = {i["status"]["workerId"] for i in status["instances"]}
-        return status if status["numInstances"] == 2 and workers == {"standalone"} else None
+        ok = status["numInstances"] == 2 and status["numRunning"] == n and workers == {"standalone"}
+        return status if ok else None
 
-    status = wait_until(assigned, ELECTION_TIMEOUT_S, what="both instances assigned")
-    # This build has no instance runtime: the instances are assigned, never claimed to run.
-    assert status["numRunning"] == 0
-    assert all("no instance runtime" in i["status"]["error"] for i in status["instances"])
+    wait_until(lambda: running(2), ELECTION_TIMEOUT_S, what="both instances running")
     # The package reached the worker's disk from the packages topic.
     fetched = list((node.data_dir / "functions" / "packages").glob("*/echo.py"))
-    assert [p.read_bytes() for p in fetched] == [FUNCTION]
+    assert [p.read_bytes() for p in fetched] == [ECHO]
+
+    # The instances process what is published, with the official client on both ends.
+    client = pulsar.Client(node.url)
+    try:
+        consumer = client.subscribe("echo-out", "check")
+        producer = client.create_producer("echo-in")
+        sent = [f"m{i}" for i in range(10)]
+        for text in sent:
+            producer.send(text.encode())
+        got_back = sorted(consumer.receive(30_000).data().decode() for _ in sent)
+        assert got_back == sorted(f"{t}!" for t in sent)
+    finally:
+        client.close()
+    wait_until(
+        lambda: (
+            _ok_json(node, "functions", "stats", "--name", "echo")["processedSuccessfullyTotal"]
+            == 10
+        ),
+        ELECTION_TIMEOUT_S,
+        what="stats count the ten messages",
+    )
 
     assert _admin(node, "functions", "stop", "--name", "echo", "--instance-id", "1").returncode == 0
+    wait_until(lambda: running(1), ELECTION_TIMEOUT_S, what="instance 1 stopped")
     one = _ok_json(node, "functions", "status", "--name", "echo", "--instance-id", "1")
     assert one["running"] is False and one["error"] == "" and one["workerId"] == "standalone"
-    stats = _ok_json(node, "functions", "stats", "--name", "echo")
-    assert [i["instanceId"] for i in stats["instances"]] == [0, 1]
+    assert (
+        _admin(node, "functions", "start", "--name", "echo", "--instance-id", "1").returncode == 0
+    )
+    wait_until(lambda: running(2), ELECTION_TIMEOUT_S, what="instance 1 started again")
 
     done = _admin(node, "functions", "delete", "--name", "echo")
     assert done.returncode == 0, done.stderr

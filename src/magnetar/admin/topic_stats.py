@@ -88,7 +88,7 @@ def _consumer_stats(consumer: Consumer, sub: Subscription) -> dict[str, Any]:
         "connectedSince": iso_time(consumer.connected_since_ms),
         "clientVersion": conn.client_version,
         "keyHashRanges": None if ranges is None else [f"[{a}, {b}]" for a, b in ranges],
-        "metadata": {},
+        "metadata": dict(consumer.metadata),
     }
 
 
@@ -215,7 +215,7 @@ def _publisher_stats(topic: Topic) -> list[dict[str, Any]]:
                 "averageMsgSize": throughput / rate if rate else 0.0,
                 "chunkedMessageRate": m.chunked.rate(),
                 "clientVersion": p.connection.client_version,
-                "metadata": {},
+                "metadata": dict(p.metadata),
                 "supportsPartialProducer": False,
             }
         )

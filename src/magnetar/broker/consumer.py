@@ -81,8 +81,11 @@ class Consumer:
         priority_level: int,
         sub_type: SubType,
         consumer_epoch: int | None,
+        metadata: dict[str, str] | None = None,
     ) -> None:
         self.subscription = subscription
+        self.metadata = metadata or {}
+        """The client's consumer properties (SUBSCRIBE's ``metadata``), shown in stats."""
         self.connection = connection
         self.consumer_id = consumer_id
         self.uid = next(_uids)

@@ -49,8 +49,11 @@ class Producer:
         access_mode: AccessMode,
         epoch: int,
         topic_epoch: int | None,
+        metadata: dict[str, str] | None = None,
     ) -> None:
         self.topic = topic
+        self.metadata = metadata or {}
+        """The client's producer properties (PRODUCER's ``metadata``), shown in stats."""
         self.connection = connection
         self.producer_id = producer_id
         self.name = name

@@ -119,6 +119,18 @@ class Topic:
         self.created_ms = service.clock.now_ms()
         self.subscription_meters: dict[str, SubscriptionMeters] = {}
         """Per subscription name (kept across the Subscription objects of one name)."""
+        ml.expiry_listener = self._count_expired
+
+    def _count_expired(self, subscription: str, messages: int) -> None:
+        """Message TTL expired ``messages`` of ``subscription``: stats' ``msgRateExpired``,
+        ``totalMsgExpired`` and ``lastExpireTimestamp``, as an admin expiry counts them."""
+        meters = self.subscription_meters.get(subscription)
+        if meters is None:
+            meters = self.subscription_meters.setdefault(
+                subscription, SubscriptionMeters(self.service.clock, self.service.meter_sampler)
+            )
+        meters.expired.record(messages)
+        meters.last_expire_ms = self.service.clock.now_ms()
 
     @classmethod
     async def open(
@@ -307,8 +319,9 @@ class Topic:
         self._check_producer_limits(key)
         admission = self.access.add(ProducerRequest(key, name, mode, cmd.epoch, cmd.topic_epoch))
         producer = Producer(
-            self, conn, cmd.producer_id, name, mode, cmd.epoch, admission.topic_epoch
-        )
+            self, conn, cmd.producer_id, name, mode, cmd.epoch, admission.topic_epoch,
+            dict(cmd.metadata),
+        )  # fmt: skip
         self._apply_effects(admission.effects)
         if not admission.ready:
             self._waiting[key] = (conn, cmd, producer)
@@ -483,6 +496,7 @@ class Topic:
                 cmd.priority_level or 0,
                 cmd.sub_type,
                 cmd.consumer_epoch,
+                dict(cmd.metadata),
             )
             try:
                 sub.add_consumer(consumer, cmd.key_shared_meta)

@@ -13,7 +13,15 @@ from pathlib import Path
 import click
 
 from magnetar import __version__
-from magnetar.cli import admin_cmd, bookie_cmd, client_cmd, perf_cmd, standalone_cmd
+from magnetar.cli import (
+    admin_cmd,
+    bookie_cmd,
+    client_cmd,
+    functions_cmd,
+    local_cluster_cmd,
+    perf_cmd,
+    standalone_cmd,
+)
 from magnetar.cli.client_config import CONFIG_ENV, ClientConfigError, default_config_path
 from magnetar.cli.output import CliGroup
 
@@ -83,17 +91,11 @@ def functions_worker(ctx: click.Context) -> None:
     sys.exit(worker_main(list(ctx.args), prog="magnetar functions-worker"))
 
 
-@cli.command(
-    "local-cluster", context_settings={"ignore_unknown_options": True, "allow_extra_args": True}
-)
-def local_cluster() -> None:
-    """A real ZooKeeper plus N brokers and M bookies on loopback, for tests and demos."""
-    _not_built("local-cluster")
-
-
+cli.add_command(local_cluster_cmd.local_cluster)
 cli.add_command(admin_cmd.admin)
 cli.add_command(client_cmd.client)
 cli.add_command(perf_cmd.perf)
+cli.add_command(functions_cmd.functions)
 
 
 def main() -> None:

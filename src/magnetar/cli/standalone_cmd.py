@@ -107,6 +107,13 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     help="Run one Functions Worker in the process (REST /admin/v3/functions on the HTTP port).",
 )
 @click.option(
+    "--functions-runtime",
+    default="thread",
+    show_default=True,
+    type=click.Choice(["thread", "process"]),
+    help="How the worker runs function instances: threads of this process, or subprocesses.",
+)
+@click.option(
     "--log-level",
     default="WARNING",
     show_default=True,
@@ -133,6 +140,7 @@ def standalone(
     managed_ledger_max_entries_per_ledger: int,
     journal_skip_invalid_records: bool,
     functions_worker: bool,
+    functions_runtime: str,
     log_level: str,
 ) -> None:
     """One process: embedded metadata store, a bookie, a broker and a Functions Worker."""
@@ -166,6 +174,7 @@ def standalone(
         managed_ledger_max_entries_per_ledger=managed_ledger_max_entries_per_ledger,
         bookie_journal_skip_invalid_records=journal_skip_invalid_records,
         functions_worker=functions_worker,
+        functions_runtime=functions_runtime,
         broker=BrokerConfig(
             host=host,
             port=port,

@@ -24,6 +24,7 @@ import sys
 from magnetar.common.errors import MagnetarError
 from magnetar.functions.leadership import LeadershipChanged
 from magnetar.functions.rest import ServiceSlot, create_worker_app
+from magnetar.functions.runtime_manager import RUNTIME_KINDS, RuntimeFactory, runtime_factory
 from magnetar.functions.worker_config import (
     DEFAULT_ASSIGNMENTS_TOPIC,
     DEFAULT_COORDINATION_SUBSCRIPTION,
@@ -55,6 +56,12 @@ def add_worker_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reschedule-grace-ms", type=int, default=DEFAULT_RESCHEDULE_GRACE_MS)
     p.add_argument("--schedule-interval-ms", type=int, default=DEFAULT_SCHEDULE_INTERVAL_MS)
     p.add_argument("--package-bytes-max", type=int, default=DEFAULT_PACKAGE_BYTES_MAX)
+    p.add_argument(
+        "--runtime",
+        choices=RUNTIME_KINDS,
+        default="process",
+        help="how instances run: one subprocess each (default), or threads of the worker",
+    )
 
 
 def _parser(prog: str) -> argparse.ArgumentParser:
@@ -92,7 +99,7 @@ def _report(change: LeadershipChanged) -> None:
     _say(f"{'leader' if change.is_leader else 'follower'} {change.term}")
 
 
-async def run_worker(config: WorkerConfig) -> int:
+async def run_worker(config: WorkerConfig, factory: RuntimeFactory | None = None) -> int:
     """Serve HTTP, join, run until SIGTERM/SIGINT. Returns the exit status."""
     from magnetar.admin.server import AdminServer  # a generic ASGI host on this loop
 
@@ -107,7 +114,7 @@ async def run_worker(config: WorkerConfig) -> int:
         config.worker, port=http.port
     )  # the bound port, when 0 was asked for
     config = dataclasses.replace(config, worker=worker)
-    service = WorkerService(config)
+    service = WorkerService(config, runtime_factory=factory)
     service.worker.add_leadership_listener(_report)
     try:
         await service.start()
@@ -137,7 +144,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m magnetar.function
     except (InvalidWorkerConfig, InvalidWorkerInfo) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(run_worker(config))
+    return asyncio.run(run_worker(config, runtime_factory(args.runtime)))
 
 
 if __name__ == "__main__":

@@ -78,6 +78,8 @@ class FunctionConfig:
     dead_letter_topic: str | None = None
     subscription_name: str | None = None
     """Default: ``tenant/namespace/name``, as Pulsar names a function's subscription."""
+    subscription_position: str = "Latest"
+    """Where a new input subscription starts: ``Latest`` (Pulsar's default) or ``Earliest``."""
     package: str | None = None
     """The package's name as uploaded (``py`` in Pulsar: a ``.py`` file, a zip or wheel)."""
 
@@ -89,6 +91,8 @@ class FunctionConfig:
             raise InvalidFunctionConfig(str(exc)) from None
         if not 1 <= self.parallelism <= PARALLELISM_MAX:
             raise InvalidFunctionConfig(f"parallelism must be 1..{PARALLELISM_MAX}")
+        if self.subscription_position not in ("Latest", "Earliest"):
+            raise InvalidFunctionConfig("subscriptionPosition must be Latest or Earliest")
         if self.max_message_retries is not None and self.max_message_retries < 0:
             raise InvalidFunctionConfig("maxMessageRetries must not be negative")
         object.__setattr__(self, "inputs", tuple(_full("inputs", t) for t in self.inputs))
@@ -134,6 +138,7 @@ class FunctionConfig:
             "maxMessageRetries": self.max_message_retries,
             "deadLetterTopic": self.dead_letter_topic,
             "subName": self.subscription_name,
+            "subscriptionPosition": self.subscription_position,
             "py": self.package,
             "runtime": "PYTHON",
         }
@@ -178,6 +183,7 @@ class FunctionConfig:
                 max_message_retries=data.get("maxMessageRetries"),
                 dead_letter_topic=data.get("deadLetterTopic"),
                 subscription_name=data.get("subName"),
+                subscription_position=str(data.get("subscriptionPosition") or "Latest"),
                 package=data.get("py"),
             )
         except (TypeError, ValueError) as exc:

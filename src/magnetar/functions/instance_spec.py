@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from magnetar.functions.function_config import FunctionConfig
 from magnetar.functions.instance_status import InstanceStatus
@@ -41,6 +41,32 @@ class InstanceSpec:
     def instance_key(self) -> str:
         """``tenant/namespace/name:id``, as Pulsar names an instance in assignments."""
         return f"{self.config.fqfn}:{self.instance_id}"
+
+    def to_json(self) -> dict[str, Any]:
+        """For handing the spec to another process (the process runtime's instance)."""
+        return {
+            "config": self.config.to_json(),
+            "instanceId": self.instance_id,
+            "packagePath": None if self.package_path is None else str(self.package_path),
+            "serviceUrl": self.service_url,
+            "adminUrl": self.admin_url,
+            "workerId": self.worker_id,
+            "workDir": str(self.work_dir),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> InstanceSpec:
+        """Raises InvalidFunctionConfig, KeyError or TypeError for a malformed document."""
+        package = data.get("packagePath")
+        return cls(
+            config=FunctionConfig.from_json(data["config"]),
+            instance_id=int(data["instanceId"]),
+            package_path=None if package is None else Path(package),
+            service_url=str(data["serviceUrl"]),
+            admin_url=str(data["adminUrl"]),
+            worker_id=str(data.get("workerId", "")),
+            work_dir=Path(data["workDir"]),
+        )
 
 
 class InstanceRuntime(Protocol):

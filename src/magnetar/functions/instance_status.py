@@ -61,6 +61,33 @@ class InstanceStatus:
             },
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> InstanceStatus:
+        """The inverse of :meth:`to_json` (the process runtime reads its instance's status
+        this way). Raises KeyError, TypeError or ValueError for a malformed document."""
+        s = data["status"]
+
+        def reports(items: list[dict[str, Any]]) -> tuple[ExceptionReport, ...]:
+            return tuple(
+                ExceptionReport(str(e["exceptionString"]), int(e["msSinceEpoch"])) for e in items
+            )
+
+        return cls(
+            instance_id=int(data["instanceId"]),
+            running=bool(s["running"]),
+            worker_id=str(s.get("workerId", "")),
+            error=str(s.get("error", "")),
+            num_restarts=int(s.get("numRestarts", 0)),
+            num_received=int(s.get("numReceived", 0)),
+            num_successfully_processed=int(s.get("numSuccessfullyProcessed", 0)),
+            num_user_exceptions=int(s.get("numUserExceptions", 0)),
+            num_system_exceptions=int(s.get("numSystemExceptions", 0)),
+            latest_user_exceptions=reports(s.get("latestUserExceptions", [])),
+            latest_system_exceptions=reports(s.get("latestSystemExceptions", [])),
+            average_latency_ms=float(s.get("averageLatency", 0.0)),
+            last_invocation_time_ms=int(s.get("lastInvocationTime", 0)),
+        )
+
 
 def function_status_json(instances: list[InstanceStatus]) -> dict[str, Any]:
     """Pulsar's ``FunctionStatus``: the instances plus ``numInstances`` / ``numRunning``."""

@@ -66,29 +66,23 @@ def plan_runtime(wanted: Mapping[str, FunctionRecord], running: Mapping[str, int
     return RuntimePlan(tuple(stop), tuple(start))
 
 
-class MissingRuntime:
-    """The runtime of a worker built without an instance runtime: it runs nothing and says
-    so in its status (``running: false`` and the reason), so an assignment is visible but
-    never claimed to run."""
+RUNTIME_KINDS = ("thread", "process")
 
-    REASON = "this worker has no instance runtime (none is installed in this build)"
 
-    def __init__(self, spec: InstanceSpec) -> None:
-        self._spec = spec
+def runtime_factory(kind: str) -> RuntimeFactory:
+    """The factory of the instance runtime named ``kind``: ``thread``
+    (:class:`~magnetar.functions.thread_runtime.ThreadRuntime`, instances on the worker's own
+    event loop) or ``process`` (:class:`~magnetar.functions.process_runtime.ProcessRuntime`,
+    one subprocess each). Raises ValueError for another name."""
+    if kind == "thread":
+        from magnetar.functions.thread_runtime import ThreadRuntime
 
-    async def start(self, spec: InstanceSpec) -> None:
-        self._spec = spec
+        return lambda spec: ThreadRuntime()
+    if kind == "process":
+        from magnetar.functions.process_runtime import ProcessRuntime
 
-    async def stop(self) -> None:
-        return None
-
-    def status(self) -> InstanceStatus:
-        return InstanceStatus(
-            instance_id=self._spec.instance_id,
-            running=False,
-            worker_id=self._spec.worker_id,
-            error=self.REASON,
-        )
+        return lambda spec: ProcessRuntime()
+    raise ValueError(f"unknown instance runtime {kind!r} (expected one of {RUNTIME_KINDS})")
 
 
 class RuntimeManager:
@@ -184,7 +178,3 @@ class RuntimeManager:
         self._running[key] = (record.generation, runtime)
         self.started_total += 1
         log.info("worker %s started %s (generation %d)", self.worker_id, key, record.generation)
-
-
-def missing_runtime_factory(spec: InstanceSpec) -> InstanceRuntime:
-    return MissingRuntime(spec)

@@ -47,11 +47,7 @@ from magnetar.functions.instance_status import InstanceStatus
 from magnetar.functions.leadership import LeadershipChanged
 from magnetar.functions.membership_view import MembershipView
 from magnetar.functions.package_store import fetch_package, package_id_for, write_package
-from magnetar.functions.runtime_manager import (
-    RuntimeFactory,
-    RuntimeManager,
-    missing_runtime_factory,
-)
+from magnetar.functions.runtime_manager import RuntimeFactory, RuntimeManager, runtime_factory
 from magnetar.functions.scheduler import AssignmentChange, Scheduler
 from magnetar.functions.topic_tail import TopicTail
 from magnetar.functions.worker import FunctionsWorker
@@ -63,6 +59,10 @@ log = logging.getLogger(__name__)
 LEADER_MARKER_KEY = f"{MARKER_KEY_PREFIX}leader__"
 LEADER_POLL_MS = 100
 """How often a worker looks for the leader while the broker names none (an election)."""
+
+
+def default_runtime_factory() -> RuntimeFactory:
+    return runtime_factory("thread")
 
 
 class FunctionNotFound(FunctionsWorkerError):
@@ -85,8 +85,8 @@ class LeaderUnavailable(FunctionsWorkerError):
 
 
 class WorkerService:
-    """One worker with all its managers. ``runtime_factory`` runs instances (default: a
-    runtime that runs nothing and says so in the status)."""
+    """One worker with all its managers. ``runtime_factory`` runs instances (default: the
+    thread runtime)."""
 
     def __init__(
         self,
@@ -111,7 +111,7 @@ class WorkerService:
         work_dir = Path(config.work_dir)
         self.runtime = RuntimeManager(
             worker_id=config.worker.worker_id,
-            factory=runtime_factory or missing_runtime_factory,
+            factory=runtime_factory or default_runtime_factory(),
             fetch_package=self._fetch_package,
             service_url=config.service_url,
             admin_url=config.admin_url,

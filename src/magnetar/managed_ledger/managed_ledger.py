@@ -105,6 +105,8 @@ class Entry:
 
 
 PublishTimeOf = Callable[[bytes], int]
+ExpiryListener = Callable[[str, int], None]
+"""Told ``(cursor name, messages)`` each time message TTL moves a cursor past messages."""
 """An entry's publish time in ms from its bytes (the broker reads the message metadata).
 May raise :class:`MagnetarError` for an entry it cannot parse."""
 
@@ -193,6 +195,8 @@ class ManagedLedger:
         self._clock = clock
         self._offloader = offloader
         self._publish_time_of = publish_time_of
+        self.expiry_listener: ExpiryListener | None = None
+        """Set by the owner (the broker's topic) to count what TTL expired per cursor."""
         self._path = ledger_path(name)
         self.ledgers = LedgerList()
         self._info_version = MUST_NOT_EXIST
@@ -1031,9 +1035,14 @@ class ManagedLedger:
                 target = newest
         if target is None:
             return
-        for cursor in self.cursors.values():
+        listener = self.expiry_listener
+        for name, cursor in self.cursors.items():
             if cursor.state.mark_delete < target:
+                before = cursor.backlog_messages
                 cursor.state.ack_cumulative(target)
+                expired = before - cursor.backlog_messages
+                if listener is not None and expired > 0:
+                    listener(name, expired)
 
     @property
     def backlog_quota_exceeded(self) -> bool:

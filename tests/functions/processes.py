@@ -75,6 +75,11 @@ class WorkerProcess:
         self._drain()
         return line in self.lines
 
+    def terms_ended(self) -> int:
+        """How many ``follower`` lines (ends of a leadership term) the worker printed."""
+        self._drain()
+        return sum(1 for x in self.lines if x.startswith("follower "))
+
     def leading(self) -> bool:
         """Whether the worker's last leadership line says it leads."""
         self._drain()

@@ -176,3 +176,35 @@ def test_no_functions_worker(standalone_factory: Callable[..., StandaloneProcess
     assert status == 404
     status, _ = http("GET", f"{node.http_url}/admin/v2/worker/cluster/leader")
     assert status == 404
+
+
+def test_sources_and_sinks_through_the_cli(
+    standalone_factory: Callable[..., StandaloneProcess],
+) -> None:
+    node = standalone_factory()
+    wait_until(lambda: _worker_ready(node), ELECTION_TIMEOUT_S, what="the worker leads")
+    done = _admin(
+        node, "sources", "create", "--name", "gen", "--source-type", "datagen",
+        "--destination-topic-name", "generated", "--source-config", '{"rate": 5}',
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = _admin(node, "sinks", "create", "--name", "hook", "--sink-type", "webhook",
+                  "--inputs", "generated")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert _ok_json(node, "sources", "list") == ["gen"]
+    assert _ok_json(node, "sinks", "list") == ["hook"]
+    assert _ok_json(node, "functions", "list") == []
+    source = _ok_json(node, "sources", "get", "--name", "gen")
+    assert source["componentType"] == "SOURCE" and source["className"] == "datagen"
+    assert source["output"] == "persistent://public/default/generated"
+    assert source["userConfig"] == {"rate": 5}
+    # a source needs somewhere to write
+    done = _admin(node, "sources", "create", "--name", "nowhere", "--source-type", "datagen")
+    assert done.returncode == 1 and "output" in done.stderr
+    wait_until(
+        lambda: _ok_json(node, "sinks", "status", "--name", "hook")["numInstances"] == 1,
+        ELECTION_TIMEOUT_S,
+    )
+    assert _admin(node, "sinks", "delete", "--name", "hook").returncode == 0
+    assert _admin(node, "sources", "delete", "--name", "gen").returncode == 0
+    assert _ok_json(node, "sources", "list") == [] and _ok_json(node, "sinks", "list") == []

@@ -115,7 +115,15 @@ def test_two_clusters_leaders_and_failover_reassignment(
     )
     follower = w2 if leader is w1 else w1
 
-    # Every worker of a cluster names the leader the broker made active (coordination stats).
+    # Every worker of a cluster names the leader the broker made active, as
+    # `admin topics stats` of the coordination topic shows it.
+    stats = _admin_json(standalone.http_url, "topics", "stats", coordinate_a)
+    participants = stats["subscriptions"]["participants"]
+    assert participants["type"] == "Failover"
+    assert participants["activeConsumerName"] == leader.consumer_name
+    assert sorted(c["consumerName"] for c in participants["consumers"]) == sorted(
+        p.consumer_name for p in (w1, w2)
+    )
     for p in (w1, w2):
         got = _admin_json(p.http_url, "functions-worker", "get-cluster-leader")
         assert f"{got['workerId']}:{got['workerHostname']}:{got['port']}" == leader.consumer_name
@@ -181,55 +189,67 @@ def test_paused_deposed_leader_writes_nothing(
     assert _create(w1.http_url, "before", 1, tmp=tmp_path).returncode == 0
     w2 = spawn("w2", *topics)
     wait_until(w2.joined, ELECTION_TIMEOUT_S)
-    wait_until(lambda: _leader_of(standalone, coordinate, [w1, w2]) is w1, ELECTION_TIMEOUT_S)
+    # The broker's failover rule (a hash of the topic name over the consumer names) may keep
+    # w1 or pick w2: whichever leads now is the one paused.
+    old = wait_until(
+        lambda: _leader_of(standalone, coordinate, [w1, w2]), ELECTION_TIMEOUT_S, what="a leader"
+    )
+    new = w2 if old is w1 else w1
+    wait_until(lambda: any(p["producerName"] for p in topic_stats(standalone, metadata)["publishers"]),
+               ELECTION_TIMEOUT_S)  # fmt: skip
     old_producers = {p["producerName"] for p in topic_stats(standalone, metadata)["publishers"]}
+    old_terms_ended = old.terms_ended()
 
-    w1.proc.send_signal(signal.SIGSTOP)
+    old.proc.send_signal(signal.SIGSTOP)
     try:
         # The broker drops the paused worker's coordination consumer (it cannot answer);
-        # w2 becomes active and takes the leader's producers, fencing w1's.
+        # the other becomes active and takes the leader's producers, fencing the old ones.
         status, _ = http("PUT", topic_stats_url_of(standalone, coordinate) + "/unload")
         assert status in (200, 204)
 
-        def w2_leads() -> bool:
+        def new_leads() -> bool:
             sub = topic_stats(standalone, coordinate).get("subscriptions", {}).get("participants")
             return (
                 sub is not None
-                and sub["activeConsumerName"] == w2.consumer_name
-                and w2.leading()
+                and sub["activeConsumerName"] == new.consumer_name
+                and new.leading()
                 and any(
                     p["producerName"] not in old_producers
                     for p in topic_stats(standalone, metadata)["publishers"]
                 )
             )
 
-        wait_until(w2_leads, ELECTION_TIMEOUT_S, what="w2 leads")
+        wait_until(new_leads, ELECTION_TIMEOUT_S, what="the other worker leads")
         new_producers = {p["producerName"] for p in topic_stats(standalone, metadata)["publishers"]}
         assert not new_producers & old_producers
     finally:
-        w1.proc.send_signal(signal.SIGCONT)
+        old.proc.send_signal(signal.SIGCONT)
 
-    # w1 wakes up believing it leads. A change sent to it is never written by it: either it
-    # was told first, or its write is fenced; then it goes to the leader. While the broker
-    # is still choosing (w1's consumer may come back and be made active again) the answer
-    # is a 503 "try again", as a client retries.
+    # The old leader wakes up believing it leads. A change sent to it is never written by
+    # it: either it was told first, or its write is fenced; then it goes to the leader.
+    # While the broker is still choosing (its consumer may come back and be made active
+    # again) the answer is a 503 "try again", as a client retries.
     def created() -> bool:
-        done = _create(w1.http_url, "after", 1, tmp=tmp_path)
+        done = _create(old.http_url, "after", 1, tmp=tmp_path)
         assert done.returncode == 0 or "(HTTP 503)" in done.stderr, done.stderr
         return done.returncode == 0
 
-    wait_until(created, ELECTION_TIMEOUT_S, what="created through w1")
-    wait_until(lambda: w1.saw("follower 1"), ELECTION_TIMEOUT_S, what="w1's first term over")
+    wait_until(created, ELECTION_TIMEOUT_S, what="created through the deposed leader")
+    wait_until(
+        lambda: old.terms_ended() > old_terms_ended,
+        ELECTION_TIMEOUT_S,
+        what="the deposed leader's term over",
+    )
     for topic in (metadata, assignments):
         records = _read_topic(standalone, topic)
-        w2_marker = next(
+        new_marker = next(
             i for i, (k, v, _) in enumerate(records)
-            if k == "__leader__" and json.loads(v)["leader"] == w2.consumer_name
+            if k == "__leader__" and json.loads(v)["leader"] == new.consumer_name
         )  # fmt: skip
-        late = [(k, producer) for k, _, producer in records[w2_marker:]]
+        late = [(k, producer) for k, _, producer in records[new_marker:]]
         assert all(producer not in old_producers for _, producer in late), late
     assert w1.proc.poll() is None and w2.proc.poll() is None
-    names = _admin_json(w2.http_url, "functions", "list")
+    names = _admin_json(new.http_url, "functions", "list")
     assert names == ["after", "before"]
 
 

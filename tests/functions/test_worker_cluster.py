@@ -174,6 +174,15 @@ def test_two_clusters_leaders_and_failover_reassignment(
         what="the dead leader's instances reassigned",
     )
     assert sorted(_assignments(standalone, assignments_a)) == keys
+
+    # ... and runs them all (the thread runtime), as its status reports.
+    def all_running_on_follower() -> bool:
+        status = _admin_json(follower.http_url, "functions", "status", "--name", "spread")
+        return status["numRunning"] == 4 and {
+            i["status"]["workerId"] for i in status["instances"]
+        } == {follower.worker_id}
+
+    wait_until(all_running_on_follower, ELECTION_TIMEOUT_S, what="four instances running")
     got = _admin_json(follower.http_url, "functions-worker", "get-cluster-leader")
     assert got["workerId"] == follower.worker_id
 

@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pulsar
+
 from magnetar.client import Client, MessageId
 from magnetar.testing import StandaloneProcess, wait_until
 from tests.functions.processes import (
@@ -293,3 +295,79 @@ def test_oversized_package_is_refused_before_anything_is_written(
     )
     assert done.returncode == 0, done.stderr
     assert w1.proc.poll() is None
+
+
+WORD_COUNT = b"""from pulsar import Function
+
+
+class WordCount(Function):
+    def process(self, input, context):
+        word = input.split()[0]
+        context.incr_counter(word, 1)
+        return input
+"""
+
+
+def test_word_count_effectively_once_across_a_worker_kill(
+    standalone: StandaloneProcess, spawn: Any, unique: str, tmp_path: Path
+) -> None:
+    """Deployed through the CLI from a .py file with parallelism 2 and effectively-once: every
+    input appears once on the output and is counted once in the state, although the worker
+    running the active instance is killed with SIGKILL in the middle of the stream."""
+    topics = cluster_topics(unique)
+    grace = ("--reschedule-grace-ms", "2000")
+    workers = [spawn("w1", *topics, *grace), spawn("w2", *topics, *grace)]
+    for p in workers:
+        wait_until(p.joined, ELECTION_TIMEOUT_S)
+    wait_until(lambda: _leader_of(standalone, topics[1], workers), ELECTION_TIMEOUT_S)
+    package = tmp_path / "wordcount.py"
+    package.write_bytes(WORD_COUNT)
+    source, sink = f"wc-in-{unique}", f"wc-out-{unique}"
+    done = _admin(
+        workers[0].http_url, "functions", "create", "--name", f"wc-{unique}",
+        "--py", str(package), "--classname", "wordcount.WordCount",
+        "--inputs", source, "--output", sink, "--parallelism", "2",
+        "--processing-guarantees", "EFFECTIVELY_ONCE",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+    def status() -> Any:
+        return _admin_json(workers[0].http_url, "functions", "status", "--name", f"wc-{unique}")
+
+    wait_until(lambda: status()["numRunning"] == 2, ELECTION_TIMEOUT_S, what="two instances")
+    words = [f"w{i % 7} {i}" for i in range(300)]
+    client = pulsar.Client(standalone.url)
+    try:
+        out = client.subscribe(sink, "check")
+        producer = client.create_producer(source, batching_enabled=False)
+        for text in words[:150]:
+            producer.send(text.encode())
+        received = {out.receive(30_000).data().decode() for _ in range(30)}
+        # Kill the worker whose instance is consuming (the Failover subscription's active one).
+        busy = next(
+            i["status"]["workerId"] for i in status()["instances"] if i["status"]["numReceived"]
+        )
+        victim = next(p for p in workers if p.worker_id == busy)
+        victim.proc.send_signal(signal.SIGKILL)
+        victim.proc.wait(10)
+        for text in words[150:]:
+            producer.send(text.encode())
+        while len(received) < len(words):
+            received.add(out.receive(60_000).data().decode())
+    finally:
+        client.close()
+    assert received == set(words)
+    # Exactly once on the output topic: nothing was stored twice.
+    outputs = [payload.decode() for _, payload, _ in _read_topic(standalone, sink)]
+    assert sorted(outputs) == sorted(words)
+    # ... and in the state: each word counted once per input.
+    from magnetar.functions.state_store import StateStore, state_topic_name
+
+    store = StateStore(instance_id=99)
+    for key, payload, _ in _read_topic(
+        standalone, state_topic_name("public", "default", f"wc-{unique}")
+    ):
+        store.apply(key, payload)
+    assert {f"w{k}": store.get_counter(f"w{k}") for k in range(7)} == {
+        f"w{k}": sum(1 for i in range(300) if i % 7 == k) for k in range(7)
+    }

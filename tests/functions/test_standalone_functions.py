@@ -208,3 +208,34 @@ def test_sources_and_sinks_through_the_cli(
     assert _admin(node, "sinks", "delete", "--name", "hook").returncode == 0
     assert _admin(node, "sources", "delete", "--name", "gen").returncode == 0
     assert _ok_json(node, "sources", "list") == [] and _ok_json(node, "sinks", "list") == []
+
+
+def test_trigger_returns_the_functions_output(
+    standalone_factory: Callable[..., StandaloneProcess], tmp_path: Path
+) -> None:
+    node = standalone_factory()
+    wait_until(lambda: _worker_ready(node), ELECTION_TIMEOUT_S, what="the worker leads")
+    package = tmp_path / "shout.py"
+    package.write_bytes(b"def shout(input):\n    return input.upper() + '!'\n")
+    done = _admin(
+        node, "functions", "create", "--name", "shout", "--py", str(package),
+        "--classname", "shout.shout", "--inputs", "shout-in", "--output", "shout-out",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    wait_until(
+        lambda: _ok_json(node, "functions", "status", "--name", "shout")["numRunning"] == 1,
+        ELECTION_TIMEOUT_S,
+    )
+    done = _admin(node, "functions", "trigger", "--name", "shout", "--trigger-value", "hello")
+    assert (done.returncode, done.stdout.strip()) == (0, "HELLO!"), done.stderr
+    value = tmp_path / "value"
+    value.write_bytes(b"from a file")
+    done = _admin(node, "functions", "trigger", "--name", "shout", "--trigger-file", str(value),
+                  "--topic", "shout-in")  # fmt: skip
+    assert (done.returncode, done.stdout.strip()) == (0, "FROM A FILE!"), done.stderr
+    done = _admin(node, "functions", "trigger", "--name", "shout", "--trigger-value", "x",
+                  "--topic", "elsewhere")  # fmt: skip
+    assert done.returncode == 1
+    assert (
+        "persistent://public/default/elsewhere is not an input of shout (HTTP 400)" in done.stderr
+    )

@@ -49,6 +49,7 @@ from magnetar.functions.worker_service import (
     FunctionNotFound,
     InvalidRequest,
     LeaderUnavailable,
+    TriggerTimeout,
     WorkerService,
 )
 
@@ -62,6 +63,9 @@ MULTIPART_OVERHEAD_BYTES = 1024 * 1024
 FORWARD_TIMEOUT_S = 60.0
 SERVICE_WAIT_MS = 10_000
 """How long a request waits for the worker to start (its host serves HTTP first)."""
+TRIGGER_TIMEOUT_MS = 10_000
+"""How long ``trigger`` waits for the function's output."""
+TRIGGER_VALUE_BYTES_MAX = 1024 * 1024
 UPLOADS_CONCURRENT_MAX = 4
 """Definition uploads read at once (each may hold a package of ``package_bytes_max`` in
 memory); more are answered 503 "try again"."""
@@ -94,6 +98,8 @@ def http_status_of(exc: BaseException) -> int:
         return 404
     if isinstance(exc, FunctionExists):
         return 409
+    if isinstance(exc, TriggerTimeout):
+        return 408
     if isinstance(exc, PackageTooLarge | PayloadTooLarge):
         return 413
     if isinstance(exc, LeaderUnavailable | NotLeader | MembershipUnavailable):
@@ -138,6 +144,25 @@ async def read_body(request: Request, limit_bytes: int) -> bytes:
             raise PayloadTooLarge(f"the request body is larger than {limit_bytes} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def parse_form(content_type: str, body: bytes) -> dict[str, tuple[str | None, bytes]]:
+    """A ``multipart/form-data`` body: part name -> (file name or None, bytes). Raises
+    :class:`InvalidRequest`."""
+    if not content_type.startswith("multipart/form-data"):
+        raise InvalidRequest("the request must be multipart/form-data")
+    parser = BytesParser(policy=HTTP)
+    msg = parser.parsebytes(b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + body)
+    if not isinstance(msg, EmailMessage) or not msg.is_multipart():
+        raise InvalidRequest("the multipart body cannot be read")
+    parts: dict[str, tuple[str | None, bytes]] = {}
+    for part in msg.iter_parts():
+        assert isinstance(part, EmailMessage)
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        if isinstance(name, str):
+            parts[name] = (part.get_filename(), payload if isinstance(payload, bytes) else b"")
+    return parts
 
 
 def parse_definition_body(
@@ -481,6 +506,31 @@ def router(slot: ServiceSlot) -> APIRouter:
                 return json_response(found.to_json()["status"] | {"instanceId": index})
             one = await (await slot.get()).status(key, kind, index)
             return json_response(one.to_json()["status"])
+
+        return await _answer(run)
+
+    @r.post("/admin/v3/{kinds}/{tenant}/{namespace}/{name}/trigger", summary="Trigger")
+    async def trigger(
+        kinds: str, tenant: str, namespace: str, name: str, request: Request
+    ) -> Response:
+        async def run() -> Response:
+            key, kind = fqfn(tenant, namespace, name), kind_of(kinds)
+            body = await read_body(request, TRIGGER_VALUE_BYTES_MAX + MULTIPART_OVERHEAD_BYTES)
+            form = parse_form(request.headers.get("content-type", ""), body)
+            value = form.get("dataStream") or form.get("data")
+            if value is None:
+                raise InvalidRequest("give the value to trigger with: a data or dataStream part")
+            topic = form.get("topic")
+            output = await (await slot.get()).trigger(
+                key,
+                kind,
+                value[1],
+                topic[1].decode("utf-8", "replace") if topic and topic[1] else None,
+                TRIGGER_TIMEOUT_MS,
+            )
+            if output is None:
+                return Response(status_code=204)
+            return json_response(output.decode("utf-8", "replace"))
 
         return await _answer(run)
 

@@ -22,6 +22,7 @@ and when a departed worker's grace period ends.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -32,8 +33,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from magnetar.client import MessageId
+from magnetar.client import Timeout as ClientTimeout
 from magnetar.common.clock import Clock, SystemClock, Timer
-from magnetar.common.errors import MagnetarError, ProducerFenced
+from magnetar.common.errors import InvalidTopicName, MagnetarError, ProducerFenced
+from magnetar.common.names import TopicName
 from magnetar.functions.assignment_table import AssignmentTable, assignment_payload
 from magnetar.functions.errors import FunctionsWorkerError, MembershipUnavailable, NotLeader
 from magnetar.functions.function_config import ComponentKind, FunctionConfig
@@ -43,6 +47,7 @@ from magnetar.functions.function_registry import (
     FunctionRegistry,
     PackageRef,
 )
+from magnetar.functions.instance import INPUT_MESSAGE_ID_PROPERTY
 from magnetar.functions.instance_status import InstanceStatus
 from magnetar.functions.leadership import LeadershipChanged
 from magnetar.functions.membership_view import MembershipView
@@ -75,6 +80,10 @@ class FunctionExists(FunctionsWorkerError):
 
 class InvalidRequest(FunctionsWorkerError):
     """The request cannot be carried out as given (HTTP 400)."""
+
+
+class TriggerTimeout(FunctionsWorkerError):
+    """A triggered function produced no output in time (HTTP 408)."""
 
 
 class LeaderUnavailable(FunctionsWorkerError):
@@ -351,6 +360,61 @@ class WorkerService:
             )
         )
 
+    async def trigger(
+        self, fqfn: str, kind: ComponentKind, value: bytes, topic: str | None, timeout_ms: int
+    ) -> bytes | None:
+        """Publish ``value`` to one of the function's inputs and return what the function
+        published for it on its output (None when it has no output topic). Raises
+        :class:`InvalidRequest` for a topic that is not an input (or none given when there
+        are several), :class:`TriggerTimeout` when no output came within ``timeout_ms``."""
+        record = self._existing(fqfn, kind)
+        inputs = record.config.inputs
+        if topic is None:
+            if len(inputs) != 1:
+                raise InvalidRequest("the function has several inputs (or a pattern): give a topic")
+            topic = inputs[0]
+        else:
+            try:
+                topic = str(TopicName.parse(topic))
+            except InvalidTopicName as exc:
+                raise InvalidRequest(str(exc)) from None
+            if topic not in inputs:
+                raise InvalidRequest(f"{topic} is not an input of {record.config.name}")
+        client = self.worker.client
+        output = record.config.output
+        reader = None
+        if output is not None:
+            reader = await client.create_reader(
+                output, MessageId.latest, subscription_role_prefix="trigger"
+            )
+        try:
+            producer = await client.create_producer(topic, batching_enabled=False)
+            try:
+                sent = await producer.send(value)
+            finally:
+                with contextlib.suppress(MagnetarError):
+                    await producer.close()
+            if reader is None:
+                return None
+            deadline_s = self._clock.monotonic_s() + timeout_ms / 1000
+            while True:
+                remaining_ms = int((deadline_s - self._clock.monotonic_s()) * 1000)
+                if remaining_ms <= 0:
+                    raise TriggerTimeout(
+                        f"{record.config.name} published nothing for the value within "
+                        f"{timeout_ms} ms"
+                    )
+                try:
+                    msg = await reader.read_next(remaining_ms)
+                except ClientTimeout:
+                    continue
+                if _answers(msg.properties().get(INPUT_MESSAGE_ID_PROPERTY), sent):
+                    return msg.data()
+        finally:
+            if reader is not None:
+                with contextlib.suppress(MagnetarError):
+                    await reader.close()
+
     # ------------------------------------------------------------ internals
 
     async def _await_ready(self) -> None:
@@ -595,6 +659,17 @@ def status_from_json(body: dict[str, Any], owner: str) -> InstanceStatus:
         average_latency_ms=float(inner.get("averageLatency") or 0.0),
         last_invocation_time_ms=int(inner.get("lastInvocationTime") or 0),
     )
+
+
+def _answers(property_value: str | None, sent: MessageId) -> bool:
+    """Whether an output's ``__pfn_input_msg_id__`` names the message ``sent``."""
+    if not property_value:
+        return False
+    try:
+        got = MessageId.deserialize(base64.b64decode(property_value))
+    except ValueError:
+        return False
+    return got.position == sent.position
 
 
 def _title(kind: ComponentKind) -> str:

@@ -236,6 +236,35 @@ def component_group(kinds: str) -> click.Group:
         rest().delete(_path(kinds, t, ns, n))
         printer().done(f"Deleted {n} successfully", namespace=f"{t}/{ns}", name=n)
 
+    if kinds == "functions":
+
+        @group.command("trigger", help="Publish a value to an input; print the function's output.")
+        @_name_options
+        @click.option("--trigger-value", default=None, help="The value to publish.")
+        @click.option(
+            "--trigger-file",
+            default=None,
+            type=click.Path(exists=True, dir_okay=False),
+            help="A file whose bytes are the value.",
+        )
+        @click.option("--topic", default=None, help="The input (needed when there are several).")
+        @output_option
+        def trigger(
+            tenant: str | None, namespace: str | None, name: str | None, fqfn: str | None,
+            trigger_value: str | None, trigger_file: str | None, topic: str | None,
+        ) -> None:  # fmt: skip
+            if (trigger_value is None) == (trigger_file is None):
+                raise click.UsageError("give exactly one of --trigger-value and --trigger-file")
+            data = (
+                trigger_value.encode() if trigger_value is not None
+                else Path(str(trigger_file)).read_bytes()
+            )  # fmt: skip
+            parts = [FormPart("dataStream", data, "application/octet-stream", "value")]
+            if topic is not None:
+                parts.append(FormPart("topic", topic.encode(), "text/plain"))
+            path = _path(kinds, *_resolve_name(tenant, namespace, name, fqfn)) + "/trigger"
+            printer().result(rest().request("POST", path, form=parts))
+
     for verb in ("status", "stats"):
         _add_read(group, kinds, verb)
     for verb in ("start", "stop", "restart"):

@@ -148,6 +148,8 @@ def test_rest_as_pulsar_admin_sends_it_and_bad_requests(
         ("functions/no-tenant/default/g", definition(good), 400, "Tenant no-tenant does not exist"),
         ("functions/public/no-ns/g", definition(good), 400, "Namespace public/no-ns does not exist"),
         ("functions/public/default/g", definition(b'{"parallelism": 2}'), 400, "inputs"),
+        ("functions/public/default/g", definition(b'{"inputs": ["i"], "parallelism": 0}'), 400,
+         "parallelism must be 1..1024"),
         ("functions/public/default/g", definition(b'{"inputs": ["in"], "tenant": "x"}'), 400, "differs"),
     ):  # fmt: skip
         status, body = post(path, parts)

@@ -241,3 +241,37 @@ def test_trigger_returns_the_functions_output(
     assert (
         "persistent://public/default/elsewhere is not an input of shout (HTTP 400)" in done.stderr
     )
+
+
+def test_update_with_a_new_package_restarts_the_instances_on_it(
+    standalone_factory: Callable[..., StandaloneProcess], tmp_path: Path
+) -> None:
+    node = standalone_factory()
+    wait_until(lambda: _worker_ready(node), ELECTION_TIMEOUT_S, what="the worker leads")
+    first, second = tmp_path / "v1", tmp_path / "v2"
+    first.mkdir()
+    second.mkdir()
+    (first / "tag.py").write_bytes(b"def tag(input):\n    return 'v1 ' + input\n")
+    (second / "tag.py").write_bytes(b"def tag(input):\n    return 'v2 ' + input\n")
+    common = ("--name", "tag", "--classname", "tag.tag", "--inputs", "tag-in",
+              "--output", "tag-out")  # fmt: skip
+    done = _admin(node, "functions", "create", *common, "--py", str(first / "tag.py"))
+    assert done.returncode == 0, done.stderr
+
+    def trigger() -> str:
+        done = _admin(node, "functions", "trigger", "--name", "tag", "--trigger-value", "x")
+        return done.stdout.strip() if done.returncode == 0 else done.stderr
+
+    wait_until(lambda: trigger() == "v1 x", ELECTION_TIMEOUT_S, what="v1 answers")
+    done = _admin(node, "functions", "update", *common, "--py", str(second / "tag.py"),
+                  "--parallelism", "2")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    wait_until(lambda: trigger() == "v2 x", ELECTION_TIMEOUT_S, what="v2 answers")
+    status = wait_until(
+        lambda: (
+            (s := _ok_json(node, "functions", "status", "--name", "tag"))["numRunning"] == 2 and s
+        ),
+        ELECTION_TIMEOUT_S,
+    )
+    assert status["numInstances"] == 2
+    assert _ok_json(node, "functions", "get", "--name", "tag")["parallelism"] == 2

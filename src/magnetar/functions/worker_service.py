@@ -38,6 +38,7 @@ from magnetar.client import Timeout as ClientTimeout
 from magnetar.common.clock import Clock, SystemClock, Timer
 from magnetar.common.errors import InvalidTopicName, MagnetarError, ProducerFenced
 from magnetar.common.names import TopicName
+from magnetar.functions.admin_stats import topic_stats_url
 from magnetar.functions.assignment_table import AssignmentTable, assignment_payload
 from magnetar.functions.errors import FunctionsWorkerError, MembershipUnavailable, NotLeader
 from magnetar.functions.function_config import ComponentKind, FunctionConfig
@@ -570,8 +571,6 @@ class WorkerService:
     async def compact(self) -> None:
         """Ask the broker to compact ``metadata`` and ``assignments`` (in the background;
         a compaction already running is left alone)."""
-        from magnetar.functions.admin_stats import topic_stats_url
-
         for topic in (self.config.metadata_topic, self.config.assignments_topic):
             url = topic_stats_url(self.config.admin_url, topic).removesuffix("/stats")
             status, body = await asyncio.to_thread(

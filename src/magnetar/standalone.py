@@ -1,5 +1,10 @@
-"""``magnetar standalone``: metadata store, one bookie, the broker and a readiness endpoint,
-all in one process and one event loop.
+"""``magnetar standalone``: metadata store, one bookie, the broker, a readiness endpoint and
+(unless turned off) one Functions Worker, all in one process and one event loop.
+
+The worker (id ``standalone``, advertised as the HTTP address) serves its REST API
+(``/admin/v3/functions|sources|sinks``, ``/admin/v2/worker/...``) on the standalone's HTTP
+server. It joins its cluster in the background once the broker serves, so the ready line is
+not delayed; until it has joined, its routes answer 503.
 
 Data lives under ``data_dir``: ``metadata.db`` (the embedded SQLite metadata store) and
 ``bookie/`` (journal, entry logs, index). Restarting on the same directory keeps every
@@ -10,6 +15,7 @@ a SEND_RECEIPT still means the entry is fsynced in that bookie's journal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import time
@@ -30,6 +36,8 @@ from magnetar.protocol import FRAME_PADDING_BYTES
 
 if TYPE_CHECKING:
     from magnetar.admin import AdminServer
+    from magnetar.functions.rest import ServiceSlot
+    from magnetar.functions.worker_service import WorkerService
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +55,10 @@ class StandaloneConfig:
     managed_ledger_max_entries_per_ledger: int = 50_000
     bookie_journal_skip_invalid_records: bool = False
     """See :attr:`BookieConfig.journal_skip_invalid_records`."""
+    functions_worker: bool = True
+    """Run one Functions Worker in the process (``--no-functions-worker`` turns it off)."""
+    functions_runtime: str = "thread"
+    """How the worker runs instances: ``thread`` (in this process) or ``process``."""
     """Pulsar's ``managedLedgerMaxEntriesPerLedger``: a topic's ledger rolls over after this
     many entries (small values make tests span ledgers)."""
 
@@ -61,6 +73,9 @@ class Standalone:
         self.ledger_client: LedgerClient | None = None
         self.broker: BrokerService | None = None
         self.http: AdminServer | None = None
+        self.functions_worker: WorkerService | None = None
+        self._worker_slot: ServiceSlot | None = None
+        self._worker_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         cfg = self.config
@@ -130,14 +145,64 @@ class Standalone:
             collectors=[JournalCollector(lambda: None if bookie is None else bookie.journal)],
             health_checks=[lambda: None if bookie is None else bookie.write_problem()],
         )
-        self.http = AdminServer(create_app(ctx), self.config.http_host, self.config.http_port)
+        extra_routers = []
+        if self.config.functions_worker:
+            from magnetar.functions.rest import ServiceSlot, router
+
+            self._worker_slot = ServiceSlot()
+            extra_routers.append(router(self._worker_slot))
+        app = create_app(ctx, extra_routers=extra_routers)
+        self.http = AdminServer(app, self.config.http_host, self.config.http_port)
         await self.http.start()
         ctx.http_port = self.http.port
+        if self._worker_slot is not None:
+            self._worker_task = asyncio.get_running_loop().create_task(
+                self._start_functions_worker(), name="functions-worker start"
+            )
+
+    async def _start_functions_worker(self) -> None:
+        from magnetar.functions.runtime_manager import runtime_factory
+        from magnetar.functions.worker_config import WorkerConfig
+        from magnetar.functions.worker_info import WorkerInfo
+        from magnetar.functions.worker_service import WorkerService
+
+        assert self.broker is not None and self.http is not None
+        host = self.config.http_host
+        config = WorkerConfig(
+            worker=WorkerInfo("standalone", host, self.http.port),
+            service_url=self.broker.service_url,
+            admin_url=f"http://{host}:{self.http.port}",
+            work_dir=str(self.config.data_dir.resolve() / "functions"),
+        )
+        service = WorkerService(
+            config, runtime_factory=runtime_factory(self.config.functions_runtime)
+        )
+        try:
+            await service.start()
+        except Exception as exc:
+            log.error("the functions worker could not start: %s", exc)
+            if self._worker_slot is not None:
+                self._worker_slot.failure = str(exc)
+            return
+        self.functions_worker = service
+        if self._worker_slot is not None:
+            self._worker_slot.service = service
+        log.info("functions worker %s joined", config.worker.consumer_name)
 
     async def stop(self) -> None:
         """Stop every part, all within ``STOP_TIMEOUT_S``: a part that fails to stop in its
         share (a full disk, a hung write) is logged in one line and the next still stops."""
         deadline_s = asyncio.get_running_loop().time() + STOP_TIMEOUT_S
+        task, self._worker_task = self._worker_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._worker_slot is not None:
+            self._worker_slot.service = None
+        worker, self.functions_worker = self.functions_worker, None
+        if worker is not None:
+            await _stop_step("functions worker", worker.close(), deadline_s)
         http, self.http = self.http, None
         if http is not None:
             await _stop_step("HTTP server", http.close(), deadline_s)

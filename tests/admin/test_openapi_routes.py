@@ -63,9 +63,16 @@ def test_every_route_answers_without_server_errors(
         "subscription": "sub",
         "cluster": cluster,
         "bundle": "0x00000000_0xffffffff",
+        # the standalone's Functions Worker (/admin/v3/{kinds}/...)
+        "kinds": "functions",
+        "name": "fn",
+        "instance_id": "0",
         **NUMERIC,
     }
-    bad = dict(good, tenant="bad%20tenant!", topic="%2F", bundle="0x1_0x0", **BAD_VALUES)
+    bad = dict(
+        good, tenant="bad%20tenant!", topic="%2F", bundle="0x1_0x0", kinds="nope", name="%2F",
+        instance_id="x", **BAD_VALUES,
+    )  # fmt: skip
     statuses: dict[int, int] = {}
     operations = _operations(http)
     for method, template in operations:

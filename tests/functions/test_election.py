@@ -23,7 +23,7 @@ from magnetar.functions import (
     WorkerInfo,
 )
 from magnetar.functions.admin_stats import topic_stats_url
-from magnetar.functions.leader_duties import AssignmentsProducer
+from magnetar.functions.fenced_producer import FencedProducer
 from magnetar.testing import StandaloneProcess, wait_until_async
 
 ELECTION_TIMEOUT_S = 30.0
@@ -46,6 +46,11 @@ async def workers(standalone: StandaloneProcess) -> AsyncIterator[WorkerFactory]
     started: list[FunctionsWorker] = []
 
     async def make(worker_id: str, port: int = 6750, **settings: Any) -> FunctionsWorker:
+        # Each cluster of a test writes its own leader topics (two clusters sharing one
+        # would fence each other's leaders).
+        base = settings.get("assignments_topic", DEFAULT_ASSIGNMENTS_TOPIC)
+        settings.setdefault("metadata_topic", f"{base}-metadata")
+        settings.setdefault("packages_topic", f"{base}-packages")
         config = WorkerConfig(
             worker=WorkerInfo(worker_id, "127.0.0.1", port),
             service_url=standalone.url,
@@ -259,7 +264,7 @@ async def test_partitioned_topics_are_refused_with_a_clear_error(
     with pytest.raises(FunctionsWorkerError, match=r"coordination topic .* is partitioned"):
         await worker.start()
     async with Client(standalone.url) as client:
-        duties = AssignmentsProducer(client, assignments)
+        duties = FencedProducer(client, assignments)
         with pytest.raises(FunctionsWorkerError, match=r"assignments topic .* is partitioned"):
             await duties.take()
         assert not duties.held

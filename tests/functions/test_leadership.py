@@ -57,6 +57,26 @@ def test_fenced_holder_keeps_the_flag_but_not_the_producer_for_that_term() -> No
     assert s.wants_producer(2)
 
 
+def test_fenced_leader_told_active_again_starts_a_new_term() -> None:
+    """Deposed without being told (paused), fenced by the newer leader, then chosen again by
+    the broker: it must take the producer again in a new term, or nobody can write."""
+    s = LeadershipState()
+    s.on_active_consumer_change(True)
+    s.on_acquired(1)
+    assert s.on_fenced(1) == [ReleaseProducer(1)]
+    s.on_released(1)
+    assert s.on_active_consumer_change(True) == [
+        LeadershipChanged(False, 1),
+        ReleaseProducer(1),
+        LeadershipChanged(True, 2),
+        AcquireProducer(2),
+    ]
+    assert s.is_leader and s.term == 2 and s.wants_producer(2)
+    assert s.on_acquired(2) == []
+    assert s.holds_producer
+    assert s.on_active_consumer_change(True) == []  # not fenced in term 2: nothing
+
+
 def test_leaving_releases_once_and_ignores_later_notifications() -> None:
     s = LeadershipState()
     s.on_active_consumer_change(True)

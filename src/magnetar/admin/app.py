@@ -8,8 +8,9 @@ before the generic topic paths ``/admin/v2/{domain}/…`` (whose ``domain`` is c
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
-from fastapi import Depends, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -39,8 +40,10 @@ log = logging.getLogger(__name__)
 API_VERSION = "2"
 
 
-def create_app(ctx: AdminContext) -> FastAPI:
-    """The app serving ``ctx``'s broker."""
+def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> FastAPI:
+    """The app serving ``ctx``'s broker. ``extra_routers`` (the host's own parts, e.g. its
+    Functions Worker) come first, before the generic topic paths; they answer their own
+    errors."""
     app = FastAPI(
         title="Magnetar admin REST API",
         version=API_VERSION,
@@ -88,6 +91,8 @@ def create_app(ctx: AdminContext) -> FastAPI:
     async def scrape() -> Response:
         return Response(metrics.render(registry), media_type=metrics.CONTENT_TYPE)
 
+    for extra in extra_routers:
+        app.include_router(extra)
     for module in (
         brokers,
         clusters,

@@ -1,5 +1,6 @@
-"""``magnetar admin``: administer tenants, namespaces, topics and subscriptions over the
-admin REST API (mirrors ``pulsar-admin``).
+"""``magnetar admin``: administer tenants, namespaces, topics and subscriptions, and the
+Functions Worker's functions, sources and sinks, over the admin REST API (mirrors
+``pulsar-admin``).
 
 ::
 
@@ -17,6 +18,7 @@ import click
 
 from magnetar.cli.admin.clusters import brokers, clusters
 from magnetar.cli.admin.context import AdminContext, AdminContextHolder
+from magnetar.cli.admin.functions import functions, functions_worker, sinks, sources
 from magnetar.cli.admin.namespaces import namespaces
 from magnetar.cli.admin.schemas import schemas
 from magnetar.cli.admin.tenants import tenants
@@ -47,5 +49,16 @@ def admin(ctx: click.Context, admin_url: str, timeout_s: float, auth_token: str 
     ctx.ensure_object(AdminContextHolder).context = AdminContext(admin_url, timeout_s, auth_token)
 
 
-for group in (tenants, namespaces, topics, schemas, clusters, brokers):
+for group in (
+    tenants,
+    namespaces,
+    topics,
+    schemas,
+    clusters,
+    brokers,
+    functions,
+    sources,
+    sinks,
+    functions_worker,
+):
     admin.add_command(group)

@@ -73,11 +73,18 @@ cli.add_command(standalone_cmd.standalone)
 
 
 @cli.command(
-    "functions-worker", context_settings={"ignore_unknown_options": True, "allow_extra_args": True}
+    "functions-worker",
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    add_help_option=False,
 )
-def functions_worker() -> None:
-    """A Functions Worker: runs Python functions, sources and sinks."""
-    _not_built("functions-worker")
+@click.pass_context
+def functions_worker(ctx: click.Context) -> None:
+    """A Functions Worker with its REST API on its own HTTP port (--port): joins the worker
+    cluster of --coordination-topic and runs the instances it is assigned. --help lists
+    its options."""
+    from magnetar.functions.__main__ import main as worker_main
+
+    sys.exit(worker_main(list(ctx.args), prog="magnetar functions-worker"))
 
 
 cli.add_command(local_cluster_cmd.local_cluster)

@@ -101,6 +101,19 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     "valid ones (skips and logs it; its entries are lost). Default: refuse to start.",
 )
 @click.option(
+    "--functions-worker/--no-functions-worker",
+    default=True,
+    show_default=True,
+    help="Run one Functions Worker in the process (REST /admin/v3/functions on the HTTP port).",
+)
+@click.option(
+    "--functions-runtime",
+    default="thread",
+    show_default=True,
+    type=click.Choice(["thread", "process"]),
+    help="How the worker runs function instances: threads of this process, or subprocesses.",
+)
+@click.option(
     "--log-level",
     default="WARNING",
     show_default=True,
@@ -126,9 +139,11 @@ def standalone(
     failover_delay_ms: int,
     managed_ledger_max_entries_per_ledger: int,
     journal_skip_invalid_records: bool,
+    functions_worker: bool,
+    functions_runtime: str,
     log_level: str,
 ) -> None:
-    """One process: embedded metadata store, a bookie and a broker."""
+    """One process: embedded metadata store, a bookie, a broker and a Functions Worker."""
     started = time.perf_counter()
     if tls_port is not None and (tls_cert_file is None or tls_key_file is None):
         raise click.UsageError("--tls-port needs --tls-cert-file and --tls-key-file")
@@ -158,6 +173,8 @@ def standalone(
         http_port=http_port,
         managed_ledger_max_entries_per_ledger=managed_ledger_max_entries_per_ledger,
         bookie_journal_skip_invalid_records=journal_skip_invalid_records,
+        functions_worker=functions_worker,
+        functions_runtime=functions_runtime,
         broker=BrokerConfig(
             host=host,
             port=port,

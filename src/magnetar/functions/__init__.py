@@ -1,13 +1,16 @@
-"""The Functions Worker (see ``docs/functions.md``): so far, membership and leader election
-through a Failover subscription, and the leader's fenced hold on the assignments topic.
+"""The Functions Worker (see ``docs/functions.md``): membership and leader election through a
+Failover subscription (:class:`FunctionsWorker`), and the whole worker with its metadata,
+scheduler and runtime managers (:class:`magnetar.functions.worker_service.WorkerService`,
+imported from its module: it brings the instance runtime).
 
 ::
 
-    from magnetar.functions import FunctionsWorker, WorkerConfig, WorkerInfo
+    from magnetar.functions import WorkerConfig, WorkerInfo
+    from magnetar.functions.worker_service import WorkerService
 
     config = WorkerConfig(worker=WorkerInfo("w1", "127.0.0.1", 6750),
                           service_url="pulsar://127.0.0.1:6650", admin_url="http://127.0.0.1:8080")
-    async with FunctionsWorker(config) as worker:
+    async with WorkerService(config) as worker:
         ...
 """
 

@@ -174,7 +174,9 @@ class FunctionConfig:
                 topics_pattern=data.get("topicsPattern"),
                 output=data.get("output"),
                 log_topic=data.get("logTopic"),
-                parallelism=int(data.get("parallelism") or 1),
+                # 0 is a value to refuse, not a missing one: only an absent (or null)
+                # parallelism means the default.
+                parallelism=int(1 if data.get("parallelism") is None else data["parallelism"]),
                 processing_guarantee=guarantee,
                 user_config=dict(data.get("userConfig") or {}),
                 secrets=dict(data.get("secrets") or {}),

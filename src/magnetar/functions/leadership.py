@@ -3,7 +3,7 @@
 The broker decides: the active consumer of the coordination topic's Failover subscription is
 the leader, and it tells each consumer through ACTIVE_CONSUMER_CHANGE. This core turns those
 notifications, and what happened to the assignments producer, into *effects* that the shell
-(:mod:`magnetar.functions.membership`, :mod:`magnetar.functions.leader_duties`) carries out in
+(:mod:`magnetar.functions.worker`, :mod:`magnetar.functions.fenced_producer`) carries out in
 order. It does no I/O and reads no clock.
 
 Contract:
@@ -84,8 +84,27 @@ class LeadershipState:
         )
 
     def on_active_consumer_change(self, is_active: bool) -> list[Effect]:
-        """The broker's ACTIVE_CONSUMER_CHANGE for this worker's coordination consumer."""
-        if self._left or is_active == self.is_leader:
+        """The broker's ACTIVE_CONSUMER_CHANGE for this worker's coordination consumer.
+
+        Told *active* again while fenced in the current term, the worker starts a new term
+        (ends the old one, then takes the producer again): it was deposed without being told
+        (paused, cut off), a newer leader fenced it, and the broker has since chosen it again
+        (after the other leader left, or when its consumer came back). Without a new term it
+        would lead without ever holding the producer, and nobody could write."""
+        if self._left:
+            return []
+        if is_active and self.is_leader and self._fenced_term == self.term:
+            old = self.term
+            self.term += 1
+            if self._holding_term == old:
+                self._holding_term = None
+            return [
+                LeadershipChanged(False, old),
+                ReleaseProducer(old),
+                LeadershipChanged(True, self.term),
+                AcquireProducer(self.term),
+            ]
+        if is_active == self.is_leader:
             return []
         self.is_leader = is_active
         if is_active:

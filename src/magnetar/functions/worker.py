@@ -11,6 +11,7 @@ Usage::
     worker.is_leader                            # as the broker last said
     view = await worker.members()               # MembershipView(members, leader)
     await worker.write_assignment(key, payload) # leader only: NotLeader / ProducerFenced
+    await worker.write_metadata(key, payload)   # the same for the metadata topic
     await worker.close()                        # leaves; the broker picks another leader
 
 Joining: the worker subscribes to ``config.coordination_topic``, subscription
@@ -23,8 +24,9 @@ exists for its consumer list.
 Ordering: effects of the leadership core run one at a time, in the order the broker's
 notifications arrived, in one task: listeners see ``True``/``False`` strictly alternating,
 and a release never overtakes the acquisition before it. A new leader retries taking the
-assignments producer with backoff (up to ``config.acquire_backoff_max_ms`` apart) for as
-long as its term lasts.
+leader's producers (``assignments``, ``metadata``, ``packages``, each exclusive with
+fencing) with backoff (up to ``config.acquire_backoff_max_ms`` apart) for as long as its term
+lasts; the core's "producer" is that set, held only when all three are.
 
 Not covered (yet): a coordination consumer that loses its connection keeps the last state the
 broker told it until it reconnects and is told again; the fencing of the assignments
@@ -47,7 +49,7 @@ from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError, ProducerFenced
 from magnetar.functions.admin_stats import fetch_topic_stats
 from magnetar.functions.errors import FunctionsWorkerError, NotLeader
-from magnetar.functions.leader_duties import AssignmentsProducer
+from magnetar.functions.fenced_producer import FencedProducer
 from magnetar.functions.leadership import (
     AcquireProducer,
     Effect,
@@ -102,7 +104,10 @@ class FunctionsWorker:
         self._owns_client = client is None
         self._client = client or Client(config.service_url, clock=self._clock, rng=self._rng)
         self._state = LeadershipState()
-        self._assignments = AssignmentsProducer(self._client, config.assignments_topic)
+        self._assignments = FencedProducer(self._client, config.assignments_topic, "assignments")
+        self._metadata = FencedProducer(self._client, config.metadata_topic, "metadata")
+        self._packages = FencedProducer(self._client, config.packages_topic, "packages")
+        self._leader_producers = (self._assignments, self._metadata, self._packages)
         self._listeners: list[LeadershipListener] = []
         self._effects: asyncio.Queue[Effect] = asyncio.Queue()
         self._runner: asyncio.Task[None] | None = None
@@ -123,8 +128,18 @@ class FunctionsWorker:
 
     @property
     def holds_assignments(self) -> bool:
-        """Whether this worker holds the assignments producer for its current term."""
-        return self._state.holds_producer and self._assignments.held
+        """Whether this worker holds the leader's producers for its current term."""
+        return self._state.holds_producer and all(p.held for p in self._leader_producers)
+
+    @property
+    def client(self) -> Client:
+        """The worker's client (for readers of the topics it follows)."""
+        return self._client
+
+    @property
+    def packages_producer(self) -> FencedProducer:
+        """The fenced producer of the packages topic (held while leading)."""
+        return self._packages
 
     @property
     def coordination_consumer(self) -> Consumer | None:
@@ -195,7 +210,7 @@ class FunctionsWorker:
             runner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await runner
-        await self._assignments.release()
+        await self._release_all()
         if self._consumer is not None:
             with contextlib.suppress(MagnetarError):
                 await self._consumer.close()
@@ -214,27 +229,60 @@ class FunctionsWorker:
     async def write_assignment(self, key: str, payload: bytes) -> MessageId:
         """Write one record to the assignments topic (leader only) and wait for its receipt.
 
-        Raises :class:`NotLeader` when this worker does not hold the assignments producer,
-        :class:`~magnetar.common.errors.ProducerFenced` when a newer leader has taken it
+        Raises :class:`NotLeader` when this worker does not hold the leader's producers,
+        :class:`~magnetar.common.errors.ProducerFenced` when a newer leader has taken them
         (this worker then stops trying for the rest of its term)."""
-        if not self._state.holds_producer:
+        return await self.write_leader_record(self._assignments, key, payload)
+
+    async def write_metadata(self, key: str, payload: bytes) -> MessageId:
+        """Write one record to the metadata topic (leader only); as :meth:`write_assignment`."""
+        return await self.write_leader_record(self._metadata, key, payload)
+
+    async def write_leader_record(
+        self, producer: FencedProducer, key: str, payload: bytes
+    ) -> MessageId:
+        """Write through one of the leader's fenced producers; as :meth:`write_assignment`."""
+        if not self.holds_assignments:
             raise NotLeader(f"worker {self.config.worker.worker_id} is not the leader")
         term = self._state.term
         try:
-            return await self._assignments.send(key, payload)
+            return await producer.send(key, payload)
         except ProducerFenced:
             log.warning(
-                "worker %s: a newer leader fenced the assignments producer (term %d)",
+                "worker %s: a newer leader fenced the %s producer (term %d)",
                 self.config.worker.worker_id,
+                producer.role,
                 term,
             )
             self._enqueue(self._state.on_fenced(term))
             raise
 
+    def note_fenced(self) -> None:
+        """A write through one of the leader's producers (e.g. a package part) was fenced:
+        stop writing for the rest of this term."""
+        self._enqueue(self._state.on_fenced(self._state.term))
+
+    async def _release_all(self) -> None:
+        for producer in self._leader_producers:
+            await producer.release()
+
     # ------------------------------------------------------------ effects
 
     def _on_active_consumer_change(self, is_active: bool) -> None:
-        self._enqueue(self._state.on_active_consumer_change(is_active))
+        state = self._state
+        if (
+            is_active
+            and state.holds_producer
+            and not all(p.connected for p in self._leader_producers)
+        ):
+            # Told active again (the coordination consumer re-registered) while a producer
+            # of this term is not connected: it may have been fenced while this worker was
+            # not listening (the client gives up a fenced producer on reconnection without
+            # any write failing). Counting it as fenced makes the core start a new term and
+            # take the producers again; at worst a producer that was only reconnecting is
+            # replaced by this same leader.
+            self._enqueue(state.on_fenced(state.term))
+        self._enqueue(state.on_active_consumer_change(is_active))
 
     def _enqueue(self, effects: list[Effect]) -> None:
         for effect in effects:
@@ -266,20 +314,20 @@ class FunctionsWorker:
         elif isinstance(effect, AcquireProducer):
             await self._acquire(effect.term)
         elif isinstance(effect, ReleaseProducer):
-            await self._assignments.release()
+            await self._release_all()
             self._state.on_released(effect.term)
 
     async def _acquire(self, term: int) -> None:
         backoff = Backoff(ACQUIRE_BACKOFF_INITIAL_MS, self.config.acquire_backoff_max_ms, self._rng)
         while self._state.wants_producer(term):
             try:
-                await self._assignments.take()
+                for producer in self._leader_producers:
+                    await producer.take()
             except MagnetarError as exc:
                 delay_ms = backoff.next_ms()
                 log.warning(
-                    "worker %s: cannot take the producer of %s yet (%s); retrying in %d ms",
+                    "worker %s: cannot take the leader's producers yet (%s); retrying in %d ms",
                     self.config.worker.worker_id,
-                    self.config.assignments_topic,
                     exc,
                     delay_ms,
                 )

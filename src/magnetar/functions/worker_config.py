@@ -22,8 +22,18 @@ DEFAULT_FUNCTIONS_NAMESPACE = "public/functions"
 DEFAULT_COORDINATION_TOPIC = f"persistent://{DEFAULT_FUNCTIONS_NAMESPACE}/coordinate"
 DEFAULT_COORDINATION_SUBSCRIPTION = "participants"
 DEFAULT_ASSIGNMENTS_TOPIC = f"persistent://{DEFAULT_FUNCTIONS_NAMESPACE}/assignments"
+DEFAULT_METADATA_TOPIC = f"persistent://{DEFAULT_FUNCTIONS_NAMESPACE}/metadata"
+DEFAULT_PACKAGES_TOPIC = f"persistent://{DEFAULT_FUNCTIONS_NAMESPACE}/packages"
+DEFAULT_RESCHEDULE_GRACE_MS = 10_000
+DEFAULT_SCHEDULE_INTERVAL_MS = 1_000
+DEFAULT_COMPACTION_INTERVAL_MS = 300_000
+DEFAULT_PACKAGE_BYTES_MAX = 64 * 1024 * 1024
+DEFAULT_WRITE_TIMEOUT_MS = 30_000
 DEFAULT_ACQUIRE_BACKOFF_MAX_MS = 5_000
 DEFAULT_ADMIN_REQUEST_TIMEOUT_MS = 10_000
+
+
+WORKER_TOPICS = ("coordination_topic", "assignments_topic", "metadata_topic", "packages_topic")
 
 
 class InvalidWorkerConfig(ValueError):
@@ -44,22 +54,49 @@ class WorkerConfig:
     coordination_topic: str = DEFAULT_COORDINATION_TOPIC
     coordination_subscription: str = DEFAULT_COORDINATION_SUBSCRIPTION
     assignments_topic: str = DEFAULT_ASSIGNMENTS_TOPIC
+    metadata_topic: str = DEFAULT_METADATA_TOPIC
+    """Definitions (functions, sources, sinks), keyed by fqfn; written by the leader only."""
+    packages_topic: str = DEFAULT_PACKAGES_TOPIC
+    """Uploaded packages, in parts; written by the leader only."""
+    work_dir: str = "functions-work"
+    """This worker's own directory: fetched packages, instance directories."""
+    reschedule_grace_ms: int = DEFAULT_RESCHEDULE_GRACE_MS
+    """How long a worker may be missing from the cluster before the leader gives its
+    instances to others."""
+    schedule_interval_ms: int = DEFAULT_SCHEDULE_INTERVAL_MS
+    """How often the leader reads the member list and schedules (also after every change)."""
+    compaction_interval_ms: int = DEFAULT_COMPACTION_INTERVAL_MS
+    """How often the leader asks the broker to compact ``metadata`` and ``assignments``."""
+    package_bytes_max: int = DEFAULT_PACKAGE_BYTES_MAX
+    write_timeout_ms: int = DEFAULT_WRITE_TIMEOUT_MS
+    """How long a definition change may take: leader write, then reading it back."""
     acquire_backoff_max_ms: int = DEFAULT_ACQUIRE_BACKOFF_MAX_MS
     """Longest wait between two attempts of a new leader to take the assignments producer."""
     admin_request_timeout_ms: int = DEFAULT_ADMIN_REQUEST_TIMEOUT_MS
 
     def __post_init__(self) -> None:
-        for attr in ("coordination_topic", "assignments_topic"):
+        for attr in WORKER_TOPICS:
             value = getattr(self, attr)
             try:
                 full = str(TopicName.parse(value))
             except InvalidTopicName as exc:
                 raise InvalidWorkerConfig(f"{attr}: {exc}") from None
             object.__setattr__(self, attr, full)
-        if self.coordination_topic == self.assignments_topic:
-            raise InvalidWorkerConfig(
-                f"coordination_topic and assignments_topic are both {self.coordination_topic}"
-            )
+        seen: dict[str, str] = {}
+        for attr in WORKER_TOPICS:
+            value = getattr(self, attr)
+            if value in seen:
+                raise InvalidWorkerConfig(f"{seen[value]} and {attr} are both {value}")
+            seen[value] = attr
+        for attr in (
+            "reschedule_grace_ms",
+            "schedule_interval_ms",
+            "compaction_interval_ms",
+            "package_bytes_max",
+            "write_timeout_ms",
+        ):
+            if getattr(self, attr) <= 0:
+                raise InvalidWorkerConfig(f"{attr} must be positive")
         try:
             check_subscription_name(self.coordination_subscription)
         except InvalidSubscriptionName as exc:

@@ -17,6 +17,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,32 @@ class RawResponse:
 
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class FormPart:
+    """One part of a ``multipart/form-data`` body."""
+
+    name: str
+    data: bytes
+    content_type: str = "application/json"
+    file_name: str | None = None
+
+
+def encode_form(parts: list[FormPart]) -> tuple[str, bytes]:
+    """(Content-Type header, body) of a ``multipart/form-data`` request."""
+    boundary = f"magnetar-{uuid.uuid4().hex}"
+    out = bytearray()
+    for part in parts:
+        disposition = f'form-data; name="{part.name}"'
+        if part.file_name is not None:
+            safe = part.file_name.replace('"', "_").replace("\r", "_").replace("\n", "_")
+            disposition += f'; filename="{safe}"'
+        out += f"--{boundary}\r\nContent-Disposition: {disposition}\r\n".encode()
+        out += f"Content-Type: {part.content_type}\r\n\r\n".encode()
+        out += part.data + b"\r\n"
+    out += f"--{boundary}--\r\n".encode()
+    return f"multipart/form-data; boundary={boundary}", bytes(out)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -98,20 +125,25 @@ class AdminRest:
         *,
         query: dict[str, Any] | None = None,
         raw: bool = False,
+        form: list[FormPart] | None = None,
     ) -> Any:
         """Send one request; return the decoded JSON (None for an empty body), or a
-        :class:`RawResponse` if ``raw``. ``body`` is sent as JSON unless it is None."""
+        :class:`RawResponse` if ``raw``. ``body`` is sent as JSON unless it is None;
+        ``form`` is sent as ``multipart/form-data`` instead (uploads)."""
         url = self.base_url + path
         if query:
             url += "?" + urllib.parse.urlencode(
                 {k: str(v).lower() if isinstance(v, bool) else v for k, v in query.items()}
             )
         data = None if body is None else json.dumps(body).encode()
+        content_type = "application/json"
+        if form is not None:
+            content_type, data = encode_form(form)
         for _ in range(REDIRECTS_MAX + 1):
             req = urllib.request.Request(url, data=data, method=method)
             req.add_header("Accept", "application/json")
             if data is not None:
-                req.add_header("Content-Type", "application/json")
+                req.add_header("Content-Type", content_type)
             if self._auth_token:
                 req.add_header("Authorization", f"Bearer {self._auth_token}")
             try:

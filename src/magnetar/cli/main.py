@@ -1,8 +1,7 @@
 """Entry point of the ``magnetar`` command.
 
-Each sub-command either works or says plainly that it is not built yet and exits with
-status 2, so a script never mistakes a missing part for a success. Expected errors of every
-sub-command end as one ``Error: ...`` line and exit status 1 (:class:`CliGroup`).
+Expected errors of every sub-command end as one ``Error: ...`` line and exit status 1
+(:class:`CliGroup`); usage errors exit 2.
 """
 
 from __future__ import annotations
@@ -25,13 +24,6 @@ from magnetar.cli import (
 )
 from magnetar.cli.client_config import CONFIG_ENV, ClientConfigError, default_config_path
 from magnetar.cli.output import CliGroup
-
-NOT_BUILT_EXIT_CODE = 2
-
-
-def _not_built(what: str) -> None:
-    click.echo(f"magnetar: '{what}' is not built yet in this version ({__version__}).", err=True)
-    sys.exit(NOT_BUILT_EXIT_CODE)
 
 
 def _load_client_config(ctx: click.Context, param: click.Parameter, path: Path | None) -> None:

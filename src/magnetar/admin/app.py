@@ -20,6 +20,7 @@ from magnetar.admin import (
     clusters,
     metrics,
     namespaces,
+    permissions,
     schemas,
     subscriptions,
     tenants,
@@ -30,6 +31,7 @@ from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import http_error
 from magnetar.admin.path_names import check_path_names
 from magnetar.admin.responses import error_response
+from magnetar.admin.security import request_guard
 from magnetar.common.errors import MagnetarError
 
 log = logging.getLogger(__name__)
@@ -48,7 +50,7 @@ def create_app(ctx: AdminContext) -> FastAPI:
         # /openapi.json is the API's description for any OpenAPI viewer.
         docs_url=None,
         redoc_url=None,
-        dependencies=[Depends(check_path_names)],
+        dependencies=[Depends(check_path_names), Depends(request_guard(ctx.service))],
     )
 
     @app.exception_handler(MagnetarError)
@@ -88,6 +90,7 @@ def create_app(ctx: AdminContext) -> FastAPI:
         brokers,
         clusters,
         tenants,
+        permissions,  # before namespaces and topics: their generic paths would match
         namespaces,
         schemas,
         subscriptions,

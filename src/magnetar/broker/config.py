@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from magnetar.auth.config import AuthConfig
 from magnetar.broker.listeners import NO_LISTENERS, AdvertisedListeners
 from magnetar.broker.partial_frames import (
     DEFAULT_PARTIAL_FRAME_BYTES_MAX,
@@ -71,6 +72,8 @@ class BrokerConfig:
     orphan_reader_subscription_timeout_ms: int = 60_000
     """A non-durable (reader) subscription emptied by a seek waits this long for its
     consumer to come back before it is dropped."""
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    """Authentication and authorization (off by default; ``magnetar.auth``)."""
     ensemble_size: int = 1
     write_quorum: int = 1
     ack_quorum: int = 1

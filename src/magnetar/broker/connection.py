@@ -17,6 +17,12 @@ without copying. Backpressure both ways: past ``pending_sends_per_connection_max
 unanswered SENDs the transport stops reading until half of them are answered; dispatchers
 wait on :meth:`ServerConnection.wait_writable` while the transport's write buffer is full.
 
+Authentication: CONNECT's credentials go to the broker's
+:class:`~magnetar.auth.AuthenticationService`; refused credentials are answered with Error
+``AuthenticationError`` (request id 2^64-1, as Pulsar's -1) and the connection is closed.
+The role is kept for authorization of LOOKUP, PARTITIONED_METADATA, PRODUCER, SUBSCRIBE
+and GET_TOPICS_OF_NAMESPACE (``service.access``).
+
 Keep-alive: a PING goes out every ``keep_alive_interval_ms``; a connection with no traffic
 for a whole interval after a PING is closed. Every PING from the client gets a PONG.
 """
@@ -30,8 +36,10 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 from magnetar import __version__
+from magnetar.auth import UNAUTHENTICATED, TopicOperation
 from magnetar.broker.error_reply import failure_reply
-from magnetar.common.errors import ProtocolError, ServerError
+from magnetar.common.errors import AuthenticationError, ProtocolError, ServerError
+from magnetar.common.names import TopicName
 from magnetar.protocol import (
     FRAME_PADDING_BYTES,
     PROTOCOL_VERSION,
@@ -77,6 +85,7 @@ log = logging.getLogger(__name__)
 
 SERVER_VERSION = f"Magnetar-{__version__}"
 _connection_ids = itertools.count(1)
+AUTH_FAILED_REQUEST_ID = 2**64 - 1
 
 
 class ServerConnection(asyncio.Protocol):
@@ -95,6 +104,8 @@ class ServerConnection(asyncio.Protocol):
         self.client_version = ""
         self.address = ""
         self.supports_broker_entry_metadata = False
+        self.identity = UNAUTHENTICATED
+        """Who the client authenticated as (role None while authentication is off)."""
         self.producers: dict[int, TopicProducer] = {}
         self.queued_producers: dict[int, TopicProducer] = {}
         """WaitForExclusive producers answered ready=false, not yet holding their topic."""
@@ -393,12 +404,29 @@ class ServerConnection(asyncio.Protocol):
             case Pong():
                 pass
             case PartitionedTopicMetadata():
-                self._request(cmd, lambda: svc.handle_partitioned_metadata(cmd))
+                self._request(
+                    cmd,
+                    lambda: self._authorized(
+                        cmd.topic, TopicOperation.LOOKUP, svc.handle_partitioned_metadata(cmd)
+                    ),
+                )
             case LookupTopic():
-                self._request(cmd, lambda: svc.handle_lookup(cmd))
+                self._request(
+                    cmd,
+                    lambda: self._authorized(
+                        cmd.topic, TopicOperation.LOOKUP, svc.handle_lookup(cmd)
+                    ),
+                )
             case GetTopicsOfNamespace():
                 log.debug("connection %s: %s", self.address, cmd)
-                self._request(cmd, lambda: svc.handle_topics_of_namespace(cmd))
+                self._request(
+                    cmd,
+                    lambda: self._authorized(
+                        f"{cmd.namespace}/-",  # any topic of the namespace: grants at that level
+                        TopicOperation.LOOKUP,
+                        svc.handle_topics_of_namespace(cmd),
+                    ),
+                )
             case GetSchema():
                 self.send_command(
                     GetSchemaResponse(
@@ -471,7 +499,53 @@ class ServerConnection(asyncio.Protocol):
             )
         )
 
+    async def _authorized(
+        self, topic: str, operation: TopicOperation, work: Coroutine[Any, Any, Command]
+    ) -> Command:
+        """``work``'s answer if this connection's role may do ``operation`` on ``topic``;
+        raises AuthorizationError otherwise (``work`` is then closed, never run)."""
+        try:
+            await self.check_access(topic, operation)
+        except BaseException:
+            work.close()
+            raise
+        return await work
+
+    async def check_access(
+        self, topic: str, operation: TopicOperation, subscription: str | None = None
+    ) -> None:
+        """Raises AuthorizationError unless this connection's role may do ``operation``."""
+        access = self.service.access
+        if access.enabled:
+            await access.check_topic(
+                self.identity.role, TopicName.parse(topic), operation, subscription
+            )
+
+    def _peer_certificate(self) -> Any:
+        if self.transport is None or self.transport.get_extra_info("sslcontext") is None:
+            return None
+        return self.transport.get_extra_info("peercert")
+
     def _on_connect(self, cmd: Connect) -> None:
+        method = cmd.auth_method_name
+        if method is None and cmd.auth_method is not None:  # legacy enum AuthMethodYcaV1...
+            method = cmd.auth_method.name.removeprefix("AuthMethod").lower()
+        try:
+            self.identity = self.service.authentication.authenticate(
+                method, cmd.auth_data, self._peer_certificate(), self.service.clock.now_ms() / 1000
+            )
+        except AuthenticationError as exc:
+            log.info("connection %s: authentication refused: %s", self.address, exc)
+            # Pulsar answers with request id -1, which the uint64 field carries as 2^64-1
+            self.send_command(
+                Error(
+                    request_id=AUTH_FAILED_REQUEST_ID,
+                    error=ServerError.AuthenticationError,
+                    message=f"Unable to authenticate: {exc}",
+                )
+            )
+            self.close()
+            return
         self.connected = True
         self.client_version = cmd.client_version
         self.protocol_version = min(cmd.protocol_version, PROTOCOL_VERSION)
@@ -507,6 +581,7 @@ class ServerConnection(asyncio.Protocol):
 
         async def create() -> None:
             try:
+                await self.check_access(cmd.topic, TopicOperation.PRODUCE)
                 await self.service.create_producer(self, cmd)
             finally:
                 self._pending_producers.pop(cmd.producer_id, None)
@@ -550,6 +625,7 @@ class ServerConnection(asyncio.Protocol):
 
         async def create() -> None:
             try:
+                await self.check_access(cmd.topic, TopicOperation.CONSUME, cmd.subscription)
                 await self.service.subscribe(self, cmd)
             finally:
                 self._pending_consumers.pop(cmd.consumer_id, None)

@@ -60,6 +60,8 @@ UNAUTHENTICATED = AuthenticatedRole(None, "none")
 
 class AuthenticationProvider(Protocol):
     name: ProviderName
+    scheme: str | None
+    """The ``Authorization`` header's scheme (with its space) this provider reads."""
 
     def authenticate(
         self, data: bytes, peer_cert: PeerCertificate | None, now_s: float
@@ -83,6 +85,7 @@ class TokenProvider:
     """JWT tokens (method ``token``); the role is the ``sub`` claim (``token_auth_claim``)."""
 
     name = ProviderName.TOKEN
+    scheme = "Bearer "
 
     def __init__(self, verifier: TokenVerifier) -> None:
         self._verifier = verifier
@@ -110,6 +113,7 @@ class BasicProvider:
     ``user:password``); the role is the user name."""
 
     name = ProviderName.BASIC
+    scheme = "Basic "
 
     def __init__(self, users: Mapping[str, str]) -> None:
         self._users = users
@@ -149,6 +153,7 @@ class TlsProvider:
     """Mutual TLS (method ``tls``): the role is the CN of the verified client certificate."""
 
     name = ProviderName.TLS
+    scheme = None
 
     def authenticate(
         self, data: bytes, peer_cert: PeerCertificate | None, now_s: float
@@ -261,7 +266,11 @@ class AuthenticationService:
             try:
                 return provider.authenticate_http(authorization, now_s)
             except AuthenticationError as exc:
-                failure = exc
-        if authorization and failure is not None:
+                if provider.scheme and (authorization or "").startswith(provider.scheme):
+                    failure = exc  # the reason worth telling: this provider's own header
+        if failure is not None:
             log.debug("HTTP credentials refused (%s); trying the anonymous role", failure)
-        return self._anonymous("Authentication required")
+            return self._anonymous(str(failure))
+        if authorization:
+            return self._anonymous("no provider reads this Authorization header")
+        return self._anonymous("no credentials")

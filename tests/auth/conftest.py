@@ -26,9 +26,7 @@ class Secrets:
     htpasswd: Path
 
     def token(self, role: str, expires_at_s: int | None = None) -> str:
-        return create_token(
-            role, secret_key=self.key_file.read_bytes(), expires_at_s=expires_at_s
-        )
+        return create_token(role, secret_key=self.key_file.read_bytes(), expires_at_s=expires_at_s)
 
     def args(self, *extra: str) -> tuple[str, ...]:
         """standalone options: token and basic providers, authorization, super user root."""

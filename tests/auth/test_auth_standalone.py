@@ -1,7 +1,7 @@
 """Authentication and authorization end to end: ``magnetar standalone`` as a real process,
 the official ``pulsar`` wheel and raw binary-protocol sockets.
 
-* a deny-by-default matrix: every role × action × resource, over the binary protocol and
+* a deny-by-default matrix: every role x action x resource, over the binary protocol and
   REST, allows exactly what was granted;
 * revoking a permission takes effect on the next request;
 * tokens (malformed, expired, wrongly signed), unknown methods, no credentials and huge auth
@@ -66,9 +66,7 @@ def _setup(node: StandaloneProcess, secrets: Secrets) -> None:
 
 
 @pytest.fixture(scope="module")
-def node(
-    tmp_path_factory: pytest.TempPathFactory, secrets: Secrets
-) -> Iterator[StandaloneProcess]:
+def node(tmp_path_factory: pytest.TempPathFactory, secrets: Secrets) -> Iterator[StandaloneProcess]:
     data_dir = tmp_path_factory.mktemp("auth-standalone") / "data"
     with StandaloneProcess(data_dir, *secrets.args()) as started:
         _setup(started, secrets)
@@ -99,9 +97,9 @@ def test_binary_protocol_allows_exactly_what_was_granted(
         try:
             for topic in TOPICS:
                 actions: dict[str, Callable[[], object]] = {
-                    "lookup": lambda: client.get_topic_partitions(topic),
-                    "produce": lambda: client.create_producer(topic).close(),
-                    "consume": lambda: client.subscribe(topic, f"s-{role}").close(),
+                    "lookup": lambda c=client, t=topic: c.get_topic_partitions(t),
+                    "produce": lambda c=client, t=topic: c.create_producer(t).close(),
+                    "consume": lambda c=client, t=topic, r=role: c.subscribe(t, f"s-{r}").close(),
                 }
                 for action, run in actions.items():
                     seen[role, action, topic] = _try(run)
@@ -190,8 +188,12 @@ def _connect(port: int, method: str | None, data: bytes | None) -> list[object]:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(
             encode_command(
-                Connect(client_version="auth-test", protocol_version=20,
-                        auth_method_name=method, auth_data=data)  # fmt: skip
+                Connect(
+                    client_version="auth-test",
+                    protocol_version=20,
+                    auth_method_name=method,
+                    auth_data=data,
+                )
             )
         )
         decoder, commands = FrameDecoder(), []
@@ -312,7 +314,8 @@ def test_anonymous_role_and_mutual_tls(
         node.tls_url,
         tls_trust_certs_file_path=str(pki.ca),  # type: ignore[attr-defined]
         authentication=pulsar.AuthenticationTLS(
-            str(pki.client.cert), str(pki.client.key)  # type: ignore[attr-defined]
+            str(pki.client.cert),
+            str(pki.client.key),  # type: ignore[attr-defined]
         ),
         operation_timeout_seconds=10,
     )

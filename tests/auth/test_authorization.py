@@ -1,5 +1,5 @@
-"""Authorization decisions as pure functions: a deny-by-default matrix of role × operation
-× topic against the naive rule "allowed only if granted", and the grant/revoke edits of
+"""Authorization decisions as pure functions: a deny-by-default matrix of role x operation
+x topic against the naive rule "allowed only if granted", and the grant/revoke edits of
 the stored ``auth_policies`` JSON."""
 
 from __future__ import annotations

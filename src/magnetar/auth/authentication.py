@@ -85,7 +85,7 @@ class TokenProvider:
     """JWT tokens (method ``token``); the role is the ``sub`` claim (``token_auth_claim``)."""
 
     name = ProviderName.TOKEN
-    scheme = "Bearer "
+    scheme: str | None = "Bearer "
 
     def __init__(self, verifier: TokenVerifier) -> None:
         self._verifier = verifier
@@ -113,7 +113,7 @@ class BasicProvider:
     ``user:password``); the role is the user name."""
 
     name = ProviderName.BASIC
-    scheme = "Basic "
+    scheme: str | None = "Basic "
 
     def __init__(self, users: Mapping[str, str]) -> None:
         self._users = users
@@ -153,7 +153,7 @@ class TlsProvider:
     """Mutual TLS (method ``tls``): the role is the CN of the verified client certificate."""
 
     name = ProviderName.TLS
-    scheme = None
+    scheme: str | None = None
 
     def authenticate(
         self, data: bytes, peer_cert: PeerCertificate | None, now_s: float

@@ -200,7 +200,9 @@ class TokenVerifier:
             raise InvalidToken(f"malformed token: {exc}") from None
         alg = header.get("alg")
         if alg not in self.algorithms:
-            raise InvalidToken(f"token signed with {alg!r}; the key verifies {', '.join(self.algorithms)}")
+            raise InvalidToken(
+                f"token signed with {alg!r}; the key verifies {', '.join(self.algorithms)}"
+            )
         try:
             claims = jwt.decode(
                 token,

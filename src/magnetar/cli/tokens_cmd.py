@@ -33,7 +33,7 @@ def _duration_s(value: str) -> int:
 
 
 def _token_text(token: str | None, token_file: Path | None, stdin: bool) -> str:
-    if sum(x is not None and x is not False for x in (token, token_file, stdin or None)) != 1:
+    if (token is not None) + (token_file is not None) + stdin != 1:
         raise click.UsageError("give the token with exactly one of -i, -f or --stdin")
     if token is not None:
         return token.strip()

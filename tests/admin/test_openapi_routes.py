@@ -62,6 +62,7 @@ def test_every_route_answers_without_server_errors(
         "topic": topic,
         "subscription": "sub",
         "cluster": cluster,
+        "role": "some-role",
         **NUMERIC,
     }
     bad = dict(good, tenant="bad%20tenant!", topic="%2F", **BAD_VALUES)

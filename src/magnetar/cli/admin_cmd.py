@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import click
 
+from magnetar.cli.admin import permissions  # noqa: F401  (adds the grant/revoke commands)
 from magnetar.cli.admin.clusters import brokers, clusters
 from magnetar.cli.admin.context import AdminContext, AdminContextHolder
 from magnetar.cli.admin.namespaces import namespaces

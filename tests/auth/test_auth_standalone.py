@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator
 import pulsar
 import pytest
 
-from magnetar.common.errors import ServerError
+from magnetar.client import AuthenticationToken, Client
+from magnetar.common.errors import AuthenticationError, AuthorizationError, ServerError
 from magnetar.protocol import Connect, Connected, Error, FrameDecoder
 from magnetar.protocol import encode as encode_command
 from magnetar.testing import StandaloneProcess
@@ -325,3 +326,23 @@ def test_anonymous_role_and_mutual_tls(
             client.subscribe("public/private/by-certificate", "may-not-consume")
     finally:
         client.close()
+
+
+async def test_magnetar_client_raises_the_brokers_authentication_error(
+    node: StandaloneProcess, secrets: Secrets
+) -> None:
+    # Not retried until the operation timeout: the broker's answer is final.
+    async with Client(
+        node.url,
+        authentication=AuthenticationToken("not-a-real-token"),
+        operation_timeout_seconds=5,
+    ) as client:
+        with pytest.raises(AuthenticationError, match="Unable to authenticate: malformed token"):
+            await client.create_producer(T1)
+    async with Client(
+        node.url, authentication=AuthenticationToken(secrets.token("writer"))
+    ) as client:
+        producer = await client.create_producer(T1)
+        await producer.send(b"as writer")
+        with pytest.raises(AuthorizationError):
+            await client.subscribe(T1, "writer-may-not-consume")

@@ -76,6 +76,9 @@ class AuthConfig:
     """When set, tokens must name this audience in ``token_audience_claim`` (``aud``)."""
     basic_auth_conf: str | None = None
     """htpasswd file (``user:hash`` lines; apr1, bcrypt), or ``data:;base64,...``."""
+    refresh_check_s: float = 60.0
+    """How often connections with expiring credentials are checked (Pulsar's
+    ``authenticationRefreshCheckSeconds``); see :mod:`magnetar.auth.refresh`."""
     authorization_enabled: bool = False
     super_user_roles: frozenset[str] = frozenset()
 
@@ -91,5 +94,7 @@ class AuthConfig:
             raise AuthConfigError("the token provider needs a secret key or a public key")
         if ProviderName.BASIC in self.providers and not self.basic_auth_conf:
             raise AuthConfigError("the basic provider needs an htpasswd file (basic_auth_conf)")
+        if self.refresh_check_s <= 0:
+            raise AuthConfigError("the refresh check interval must be positive")
         if self.authorization_enabled and not self.authentication_enabled:
             raise AuthConfigError("authorization needs authentication enabled")

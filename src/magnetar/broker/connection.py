@@ -20,6 +20,9 @@ wait on :meth:`ServerConnection.wait_writable` while the transport's write buffe
 Authentication: CONNECT's credentials go to the broker's
 :class:`~magnetar.auth.AuthenticationService`; refused credentials are answered with Error
 ``AuthenticationError`` (request id 2^64-1, as Pulsar's -1) and the connection is closed.
+Credentials that expire (a token's ``exp``) are checked every ``auth.refresh_check_s``
+and refreshed with AUTH_CHALLENGE/AUTH_RESPONSE (:mod:`magnetar.auth.refresh`); a client
+that cannot or does not refresh them, or answers with another role, is disconnected.
 The role is kept for authorization of LOOKUP, PARTITIONED_METADATA, PRODUCER, SUBSCRIBE
 and GET_TOPICS_OF_NAMESPACE (``service.access``).
 
@@ -37,6 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from magnetar import __version__
 from magnetar.auth import UNAUTHENTICATED, TopicOperation
+from magnetar.auth.refresh import REFRESH_AUTH_DATA, Challenge, Close, CredentialRefresh
 from magnetar.broker.error_reply import failure_reply
 from magnetar.common.errors import AuthenticationError, ProtocolError, ServerError
 from magnetar.common.names import TopicName
@@ -44,6 +48,9 @@ from magnetar.protocol import (
     FRAME_PADDING_BYTES,
     PROTOCOL_VERSION,
     Ack,
+    AuthChallenge,
+    AuthData,
+    AuthResponse,
     CloseConsumer,
     CloseProducer,
     Command,
@@ -106,6 +113,8 @@ class ServerConnection(asyncio.Protocol):
         self.supports_broker_entry_metadata = False
         self.identity = UNAUTHENTICATED
         """Who the client authenticated as (role None while authentication is off)."""
+        self._refresh: CredentialRefresh | None = None
+        self._refresh_timer: Any = None
         self.producers: dict[int, TopicProducer] = {}
         self.queued_producers: dict[int, TopicProducer] = {}
         """WaitForExclusive producers answered ready=false, not yet holding their topic."""
@@ -141,6 +150,8 @@ class ServerConnection(asyncio.Protocol):
         self._release_partial_frame()
         if self._keepalive is not None:
             self._keepalive.cancel()
+        if self._refresh_timer is not None:
+            self._refresh_timer.cancel()
         for task in [*self._pending_producers.values(), *self._pending_consumers.values()]:
             task.cancel()
         for producer in [*self.producers.values(), *self.queued_producers.values()]:
@@ -475,6 +486,8 @@ class ServerConnection(asyncio.Protocol):
                     self._consumer_missing(cmd.request_id)
                 else:
                     self.send_command(consumer.stats_response(cmd.request_id))
+            case AuthResponse():
+                self._on_auth_response(cmd)
             case Connect():
                 raise ProtocolError("second CONNECT on a connection")
             case _:
@@ -521,6 +534,58 @@ class ServerConnection(asyncio.Protocol):
                 self.identity.role, TopicName.parse(topic), operation, subscription
             )
 
+    # --- refreshing expiring credentials ------------------------------------------------
+
+    def _schedule_refresh_check(self) -> None:
+        interval_s = self.service.config.auth.refresh_check_s
+        self._refresh_timer = self.service.clock.call_later(interval_s, self._on_refresh_check)
+
+    def _on_refresh_check(self) -> None:
+        if self.closed or self._refresh is None:
+            return
+        action = self._refresh.on_check(self.service.clock.now_ms() / 1000)
+        if isinstance(action, Close):
+            log.info("connection %s: closing: %s", self.address, action.reason)
+            self.close()
+            return
+        if isinstance(action, Challenge):
+            self.send_command(
+                AuthChallenge(
+                    server_version=SERVER_VERSION,
+                    challenge=AuthData(auth_method_name=action.method, auth_data=REFRESH_AUTH_DATA),
+                    protocol_version=self.protocol_version,
+                )
+            )
+        self._schedule_refresh_check()
+
+    def _on_auth_response(self, cmd: AuthResponse) -> None:
+        if self._refresh is None:
+            raise ProtocolError("AUTH_RESPONSE on a connection whose credentials do not expire")
+        response = cmd.response
+        outcome: Any
+        try:
+            outcome = self.service.authentication.authenticate(
+                response.auth_method_name if response else None,
+                response.auth_data if response else None,
+                self._peer_certificate(),
+                self.service.clock.now_ms() / 1000,
+            )
+        except AuthenticationError as exc:
+            outcome = exc
+        action = self._refresh.on_response(outcome)
+        if isinstance(action, Close):
+            log.info("connection %s: closing: %s", self.address, action.reason)
+            self.send_command(
+                Error(
+                    request_id=AUTH_FAILED_REQUEST_ID,
+                    error=ServerError.AuthenticationError,
+                    message=f"Unable to authenticate: {action.reason}",
+                )
+            )
+            self.close()
+            return
+        self.identity = self._refresh.identity
+
     def _peer_certificate(self) -> Any:
         if self.transport is None or self.transport.get_extra_info("sslcontext") is None:
             return None
@@ -546,6 +611,12 @@ class ServerConnection(asyncio.Protocol):
             )
             self.close()
             return
+        if self.identity.expires_at_s is not None:
+            flags = cmd.feature_flags
+            self._refresh = CredentialRefresh(
+                self.identity, bool(flags is not None and flags.supports_auth_refresh)
+            )
+            self._schedule_refresh_check()
         self.connected = True
         self.client_version = cmd.client_version
         self.protocol_version = min(cmd.protocol_version, PROTOCOL_VERSION)

@@ -87,6 +87,14 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     help="htpasswd file of the basic provider (apr1 or bcrypt hashes).",
 )
 @click.option(
+    "--authentication-refresh-check-seconds",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="How often connections with expiring tokens are checked; expired ones are asked "
+    "to refresh (AUTH_CHALLENGE) and closed if they do not.",
+)
+@click.option(
     "--authorization-enabled/--no-authorization-enabled",
     default=False,
     show_default=True,
@@ -171,6 +179,7 @@ def standalone(
     token_public_key: str | None,
     token_auth_claim: str,
     basic_auth_conf: str | None,
+    authentication_refresh_check_seconds: float,
     authorization_enabled: bool,
     super_user_roles: str,
     advertised_address: str | None,
@@ -214,6 +223,7 @@ def standalone(
             token_public_key=token_public_key,
             token_auth_claim=token_auth_claim,
             basic_auth_conf=basic_auth_conf,
+            refresh_check_s=authentication_refresh_check_seconds,
             authorization_enabled=authorization_enabled,
             super_user_roles=frozenset(r.strip() for r in super_user_roles.split(",") if r.strip()),
         )

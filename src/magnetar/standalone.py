@@ -39,6 +39,9 @@ class StandaloneConfig:
     data_dir: Path = Path("data")
     http_host: str = "127.0.0.1"
     http_port: int = 8080
+    https_port: int | None = None
+    """Pulsar's ``webServicePortTls``: the same HTTP API over TLS, with the broker's TLS
+    certificate (``broker.tls_cert_file``/``tls_key_file``); None = off, 0 = a free port."""
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     bookie_disk_free_min_bytes: int = 64 * 1024 * 1024
     bookie_disk_check_interval_ms: int = 1_000
@@ -61,6 +64,7 @@ class Standalone:
         self.ledger_client: LedgerClient | None = None
         self.broker: BrokerService | None = None
         self.http: AdminServer | None = None
+        self.https: AdminServer | None = None
 
     async def start(self) -> None:
         cfg = self.config
@@ -130,14 +134,31 @@ class Standalone:
             collectors=[JournalCollector(lambda: None if bookie is None else bookie.journal)],
             health_checks=[lambda: None if bookie is None else bookie.write_problem()],
         )
-        self.http = AdminServer(create_app(ctx), self.config.http_host, self.config.http_port)
+        app = create_app(ctx)
+        self.http = AdminServer(app, self.config.http_host, self.config.http_port)
         await self.http.start()
         ctx.http_port = self.http.port
+        b = self.config.broker
+        if self.config.https_port is not None:
+            from magnetar.admin.server import HttpsSettings
+
+            assert b.tls_cert_file is not None and b.tls_key_file is not None
+            tls = HttpsSettings(
+                b.tls_cert_file,
+                b.tls_key_file,
+                b.tls_trust_certs_file,
+                b.tls_require_trusted_client_cert,
+            )
+            self.https = AdminServer(app, self.config.http_host, self.config.https_port, tls=tls)
+            await self.https.start()
 
     async def stop(self) -> None:
         """Stop every part, all within ``STOP_TIMEOUT_S``: a part that fails to stop in its
         share (a full disk, a hung write) is logged in one line and the next still stops."""
         deadline_s = asyncio.get_running_loop().time() + STOP_TIMEOUT_S
+        https, self.https = self.https, None
+        if https is not None:
+            await _stop_step("HTTPS server", https.close(), deadline_s)
         http, self.http = self.http, None
         if http is not None:
             await _stop_step("HTTP server", http.close(), deadline_s)
@@ -190,7 +211,8 @@ async def run(config: StandaloneConfig, started_at: float | None = None) -> None
             f"magnetar standalone ready: broker {node.broker.service_url} "
             + (f"tls {tls_url} " if tls_url else "")
             + f"http http://{config.http_host}:{node.http.port} "
-            f"data {config.data_dir.resolve()} ({elapsed_ms:.0f} ms)",
+            + (f"https https://{config.http_host}:{node.https.port} " if node.https else "")
+            + f"data {config.data_dir.resolve()} ({elapsed_ms:.0f} ms)",
             flush=True,
         )
         await stop.wait()

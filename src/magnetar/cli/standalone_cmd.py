@@ -18,6 +18,13 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 @click.option("--port", default=6650, show_default=True, type=int, help="Binary protocol port.")
 @click.option("--http-port", default=8080, show_default=True, type=int)
 @click.option(
+    "--https-port",
+    default=None,
+    type=int,
+    help="Serve the HTTP API (admin, lookup, metrics) over TLS on this port too, with "
+    "--tls-cert-file/--tls-key-file (Pulsar's webServicePortTls; 0 = any free port).",
+)
+@click.option(
     "--tls-port",
     default=None,
     type=int,
@@ -167,6 +174,7 @@ def standalone(
     host: str,
     port: int,
     http_port: int,
+    https_port: int | None,
     tls_port: int | None,
     tls_cert_file: str | None,
     tls_key_file: str | None,
@@ -198,6 +206,8 @@ def standalone(
     started = time.perf_counter()
     if tls_port is not None and (tls_cert_file is None or tls_key_file is None):
         raise click.UsageError("--tls-port needs --tls-cert-file and --tls-key-file")
+    if https_port is not None and (tls_cert_file is None or tls_key_file is None):
+        raise click.UsageError("--https-port needs --tls-cert-file and --tls-key-file")
     if tls_require_trusted_client_cert and tls_trust_certs_file is None:
         raise click.UsageError("--tls-require-trusted-client-cert needs --tls-trust-certs-file")
     import asyncio
@@ -242,6 +252,7 @@ def standalone(
         data_dir=data_dir,
         http_host=host,
         http_port=http_port,
+        https_port=https_port,
         managed_ledger_max_entries_per_ledger=managed_ledger_max_entries_per_ledger,
         bookie_journal_skip_invalid_records=journal_skip_invalid_records,
         broker=BrokerConfig(

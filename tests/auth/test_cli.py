@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from magnetar.cli.main import cli
 from magnetar.testing import StandaloneProcess
 
-from .conftest import SUPER_USER, Secrets
+from .conftest import PASSWORD, SUPER_USER, Secrets
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -69,3 +69,41 @@ def test_admin_grant_list_and_revoke(node: StandaloneProcess, secrets: Secrets) 
                        secrets.token("app"), "namespaces", "permissions", ns)  # fmt: skip
     assert code == 1
     assert err.startswith("Error: Client with role 'app' is not authorized") and "(HTTP 403)" in err
+
+
+def test_auth_plugin_and_params_for_admin_client_perf_and_client_conf(
+    node: StandaloneProcess, secrets: Secrets, tmp_path: Path
+) -> None:
+    root = secrets.token(SUPER_USER)
+    basic = json.dumps({"userId": "alice", "password": PASSWORD})
+    url = ("--admin-url", node.http_url)
+    assert run("admin", *url, "--auth-plugin", "token", "--auth-params", f"token:{root}",
+               "namespaces", "grant-permission", "public/default", "--role", "alice",
+               "--actions", "produce")[0] == 0  # fmt: skip
+    # basic credentials reach REST as alice (not a tenant admin: one 403 line naming her)
+    code, _, err = run("admin", *url, "--auth-plugin", "basic", "--auth-params", basic,
+                       "namespaces", "permissions", "public/default")  # fmt: skip
+    assert code == 1 and "role 'alice' is not authorized" in err
+    # client.conf with Pulsar's class name and JSON parameters
+    conf = tmp_path / "client.conf"
+    conf.write_text(
+        f"webServiceUrl={node.http_url}\nbrokerServiceUrl={node.url}\n"
+        "authPlugin=org.apache.pulsar.client.impl.auth.AuthenticationBasic\n"
+        f"authParams={basic}\n"
+    )
+    code, out, err = run(
+        "--config", str(conf), "client", "produce", "cli-auth", "-m", "x", "-n", "2"
+    )
+    assert code == 0, err
+    assert "2 messages successfully produced" in out
+    code, _, err = run("--config", str(conf), "client", "consume", "cli-auth", "-s", "s", "-n", "1")
+    assert code == 1 and "role 'alice' is not authorized to consume" in err
+    # a token file for perf
+    (tmp_path / "root.token").write_text(root + "\n")
+    code, out, err = run("perf", "produce", "--service-url", node.url, "--auth-plugin", "token",
+                         "--auth-params", f"file://{tmp_path}/root.token", "-m", "5",
+                         "cli-auth-perf")  # fmt: skip
+    assert code == 0, err
+    assert "5 records produced" in out
+    code, _, err = run("admin", *url, "--auth-plugin", "kerberos", "tenants", "list")
+    assert code == 2 and "unknown plugin 'kerberos'" in err

@@ -346,3 +346,17 @@ async def test_magnetar_client_raises_the_brokers_authentication_error(
         await producer.send(b"as writer")
         with pytest.raises(AuthorizationError):
             await client.subscribe(T1, "writer-may-not-consume")
+
+
+def test_a_namespace_that_does_not_exist_is_topic_not_found(
+    node: StandaloneProcess, secrets: Secrets
+) -> None:
+    # as Pulsar answers (the official client's asyncio test_create_producer_failure)
+    client = _client(node, pulsar.AuthenticationToken(secrets.token("nobody")))
+    try:
+        with pytest.raises(pulsar.TopicNotFound):
+            client.create_producer("ghost/ns/nothing-here")
+        with pytest.raises(pulsar.AuthorizationError):
+            client.create_producer(T1)
+    finally:
+        client.close()

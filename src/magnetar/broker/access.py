@@ -14,7 +14,7 @@ from typing import Any
 
 from magnetar.auth import AuthConfig, Authorizer, AuthPolicies, TopicOperation
 from magnetar.broker.policies import NAMESPACE_POLICIES_ROOT, PolicyCache
-from magnetar.common.errors import AuthorizationError
+from magnetar.common.errors import AuthorizationError, TopicNotFound
 from magnetar.common.names import TopicName
 from magnetar.metadata.store import MetadataStore, NotFound
 
@@ -79,10 +79,15 @@ class AccessControl:
         operation: TopicOperation,
         subscription: str | None = None,
     ) -> None:
-        """Raises :class:`AuthorizationError` unless ``role`` may do ``operation``."""
+        """Raises :class:`AuthorizationError` unless ``role`` may do ``operation``
+        (:class:`TopicNotFound` instead when the topic's namespace does not exist)."""
         if not self.enabled:
             return
         if not await self.allows_topic(role, topic, operation, subscription):
+            # A namespace that does not exist is told as such (Pulsar's clients expect
+            # TopicNotFound there, whoever asks); it grants nothing either way.
+            if not await self._policies.namespace_exists(topic.namespace_name):
+                raise TopicNotFound(f"Namespace {topic.namespace_name} does not exist")
             raise AuthorizationError(
                 f"Client with role {role!r} is not authorized to "
                 f"{_OPERATION_WORDS[operation]} {topic.full_name}"

@@ -21,6 +21,7 @@ from magnetar.admin import (
     metrics,
     namespaces,
     permissions,
+    rate_limits,
     schemas,
     subscriptions,
     tenants,
@@ -91,6 +92,7 @@ def create_app(ctx: AdminContext) -> FastAPI:
         clusters,
         tenants,
         permissions,  # before namespaces and topics: their generic paths would match
+        rate_limits,
         namespaces,
         schemas,
         subscriptions,

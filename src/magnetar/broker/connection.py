@@ -126,6 +126,9 @@ class ServerConnection(asyncio.Protocol):
         self._reading_paused = False  # the transport's state: paused for either reason
         self._paused_for_sends = False
         self._paused_for_budget = False
+        self._paused_for_rate = False  # a topic published to is over its publish rate
+        self._rate_resume_at_s = 0.0
+        self._rate_timer: Any = None
         self._partial_held_bytes = 0  # what the budget counts for this connection
         self._partial_frames_seen = 0  # the decoder's partial_frames_started, last seen
         self._writable = asyncio.Event()
@@ -152,6 +155,8 @@ class ServerConnection(asyncio.Protocol):
             self._keepalive.cancel()
         if self._refresh_timer is not None:
             self._refresh_timer.cancel()
+        if self._rate_timer is not None:
+            self._rate_timer.cancel()
         for task in [*self._pending_producers.values(), *self._pending_consumers.values()]:
             task.cancel()
         for producer in [*self.producers.values(), *self.queued_producers.values()]:
@@ -223,11 +228,30 @@ class ServerConnection(asyncio.Protocol):
         for reader in budget.resumable():
             reader.resume_for_budget()
 
+    def pause_reading_for(self, pause_s: float) -> None:
+        """Stop reading for ``pause_s`` (a publish rate was exceeded): the client's sends
+        wait in its own queue, nothing is refused. A longer pause extends a current one."""
+        clock = self.service.clock
+        resume_at_s = clock.monotonic_s() + pause_s
+        if self._paused_for_rate and resume_at_s <= self._rate_resume_at_s:
+            return
+        self._rate_resume_at_s = resume_at_s
+        if self._rate_timer is not None:
+            self._rate_timer.cancel()
+        self._rate_timer = clock.call_later(pause_s, self._resume_after_rate_pause)
+        self._paused_for_rate = True
+        self._update_reading()
+
+    def _resume_after_rate_pause(self) -> None:
+        self._rate_timer = None
+        self._paused_for_rate = False
+        self._update_reading()
+
     def _update_reading(self) -> None:
         transport = self.transport
         if transport is None or self.closed:
             return
-        paused = self._paused_for_sends or self._paused_for_budget
+        paused = self._paused_for_sends or self._paused_for_budget or self._paused_for_rate
         if paused != self._reading_paused:
             self._reading_paused = paused
             if paused:

@@ -23,7 +23,14 @@ import pytest
 
 from magnetar.client import AuthenticationToken, Client
 from magnetar.common.errors import AuthenticationError, AuthorizationError, ServerError
-from magnetar.protocol import Connect, Connected, Error, FrameDecoder
+from magnetar.protocol import (
+    Connect,
+    Connected,
+    Error,
+    FrameDecoder,
+    GetTopicsOfNamespace,
+    GetTopicsOfNamespaceResponse,
+)
 from magnetar.protocol import encode as encode_command
 from magnetar.testing import StandaloneProcess
 
@@ -360,3 +367,34 @@ def test_a_namespace_that_does_not_exist_is_topic_not_found(
             client.create_producer(T1)
     finally:
         client.close()
+
+
+def _request(port: int, token: str, cmd: object) -> object:
+    """CONNECT as ``token``'s role, send one request; its answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        connect = Connect(client_version="auth-test", protocol_version=20,
+                          auth_method_name="token", auth_data=token.encode())  # fmt: skip
+        sock.sendall(encode_command(connect) + encode_command(cmd))  # type: ignore[arg-type]
+        decoder, commands = FrameDecoder(), []
+        while len(commands) < 2:
+            chunk = sock.recv(65536)
+            assert chunk, f"closed after {commands}"
+            commands += [f.command for f in decoder.feed(chunk)]
+        assert isinstance(commands[0], Connected)
+        return commands[1]
+
+
+def test_listing_a_namespaces_topics_needs_a_grant_on_the_namespace(
+    node: StandaloneProcess, secrets: Secrets
+) -> None:
+    listing = GetTopicsOfNamespace(request_id=7, namespace=NS)
+    for role, allowed in (("writer", True), ("tadmin", True), ("reader", False), ("nobody", False)):
+        answer = _request(node.port, secrets.token(role), listing)
+        if allowed:
+            assert isinstance(answer, GetTopicsOfNamespaceResponse), (role, answer)
+        else:
+            assert isinstance(answer, Error) and answer.error is ServerError.AuthorizationError
+            assert f"role {role!r} is not authorized to list the topics of {NS}" in answer.message
+    ghost = _request(node.port, secrets.token("nobody"),
+                     GetTopicsOfNamespace(request_id=8, namespace="ghost/ns"))  # fmt: skip
+    assert isinstance(ghost, Error) and ghost.error is ServerError.TopicNotFound

@@ -15,7 +15,7 @@ from typing import Any
 from magnetar.auth import AuthConfig, Authorizer, AuthPolicies, TopicOperation
 from magnetar.broker.policies import NAMESPACE_POLICIES_ROOT, PolicyCache
 from magnetar.common.errors import AuthorizationError, TopicNotFound
-from magnetar.common.names import TopicName
+from magnetar.common.names import NamespaceName, TopicName
 from magnetar.metadata.store import MetadataStore, NotFound
 
 _OPERATION_WORDS = {
@@ -71,6 +71,22 @@ class AccessControl:
         if topic.is_partition:
             names.append(topic.partitioned_topic.full_name)
         return self.authorizer.allows_topic(role, operation, names, admin_roles, auth, subscription)
+
+    async def check_namespace(self, role: str | None, namespace: NamespaceName) -> None:
+        """Listing a namespace's topics: tenant admin, or produce or consume granted on the
+        namespace itself. Raises :class:`AuthorizationError` (TopicNotFound for a namespace
+        that does not exist)."""
+        if not self.enabled or self.authorizer.is_super_user(role):
+            return
+        admin_roles = await self.tenant_admin_roles(namespace.tenant)
+        policies = await self._policies.namespace(namespace, fresh=True)
+        if policies is None:
+            raise TopicNotFound(f"Namespace {namespace} does not exist")
+        auth = AuthPolicies.from_json(policies.auth_policies)
+        if not self.authorizer.allows_topic(role, TopicOperation.LOOKUP, [], admin_roles, auth):
+            raise AuthorizationError(
+                f"Client with role {role!r} is not authorized to list the topics of {namespace}"
+            )
 
     async def check_topic(
         self,

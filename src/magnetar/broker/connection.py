@@ -43,7 +43,7 @@ from magnetar.auth import UNAUTHENTICATED, TopicOperation
 from magnetar.auth.refresh import REFRESH_AUTH_DATA, Challenge, Close, CredentialRefresh
 from magnetar.broker.error_reply import failure_reply
 from magnetar.common.errors import AuthenticationError, ProtocolError, ServerError
-from magnetar.common.names import TopicName
+from magnetar.common.names import NamespaceName, TopicName
 from magnetar.protocol import (
     FRAME_PADDING_BYTES,
     PROTOCOL_VERSION,
@@ -454,14 +454,7 @@ class ServerConnection(asyncio.Protocol):
                 )
             case GetTopicsOfNamespace():
                 log.debug("connection %s: %s", self.address, cmd)
-                self._request(
-                    cmd,
-                    lambda: self._authorized(
-                        f"{cmd.namespace}/-",  # any topic of the namespace: grants at that level
-                        TopicOperation.LOOKUP,
-                        svc.handle_topics_of_namespace(cmd),
-                    ),
-                )
+                self._request(cmd, lambda: self._namespace_listing(cmd))
             case GetSchema():
                 self.send_command(
                     GetSchemaResponse(
@@ -547,6 +540,13 @@ class ServerConnection(asyncio.Protocol):
             work.close()
             raise
         return await work
+
+    async def _namespace_listing(self, cmd: GetTopicsOfNamespace) -> Command:
+        access = self.service.access
+        if access.enabled:
+            namespace = NamespaceName.parse(cmd.namespace)
+            await access.check_namespace(self.identity.role, namespace)
+        return await self.service.handle_topics_of_namespace(cmd)
 
     async def check_access(
         self, topic: str, operation: TopicOperation, subscription: str | None = None

@@ -17,14 +17,10 @@ without copying. Backpressure both ways: past ``pending_sends_per_connection_max
 unanswered SENDs the transport stops reading until half of them are answered; dispatchers
 wait on :meth:`ServerConnection.wait_writable` while the transport's write buffer is full.
 
-Authentication: CONNECT's credentials go to the broker's
-:class:`~magnetar.auth.AuthenticationService`; refused credentials are answered with Error
-``AuthenticationError`` (request id 2^64-1, as Pulsar's -1) and the connection is closed.
-Credentials that expire (a token's ``exp``) are checked every ``auth.refresh_check_s``
-and refreshed with AUTH_CHALLENGE/AUTH_RESPONSE (:mod:`magnetar.auth.refresh`); a client
-that cannot or does not refresh them, or answers with another role, is disconnected.
-The role is kept for authorization of LOOKUP, PARTITIONED_METADATA, PRODUCER, SUBSCRIBE
-and GET_TOPICS_OF_NAMESPACE (``service.access``).
+Authentication and authorization: :class:`~magnetar.broker.connection_auth.ConnectionAuth`
+checks CONNECT's credentials (refused: Error ``AuthenticationError``, then closed), refreshes
+expiring ones (AUTH_CHALLENGE/AUTH_RESPONSE), and authorizes LOOKUP, PARTITIONED_METADATA,
+PRODUCER, SUBSCRIBE and GET_TOPICS_OF_NAMESPACE against the role.
 
 Keep-alive: a PING goes out every ``keep_alive_interval_ms``; a connection with no traffic
 for a whole interval after a PING is closed. Every PING from the client gets a PONG.
@@ -39,17 +35,15 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 from magnetar import __version__
-from magnetar.auth import UNAUTHENTICATED, TopicOperation
-from magnetar.auth.refresh import REFRESH_AUTH_DATA, Challenge, Close, CredentialRefresh
+from magnetar.auth import TopicOperation
+from magnetar.broker.connection_auth import ConnectionAuth
 from magnetar.broker.error_reply import failure_reply
-from magnetar.common.errors import AuthenticationError, ProtocolError, ServerError
-from magnetar.common.names import NamespaceName, TopicName
+from magnetar.common.clock import Timer
+from magnetar.common.errors import ProtocolError, ServerError
 from magnetar.protocol import (
     FRAME_PADDING_BYTES,
     PROTOCOL_VERSION,
     Ack,
-    AuthChallenge,
-    AuthData,
     AuthResponse,
     CloseConsumer,
     CloseProducer,
@@ -92,7 +86,6 @@ log = logging.getLogger(__name__)
 
 SERVER_VERSION = f"Magnetar-{__version__}"
 _connection_ids = itertools.count(1)
-AUTH_FAILED_REQUEST_ID = 2**64 - 1
 
 
 class ServerConnection(asyncio.Protocol):
@@ -111,10 +104,8 @@ class ServerConnection(asyncio.Protocol):
         self.client_version = ""
         self.address = ""
         self.supports_broker_entry_metadata = False
-        self.identity = UNAUTHENTICATED
-        """Who the client authenticated as (role None while authentication is off)."""
-        self._refresh: CredentialRefresh | None = None
-        self._refresh_timer: Any = None
+        self.auth = ConnectionAuth(self, SERVER_VERSION)
+        """The client's role, the refresh of its credentials, authorization checks."""
         self.producers: dict[int, TopicProducer] = {}
         self.queued_producers: dict[int, TopicProducer] = {}
         """WaitForExclusive producers answered ready=false, not yet holding their topic."""
@@ -128,7 +119,7 @@ class ServerConnection(asyncio.Protocol):
         self._paused_for_budget = False
         self._paused_for_rate = False  # a topic published to is over its publish rate
         self._rate_resume_at_s = 0.0
-        self._rate_timer: Any = None
+        self._rate_timer: Timer | None = None
         self._partial_held_bytes = 0  # what the budget counts for this connection
         self._partial_frames_seen = 0  # the decoder's partial_frames_started, last seen
         self._writable = asyncio.Event()
@@ -153,8 +144,7 @@ class ServerConnection(asyncio.Protocol):
         self._release_partial_frame()
         if self._keepalive is not None:
             self._keepalive.cancel()
-        if self._refresh_timer is not None:
-            self._refresh_timer.cancel()
+        self.auth.close()
         if self._rate_timer is not None:
             self._rate_timer.cancel()
         for task in [*self._pending_producers.values(), *self._pending_consumers.values()]:
@@ -441,20 +431,20 @@ class ServerConnection(asyncio.Protocol):
             case PartitionedTopicMetadata():
                 self._request(
                     cmd,
-                    lambda: self._authorized(
+                    lambda: self.auth.authorized(
                         cmd.topic, TopicOperation.LOOKUP, svc.handle_partitioned_metadata(cmd)
                     ),
                 )
             case LookupTopic():
                 self._request(
                     cmd,
-                    lambda: self._authorized(
+                    lambda: self.auth.authorized(
                         cmd.topic, TopicOperation.LOOKUP, svc.handle_lookup(cmd)
                     ),
                 )
             case GetTopicsOfNamespace():
                 log.debug("connection %s: %s", self.address, cmd)
-                self._request(cmd, lambda: self._namespace_listing(cmd))
+                self._request(cmd, lambda: self._topics_of_namespace(cmd))
             case GetSchema():
                 self.send_command(
                     GetSchemaResponse(
@@ -504,7 +494,7 @@ class ServerConnection(asyncio.Protocol):
                 else:
                     self.send_command(consumer.stats_response(cmd.request_id))
             case AuthResponse():
-                self._on_auth_response(cmd)
+                self.auth.on_auth_response(cmd)
             case Connect():
                 raise ProtocolError("second CONNECT on a connection")
             case _:
@@ -519,6 +509,10 @@ class ServerConnection(asyncio.Protocol):
                     )
                 )
 
+    async def _topics_of_namespace(self, cmd: GetTopicsOfNamespace) -> Command:
+        await self.auth.check_namespace(cmd.namespace)
+        return await self.service.handle_topics_of_namespace(cmd)
+
     def _consumer_or_none(self, consumer_id: int) -> Consumer | None:
         return self.consumers.get(consumer_id)
 
@@ -529,118 +523,9 @@ class ServerConnection(asyncio.Protocol):
             )
         )
 
-    async def _authorized(
-        self, topic: str, operation: TopicOperation, work: Coroutine[Any, Any, Command]
-    ) -> Command:
-        """``work``'s answer if this connection's role may do ``operation`` on ``topic``;
-        raises AuthorizationError otherwise (``work`` is then closed, never run)."""
-        try:
-            await self.check_access(topic, operation)
-        except BaseException:
-            work.close()
-            raise
-        return await work
-
-    async def _namespace_listing(self, cmd: GetTopicsOfNamespace) -> Command:
-        access = self.service.access
-        if access.enabled:
-            namespace = NamespaceName.parse(cmd.namespace)
-            await access.check_namespace(self.identity.role, namespace)
-        return await self.service.handle_topics_of_namespace(cmd)
-
-    async def check_access(
-        self, topic: str, operation: TopicOperation, subscription: str | None = None
-    ) -> None:
-        """Raises AuthorizationError unless this connection's role may do ``operation``."""
-        access = self.service.access
-        if access.enabled:
-            await access.check_topic(
-                self.identity.role, TopicName.parse(topic), operation, subscription
-            )
-
-    # --- refreshing expiring credentials ------------------------------------------------
-
-    def _schedule_refresh_check(self) -> None:
-        interval_s = self.service.config.auth.refresh_check_s
-        self._refresh_timer = self.service.clock.call_later(interval_s, self._on_refresh_check)
-
-    def _on_refresh_check(self) -> None:
-        if self.closed or self._refresh is None:
-            return
-        action = self._refresh.on_check(self.service.clock.now_ms() / 1000)
-        if isinstance(action, Close):
-            log.info("connection %s: closing: %s", self.address, action.reason)
-            self.close()
-            return
-        if isinstance(action, Challenge):
-            self.send_command(
-                AuthChallenge(
-                    server_version=SERVER_VERSION,
-                    challenge=AuthData(auth_method_name=action.method, auth_data=REFRESH_AUTH_DATA),
-                    protocol_version=self.protocol_version,
-                )
-            )
-        self._schedule_refresh_check()
-
-    def _on_auth_response(self, cmd: AuthResponse) -> None:
-        if self._refresh is None:
-            raise ProtocolError("AUTH_RESPONSE on a connection whose credentials do not expire")
-        response = cmd.response
-        outcome: Any
-        try:
-            outcome = self.service.authentication.authenticate(
-                response.auth_method_name if response else None,
-                response.auth_data if response else None,
-                self._peer_certificate(),
-                self.service.clock.now_ms() / 1000,
-            )
-        except AuthenticationError as exc:
-            outcome = exc
-        action = self._refresh.on_response(outcome)
-        if isinstance(action, Close):
-            log.info("connection %s: closing: %s", self.address, action.reason)
-            self.send_command(
-                Error(
-                    request_id=AUTH_FAILED_REQUEST_ID,
-                    error=ServerError.AuthenticationError,
-                    message=f"Unable to authenticate: {action.reason}",
-                )
-            )
-            self.close()
-            return
-        self.identity = self._refresh.identity
-
-    def _peer_certificate(self) -> Any:
-        if self.transport is None or self.transport.get_extra_info("sslcontext") is None:
-            return None
-        return self.transport.get_extra_info("peercert")
-
     def _on_connect(self, cmd: Connect) -> None:
-        method = cmd.auth_method_name
-        if method is None and cmd.auth_method is not None:  # legacy enum AuthMethodYcaV1...
-            method = cmd.auth_method.name.removeprefix("AuthMethod").lower()
-        try:
-            self.identity = self.service.authentication.authenticate(
-                method, cmd.auth_data, self._peer_certificate(), self.service.clock.now_ms() / 1000
-            )
-        except AuthenticationError as exc:
-            log.info("connection %s: authentication refused: %s", self.address, exc)
-            # Pulsar answers with request id -1, which the uint64 field carries as 2^64-1
-            self.send_command(
-                Error(
-                    request_id=AUTH_FAILED_REQUEST_ID,
-                    error=ServerError.AuthenticationError,
-                    message=f"Unable to authenticate: {exc}",
-                )
-            )
-            self.close()
+        if not self.auth.on_connect(cmd):
             return
-        if self.identity.expires_at_s is not None:
-            flags = cmd.feature_flags
-            self._refresh = CredentialRefresh(
-                self.identity, bool(flags is not None and flags.supports_auth_refresh)
-            )
-            self._schedule_refresh_check()
         self.connected = True
         self.client_version = cmd.client_version
         self.protocol_version = min(cmd.protocol_version, PROTOCOL_VERSION)
@@ -676,7 +561,7 @@ class ServerConnection(asyncio.Protocol):
 
         async def create() -> None:
             try:
-                await self.check_access(cmd.topic, TopicOperation.PRODUCE)
+                await self.auth.check_topic(cmd.topic, TopicOperation.PRODUCE)
                 await self.service.create_producer(self, cmd)
             finally:
                 self._pending_producers.pop(cmd.producer_id, None)
@@ -720,7 +605,7 @@ class ServerConnection(asyncio.Protocol):
 
         async def create() -> None:
             try:
-                await self.check_access(cmd.topic, TopicOperation.CONSUME, cmd.subscription)
+                await self.auth.check_topic(cmd.topic, TopicOperation.CONSUME, cmd.subscription)
                 await self.service.subscribe(self, cmd)
             finally:
                 self._pending_consumers.pop(cmd.consumer_id, None)

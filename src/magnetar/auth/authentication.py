@@ -28,12 +28,13 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.auth.config import AUTH_DATA_BYTES_MAX, AuthConfig, AuthConfigError, ProviderName
-from magnetar.auth.htpasswd import HtpasswdError, load_htpasswd, parse_htpasswd, verify_password
-from magnetar.auth.tokens import InvalidToken, KeyLoadError, TokenVerifier, read_key_bytes
 from magnetar.common.errors import AuthenticationError
+
+if TYPE_CHECKING:  # PyJWT and cryptography load only when a token provider is configured
+    from magnetar.auth.tokens import TokenVerifier
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,8 @@ class TokenProvider:
     def authenticate(
         self, data: bytes, peer_cert: PeerCertificate | None, now_s: float
     ) -> AuthenticatedRole:
+        from magnetar.auth.tokens import InvalidToken
+
         token = _text(data, "token").strip()
         if token.startswith("Bearer "):  # some clients send the header form
             token = token[len("Bearer ") :]
@@ -121,6 +124,8 @@ class BasicProvider:
     def authenticate(
         self, data: bytes, peer_cert: PeerCertificate | None, now_s: float
     ) -> AuthenticatedRole:
+        from magnetar.auth.htpasswd import verify_password
+
         user, sep, password = _text(data, "basic credentials").partition(":")
         if not sep:
             raise AuthenticationError("basic credentials must be user:password")
@@ -173,6 +178,9 @@ class TlsProvider:
 
 
 def _build_provider(name: ProviderName, config: AuthConfig) -> AuthenticationProvider:
+    from magnetar.auth.htpasswd import HtpasswdError, load_htpasswd, parse_htpasswd
+    from magnetar.auth.tokens import KeyLoadError, TokenVerifier, read_key_bytes
+
     if name is ProviderName.TOKEN:
         try:
             verifier = TokenVerifier.from_setting(

@@ -47,6 +47,9 @@ class StandaloneConfig:
     data_dir: Path = Path("data")
     http_host: str = "127.0.0.1"
     http_port: int = 8080
+    https_port: int | None = None
+    """Pulsar's ``webServicePortTls``: the same HTTP API over TLS, with the broker's TLS
+    certificate (``broker.tls_cert_file``/``tls_key_file``); None = off, 0 = a free port."""
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     bookie_disk_free_min_bytes: int = 64 * 1024 * 1024
     bookie_disk_check_interval_ms: int = 1_000
@@ -76,6 +79,7 @@ class Standalone:
         self.functions_worker: WorkerService | None = None
         self._worker_slot: ServiceSlot | None = None
         self._worker_task: asyncio.Task[None] | None = None
+        self.https: AdminServer | None = None
 
     async def start(self) -> None:
         cfg = self.config
@@ -155,6 +159,19 @@ class Standalone:
         self.http = AdminServer(app, self.config.http_host, self.config.http_port)
         await self.http.start()
         ctx.http_port = self.http.port
+        b = self.config.broker
+        if self.config.https_port is not None:
+            from magnetar.admin.server import HttpsSettings
+
+            assert b.tls_cert_file is not None and b.tls_key_file is not None
+            tls = HttpsSettings(
+                b.tls_cert_file,
+                b.tls_key_file,
+                b.tls_trust_certs_file,
+                b.tls_require_trusted_client_cert,
+            )
+            self.https = AdminServer(app, self.config.http_host, self.config.https_port, tls=tls)
+            await self.https.start()
         if self._worker_slot is not None:
             self._worker_task = asyncio.get_running_loop().create_task(
                 self._start_functions_worker(), name="functions-worker start"
@@ -203,6 +220,9 @@ class Standalone:
         worker, self.functions_worker = self.functions_worker, None
         if worker is not None:
             await _stop_step("functions worker", worker.close(), deadline_s)
+        https, self.https = self.https, None
+        if https is not None:
+            await _stop_step("HTTPS server", https.close(), deadline_s)
         http, self.http = self.http, None
         if http is not None:
             await _stop_step("HTTP server", http.close(), deadline_s)
@@ -255,7 +275,8 @@ async def run(config: StandaloneConfig, started_at: float | None = None) -> None
             f"magnetar standalone ready: broker {node.broker.service_url} "
             + (f"tls {tls_url} " if tls_url else "")
             + f"http http://{config.http_host}:{node.http.port} "
-            f"data {config.data_dir.resolve()} ({elapsed_ms:.0f} ms)",
+            + (f"https https://{config.http_host}:{node.https.port} " if node.https else "")
+            + f"data {config.data_dir.resolve()} ({elapsed_ms:.0f} ms)",
             flush=True,
         )
         await stop.wait()

@@ -67,6 +67,7 @@ def test_every_route_answers_without_server_errors(
         "kinds": "functions",
         "name": "fn",
         "instance_id": "0",
+        "role": "some-role",
         **NUMERIC,
     }
     bad = dict(

@@ -22,6 +22,8 @@ from magnetar.admin import (
     clusters,
     metrics,
     namespaces,
+    permissions,
+    rate_limits,
     schemas,
     subscriptions,
     tenants,
@@ -33,6 +35,7 @@ from magnetar.admin.errors import http_error
 from magnetar.admin.owner_redirect import owner_redirect
 from magnetar.admin.path_names import check_path_names
 from magnetar.admin.responses import error_response
+from magnetar.admin.security import request_guard
 from magnetar.common.errors import MagnetarError
 
 log = logging.getLogger(__name__)
@@ -53,7 +56,7 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
         # /openapi.json is the API's description for any OpenAPI viewer.
         docs_url=None,
         redoc_url=None,
-        dependencies=[Depends(check_path_names)],
+        dependencies=[Depends(check_path_names), Depends(request_guard(ctx.service))],
     )
 
     @app.exception_handler(MagnetarError)
@@ -98,6 +101,8 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
         clusters,
         tenants,
         bundles,
+        permissions,  # before namespaces and topics: their generic paths would match
+        rate_limits,
         namespaces,
         schemas,
         subscriptions,

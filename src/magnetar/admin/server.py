@@ -18,7 +18,9 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -27,6 +29,26 @@ LISTEN_BACKLOG = 1024
 GRACEFUL_SHUTDOWN_S = 3
 REQUEST_CONCURRENCY_MAX = 1000
 """Beyond this many concurrent connections uvicorn answers 503 (bounds memory)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpsSettings:
+    """Certificates of an HTTPS port (the broker's TLS listener files, PEM)."""
+
+    cert_file: str
+    key_file: str
+    trust_certs_file: str | None = None
+    """CA bundle a client certificate, when sent, must chain to."""
+    require_client_cert: bool = False
+
+    def uvicorn_options(self) -> dict[str, Any]:
+        options: dict[str, Any] = {"ssl_certfile": self.cert_file, "ssl_keyfile": self.key_file}
+        if self.trust_certs_file is not None:
+            options["ssl_ca_certs"] = self.trust_certs_file
+            options["ssl_cert_reqs"] = (
+                ssl.CERT_REQUIRED if self.require_client_cert else ssl.CERT_OPTIONAL
+            )
+        return options
 
 
 def _server_class() -> Any:
@@ -56,9 +78,17 @@ class AdminServer:
     readable from :attr:`port` after :meth:`start`."""
 
     def __init__(
-        self, app: Any, host: str, port: int, *, graceful_shutdown_s: int = GRACEFUL_SHUTDOWN_S
+        self,
+        app: Any,
+        host: str,
+        port: int,
+        *,
+        graceful_shutdown_s: int = GRACEFUL_SHUTDOWN_S,
+        tls: HttpsSettings | None = None,
     ) -> None:
         self.app = app
+        self.tls = tls
+        """Serve HTTPS with these certificates (None: plain HTTP)."""
         self.host = host
         self.port = port
         self.graceful_shutdown_s = graceful_shutdown_s
@@ -97,6 +127,7 @@ class AdminServer:
             server_header=False,
             limit_concurrency=REQUEST_CONCURRENCY_MAX,
             timeout_graceful_shutdown=self.graceful_shutdown_s,
+            **({} if self.tls is None else self.tls.uvicorn_options()),
         )
         server = _server_class()(config)
         self._server = server

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from magnetar.auth.config import AuthConfig
 from magnetar.broker.listeners import NO_LISTENERS, AdvertisedListeners
 from magnetar.broker.partial_frames import (
     DEFAULT_PARTIAL_FRAME_BYTES_MAX,
@@ -74,6 +75,8 @@ class BrokerConfig:
     lookup_owner_wait_ms: int = 10_000
     """Cluster mode: how long a lookup of a bundle no broker holds yet waits for the
     controller to assign it before answering ServiceNotReady (the client retries)."""
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    """Authentication and authorization (off by default; ``magnetar.auth``)."""
     ensemble_size: int = 1
     write_quorum: int = 1
     ack_quorum: int = 1

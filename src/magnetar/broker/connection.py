@@ -17,6 +17,11 @@ without copying. Backpressure both ways: past ``pending_sends_per_connection_max
 unanswered SENDs the transport stops reading until half of them are answered; dispatchers
 wait on :meth:`ServerConnection.wait_writable` while the transport's write buffer is full.
 
+Authentication and authorization: :class:`~magnetar.broker.connection_auth.ConnectionAuth`
+checks CONNECT's credentials (refused: Error ``AuthenticationError``, then closed), refreshes
+expiring ones (AUTH_CHALLENGE/AUTH_RESPONSE), and authorizes LOOKUP, PARTITIONED_METADATA,
+PRODUCER, SUBSCRIBE and GET_TOPICS_OF_NAMESPACE against the role.
+
 Keep-alive: a PING goes out every ``keep_alive_interval_ms``; a connection with no traffic
 for a whole interval after a PING is closed. Every PING from the client gets a PONG.
 """
@@ -30,12 +35,16 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 from magnetar import __version__
+from magnetar.auth import TopicOperation
+from magnetar.broker.connection_auth import ConnectionAuth
 from magnetar.broker.error_reply import failure_reply
+from magnetar.common.clock import Timer
 from magnetar.common.errors import ProtocolError, ServerError
 from magnetar.protocol import (
     FRAME_PADDING_BYTES,
     PROTOCOL_VERSION,
     Ack,
+    AuthResponse,
     CloseConsumer,
     CloseProducer,
     Command,
@@ -93,6 +102,8 @@ class ServerConnection(asyncio.Protocol):
         self.client_version = ""
         self.address = ""
         self.supports_broker_entry_metadata = False
+        self.auth = ConnectionAuth(self, SERVER_VERSION)
+        """The client's role, the refresh of its credentials, authorization checks."""
         self.producers: dict[int, TopicProducer] = {}
         self.queued_producers: dict[int, TopicProducer] = {}
         """WaitForExclusive producers answered ready=false, not yet holding their topic."""
@@ -104,6 +115,9 @@ class ServerConnection(asyncio.Protocol):
         self._reading_paused = False  # the transport's state: paused for either reason
         self._paused_for_sends = False
         self._paused_for_budget = False
+        self._paused_for_rate = False  # a topic published to is over its publish rate
+        self._rate_resume_at_s = 0.0
+        self._rate_timer: Timer | None = None
         self._partial_held_bytes = 0  # what the budget counts for this connection
         self._partial_frames_seen = 0  # the decoder's partial_frames_started, last seen
         self._writable = asyncio.Event()
@@ -128,6 +142,9 @@ class ServerConnection(asyncio.Protocol):
         self._release_partial_frame()
         if self._keepalive is not None:
             self._keepalive.cancel()
+        self.auth.close()
+        if self._rate_timer is not None:
+            self._rate_timer.cancel()
         for task in [*self._pending_producers.values(), *self._pending_consumers.values()]:
             task.cancel()
         for producer in [*self.producers.values(), *self.queued_producers.values()]:
@@ -199,11 +216,30 @@ class ServerConnection(asyncio.Protocol):
         for reader in budget.resumable():
             reader.resume_for_budget()
 
+    def pause_reading_for(self, pause_s: float) -> None:
+        """Stop reading for ``pause_s`` (a publish rate was exceeded): the client's sends
+        wait in its own queue, nothing is refused. A longer pause extends a current one."""
+        clock = self.service.clock
+        resume_at_s = clock.monotonic_s() + pause_s
+        if self._paused_for_rate and resume_at_s <= self._rate_resume_at_s:
+            return
+        self._rate_resume_at_s = resume_at_s
+        if self._rate_timer is not None:
+            self._rate_timer.cancel()
+        self._rate_timer = clock.call_later(pause_s, self._resume_after_rate_pause)
+        self._paused_for_rate = True
+        self._update_reading()
+
+    def _resume_after_rate_pause(self) -> None:
+        self._rate_timer = None
+        self._paused_for_rate = False
+        self._update_reading()
+
     def _update_reading(self) -> None:
         transport = self.transport
         if transport is None or self.closed:
             return
-        paused = self._paused_for_sends or self._paused_for_budget
+        paused = self._paused_for_sends or self._paused_for_budget or self._paused_for_rate
         if paused != self._reading_paused:
             self._reading_paused = paused
             if paused:
@@ -391,12 +427,22 @@ class ServerConnection(asyncio.Protocol):
             case Pong():
                 pass
             case PartitionedTopicMetadata():
-                self._request(cmd, lambda: svc.handle_partitioned_metadata(cmd))
+                self._request(
+                    cmd,
+                    lambda: self.auth.authorized(
+                        cmd.topic, TopicOperation.LOOKUP, svc.handle_partitioned_metadata(cmd)
+                    ),
+                )
             case LookupTopic():
-                self._request(cmd, lambda: svc.handle_lookup(cmd))
+                self._request(
+                    cmd,
+                    lambda: self.auth.authorized(
+                        cmd.topic, TopicOperation.LOOKUP, svc.handle_lookup(cmd)
+                    ),
+                )
             case GetTopicsOfNamespace():
                 log.debug("connection %s: %s", self.address, cmd)
-                self._request(cmd, lambda: svc.handle_topics_of_namespace(cmd))
+                self._request(cmd, lambda: self._topics_of_namespace(cmd))
             case GetSchema():
                 self._request(cmd, lambda: svc.schemas.handle_get_schema(cmd))
             case GetOrCreateSchema():
@@ -437,6 +483,8 @@ class ServerConnection(asyncio.Protocol):
                     self._consumer_missing(cmd.request_id)
                 else:
                     self.send_command(consumer.stats_response(cmd.request_id))
+            case AuthResponse():
+                self.auth.on_auth_response(cmd)
             case Connect():
                 raise ProtocolError("second CONNECT on a connection")
             case _:
@@ -451,6 +499,10 @@ class ServerConnection(asyncio.Protocol):
                     )
                 )
 
+    async def _topics_of_namespace(self, cmd: GetTopicsOfNamespace) -> Command:
+        await self.auth.check_namespace(cmd.namespace)
+        return await self.service.handle_topics_of_namespace(cmd)
+
     def _consumer_or_none(self, consumer_id: int) -> Consumer | None:
         return self.consumers.get(consumer_id)
 
@@ -462,6 +514,8 @@ class ServerConnection(asyncio.Protocol):
         )
 
     def _on_connect(self, cmd: Connect) -> None:
+        if not self.auth.on_connect(cmd):
+            return
         self.connected = True
         self.client_version = cmd.client_version
         self.protocol_version = min(cmd.protocol_version, PROTOCOL_VERSION)
@@ -497,6 +551,7 @@ class ServerConnection(asyncio.Protocol):
 
         async def create() -> None:
             try:
+                await self.auth.check_topic(cmd.topic, TopicOperation.PRODUCE)
                 await self.service.create_producer(self, cmd)
             finally:
                 self._pending_producers.pop(cmd.producer_id, None)
@@ -540,6 +595,7 @@ class ServerConnection(asyncio.Protocol):
 
         async def create() -> None:
             try:
+                await self.auth.check_topic(cmd.topic, TopicOperation.CONSUME, cmd.subscription)
                 await self.service.subscribe(self, cmd)
             finally:
                 self._pending_consumers.pop(cmd.consumer_id, None)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 from urllib.parse import quote, unquote
 
+from magnetar.auth.rate_limit import NO_LIMIT, PublishRate
 from magnetar.broker.config import BrokerConfig
 from magnetar.common.errors import MagnetarError, MetadataError
 from magnetar.common.names import NamespaceName, TopicName
@@ -486,6 +487,7 @@ class BrokerDefaults:
     max_unacked_messages_per_subscription: int = 200_000
     allow_auto_topic_creation: bool = True
     auto_topic_partitions: int = 0  # 0 = non-partitioned
+    cluster_name: str = "standalone"  # the key of per-cluster policies (publishMaxMessageRate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -510,6 +512,23 @@ class EffectivePolicies:
     max_unacked_messages_per_subscription: int
     allow_auto_topic_creation: bool
     auto_topic_partitions: int
+    publish_rate: PublishRate = NO_LIMIT
+    """Topic ``publishRate``, else the namespace's ``publishMaxMessageRate`` for this
+    cluster (:func:`publish_rate_of`)."""
+
+
+def publish_rate_of(value: Any) -> PublishRate | None:
+    """Pulsar's ``PublishRate`` JSON (``publishThrottlingRateInMsg``,
+    ``publishThrottlingRateInByte``); None when absent or malformed (no limit)."""
+    if not isinstance(value, dict):
+        return None
+    msgs, size = (
+        value.get("publishThrottlingRateInMsg", 0),
+        value.get("publishThrottlingRateInByte", 0),
+    )
+    if not isinstance(msgs, int) or not isinstance(size, int):
+        return None
+    return PublishRate(msgs_per_s=msgs, bytes_per_s=size)
 
 
 def _first(*values: Any) -> Any:
@@ -555,7 +574,16 @@ def resolve(
         defaults.ensemble_size, defaults.write_quorum, defaults.ack_quorum
     )
     auto = ns.autoTopicCreationOverride
+    ns_rates = ns.extra.get("publishMaxMessageRate")
+    publish_rate = _first(
+        publish_rate_of(tp.extra.get("publishRate")),
+        publish_rate_of(ns_rates.get(defaults.cluster_name))
+        if isinstance(ns_rates, dict)
+        else None,
+        NO_LIMIT,
+    )
     return EffectivePolicies(
+        publish_rate=publish_rate,
         retention_time_ms=_minutes_ms(retention.retention_time_minutes),
         retention_size_bytes=_mb_bytes(retention.retention_size_mb),
         message_ttl_ms=ttl_s * 1000 if ttl_s > 0 else -1,
@@ -607,6 +635,7 @@ def broker_defaults(config: BrokerConfig) -> BrokerDefaults:
         ack_quorum=config.ack_quorum,
         allow_auto_topic_creation=config.allow_auto_topic_creation,
         auto_topic_partitions=config.auto_topic_creation_partitions,
+        cluster_name=config.cluster_name,
         max_unacked_messages_per_consumer=config.max_unacked_messages_per_consumer,
         max_unacked_messages_per_subscription=config.max_unacked_messages_per_subscription,
     )

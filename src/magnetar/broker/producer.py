@@ -100,6 +100,12 @@ class Producer:
         op = _PendingSend(sequence_id)
         self._pending.append(op)
         self.connection.send_started()
+        limiter = self.topic.publish_limiter
+        if limiter.rate.limited:
+            clock = self.topic.service.clock
+            pause_s = limiter.on_publish(num_messages, len(entry.data), clock.monotonic_s())
+            if pause_s > 0:
+                self.connection.pause_reading_for(pause_s)
         if not entry.verify_checksum():
             self._answer(op, self._error(op, ServerError.ChecksumError, "Checksum failed"))
             return

@@ -43,6 +43,8 @@ from collections.abc import Coroutine
 from typing import Any
 from urllib.parse import quote, unquote
 
+from magnetar.auth import AuthenticationService
+from magnetar.broker.access import AccessControl
 from magnetar.broker.compactor import Compactor
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
@@ -152,6 +154,10 @@ class BrokerService:
         :mod:`magnetar.broker.partial_frames`); overdue frames close their connection."""
         self.schemas = TopicSchemas(self)
         """The schema registry and the rules for clients' schemas (:mod:`magnetar.schema`)."""
+        self.authentication = AuthenticationService(config.auth)
+        """Who a client is (raises AuthConfigError here for unusable keys or files)."""
+        self.access = AccessControl(config.auth, store, self.policies)
+        """What a role may do (authorization)."""
         self.meter_sampler = MeterSampler()
         """The hot-path rate meters (producers, consumers, topics, subscriptions), sampled
         every :data:`METER_SAMPLE_INTERVAL_S` by :meth:`_sample_meters`."""

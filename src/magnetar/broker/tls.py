@@ -9,7 +9,8 @@ The TLS port serves exactly the binary protocol of the plain port, inside TLS (P
 * with ``tls_trust_certs_file`` (PEM CA bundle) a client certificate, when one is sent,
   must chain to it; with ``tls_require_trusted_client_cert`` as well, a client that sends
   none is refused during the handshake (Pulsar's ``tlsRequireTrustedClientCertOnConnect``).
-  The broker does not yet map client certificates to roles: it authenticates nobody.
+  With the ``tls`` authentication provider, a verified client certificate's CN is the
+  client's role (:mod:`magnetar.auth.authentication`).
 """
 
 from __future__ import annotations

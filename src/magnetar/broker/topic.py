@@ -21,6 +21,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
+from magnetar.auth.rate_limit import PublishRateLimiter
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.deduplication import DeduplicationState, SnapshotError, is_checked_send
 from magnetar.broker.policies import (
@@ -94,6 +95,10 @@ class Topic:
         self.service = service
         self.policies = policies or resolve(broker_defaults(service.config), None)
         """What applies now; replaced by :meth:`apply_policies` when an admin changes it."""
+        self.publish_limiter = PublishRateLimiter()
+        """The topic's publish rate (policy ``publishRate``): over it, the publishing
+        connection stops being read for a while (``magnetar.auth.rate_limit``)."""
+        self.publish_limiter.configure(self.policies.publish_rate, service.clock.monotonic_s())
         self.name = name
         self.full_name = name.full_name
         self.partition_index = name.partition_index
@@ -154,6 +159,7 @@ class Topic:
         quota (the managed ledger reads its config at each maintenance round), quorums of
         ledgers created from now on, deduplication on/off, and dispatch limits."""
         old, self.policies = self.policies, policies
+        self.publish_limiter.configure(policies.publish_rate, self.service.clock.monotonic_s())
         self.ml.config = ml_config_for(self.ml.config, policies)
         storage = self.ml.storage
         if isinstance(storage, LedgerClientStorage):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import click
 
+from magnetar.cli.admin import permissions  # noqa: F401  (adds the grant/revoke commands)
 from magnetar.cli.admin.clusters import brokers, clusters
 from magnetar.cli.admin.context import AdminContext, AdminContextHolder
 from magnetar.cli.admin.functions import functions, functions_worker, sinks, sources
@@ -23,6 +24,7 @@ from magnetar.cli.admin.namespaces import namespaces
 from magnetar.cli.admin.schemas import schemas
 from magnetar.cli.admin.tenants import tenants
 from magnetar.cli.admin.topics import topics
+from magnetar.cli.auth_options import auth_options, parse_auth
 from magnetar.cli.output import output_option
 
 DEFAULT_ADMIN_URL = "http://localhost:8080"
@@ -42,11 +44,22 @@ DEFAULT_ADMIN_URL = "http://localhost:8080"
     "--timeout", "timeout_s", default=30.0, show_default=True, help="Seconds per request."
 )
 @click.option("--auth-token", envvar="MAGNETAR_AUTH_TOKEN", default=None, help="Bearer token.")
+@auth_options
 @output_option
 @click.pass_context
-def admin(ctx: click.Context, admin_url: str, timeout_s: float, auth_token: str | None) -> None:
+def admin(
+    ctx: click.Context,
+    admin_url: str,
+    timeout_s: float,
+    auth_token: str | None,
+    auth_plugin: str | None,
+    auth_params: str | None,
+) -> None:
     """Administer tenants, namespaces, topics and subscriptions (mirrors pulsar-admin)."""
-    ctx.ensure_object(AdminContextHolder).context = AdminContext(admin_url, timeout_s, auth_token)
+    auth = parse_auth(auth_plugin, auth_params, auth_token)
+    ctx.ensure_object(AdminContextHolder).context = AdminContext(
+        admin_url, timeout_s, auth_token, auth.http_authorization()
+    )
 
 
 for group in (

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from magnetar.cli.auth_options import NO_AUTH, auth_options, parse_auth
 from magnetar.cli.output import Printer, log_client_warnings, output_option, printer
 
 if TYPE_CHECKING:
@@ -62,16 +63,17 @@ class ClientSettings:
 
     def __init__(self) -> None:
         self.url = DEFAULT_SERVICE_URL
-        self.auth_token: str | None = None
+        self.auth = NO_AUTH
         self.operation_timeout_s = 30.0
 
     def make_client(self) -> Any:
-        from magnetar.client import AuthenticationToken, Client
+        from magnetar.client import Client
 
-        auth = AuthenticationToken(self.auth_token) if self.auth_token else None
         return Client(
             self.url,
-            authentication=auth,
+            authentication=self.auth.client_authentication(),
+            tls_certificate_file_path=self.auth.tls_cert_file,
+            tls_private_key_file_path=self.auth.tls_key_file,
             operation_timeout_seconds=self.operation_timeout_s,
             connection_timeout_ms=int(min(self.operation_timeout_s, 10.0) * 1000),
         )
@@ -88,6 +90,7 @@ class ClientSettings:
     help="The broker's binary protocol URL.",
 )
 @click.option("--auth-token", envvar="MAGNETAR_AUTH_TOKEN", default=None, help="Token auth.")
+@auth_options
 @click.option(
     "--operation-timeout",
     "operation_timeout_s",
@@ -98,13 +101,18 @@ class ClientSettings:
 @output_option
 @click.pass_context
 def client(
-    ctx: click.Context, url: str, auth_token: str | None, operation_timeout_s: float
+    ctx: click.Context,
+    url: str,
+    auth_token: str | None,
+    auth_plugin: str | None,
+    auth_params: str | None,
+    operation_timeout_s: float,
 ) -> None:
     """Produce and consume messages from the command line (mirrors pulsar-client)."""
     log_client_warnings()
     settings = ctx.ensure_object(ClientSettings)
     settings.url = url
-    settings.auth_token = auth_token
+    settings.auth = parse_auth(auth_plugin, auth_params, auth_token)
     settings.operation_timeout_s = operation_timeout_s
 
 

@@ -24,11 +24,6 @@ from typing import Any
 CONFIG_ENV = "MAGNETAR_CLIENT_CONF"
 CONFIG_SIZE_MAX_BYTES = 1024 * 1024
 
-TOKEN_AUTH_PLUGINS = (
-    "org.apache.pulsar.client.impl.auth.AuthenticationToken",
-    "token",
-)
-
 
 class ClientConfigError(ValueError):
     """The file cannot be read or a line is not ``key=value``; the message names the file
@@ -59,18 +54,11 @@ def parse_properties(text: str, source: str) -> dict[str, str]:
     return values
 
 
-def _token(values: dict[str, str]) -> str | None:
-    plugin = values.get("authPlugin", "")
-    params = values.get("authParams", "")
-    if plugin not in TOKEN_AUTH_PLUGINS or not params:
-        return None
-    return params.removeprefix("token:")
-
-
 def default_map(values: dict[str, str]) -> dict[str, Any]:
     """Click's ``default_map`` for the ``magnetar`` group from a client.conf's values: the
     admin URL from ``webServiceUrl``, the service URL from ``brokerServiceUrl`` and a token
-    from ``authPlugin``/``authParams``, for the commands that take them."""
+    from ``authPlugin``/``authParams`` (token, basic or tls; see
+    :mod:`magnetar.cli.auth_options`), for the commands that take them."""
     admin: dict[str, Any] = {}
     client: dict[str, Any] = {}
     perf_command: dict[str, Any] = {}
@@ -79,8 +67,10 @@ def default_map(values: dict[str, str]) -> dict[str, Any]:
     if url := values.get("brokerServiceUrl"):
         client["url"] = url.rstrip("/")
         perf_command["service_url"] = url.rstrip("/")
-    if token := _token(values):
-        admin["auth_token"] = client["auth_token"] = token
+    if plugin := values.get("authPlugin"):
+        for command in (admin, client, perf_command):
+            command["auth_plugin"] = plugin
+            command["auth_params"] = values.get("authParams", "")
     perf = {name: dict(perf_command) for name in ("produce", "consume", "read")}
     return {"admin": admin, "client": client, "perf": perf}
 

@@ -21,6 +21,7 @@ from magnetar.cli import (
     local_cluster_cmd,
     perf_cmd,
     standalone_cmd,
+    tokens_cmd,
 )
 from magnetar.cli.client_config import CONFIG_ENV, ClientConfigError, default_config_path
 from magnetar.cli.output import CliGroup
@@ -84,6 +85,7 @@ cli.add_command(admin_cmd.admin)
 cli.add_command(client_cmd.client)
 cli.add_command(perf_cmd.perf)
 cli.add_command(functions_cmd.functions)
+cli.add_command(tokens_cmd.tokens)
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import click
 
+from magnetar.cli.auth_options import auth_options, parse_auth
 from magnetar.cli.client_cmd import (
     COMPRESSIONS,
     DEFAULT_SERVICE_URL,
@@ -129,11 +130,14 @@ def perf() -> None:
     show_default=True,
 )
 @_INTERVAL
+@auth_options
 @_JSON_FILE
 @output_option
 def produce(
     topics: tuple[str, ...],
     service_url: str,
+    auth_plugin: str | None,
+    auth_params: str | None,
     rate: float,
     size_bytes: int,
     num_producers: int,
@@ -153,7 +157,7 @@ def produce(
     from magnetar.cli.perf.report import ReportPrinter
 
     opts = ProduceOptions(
-        service_url=service_url, topics=topics, rate=rate, size_bytes=size_bytes,
+        service_url=service_url, auth=parse_auth(auth_plugin, auth_params), topics=topics, rate=rate, size_bytes=size_bytes,
         producers_per_topic=num_producers, num_messages=num_messages, duration_s=duration_s,
         batching=not disable_batching, batch_delay_ms=batch_delay_ms,
         batch_max_messages=batch_max_messages, batch_max_bytes=batch_max_bytes,
@@ -216,11 +220,14 @@ def produce(
 )
 @_DURATION
 @_INTERVAL
+@auth_options
 @_JSON_FILE
 @output_option
 def consume(
     topics: tuple[str, ...],
     service_url: str,
+    auth_plugin: str | None,
+    auth_params: str | None,
     num_consumers: int,
     num_subscriptions: int,
     subscriber_name: str,
@@ -247,7 +254,7 @@ def consume(
         else tuple(f"{subscriber_name}-{i}" for i in range(num_subscriptions))
     )
     opts = ConsumeOptions(
-        service_url=service_url, topics=topics, subscriptions=subs, subscription_type=sub_type,
+        service_url=service_url, auth=parse_auth(auth_plugin, auth_params), topics=topics, subscriptions=subs, subscription_type=sub_type,
         consumers_per_subscription=num_consumers, position=subscription_position.capitalize(),
         receiver_queue_size=receiver_queue_size, num_messages=num_messages,
         duration_s=duration_s, stats_interval_s=interval_s,
@@ -283,11 +290,14 @@ def consume(
 )
 @_DURATION
 @_INTERVAL
+@auth_options
 @_JSON_FILE
 @output_option
 def read(
     topics: tuple[str, ...],
     service_url: str,
+    auth_plugin: str | None,
+    auth_params: str | None,
     start_message_id: str,
     receiver_queue_size: int,
     num_messages: int,
@@ -301,7 +311,7 @@ def read(
     from magnetar.cli.perf.report import ReportPrinter
 
     opts = ReadOptions(
-        service_url=service_url, topics=topics,
+        service_url=service_url, auth=parse_auth(auth_plugin, auth_params), topics=topics,
         start_message_id=parse_start_message_id(start_message_id),
         receiver_queue_size=receiver_queue_size, num_messages=num_messages,
         duration_s=duration_s, stats_interval_s=interval_s,

@@ -18,6 +18,13 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 @click.option("--port", default=6650, show_default=True, type=int, help="Binary protocol port.")
 @click.option("--http-port", default=8080, show_default=True, type=int)
 @click.option(
+    "--https-port",
+    default=None,
+    type=int,
+    help="Serve the HTTP API (admin, lookup, metrics) over TLS on this port too, with "
+    "--tls-cert-file/--tls-key-file (Pulsar's webServicePortTls; 0 = any free port).",
+)
+@click.option(
     "--tls-port",
     default=None,
     type=int,
@@ -46,6 +53,62 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     default=False,
     show_default=True,
     help="Refuse TLS clients without a certificate signed by --tls-trust-certs-file.",
+)
+@click.option(
+    "--authentication-enabled/--no-authentication-enabled",
+    default=False,
+    show_default=True,
+    help="Check every client's credentials (Pulsar's authenticationEnabled; docs/security.md).",
+)
+@click.option(
+    "--authentication-providers",
+    default="",
+    metavar="token,basic,tls",
+    help="Authentication methods served (or Pulsar's AuthenticationProvider class names).",
+)
+@click.option(
+    "--anonymous-user-role",
+    default=None,
+    help="Role of clients sending no credentials (or an unknown method); unset refuses them.",
+)
+@click.option(
+    "--token-secret-key",
+    default=None,
+    metavar="KEY",
+    help="HS256 key of the token provider: file:///path, data:;base64,... or base64.",
+)
+@click.option(
+    "--token-public-key",
+    default=None,
+    metavar="KEY",
+    help="RS256/ES256 public key of the token provider (PEM or DER), same forms.",
+)
+@click.option(
+    "--token-auth-claim", default="sub", show_default=True, help="Claim holding the role."
+)
+@click.option(
+    "--basic-auth-conf",
+    default=None,
+    envvar="MAGNETAR_BASIC_AUTH_CONF",
+    metavar="FILE",
+    help="htpasswd file of the basic provider (apr1 or bcrypt hashes).",
+)
+@click.option(
+    "--authentication-refresh-check-seconds",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="How often connections with expiring tokens are checked; expired ones are asked "
+    "to refresh (AUTH_CHALLENGE) and closed if they do not.",
+)
+@click.option(
+    "--authorization-enabled/--no-authorization-enabled",
+    default=False,
+    show_default=True,
+    help="Deny what was not granted (Pulsar's authorizationEnabled).",
+)
+@click.option(
+    "--super-user-roles", default="", metavar="ROLE,...", help="Roles allowed everything."
 )
 @click.option("--advertised-address", default=None, help="Host put in lookup answers.")
 @click.option(
@@ -124,11 +187,22 @@ def standalone(
     host: str,
     port: int,
     http_port: int,
+    https_port: int | None,
     tls_port: int | None,
     tls_cert_file: str | None,
     tls_key_file: str | None,
     tls_trust_certs_file: str | None,
     tls_require_trusted_client_cert: bool,
+    authentication_enabled: bool,
+    authentication_providers: str,
+    anonymous_user_role: str | None,
+    token_secret_key: str | None,
+    token_public_key: str | None,
+    token_auth_claim: str,
+    basic_auth_conf: str | None,
+    authentication_refresh_check_seconds: float,
+    authorization_enabled: bool,
+    super_user_roles: str,
     advertised_address: str | None,
     advertised_listeners: str | None,
     internal_listener_name: str | None,
@@ -147,6 +221,8 @@ def standalone(
     started = time.perf_counter()
     if tls_port is not None and (tls_cert_file is None or tls_key_file is None):
         raise click.UsageError("--tls-port needs --tls-cert-file and --tls-key-file")
+    if https_port is not None and (tls_cert_file is None or tls_key_file is None):
+        raise click.UsageError("--https-port needs --tls-cert-file and --tls-key-file")
     if tls_require_trusted_client_cert and tls_trust_certs_file is None:
         raise click.UsageError("--tls-require-trusted-client-cert needs --tls-trust-certs-file")
     import asyncio
@@ -160,6 +236,26 @@ def standalone(
         listeners = parse_advertised_listeners(advertised_listeners, internal_listener_name)
     except ListenerConfigError as exc:
         raise click.UsageError(str(exc)) from None
+    from magnetar.auth import AuthConfig, AuthConfigError, AuthenticationService
+    from magnetar.auth.config import parse_provider_names
+
+    try:
+        auth = AuthConfig(
+            authentication_enabled=authentication_enabled,
+            providers=parse_provider_names(authentication_providers),
+            anonymous_user_role=anonymous_user_role or None,
+            token_secret_key=token_secret_key,
+            token_public_key=token_public_key,
+            token_auth_claim=token_auth_claim,
+            basic_auth_conf=basic_auth_conf,
+            refresh_check_s=authentication_refresh_check_seconds,
+            authorization_enabled=authorization_enabled,
+            super_user_roles=frozenset(r.strip() for r in super_user_roles.split(",") if r.strip()),
+        )
+        AuthenticationService(auth)  # loads keys and files now: a bad one is one line, exit 2
+    except AuthConfigError as exc:
+        click.echo(f"magnetar standalone: {exc}", err=True)
+        sys.exit(2)
     from magnetar.standalone import StandaloneConfig, run
 
     logging.basicConfig(
@@ -171,6 +267,7 @@ def standalone(
         data_dir=data_dir,
         http_host=host,
         http_port=http_port,
+        https_port=https_port,
         managed_ledger_max_entries_per_ledger=managed_ledger_max_entries_per_ledger,
         bookie_journal_skip_invalid_records=journal_skip_invalid_records,
         functions_worker=functions_worker,
@@ -190,6 +287,7 @@ def standalone(
             partial_frame_bytes_max=partial_frame_bytes_max,
             partial_frame_timeout_ms=partial_frame_timeout_ms,
             failover_delay_ms=failover_delay_ms,
+            auth=auth,
         ),
     )
     try:

@@ -321,6 +321,12 @@ class Connection(asyncio.Protocol):
             if producer is not None:
                 producer.on_send_receipt(cmd)
             return
+        if isinstance(cmd, Error) and not self._connected.done():
+            # The broker refused CONNECT (AuthenticationError, with Pulsar's request id -1)
+            # and closes: open() raises that error, which is not retriable.
+            self._connected.set_exception(error_for_code(cmd.error, cmd.message))
+            self._connected.exception()  # retrieved: open() re-raises it
+            return
         if isinstance(cmd, _RESPONSES):
             fut = self._requests.get(cmd.request_id)
             if isinstance(cmd, ProducerSuccess) and not cmd.producer_ready:

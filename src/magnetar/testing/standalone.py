@@ -31,6 +31,8 @@ class StandaloneProcess:
         self.http_port = 0
         self.tls_port: int | None = None
         """The TLS listener's port, read from the ready line (None when it has none)."""
+        self.https_port: int | None = None
+        """The HTTPS port (``--https-port``), read from the ready line (None when off)."""
         self.proc: subprocess.Popen[str] | None = None
         self.ready_line = ""
         self.log_path = data_dir.parent / f"{data_dir.name}-standalone.log"
@@ -61,6 +63,8 @@ class StandaloneProcess:
         if self.tls_port is not None and "--tls-port" in extra:
             # A restart keeps the TLS port picked at the first start, like the others.
             extra[extra.index("--tls-port") + 1] = str(self.tls_port)
+        if self.https_port is not None and "--https-port" in extra:
+            extra[extra.index("--https-port") + 1] = str(self.https_port)
         args = [
             sys.executable, "-m", "magnetar.cli.main", "standalone",
             "--data-dir", str(self.data_dir),
@@ -98,6 +102,8 @@ class StandaloneProcess:
         self.http_port = int(words[words.index("http") + 1].rsplit(":", 1)[1])
         tls = [w for w in words if w.startswith("pulsar+ssl://")]
         self.tls_port = int(tls[0].rsplit(":", 1)[1]) if tls else None
+        https = [w for w in words if w.startswith("https://")]
+        self.https_port = int(https[0].rsplit(":", 1)[1]) if https else None
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -14,13 +14,18 @@ class AdminContext:
     admin_url: str
     timeout_s: float
     auth_token: str | None
+    authorization: str | None = None
+    """The ``Authorization`` header (from --auth-plugin/--auth-params); wins over the token."""
     _rest: AdminRest | None = None
 
     @property
     def rest(self) -> AdminRest:
         if self._rest is None:
             self._rest = AdminRest(
-                self.admin_url, timeout_s=self.timeout_s, auth_token=self.auth_token
+                self.admin_url,
+                timeout_s=self.timeout_s,
+                auth_token=self.auth_token,
+                authorization=self.authorization,
             )
         return self._rest
 

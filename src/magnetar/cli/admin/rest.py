@@ -107,14 +107,21 @@ class AdminRest:
     """The admin REST API at ``base_url`` (``http://host:8080``)."""
 
     def __init__(
-        self, base_url: str, *, timeout_s: float = 30.0, auth_token: str | None = None
+        self,
+        base_url: str,
+        *,
+        timeout_s: float = 30.0,
+        auth_token: str | None = None,
+        authorization: str | None = None,
     ) -> None:
+        """``authorization`` is the ``Authorization`` header sent with every request
+        (``Bearer <auth_token>`` when only a token is given)."""
         parsed = urllib.parse.urlsplit(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise AdminError(f"invalid admin URL {base_url!r} (expected http://host:port)")
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
-        self._auth_token = auth_token
+        self._authorization = authorization or (f"Bearer {auth_token}" if auth_token else None)
         self._opener = urllib.request.build_opener(_NoRedirect())
 
     def request(
@@ -144,8 +151,8 @@ class AdminRest:
             req.add_header("Accept", "application/json")
             if data is not None:
                 req.add_header("Content-Type", content_type)
-            if self._auth_token:
-                req.add_header("Authorization", f"Bearer {self._auth_token}")
+            if self._authorization:
+                req.add_header("Authorization", self._authorization)
             try:
                 with self._opener.open(req, timeout=self.timeout_s) as resp:
                     payload: bytes = resp.read()

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.cli.auth_options import NO_AUTH, CliAuth
 from magnetar.cli.perf.meter import PerfMeter, Report
 from magnetar.cli.perf.report import ReportPrinter
 from magnetar.cli.perf.run import count_received, run_workers
@@ -21,6 +22,8 @@ from magnetar.common.clock import Clock, SystemClock
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumeOptions:
     service_url: str
+    auth: CliAuth = NO_AUTH
+    """Credentials (--auth-plugin/--auth-params)."""
     topics: tuple[str, ...]
     subscriptions: tuple[str, ...]
     subscription_type: str  # as the CLI spells it: Exclusive | Shared | Failover | Key_Shared
@@ -55,7 +58,12 @@ async def run_consume(
 
     clock = clock or SystemClock()
     stop = asyncio.Event()
-    client = Client(opts.service_url)
+    client = Client(
+        opts.service_url,
+        authentication=opts.auth.client_authentication(),
+        tls_certificate_file_path=opts.auth.tls_cert_file,
+        tls_private_key_file_path=opts.auth.tls_key_file,
+    )
     consumers: list[Any] = []
     sub_type = consumer_type(opts.subscription_type)
     cumulative = sub_type in (ConsumerType.Exclusive, ConsumerType.Failover)

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.cli.auth_options import NO_AUTH, CliAuth
 from magnetar.cli.perf.meter import PerfMeter, Report
 from magnetar.cli.perf.report import ReportPrinter
 from magnetar.cli.perf.run import run_workers, wait_or_stop
@@ -28,6 +29,8 @@ DRAIN_TIMEOUT_S = 30.0
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProduceOptions:
     service_url: str
+    auth: CliAuth = NO_AUTH
+    """Credentials (--auth-plugin/--auth-params)."""
     topics: tuple[str, ...]
     rate: float  # msg/s over all producers; 0 = unlimited
     size_bytes: int
@@ -118,7 +121,12 @@ async def run_produce(
     rate = opts.rate / n if opts.rate > 0 else 0.0
     quota, extra = divmod(opts.num_messages, n) if opts.num_messages else (0, 0)
     stop = asyncio.Event()
-    client = Client(opts.service_url)
+    client = Client(
+        opts.service_url,
+        authentication=opts.auth.client_authentication(),
+        tls_certificate_file_path=opts.auth.tls_cert_file,
+        tls_private_key_file_path=opts.auth.tls_key_file,
+    )
     producers: list[Any] = []
     try:
         for topic in opts.topics:

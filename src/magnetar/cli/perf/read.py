@@ -11,6 +11,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.cli.auth_options import NO_AUTH, CliAuth
 from magnetar.cli.perf.meter import PerfMeter, Report
 from magnetar.cli.perf.report import ReportPrinter
 from magnetar.cli.perf.run import count_received, run_workers
@@ -20,6 +21,8 @@ from magnetar.common.clock import Clock, SystemClock
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReadOptions:
     service_url: str
+    auth: CliAuth = NO_AUTH
+    """Credentials (--auth-plugin/--auth-params)."""
     topics: tuple[str, ...]
     start_message_id: Any  # a client MessageId
     receiver_queue_size: int
@@ -35,7 +38,12 @@ async def run_read(opts: ReadOptions, printer: ReportPrinter, clock: Clock | Non
 
     clock = clock or SystemClock()
     stop = asyncio.Event()
-    client = Client(opts.service_url)
+    client = Client(
+        opts.service_url,
+        authentication=opts.auth.client_authentication(),
+        tls_certificate_file_path=opts.auth.tls_cert_file,
+        tls_private_key_file_path=opts.auth.tls_key_file,
+    )
     try:
         readers = [
             await client.create_reader(

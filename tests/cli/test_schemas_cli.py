@@ -91,3 +91,80 @@ def test_bad_schema_files(cli: Cli, tmp_path: Path) -> None:
     bad_strategy = cli.admin("namespaces", "set-schema-compatibility-strategy", "public/default",
                              "-c", "SOMETIMES")  # fmt: skip
     assert bad_strategy.returncode == 2
+
+
+RECORD_MODULE = """
+from pulsar.schema import Integer, Record, String
+
+
+class Order(Record):
+    item = String()
+    quantity = Integer()
+
+
+class NotARecord:
+    pass
+"""
+
+
+def test_extract_uploads_a_record_class_schema(cli: Cli, tmp_path: Path) -> None:
+    """``extract --classname module.Class --type avro|json`` uploads the Record's schema as
+    the official client sends it: a typed producer of the same class reuses the version."""
+    import pulsar
+    from pulsar.schema import AvroSchema, Integer, Record, String
+
+    (tmp_path / "orders_model.py").write_text(RECORD_MODULE)
+    topic = f"persistent://public/default/extract-{uuid.uuid4().hex[:8]}"
+    out = _ok(
+        cli.admin(
+            "schemas", "extract", topic, "--classname", "orders_model.Order",
+            "--path", str(tmp_path), "--type", "avro",
+        )
+    )  # fmt: skip
+    assert "version 0" in out
+    got = _json(cli, "schemas", "get", topic)
+    assert got["type"] == "AVRO"
+    assert json.loads(got["data"])["fields"] == [
+        {"name": "item", "type": ["null", "string"]},
+        {"name": "quantity", "type": ["null", "int"]},
+    ]
+
+    class Order(Record):
+        item = String()
+        quantity = Integer()
+
+    client = pulsar.Client(cli.node.url)
+    try:
+        producer = client.create_producer(topic, schema=AvroSchema(Order))
+        producer.send(Order(item="pen", quantity=2))
+    finally:
+        client.close()
+    versions = _json(cli, "schemas", "get", topic, "--all-version")
+    assert [v["version"] for v in versions] == [0]  # reused, not a second version
+
+    dry = _json(
+        cli, "schemas", "extract", topic, "-c", "orders_model.Order", "-p", str(tmp_path),
+        "-t", "json", "--dry-run",
+    )  # fmt: skip
+    assert dry["type"] == "JSON" and json.loads(dry["schema"])["name"] == "Order"
+
+
+def test_extract_bad_input_is_one_line_and_exit_2(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "orders_model2.py").write_text(RECORD_MODULE)
+    (tmp_path / "broken_model.py").write_text("raise RuntimeError('boom')\n")
+    topic = f"persistent://public/default/extract-{uuid.uuid4().hex[:8]}"
+    cases = {
+        "orders_model2.NotARecord": "not a pulsar.schema.Record subclass",
+        "orders_model2.Missing": "not a pulsar.schema.Record subclass",
+        "no_such_module.Order": "cannot import no_such_module",
+        "broken_model.Order": "RuntimeError: boom",
+        "Order": "is not module.Class",
+    }
+    for classname, message in cases.items():
+        result = cli.admin(
+            "schemas", "extract", topic, "-c", classname, "-p", str(tmp_path), "-t", "avro"
+        )
+        assert result.returncode == 2, result.stderr
+        assert message in result.stderr and "Traceback" not in result.stderr
+    missing = cli.admin("schemas", "get", topic)
+    assert missing.returncode == 1

@@ -8,6 +8,7 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -170,3 +171,82 @@ async def test_two_registries_racing_never_share_a_version(
     assert sorted(versions) == list(range(8))
     history = await first.history(topic)
     assert {s.definition for s in history} == set(schemas)
+
+
+class CountingStore:
+    """The real store, with its node reads counted (how much a registry asks of it)."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+        self.gets = 0
+
+    async def get(self, path: str) -> Any:
+        self.gets += 1
+        return await self._store.get(path)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+ANY_OK = SchemaPolicy(Strategy.ALWAYS_COMPATIBLE)
+
+
+def _string(i: int) -> SchemaDefinition:
+    return SchemaDefinition(SchemaType.String, f"v{i}".encode())
+
+
+async def test_cached_versions_cost_one_node_read(store: MetadataStore, topic: TopicName) -> None:
+    """A producer's or consumer's schema on a topic with many versions: once the history is
+    cached, a check reads the listing and one node, not every version."""
+    counting = CountingStore(store)
+    registry = SchemaRegistry(counting, ManualClock())  # type: ignore[arg-type]
+    for i in range(20):
+        assert await registry.put_if_absent(topic, _string(i), ANY_OK) == i
+    await registry.history(topic)  # fills the cache
+    counting.gets = 0
+    assert await registry.put_if_absent(topic, _string(3), ANY_OK) == 3
+    await registry.check_consumer(topic, _string(19), Strategy.ALWAYS_COMPATIBLE)
+    latest = await registry.get(topic)
+    assert latest is not None and latest.version == 19
+    assert counting.gets == 3  # one node per call
+    # Growth reads only the new versions (and re-reads the newest cached one).
+    await registry.put_if_absent(topic, _string(20), ANY_OK)
+    await registry.history(topic)
+    counting.gets = 0
+    await registry.history(topic)
+    assert counting.gets == 1
+
+
+async def test_cache_sees_what_other_brokers_write(store: MetadataStore, topic: TopicName) -> None:
+    mine = SchemaRegistry(store, ManualClock())
+    other = SchemaRegistry(store, ManualClock())  # another broker over the same store
+    await mine.put_if_absent(topic, _string(0), ANY_OK)
+    assert [s.version for s in await mine.history(topic)] == [0]  # cached
+    assert await other.put_if_absent(topic, _string(1), ANY_OK) == 1
+    latest = await mine.get(topic)
+    assert latest is not None and latest.definition == _string(1)
+    # Removed by force and written again elsewhere: same number, other content.
+    assert await other.delete(topic, force=True) == 1
+    assert await other.put_if_absent(topic, _string(7), ANY_OK) == 0
+    latest = await mine.get(topic)
+    assert latest is not None and (latest.version, latest.definition) == (0, _string(7))
+    assert await mine.find_version(topic, _string(0)) is None
+    assert await other.delete(topic) == 1
+    assert await mine.get(topic) is None
+
+
+async def test_cache_is_bounded(store: MetadataStore) -> None:
+    registry = SchemaRegistry(store, ManualClock(), cache_bytes_max=100, cache_topics_max=3)
+    topics = [
+        TopicName.parse(f"persistent://public/default/bound-{next(_names)}") for _ in range(6)
+    ]
+    for t in topics:
+        await registry.put_if_absent(t, SchemaDefinition(SchemaType.String, b"x" * 30), ANY_OK)
+        await registry.history(t)
+        assert registry.cache_bytes <= 100 and registry.cached_topics <= 3
+    assert registry.cached_topics == 3
+    # A history larger than the whole cache is read but not kept.
+    big = topics[0]
+    await registry.put_if_absent(big, SchemaDefinition(SchemaType.String, b"y" * 90), ANY_OK)
+    assert len(await registry.history(big)) == 2
+    assert registry.cache_bytes <= 100

@@ -82,8 +82,12 @@ class Consumer:
         sub_type: SubType,
         consumer_epoch: int | None,
         metadata: dict[str, str] | None = None,
+        auto_consume: bool = False,
     ) -> None:
         self.subscription = subscription
+        self.auto_consume = auto_consume
+        """Subscribed with the AUTO_CONSUME schema: it reads whatever the topic holds, so it
+        does not keep a topic from counting as idle for the next subscriber's schema."""
         self.metadata = metadata or {}
         """The client's consumer properties (SUBSCRIBE's ``metadata``), shown in stats."""
         self.connection = connection

@@ -67,6 +67,7 @@ from magnetar.protocol import (
     InitialPosition,
     MessageId,
     ProducerSuccess,
+    SchemaType,
     Subscribe,
     Success,
 )
@@ -507,6 +508,7 @@ class Topic:
                 cmd.sub_type,
                 cmd.consumer_epoch,
                 dict(cmd.metadata),
+                auto_consume=cmd.schema is not None and cmd.schema.type == SchemaType.AutoConsume,
             )
             try:
                 sub.add_consumer(consumer, cmd.key_shared_meta)

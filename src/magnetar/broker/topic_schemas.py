@@ -9,10 +9,14 @@ As Pulsar's broker (``ServerCnx`` / ``AbstractTopic``):
   stored as a new version; else IncompatibleSchema. PRODUCER_SUCCESS carries the version.
   PRODUCER without a schema is refused with IncompatibleSchema only when the topic has a
   schema and ``schema_validation_enforced`` is set.
-* SUBSCRIBE with a schema: on an idle topic (no schema, no producers, no consumers, no data)
-  the schema is registered as a producer's would be; otherwise it is checked as a consumer's
-  schema (:func:`magnetar.schema.compatibility.check_consumer`). SUBSCRIBE without one is not
-  checked.
+* SUBSCRIBE with a schema: on an idle topic (no schema, no producers, no consumers other
+  than AUTO_CONSUME ones, no data) the schema is registered as a producer's would be;
+  otherwise it is checked as a consumer's schema
+  (:func:`magnetar.schema.compatibility.check_consumer`). SUBSCRIBE without one, or with the
+  AUTO_CONSUME schema, is not checked and registers nothing.
+* AUTO_CONSUME is only a consumer's schema: a PRODUCER or GET_OR_CREATE_SCHEMA naming it is
+  refused with IncompatibleSchema. (AUTO_PUBLISH producers fetch the topic's schema with
+  GET_SCHEMA and then register with it like any producer: nothing to do here.)
 * GET_SCHEMA: the latest live version, or the one asked for; a topic without it answers
   TopicNotFound ("Topic not found or no-schema"), as Pulsar does.
 * GET_OR_CREATE_SCHEMA: the topic must exist (TopicNotFound); then as a producer's schema.
@@ -34,6 +38,8 @@ from magnetar.protocol import (
     GetSchema,
     GetSchemaResponse,
     Producer,
+    SchemaInfo,
+    SchemaType,
     Subscribe,
 )
 from magnetar.schema import (
@@ -99,20 +105,24 @@ class TopicSchemas:
                     "with a schema when SchemaValidationEnforced is enabled"
                 )
             return None
-        definition = SchemaDefinition.from_wire(cmd.schema)
+        definition = _storable(cmd.schema)
         version = await self.registry.put_if_absent(name, definition, policy)
         return version_bytes(version)
 
     async def check_subscriber(self, topic: Topic, cmd: Subscribe) -> None:
         """Register or check a subscriber's schema. Raises IncompatibleSchema."""
-        if cmd.schema is None:
+        if cmd.schema is None or cmd.schema.type == SchemaType.AutoConsume:
             return
         name = topic.name
         definition = SchemaDefinition.from_wire(cmd.schema)
         policy = await self.policy(name)
         idle = (
             not topic.producers
-            and not any(sub.consumers for sub in topic.subscriptions.values())
+            and not any(
+                not consumer.auto_consume
+                for sub in topic.subscriptions.values()
+                for consumer in sub.consumers.values()
+            )
             and topic.ml.ledgers.total_size_bytes == 0
             and not await self.registry.has_schema(name)
         )
@@ -144,11 +154,19 @@ class TopicSchemas:
         service = self._service
         if service.loaded_topic(name) is None and not await service.topic_exists(name):
             raise TopicNotFound("Topic not found")
-        definition = SchemaDefinition.from_wire(cmd.schema)
+        definition = _storable(cmd.schema)
         version = await self.registry.put_if_absent(name, definition, await self.policy(name))
         return GetOrCreateSchemaResponse(
             request_id=cmd.request_id, schema_version=version_bytes(version)
         )
+
+
+def _storable(info: SchemaInfo) -> SchemaDefinition:
+    """A producer's schema as a definition to store; AUTO_CONSUME is refused (it names no
+    schema, only a consumer's way of reading)."""
+    if info.type == SchemaType.AutoConsume:
+        raise IncompatibleSchema("AUTO_CONSUME is a consumer's schema; a producer cannot use it")
+    return SchemaDefinition.from_wire(info)
 
 
 def _no_schema(request_id: int, topic: str) -> GetSchemaResponse:

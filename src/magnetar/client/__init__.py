@@ -46,6 +46,7 @@ from magnetar.client.producer import Producer
 from magnetar.client.reader import Reader
 from magnetar.client.routing import HashingScheme, PartitionsRoutingMode
 from magnetar.client.schema import AvroSchema, BytesSchema, JsonSchema, Schema, StringSchema
+from magnetar.client.topic_schema import AutoConsumeSchema, AutoProduceBytesSchema
 from magnetar.protocol import (
     CompressionType,
     InitialPosition,
@@ -59,6 +60,8 @@ __all__ = [
     "Authentication",
     "AuthenticationBasic",
     "AuthenticationToken",
+    "AutoConsumeSchema",
+    "AutoProduceBytesSchema",
     "AvroSchema",
     "BytesSchema",
     "Client",

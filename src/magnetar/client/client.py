@@ -46,6 +46,7 @@ from magnetar.client.producer import Producer, ProducerConfig
 from magnetar.client.reader import Reader
 from magnetar.client.routing import HashingScheme, PartitionRouter, PartitionsRoutingMode
 from magnetar.client.schema import BytesSchema, Schema
+from magnetar.client.topic_schema import AutoProduceBytesSchema, fetch_schema
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import InvalidTopicName, MagnetarError
 from magnetar.common.names import (
@@ -60,6 +61,7 @@ from magnetar.protocol import (
     InitialPosition,
     KeySharedMode,
     ProducerAccessMode,
+    SchemaInfo,
     TopicsMode,
 )
 
@@ -180,6 +182,19 @@ class Client:
             raise InvalidConfiguration(f"namespace must be tenant/namespace, got {namespace!r}")
         return await self._ctx.lookup.topics_of_namespace(namespace, TopicsMode(mode))
 
+    async def get_schema_info(
+        self, topic: str, version: int | None = None
+    ) -> tuple[SchemaInfo, int] | None:
+        """The schema of ``topic`` and its version number: the latest live one, or version
+        ``version``. None when the topic has no (such) schema. Raises Timeout and the
+        broker's other errors."""
+        self._check_open()
+        wire_version = None if version is None else version.to_bytes(8, "big", signed=True)
+        found = await fetch_schema(self._ctx, full_topic_name(topic), wire_version)
+        if found is None:
+            return None
+        return found[0], int.from_bytes(found[1], "big", signed=True)
+
     # ------------------------------------------------------------ producers
 
     async def create_producer(
@@ -209,6 +224,9 @@ class Client:
         Raises the broker's error (ProducerBusy, ProducerFenced, TopicNotFound, ...)."""
         self._check_open()
         topic = full_topic_name(topic)
+        if isinstance(schema, AutoProduceBytesSchema):
+            found = await fetch_schema(self._ctx, topic)
+            schema = schema.bind(found[0] if found else None)
         conf = ProducerConfig(
             producer_name=producer_name,
             schema=schema or BytesSchema(),

@@ -46,6 +46,7 @@ from magnetar.client.negative_ack_tracker import NegativeAckTracker
 from magnetar.client.receive_queue import ReceiveQueue
 from magnetar.client.reconnect import reconnect
 from magnetar.client.schema import BytesSchema, Schema
+from magnetar.client.topic_schema import AutoConsumeSchema
 from magnetar.client.unacked_tracker import UnackedMessageTracker
 from magnetar.common.errors import MagnetarError
 from magnetar.common.names import partitioned_topic_name
@@ -168,6 +169,7 @@ class Consumer:
         self._subscription = subscription
         self._partition = partition
         self._conf = config
+        self._auto_schema = config.schema if isinstance(config.schema, AutoConsumeSchema) else None
         self._consumer_id = next(ctx.consumer_ids)
         self._name = config.consumer_name or f"consumer-{ctx.rng.getrandbits(40):010x}"
         self._facade = facade if facade is not None else self
@@ -537,6 +539,8 @@ class Consumer:
                 self._dequeued(msg)
             if permits:
                 self._flow(permits)
+            if self._auto_schema is not None:
+                await self.resolve_schema(msg)
             return msg
         if self._conf.receiver_queue_size == 0:
             self._flow(1)
@@ -544,14 +548,34 @@ class Consumer:
         self._waiters.append(waiter)
         try:
             if timeout_ms is None:
-                return await waiter
-            async with asyncio.timeout(timeout_ms / 1000):
-                return await waiter
+                msg = await waiter
+            else:
+                async with asyncio.timeout(timeout_ms / 1000):
+                    msg = await waiter
         except TimeoutError as exc:
             raise Timeout(f"no message within {timeout_ms} ms") from exc
         finally:
             if not waiter.done():
                 waiter.cancel()
+        if self._auto_schema is not None:
+            await self.resolve_schema(msg)
+        return msg
+
+    @property
+    def auto_consume(self) -> bool:
+        """Whether this consumer reads with :class:`AutoConsumeSchema`."""
+        return self._auto_schema is not None
+
+    async def resolve_schema(self, msg: Message) -> None:
+        """AUTO_CONSUME: point ``msg``'s decoder at the schema of its version (fetched once
+        per version). Raises the GET_SCHEMA errors (Timeout, ConnectError, ...)."""
+        auto = self._auto_schema
+        version = msg.schema_version()
+        if auto is None or not version:
+            return
+        msg.decoder = auto.cached(version) or await auto.decoder_for(
+            self._ctx, self._topic, version
+        )
 
     async def batch_receive(
         self, max_num_messages: int = 100, timeout_ms: int = 100
@@ -574,6 +598,9 @@ class Consumer:
                 self._dequeued(m)
         if permits:
             self._flow(permits)
+        if self._auto_schema is not None:
+            for m in out:
+                await self.resolve_schema(m)
         return out
 
     def __aiter__(self) -> Consumer:

@@ -135,19 +135,23 @@ class MultiTopicsConsumer:
         if self._queue:
             msg = self._queue.popleft()
             msg.consumer_ref.taken(msg)
-            return msg
-        waiter: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            if timeout_ms is None:
-                return await waiter
-            async with asyncio.timeout(timeout_ms / 1000):
-                return await waiter
-        except TimeoutError as exc:
-            raise Timeout(f"no message within {timeout_ms} ms") from exc
-        finally:
-            if not waiter.done():
-                waiter.cancel()
+        else:
+            waiter: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                if timeout_ms is None:
+                    msg = await waiter
+                else:
+                    async with asyncio.timeout(timeout_ms / 1000):
+                        msg = await waiter
+            except TimeoutError as exc:
+                raise Timeout(f"no message within {timeout_ms} ms") from exc
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+        if msg.consumer_ref.auto_consume:
+            await msg.consumer_ref.resolve_schema(msg)  # AUTO_CONSUME: by its topic's version
+        return msg
 
     async def batch_receive(
         self, max_num_messages: int = 100, timeout_ms: int = 100
@@ -161,6 +165,8 @@ class MultiTopicsConsumer:
         while self._queue and len(out) < max_num_messages:
             msg = self._queue.popleft()
             msg.consumer_ref.taken(msg)
+            if msg.consumer_ref.auto_consume:
+                await msg.consumer_ref.resolve_schema(msg)
             out.append(msg)
         return out
 

@@ -43,6 +43,7 @@ from magnetar.client.message_builder import CHUNK_METADATA_RESERVE_BYTES, build_
 from magnetar.client.message_id import MessageId
 from magnetar.client.reconnect import reconnect
 from magnetar.client.schema import BytesSchema, Schema
+from magnetar.client.topic_schema import AutoProduceBytesSchema
 from magnetar.common.errors import ChecksumMismatch, MagnetarError, ServerError, error_for_code
 from magnetar.protocol import (
     DEFAULT_MAX_MESSAGE_SIZE_BYTES,
@@ -132,6 +133,8 @@ class Producer:
         self._partition = partition
         self._conf = config
         self._schema = config.schema
+        # Bytes skip the schema (sent as they are), except where the schema checks bytes.
+        self._raw_bytes_ok = not isinstance(config.schema, AutoProduceBytesSchema)
         self._producer_id = next(ctx.producer_ids)
         self._name: str = config.producer_name or ""
         self._user_named = config.producer_name is not None
@@ -318,7 +321,11 @@ class Producer:
             fut = handle = self._loop.create_future()
         else:
             handle = callback
-        payload = content if type(content) is bytes else self._schema.encode(content)
+        payload = (
+            content
+            if type(content) is bytes and self._raw_bytes_ok
+            else self._schema.encode(content)
+        )
         batch = self._batch
         if (
             batch is not None

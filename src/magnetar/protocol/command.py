@@ -156,6 +156,7 @@ class SchemaType(enum.IntEnum):
     LocalTime = 18
     LocalDateTime = 19
     ProtobufNative = 20
+    AutoConsume = 21
 
 
 class SubType(enum.IntEnum):

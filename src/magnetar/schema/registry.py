@@ -20,6 +20,16 @@ Versions are numbered from 0; on the wire a version is 8 bytes big-endian
 
 Bounds: schema data up to ``data_bytes_max`` bytes, at most ``versions_max`` versions per
 topic (markers included); past either the request is refused and nothing is stored.
+
+Cache: each registry keeps the histories it read, least recently used first out, within
+``cache_bytes_max`` bytes of schema data and ``cache_topics_max`` topics. A cached history
+is never trusted blindly, since other brokers write to the same store: each read lists the
+topic's version nodes and re-reads the newest cached one. If the cached numbers are a
+prefix of the listing and that node is unchanged, only the versions after it are read
+(a version never changes once written, so the prefix stands); otherwise, after a delete by
+force elsewhere for instance, everything is read again. A PRODUCER or SUBSCRIBE with a
+schema thus costs two metadata reads instead of one per version. This registry's own
+writes and deletes drop the topic's entry.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import base64
 import binascii
 import json
 import struct
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -54,6 +65,10 @@ VERSIONS_MAX = 1000
 _PUT_ATTEMPTS_MAX = 5
 """Tries to add a version when other brokers keep adding one first."""
 _VERSION = struct.Struct(">q")
+CACHE_BYTES_MAX = 64 * 1024 * 1024
+"""Schema data (bytes) the history cache of one registry holds at most."""
+CACHE_TOPICS_MAX = 10_000
+"""Topics whose histories one registry caches at most."""
 
 
 def version_bytes(version: int) -> bytes:
@@ -143,24 +158,36 @@ class SchemaRegistry:
         *,
         data_bytes_max: int = SCHEMA_DATA_BYTES_MAX,
         versions_max: int = VERSIONS_MAX,
+        cache_bytes_max: int = CACHE_BYTES_MAX,
+        cache_topics_max: int = CACHE_TOPICS_MAX,
     ) -> None:
         self._store = store
         self._clock = clock
         self.data_bytes_max = data_bytes_max
         self.versions_max = versions_max
+        self.cache_bytes_max = cache_bytes_max
+        self.cache_topics_max = cache_topics_max
+        self._cache: OrderedDict[str, tuple[list[StoredSchema], int]] = OrderedDict()
+        """schema id -> (history, its schema data bytes), least recently used first."""
+        self.cache_bytes = 0
         self._locks: dict[str, asyncio.Lock] = {}
         self._lock_users: dict[str, int] = {}
 
     # --- reading -------------------------------------------------------------------------
 
     async def history(self, topic: TopicName) -> list[StoredSchema]:
-        """Every stored version, deletion markers included, oldest first."""
+        """Every stored version, deletion markers included, oldest first. The list is
+        shared with the cache: callers must not change it."""
         path = schema_path(topic)
+        key = schema_id(topic)
         try:
             names = await self._store.children(path)
         except NotFound:
-            return []
+            names = []
         numbers = sorted(int(n) for n in names if n.isdigit())
+        if not numbers:
+            self._forget(key)
+            return []
 
         async def load(number: int) -> StoredSchema | None:
             try:
@@ -169,8 +196,40 @@ class SchemaRegistry:
                 return None
             return StoredSchema.decode(number, got.value)
 
-        loaded = await asyncio.gather(*(load(n) for n in numbers))
-        return [s for s in loaded if s is not None]
+        reuse: list[StoredSchema] = []
+        cached = self._cache.get(key)
+        if cached is not None:
+            known = cached[0]
+            prefix = [s.version for s in known] == numbers[: len(known)]
+            if prefix and await load(known[-1].version) == known[-1]:
+                reuse = known
+        loaded = await asyncio.gather(*(load(n) for n in numbers[len(reuse) :]))
+        history = reuse + [s for s in loaded if s is not None]
+        if len(history) == len(numbers):  # nothing vanished while reading: worth keeping
+            self._remember(key, history)
+        else:
+            self._forget(key)
+        return history
+
+    def _remember(self, key: str, history: list[StoredSchema]) -> None:
+        self._forget(key)
+        size = sum(len(s.definition.data) for s in history if s.definition is not None)
+        if size > self.cache_bytes_max:
+            return
+        self._cache[key] = (history, size)
+        self.cache_bytes += size
+        while self.cache_bytes > self.cache_bytes_max or len(self._cache) > self.cache_topics_max:
+            _, (_, dropped) = self._cache.popitem(last=False)
+            self.cache_bytes -= dropped
+
+    def _forget(self, key: str) -> None:
+        entry = self._cache.pop(key, None)
+        if entry is not None:
+            self.cache_bytes -= entry[1]
+
+    @property
+    def cached_topics(self) -> int:
+        return len(self._cache)
 
     async def live(self, topic: TopicName) -> list[StoredSchema]:
         """The versions that count (after the last deletion marker), oldest first."""
@@ -270,6 +329,7 @@ class SchemaRegistry:
         ``force`` the last stored one); None when there was nothing to delete."""
         async with self._lock(topic):
             history = await self.history(topic)
+            self._forget(schema_id(topic))
             if force:
                 if not history:
                     return None
@@ -293,6 +353,7 @@ class SchemaRegistry:
                 f"{topic} has {len(history)} schema versions, the most one topic may hold; "
                 "delete its schema first"
             )
+        self._forget(schema_id(topic))
         try:
             await self._store.put(
                 f"{schema_path(topic)}/{stored.version:010d}", stored.encode(), MUST_NOT_EXIST

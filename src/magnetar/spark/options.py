@@ -17,7 +17,8 @@ Options (case-insensitive, as Spark passes them):
 ``fail_on_data_loss``             ``true`` (default): fail when requested data is gone
 ``subscription_name``             a durable subscription that follows committed offsets
 ``read_timeout_ms``               give up reading a range after this long without progress
-``value_format``                  ``binary`` (default) or ``json``
+``value_format``                  ``binary`` (default), ``json``, or ``schema`` (decoded
+                                  through the topic's schema, see :mod:`.schema_values`)
 ``value_schema``                  Spark DDL schema of JSON values (with ``value_format=json``)
 ``auth_token`` /                  token authentication, or basic with
 ``auth_basic_user`` / ...password user and password
@@ -110,8 +111,8 @@ def parse_options(raw: Mapping[str, str], *, for_write: bool = False) -> SourceO
     if for_write and (topics_list or pattern):
         raise OptionsError("writes take topic (or a per-row topic column), not topics")
     value_format = opts.get("value_format", "binary").lower()
-    if value_format not in ("binary", "json"):
-        raise OptionsError(f"value_format must be binary or json, got {value_format!r}")
+    if value_format not in ("binary", "json", "schema"):
+        raise OptionsError(f"value_format must be binary, json or schema, got {value_format!r}")
     value_schema = opts.get("value_schema")
     if value_format == "json" and not value_schema:
         raise OptionsError("value_format=json needs value_schema (a Spark DDL schema)")

@@ -28,9 +28,11 @@ from pyspark.sql.types import StructType
 from magnetar.client import Client, Message, MessageId, Reader
 from magnetar.common.errors import MagnetarError
 from magnetar.common.names import partition_index_of, partitioned_topic_name
+from magnetar.protocol import SchemaInfo
 from magnetar.spark.offsets import Position
 from magnetar.spark.options import SourceOptions
 from magnetar.spark.rows import RowBuilder
+from magnetar.spark.schema_values import FetchSchema, PlannedSchema, VersionedValues
 from magnetar.spark.topic_catalog import DataLoss, SparkSourceError, make_client
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,8 @@ class RangePartition(InputPartition):
     end: Position
     options: SourceOptions
     value_schema: StructType | None
+    plan: PlannedSchema | None = None
+    """``value_format=schema``: the schema the columns were planned with."""
 
 
 def _split(name: str) -> tuple[str, int]:
@@ -128,6 +132,14 @@ async def _open_reader(client: Client, part: RangePartition, index: int) -> Read
     return reader
 
 
+def _schema_fetcher(client: Client) -> FetchSchema:
+    async def fetch(topic: str, version: int) -> SchemaInfo | None:
+        found = await client.get_schema_info(topic, version)
+        return found[0] if found else None
+
+    return fetch
+
+
 def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     """Record batches of the messages in ``part``'s range, in partition order."""
     topic, index = _split(part.partition)
@@ -144,6 +156,9 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
             return make_client(opts)
 
         client = loop.run_until_complete(make())
+        values = None
+        if part.plan is not None:
+            values = VersionedValues(part.plan, _schema_fetcher(client))
         reader = loop.run_until_complete(_open_reader(client, part, index))
         checked = False
         idle_ms = 0
@@ -173,7 +188,10 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
                             f"with what is left."
                         )
                     log.warning("%s: %s; going on (fail_on_data_loss=false)", part.partition, why)
-            if out:
+            if out and values is not None:
+                decoded = loop.run_until_complete(values.decode(topic, out))
+                yield builder.build(out, decoded)
+            elif out:
                 yield builder.build(out)
     finally:
         if client is not None:

@@ -9,6 +9,8 @@ Row layout (``SCHEMA``): ``key`` string, ``value`` binary, ``topic`` string (wit
 With ``value_format=json`` the value's fields (from the user's Spark schema) replace
 ``value``: a value that is not a JSON object, or whose fields do not convert to the declared
 types, gives nulls in those columns (Spark's PERMISSIVE mode) rather than failing the query.
+With ``value_format=schema`` the columns come from the topic's schema and the values are
+decoded before they get here (:mod:`.schema_values`); the same PERMISSIVE rule applies.
 """
 
 from __future__ import annotations
@@ -106,7 +108,12 @@ class RowBuilder:
                 f.name for f in value_schema.fields if isinstance(f.dataType, TimestampType)
             ]
 
-    def build(self, messages: Sequence[Message]) -> pa.RecordBatch:
+    def build(
+        self, messages: Sequence[Message], values: Sequence[Any] | None = None
+    ) -> pa.RecordBatch:
+        """A record batch of ``messages``. With a value schema, ``values`` are their values
+        already decoded (dicts, None for one that did not decode); without ``values`` the
+        payloads are parsed as JSON."""
         n = len(messages)
         fields = self.arrow_schema
         meta: dict[str, pa.Array] = {
@@ -132,7 +139,10 @@ class RowBuilder:
         if self._value_type is None:
             meta["value"] = pa.array([m.data() for m in messages], pa.binary())
         else:
-            struct = self._decode_json([m.data() for m in messages])
+            if values is None:
+                struct = self._decode_json([m.data() for m in messages])
+            else:
+                struct = self._to_struct([self._timestamps(v) for v in values])
             # flatten() applies the struct's nulls (an undecodable value) to every field.
             for field, column in zip(self._value_type, struct.flatten(), strict=True):
                 meta[field.name] = column
@@ -147,12 +157,19 @@ class RowBuilder:
                 obj = json.loads(raw)
             except (ValueError, UnicodeDecodeError):
                 obj = None
-            if not isinstance(obj, dict):
-                obj = None
-            elif self._timestamp_fields:
-                for name in self._timestamp_fields:
-                    obj[name] = _timestamp(obj.get(name))
-            rows.append(obj)
+            rows.append(self._timestamps(obj))
+        return self._to_struct(rows)
+
+    def _timestamps(self, obj: Any) -> Any:
+        """``obj`` if it is a dict (its timestamp fields converted), else None."""
+        if not isinstance(obj, dict):
+            return None
+        for name in self._timestamp_fields:
+            obj[name] = _timestamp(obj.get(name))
+        return obj
+
+    def _to_struct(self, rows: list[Any]) -> pa.StructArray:
+        assert self._value_type is not None
         try:
             return pa.array(rows, self._value_type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
@@ -169,7 +186,9 @@ class RowBuilder:
 
 
 def _timestamp(value: Any) -> Any:
-    """JSON timestamps: ISO-8601 strings or epoch milliseconds."""
+    """JSON timestamps: ISO-8601 strings or epoch milliseconds (Avro's are datetimes)."""
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
     if isinstance(value, str):
         try:
             parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))

@@ -34,6 +34,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from magnetar.client import Client
+from magnetar.common.names import partitioned_topic_name
+from magnetar.protocol import SchemaInfo, SchemaType
 from magnetar.spark.admin_rest import Ledgers, topic_ledgers
 from magnetar.spark.offsets import (
     EARLIEST,
@@ -47,7 +49,13 @@ from magnetar.spark.offsets import (
 )
 from magnetar.spark.options import OptionsError, SourceOptions, parse_options
 from magnetar.spark.partition_range import RangePartition, read_range
-from magnetar.spark.rows import json_schema_ddl, output_schema, value_part
+from magnetar.spark.rows import METADATA_FIELDS, json_schema_ddl, output_schema, value_part
+from magnetar.spark.schema_values import (
+    PlannedSchema,
+    SchemaColumnsError,
+    planned,
+    value_columns,
+)
 from magnetar.spark.sink import MagnetarBatchWriter, MagnetarStreamWriter
 from magnetar.spark.topic_catalog import (
     commit_subscription,
@@ -60,6 +68,9 @@ log = logging.getLogger(__name__)
 
 LEDGER_LIST_REQUESTS_MAX = 8
 """Admin REST requests for ledger lists in flight at once while planning a micro-batch."""
+SCHEMA_TOPICS_MAX = 100
+"""Topics whose schemas ``value_format=schema`` compares when planning (a pattern may match
+more; their values are still decoded, each by its own versions)."""
 
 
 class MagnetarDataSource(DataSource):
@@ -78,21 +89,30 @@ class MagnetarDataSource(DataSource):
 
     def schema(self) -> StructType | str:
         opts = {k.lower(): v for k, v in self.raw_options.items()}
-        if opts.get("value_format", "binary").lower() == "json" and opts.get("value_schema"):
+        value_format = opts.get("value_format", "binary").lower()
+        if value_format == "json" and opts.get("value_schema"):
             return json_schema_ddl(opts["value_schema"])
+        if value_format == "schema":
+            columns, _ = topic_schema_columns(self._source_options())
+            return output_schema(columns)
         return output_schema(None)
 
     @staticmethod
     def _value_schema(opts: SourceOptions, schema: StructType) -> StructType | None:
-        return value_part(schema) if opts.value_format == "json" else None
+        return value_part(schema) if opts.value_format in ("json", "schema") else None
+
+    @staticmethod
+    def _planned(opts: SourceOptions) -> PlannedSchema | None:
+        # Fetched again here: Spark may call schema() on another instance of the source.
+        return topic_schema_columns(opts)[1] if opts.value_format == "schema" else None
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = self._source_options()
-        return MagnetarBatchReader(opts, self._value_schema(opts, schema))
+        return MagnetarBatchReader(opts, self._value_schema(opts, schema), self._planned(opts))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = self._source_options()
-        return MagnetarStreamReader(opts, self._value_schema(opts, schema))
+        return MagnetarStreamReader(opts, self._value_schema(opts, schema), self._planned(opts))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         return MagnetarBatchWriter(parse_options(self.raw_options, for_write=True), schema)
@@ -101,18 +121,57 @@ class MagnetarDataSource(DataSource):
         return MagnetarStreamWriter(parse_options(self.raw_options, for_write=True), schema)
 
 
+def topic_schema_columns(opts: SourceOptions) -> tuple[StructType, PlannedSchema]:
+    """``value_format=schema``: the value columns of the topics' latest schema and that
+    schema. Every topic read must have a schema, and all must give the same columns.
+    Raises SchemaColumnsError."""
+
+    async def work(client: Client) -> list[tuple[str, SchemaInfo | None]]:
+        partitions = await resolve_partitions(client, opts)
+        topics = sorted({partitioned_topic_name(p) for p in partitions})
+        found = []
+        for topic in topics[:SCHEMA_TOPICS_MAX]:
+            info = await client.get_schema_info(topic)
+            found.append((topic, info[0] if info else None))
+        return found
+
+    found = run_with_client(opts, work)
+    if not found:
+        raise SchemaColumnsError("value_format=schema: no topic to read a schema from")
+    plan: tuple[StructType, PlannedSchema] | None = None
+    for topic, info in found:
+        if info is None:
+            raise SchemaColumnsError(f"value_format=schema: {topic} has no schema")
+        columns = value_columns(info)
+        clash = {f.name for f in columns.fields} & {f.name for f in METADATA_FIELDS}
+        if clash and info.type != SchemaType.String:
+            raise SchemaColumnsError(
+                f"value_format=schema: fields of {topic}'s schema clash with the metadata "
+                f"columns: {sorted(clash)}"
+            )
+        if plan is None:
+            plan = (columns, planned(info))
+        elif plan[0] != columns:
+            raise SchemaColumnsError(
+                f"value_format=schema: {topic}'s schema gives other columns than {found[0][0]}'s"
+            )
+    assert plan is not None
+    return plan
+
+
 def _ranges(
     opts: SourceOptions,
     value_schema: StructType | None,
     start: Offsets,
     end: Offsets,
+    plan: PlannedSchema | None = None,
 ) -> list[RangePartition]:
     out = []
     for name in sorted(end):
         begin = start.get(name, EARLIEST)
         stop = end[name]
         if stop.sort_key() > begin.sort_key() and stop.entry_id >= 0:
-            out.append(RangePartition(name, begin, stop, opts, value_schema))
+            out.append(RangePartition(name, begin, stop, opts, value_schema, plan))
     return out
 
 
@@ -120,9 +179,15 @@ class MagnetarStreamReader(DataSourceStreamReader):
     """Micro-batches over per-partition message ids. New partitions (of a partitioned topic,
     or new topics matching ``topics_pattern``) join from their earliest message."""
 
-    def __init__(self, opts: SourceOptions, value_schema: StructType | None) -> None:
+    def __init__(
+        self,
+        opts: SourceOptions,
+        value_schema: StructType | None,
+        plan: PlannedSchema | None = None,
+    ) -> None:
         self.opts = opts
         self.value_schema = value_schema
+        self.plan = plan
         # Validate now so that malformed offsets fail the query at start.
         self.start_spec = parse_offset_spec(opts.starting_offsets, "latest")
         self._committed: Offsets | None = None
@@ -199,7 +264,9 @@ class MagnetarStreamReader(DataSourceStreamReader):
         return dict(zip(partitions, found, strict=True))
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
-        return _ranges(self.opts, self.value_schema, decode_offsets(start), decode_offsets(end))
+        return _ranges(
+            self.opts, self.value_schema, decode_offsets(start), decode_offsets(end), self.plan
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
@@ -225,9 +292,15 @@ class MagnetarBatchReader(DataSourceReader):
     ``ending_offsets`` (default latest, fixed when the query is planned), optionally
     restricted to publish times in ``[starting_time, ending_time)``."""
 
-    def __init__(self, opts: SourceOptions, value_schema: StructType | None) -> None:
+    def __init__(
+        self,
+        opts: SourceOptions,
+        value_schema: StructType | None,
+        plan: PlannedSchema | None = None,
+    ) -> None:
         self.opts = opts
         self.value_schema = value_schema
+        self.plan = plan
         self.start_spec = parse_offset_spec(opts.starting_offsets, "earliest")
         self.end_spec = parse_offset_spec(opts.ending_offsets, "latest")
 
@@ -238,7 +311,7 @@ class MagnetarBatchReader(DataSourceReader):
         last = run_with_client(self.opts, work)
         start = {n: self.start_spec.resolve(n, p) for n, p in last.items()}
         end = {n: self.end_spec.resolve(n, p) for n, p in last.items()}
-        ranges = _ranges(self.opts, self.value_schema, start, end)
+        ranges = _ranges(self.opts, self.value_schema, start, end, self.plan)
         # Spark wants at least one partition; an empty range reads nothing.
         return ranges or [RangePartition("", EARLIEST, EARLIEST, self.opts, self.value_schema)]
 

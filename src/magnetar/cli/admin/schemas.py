@@ -1,5 +1,5 @@
-"""``magnetar admin schemas get|upload|delete|compatibility`` (``/admin/v2/schemas``), as
-``pulsar-admin schemas``.
+"""``magnetar admin schemas get|upload|delete|compatibility|extract``
+(``/admin/v2/schemas``), as ``pulsar-admin schemas``.
 
 ``upload`` and ``compatibility`` read a schema file shaped as Pulsar's ``PostSchemaPayload``::
 
@@ -10,7 +10,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -111,3 +113,89 @@ def delete(topic: str, force: bool) -> None:
     answer = rest().delete(path, force=True) if force else rest().delete(path)
     version = answer.get("version") if isinstance(answer, dict) else None
     printer().done(f"Schema of {topic} deleted (version {version})", topic=topic, version=version)
+
+
+def _record_class(classname: str, path: str | None) -> type[Any]:
+    """Import ``module.Class`` (from ``path``, else the working directory, first on the
+    import path) and check it is a ``pulsar.schema.Record``. A usage error (exit 2) for a
+    name that does not import or a class that is not a Record."""
+    module_name, _, class_name = classname.rpartition(".")
+    if not module_name or not class_name:
+        raise click.BadParameter(f"{classname!r} is not module.Class", param_hint="--classname")
+    root = str(Path(path or ".").resolve())
+    if path is not None and not Path(root).is_dir():
+        raise click.BadParameter(f"{path} is not a directory", param_hint="--path")
+    sys.path.insert(0, root)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module may raise anything while it loads
+        raise click.BadParameter(
+            f"cannot import {module_name} from {root}: {type(exc).__name__}: {exc}",
+            param_hint="--classname",
+        ) from None
+    finally:
+        sys.path.remove(root)
+    cls = getattr(module, class_name, None)
+    is_record = isinstance(cls, type) and any(
+        base.__name__ == "Record" and base.__module__.startswith("pulsar.schema")
+        for base in cls.__mro__[1:]
+    )
+    if not is_record:
+        raise click.BadParameter(
+            f"{classname} is not a pulsar.schema.Record subclass", param_hint="--classname"
+        )
+    assert isinstance(cls, type)
+    return cls
+
+
+def record_definition(cls: type[Any]) -> str:
+    """The record's Avro schema as the official client sends it for ``AvroSchema(cls)`` and
+    ``JsonSchema(cls)`` (``json.dumps(cls.schema(), indent=True)``), so that a typed
+    producer of the same class reuses the uploaded version. A usage error if the class
+    cannot describe itself."""
+    try:
+        definition = cls.schema()
+    except Exception as exc:  # the user's Record may raise anything
+        raise click.BadParameter(
+            f"{cls.__name__}.schema() failed: {type(exc).__name__}: {exc}",
+            param_hint="--classname",
+        ) from None
+    return json.dumps(definition, indent=True)
+
+
+@schemas.command()
+@TOPIC
+@click.option(
+    "--classname", "-c", required=True, help="module.Class: a pulsar.schema.Record subclass."
+)
+@click.option(
+    "--path",
+    "-p",
+    "path",
+    default=None,
+    help="Directory the module is imported from (default: the working directory).",
+)
+@click.option(
+    "--type",
+    "-t",
+    "schema_type",
+    required=True,
+    type=click.Choice(["avro", "json"], case_sensitive=False),
+    help="The schema type to upload.",
+)
+@click.option("--dry-run", is_flag=True, help="Print the payload instead of uploading it.")
+@output_option
+def extract(topic: str, classname: str, path: str | None, schema_type: str, dry_run: bool) -> None:
+    """Upload the schema of a pulsar.schema.Record class (pulsar-admin's extract takes a
+    Java class from a jar)."""
+    payload = {
+        "type": schema_type.upper(),
+        "schema": record_definition(_record_class(classname, path)),
+        "properties": {},
+    }
+    if dry_run:
+        printer().result(payload)
+        return
+    answer = rest().post(f"{_schemas_path(topic)}/schema", payload)
+    version = answer.get("version") if isinstance(answer, dict) else None
+    printer().done(f"Schema of {topic} is version {version}", topic=topic, version=version)

@@ -374,6 +374,10 @@ class Schema(_message.Message):
         LocalTime: Schema._Type.ValueType  # 18
         LocalDateTime: Schema._Type.ValueType  # 19
         ProtobufNative: Schema._Type.ValueType  # 20
+        AutoConsume: Schema._Type.ValueType  # 21
+        """A consumer that decodes each message with the schema of its version; the broker
+        neither checks nor stores it.
+        """
 
     class Type(_Type, metaclass=_TypeEnumTypeWrapper): ...
     String: Schema.Type.ValueType  # 1
@@ -396,6 +400,10 @@ class Schema(_message.Message):
     LocalTime: Schema.Type.ValueType  # 18
     LocalDateTime: Schema.Type.ValueType  # 19
     ProtobufNative: Schema.Type.ValueType  # 20
+    AutoConsume: Schema.Type.ValueType  # 21
+    """A consumer that decodes each message with the schema of its version; the broker
+    neither checks nor stores it.
+    """
 
     NAME_FIELD_NUMBER: _builtins.int
     SCHEMA_DATA_FIELD_NUMBER: _builtins.int

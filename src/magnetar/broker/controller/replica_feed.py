@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.controller.election import list_ledgers, read_ledger, registered_bookies
 from magnetar.common.clock import Clock
-from magnetar.ledger.metadata import LEDGERS_PATH
+from magnetar.ledger.metadata import AVAILABLE_PATH, LEDGERS_PATH
 from magnetar.ledger.replication_task import OUTCOMES_PATH, ReplicationOutcome, ledger_id_of
 from magnetar.metadata import path as paths
 from magnetar.metadata.store import BadVersion, MetadataStore, NotFound, Notification
@@ -65,15 +65,18 @@ class ReplicaFeed:
         self._known: set[int] = set()
         """The ledger ids fed to the machine (created and not deleted)."""
 
-    def notified(self, notification: Notification) -> None:
-        """Note a change (cheap; the reading happens in :meth:`sync`)."""
+    def notified(self, notification: Notification) -> bool:
+        """Note a change (cheap; the reading happens in :meth:`sync`). ``False`` for a
+        change under ``/ledgers`` that concerns no one (ledger id generation, cookies):
+        no sync needed for it."""
         path = notification.path
         if path == LEDGERS_PATH:
             self._children_changed = True
-        elif paths.parent(path) == LEDGERS_PATH:
-            ledger_id = ledger_id_of(paths.name(path))
-            if ledger_id is not None:
-                self._dirty.add(ledger_id)
+        elif paths.parent(path) == LEDGERS_PATH and ledger_id_of(paths.name(path)) is not None:
+            self._dirty.add(int(paths.name(path)[1:]))
+        elif paths.is_under(path, LEDGERS_PATH) and not paths.is_under(path, AVAILABLE_PATH):
+            return False
+        return True
 
     async def sync(self, election: ControllerElection) -> None:
         """Feed what changed; raises what the election's event methods raise

@@ -195,8 +195,8 @@ class ControllerRunner:
 
         async def pump(stream: NotificationStream) -> None:
             async for notification in stream:
-                feed.notified(notification)
-                changed.set()
+                if feed.notified(notification):
+                    changed.set()
 
         deposed = asyncio.create_task(election.election.wait_deposed())
         try:

@@ -63,9 +63,12 @@ def test_every_route_answers_without_server_errors(
         "subscription": "sub",
         "cluster": cluster,
         "bundle": "0x00000000_0xffffffff",
+        "bookie": "127.0.0.1:1",
         **NUMERIC,
     }
-    bad = dict(good, tenant="bad%20tenant!", topic="%2F", bundle="0x1_0x0", **BAD_VALUES)
+    bad = dict(
+        good, tenant="bad%20tenant!", topic="%2F", bundle="0x1_0x0", bookie="%2F", **BAD_VALUES
+    )
     statuses: dict[int, int] = {}
     operations = _operations(http)
     for method, template in operations:

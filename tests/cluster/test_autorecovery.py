@@ -27,7 +27,13 @@ from magnetar.testing import wait_until
 from magnetar.testing.bookie import BookieProcess
 from magnetar.testing.broker import BrokerProcess
 
-from .test_cluster_processes import cluster_procs, controller, start_bookies, start_brokers
+from .test_cluster_processes import (
+    cluster_procs,
+    controller,
+    http_json,
+    start_bookies,
+    start_brokers,
+)
 
 __all__ = ["cluster_procs"]  # fixture
 
@@ -175,6 +181,8 @@ def test_a_killed_bookies_ledgers_return_to_their_write_quorum(
         for i in rewritten:
             assert after[i].last_entry_id == before[i].last_entry_id
         assert acked[-1] == next_message - 1, "sends after the bookie died were not acknowledged"
+        listed = http_json(f"{brokers[1].http_url}/admin/v2/bookies/all")["bookies"]
+        assert sorted(b["bookieId"] for b in listed) == sorted(live)  # type: ignore[union-attr]
         wait_until(
             lambda: set(acked) <= set(received + [int(m.data()) for m in consumer_batch()]),
             timeout_s=60,

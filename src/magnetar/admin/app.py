@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from magnetar.admin import (
+    bookies,
     brokers,
     bundles,
     clusters,
@@ -89,6 +90,7 @@ def create_app(ctx: AdminContext) -> FastAPI:
         return Response(metrics.render(registry), media_type=metrics.CONTENT_TYPE)
 
     for module in (
+        bookies,
         brokers,
         clusters,
         tenants,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import click
 
-from magnetar.cli.admin.clusters import brokers, clusters
+from magnetar.cli.admin.clusters import bookies, brokers, clusters
 from magnetar.cli.admin.context import AdminContext, AdminContextHolder
 from magnetar.cli.admin.namespaces import namespaces
 from magnetar.cli.admin.schemas import schemas
@@ -47,5 +47,5 @@ def admin(ctx: click.Context, admin_url: str, timeout_s: float, auth_token: str 
     ctx.ensure_object(AdminContextHolder).context = AdminContext(admin_url, timeout_s, auth_token)
 
 
-for group in (tenants, namespaces, topics, schemas, clusters, brokers):
+for group in (tenants, namespaces, topics, schemas, clusters, brokers, bookies):
     admin.add_command(group)

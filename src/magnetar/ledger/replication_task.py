@@ -21,8 +21,12 @@ from typing import Any, Final
 
 REPLICA_RECORDS_PATH: Final = "/controller_state/ledgers"
 """The controller's replica records, one per ledger not healthy (``L<id:010d>``)."""
+AUTORECOVERY_ROOT: Final = "/autorecovery"
 OUTCOMES_PATH: Final = "/autorecovery/outcomes"
 """The workers' answers, one per ledger (``L<id:010d>``), deleted once read."""
+WORKERS_PATH: Final = "/autorecovery/workers"
+"""One ephemeral node per bookie running a replication worker, named by its bookie id: only
+those bookies are made targets of tasks."""
 
 
 def record_name(ledger_id: int) -> str:

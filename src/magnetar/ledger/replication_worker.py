@@ -1,7 +1,9 @@
 """The replication worker of a bookie process (autorecovery): runs the controller's
 re-replication tasks that name this bookie as their target.
 
-The tasks arrive through the metadata store (:mod:`magnetar.ledger.replication_task`): the
+On start it registers the ephemeral ``/autorecovery/workers/<bookie id>`` (the controller
+makes only registered workers' bookies targets; a bookie run with ``--no-autorecovery`` is
+never one). The tasks arrive through the metadata store (:mod:`magnetar.ledger.replication_task`): the
 worker watches the controller's replica records at ``/controller_state/ledgers`` and
 re-reads them on every change and at least every ``rescan_interval_ms`` (watch events may
 coalesce). For each record whose task names this bookie it runs
@@ -35,6 +37,7 @@ from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.replication_task import (
     OUTCOMES_PATH,
     REPLICA_RECORDS_PATH,
+    WORKERS_PATH,
     ReplicateFragment,
     ReplicationOutcome,
     ledger_id_of,
@@ -95,7 +98,8 @@ class ReplicationWorker:
         self._task.add_done_callback(report_crash(log))
 
     async def close(self) -> None:
-        """Stop watching and cancel the copies in flight (bounded: cancellation only)."""
+        """Stop watching, cancel the copies in flight (bounded: cancellation only) and
+        deregister."""
         tasks = [t for _, t in self._running.values()]
         if self._task is not None:
             tasks.append(self._task)
@@ -105,11 +109,15 @@ class ReplicationWorker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._running.clear()
+        with contextlib.suppress(MetadataStoreError):
+            await self.store.delete(paths.join(WORKERS_PATH, self.bookie_id))
 
     async def _run(self) -> None:
         for directory in (REPLICA_RECORDS_PATH, OUTCOMES_PATH):
             with contextlib.suppress(NodeExists):
                 await self.store.create(directory, b"")
+        # A node left by this bookie's previous session goes with that session.
+        await self._register()
         stream = self.store.notifications(REPLICA_RECORDS_PATH)
         pump = asyncio.create_task(self._pump(stream))
         try:
@@ -128,6 +136,18 @@ class ReplicationWorker:
         finally:
             stream.close()
             pump.cancel()
+
+    async def _register(self) -> None:
+        """Create the worker's ephemeral registration, waiting out (bounded by the session
+        timeout of the previous process, retried every rescan) a node of a previous session."""
+        path = paths.join(WORKERS_PATH, self.bookie_id)
+        while True:
+            try:
+                await self.store.create(path, b"", ephemeral=True)
+                return
+            except NodeExists:
+                log.info("replication worker: %s still registered by a previous session", path)
+                await self._clock.sleep(self.rescan_interval_ms / 1000)
 
     async def _pump(self, stream: NotificationStream) -> None:
         async for _ in stream:

@@ -33,6 +33,12 @@ async def register_bookies(store: MetadataStore, *bookies: str) -> None:
         await store.create(f"/ledgers/available/{bookie}", b"{}", ephemeral=True)
 
 
+async def register_workers(store: MetadataStore, *bookies: str) -> None:
+    """What a bookie's replication worker does at start (``--no-autorecovery``: nothing)."""
+    for bookie in bookies:
+        await store.create(f"/autorecovery/workers/{bookie}", b"", ephemeral=True)
+
+
 def closed_ledger() -> LedgerMetadata:
     return LedgerMetadata(
         LEDGER, 3, 2, 2, ((0, ENSEMBLE),), state=LedgerState.CLOSED, last_entry_id=99
@@ -52,7 +58,8 @@ async def test_a_departed_bookies_ledger_is_tasked_resumed_and_healed(
     open_store: OpenStore,
 ) -> None:
     registry = await open_store()
-    await register_bookies(registry, "b1", "b3", "b4")
+    await register_bookies(registry, "b1", "b3", "b4", "b5")
+    await register_workers(registry, "b1", "b3", "b5")  # b4 runs with autorecovery off
     b2 = await open_store()
     await register_bookies(b2, "b2")
     await registry.put(ledger_path(LEDGER), closed_ledger().to_bytes())
@@ -67,7 +74,7 @@ async def test_a_departed_bookies_ledger_is_tasked_resumed_and_healed(
 
     await b2.close()  # its registration vanishes
     await feed.sync(first)
-    task = ReplicateFragment(LEDGER, 0, 1, "b2", "b4", epoch)
+    task = ReplicateFragment(LEDGER, 0, 1, "b2", "b5", epoch)
     got = await record(registry)
     assert got == ReplicaRecord(ReplicaState.REREPLICATING, epoch, 1000, task)
     # The record is the command the target's worker reads.
@@ -78,7 +85,7 @@ async def test_a_departed_bookies_ledger_is_tasked_resumed_and_healed(
     second = controller(await open_store(), clock)
     new_epoch = await second.campaign()
     assert new_epoch > epoch
-    restamped = ReplicateFragment(LEDGER, 0, 1, "b2", "b4", new_epoch)
+    restamped = ReplicateFragment(LEDGER, 0, 1, "b2", "b5", new_epoch)
     assert second.replicas.tasks_in_flight == [restamped]
     got = await record(registry)
     assert got is not None and got.task == restamped and got.epoch == new_epoch
@@ -86,7 +93,7 @@ async def test_a_departed_bookies_ledger_is_tasked_resumed_and_healed(
         await first.bookie_joined("b2")
 
     # The worker finished the copy it was asked for at the old epoch: the answer counts.
-    healed = closed_ledger().with_ensemble(0, ("b1", "b4", "b3"))
+    healed = closed_ledger().with_ensemble(0, ("b1", "b5", "b3"))
     await registry.put(ledger_path(LEDGER), healed.to_bytes())
     await registry.put(
         f"{OUTCOMES_PATH}/L{LEDGER:010d}", ReplicationOutcome(task, ok=True).to_bytes()
@@ -104,6 +111,7 @@ async def test_a_failed_answer_is_retried_after_the_backoff_and_a_deleted_ledger
 ) -> None:
     registry = await open_store()
     await register_bookies(registry, "b1", "b3", "b4")
+    await register_workers(registry, "b1", "b3", "b4")
     await registry.put(ledger_path(LEDGER), closed_ledger().to_bytes())
     clock = ManualClock(start_ms=1000)
     ctl = controller(await open_store(), clock)

@@ -16,7 +16,8 @@ Beside it, for autorecovery, it reads
 * ``/ledgers/L<id>`` — every ledger's metadata and node version (undecodable ones are
   logged and skipped: they are not the controller's to judge);
 * the bookies registered now (:func:`registered_bookies`, read-only ones included: their
-  data is still there);
+  data is still there), and the ones running a replication worker (``/autorecovery/workers``:
+  only they are targets);
 
 and builds and starts a :class:`ReplicaStateMachine` at the same epoch. Its record writes go
 into the same fenced transactions; its :class:`ReplicateFragment` commands are delivered by
@@ -78,6 +79,7 @@ from magnetar.ledger.metadata import (
     LedgerMetadata,
 )
 from magnetar.ledger.replication_task import (
+    WORKERS_PATH,
     ReplicateFragment,
     ReplicationOutcome,
     ledger_id_of,
@@ -299,6 +301,7 @@ class ControllerElection:
             ledgers=ledgers,
             records=records,
             live_bookies=await registered_bookies(self.store),
+            workers=await self._children(WORKERS_PATH),
         )
 
     async def resign(self) -> None:
@@ -349,6 +352,9 @@ class ControllerElection:
 
     async def bookie_left(self, bookie: str) -> None:
         await self._run_replicas(lambda m, now: m.bookie_left(bookie, now))
+
+    async def workers_changed(self, workers: frozenset[str]) -> None:
+        await self._run_replicas(lambda m, now: m.workers_changed(workers, now))
 
     async def ledger_changed(self, metadata: LedgerMetadata, version: int) -> None:
         await self._run_replicas(lambda m, now: m.ledger_changed(metadata, version, now))

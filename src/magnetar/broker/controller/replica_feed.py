@@ -3,11 +3,13 @@ in processes).
 
 :class:`ReplicaFeed` is used by the controller loop (:mod:`.runner`) while this broker
 leads. The loop hands it every notification under ``/ledgers`` (bookie registrations live
-at ``/ledgers/available``, ledger metadata at ``/ledgers/L<id>``) and
-``/autorecovery/outcomes``, and calls :meth:`ReplicaFeed.sync` after each change and on
+at ``/ledgers/available``, ledger metadata at ``/ledgers/L<id>``) and ``/autorecovery``
+(workers and their outcomes), and calls :meth:`ReplicaFeed.sync` after each change and on
 every tick. A sync feeds the :class:`~.election.ControllerElection`:
 
 * the registered bookies, compared with the machine's: ``bookie_joined`` / ``bookie_left``;
+  and the bookies running a replication worker (``/autorecovery/workers``):
+  ``workers_changed``;
 * ledgers: the ones notified since the last sync are re-read (``ledger_changed``, or
   ``ledger_deleted`` if gone); a change to ``/ledgers``' children lists them and reads the
   new ones; every ``scan_interval_ms``, and at the first sync, every ledger is re-read (a
@@ -31,7 +33,13 @@ from typing import TYPE_CHECKING
 from magnetar.broker.controller.election import list_ledgers, read_ledger, registered_bookies
 from magnetar.common.clock import Clock
 from magnetar.ledger.metadata import AVAILABLE_PATH, LEDGERS_PATH
-from magnetar.ledger.replication_task import OUTCOMES_PATH, ReplicationOutcome, ledger_id_of
+from magnetar.ledger.replication_task import (
+    AUTORECOVERY_ROOT,
+    OUTCOMES_PATH,
+    WORKERS_PATH,
+    ReplicationOutcome,
+    ledger_id_of,
+)
 from magnetar.metadata import path as paths
 from magnetar.metadata.store import BadVersion, MetadataStore, NotFound, Notification
 
@@ -41,7 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_LEDGER_SCAN_INTERVAL_MS = 30_000
-WATCHED_PREFIXES = (LEDGERS_PATH, OUTCOMES_PATH)
+WATCHED_PREFIXES = (LEDGERS_PATH, AUTORECOVERY_ROOT)
 """The prefixes whose notifications :meth:`ReplicaFeed.notified` wants."""
 
 
@@ -87,6 +95,12 @@ class ReplicaFeed:
             await election.bookie_joined(bookie)
         for bookie in sorted(known - live):
             await election.bookie_left(bookie)
+        try:
+            workers = frozenset(await self.store.children(WORKERS_PATH))
+        except NotFound:
+            workers = frozenset()
+        if workers != election.replicas.workers:
+            await election.workers_changed(workers)
 
         now_s = self._clock.monotonic_s()
         if self._next_scan_s is None or now_s >= self._next_scan_s:

@@ -113,11 +113,16 @@ class ReplicationWorker:
             await self.store.delete(paths.join(WORKERS_PATH, self.bookie_id))
 
     async def _run(self) -> None:
-        for directory in (REPLICA_RECORDS_PATH, OUTCOMES_PATH):
-            with contextlib.suppress(NodeExists):
-                await self.store.create(directory, b"")
-        # A node left by this bookie's previous session goes with that session.
-        await self._register()
+        while True:
+            try:
+                for directory in (REPLICA_RECORDS_PATH, OUTCOMES_PATH):
+                    with contextlib.suppress(NodeExists):
+                        await self.store.create(directory, b"")
+                await self._register()
+                break
+            except MetadataStoreError as exc:
+                log.warning("replication worker: registering failed (retried): %s", exc)
+                await self._clock.sleep(self.rescan_interval_ms / 1000)
         stream = self.store.notifications(REPLICA_RECORDS_PATH)
         pump = asyncio.create_task(self._pump(stream))
         try:
@@ -138,16 +143,16 @@ class ReplicationWorker:
             pump.cancel()
 
     async def _register(self) -> None:
-        """Create the worker's ephemeral registration, waiting out (bounded by the session
-        timeout of the previous process, retried every rescan) a node of a previous session."""
+        """Create the worker's ephemeral registration. A node still held by this bookie's
+        previous session (a restart within its session timeout) is replaced, as the bookie
+        replaces its own registration: one bookie id is one process."""
         path = paths.join(WORKERS_PATH, self.bookie_id)
-        while True:
-            try:
-                await self.store.create(path, b"", ephemeral=True)
-                return
-            except NodeExists:
-                log.info("replication worker: %s still registered by a previous session", path)
-                await self._clock.sleep(self.rescan_interval_ms / 1000)
+        try:
+            await self.store.create(path, b"", ephemeral=True)
+        except NodeExists:
+            with contextlib.suppress(NotFound):
+                await self.store.delete(path)
+            await self.store.create(path, b"", ephemeral=True)
 
     async def _pump(self, stream: NotificationStream) -> None:
         async for _ in stream:

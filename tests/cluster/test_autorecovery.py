@@ -213,3 +213,73 @@ def test_a_killed_bookies_ledgers_return_to_their_write_quorum(
             seen.add(int(reader.read_next(timeout_millis=30_000).data()))
     finally:
         client.close()
+
+
+def test_a_bookie_without_autorecovery_is_never_a_target(
+    zookeeper_url: str, tmp_path: Path, cluster_procs: list[BookieProcess | BrokerProcess]
+) -> None:
+    """Every ledger is written on three bookies; a fourth joins with ``--no-autorecovery``
+    and one of the three dies. The fourth is each replica's only possible target, but it
+    runs no worker: the ledgers wait under-replicated with no task in flight (were it a
+    target, they would be Rereplicating at once). Restarted with autorecovery, it takes the
+    copies and every ledger heals."""
+    originals = start_bookies(cluster_procs, zookeeper_url, tmp_path, 3)
+    brokers = start_brokers(
+        cluster_procs,
+        zookeeper_url,
+        tmp_path,
+        2,
+        "--managed-ledger-max-entries-per-ledger",
+        ENTRIES_PER_LEDGER,
+    )
+    request = urllib.request.Request(
+        f"{brokers[0].http_url}/admin/v2/namespaces/public/default/retention",
+        data=json.dumps({"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    urllib.request.urlopen(request, timeout=30).close()
+    client = pulsar.Client(brokers[0].url, operation_timeout_seconds=30)
+    try:
+        producer = client.create_producer(TOPIC, batching_enabled=False)
+        for i in range(100):
+            producer.send_async(b"%d" % i, None)
+        producer.flush()
+    finally:
+        client.close()
+    spare = BookieProcess(zookeeper_url, tmp_path / "spare", None, "--no-autorecovery")
+    spare.start()
+    cluster_procs.append(spare)
+    wait_until(lambda: " ready" in spare.log(), timeout_s=30, what="the spare bookie")
+    originals[0].signal(signal.SIGKILL)
+
+    controller_id, _ = wait_until(lambda: controller(brokers[0]), timeout_s=30, what="leader")
+    (leader,) = [b for b in brokers if b.broker_id == controller_id]
+
+    def waiting() -> bool:
+        under = metric(leader.http_url, 'magnetar_controller_ledgers{state="UnderReplicated"}')
+        return bool(under) and (
+            metric(leader.http_url, "magnetar_controller_replication_tasks_in_flight") == 0.0
+            and metric(leader.http_url, 'magnetar_controller_ledgers{state="Rereplicating"}') == 0.0
+        )
+
+    wait_until(waiting, timeout_s=60, what="ledgers waiting with no task")
+    ledgers, live = ledgers_and_bookies(zookeeper_url)
+    assert spare.bookie_id in live
+    assert all(spare.bookie_id not in md.ensemble_for(0) for md in ledgers.values())
+
+    spare.signal(signal.SIGTERM)
+    assert spare.proc is not None and spare.proc.wait(30) == 0
+    spare.extra_args = []
+    spare.start()
+
+    def healed() -> bool:
+        ledgers, live = ledgers_and_bookies(zookeeper_url)
+        return spare.bookie_id in live and all(
+            set(ensemble) <= live
+            for md in ledgers.values()
+            if md.state is LedgerState.CLOSED
+            for _, ensemble in md.ensembles
+        )
+
+    wait_until(healed, timeout_s=120, interval_s=0.5, what="the closed ledgers healed")

@@ -244,6 +244,14 @@ class BrokerNode:
                     bundle_states=lambda: (
                         {} if self.controller is None else self.controller.bundle_states()
                     ),
+                    ledger_states=lambda: (
+                        {} if self.controller is None else self.controller.ledger_states()
+                    ),
+                    replication_tasks_in_flight=lambda: (
+                        None
+                        if self.controller is None
+                        else self.controller.replication_tasks_in_flight()
+                    ),
                 )
             ],
         )

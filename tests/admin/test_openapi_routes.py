@@ -68,11 +68,12 @@ def test_every_route_answers_without_server_errors(
         "name": "fn",
         "instance_id": "0",
         "role": "some-role",
+        "bookie": "127.0.0.1:1",
         **NUMERIC,
     }
     bad = dict(
         good, tenant="bad%20tenant!", topic="%2F", bundle="0x1_0x0", kinds="nope", name="%2F",
-        instance_id="x", **BAD_VALUES,
+        instance_id="x", bookie="%2F", **BAD_VALUES,
     )  # fmt: skip
     statuses: dict[int, int] = {}
     operations = _operations(http)

@@ -156,3 +156,17 @@ def test_bad_arguments_exit_2(cli: Cli) -> None:
     assert missing.returncode == 2 and "Missing option '--partitions'" in missing.stderr
     unknown = cli.admin("topics", "frobnicate")
     assert unknown.returncode == 2 and "No such command 'frobnicate'" in unknown.stderr
+
+
+def test_bookies_list_and_rack_placement(cli: Cli) -> None:
+    """Pulsar's ``/admin/v2/bookies/all`` and ``racks-info`` shapes: the standalone's one
+    bookie, no rack placement configured, an unknown bookie's rack is one clear line."""
+    listed = _json(cli, "bookies", "list-bookies")
+    assert len(listed["bookies"]) == 1
+    (bookie,) = listed["bookies"]
+    assert bookie["bookieId"].startswith("127.0.0.1:")
+    assert _json(cli, "bookies", "racks-placement") == {}
+    missing = cli.admin("bookies", "get-bookie-rack", "--bookie", bookie["bookieId"])
+    assert missing.returncode != 0
+    assert "Bookie rack placement configuration not found" in missing.stderr
+    assert "Traceback" not in missing.stderr

@@ -2,9 +2,9 @@
 registration expires, and the replica state machine with the replication worker bring the
 ledger back to its write quorum on live bookies, checked through the ledger metadata.
 
-No process runs the controller yet (docs/cluster.md), so this test is the controller's
-loop: it feeds the machine the registrations and carries out its tasks with
-:func:`rereplicate_fragment`, as the shell will."""
+This test plays the controller's loop and the worker itself: it feeds the machine the
+registrations and carries out its tasks with :func:`rereplicate_fragment` (the processes'
+own loops are tested in ``tests/cluster/test_autorecovery.py``)."""
 
 from __future__ import annotations
 

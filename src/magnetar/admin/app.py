@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from magnetar.admin import (
+    bookies,
     brokers,
     bundles,
     clusters,
@@ -97,6 +98,7 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
     for extra in extra_routers:
         app.include_router(extra)
     for module in (
+        bookies,
         brokers,
         clusters,
         tenants,

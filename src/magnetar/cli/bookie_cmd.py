@@ -59,6 +59,20 @@ def _metadata_url(url: str) -> str:
     help="Start even if journal replay finds a damaged record followed by valid ones "
     "(skips and logs it; its entries are lost on this bookie). Default: refuse to start.",
 )
+@click.option(
+    "--autorecovery/--no-autorecovery",
+    default=True,
+    show_default=True,
+    help="Run the replication worker: copy lost replicas onto this bookie when the "
+    "controller asks (autorecovery).",
+)
+@click.option(
+    "--autorecovery-tasks-max",
+    default=2,  # replication_worker.DEFAULT_TASKS_IN_FLIGHT_MAX
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="re-replication tasks this bookie's worker runs at once",
+)
 def bookie(
     metadata_url: str,
     data_dir: Path,
@@ -72,6 +86,8 @@ def bookie(
     journal_group_wait_ms: float,
     session_timeout_s: float,
     journal_skip_invalid_records: bool,
+    autorecovery: bool,
+    autorecovery_tasks_max: int,
 ) -> None:
     """A storage node holding replicated ledger entries."""
     logging.basicConfig(
@@ -100,13 +116,26 @@ def bookie(
     tune_gc_for_serving()
     start_heap_trimmer()
     try:
-        asyncio.run(_run(config, metadata_url, session_timeout_s))
+        asyncio.run(
+            _run(
+                config,
+                metadata_url,
+                session_timeout_s,
+                autorecovery_tasks_max if autorecovery else 0,
+            )
+        )
     except (CookieMismatch, IndexCorrupt, JournalCorrupt) as exc:
         click.echo(f"magnetar bookie: {exc}", err=True)
         sys.exit(3)
 
 
-async def _run(config: BookieConfig, metadata_url: str, session_timeout_s: float) -> None:
+async def _run(
+    config: BookieConfig, metadata_url: str, session_timeout_s: float, autorecovery_tasks_max: int
+) -> None:
+    """Serve until SIGTERM/SIGINT; ``autorecovery_tasks_max`` 0 runs no replication worker."""
+    from magnetar.common.clock import SystemClock
+    from magnetar.ledger.client import LedgerClient
+    from magnetar.ledger.replication_worker import ReplicationWorker
     from magnetar.metadata import connect
 
     store = await connect(metadata_url, session_timeout_s=session_timeout_s)
@@ -115,11 +144,28 @@ async def _run(config: BookieConfig, metadata_url: str, session_timeout_s: float
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    client: LedgerClient | None = None
+    worker: ReplicationWorker | None = None
     try:
         await node.start()
+        if autorecovery_tasks_max:
+            clock = SystemClock()
+            client = LedgerClient(store, clock=clock)
+            worker = ReplicationWorker(
+                store,
+                node.bookie_id,
+                client,
+                clock=clock,
+                tasks_in_flight_max=autorecovery_tasks_max,
+            )
+            worker.start()
         print(f"bookie {node.bookie_id} ready", flush=True)
         await stop.wait()
     finally:
+        if worker is not None:
+            await worker.close()
+        if client is not None:
+            await client.close()
         with contextlib.suppress(Exception):
             await node.stop()
         await store.close()

@@ -17,10 +17,14 @@ class BookieProcess:
     """One ``magnetar bookie`` on ``metadata_url`` over ``data_dir`` (port: free when not
     given), with a 2 s session; its output goes to ``<data_dir>.log``."""
 
-    def __init__(self, metadata_url: str, data_dir: Path, port: int | None = None) -> None:
+    def __init__(
+        self, metadata_url: str, data_dir: Path, port: int | None = None, *extra_args: str
+    ) -> None:
         self.metadata_url = metadata_url
         self.data_dir = data_dir
         self.port = port or free_port()
+        self.extra_args = list(extra_args)
+        """More ``magnetar bookie`` options, for every start (changeable between starts)."""
         self.bookie_id = f"127.0.0.1:{self.port}"
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -48,6 +52,7 @@ class BookieProcess:
                 "2",
                 "--gc-interval-ms",
                 "3600000",
+                *self.extra_args,
             ],
             stdout=log,
             stderr=subprocess.STDOUT,

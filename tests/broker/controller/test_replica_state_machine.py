@@ -319,3 +319,43 @@ def test_a_persisted_task_already_done_is_not_sent_again() -> None:
     # its missing bookie came back: nothing to copy either
     m = machine(L1, live=("b1", "b2", "b3", "b4"), records={1: ReplicaRecord(RR, old, 10, done)})
     assert m.start(1_000) == [DeleteReplicaState(1, EPOCH)]
+
+
+def test_only_bookies_running_a_worker_are_targets() -> None:
+    """A bookie started with autorecovery off registers no worker: it is never a target;
+    a task towards a bookie whose worker went is reassigned at once (no failure counted),
+    and a ledger with no worker to copy it waits until one registers."""
+    m = ReplicaStateMachine(
+        EPOCH,
+        ledgers={1: (L1, 1), 2: (L2, 1)},
+        live_bookies=("b1", "b2", "b3", "b4", "b5"),
+        workers=("b1", "b2", "b3", "b5"),
+    )
+    assert m.start(0) == []
+    t1, t2 = task(1, 1, "b2", "b5"), task(2, 0, "b2", "b5")
+    assert m.bookie_left("b2", 10) == [rereplicating(1, t1, 10), t1, rereplicating(2, t2, 10), t2]
+    # b5's worker goes (b5 stays registered): b4 runs none, so nothing can copy.
+    assert m.workers_changed(("b1", "b3"), 20) == [under(1, 10), under(2, 10)]
+    assert m.tasks_in_flight == []
+    assert m.workers_changed(("b1", "b3"), 30) == []
+    # b4's worker starts: it takes both at once, first attempts still.
+    u1, u2 = task(1, 1, "b2", "b4"), task(2, 0, "b2", "b4")
+    assert m.workers_changed(("b1", "b3", "b4"), 40) == [
+        rereplicating(1, u1, 10),
+        u1,
+        rereplicating(2, u2, 10),
+        u2,
+    ]
+
+
+def test_a_resumed_task_towards_a_bookie_without_worker_is_replanned() -> None:
+    t = task(1, 1, "b2", "b4", epoch=EPOCH - 1)
+    m = ReplicaStateMachine(
+        EPOCH,
+        ledgers={1: (L1, 1)},
+        records={1: ReplicaRecord(RR, EPOCH - 1, 0, t)},
+        live_bookies=("b1", "b3", "b4", "b5"),
+        workers=("b5",),
+    )
+    u = task(1, 1, "b2", "b5")
+    assert m.start(100) == [rereplicating(1, u, 0), u]

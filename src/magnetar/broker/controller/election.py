@@ -10,6 +10,18 @@ the same transaction. On winning it reads, from the metadata store:
 * the children of ``registrations_path`` — the broker ids registered now;
 
 builds a :class:`BundleStateMachine` at its epoch and runs :meth:`~BundleStateMachine.start`.
+Beside it, for autorecovery, it reads
+
+* ``<state_root>/ledgers/L<id>`` — one :class:`ReplicaRecord` per ledger not healthy;
+* ``/ledgers/L<id>`` — every ledger's metadata and node version (undecodable ones are
+  logged and skipped: they are not the controller's to judge);
+* the bookies registered now (:func:`registered_bookies`, read-only ones included: their
+  data is still there), and the ones running a replication worker (``/autorecovery/workers``:
+  only they are targets);
+
+and builds and starts a :class:`ReplicaStateMachine` at the same epoch. Its record writes go
+into the same fenced transactions; its :class:`ReplicateFragment` commands are delivered by
+the record itself (the target bookie's worker watches the records), so nothing is sent.
 (Names are percent-quoted into one path segment so each directory is flat.)
 
 Each event method calls the machine, then applies the returned metadata writes in one
@@ -31,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import Sequence
 from typing import Protocol
 from urllib.parse import quote, unquote
@@ -48,9 +61,30 @@ from magnetar.broker.controller.bundle_state_machine import (
 from magnetar.broker.controller.bundles import BundleId, NamespaceBundles
 from magnetar.broker.controller.errors import ControllerDeposed
 from magnetar.broker.controller.load import LoadReport
+from magnetar.broker.controller.replica_state import ReplicaRecord
+from magnetar.broker.controller.replica_state_machine import (
+    DeleteReplicaState,
+    ReplicaEffect,
+    ReplicaPolicy,
+    ReplicaStateMachine,
+    WriteReplicaState,
+)
 from magnetar.common.clock import Clock
 from magnetar.common.errors import MagnetarError
 from magnetar.common.names import TopicName
+from magnetar.ledger.metadata import (
+    AVAILABLE_PATH,
+    LEDGERS_PATH,
+    READONLY_NAME,
+    LedgerMetadata,
+)
+from magnetar.ledger.replication_task import (
+    WORKERS_PATH,
+    ReplicateFragment,
+    ReplicationOutcome,
+    ledger_id_of,
+    record_name,
+)
 from magnetar.metadata import path as paths
 from magnetar.metadata.election import LeaderElection, Leadership
 from magnetar.metadata.store import (
@@ -68,6 +102,37 @@ CONTROLLER_PATH = "/controller"
 STATE_ROOT = "/controller_state"
 REGISTRATIONS_PATH = "/loadbalance/brokers"
 """Where brokers register (ephemeral node named by broker id), as Pulsar's brokers do."""
+
+log = logging.getLogger(__name__)
+
+
+async def registered_bookies(store: MetadataStore) -> set[str]:
+    """The bookies registered now, writable (``/ledgers/available/<id>``) or read-only
+    (``/ledgers/available/readonly/<id>``): a read-only bookie still serves its replicas."""
+    found: set[str] = set()
+    for path in (AVAILABLE_PATH, paths.join(AVAILABLE_PATH, READONLY_NAME)):
+        with contextlib.suppress(NotFound):
+            found.update(n for n in await store.children(path) if n != READONLY_NAME)
+    return found
+
+
+async def read_ledger(store: MetadataStore, ledger_id: int) -> tuple[LedgerMetadata, int] | None:
+    """A ledger's metadata and node version; ``None`` if it is gone. Raises ``ValueError``
+    (and ``KeyError``, ``TypeError``) for metadata it cannot decode."""
+    try:
+        got = await store.get(paths.join(LEDGERS_PATH, record_name(ledger_id)))
+    except NotFound:
+        return None
+    return LedgerMetadata.from_bytes(got.value), got.stat.version
+
+
+async def list_ledgers(store: MetadataStore) -> set[int]:
+    """The ids of every ledger with metadata under ``/ledgers``."""
+    try:
+        names = await store.children(LEDGERS_PATH)
+    except NotFound:
+        return set()
+    return {i for i in map(ledger_id_of, names) if i is not None}
 
 
 class CommandSink(Protocol):
@@ -97,6 +162,7 @@ class ControllerElection:
         commands: CommandSink,
         clock: Clock,
         policy: ControllerPolicy | None = None,
+        replica_policy: ReplicaPolicy | None = None,
         path: str = CONTROLLER_PATH,
         state_root: str = STATE_ROOT,
         registrations_path: str = REGISTRATIONS_PATH,
@@ -107,11 +173,14 @@ class ControllerElection:
         self._commands = commands
         self._clock = clock
         self._policy = policy or ControllerPolicy()
+        self._replica_policy = replica_policy or ReplicaPolicy()
         self.state_root = paths.validate(state_root)
         self.namespaces_path = paths.join(self.state_root, "namespaces")
         self.bundles_path = paths.join(self.state_root, "bundles")
+        self.ledgers_path = paths.join(self.state_root, "ledgers")
         self.registrations_path = paths.validate(registrations_path)
         self._machine: BundleStateMachine | None = None
+        self._replicas: ReplicaStateMachine | None = None
         self._existing: set[str] = set()
         self._broken = False
         self._lock = asyncio.Lock()
@@ -123,6 +192,9 @@ class ControllerElection:
 
     def bundle_path(self, bundle: BundleId) -> str:
         return paths.join(self.bundles_path, _segment(bundle.name))
+
+    def replica_path(self, ledger_id: int) -> str:
+        return paths.join(self.ledgers_path, record_name(ledger_id))
 
     # --- leadership ----------------------------------------------------------------------
 
@@ -138,6 +210,14 @@ class ControllerElection:
         assert self._machine is not None
         return self._machine
 
+    @property
+    def replicas(self) -> ReplicaStateMachine:
+        """The ledger replica state machine of this controller; raises
+        :class:`ControllerDeposed` before winning and once done."""
+        self._check_usable()
+        assert self._replicas is not None
+        return self._replicas
+
     async def campaign(self) -> int:
         """Compete until this broker is controller, resume the persisted states, apply the
         effects of taking over; return the epoch. Raises what
@@ -148,7 +228,9 @@ class ControllerElection:
         try:
             async with self._lock:
                 self._machine = await self._resume(epoch)
-                await self._apply(self._machine.start(self._clock.now_ms()))
+                self._replicas = await self._resume_replicas(epoch)
+                now_ms = self._clock.now_ms()
+                await self._apply([*self._machine.start(now_ms), *self._replicas.start(now_ms)])
         except BaseException:
             # Leading without a usable state would block every other candidate.
             self._broken = True
@@ -184,6 +266,42 @@ class ControllerElection:
             namespaces=namespaces,
             records=records,
             live_brokers=live,
+        )
+
+    async def _resume_replicas(self, epoch: int) -> ReplicaStateMachine:
+        """Read the persisted replica records, every ledger's metadata and the registered
+        bookies; raises :class:`CorruptRecord` for a record it cannot decode."""
+        with contextlib.suppress(NodeExists):
+            await self.store.create(self.ledgers_path, b"")
+        records: dict[int, ReplicaRecord] = {}
+        for name in await self._children(self.ledgers_path):
+            path = paths.join(self.ledgers_path, name)
+            ledger_id = ledger_id_of(name)
+            if ledger_id is None:
+                raise CorruptRecord(f"{path}: not a ledger record name")
+            try:
+                records[ledger_id] = ReplicaRecord.from_bytes((await self.store.get(path)).value)
+            except NotFound:
+                continue
+            except CorruptRecord as exc:
+                raise CorruptRecord(f"{path}: {exc}") from None
+            self._existing.add(path)
+        ledgers: dict[int, tuple[LedgerMetadata, int]] = {}
+        for ledger_id in sorted(await list_ledgers(self.store)):
+            try:
+                found = await read_ledger(self.store, ledger_id)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.error("ledger %d: undecodable metadata, not watched: %s", ledger_id, exc)
+                continue
+            if found is not None:
+                ledgers[ledger_id] = found
+        return ReplicaStateMachine(
+            epoch,
+            policy=self._replica_policy,
+            ledgers=ledgers,
+            records=records,
+            live_bookies=await registered_bookies(self.store),
+            workers=await self._children(WORKERS_PATH),
         )
 
     async def resign(self) -> None:
@@ -225,12 +343,55 @@ class ControllerElection:
 
     async def tick(self) -> None:
         await self._run(lambda m, now: m.tick(now))
+        await self._run_replicas(lambda m, now: m.tick(now))
+
+    # --- replica events (see ReplicaStateMachine for each) -------------------------------
+
+    async def bookie_joined(self, bookie: str) -> None:
+        await self._run_replicas(lambda m, now: m.bookie_joined(bookie, now))
+
+    async def bookie_left(self, bookie: str) -> None:
+        await self._run_replicas(lambda m, now: m.bookie_left(bookie, now))
+
+    async def workers_changed(self, workers: frozenset[str]) -> None:
+        await self._run_replicas(lambda m, now: m.workers_changed(workers, now))
+
+    async def ledger_changed(self, metadata: LedgerMetadata, version: int) -> None:
+        await self._run_replicas(lambda m, now: m.ledger_changed(metadata, version, now))
+
+    async def ledger_deleted(self, ledger_id: int) -> None:
+        await self._run_replicas(lambda m, now: m.ledger_deleted(ledger_id, now))
+
+    async def replication_answered(
+        self, outcome: ReplicationOutcome, current: tuple[LedgerMetadata, int] | None
+    ) -> None:
+        """A worker's answer, with the ledger's metadata read after it (``None``: the
+        ledger is gone). An answer to the task in flight for that ledger counts even if an
+        earlier controller stamped it (this one restamped the same work when it resumed);
+        any other answer only brings the metadata."""
+
+        def answer(machine: ReplicaStateMachine, now_ms: int) -> list[ReplicaEffect]:
+            ledger_id = outcome.task.ledger_id
+            record = machine.records.get(ledger_id)
+            task = None if record is None else record.task
+            if current is None:
+                return machine.ledger_deleted(ledger_id, now_ms)
+            if task is None or not task.same_work(outcome.task):
+                return machine.ledger_changed(current[0], current[1], now_ms)
+            if outcome.ok:
+                return machine.fragment_replicated(task, current[0], current[1], now_ms)
+            log.warning("re-replication of %s failed: %s", task, outcome.error)
+            return machine.fragment_failed(task, now_ms)
+
+        await self._run_replicas(answer)
 
     # --- internals -----------------------------------------------------------------------
 
     def _check_usable(self) -> None:
         if self.election.leadership is Leadership.DEPOSED and self._machine is not None:
             self._machine.epoch_changed((self.election.epoch or 0) + 1)
+            if self._replicas is not None:
+                self._replicas.epoch_changed((self.election.epoch or 0) + 1)
             self._broken = True
         if self._machine is None or self._broken:
             raise ControllerDeposed(f"{self.broker_id} is not the controller")
@@ -238,6 +399,11 @@ class ControllerElection:
     async def _run(self, event: _Event) -> None:
         async with self._lock:
             machine = self.machine
+            await self._apply(event(machine, self._clock.now_ms()))
+
+    async def _run_replicas(self, event: _ReplicaEvent) -> None:
+        async with self._lock:
+            machine = self.replicas
             await self._apply(event(machine, self._clock.now_ms()))
 
     async def _children(self, path: str) -> list[str]:
@@ -256,7 +422,9 @@ class ControllerElection:
         self._existing.add(path)
         return bundles
 
-    def _ops(self, effects: Sequence[ControllerEffect], epoch: int) -> tuple[list[Op], set[str]]:
+    def _ops(
+        self, effects: Sequence[ControllerEffect | ReplicaEffect], epoch: int
+    ) -> tuple[list[Op], set[str]]:
         existing = set(self._existing)
         ops: list[Op] = []
 
@@ -275,9 +443,16 @@ class ControllerElection:
                 if path in existing:
                     ops.append(DeleteOp(path))
                     existing.discard(path)
+            elif isinstance(effect, WriteReplicaState):
+                write(self.replica_path(effect.ledger_id), effect.record.to_bytes())
+            elif isinstance(effect, DeleteReplicaState):
+                path = self.replica_path(effect.ledger_id)
+                if path in existing:
+                    ops.append(DeleteOp(path))
+                    existing.discard(path)
         return ops, existing
 
-    async def _apply(self, effects: Sequence[ControllerEffect]) -> None:
+    async def _apply(self, effects: Sequence[ControllerEffect | ReplicaEffect]) -> None:
         epoch = self.election.epoch
         assert epoch is not None
         ops, existing = self._ops(effects, epoch)
@@ -291,6 +466,8 @@ class ControllerElection:
                 self._broken = True
                 if self._machine is not None:
                     self._machine.epoch_changed(epoch + 1)
+                if self._replicas is not None:
+                    self._replicas.epoch_changed(epoch + 1)
                 raise ControllerDeposed(
                     f"controller write at epoch {epoch} failed: {type(exc).__name__}: {exc}"
                 ) from exc
@@ -298,7 +475,14 @@ class ControllerElection:
         for effect in effects:
             if isinstance(effect, BrokerCommand):
                 await self._commands.send(effect)
+            elif isinstance(effect, ReplicateFragment):
+                # Delivered by its record, written above: the target's worker watches it.
+                log.info("replication task %s", effect)
 
 
 class _Event(Protocol):
     def __call__(self, machine: BundleStateMachine, now_ms: int) -> list[ControllerEffect]: ...
+
+
+class _ReplicaEvent(Protocol):
+    def __call__(self, machine: ReplicaStateMachine, now_ms: int) -> list[ReplicaEffect]: ...

@@ -26,54 +26,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.broker.controller.bundle_state import CorruptRecord
+from magnetar.ledger.replication_task import ReplicateFragment
+
+__all__ = ["ReplicaRecord", "ReplicaState", "ReplicateFragment"]
 
 
 class ReplicaState(enum.Enum):
     HEALTHY = "Healthy"
     UNDER_REPLICATED = "UnderReplicated"
     REREPLICATING = "Rereplicating"
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicateFragment:
-    """Command to ``target_bookie``'s replication worker: copy the entries that bookie
-    index ``bookie_index`` of the fragment starting at ``first_entry`` holds onto the target,
-    then replace ``missing_bookie`` by the target there in the ledger metadata (CAS); see
-    :mod:`magnetar.ledger.fragments`. Answered by
-    :meth:`~.replica_state_machine.ReplicaStateMachine.fragment_replicated` or
-    ``fragment_failed`` with this very command."""
-
-    ledger_id: int
-    first_entry: int
-    bookie_index: int
-    missing_bookie: str
-    target_bookie: str
-    epoch: int
-    attempt: int = 1
-    """1 for the first try of this ledger's current trouble, counting retries after failures."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ledgerId": self.ledger_id,
-            "firstEntry": self.first_entry,
-            "bookieIndex": self.bookie_index,
-            "missingBookie": self.missing_bookie,
-            "targetBookie": self.target_bookie,
-            "epoch": self.epoch,
-            "attempt": self.attempt,
-        }
-
-    @classmethod
-    def from_json(cls, body: dict[str, Any]) -> ReplicateFragment:
-        return cls(
-            ledger_id=int(body["ledgerId"]),
-            first_entry=int(body["firstEntry"]),
-            bookie_index=int(body["bookieIndex"]),
-            missing_bookie=str(body["missingBookie"]),
-            target_bookie=str(body["targetBookie"]),
-            epoch=int(body["epoch"]),
-            attempt=int(body["attempt"]),
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,9 +30,10 @@ Rules:
   its ledgers healthy again (its data is still there).
 * At most one task per ledger (its metadata CAS would otherwise race itself) and at most
   ``tasks_in_flight_max`` in all; waiting ledgers get slots in ledger-id order.
-* The target of a task is a live bookie not in that fragment's ensemble (rack-unaware),
-  the one with the fewest tasks in flight towards it, then by id: a bookie that just
-  joined takes part at once.
+* The target of a task is a live bookie not in that fragment's ensemble (rack-unaware)
+  that runs a replication worker (when the caller tracks workers: ``workers``), the one
+  with the fewest tasks in flight towards it, then by id: a bookie that just joined takes
+  part at once.
 * A failed task, or one unanswered for ``task_timeout_ms``, is retried after a backoff that
   doubles from ``retry_backoff_initial_ms`` up to ``retry_backoff_max_ms``. A task whose
   target left is reassigned at once (not the task's fault).
@@ -116,10 +117,13 @@ class ReplicaStateMachine(EpochFenced[ReplicaEffect]):
         ledgers: Mapping[int, tuple[LedgerMetadata, int]] | None = None,
         records: Mapping[int, ReplicaRecord] | None = None,
         live_bookies: Iterable[str] = (),
+        workers: Iterable[str] | None = None,
     ) -> None:
         super().__init__(epoch)
         self.policy = policy or ReplicaPolicy()
         self._live: set[str] = set(live_bookies)
+        self._workers: set[str] | None = None if workers is None else set(workers)
+        """Bookies running a replication worker; ``None``: every live bookie does."""
         self._ledgers: dict[int, LedgerMetadata] = {}
         self._versions: dict[int, int] = {}
         self._on_bookie: dict[str, set[int]] = {}
@@ -144,6 +148,11 @@ class ReplicaStateMachine(EpochFenced[ReplicaEffect]):
     @property
     def live_bookies(self) -> frozenset[str]:
         return frozenset(self._live)
+
+    @property
+    def workers(self) -> frozenset[str] | None:
+        """Bookies known to run a replication worker (``None``: not tracked, all do)."""
+        return None if self._workers is None else frozenset(self._workers)
 
     def state_of(self, ledger_id: int) -> ReplicaState:
         record = self._records.get(ledger_id)
@@ -217,6 +226,25 @@ class ReplicaStateMachine(EpochFenced[ReplicaEffect]):
                 self._evaluate(ledger_id, now_ms, effects, force_write=True)
         for ledger_id in sorted(self._on_bookie.get(bookie, ())):
             self._evaluate(ledger_id, now_ms, effects)
+        self._fill(now_ms, effects)
+        return effects
+
+    def workers_changed(self, workers: Iterable[str], now_ms: int) -> list[ReplicaEffect]:
+        """The bookies running a replication worker are now ``workers`` (a bookie started
+        with autorecovery off runs none, so it cannot be a target). Tasks towards a bookie
+        whose worker went are reassigned at once, as for a departed bookie; waiting ledgers
+        may get a new worker as target."""
+        self._check_alive()
+        new = set(workers)
+        if new == self._workers:
+            return []
+        self._workers = new
+        effects: list[ReplicaEffect] = []
+        for ledger_id in sorted(self._in_flight):
+            task = self._records[ledger_id].task
+            if task is not None and task.target_bookie not in new:
+                self._stop_task(ledger_id)
+                self._evaluate(ledger_id, now_ms, effects, force_write=True)
         self._fill(now_ms, effects)
         return effects
 
@@ -411,7 +439,7 @@ class ReplicaStateMachine(EpochFenced[ReplicaEffect]):
             return None
         for fragment, index in missing_replicas(metadata, self._live):
             candidates = sorted(
-                self._live - set(fragment.ensemble),
+                self._targets() - set(fragment.ensemble),
                 key=lambda b: (self._target_load.get(b, 0), b),
             )
             if candidates:
@@ -433,7 +461,7 @@ class ReplicaStateMachine(EpochFenced[ReplicaEffect]):
         metadata = self._ledgers.get(task.ledger_id)
         fragment = None if metadata is None else fragment_at(metadata, task.first_entry)
         return (
-            task.target_bookie in self._live
+            task.target_bookie in self._targets()
             and task.missing_bookie not in self._live
             and fragment is not None
             and fragment.sealed
@@ -441,6 +469,10 @@ class ReplicaStateMachine(EpochFenced[ReplicaEffect]):
             and fragment.ensemble[task.bookie_index] == task.missing_bookie
             and task.target_bookie not in fragment.ensemble
         )
+
+    def _targets(self) -> set[str]:
+        """Bookies a task may target: live, and running a worker if workers are tracked."""
+        return set(self._live) if self._workers is None else self._live & self._workers
 
     def _fill(self, now_ms: int, effects: list[ReplicaEffect]) -> None:
         """Give waiting ledgers tasks while slots are free, in ledger-id order."""

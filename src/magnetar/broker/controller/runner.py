@@ -14,9 +14,12 @@ the bundle state machine from the metadata store.
   stamped with its own epoch; the broker fenced its node creation on the command's epoch.
 
 It re-reads all three on every change and every ``tick_interval_ms`` (then also calling
-``tick``: resends, assignment, load shedding). The command channel is the bundle record the
-election writes (brokers watch ``/controller_state/bundles``), so the :class:`CommandSink`
-delivers nothing itself. When the election reports the controller deposed, or a fenced
+``tick``: resends, assignment, load shedding). Beside the bundles it runs autorecovery: a
+:class:`~.replica_feed.ReplicaFeed` gets the notifications under ``/ledgers`` and
+``/autorecovery`` and feeds the replica state machine bookie registrations, ledger
+metadata, the registered replication workers and their answers in the same loop. The
+command channel is the bundle record the election writes (brokers watch
+``/controller_state/bundles``), so the :class:`CommandSink` delivers nothing itself. When the election reports the controller deposed, or a fenced
 write fails, the runner drops that election and campaigns again with a new one, which
 reloads the persisted state; after the store's session is lost it stops (the broker
 process ends on a lost session).
@@ -34,6 +37,8 @@ from magnetar.broker.controller.bundle_state_machine import BrokerCommand, Contr
 from magnetar.broker.controller.bundles import BundleId, BundleRange, NamespaceBundles
 from magnetar.broker.controller.election import REGISTRATIONS_PATH, ControllerElection
 from magnetar.broker.controller.errors import NamespaceLimitReached
+from magnetar.broker.controller.replica_feed import WATCHED_PREFIXES, ReplicaFeed
+from magnetar.broker.controller.replica_state import ReplicaState
 from magnetar.broker.load_report import report_of
 from magnetar.broker.policies import NAMESPACE_POLICIES_ROOT
 from magnetar.common.clock import Clock
@@ -83,6 +88,7 @@ class ControllerRunner:
         self._reported: dict[str, int] = {}
         """The latest load report fed to the machine per broker (its ``reported_ms``)."""
         self._namespace_limit_logged = False
+        self._replica_feed: ReplicaFeed | None = None
 
     @property
     def epoch(self) -> int | None:
@@ -105,6 +111,31 @@ class ControllerRunner:
         for record in records.values():
             counts[record.state.value] += 1
         return counts
+
+    def ledger_states(self) -> dict[str, int]:
+        """Ledgers per replica state other than Healthy while this broker leads (empty
+        otherwise)."""
+        election = self.election
+        if self.epoch is None or election is None:
+            return {}
+        try:
+            records = election.replicas.records
+        except MagnetarError:
+            return {}
+        counts = {s.value: 0 for s in ReplicaState if s is not ReplicaState.HEALTHY}
+        for record in records.values():
+            counts[record.state.value] += 1
+        return counts
+
+    def replication_tasks_in_flight(self) -> int | None:
+        """Re-replication tasks in flight while this broker leads, else ``None``."""
+        election = self.election
+        if self.epoch is None or election is None:
+            return None
+        try:
+            return len(election.replicas.tasks_in_flight)
+        except MagnetarError:
+            return None
 
     async def unload(self, bundle: BundleId) -> None:
         """Move ``bundle`` off its broker (to another when one lives). Raises
@@ -157,17 +188,24 @@ class ControllerRunner:
     async def _lead(self, election: ControllerElection) -> None:
         self._owners = {}
         self._reported = {}
+        feed = self._replica_feed = ReplicaFeed(self.store, clock=self._clock)
         changed = asyncio.Event()
         streams: list[NotificationStream] = []
         pumps: list[asyncio.Task[None]] = []
 
         async def pump(stream: NotificationStream) -> None:
-            async for _ in stream:
-                changed.set()
+            async for notification in stream:
+                if feed.notified(notification):
+                    changed.set()
 
         deposed = asyncio.create_task(election.election.wait_deposed())
         try:
-            for prefix in (REGISTRATIONS_PATH, NAMESPACE_POLICIES_ROOT, OWNERSHIP_ROOT):
+            for prefix in (
+                REGISTRATIONS_PATH,
+                NAMESPACE_POLICIES_ROOT,
+                OWNERSHIP_ROOT,
+                *WATCHED_PREFIXES,
+            ):
                 stream = self.store.notifications(prefix)
                 streams.append(stream)
                 await stream.wait_ready()
@@ -176,6 +214,7 @@ class ControllerRunner:
             while not deposed.done():
                 changed.clear()
                 await self._sync(election)
+                await feed.sync(election)
                 if self._clock.monotonic_s() >= next_tick_s:
                     await election.tick()
                     next_tick_s = self._clock.monotonic_s() + self.tick_interval_ms / 1000

@@ -1,5 +1,6 @@
-"""``magnetar admin clusters list|get`` and ``magnetar admin brokers
-healthcheck|list|leader-broker``."""
+"""``magnetar admin clusters list|get``, ``magnetar admin brokers
+healthcheck|list|leader-broker`` and ``magnetar admin bookies
+list-bookies|racks-placement|get-bookie-rack``."""
 
 from __future__ import annotations
 
@@ -61,3 +62,30 @@ def healthcheck() -> None:
         out.result({"healthy": True, "answer": answer})
     else:
         click.echo(answer if isinstance(answer, str) and answer else "ok")
+
+
+@click.group()
+def bookies() -> None:
+    """Bookies: the registered storage nodes and their rack placement."""
+
+
+@bookies.command("list-bookies")
+@output_option
+def list_bookies() -> None:
+    """List the registered bookies (writable and read-only)."""
+    printer().result(rest().get("/admin/v2/bookies/all"))
+
+
+@bookies.command("racks-placement")
+@output_option
+def racks_placement() -> None:
+    """Show the rack placement of the bookies ({} when none is configured)."""
+    printer().result(rest().get("/admin/v2/bookies/racks-info"))
+
+
+@bookies.command("get-bookie-rack")
+@click.option("--bookie", "-b", required=True, help="the bookie id, host:port")
+@output_option
+def get_bookie_rack(bookie: str) -> None:
+    """Show one bookie's rack placement."""
+    printer().result(rest().get(f"/admin/v2/bookies/racks-info/{quote(bookie, safe='')}"))

@@ -60,6 +60,8 @@ class LocalClusterConfig:
     ack_quorum: int = 2
     bookie_disk_free_min_bytes: int = 64 * 1024 * 1024
     session_timeout_s: float = 10.0
+    """ZooKeeper session timeout of every bookie and broker: a SIGKILLed process's
+    registration (and a broker's bundles) go after about this long."""
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -286,6 +288,7 @@ class LocalCluster:
             "--ensemble-size", str(cfg.ensemble_size),
             "--write-quorum", str(cfg.write_quorum),
             "--ack-quorum", str(cfg.ack_quorum),
+            "--session-timeout-s", str(cfg.session_timeout_s),
             "--log-level", cfg.log_level,
         )  # fmt: skip
         return ClusterProcess(

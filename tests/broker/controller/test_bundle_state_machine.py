@@ -297,6 +297,27 @@ def test_resume_restamps_in_flight_commands_and_frees_dead_owners() -> None:
     assert m.ownership_acquired(b[1], "b1", 3, 1002) == [write(b[1], rec(OWN, "b1", 3, 1002))]
 
 
+def test_an_owned_bundle_whose_broker_holds_no_node_is_assigned_again() -> None:
+    # A whole cluster restarted: the new controller (epoch 2) resumes records OWNED at
+    # epoch 1 by brokers registered again under the same ids, which hold no ownership node
+    # and refuse the epoch-1 record. Seeing the node absent makes the bundle served again.
+    records = {LOW: rec(OWN, "b1", 1, 0), HIGH: rec(OWN, "b2", 1, 0)}
+    m = BundleStateMachine(2, namespaces=[TWO], records=records, live_brokers=["b1", "b2"])
+    assert m.start(100) == []
+    assert m.ownership_lost(LOW, "b2", 110) == []  # not b2's
+    assert m.ownership_lost(LOW, "b1", 120) == [
+        write(LOW, rec(UNA, None, 2, 120)),
+        write(LOW, rec(ASG, "b1", 2, 120)),  # b1 holds 0, b2 holds 1
+        AssignBundle(LOW, "b1", 2),
+    ]
+    assert m.ownership_lost(LOW, "b1", 125) == []  # ASSIGNING: the command is in flight
+    assert m.ownership_acquired(LOW, "b1", 2, 130) == [write(LOW, rec(OWN, "b1", 2, 130))]
+    assert m.owner_of(LOW) == "b1"
+    # a bundle being released is not "lost": its release is acknowledged as usual
+    m.unload_requested(HIGH, 140)
+    assert m.ownership_lost(HIGH, "b2", 150) == []
+
+
 def test_a_broker_holding_what_is_not_its_own_is_told_to_release() -> None:
     m = owned_two()
     assert m.ownership_acquired(LOW, "b2", 1, 5) == [ReleaseBundle(LOW, "b2", 1)]

@@ -23,7 +23,11 @@ Rules (see :mod:`.bundle_state` for the states):
 * A bundle is assigned to the best live broker by :func:`.load.rank_brokers`, avoiding the
   broker it was just moved off when any other broker lives.
 * A bundle goes back to UNASSIGNED only when its broker acknowledged the release or left
-  (its ephemeral ownership node went with its session): never two brokers at once.
+  (its ephemeral ownership node went with its session), or when the controller sees that
+  the broker of an OWNED bundle holds no ownership node for it
+  (:meth:`~BundleStateMachine.ownership_lost`: a broker restarted under the same id, or a
+  record resumed from an older epoch that its broker can no longer act on): never two
+  brokers at once.
 * A broker that leaves loses every bundle it held or was being given; they are reassigned.
 * Commands not acknowledged within ``command_retry_ms`` are sent again (brokers treat a
   repeated command as a no-op).
@@ -304,6 +308,26 @@ class BundleStateMachine(EpochFenced[ControllerEffect]):
         self._check_epoch(epoch)
         record = self._records.get(bundle)
         if record is None or record.broker != broker or record.state is not BundleState.RELEASING:
+            return []
+        effects: list[ControllerEffect] = []
+        self._unassign(bundle, now_ms, effects)
+        self._assign_unassigned(now_ms, effects)
+        return effects
+
+    def ownership_lost(self, bundle: BundleId, broker: str, now_ms: int) -> list[ControllerEffect]:
+        """The controller observes *now* that ``broker`` holds no ownership node for
+        ``bundle``. If the bundle is OWNED by ``broker`` it is served by nobody: it becomes
+        UNASSIGNED and is assigned again at this epoch. Otherwise nothing changes.
+
+        Call it only with an observation made after this machine's last acknowledgement
+        for the bundle (never a delayed message): the node of an OWNED bundle can go
+        without a release when its broker's session ended but the same broker id
+        registered again before the controller saw it leave, or when a new controller
+        resumes an OWNED record whose broker restarted and holds nothing — that broker
+        refuses the record's older epoch, so without this the bundle stays unserved."""
+        self._check_alive()
+        record = self._records.get(bundle)
+        if record is None or record.broker != broker or record.state is not BundleState.OWNED:
             return []
         effects: list[ControllerEffect] = []
         self._unassign(bundle, now_ms, effects)

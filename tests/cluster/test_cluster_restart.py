@@ -14,25 +14,13 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from magnetar.broker.controller import NamespaceBundles
 from magnetar.local_cluster import LocalCluster, LocalClusterConfig
+from tests.cluster.bundle_topics import topic_per_bundle
 
 pytestmark = pytest.mark.timeout(300)
 
 MESSAGES = 20
 OPERATION_TIMEOUT_S = 30
-
-
-def topic_per_bundle(prefix: str) -> list[str]:
-    """One topic name in each of the 4 default bundles of ``public/default``."""
-    bundles = NamespaceBundles.default("public/default")
-    found: dict[str, str] = {}
-    i = 0
-    while len(found) < len(bundles.bundles):
-        topic = f"persistent://public/default/{prefix}-{i}"
-        found.setdefault(bundles.bundle_for_topic(topic).name, topic)
-        i += 1
-    return [found[name] for name in sorted(found)]
 
 
 def config(data_dir: Path) -> LocalClusterConfig:

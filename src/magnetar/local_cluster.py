@@ -5,6 +5,7 @@ its own process with its own data directory, for demos and tests.
     cluster.start()                 # ZooKeeper, then bookies, then brokers, each waited for
     cluster.service_url             # pulsar://127.0.0.1:6650,127.0.0.1:6651,127.0.0.1:6652
     cluster.brokers[1].kill()       # SIGKILL one; .start() brings it back on its ports
+    cluster.add_broker()            # one more broker; the controller moves bundles onto it
     cluster.stop()                  # brokers, then bookies, then ZooKeeper; bounded
 
 Layout under ``data_dir``: ``zookeeper/``, ``bookie-<i>/`` (the bookie's data), one
@@ -60,6 +61,8 @@ class LocalClusterConfig:
     ack_quorum: int = 2
     bookie_disk_free_min_bytes: int = 64 * 1024 * 1024
     session_timeout_s: float = 10.0
+    """ZooKeeper session timeout of every bookie and broker: a SIGKILLed process's
+    registration (and a broker's bundles) go after about this long."""
     log_level: str = "INFO"
 
     def __post_init__(self) -> None:
@@ -234,10 +237,23 @@ class LocalCluster:
             self.stop()
             raise
 
-    def _ports(self) -> dict[str, list[int]]:
+    def add_broker(self) -> ClusterProcess:
+        """Start one more broker on the next ports (kept in ``ports.json`` like the
+        others) and wait for it; the controller rebalances bundles onto it. Raises
+        :class:`LocalClusterError` (the broker is stopped then)."""
+        assert self.zookeeper is not None, "the cluster is not started"
+        index = len(self.brokers)
+        ports = self._ports(brokers=index + 1)
+        broker = self._broker(index, ports["brokers"][index], ports["http"][index])
+        self.brokers.append(broker)
+        broker.start()
+        return broker
+
+    def _ports(self, brokers: int | None = None) -> dict[str, list[int]]:
         """The ports of every process: those saved in ``ports.json`` first, then new ones
         (consecutive from the configured base, or free ones for a base of 0); all of them
-        are saved again, so a later, larger cluster keeps the ports of the first."""
+        are saved again, so a later, larger cluster keeps the ports of the first.
+        ``brokers`` overrides the configured number of brokers (a broker added later)."""
         cfg = self.config
         path = self.data_dir / "ports.json"
         saved: dict[str, list[int]] = {}
@@ -247,8 +263,8 @@ class LocalCluster:
         wanted = {
             "zookeeper": (cfg.zookeeper_port, 1),
             "bookies": (cfg.bookie_port, cfg.bookies),
-            "brokers": (cfg.broker_port, cfg.brokers),
-            "http": (cfg.http_port, cfg.brokers),
+            "brokers": (cfg.broker_port, brokers or cfg.brokers),
+            "http": (cfg.http_port, brokers or cfg.brokers),
         }
         for key, (base, count) in wanted.items():
             have = saved.setdefault(key, [])
@@ -286,6 +302,7 @@ class LocalCluster:
             "--ensemble-size", str(cfg.ensemble_size),
             "--write-quorum", str(cfg.write_quorum),
             "--ack-quorum", str(cfg.ack_quorum),
+            "--session-timeout-s", str(cfg.session_timeout_s),
             "--log-level", cfg.log_level,
         )  # fmt: skip
         return ClusterProcess(

@@ -6,10 +6,12 @@ The worker (id ``standalone``, advertised as the HTTP address) serves its REST A
 server. It joins its cluster in the background once the broker serves, so the ready line is
 not delayed; until it has joined, its routes answer 503.
 
-Data lives under ``data_dir``: ``metadata.db`` (the embedded SQLite metadata store) and
-``bookie/`` (journal, entry logs, index). Restarting on the same directory keeps every
-topic, message and subscription position. Ledgers use ensemble 1 / quorum 1 (one bookie):
-a SEND_RECEIPT still means the entry is fsynced in that bookie's journal.
+Data lives under ``data_dir``: ``metadata.db`` (the embedded SQLite metadata store, unless
+``metadata_url`` names a shared one such as ZooKeeper) and ``bookie/`` (journal, entry
+logs, index). Restarting on the same directory keeps every topic, message and subscription
+position. Ledgers use the broker's ensemble and quorums (1/1/1 by default: one bookie; a
+SEND_RECEIPT still means the entry is fsynced in that bookie's journal); larger ones need
+the bookies of other processes registered in a shared metadata store.
 """
 
 from __future__ import annotations
@@ -56,6 +58,12 @@ class StandaloneConfig:
     """How often the bookie checks free space and, when read-only after a storage fault,
     retries a checkpoint to turn writable again."""
     managed_ledger_max_entries_per_ledger: int = 50_000
+    metadata_url: str | None = None
+    """``None``: the embedded SQLite store under ``data_dir``. Otherwise a store to share
+    (``zk://host:port/chroot``), where bookies of other processes register too, so ledgers
+    can span them (``broker.ensemble_size`` > 1). The standalone still owns every topic
+    itself: it runs no controller, so no ``magnetar broker`` may share that store."""
+    metadata_session_timeout_s: float = 10.0
     bookie_journal_skip_invalid_records: bool = False
     """See :attr:`BookieConfig.journal_skip_invalid_records`."""
     functions_worker: bool = True
@@ -85,7 +93,12 @@ class Standalone:
         cfg = self.config
         data_dir = cfg.data_dir.resolve()
         data_dir.mkdir(parents=True, exist_ok=True)
-        self.store = await connect(f"sqlite://{data_dir / 'metadata.db'}")
+        if cfg.metadata_url is None:
+            self.store = await connect(f"sqlite://{data_dir / 'metadata.db'}")
+        else:
+            self.store = await connect(
+                cfg.metadata_url, session_timeout_s=cfg.metadata_session_timeout_s
+            )
         # The bookie's id (host:port) is recorded in its data dir and in every ledger's
         # ensemble, so it must keep its port across restarts: picked once, then reused.
         port_file = data_dir / "bookie-port"

@@ -3,8 +3,10 @@ lists, and the shell's epoch fence on a real (in-memory) metadata store."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import socket
 
 import pytest
 
@@ -14,7 +16,7 @@ from magnetar.broker.bundle_ownership import (
     Holding,
     ReleaseOwnership,
 )
-from magnetar.broker.controller import BundleId, BundleRecord, BundleState
+from magnetar.broker.controller import BundleId, BundleRecord, BundleState, NamespaceBundles
 from magnetar.broker.controller.election import ControllerElection
 from magnetar.broker.ownership import (
     CONTROLLER_EPOCH_PATH,
@@ -23,6 +25,7 @@ from magnetar.broker.ownership import (
     ownership_path,
 )
 from magnetar.common.clock import ManualClock, SystemClock
+from magnetar.common.errors import ServiceNotReady
 from magnetar.common.names import TopicName
 from magnetar.metadata import connect
 from magnetar.metadata.store import MetadataStore
@@ -163,6 +166,53 @@ async def test_a_deposed_controllers_assignment_is_not_obeyed(
         node = BrokerAddress.from_json((await store.get(ownership_path(B))).value)
         assert node.broker_id == ME
     finally:
+        if own is not None:
+            await own.close()
+        with contextlib.suppress(Exception):
+            await store.close()
+
+
+async def test_a_lookup_does_not_send_clients_to_an_owner_that_refuses_connections() -> None:
+    """A SIGKILLed owner's ownership node lingers until its session expires; a lookup in
+    that window waits for the new owner instead of answering the dead one (whose refused
+    connection would put the client into its reconnect backoff)."""
+    store = await connect("memory:")
+    own = None
+    live = await asyncio.start_server(lambda _r, w: w.close(), "127.0.0.1", 0)
+    try:
+        live_port = live.sockets[0].getsockname()[1]
+        with socket.socket() as s:  # a port nothing listens on any more
+            s.bind(("127.0.0.1", 0))
+            dead_port = s.getsockname()[1]
+        await store.put(
+            "/controller_state/namespaces/public%2Fdefault",
+            b'{"boundaries": ["0x00000000", "0x40000000", "0xffffffff"]}',
+        )
+        dead = BrokerAddress(OTHER, f"pulsar://127.0.0.1:{dead_port}", None, "http://x:1")
+        alive = BrokerAddress("127.0.0.1:8082", f"pulsar://127.0.0.1:{live_port}", None, "h")
+        await store.put("/namespace/public/default", b"")
+        await store.create(ownership_path(B), dead.ownership_json(1), ephemeral=True)
+        own = await _ownership(store)
+        bundles = NamespaceBundles.from_names("public/default", ["0x00000000", "0x40000000",
+                                                                  "0xffffffff"])  # fmt: skip
+        topic = next(
+            t
+            for i in range(1000)
+            if bundles.bundle_for_topic(t := TopicName.parse(f"persistent://public/default/t{i}"))
+            == B
+        )
+        with pytest.raises(ServiceNotReady, match="is down"):
+            await own.owner(topic, timeout_ms=300)
+
+        async def move() -> None:
+            await store.delete(ownership_path(B))  # the dead owner's session expired
+            await store.create(ownership_path(B), alive.ownership_json(1), ephemeral=True)
+
+        waiting = asyncio.create_task(own.owner(topic, timeout_ms=10_000))
+        await move()
+        assert (await waiting).broker_id == "127.0.0.1:8082"
+    finally:
+        live.close()
         if own is not None:
             await own.close()
         with contextlib.suppress(Exception):

@@ -68,6 +68,7 @@ OWNERSHIP_ROOT = "/namespace"
 """Pulsar's root of bundle ownership nodes."""
 CONTROLLER_EPOCH_PATH = CONTROLLER_PATH + "_epoch"
 DEFAULT_RESCAN_INTERVAL_MS = 5_000
+DEFAULT_OWNER_PROBE_TIMEOUT_MS = 200
 
 
 def ownership_path(bundle: BundleId) -> str:
@@ -197,9 +198,11 @@ class ClusterOwnership:
         unload_bundle: Callable[[BundleId], Awaitable[None]],
         clock: Clock,
         rescan_interval_ms: int = DEFAULT_RESCAN_INTERVAL_MS,
+        owner_probe_timeout_ms: int = DEFAULT_OWNER_PROBE_TIMEOUT_MS,
         state_root: str = STATE_ROOT,
     ) -> None:
         self.store = store
+        self.owner_probe_timeout_ms = owner_probe_timeout_ms
         self.core = BundleOwnership("")
         """Replaced by the broker's own at :meth:`start`."""
         self._unload_bundle = unload_bundle
@@ -244,7 +247,12 @@ class ClusterOwnership:
 
     async def owner(self, name: TopicName, timeout_ms: int) -> BrokerAddress:
         """The address of the broker holding the topic's bundle, waiting up to
-        ``timeout_ms`` for one to take it. Raises :class:`ServiceNotReady` when none did."""
+        ``timeout_ms`` for one to take it. Raises :class:`ServiceNotReady` when none did.
+
+        An owner whose binary port refuses connections (its process is gone; its
+        ownership node lingers until its session expires) counts as none: the lookup
+        waits for the bundle to move instead of sending the client to a dead broker,
+        whose refusal would put the client into its reconnect backoff."""
         deadline_s = self._clock.monotonic_s() + timeout_ms / 1000
         what = f"the namespace {name.namespace_name}"
         while True:
@@ -258,12 +266,33 @@ class ClusterOwnership:
                 except NotFound:
                     pass
                 else:
-                    return BrokerAddress.from_json(got.value)
+                    address = BrokerAddress.from_json(got.value)
+                    if address.broker_id == self.broker_id or not await self._refuses(address):
+                        return address
+                    what = f"the bundle {bundle} (its owner {address.broker_id} is down)"
             remaining_s = deadline_s - self._clock.monotonic_s()
             if remaining_s <= 0 or self._closing:
                 raise ServiceNotReady(f"no broker owns {what} yet; try again")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), remaining_s)
+
+    async def _refuses(self, address: BrokerAddress) -> bool:
+        """True only if the owner's binary port actively refused a connection; a timeout
+        or any other error (a stalled or remote broker) gives it the benefit of the doubt."""
+        host_port = address.service_url.split("://", 1)[-1].rstrip("/")
+        host, _, port = host_port.rpartition(":")
+        try:
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, int(port)), self.owner_probe_timeout_ms / 1000
+            )
+        except ConnectionRefusedError:
+            return True
+        except (OSError, ValueError, TimeoutError):
+            return False
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return False
 
     # --- lifecycle -----------------------------------------------------------------------
 

@@ -110,6 +110,29 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 @click.option(
     "--super-user-roles", default="", metavar="ROLE,...", help="Roles allowed everything."
 )
+@click.option(
+    "--metadata-url",
+    default=None,
+    help="zk://host:port[,host:port]/chroot: keep metadata in ZooKeeper instead of the "
+    "embedded store, where bookies of other processes register too (see --ensemble-size). "
+    "No `magnetar broker` may share it: the standalone owns every topic.",
+)
+@click.option(
+    "--session-timeout-s",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=1.0),
+    help="ZooKeeper session timeout (with --metadata-url).",
+)
+@click.option(
+    "--ensemble-size",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Bookies per ledger; above 1 needs other bookies registered (--metadata-url).",
+)
+@click.option("--write-quorum", default=1, show_default=True, type=click.IntRange(min=1))
+@click.option("--ack-quorum", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--advertised-address", default=None, help="Host put in lookup answers.")
 @click.option(
     "--advertised-listeners",
@@ -203,6 +226,11 @@ def standalone(
     authentication_refresh_check_seconds: float,
     authorization_enabled: bool,
     super_user_roles: str,
+    metadata_url: str | None,
+    session_timeout_s: float,
+    ensemble_size: int,
+    write_quorum: int,
+    ack_quorum: int,
     advertised_address: str | None,
     advertised_listeners: str | None,
     internal_listener_name: str | None,
@@ -219,6 +247,17 @@ def standalone(
 ) -> None:
     """One process: embedded metadata store, a bookie, a broker and a Functions Worker."""
     started = time.perf_counter()
+    if metadata_url is not None and not metadata_url.startswith("zk://"):
+        raise click.UsageError(
+            f"--metadata-url {metadata_url!r}: not a ZooKeeper URL (zk://host:port/chroot)"
+        )
+    if not ensemble_size >= write_quorum >= ack_quorum:
+        raise click.UsageError("needs --ensemble-size >= --write-quorum >= --ack-quorum")
+    if ensemble_size > 1 and metadata_url is None:
+        raise click.UsageError(
+            f"--ensemble-size {ensemble_size} needs other bookies: with the embedded store "
+            "the standalone has one; give --metadata-url"
+        )
     if tls_port is not None and (tls_cert_file is None or tls_key_file is None):
         raise click.UsageError("--tls-port needs --tls-cert-file and --tls-key-file")
     if https_port is not None and (tls_cert_file is None or tls_key_file is None):
@@ -263,6 +302,9 @@ def standalone(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if logging.getLogger().level > logging.INFO:
+        # kazoo warns on every failed connection attempt; the outcome is one line anyway.
+        logging.getLogger("kazoo.client").setLevel(logging.ERROR)
     config = StandaloneConfig(
         data_dir=data_dir,
         http_host=host,
@@ -272,7 +314,12 @@ def standalone(
         bookie_journal_skip_invalid_records=journal_skip_invalid_records,
         functions_worker=functions_worker,
         functions_runtime=functions_runtime,
+        metadata_url=metadata_url,
+        metadata_session_timeout_s=session_timeout_s,
         broker=BrokerConfig(
+            ensemble_size=ensemble_size,
+            write_quorum=write_quorum,
+            ack_quorum=ack_quorum,
             host=host,
             port=port,
             tls_port=tls_port,

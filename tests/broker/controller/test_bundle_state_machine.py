@@ -246,6 +246,104 @@ def test_overloaded_broker_sheds_its_busiest_bundle_one_per_tick() -> None:
     assert m.tick(700) == []
 
 
+REBALANCE_AT_ONCE = ControllerPolicy(load=LoadPolicy(rebalance_owned_min_ms=0))
+
+
+def test_count_rebalancing_leaves_a_bundle_just_placed_where_it_is() -> None:
+    # b1 4, b2 4; the admin unloads b1's busy bundle onto b2 (3, 5): the rebalancer moves
+    # one of b2's older bundles back, not the one just moved
+    four, other = NamespaceBundles.default(NS), NamespaceBundles.default("t/x")
+    records = {bundle: rec(OWN, "b1", 1, 0) for bundle in four.bundles}
+    records |= {bundle: rec(OWN, "b2", 1, 0) for bundle in other.bundles}
+    policy = ControllerPolicy(load=LoadPolicy(rebalance_owned_min_ms=10_000))
+    m = BundleStateMachine(
+        1, policy=policy, namespaces=[four, other], records=records, live_brokers=["b1", "b2"]
+    )
+    m.start(0)
+    moved = four.bundles[0]
+    m.unload_requested(moved, 20_000)
+    m.ownership_released(moved, "b1", 1, 20_001)
+    m.ownership_acquired(moved, "b2", 1, 20_002)
+    m.load_reported(LoadReport("b2", 20_003, bundle_msg_rates={moved.name: 99.0}), 20_003)
+    effects = m.tick(20_010)
+    assert effects == [
+        write(other.bundles[0], rec(REL, "b2", 1, 20_010, avoid="b2")),
+        ReleaseBundle(other.bundles[0], "b2", 1),
+    ]
+
+
+def test_a_joining_broker_takes_bundles_by_count_one_move_at_a_time() -> None:
+    four = NamespaceBundles.default(NS)
+    b = four.bundles
+    records = {
+        b[0]: rec(OWN, "b1", 1, 0),
+        b[1]: rec(OWN, "b1", 1, 0),
+        b[2]: rec(OWN, "b2", 1, 0),
+        b[3]: rec(OWN, "b2", 1, 0),
+    }
+    m = BundleStateMachine(
+        1, policy=REBALANCE_AT_ONCE, namespaces=[four], records=records, live_brokers=["b1", "b2"]
+    )
+    assert m.start(0) == []
+    assert m.tick(10) == []  # 2 and 2: balanced
+    assert m.broker_joined("b3", 20) == []
+    # 2, 2, 0: b1 (most, first by id) gives up its busiest bundle
+    m.load_reported(LoadReport("b1", 25, bundle_msg_rates={b[1].name: 50.0}), 25)
+    assert m.tick(30) == [
+        write(b[1], rec(REL, "b1", 1, 30, avoid="b1")),
+        ReleaseBundle(b[1], "b1", 1),
+    ]
+    assert m.tick(40) == []  # one move at a time: the release is in flight
+    assert m.ownership_released(b[1], "b1", 1, 50) == [
+        write(b[1], rec(UNA, None, 1, 50, avoid="b1")),
+        write(b[1], rec(ASG, "b3", 1, 50)),
+        AssignBundle(b[1], "b3", 1),
+    ]
+    assert m.tick(60) == []  # still in flight: being assigned
+    m.ownership_acquired(b[1], "b3", 1, 70)
+    assert m.tick(80) == []  # 1, 2, 1: within the spread
+    assert m.owner_of(b[1]) == "b3"
+
+
+def test_count_rebalancing_spreads_each_namespace() -> None:
+    # b1 took both namespaces' bundles before b2 registered; with no rates reported the
+    # moves alternate between namespaces, so each ends 2 and 2
+    a, f = NamespaceBundles.default("t/a"), NamespaceBundles.default("t/f")
+    records = {bundle: rec(OWN, "b1", 1, 0) for bundle in (*a.bundles, *f.bundles)}
+    m = BundleStateMachine(
+        1, policy=REBALANCE_AT_ONCE, namespaces=[a, f], records=records, live_brokers=["b1", "b2"]
+    )
+    m.start(0)
+    for t in range(1, 5):
+        [_, release] = m.tick(t * 10)
+        assert isinstance(release, ReleaseBundle)
+        m.ownership_released(release.bundle, "b1", 1, t * 10 + 1)
+        m.ownership_acquired(release.bundle, "b2", 1, t * 10 + 2)
+    assert m.tick(100) == []
+    for ns in (a, f):
+        assert sorted(m.owner_of(bundle) or "" for bundle in ns.bundles) == ["b1", "b1", "b2", "b2"]
+
+
+def test_count_rebalancing_avoids_overloaded_brokers_and_can_be_off() -> None:
+    four = NamespaceBundles.default(NS)
+    records = {bundle: rec(OWN, "b1", 1, 0) for bundle in four.bundles}
+    m = BundleStateMachine(
+        1, policy=REBALANCE_AT_ONCE, namespaces=[four], records=records, live_brokers=["b1", "b2"]
+    )
+    m.start(0)
+    m.load_reported(LoadReport("b2", 5, cpu_percent=99.0), 5)
+    assert m.tick(10) == []  # the only broker with fewer bundles is overloaded
+    off = BundleStateMachine(
+        1,
+        policy=ControllerPolicy(load=LoadPolicy(rebalance_count_spread_max=None)),
+        namespaces=[four],
+        records=records,
+        live_brokers=["b1", "b2"],
+    )
+    off.start(0)
+    assert off.tick(10) == []
+
+
 def test_stale_and_newer_epochs() -> None:
     m = owned_two(epoch=5)
     with pytest.raises(StaleControllerEpoch):
@@ -295,6 +393,27 @@ def test_resume_restamps_in_flight_commands_and_frees_dead_owners() -> None:
     with pytest.raises(StaleControllerEpoch):
         m.ownership_acquired(b[1], "b1", 1, 1001)
     assert m.ownership_acquired(b[1], "b1", 3, 1002) == [write(b[1], rec(OWN, "b1", 3, 1002))]
+
+
+def test_an_owned_bundle_whose_broker_holds_no_node_is_assigned_again() -> None:
+    # A whole cluster restarted: the new controller (epoch 2) resumes records OWNED at
+    # epoch 1 by brokers registered again under the same ids, which hold no ownership node
+    # and refuse the epoch-1 record. Seeing the node absent makes the bundle served again.
+    records = {LOW: rec(OWN, "b1", 1, 0), HIGH: rec(OWN, "b2", 1, 0)}
+    m = BundleStateMachine(2, namespaces=[TWO], records=records, live_brokers=["b1", "b2"])
+    assert m.start(100) == []
+    assert m.ownership_lost(LOW, "b2", 110) == []  # not b2's
+    assert m.ownership_lost(LOW, "b1", 120) == [
+        write(LOW, rec(UNA, None, 2, 120)),
+        write(LOW, rec(ASG, "b1", 2, 120)),  # b1 holds 0, b2 holds 1
+        AssignBundle(LOW, "b1", 2),
+    ]
+    assert m.ownership_lost(LOW, "b1", 125) == []  # ASSIGNING: the command is in flight
+    assert m.ownership_acquired(LOW, "b1", 2, 130) == [write(LOW, rec(OWN, "b1", 2, 130))]
+    assert m.owner_of(LOW) == "b1"
+    # a bundle being released is not "lost": its release is acknowledged as usual
+    m.unload_requested(HIGH, 140)
+    assert m.ownership_lost(HIGH, "b2", 150) == []
 
 
 def test_a_broker_holding_what_is_not_its_own_is_told_to_release() -> None:

@@ -23,13 +23,24 @@ Rules (see :mod:`.bundle_state` for the states):
 * A bundle is assigned to the best live broker by :func:`.load.rank_brokers`, avoiding the
   broker it was just moved off when any other broker lives.
 * A bundle goes back to UNASSIGNED only when its broker acknowledged the release or left
-  (its ephemeral ownership node went with its session): never two brokers at once.
+  (its ephemeral ownership node went with its session), or when the controller sees that
+  the broker of an OWNED bundle holds no ownership node for it
+  (:meth:`~BundleStateMachine.ownership_lost`: a broker restarted under the same id, or a
+  record resumed from an older epoch that its broker can no longer act on): never two
+  brokers at once.
 * A broker that leaves loses every bundle it held or was being given; they are reassigned.
 * Commands not acknowledged within ``command_retry_ms`` are sent again (brokers treat a
   repeated command as a no-op).
 * Load shedding: each tick, an overloaded broker (by its last report) with a report newer
   than its last shedding gives up its busiest OWNED bundle, while some live broker is not
   overloaded; at most ``shed_moves_per_tick_max`` bundles per tick.
+* Count rebalancing (expansion without copying data): each tick with nothing shed and no
+  bundle ASSIGNING or RELEASING, if the broker with most bundles holds more than
+  ``load.rebalance_count_spread_max`` more than a not-overloaded one with fewest, its
+  busiest OWNED bundle (by its report; among equals, one of the namespace it holds most
+  of) owned for at least ``load.rebalance_owned_min_ms`` is unloaded and goes to the one
+  with fewest: one move at a time over the cluster, and a bundle just placed (a manual
+  unload, a failover) is not moved straight on.
 * Split: an UNASSIGNED bundle splits at once; an OWNED one is released first and split
   once released; a bundle in transition raises :class:`BundleBusy`.
 """
@@ -310,6 +321,26 @@ class BundleStateMachine(EpochFenced[ControllerEffect]):
         self._assign_unassigned(now_ms, effects)
         return effects
 
+    def ownership_lost(self, bundle: BundleId, broker: str, now_ms: int) -> list[ControllerEffect]:
+        """The controller observes *now* that ``broker`` holds no ownership node for
+        ``bundle``. If the bundle is OWNED by ``broker`` it is served by nobody: it becomes
+        UNASSIGNED and is assigned again at this epoch. Otherwise nothing changes.
+
+        Call it only with an observation made after this machine's last acknowledgement
+        for the bundle (never a delayed message): the node of an OWNED bundle can go
+        without a release when its broker's session ended but the same broker id
+        registered again before the controller saw it leave, or when a new controller
+        resumes an OWNED record whose broker restarted and holds nothing — that broker
+        refuses the record's older epoch, so without this the bundle stays unserved."""
+        self._check_alive()
+        record = self._records.get(bundle)
+        if record is None or record.broker != broker or record.state is not BundleState.OWNED:
+            return []
+        effects: list[ControllerEffect] = []
+        self._unassign(bundle, now_ms, effects)
+        self._assign_unassigned(now_ms, effects)
+        return effects
+
     def unload_requested(self, bundle: BundleId, now_ms: int) -> list[ControllerEffect]:
         """Move ``bundle`` off its broker (to another when one lives). An unowned bundle
         needs nothing. Raises :class:`UnknownBundle`, :class:`BundleBusy` (in transition)."""
@@ -344,7 +375,7 @@ class BundleStateMachine(EpochFenced[ControllerEffect]):
         return effects
 
     def tick(self, now_ms: int) -> list[ControllerEffect]:
-        """Resend overdue commands, assign what is unassigned, shed load."""
+        """Resend overdue commands, assign what is unassigned, shed load, rebalance."""
         self._check_alive()
         effects: list[ControllerEffect] = []
         for bundle in sorted(self._last_sent_ms):
@@ -352,6 +383,7 @@ class BundleStateMachine(EpochFenced[ControllerEffect]):
                 self._send(bundle, now_ms, effects)
         self._assign_unassigned(now_ms, effects)
         self._shed(now_ms, effects)
+        self._rebalance(now_ms, effects)
         return effects
 
     # --- internals -----------------------------------------------------------------------
@@ -456,3 +488,43 @@ class BundleStateMachine(EpochFenced[ControllerEffect]):
             self._release(busiest, now_ms, effects)
             self._last_shed_ms[broker] = report.reported_ms
             moves += 1
+
+    def _rebalance(self, now_ms: int, effects: list[ControllerEffect]) -> None:
+        load = self.policy.load
+        spread_max = load.rebalance_count_spread_max
+        if spread_max is None or len(self._live) < 2:
+            return
+        if any(r.state in _IN_TRANSITION for r in self._records.values()):
+            return  # one move at a time: wait for the last one (or a shed) to land
+        counts = self._bundle_counts()
+        targets = [b for b in self._live if not load.overloaded(self._reports.get(b))]
+        if not targets:
+            return
+        fewest = min(counts.get(b, 0) for b in targets)
+        most = max(sorted(self._live), key=lambda b: counts.get(b, 0))
+        if counts.get(most, 0) - fewest <= spread_max:
+            return
+        owned = sorted(
+            b
+            for b, r in self._records.items()
+            if r.broker == most
+            and r.state is BundleState.OWNED
+            and now_ms - r.since_ms >= load.rebalance_owned_min_ms
+        )
+        if not owned:
+            return
+        report = self._reports.get(most)
+        rates = report.bundle_msg_rates if report is not None else {}
+        per_namespace: dict[str, int] = {}
+        for bundle in owned:
+            per_namespace[bundle.namespace] = per_namespace.get(bundle.namespace, 0) + 1
+
+        def key(bundle: BundleId) -> tuple[float, int, BundleId]:
+            # the busiest (the move is to take load off it), then one of the namespace it
+            # holds most of (so a namespace spreads over brokers), then by name
+            return (-rates.get(bundle.name, 0.0), -per_namespace[bundle.namespace], bundle)
+
+        self._release(min(owned, key=key), now_ms, effects)
+
+
+_IN_TRANSITION = (BundleState.ASSIGNING, BundleState.RELEASING)

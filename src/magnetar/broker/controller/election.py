@@ -335,6 +335,9 @@ class ControllerElection:
     async def ownership_released(self, bundle: BundleId, broker: str, epoch: int) -> None:
         await self._run(lambda m, now: m.ownership_released(bundle, broker, epoch, now))
 
+    async def ownership_lost(self, bundle: BundleId, broker: str) -> None:
+        await self._run(lambda m, now: m.ownership_lost(bundle, broker, now))
+
     async def unload(self, bundle: BundleId) -> None:
         await self._run(lambda m, now: m.unload_requested(bundle, now))
 

@@ -40,6 +40,15 @@ class LoadPolicy:
     another broker is not, and sheds bundles."""
     shed_moves_per_tick_max: int = 1
     """Bound on bundles unloaded for load shedding per tick, over all brokers."""
+    rebalance_count_spread_max: int | None = 1
+    """Count rebalancing: while the live broker holding the most bundles holds more than
+    this many more than the (not overloaded) one holding the fewest, and no bundle is in
+    transition, its busiest OWNED bundle is unloaded per tick (it goes to the broker with
+    fewest). So a broker that joins a running cluster takes bundles without any data being
+    copied. ``None`` turns it off."""
+    rebalance_owned_min_ms: int = 10_000
+    """Count rebalancing moves only bundles OWNED for at least this long, so a bundle just
+    placed (by an unload, a failover or an earlier move) is not moved straight on."""
 
     def overloaded(self, report: LoadReport | None) -> bool:
         return report is not None and report.cpu_percent >= self.overload_cpu_percent

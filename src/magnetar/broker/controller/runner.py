@@ -12,6 +12,9 @@ the bundle state machine from the metadata store.
   holder's acknowledgement (``ownership_acquired``), one that vanished its release
   (``ownership_released``). Both are facts observed by this controller now, so they are
   stamped with its own epoch; the broker fenced its node creation on the command's epoch.
+  An OWNED bundle whose broker holds no node in the same reading is ``ownership_lost``
+  (reassigned): this is how a controller resuming records of an older epoch gets bundles
+  of restarted brokers (same ids, no nodes, the old epoch refused) served again.
 
 It re-reads all three on every change and every ``tick_interval_ms`` (then also calling
 ``tick``: resends, assignment, load shedding). Beside the bundles it runs autorecovery: a
@@ -297,6 +300,16 @@ class ControllerRunner:
             if self._owners.get(bundle) != broker:
                 await election.ownership_acquired(bundle, broker, epoch)
         self._owners = owners
+        # An OWNED record whose broker holds no node (resumed from an older epoch after a
+        # restart, or its node gone with an old session of a re-registered id) is served
+        # by nobody and would stay so: reassign it.
+        for bundle, record in sorted(election.machine.records.items()):
+            if (
+                record.state is BundleState.OWNED
+                and record.broker is not None
+                and owners.get(bundle) != record.broker
+            ):
+                await election.ownership_lost(bundle, record.broker)
 
 
 def _broker_id_of(value: bytes) -> str:

@@ -7,13 +7,11 @@ fails.
 
 from __future__ import annotations
 
-import queue
-import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
+
+from magnetar.testing import ready_process
 
 READY_TIMEOUT_S = 30.0
 
@@ -42,39 +40,16 @@ class BrokerProcess:
             "--log-level", "INFO",
             *self.extra_args,
         ]  # fmt: skip
-        with open(self.log_path, "a") as err:
-            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
-        lines: queue.Queue[str] = queue.Queue()
-        stdout = self.proc.stdout
-        assert stdout is not None
-
-        def pump() -> None:
-            for line in stdout:
-                lines.put(line)
-
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + ready_timeout_s
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.proc.poll() is not None:
-                self.kill()
-                raise RuntimeError(f"broker did not become ready; log:\n{self.log_tail()}")
-            try:
-                line = lines.get(timeout=min(remaining, 0.5))
-            except queue.Empty:
-                continue
-            if "magnetar broker ready" in line:
-                break
+        self.proc, line = ready_process.start_until_ready(
+            args, self.log_path, "magnetar broker ready", "broker", ready_timeout_s
+        )
         words = line.split("ready:", 1)[1].split()
         self.url = words[words.index("broker") + 1]
         self.http_url = words[words.index("http") + 1]
         self.broker_id = words[words.index("id") + 1]
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text().splitlines()[-lines:])
-        except OSError:
-            return ""
+        return ready_process.log_tail(self.log_path, lines)
 
     def signal(self, sig: int) -> None:
         assert self.proc is not None
@@ -83,16 +58,8 @@ class BrokerProcess:
     def stop(self, timeout_s: float = 20.0) -> int:
         """SIGTERM and wait for the exit; returns the exit code."""
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise
+        return ready_process.stop(self.proc, timeout_s)
 
     def kill(self) -> None:
         """SIGKILL the process if it runs (resuming it first if stopped), and reap it."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait(10)
+        ready_process.kill(self.proc)

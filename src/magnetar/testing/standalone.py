@@ -8,15 +8,13 @@ the data directory. Callers must :meth:`kill` it in teardown, even when a test f
 
 from __future__ import annotations
 
-import queue
-import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+from magnetar.testing import ready_process
 
 READY_TIMEOUT_S = 30.0
 
@@ -73,30 +71,10 @@ class StandaloneProcess:
             "--log-level", "INFO",
             *extra,
         ]  # fmt: skip
-        with open(self.log_path, "a") as err:
-            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True)
-        lines: queue.Queue[str] = queue.Queue()
-        stdout = self.proc.stdout
-        assert stdout is not None
-
-        def pump() -> None:
-            for line in stdout:
-                lines.put(line)
-
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + ready_timeout_s
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.proc.poll() is not None:
-                self.kill()
-                raise RuntimeError(f"standalone did not become ready; log:\n{self.log_tail()}")
-            try:
-                line = lines.get(timeout=min(remaining, 0.5))
-            except queue.Empty:
-                continue
-            if "ready" in line:
-                self.ready_line = line
-                break
+        self.proc, line = ready_process.start_until_ready(
+            args, self.log_path, "ready", "standalone", ready_timeout_s
+        )
+        self.ready_line = line
         words = line.split()
         self.port = int(words[words.index("broker") + 1].rsplit(":", 1)[1])
         self.http_port = int(words[words.index("http") + 1].rsplit(":", 1)[1])
@@ -106,20 +84,12 @@ class StandaloneProcess:
         self.https_port = int(https[0].rsplit(":", 1)[1]) if https else None
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text().splitlines()[-lines:])
-        except OSError:
-            return ""
+        return ready_process.log_tail(self.log_path, lines)
 
     def stop(self, timeout_s: float = 20.0) -> int:
         """SIGTERM and wait for a clean exit; returns the exit code."""
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise
+        return ready_process.stop(self.proc, timeout_s)
 
     def __enter__(self) -> Self:
         """Start the process (``with StandaloneProcess(d) as node:``); killed on exit."""
@@ -136,6 +106,4 @@ class StandaloneProcess:
 
     def kill(self) -> None:
         """SIGKILL the process if it runs, and reap it."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+        ready_process.kill(self.proc)

@@ -142,6 +142,20 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     "connections holding part of a frame stop reading until the total falls below.",
 )
 @click.option(
+    "--broker-max-connections",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Refuse client connections beyond this many (brokerMaxConnections; 0: no limit).",
+)
+@click.option(
+    "--broker-max-connections-per-ip",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Refuse a client IP's connections beyond this many (brokerMaxConnectionsPerIp).",
+)
+@click.option(
     "--partial-frame-timeout-ms",
     default=30_000,
     show_default=True,
@@ -210,6 +224,8 @@ def standalone(
     max_message_size: int,
     partial_frame_bytes_max: int,
     partial_frame_timeout_ms: int,
+    broker_max_connections: int,
+    broker_max_connections_per_ip: int,
     failover_delay_ms: int,
     managed_ledger_max_entries_per_ledger: int,
     journal_skip_invalid_records: bool,
@@ -286,6 +302,8 @@ def standalone(
             max_message_size_bytes=max_message_size,
             partial_frame_bytes_max=partial_frame_bytes_max,
             partial_frame_timeout_ms=partial_frame_timeout_ms,
+            max_connections=broker_max_connections,
+            max_connections_per_ip=broker_max_connections_per_ip,
             failover_delay_ms=failover_delay_ms,
             auth=auth,
         ),

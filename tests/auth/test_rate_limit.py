@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.auth.rate_limit import PublishRate, PublishRateLimiter, TokenBucket
+from magnetar.auth.rate_limit import (
+    DispatchRate,
+    DispatchRateLimiter,
+    PublishRate,
+    PublishRateLimiter,
+    TokenBucket,
+)
 
 
 def _drive(limiter: PublishRateLimiter, msgs: int, size: int, seconds: float) -> int:
@@ -53,3 +59,44 @@ def test_a_bucket_refills_up_to_one_second_of_tokens() -> None:
     assert bucket.consume(5, 0.0) == 0
     assert bucket.consume(5, 0.0) == pytest.approx(1.0)
     assert bucket.consume(0, 100.0) == 0 and bucket.tokens == 5
+
+
+def _drive_dispatch(
+    limiter: DispatchRateLimiter, entry_msgs: int, size: int, seconds: float
+) -> int:
+    """A dispatcher reading up to 100 entries per round whenever the rate allows (entries of
+    ``entry_msgs`` messages); messages dispatched in ``seconds``."""
+    now_s, sent = 0.0, 0
+    while now_s < seconds:
+        permits = limiter.permits(now_s)
+        if permits == 0:
+            now_s += limiter.pause_s(now_s)
+            continue
+        entries = 100 if permits is None else max(1, min(100, permits // entry_msgs))
+        limiter.on_dispatch(entries * entry_msgs, entries * size, now_s)
+        sent += entries * entry_msgs
+        now_s += 0.001
+    return sent
+
+
+@pytest.mark.parametrize(("rate", "entry_msgs"), [(10, 1), (500, 1), (500, 10), (2000, 7)])
+def test_the_dispatch_rate_holds_within_ten_percent_over_ten_seconds(
+    rate: int, entry_msgs: int
+) -> None:
+    limiter = DispatchRateLimiter()
+    limiter.configure(DispatchRate(msgs=rate), 0.0)
+    sent = _drive_dispatch(limiter, entry_msgs, 100, 10.0)
+    # ten seconds at the rate, one second of burst, one read of overshoot at most
+    assert rate * 10 * 0.9 <= sent <= rate * 11 + 100 * entry_msgs
+    assert (sent - rate) / 10 <= rate * 1.1 + 10 * entry_msgs
+    assert limiter.throttled_msg_events > 0
+
+
+def test_the_dispatch_byte_rate_and_period() -> None:
+    limiter = DispatchRateLimiter()
+    limiter.configure(DispatchRate(msgs=-1, size_bytes=20_000, period_s=2), 0.0)  # 10 kB/s
+    sent = _drive_dispatch(limiter, 1, 1_000, 10.0)  # 10 messages/s of 1000 bytes
+    assert 90 <= sent <= 111
+    assert limiter.throttled_bytes_events > 0 and limiter.throttled_msg_events == 0
+    limiter.configure(DispatchRate(), 10.0)
+    assert limiter.permits(10.0) is None and limiter.pause_s(10.0) == 0

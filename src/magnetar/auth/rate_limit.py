@@ -9,6 +9,10 @@ takes. Over any window longer than a second the accepted rate is the configured 
 :class:`PublishRateLimiter` combines a message bucket and a byte bucket (Pulsar's
 ``publishThrottlingRateInMsg`` / ``publishThrottlingRateInByte``; 0 or less = no limit) and
 counts how often it throttled (``publishRateLimitedTimes``). Pure: callers pass the time.
+
+:class:`DispatchRateLimiter` does the same for what a topic (or one subscription) sends to
+its consumers (Pulsar's ``dispatchRate`` / ``subscriptionDispatchRate``): the dispatcher
+reads no more than the rate allows and waits while it is used up.
 """
 
 from __future__ import annotations
@@ -85,3 +89,96 @@ class PublishRateLimiter:
         if pause_s > 0:
             self.limited_times += 1
         return pause_s
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchRate:
+    """Pulsar's ``DispatchRate``: ``msgs`` messages and ``size_bytes`` bytes per
+    ``period_s`` seconds (0 or less: no limit on that measure)."""
+
+    msgs: int = 0
+    size_bytes: int = 0
+    period_s: int = 1
+
+    @property
+    def limited(self) -> bool:
+        return self.msgs > 0 or self.size_bytes > 0
+
+
+NO_DISPATCH_LIMIT = DispatchRate()
+_ROUNDING = 1e-6
+"""Refills are sums of float products: 0.999999... tokens count as one message, so that
+waiting :meth:`DispatchRateLimiter.pause_s` (to one whole token) always makes progress."""
+
+
+class DispatchRateLimiter:
+    """The dispatch limit of one topic (all its subscriptions together) or of one
+    subscription, as Pulsar's ``DispatchRateLimiter``: a dispatcher asks
+    :meth:`permits` before reading — how many messages it may read now (None: no limit), or
+    0 and :meth:`pause_s` to wait — and reports what it sent with :meth:`on_dispatch`. A
+    read may overshoot (an entry is a whole batch; bytes are known only once read): the
+    bucket goes into debt and the next read waits for it to be refilled, so over windows
+    longer than a second the dispatched rate is the configured one. Pure: callers pass the
+    time."""
+
+    def __init__(self) -> None:
+        self.rate = NO_DISPATCH_LIMIT
+        self._msgs: TokenBucket | None = None
+        self._bytes: TokenBucket | None = None
+        self.throttled_msg_events = 0
+        """Reads held back because the message rate was used up (Pulsar's
+        ``dispatchThrottledMsgEvents…``)."""
+        self.throttled_bytes_events = 0
+        """Reads held back because the byte rate was used up."""
+        self._bytes_per_msg = 0.0
+        """Average message size of the last dispatch (to turn bytes left into messages)."""
+
+    def configure(self, rate: DispatchRate, now_s: float) -> None:
+        """Apply a (changed) rate; an unchanged one keeps the buckets' state."""
+        if rate == self.rate:
+            return
+        self.rate = rate
+        period_s = max(1, rate.period_s)
+        self._msgs = TokenBucket(rate.msgs / period_s, now_s) if rate.msgs > 0 else None
+        self._bytes = (
+            TokenBucket(rate.size_bytes / period_s, now_s) if rate.size_bytes > 0 else None
+        )
+
+    def permits(self, now_s: float) -> int | None:
+        """Messages the dispatcher may read now: None for no message limit, 0 when it must
+        wait :meth:`pause_s` (counted as a throttling event)."""
+        by_bytes: int | None = None
+        if self._bytes is not None:
+            if self._bytes.consume(0, now_s) > 0:
+                self.throttled_bytes_events += 1
+                return 0
+            if self._bytes_per_msg > 0:  # what the bytes left allow, at the sizes seen
+                by_bytes = max(1, int(self._bytes.tokens / self._bytes_per_msg))
+        if self._msgs is None:
+            return by_bytes
+        self._msgs.consume(0, now_s)
+        available = int(self._msgs.tokens + _ROUNDING)
+        if available <= 0:
+            self.throttled_msg_events += 1
+            return 0
+        return available if by_bytes is None else min(available, by_bytes)
+
+    def pause_s(self, now_s: float) -> float:
+        """Seconds until both buckets hold at least one message's / byte's worth."""
+        pause_s = 0.0
+        for bucket in (self._msgs, self._bytes):
+            if bucket is not None:
+                bucket.consume(0, now_s)
+                missing = 1.0 - bucket.tokens
+                if missing > _ROUNDING:
+                    pause_s = max(pause_s, missing / bucket.rate_per_s)
+        return pause_s
+
+    def on_dispatch(self, messages: int, size_bytes: int, now_s: float) -> None:
+        """Account what was sent to consumers."""
+        if self._msgs is not None:
+            self._msgs.consume(messages, now_s)
+        if self._bytes is not None:
+            self._bytes.consume(size_bytes, now_s)
+            if messages > 0:
+                self._bytes_per_msg = size_bytes / messages

@@ -21,7 +21,7 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from magnetar.auth.rate_limit import PublishRateLimiter
+from magnetar.auth.rate_limit import DispatchRateLimiter, PublishRateLimiter
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.deduplication import DeduplicationState, SnapshotError, is_checked_send
 from magnetar.broker.policies import (
@@ -100,6 +100,9 @@ class Topic:
         """The topic's publish rate (policy ``publishRate``): over it, the publishing
         connection stops being read for a while (``magnetar.auth.rate_limit``)."""
         self.publish_limiter.configure(self.policies.publish_rate, service.clock.monotonic_s())
+        self.dispatch_limiter = DispatchRateLimiter()
+        """The topic's dispatch rate (policy ``dispatchRate``), shared by its subscriptions."""
+        self.dispatch_limiter.configure(self.policies.dispatch_rate, service.clock.monotonic_s())
         self.name = name
         self.full_name = name.full_name
         self.partition_index = name.partition_index
@@ -161,6 +164,7 @@ class Topic:
         ledgers created from now on, deduplication on/off, and dispatch limits."""
         old, self.policies = self.policies, policies
         self.publish_limiter.configure(policies.publish_rate, self.service.clock.monotonic_s())
+        self.dispatch_limiter.configure(policies.dispatch_rate, self.service.clock.monotonic_s())
         self.ml.config = ml_config_for(self.ml.config, policies)
         storage = self.ml.storage
         if isinstance(storage, LedgerClientStorage):

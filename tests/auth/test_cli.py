@@ -121,7 +121,9 @@ def test_admin_rate_commands(node: StandaloneProcess, secrets: Secrets) -> None:
         "relativeToPublishRate": False,
     }
     assert run(*admin, "topics", "set-subscription-dispatch-rate", topic, "-bd", "1000")[0] == 0
-    code, out, _ = run(*admin, "--output", "json", "topics", "get-subscription-dispatch-rate", topic)
+    code, out, _ = run(
+        *admin, "--output", "json", "topics", "get-subscription-dispatch-rate", topic
+    )
     assert code == 0 and json.loads(out)["dispatchThrottlingRateInByte"] == 1000
     assert run(*admin, "topics", "set-publish-rate", topic, "-m", "10")[0] == 0
     code, out, _ = run(*admin, "--output", "json", "topics", "get-publish-rate", topic)

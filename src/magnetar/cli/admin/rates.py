@@ -15,7 +15,7 @@ import click
 
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import TOPIC, Topic, namespace_path
-from magnetar.cli.admin.namespaces import NAMESPACE, namespaces
+from magnetar.cli.admin.namespaces import namespaces
 from magnetar.cli.admin.topics import topics
 from magnetar.cli.output import output_option, printer
 

@@ -161,6 +161,20 @@ class Authorizer:
             return AuthAction.CONSUME in granted
         return AuthAction.PRODUCE in granted or AuthAction.CONSUME in granted
 
+    def allows_namespace_action(
+        self,
+        role: str | None,
+        action: AuthAction,
+        admin_roles: Iterable[str],
+        policies: AuthPolicies,
+    ) -> bool:
+        """Whether ``role`` may manage the namespace's functions, sources, sinks or packages
+        (``action``): tenant admin, or ``action`` granted on the namespace itself (Pulsar's
+        ``allowFunctionOps``/``allowSourceOps``/``allowSinkOps``; topic grants do not count)."""
+        if self.is_tenant_admin(role, admin_roles):
+            return True
+        return role is not None and action in policies.namespace_auth.get(role, frozenset())
+
 
 # --- editing the stored JSON (grant and revoke) --------------------------------------------
 

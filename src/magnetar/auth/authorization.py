@@ -176,6 +176,24 @@ class Authorizer:
         return role is not None and action in policies.namespace_auth.get(role, frozenset())
 
 
+def original_principal_refusal(
+    role: str | None, original_principal: str | None, proxy_roles: frozenset[str]
+) -> str | None:
+    """Why a connection authenticated as ``role`` may not act for ``original_principal``
+    (None: it may), as Pulsar's ``isValidOriginalPrincipal``: a proxy role must name an
+    original principal that is not itself a proxy role; any other role must name none."""
+    original = (original_principal or "").strip()
+    if role is not None and role in proxy_roles:
+        if not original:
+            return "originalPrincipal must be provided when connecting with a proxy role"
+        if original in proxy_roles:
+            return "originalPrincipal cannot be a proxy role"
+        return None
+    if original:
+        return "cannot specify originalPrincipal when connecting without a valid proxy role"
+    return None
+
+
 # --- editing the stored JSON (grant and revoke) --------------------------------------------
 
 

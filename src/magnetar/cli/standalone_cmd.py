@@ -110,6 +110,13 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 @click.option(
     "--super-user-roles", default="", metavar="ROLE,...", help="Roles allowed everything."
 )
+@click.option(
+    "--proxy-roles",
+    default="",
+    metavar="ROLE,...",
+    help="Roles of proxies (proxyRoles): they act for the originalPrincipal of CONNECT, and "
+    "both must be authorized.",
+)
 @click.option("--advertised-address", default=None, help="Host put in lookup answers.")
 @click.option(
     "--advertised-listeners",
@@ -217,6 +224,7 @@ def standalone(
     authentication_refresh_check_seconds: float,
     authorization_enabled: bool,
     super_user_roles: str,
+    proxy_roles: str,
     advertised_address: str | None,
     advertised_listeners: str | None,
     internal_listener_name: str | None,
@@ -267,6 +275,7 @@ def standalone(
             refresh_check_s=authentication_refresh_check_seconds,
             authorization_enabled=authorization_enabled,
             super_user_roles=frozenset(r.strip() for r in super_user_roles.split(",") if r.strip()),
+            proxy_roles=frozenset(r.strip() for r in proxy_roles.split(",") if r.strip()),
         )
         AuthenticationService(auth)  # loads keys and files now: a bad one is one line, exit 2
     except AuthConfigError as exc:

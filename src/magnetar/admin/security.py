@@ -136,8 +136,9 @@ def request_guard(service: BrokerService) -> Callable[[Request], Coroutine[Any, 
         if route_path in OPEN_PATHS:
             return
         try:
+            tls = (request.scope.get("extensions") or {}).get("tls") or {}
             identity = service.authentication.authenticate_http(
-                request.headers, service.clock.now_ms() / 1000
+                request.headers, service.clock.now_ms() / 1000, tls.get("peer_certificate")
             )
         except AuthenticationError as exc:
             raise Unauthenticated(f"Authentication required: {exc}") from None

@@ -10,6 +10,8 @@ from magnetar.auth.rate_limit import (
     DispatchRateLimiter,
     PublishRate,
     PublishRateLimiter,
+    SubscribeRate,
+    SubscribeRateLimiter,
     TokenBucket,
 )
 
@@ -72,23 +74,25 @@ def _drive_dispatch(
         if permits == 0:
             now_s += limiter.pause_s(now_s)
             continue
-        entries = 100 if permits is None else max(1, min(100, permits // entry_msgs))
-        limiter.on_dispatch(entries * entry_msgs, entries * size, now_s)
+        entries = 100 if permits is None else min(100, limiter.entries_for(permits))
+        limiter.on_dispatch(entries * entry_msgs, entries * size, now_s, entries)
         sent += entries * entry_msgs
         now_s += 0.001
     return sent
 
 
-@pytest.mark.parametrize(("rate", "entry_msgs"), [(10, 1), (500, 1), (500, 10), (2000, 7)])
+@pytest.mark.parametrize(
+    ("rate", "entry_msgs"), [(10, 1), (500, 1), (500, 10), (2000, 7), (1000, 100)]
+)
 def test_the_dispatch_rate_holds_within_ten_percent_over_ten_seconds(
     rate: int, entry_msgs: int
 ) -> None:
     limiter = DispatchRateLimiter()
     limiter.configure(DispatchRate(msgs=rate), 0.0)
     sent = _drive_dispatch(limiter, entry_msgs, 100, 10.0)
-    # ten seconds at the rate, one second of burst, one read of overshoot at most
-    assert rate * 10 * 0.9 <= sent <= rate * 11 + 100 * entry_msgs
-    assert (sent - rate) / 10 <= rate * 1.1 + 10 * entry_msgs
+    # ten seconds at the rate, one second of burst, one entry of overshoot at most
+    assert rate * 10 * 0.9 <= sent <= rate * 11 + entry_msgs
+    assert (sent - rate) / 10 <= rate * 1.1
     assert limiter.throttled_msg_events > 0
 
 
@@ -100,3 +104,31 @@ def test_the_dispatch_byte_rate_and_period() -> None:
     assert limiter.throttled_bytes_events > 0 and limiter.throttled_msg_events == 0
     limiter.configure(DispatchRate(), 10.0)
     assert limiter.permits(10.0) is None and limiter.pause_s(10.0) == 0
+
+
+def test_batches_are_read_by_the_entries_the_permits_cover() -> None:
+    limiter = DispatchRateLimiter()
+    limiter.configure(DispatchRate(msgs=1000), 0.0)
+    assert limiter.entries_for(1000) == 1  # the batch size is not known yet
+    limiter.on_dispatch(50, 5_000, 0.0, entries=1)
+    assert limiter.permits(0.0) == 950 and limiter.entries_for(950) == 19
+    limiter.on_dispatch(950, 95_000, 0.0, entries=19)
+    assert limiter.permits(0.0) == 0 and limiter.pause_s(0.0) == pytest.approx(0.001)
+
+
+def test_subscribes_per_address_hold_their_rate_and_idle_addresses_are_forgotten() -> None:
+    limiter = SubscribeRateLimiter()
+    limiter.configure(SubscribeRate(per_consumer=10, period_s=10))  # 1/s, a burst of 10
+    now_s, accepted = 0.0, 0
+    while now_s < 100.0:  # one address subscribing as fast as it is let
+        now_s += limiter.on_subscribe("10.0.0.1", now_s)
+        accepted += 1
+    assert 100 * 0.9 <= accepted - 10 <= 100 * 1.1 + 1
+    assert limiter.limited_times > 0
+    assert limiter.on_subscribe("10.0.0.2", now_s) == 0  # other addresses are not held back
+    for i in range(200):  # many addresses once each: buckets are dropped once full again
+        limiter.on_subscribe(f"10.1.{i // 250}.{i % 250}", now_s + 100 + i * 0.01)
+    limiter.on_subscribe("10.9.9.9", now_s + 1000)
+    assert limiter.tracked_addresses < 64
+    limiter.configure(SubscribeRate())
+    assert limiter.on_subscribe("10.0.0.1", 0.0) == 0

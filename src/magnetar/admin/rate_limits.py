@@ -13,6 +13,9 @@ policy, which wins over the namespace's). GET answers 204 when nothing is set.
   ``topicDispatchRate``: what each topic sends to all its subscriptions together.
 * ``subscriptionDispatchRate`` — the same JSON, stored in ``subscriptionDispatchRate``: what
   each subscription receives. Over a dispatch rate the dispatcher waits; nothing is dropped.
+* ``subscribeRate`` — ``{"subscribeThrottlingRatePerConsumer": N, "ratePeriodInSecond": S}``
+  (S 30 by default), stored in ``clusterSubscribeRate``: SUBSCRIBEs per client address on
+  each topic; one over it waits until the rate allows it.
 """
 
 from __future__ import annotations
@@ -65,7 +68,13 @@ SUBSCRIPTION_DISPATCH_RATE = RateKind(
     "subscriptionDispatchRate",
     _DISPATCH_FIELDS,
 )
-KINDS = (PUBLISH_RATE, DISPATCH_RATE, SUBSCRIPTION_DISPATCH_RATE)
+SUBSCRIBE_RATE = RateKind(
+    "subscribeRate",
+    "clusterSubscribeRate",
+    "subscribeRate",
+    (("subscribeThrottlingRatePerConsumer", -1), ("ratePeriodInSecond", 30)),
+)
+KINDS = (PUBLISH_RATE, DISPATCH_RATE, SUBSCRIPTION_DISPATCH_RATE, SUBSCRIBE_RATE)
 
 
 async def _rate(request: Request, kind: RateKind) -> dict[str, Any]:

@@ -265,6 +265,7 @@ def topic_stats(
         "msgOutCounter": sum(s["msgOutCounter"] for s in subs.values()),
         "msgChunkPublished": any(p.meters.chunked.total_count for p in topic.producers.values()),
         "publishRateLimitedTimes": topic.publish_limiter.limited_times,
+        "subscribeRateLimitedTimes": topic.subscribe_limiter.limited_times,
         "storageSize": ml.ledgers.total_size_bytes,
         "offloadedStorageSize": sum(s.size_bytes for s in ml.ledgers if s.offloaded),
         "backlogSize": 0 if slowest is None else ml.backlog_size_bytes(slowest),

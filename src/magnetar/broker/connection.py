@@ -103,6 +103,8 @@ class ServerConnection(asyncio.Protocol):
         self.protocol_version = 0
         self.client_version = ""
         self.address = ""
+        self.peer_ip = ""
+        """The client's IP address ("" when unknown)."""
         self._admitted_ip: str | None = None
         """The client's IP once the connection limits admitted it (released on close)."""
         self.supports_broker_entry_metadata = False
@@ -137,7 +139,7 @@ class ServerConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = self.transport.get_extra_info("peername")
         self.address = f"{peer[0]}:{peer[1]}" if peer else ""
-        ip = str(peer[0]) if peer else ""
+        ip = self.peer_ip = str(peer[0]) if peer else ""
         refused = self.service.connection_opened(self, ip)
         if refused is not None:  # over brokerMaxConnections(PerIp): told, then closed
             log.info("connection %s: refused: %s", self.address, refused)

@@ -45,7 +45,14 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 from urllib.parse import quote, unquote
 
-from magnetar.auth.rate_limit import NO_DISPATCH_LIMIT, NO_LIMIT, DispatchRate, PublishRate
+from magnetar.auth.rate_limit import (
+    NO_DISPATCH_LIMIT,
+    NO_LIMIT,
+    NO_SUBSCRIBE_LIMIT,
+    DispatchRate,
+    PublishRate,
+    SubscribeRate,
+)
 from magnetar.broker.config import BrokerConfig
 from magnetar.common.errors import MagnetarError, MetadataError
 from magnetar.common.names import NamespaceName, TopicName
@@ -521,6 +528,9 @@ class EffectivePolicies:
     subscription_dispatch_rate: DispatchRate = NO_DISPATCH_LIMIT
     """Each subscription of the topic: topic ``subscriptionDispatchRate``, else the
     namespace's ``subscriptionDispatchRate`` for this cluster."""
+    subscribe_rate: SubscribeRate = NO_SUBSCRIBE_LIMIT
+    """SUBSCRIBEs per client address: topic ``subscribeRate``, else the namespace's
+    ``clusterSubscribeRate`` for this cluster (:func:`subscribe_rate_of`)."""
 
 
 def publish_rate_of(value: Any) -> PublishRate | None:
@@ -549,6 +559,18 @@ def dispatch_rate_of(value: Any) -> DispatchRate | None:
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (msgs, size, period)):
         return None
     return DispatchRate(msgs=msgs, size_bytes=size, period_s=max(1, period))
+
+
+def subscribe_rate_of(value: Any) -> SubscribeRate | None:
+    """Pulsar's ``SubscribeRate`` JSON (``subscribeThrottlingRatePerConsumer``,
+    ``ratePeriodInSecond``, 30 by default); None when absent or malformed (no limit)."""
+    if not isinstance(value, dict):
+        return None
+    per_consumer = value.get("subscribeThrottlingRatePerConsumer", 0)
+    period = value.get("ratePeriodInSecond", 30)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (per_consumer, period)):
+        return None
+    return SubscribeRate(per_consumer=per_consumer, period_s=max(1, period))
 
 
 def _per_cluster(ns: Policies, key: str, cluster: str) -> Any:
@@ -620,6 +642,11 @@ def resolve(
             dispatch_rate_of(tp.extra.get("subscriptionDispatchRate")),
             dispatch_rate_of(_per_cluster(ns, "subscriptionDispatchRate", cluster)),
             NO_DISPATCH_LIMIT,
+        ),
+        subscribe_rate=_first(
+            subscribe_rate_of(tp.extra.get("subscribeRate")),
+            subscribe_rate_of(_per_cluster(ns, "clusterSubscribeRate", cluster)),
+            NO_SUBSCRIBE_LIMIT,
         ),
         retention_time_ms=_minutes_ms(retention.retention_time_minutes),
         retention_size_bytes=_mb_bytes(retention.retention_size_mb),

@@ -645,7 +645,7 @@ class Subscription:
             or current.consumer_id != consumer.uid
         ):
             return True  # state changed during the read; the cursor was rewound meanwhile
-        messages = size_bytes = 0
+        messages = size_bytes = sent = 0
         for e in entries:
             item = _Item(e.position, e.data, e.messages)
             if not self._prepare(item):
@@ -653,7 +653,8 @@ class Subscription:
             consumer.send(item.position, item.data, item.messages, 0, item.ack_set)
             messages += item.messages
             size_bytes += len(item.data)
-        self._account_dispatch(messages, size_bytes)
+            sent += 1
+        self._account_dispatch(messages, size_bytes, sent)
         return True
 
     async def _read_single_active(self, max_entries: int, epoch: int) -> list[LogEntry]:
@@ -788,7 +789,7 @@ class Subscription:
         limit_c = policies.max_unacked_messages_per_consumer
         limit_s = policies.max_unacked_messages_per_subscription
         total = sum(c.pending.messages for c in self.consumers.values()) if limit_s > 0 else 0
-        sent_messages = sent_bytes = 0
+        sent_messages = sent_bytes = sent_entries = 0
         if self._ring is not None:
             groups = self._ring.assign([i.messages for i in ready])
             assigned = set()
@@ -807,6 +808,7 @@ class Subscription:
                     total += item.messages
                     sent_messages += item.messages
                     sent_bytes += len(item.data)
+                    sent_entries += 1
                     consumer.send(
                         item.position,
                         item.data,
@@ -817,7 +819,7 @@ class Subscription:
             for i, item in enumerate(ready):
                 if i not in assigned:
                     self._replay[item.position] = 0
-            self._account_dispatch(sent_messages, sent_bytes)
+            self._account_dispatch(sent_messages, sent_bytes, sent_entries)
             return bool(assigned)
         router = self._router
         assert router is not None
@@ -849,18 +851,20 @@ class Subscription:
                 total += item.messages
                 sent_messages += item.messages
                 sent_bytes += len(item.data)
+                sent_entries += 1
                 consumer.send(pos, item.data, item.messages, self._tracker.count(pos), item.ack_set)
                 sent = True
         for deferred in routed.deferred:
             item = by_pos[deferred]
             self._replay[item.position] = item.key_hash
-        self._account_dispatch(sent_messages, sent_bytes)
+        self._account_dispatch(sent_messages, sent_bytes, sent_entries)
         return sent
 
     def _dispatch_rate_permits(self) -> int | None:
-        """Messages the dispatch rates (the topic's and this subscription's) allow reading
-        now: None for no limit; 0 when used up, with a wake-up scheduled for when reading
-        may go on (Pulsar's dispatch throttling: the read waits, nothing is dropped)."""
+        """Entries the dispatch rates (the topic's and this subscription's) allow reading
+        now (their message permits over the batch size seen): None for no limit; 0 when
+        used up, with a wake-up scheduled for when reading may go on (Pulsar's dispatch
+        throttling: the read waits, nothing is dropped)."""
         topic_limiter, own = self.topic.dispatch_limiter, self.dispatch_limiter
         rate = self.topic.policies.subscription_dispatch_rate
         if own.rate is not rate:
@@ -878,20 +882,21 @@ class Subscription:
                     )
                 return 0
             if available is not None:
-                permits = available if permits is None else min(permits, available)
+                entries = limiter.entries_for(available)
+                permits = entries if permits is None else min(permits, entries)
         return permits
 
     def _on_rate_timer(self) -> None:
         self._rate_timer = None
         self._wake.set()
 
-    def _account_dispatch(self, messages: int, size_bytes: int) -> None:
+    def _account_dispatch(self, messages: int, size_bytes: int, entries: int) -> None:
         """Charge what was sent to the dispatch rates."""
         topic_limiter, own = self.topic.dispatch_limiter, self.dispatch_limiter
         if topic_limiter.rate.limited or own.rate.limited:
             now_s = self._clock.monotonic_s()
-            topic_limiter.on_dispatch(messages, size_bytes, now_s)
-            own.on_dispatch(messages, size_bytes, now_s)
+            topic_limiter.on_dispatch(messages, size_bytes, now_s, entries)
+            own.on_dispatch(messages, size_bytes, now_s, entries)
 
     def _schedule_delayed_wake(self) -> None:
         delayed = self._delayed

@@ -44,6 +44,21 @@ _DISPATCH_OPTIONS = (
     ),
 )  # fmt: skip
 
+_SUBSCRIBE_OPTIONS = (
+    click.option(
+        "--subscribe-rate", "-sr", "msgs", type=int, default=-1, show_default=True,
+        help="Subscribes per period from one client address (-1: no limit).",
+    ),
+    click.option(
+        "--subscribe-rate-period", "-st", "period", type=click.IntRange(min=1), default=30,
+        show_default=True, help="The period in seconds.",
+    ),
+)  # fmt: skip
+
+
+def _subscribe_body(msgs: int, period: int = 30, **_: Any) -> dict[str, Any]:
+    return {"subscribeThrottlingRatePerConsumer": msgs, "ratePeriodInSecond": period}
+
 
 def _publish_body(msgs: int, size: int, **_: Any) -> dict[str, Any]:
     return {"publishThrottlingRateInMsg": msgs, "publishThrottlingRateInByte": size}
@@ -62,6 +77,7 @@ _KINDS: tuple[tuple[str, str, tuple[Any, ...], Callable[..., dict[str, Any]]], .
     ("publish-rate", "publishRate", _PUBLISH_OPTIONS, _publish_body),
     ("dispatch-rate", "dispatchRate", _DISPATCH_OPTIONS, _dispatch_body),
     ("subscription-dispatch-rate", "subscriptionDispatchRate", _DISPATCH_OPTIONS, _dispatch_body),
+    ("subscribe-rate", "subscribeRate", _SUBSCRIBE_OPTIONS, _subscribe_body),
 )
 
 

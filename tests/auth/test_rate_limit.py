@@ -110,9 +110,13 @@ def test_batches_are_read_by_the_entries_the_permits_cover() -> None:
     limiter = DispatchRateLimiter()
     limiter.configure(DispatchRate(msgs=1000), 0.0)
     assert limiter.entries_for(1000) == 1  # the batch size is not known yet
-    limiter.on_dispatch(50, 5_000, 0.0, entries=1)
-    assert limiter.permits(0.0) == 950 and limiter.entries_for(950) == 19
-    limiter.on_dispatch(950, 95_000, 0.0, entries=19)
+    limiter.on_dispatch(5, 500, 0.0, entries=1)  # a small first batch
+    assert limiter.permits(0.0) == 995 and limiter.entries_for(995) == 2  # not 199
+    limiter.on_dispatch(100, 10_000, 0.0, entries=2)  # the batches are bigger
+    assert limiter.permits(0.0) == 895 and limiter.entries_for(895) == 4
+    limiter.on_dispatch(200, 20_000, 0.0, entries=4)
+    assert limiter.entries_for(695) == 8 and limiter.entries_for(40) == 1
+    limiter.on_dispatch(695, 69_500, 0.0, entries=14)
     assert limiter.permits(0.0) == 0 and limiter.pause_s(0.0) == pytest.approx(0.001)
 
 
@@ -132,3 +136,22 @@ def test_subscribes_per_address_hold_their_rate_and_idle_addresses_are_forgotten
     assert limiter.tracked_addresses < 64
     limiter.configure(SubscribeRate())
     assert limiter.on_subscribe("10.0.0.1", 0.0) == 0
+
+
+def test_the_dispatch_rate_holds_when_batches_grow() -> None:
+    """A producer's first batches are small, the later ones big: reading by the first
+    batch's size must not overshoot the rate for long."""
+    limiter = DispatchRateLimiter()
+    limiter.configure(DispatchRate(msgs=1000), 0.0)
+    sizes = iter([6] + [150] * 10_000)
+    now_s, sent = 0.0, 0
+    while now_s < 10.0:
+        permits = limiter.permits(now_s)
+        if permits == 0:
+            now_s += limiter.pause_s(now_s)
+            continue
+        batch = [next(sizes) for _ in range(min(100, limiter.entries_for(permits)))]
+        limiter.on_dispatch(sum(batch), 100 * sum(batch), now_s, len(batch))
+        sent += sum(batch)
+        now_s += 0.001
+    assert 1000 * 10 * 0.9 <= sent - 1000 <= 1000 * 10 * 1.1

@@ -140,6 +140,7 @@ class DispatchRateLimiter:
         self.throttled_bytes_events = 0
         """Reads held back because the byte rate was used up."""
         self._msgs_per_entry: float | None = None
+        self._last_entries = 1
         """Messages per entry of the last dispatch (batches), to turn permits into entries."""
         self._bytes_per_msg = 0.0
         """Average message size of the last dispatch (to turn bytes left into messages)."""
@@ -188,15 +189,20 @@ class DispatchRateLimiter:
     def entries_for(self, messages: int) -> int:
         """How many entries to read for ``messages`` permits, at the messages per entry
         (batch size) seen so far — as Pulsar reads ``permits / avgMessagesPerEntry``; at
-        least one, and one until a dispatch has shown the batch size."""
+        least one, and one until a dispatch has shown the batch size; at most twice as
+        many as the last dispatch sent."""
         if self._msgs_per_entry is None:
             return 1  # one entry first, to learn the batch size before reading more
-        return max(1, int(messages / self._msgs_per_entry))
+        by_size = max(1, int(messages / self._msgs_per_entry))
+        # batch sizes vary (a producer's first batches are small): grow reads at most
+        # twofold from one dispatch to the next, so one misjudged size overshoots little
+        return min(by_size, 2 * self._last_entries)
 
     def on_dispatch(self, messages: int, size_bytes: int, now_s: float, entries: int = 1) -> None:
         """Account what was sent to consumers (``entries`` entries holding ``messages``)."""
         if entries > 0 and messages > 0:
             self._msgs_per_entry = messages / entries
+            self._last_entries = entries
         if self._msgs is not None:
             self._msgs.consume(messages, now_s)
         if self._bytes is not None:

@@ -100,3 +100,46 @@ def test_dispatch_rates_throttle_without_losing_messages(
     status, answer = http("POST", f"{base}/namespaces/{ns}/dispatchRate", body=bad)
     assert status == 400 and "dispatchThrottlingRateInMsg must be an integer" in answer["reason"]
     assert node.proc is not None and node.proc.poll() is None
+
+
+def test_batched_messages_are_dispatched_at_the_rate(
+    standalone_factory: Callable[..., StandaloneProcess],
+) -> None:
+    """Batches of growing size (a small one first): reads must not be sized by the first
+    batch alone."""
+    node = standalone_factory()
+    base, ns = f"{node.http_url}/admin/v2", "public/default"
+    topic = f"batched-{uuid.uuid4().hex[:8]}"
+    rate = {"dispatchThrottlingRateInMsg": 100}
+    assert (
+        http("POST", f"{base}/persistent/{ns}/{topic}/subscriptionDispatchRate", body=rate)[0]
+        == 204
+    )
+    client = pulsar.Client(node.url, operation_timeout_seconds=30)
+    try:
+        producer = client.create_producer(
+            f"persistent://{ns}/{topic}",
+            batching_enabled=True,
+            batching_max_messages=50,
+            batching_max_publish_delay_ms=1000,
+        )
+        sent = [f"m-{i}".encode() for i in range(400)]
+        producer.send(sent[0])  # a batch of one
+        for payload in sent[1:]:
+            producer.send_async(payload, None)
+        producer.flush()
+        consumer = client.subscribe(
+            f"persistent://{ns}/{topic}", "s", initial_position=pulsar.InitialPosition.Earliest
+        )
+        got, arrivals = [], []
+        for _ in sent:
+            message = consumer.receive(20_000)
+            got.append(message.data())
+            arrivals.append(time.monotonic())
+        assert got == sent
+        after_burst = arrivals[100:]  # the first second's burst
+        measured = (len(after_burst) - 1) / max(after_burst[-1] - after_burst[0], 1e-3)
+        # batches of 50 arrive at once: the rate is checked with one batch of slack
+        assert measured <= 100 * 1.1 + 50 / 3, measured
+    finally:
+        client.close()

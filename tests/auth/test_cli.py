@@ -129,8 +129,16 @@ def test_admin_rate_commands(node: StandaloneProcess, secrets: Secrets) -> None:
     code, out, _ = run(*admin, "--output", "json", "topics", "get-publish-rate", topic)
     assert json.loads(out) == {"publishThrottlingRateInMsg": 10, "publishThrottlingRateInByte": -1}
     for group, target in (("namespaces", ns), ("topics", topic)):
-        for kind in ("publish-rate", "dispatch-rate", "subscription-dispatch-rate"):
+        for kind in (
+            "publish-rate",
+            "dispatch-rate",
+            "subscription-dispatch-rate",
+            "subscribe-rate",
+        ):
             assert run(*admin, group, f"remove-{kind}", target)[0] == 0
             assert run(*admin, group, f"get-{kind}", target)[:2] == (0, "")
+    assert run(*admin, "namespaces", "set-subscribe-rate", ns, "-sr", "5")[0] == 0
+    code, out, _ = run(*admin, "--output", "json", "namespaces", "get-subscribe-rate", ns)
+    assert json.loads(out) == {"subscribeThrottlingRatePerConsumer": 5, "ratePeriodInSecond": 30}
     code, _, err = run(*admin, "namespaces", "set-dispatch-rate", "nope/ns", "-md", "1")
     assert code == 1 and err == "Error: Namespace does not exist (HTTP 404)\n"

@@ -7,11 +7,15 @@ One ``magnetar standalone`` process; tenants ``noisy`` and ``quiet`` with a name
 1. baseline: ``quiet`` publishes at ``--quiet-rate`` msg/s alone, its latency recorded;
 2. contended: the same, while ``noisy`` publishes as fast as it can (asking ``--noisy-rate``)
    to one topic; ``noisy``'s accepted rate is read from the broker's topic stats
-   (``msgInCounter`` over the run) and compared with the limit.
+   (``msgInCounter`` over the run) and compared with the limit;
+3. dispatch: ``noisy/ns`` gets a subscription dispatch rate of ``--dispatch-limit`` msg/s and
+   ``magnetar perf consume`` reads the flood topic's backlog from the start; the dispatched
+   rate is the subscription's ``msgOutCounter`` over the run, compared with the limit.
 
 Usage::
 
     python benchmarks/publish_rate.py [--seconds 10] [--limit 2000] [--quiet-rate 200]
+        [--dispatch-limit 1000]
 
 Prints both runs and writes ``benchmarks/results/publish_rate.json``. Figures depend on the
 machine's load (printed with them).
@@ -52,12 +56,24 @@ def perf(
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def perf_consume(
+    node: StandaloneProcess, topic: str, seconds: float, out: Path
+) -> subprocess.Popen[bytes]:
+    args = [
+        sys.executable, "-m", "magnetar.cli.main", "perf", "consume", topic,
+        "--service-url", node.url, "-s", "bench", "-sp", "earliest", "-time", str(seconds),
+        "-i", "60", "--json-file", str(out), "--output", "json",
+    ]  # fmt: skip
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--limit", type=int, default=2000)
     parser.add_argument("--quiet-rate", type=int, default=200)
     parser.add_argument("--noisy-rate", type=int, default=50_000)
+    parser.add_argument("--dispatch-limit", type=int, default=1000)
     opts = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, StandaloneProcess(Path(tmp) / "data") as node:
         base = f"{node.http_url}/admin/v2"
@@ -81,6 +97,18 @@ def main() -> None:
             "msgInCounter": stats["msgInCounter"],
             "publishRateLimitedTimes": stats["publishRateLimitedTimes"],
         }
+        dispatch = {"dispatchThrottlingRateInMsg": opts.dispatch_limit}
+        rest("POST", f"{base}/namespaces/noisy/ns/subscriptionDispatchRate", dispatch)
+        consumed = Path(tmp) / "consume.json"
+        perf_consume(node, "noisy/ns/flood", opts.seconds, consumed).wait()
+        results["dispatch"] = json.loads(consumed.read_text())
+        sub = rest("GET", f"{base}/persistent/noisy/ns/flood/stats")["subscriptions"]["bench"]
+        results["dispatchBroker"] = {
+            "msgOutCounter": sub["msgOutCounter"],
+            "dispatchThrottledMsgEventsBySubscriptionLimit": sub[
+                "dispatchThrottledMsgEventsBySubscriptionLimit"
+            ],
+        }
     results["loadAverage"] = os.getloadavg()
     a, c = results["quietAlone"]["latencyMs"], results["quietContended"]["latencyMs"]
     n = results["noisy"]
@@ -92,6 +120,14 @@ def main() -> None:
     print(f"quiet p50/p99 ms alone {a['p50']:.2f}/{a['p99']:.2f}, "
           f"with noisy throttled {c['p50']:.2f}/{c['p99']:.2f}; "
           f"load average {results['loadAverage'][0]:.2f}")  # fmt: skip
+    d = results["dispatch"]
+    dispatched = results["dispatchBroker"]["msgOutCounter"] / d["elapsedSeconds"]
+    results["dispatchLimitMsgPerSecond"] = opts.dispatch_limit
+    results["dispatchedMsgPerSecond"] = round(dispatched, 1)
+    print(f"dispatch limit {opts.dispatch_limit} msg/s; dispatched {dispatched:.1f} msg/s over "
+          f"{d['elapsedSeconds']:.1f} s ({results['dispatchBroker']['msgOutCounter']} messages, "
+          f"throttled {results['dispatchBroker']['dispatchThrottledMsgEventsBySubscriptionLimit']}"
+          " times)")  # fmt: skip
     out = Path(__file__).parent / "results" / "publish_rate.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")

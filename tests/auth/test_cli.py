@@ -107,3 +107,38 @@ def test_auth_plugin_and_params_for_admin_client_perf_and_client_conf(
     assert "5 records produced" in out
     code, _, err = run("admin", *url, "--auth-plugin", "kerberos", "tenants", "list")
     assert code == 2 and "unknown plugin 'kerberos'" in err
+
+
+def test_admin_rate_commands(node: StandaloneProcess, secrets: Secrets) -> None:
+    admin = ("admin", "--admin-url", node.http_url, "--auth-token", secrets.token(SUPER_USER))
+    ns, topic = "public/default", "persistent://public/default/rated"
+    assert run(*admin, "namespaces", "set-dispatch-rate", ns, "-md", "100", "-dt", "2")[0] == 0
+    code, out, _ = run(*admin, "--output", "json", "namespaces", "get-dispatch-rate", ns)
+    assert code == 0 and json.loads(out) == {
+        "dispatchThrottlingRateInMsg": 100,
+        "dispatchThrottlingRateInByte": -1,
+        "ratePeriodInSecond": 2,
+        "relativeToPublishRate": False,
+    }
+    assert run(*admin, "topics", "set-subscription-dispatch-rate", topic, "-bd", "1000")[0] == 0
+    code, out, _ = run(
+        *admin, "--output", "json", "topics", "get-subscription-dispatch-rate", topic
+    )
+    assert code == 0 and json.loads(out)["dispatchThrottlingRateInByte"] == 1000
+    assert run(*admin, "topics", "set-publish-rate", topic, "-m", "10")[0] == 0
+    code, out, _ = run(*admin, "--output", "json", "topics", "get-publish-rate", topic)
+    assert json.loads(out) == {"publishThrottlingRateInMsg": 10, "publishThrottlingRateInByte": -1}
+    for group, target in (("namespaces", ns), ("topics", topic)):
+        for kind in (
+            "publish-rate",
+            "dispatch-rate",
+            "subscription-dispatch-rate",
+            "subscribe-rate",
+        ):
+            assert run(*admin, group, f"remove-{kind}", target)[0] == 0
+            assert run(*admin, group, f"get-{kind}", target)[:2] == (0, "")
+    assert run(*admin, "namespaces", "set-subscribe-rate", ns, "-sr", "5")[0] == 0
+    code, out, _ = run(*admin, "--output", "json", "namespaces", "get-subscribe-rate", ns)
+    assert json.loads(out) == {"subscribeThrottlingRatePerConsumer": 5, "ratePeriodInSecond": 30}
+    code, _, err = run(*admin, "namespaces", "set-dispatch-rate", "nope/ns", "-md", "1")
+    assert code == 1 and err == "Error: Namespace does not exist (HTTP 404)\n"

@@ -68,3 +68,31 @@ def test_admin_api_over_https_with_tokens(
     finally:
         client.close()
     assert node.proc is not None and node.proc.poll() is None
+
+
+def test_a_client_certificate_on_https_gives_the_rest_role(
+    standalone_factory: Callable[..., StandaloneProcess], secrets: Secrets, pki: Any
+) -> None:
+    """With the tls provider and a trusted CA, an HTTPS request's verified client
+    certificate authenticates it: the role is the certificate's CN."""
+    cn = "magnetar-test-client"
+    node = standalone_factory(
+        *secrets.args(
+            "--https-port", "0", "--tls-port", "0",
+            "--tls-cert-file", str(pki.server.cert), "--tls-key-file", str(pki.server.key),
+            "--tls-trust-certs-file", str(pki.ca),
+            "--super-user-roles", f"{SUPER_USER},{cn}",
+        )
+    )  # fmt: skip
+    assert node.https_port is not None
+    base = f"https://localhost:{node.https_port}"
+    with_cert = ssl.create_default_context(cafile=str(pki.ca))
+    with_cert.load_cert_chain(str(pki.client.cert), str(pki.client.key))
+    without_cert = ssl.create_default_context(cafile=str(pki.ca))
+    assert _get(f"{base}/admin/v2/tenants", with_cert) == (200, ["public"])
+    status, answer = _get(f"{base}/admin/v2/tenants", without_cert)
+    assert status == 401 and answer["reason"] == "Authentication required: no credentials"
+    # a token still wins when sent (providers in their configured order: token first)
+    status, answer = _get(f"{base}/admin/v2/tenants", with_cert, secrets.token("nobody"))
+    assert status == 403 and "'nobody'" in answer["reason"]
+    assert node.proc is not None and node.proc.poll() is None

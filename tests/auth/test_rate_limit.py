@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.auth.rate_limit import PublishRate, PublishRateLimiter, TokenBucket
+from magnetar.auth.rate_limit import (
+    DispatchRate,
+    DispatchRateLimiter,
+    PublishRate,
+    PublishRateLimiter,
+    SubscribeRate,
+    SubscribeRateLimiter,
+    TokenBucket,
+)
 
 
 def _drive(limiter: PublishRateLimiter, msgs: int, size: int, seconds: float) -> int:
@@ -53,3 +61,97 @@ def test_a_bucket_refills_up_to_one_second_of_tokens() -> None:
     assert bucket.consume(5, 0.0) == 0
     assert bucket.consume(5, 0.0) == pytest.approx(1.0)
     assert bucket.consume(0, 100.0) == 0 and bucket.tokens == 5
+
+
+def _drive_dispatch(
+    limiter: DispatchRateLimiter, entry_msgs: int, size: int, seconds: float
+) -> int:
+    """A dispatcher reading up to 100 entries per round whenever the rate allows (entries of
+    ``entry_msgs`` messages); messages dispatched in ``seconds``."""
+    now_s, sent = 0.0, 0
+    while now_s < seconds:
+        permits = limiter.permits(now_s)
+        if permits == 0:
+            now_s += limiter.pause_s(now_s)
+            continue
+        entries = 100 if permits is None else min(100, limiter.entries_for(permits))
+        limiter.on_dispatch(entries * entry_msgs, entries * size, now_s, entries)
+        sent += entries * entry_msgs
+        now_s += 0.001
+    return sent
+
+
+@pytest.mark.parametrize(
+    ("rate", "entry_msgs"), [(10, 1), (500, 1), (500, 10), (2000, 7), (1000, 100)]
+)
+def test_the_dispatch_rate_holds_within_ten_percent_over_ten_seconds(
+    rate: int, entry_msgs: int
+) -> None:
+    limiter = DispatchRateLimiter()
+    limiter.configure(DispatchRate(msgs=rate), 0.0)
+    sent = _drive_dispatch(limiter, entry_msgs, 100, 10.0)
+    # ten seconds at the rate, one second of burst, one entry of overshoot at most
+    assert rate * 10 * 0.9 <= sent <= rate * 11 + entry_msgs
+    assert (sent - rate) / 10 <= rate * 1.1
+    assert limiter.throttled_msg_events > 0
+
+
+def test_the_dispatch_byte_rate_and_period() -> None:
+    limiter = DispatchRateLimiter()
+    limiter.configure(DispatchRate(msgs=-1, size_bytes=20_000, period_s=2), 0.0)  # 10 kB/s
+    sent = _drive_dispatch(limiter, 1, 1_000, 10.0)  # 10 messages/s of 1000 bytes
+    assert 90 <= sent <= 111
+    assert limiter.throttled_bytes_events > 0 and limiter.throttled_msg_events == 0
+    limiter.configure(DispatchRate(), 10.0)
+    assert limiter.permits(10.0) is None and limiter.pause_s(10.0) == 0
+
+
+def test_batches_are_read_by_the_entries_the_permits_cover() -> None:
+    limiter = DispatchRateLimiter()
+    limiter.configure(DispatchRate(msgs=1000), 0.0)
+    assert limiter.entries_for(1000) == 1  # the batch size is not known yet
+    limiter.on_dispatch(5, 500, 0.0, entries=1)  # a small first batch
+    assert limiter.permits(0.0) == 995 and limiter.entries_for(995) == 2  # not 199
+    limiter.on_dispatch(100, 10_000, 0.0, entries=2)  # the batches are bigger
+    assert limiter.permits(0.0) == 895 and limiter.entries_for(895) == 4
+    limiter.on_dispatch(200, 20_000, 0.0, entries=4)
+    assert limiter.entries_for(695) == 8 and limiter.entries_for(40) == 1
+    limiter.on_dispatch(695, 69_500, 0.0, entries=14)
+    assert limiter.permits(0.0) == 0 and limiter.pause_s(0.0) == pytest.approx(0.001)
+
+
+def test_subscribes_per_address_hold_their_rate_and_idle_addresses_are_forgotten() -> None:
+    limiter = SubscribeRateLimiter()
+    limiter.configure(SubscribeRate(per_consumer=10, period_s=10))  # 1/s, a burst of 10
+    now_s, accepted = 0.0, 0
+    while now_s < 100.0:  # one address subscribing as fast as it is let
+        now_s += limiter.on_subscribe("10.0.0.1", now_s)
+        accepted += 1
+    assert 100 * 0.9 <= accepted - 10 <= 100 * 1.1 + 1
+    assert limiter.limited_times > 0
+    assert limiter.on_subscribe("10.0.0.2", now_s) == 0  # other addresses are not held back
+    for i in range(200):  # many addresses once each: buckets are dropped once full again
+        limiter.on_subscribe(f"10.1.{i // 250}.{i % 250}", now_s + 100 + i * 0.01)
+    limiter.on_subscribe("10.9.9.9", now_s + 1000)
+    assert limiter.tracked_addresses < 64
+    limiter.configure(SubscribeRate())
+    assert limiter.on_subscribe("10.0.0.1", 0.0) == 0
+
+
+def test_the_dispatch_rate_holds_when_batches_grow() -> None:
+    """A producer's first batches are small, the later ones big: reading by the first
+    batch's size must not overshoot the rate for long."""
+    limiter = DispatchRateLimiter()
+    limiter.configure(DispatchRate(msgs=1000), 0.0)
+    sizes = iter([6] + [150] * 10_000)
+    now_s, sent = 0.0, 0
+    while now_s < 10.0:
+        permits = limiter.permits(now_s)
+        if permits == 0:
+            now_s += limiter.pause_s(now_s)
+            continue
+        batch = [next(sizes) for _ in range(min(100, limiter.entries_for(permits)))]
+        limiter.on_dispatch(sum(batch), 100 * sum(batch), now_s, len(batch))
+        sent += sum(batch)
+        now_s += 0.001
+    assert 1000 * 10 * 0.9 <= sent - 1000 <= 1000 * 10 * 1.1

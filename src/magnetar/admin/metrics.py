@@ -172,6 +172,11 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily(
             "pulsar_active_connections", "Client connections", value=ctx.service.connection_count
         )
+        yield CounterMetricFamily(
+            "magnetar_connections_refused",
+            "Client connections refused over brokerMaxConnections(PerIp)",
+            value=ctx.service.connection_limiter.refused_total,
+        )
         buckets: list[tuple[str, float]] = []
         cumulative = 0
         for bound, count in zip(LATENCY_BOUNDS_MS, total_latency.counts, strict=False):

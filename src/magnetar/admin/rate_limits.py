@@ -1,18 +1,26 @@
-"""Publish rate policies, Pulsar's paths and JSON:
+"""Rate policies, Pulsar's paths and JSON. For each ``{kind}`` below:
+``GET|POST|DELETE /admin/v2/namespaces/{t}/{ns}/{kind}`` (stored as Pulsar stores it, in
+the namespace policies under this cluster's name) and
+``GET|POST|DELETE /admin/v2/{persistent|non-persistent}/{t}/{ns}/{topic}/{kind}`` (a topic
+policy, which wins over the namespace's). GET answers 204 when nothing is set.
 
-* ``GET|POST|DELETE /admin/v2/namespaces/{t}/{ns}/publishRate`` — body
-  ``{"publishThrottlingRateInMsg": N, "publishThrottlingRateInByte": B}`` (0 or less: no
-  limit), stored as Pulsar does in the namespace's ``publishMaxMessageRate`` under this
-  cluster's name; it applies to each topic of the namespace;
-* ``GET|POST|DELETE /admin/v2/{persistent|non-persistent}/{t}/{ns}/{topic}/publishRate`` —
-  the same for one topic (topic policy ``publishRate``), which wins over the namespace's.
-
-A topic over its rate is throttled: its publishers' connections are not read until the
-rate allows (backpressure, not errors), counted in topic stats ``publishRateLimitedTimes``.
+* ``publishRate`` — ``{"publishThrottlingRateInMsg": N, "publishThrottlingRateInByte": B}``
+  (0 or less: no limit), stored in ``publishMaxMessageRate``; applies to each topic. A topic
+  over it is throttled: its publishers' connections are not read until the rate allows
+  (backpressure, not errors), counted in topic stats ``publishRateLimitedTimes``.
+* ``dispatchRate`` — ``{"dispatchThrottlingRateInMsg": N, "dispatchThrottlingRateInByte": B,
+  "ratePeriodInSecond": S, "relativeToPublishRate": false}``, stored in
+  ``topicDispatchRate``: what each topic sends to all its subscriptions together.
+* ``subscriptionDispatchRate`` — the same JSON, stored in ``subscriptionDispatchRate``: what
+  each subscription receives. Over a dispatch rate the dispatcher waits; nothing is dropped.
+* ``subscribeRate`` — ``{"subscribeThrottlingRatePerConsumer": N, "ratePeriodInSecond": S}``
+  (S 30 by default), stored in ``clusterSubscribeRate``: SUBSCRIBEs per client address on
+  each topic; one over it waits until the rate allows it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -29,22 +37,63 @@ from magnetar.broker.policies import Policies, TopicPolicies
 from magnetar.common.names import NamespaceName, TopicDomain, TopicName
 from magnetar.metadata.store import NotFound
 
-NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}/publishRate"
-TOPIC = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}/publishRate"
-NS_KEY, TOPIC_KEY = "publishMaxMessageRate", "publishRate"
-_FIELDS = ("publishThrottlingRateInMsg", "publishThrottlingRateInByte")
+
+@dataclass(frozen=True, slots=True)
+class RateKind:
+    """One rate policy: its path segment, its keys in namespace and topic policies, and
+    its JSON fields with their defaults (ints; ``relativeToPublishRate`` a bool)."""
+
+    path: str
+    namespace_key: str
+    topic_key: str
+    fields: tuple[tuple[str, int | bool], ...]
 
 
-async def _rate(request: Request) -> dict[str, int]:
+PUBLISH_RATE = RateKind(
+    "publishRate",
+    "publishMaxMessageRate",
+    "publishRate",
+    (("publishThrottlingRateInMsg", -1), ("publishThrottlingRateInByte", -1)),
+)
+_DISPATCH_FIELDS: tuple[tuple[str, int | bool], ...] = (
+    ("dispatchThrottlingRateInMsg", -1),
+    ("dispatchThrottlingRateInByte", -1),
+    ("ratePeriodInSecond", 1),
+    ("relativeToPublishRate", False),
+)
+DISPATCH_RATE = RateKind("dispatchRate", "topicDispatchRate", "dispatchRate", _DISPATCH_FIELDS)
+SUBSCRIPTION_DISPATCH_RATE = RateKind(
+    "subscriptionDispatchRate",
+    "subscriptionDispatchRate",
+    "subscriptionDispatchRate",
+    _DISPATCH_FIELDS,
+)
+SUBSCRIBE_RATE = RateKind(
+    "subscribeRate",
+    "clusterSubscribeRate",
+    "subscribeRate",
+    (("subscribeThrottlingRatePerConsumer", -1), ("ratePeriodInSecond", 30)),
+)
+KINDS = (PUBLISH_RATE, DISPATCH_RATE, SUBSCRIPTION_DISPATCH_RATE, SUBSCRIBE_RATE)
+
+
+async def _rate(request: Request, kind: RateKind) -> dict[str, Any]:
     body = await read_json(request)
     if not isinstance(body, dict):
-        raise BadRequest("a publish rate must be a JSON object")
-    rate = {}
-    for key in _FIELDS:
-        value = body.get(key, -1)
-        if not isinstance(value, int) or isinstance(value, bool):
+        raise BadRequest(f"a {kind.path} must be a JSON object")
+    rate: dict[str, Any] = {}
+    for key, default in kind.fields:
+        value = body.get(key, default)
+        if isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise BadRequest(f"{key} must be true or false")
+        elif not isinstance(value, int) or isinstance(value, bool):
             raise BadRequest(f"{key} must be an integer")
         rate[key] = value
+    if rate.get("relativeToPublishRate"):
+        raise BadRequest("relativeToPublishRate is not supported")
+    if "ratePeriodInSecond" in rate and rate["ratePeriodInSecond"] < 1:
+        raise BadRequest("ratePeriodInSecond must be at least 1")
     return rate
 
 
@@ -58,18 +107,26 @@ def _topic(domain: str, tenant: str, namespace: str, topic: str) -> TopicName:
 
 def router(ctx: AdminContext) -> APIRouter:
     r = APIRouter(tags=["rate limits"])
+    for kind in KINDS:
+        _add_routes(r, ctx, kind)
+    return r
 
-    async def edit_namespace(ns: NamespaceName, rate: dict[str, int] | None) -> None:
+
+def _add_routes(r: APIRouter, ctx: AdminContext, kind: RateKind) -> None:
+    namespace_path = f"/admin/v2/namespaces/{{tenant}}/{{namespace}}/{kind.path}"
+    topic_path = f"/admin/v2/{{domain}}/{{tenant}}/{{namespace}}/{{topic}}/{kind.path}"
+
+    async def edit_namespace(ns: NamespaceName, rate: dict[str, Any] | None) -> None:
         await namespace_policies(ctx, ns)
 
         def change(p: Policies) -> Policies:
             extra = dict(p.extra)
-            rates = dict(extra.get(NS_KEY) or {})
+            rates = dict(extra.get(kind.namespace_key) or {})
             if rate is None:
                 rates.pop(ctx.cluster, None)
             else:
                 rates[ctx.cluster] = rate
-            extra[NS_KEY] = rates or None
+            extra[kind.namespace_key] = rates or None
             return p.with_(extra=extra)
 
         try:
@@ -77,49 +134,62 @@ def router(ctx: AdminContext) -> APIRouter:
         except NotFound:
             raise ResourceNotFound("Namespace does not exist") from None
 
-    @r.get(NAMESPACE, summary="The namespace's publish rate per topic")
     async def get_ns(tenant: str, namespace: str) -> Response:
         policies = await namespace_policies(ctx, NamespaceName.of(tenant, namespace))
-        return json_response((policies.extra.get(NS_KEY) or {}).get(ctx.cluster))
+        return json_response((policies.extra.get(kind.namespace_key) or {}).get(ctx.cluster))
 
-    @r.post(NAMESPACE, status_code=204, summary="Set the publish rate of each topic")
     async def set_ns(tenant: str, namespace: str, request: Request) -> Response:
-        await edit_namespace(NamespaceName.of(tenant, namespace), await _rate(request))
+        await edit_namespace(NamespaceName.of(tenant, namespace), await _rate(request, kind))
         return no_content()
 
-    @r.delete(NAMESPACE, status_code=204, summary="Remove the namespace's publish rate")
     async def clear_ns(tenant: str, namespace: str) -> Response:
         await edit_namespace(NamespaceName.of(tenant, namespace), None)
         return no_content()
 
-    async def edit_topic(name: TopicName, rate: dict[str, int] | None) -> None:
+    async def edit_topic(name: TopicName, rate: dict[str, Any] | None) -> None:
         await namespace_policies(ctx, name.namespace_name)
 
         def change(p: TopicPolicies) -> TopicPolicies:
             extra: dict[str, Any] = dict(p.extra)
             if rate is None:
-                extra.pop(TOPIC_KEY, None)
+                extra.pop(kind.topic_key, None)
             else:
-                extra[TOPIC_KEY] = rate
+                extra[kind.topic_key] = rate
             return p.with_(extra=extra)
 
         await ctx.policies.update_topic(name, change)
 
-    @r.get(TOPIC, summary="The topic's publish rate")
     async def get_topic(domain: str, tenant: str, namespace: str, topic: str) -> Response:
         policies = await ctx.policies.get_topic(_topic(domain, tenant, namespace, topic))
-        return json_response(None if policies is None else policies.extra.get(TOPIC_KEY))
+        return json_response(None if policies is None else policies.extra.get(kind.topic_key))
 
-    @r.post(TOPIC, status_code=204, summary="Set the topic's publish rate")
     async def set_topic(
         domain: str, tenant: str, namespace: str, topic: str, request: Request
     ) -> Response:
-        await edit_topic(_topic(domain, tenant, namespace, topic), await _rate(request))
+        rate = await _rate(request, kind)
+        await edit_topic(_topic(domain, tenant, namespace, topic), rate)
         return no_content()
 
-    @r.delete(TOPIC, status_code=204, summary="Remove the topic's publish rate")
     async def clear_topic(domain: str, tenant: str, namespace: str, topic: str) -> Response:
         await edit_topic(_topic(domain, tenant, namespace, topic), None)
         return no_content()
 
-    return r
+    what = kind.path
+    r.add_api_route(namespace_path, get_ns, methods=["GET"], summary=f"The namespace's {what}")
+    r.add_api_route(
+        namespace_path, set_ns, methods=["POST"], status_code=204, summary=f"Set {what}"
+    )
+    r.add_api_route(
+        namespace_path, clear_ns, methods=["DELETE"], status_code=204, summary=f"Remove {what}"
+    )
+    r.add_api_route(topic_path, get_topic, methods=["GET"], summary=f"The topic's {what}")
+    r.add_api_route(
+        topic_path, set_topic, methods=["POST"], status_code=204, summary=f"Set the topic's {what}"
+    )
+    r.add_api_route(
+        topic_path,
+        clear_topic,
+        methods=["DELETE"],
+        status_code=204,
+        summary=f"Remove the topic's {what}",
+    )

@@ -27,9 +27,18 @@ from starlette.requests import Request
 
 from magnetar.admin.errors import RestError
 from magnetar.auth import TopicOperation
+from magnetar.auth.authorization import AuthAction
 from magnetar.broker.service import BrokerService
 from magnetar.common.errors import AuthenticationError, MagnetarError
-from magnetar.common.names import TopicDomain, TopicName
+from magnetar.common.names import NamespaceName, TopicDomain, TopicName
+
+NAMESPACE_ACTION_PATHS = "/admin/v3/{kinds}/{tenant}/{namespace}"
+"""Routes under this template (the Functions Worker's) need the action named by ``kinds``."""
+_KIND_ACTIONS = {
+    "functions": AuthAction.FUNCTIONS,
+    "sources": AuthAction.SOURCES,
+    "sinks": AuthAction.SINKS,
+}
 
 OPEN_PATHS = frozenset({"/metrics", "/ready", "/openapi.json"})
 """Answered without credentials (Pulsar does not authenticate metrics by default)."""
@@ -60,6 +69,7 @@ class Forbidden(RestError):
 class Need(enum.Enum):
     OPEN = "open"
     TOPIC_LOOKUP = "topic lookup"
+    NAMESPACE_ACTION = "namespace permission"
     TENANT_ADMIN = "tenant admin"
     SUPER_USER = "super user"
 
@@ -69,6 +79,8 @@ class Requirement:
     need: Need
     tenant: str | None = None
     topic: TopicName | None = None
+    namespace: NamespaceName | None = None
+    action: AuthAction | None = None
 
 
 def requirement_for(route_path: str, method: str, params: Mapping[str, Any]) -> Requirement:
@@ -79,6 +91,15 @@ def requirement_for(route_path: str, method: str, params: Mapping[str, Any]) -> 
     tenant = params.get("tenant")
     if not isinstance(tenant, str):
         return Requirement(Need.SUPER_USER)
+    if route_path.startswith(NAMESPACE_ACTION_PATHS):
+        action = _KIND_ACTIONS.get(str(params.get("kinds")))
+        try:
+            namespace = NamespaceName.of(tenant, str(params.get("namespace")))
+        except MagnetarError:
+            namespace = None
+        if action is not None and namespace is not None:
+            return Requirement(Need.NAMESPACE_ACTION, tenant, namespace=namespace, action=action)
+        return Requirement(Need.TENANT_ADMIN, tenant)
     topic = _topic(route_path, params)
     last = route_path.rstrip("/").rsplit("/", 1)[-1]
     if topic is not None and (
@@ -115,8 +136,9 @@ def request_guard(service: BrokerService) -> Callable[[Request], Coroutine[Any, 
         if route_path in OPEN_PATHS:
             return
         try:
+            tls = (request.scope.get("extensions") or {}).get("tls") or {}
             identity = service.authentication.authenticate_http(
-                request.headers, service.clock.now_ms() / 1000
+                request.headers, service.clock.now_ms() / 1000, tls.get("peer_certificate")
             )
         except AuthenticationError as exc:
             raise Unauthenticated(f"Authentication required: {exc}") from None
@@ -132,16 +154,23 @@ def request_guard(service: BrokerService) -> Callable[[Request], Coroutine[Any, 
         elif need.need is Need.TOPIC_LOOKUP:
             assert need.topic is not None
             allowed = await access.allows_topic(role, need.topic, TopicOperation.LOOKUP)
+        elif need.need is Need.NAMESPACE_ACTION:
+            assert need.namespace is not None and need.action is not None
+            allowed = await access.allows_namespace_action(role, need.namespace, need.action)
         elif need.need is Need.TENANT_ADMIN:
             assert need.tenant is not None
             allowed = await access.is_tenant_admin(role, need.tenant)
         else:
             allowed = access.authorizer.is_super_user(role)
         if not allowed:
-            what = need.topic.full_name if need.topic else need.tenant or "this broker"
+            if need.action is not None:
+                needs = f"tenant admin of {need.tenant} or {need.action.value} on {need.namespace}"
+            else:
+                what = need.topic.full_name if need.topic else need.tenant or "this broker"
+                needs = f"{need.need.value} of {what}"
             raise Forbidden(
                 f"Client with role {role!r} is not authorized to {request.method} "
-                f"{request.url.path} (needs {need.need.value} of {what})"
+                f"{request.url.path} (needs {needs})"
             )
 
     return guard

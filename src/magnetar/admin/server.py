@@ -51,6 +51,50 @@ class HttpsSettings:
         return options
 
 
+PEER_CERTIFICATE_KEY = "peer_certificate"
+"""Key in ``scope["extensions"]["tls"]`` of the client certificate an HTTPS request came
+with (``ssl.SSLSocket.getpeercert()``'s dict, verified against the trusted CA)."""
+
+
+def _certificate_recording_protocol(certificates: dict[tuple[str, int], Any]) -> Any:
+    """uvicorn's h11 protocol, recording each TLS connection's verified client
+    certificate under its client address while the connection is open."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class CertificateRecordingProtocol(H11Protocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            cert = transport.get_extra_info("peercert")
+            if cert and self.client is not None:
+                certificates[self.client] = cert
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.client is not None:
+                certificates.pop(self.client, None)
+            super().connection_lost(exc)
+
+    return CertificateRecordingProtocol
+
+
+class _WithPeerCertificates:
+    """ASGI wrapper putting the connection's client certificate in each request's scope
+    (``scope["extensions"]["tls"][PEER_CERTIFICATE_KEY]``), where the mTLS provider finds
+    it."""
+
+    def __init__(self, app: Any, certificates: dict[tuple[str, int], Any]) -> None:
+        self._app = app
+        self._certificates = certificates
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        client = scope.get("client")
+        cert = self._certificates.get(tuple(client)) if client else None
+        if cert is not None:
+            extensions = dict(scope.get("extensions") or {})
+            extensions["tls"] = {**extensions.get("tls", {}), PEER_CERTIFICATE_KEY: cert}
+            scope = {**scope, "extensions": extensions}
+        await self._app(scope, receive, send)
+
+
 def _server_class() -> Any:
     """The uvicorn server subclass (built on first use: uvicorn is imported lazily)."""
     import uvicorn
@@ -116,10 +160,15 @@ class AdminServer:
             ) from e
         self._sock = sock
         self.port = int(sock.getsockname()[1])
+        app, http = self.app, "h11"
+        if self.tls is not None and self.tls.trust_certs_file is not None:
+            certificates: dict[tuple[str, int], Any] = {}
+            app = _WithPeerCertificates(app, certificates)
+            http = _certificate_recording_protocol(certificates)
         config = uvicorn.Config(
-            self.app,
+            app,
             lifespan="off",
-            http="h11",
+            http=http,
             ws="none",
             interface="asgi3",
             log_level="warning",

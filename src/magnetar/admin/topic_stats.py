@@ -194,6 +194,16 @@ def subscription_stats(topic: Topic, name: str, earliest_publish_ms: int = 0) ->
         "filterRejectedMsgCount": 0,
         "filterRescheduledMsgCount": 0,
         "consumers": consumer_stats,
+        # dispatch throttling (``magnetar.auth.rate_limit``): the topic's counts are the
+        # topic's limiter's, shared by all its subscriptions
+        "dispatchThrottledMsgEventsBySubscriptionLimit": 0
+        if sub is None
+        else sub.dispatch_limiter.throttled_msg_events,
+        "dispatchThrottledBytesEventsBySubscriptionLimit": 0
+        if sub is None
+        else sub.dispatch_limiter.throttled_bytes_events,
+        "dispatchThrottledMsgEventsByTopicLimit": topic.dispatch_limiter.throttled_msg_events,
+        "dispatchThrottledBytesEventsByTopicLimit": topic.dispatch_limiter.throttled_bytes_events,
     }
 
 
@@ -255,6 +265,7 @@ def topic_stats(
         "msgOutCounter": sum(s["msgOutCounter"] for s in subs.values()),
         "msgChunkPublished": any(p.meters.chunked.total_count for p in topic.producers.values()),
         "publishRateLimitedTimes": topic.publish_limiter.limited_times,
+        "subscribeRateLimitedTimes": topic.subscribe_limiter.limited_times,
         "storageSize": ml.ledgers.total_size_bytes,
         "offloadedStorageSize": sum(s.size_bytes for s in ml.ledgers if s.offloaded),
         "backlogSize": 0 if slowest is None else ml.backlog_size_bytes(slowest),

@@ -70,8 +70,11 @@ class AuthenticationProvider(Protocol):
         """Raises AuthenticationError."""
         ...
 
-    def authenticate_http(self, authorization: str | None, now_s: float) -> AuthenticatedRole:
-        """Raises AuthenticationError (also when the header is not of this provider)."""
+    def authenticate_http(
+        self, authorization: str | None, peer_cert: PeerCertificate | None, now_s: float
+    ) -> AuthenticatedRole:
+        """Raises AuthenticationError (also when the header is not of this provider).
+        ``peer_cert``: the verified client certificate of an HTTPS request, if any."""
         ...
 
 
@@ -105,7 +108,9 @@ class TokenProvider:
             raise AuthenticationError(str(exc)) from None
         return AuthenticatedRole(role, self.name, expires_at_s)
 
-    def authenticate_http(self, authorization: str | None, now_s: float) -> AuthenticatedRole:
+    def authenticate_http(
+        self, authorization: str | None, peer_cert: PeerCertificate | None, now_s: float
+    ) -> AuthenticatedRole:
         if not authorization or not authorization.startswith("Bearer "):
             raise AuthenticationError("no bearer token")
         return self.authenticate(authorization[len("Bearer ") :].encode(), None, now_s)
@@ -134,7 +139,9 @@ class BasicProvider:
             raise AuthenticationError("unknown user or wrong password")
         return AuthenticatedRole(user, self.name)
 
-    def authenticate_http(self, authorization: str | None, now_s: float) -> AuthenticatedRole:
+    def authenticate_http(
+        self, authorization: str | None, peer_cert: PeerCertificate | None, now_s: float
+    ) -> AuthenticatedRole:
         if not authorization or not authorization.startswith("Basic "):
             raise AuthenticationError("no basic credentials")
         try:
@@ -173,8 +180,15 @@ class TlsProvider:
             raise AuthenticationError("the client certificate has no common name (CN)")
         return AuthenticatedRole(role, self.name)
 
-    def authenticate_http(self, authorization: str | None, now_s: float) -> AuthenticatedRole:
-        raise AuthenticationError("tls authentication needs HTTPS")
+    def authenticate_http(
+        self, authorization: str | None, peer_cert: PeerCertificate | None, now_s: float
+    ) -> AuthenticatedRole:
+        if not peer_cert:
+            raise AuthenticationError(
+                "no trusted client certificate (tls authentication over HTTP needs the HTTPS "
+                "port with --tls-trust-certs-file)"
+            )
+        return self.authenticate(b"", peer_cert, now_s)
 
 
 def _build_provider(name: ProviderName, config: AuthConfig) -> AuthenticationProvider:
@@ -252,8 +266,15 @@ class AuthenticationService:
             )
         return provider.authenticate(data, peer_cert, now_s)
 
-    def authenticate_http(self, headers: Mapping[str, str], now_s: float) -> AuthenticatedRole:
-        """The role of an HTTP request from its headers (case-insensitive mapping).
+    def authenticate_http(
+        self,
+        headers: Mapping[str, str],
+        now_s: float,
+        peer_cert: PeerCertificate | None = None,
+    ) -> AuthenticatedRole:
+        """The role of an HTTP request from its headers (case-insensitive mapping) and,
+        over HTTPS, its verified client certificate (the ``tls`` provider's role: the CN).
+        Providers are tried in their configured order.
 
         Raises AuthenticationError."""
         if not self.enabled:
@@ -268,11 +289,11 @@ class AuthenticationService:
             provider = self._providers.get(method)
             if provider is None:
                 raise AuthenticationError(f"unknown authentication method {method!r}")
-            return provider.authenticate_http(authorization, now_s)
+            return provider.authenticate_http(authorization, peer_cert, now_s)
         failure: AuthenticationError | None = None
         for provider in self._providers.values():
             try:
-                return provider.authenticate_http(authorization, now_s)
+                return provider.authenticate_http(authorization, peer_cert, now_s)
             except AuthenticationError as exc:
                 if provider.scheme and (authorization or "").startswith(provider.scheme):
                     failure = exc  # the reason worth telling: this provider's own header

@@ -161,6 +161,38 @@ class Authorizer:
             return AuthAction.CONSUME in granted
         return AuthAction.PRODUCE in granted or AuthAction.CONSUME in granted
 
+    def allows_namespace_action(
+        self,
+        role: str | None,
+        action: AuthAction,
+        admin_roles: Iterable[str],
+        policies: AuthPolicies,
+    ) -> bool:
+        """Whether ``role`` may manage the namespace's functions, sources, sinks or packages
+        (``action``): tenant admin, or ``action`` granted on the namespace itself (Pulsar's
+        ``allowFunctionOps``/``allowSourceOps``/``allowSinkOps``; topic grants do not count)."""
+        if self.is_tenant_admin(role, admin_roles):
+            return True
+        return role is not None and action in policies.namespace_auth.get(role, frozenset())
+
+
+def original_principal_refusal(
+    role: str | None, original_principal: str | None, proxy_roles: frozenset[str]
+) -> str | None:
+    """Why a connection authenticated as ``role`` may not act for ``original_principal``
+    (None: it may), as Pulsar's ``isValidOriginalPrincipal``: a proxy role must name an
+    original principal that is not itself a proxy role; any other role must name none."""
+    original = (original_principal or "").strip()
+    if role is not None and role in proxy_roles:
+        if not original:
+            return "originalPrincipal must be provided when connecting with a proxy role"
+        if original in proxy_roles:
+            return "originalPrincipal cannot be a proxy role"
+        return None
+    if original:
+        return "cannot specify originalPrincipal when connecting without a valid proxy role"
+    return None
+
 
 # --- editing the stored JSON (grant and revoke) --------------------------------------------
 

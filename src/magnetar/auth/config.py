@@ -81,6 +81,10 @@ class AuthConfig:
     ``authenticationRefreshCheckSeconds``); see :mod:`magnetar.auth.refresh`."""
     authorization_enabled: bool = False
     super_user_roles: frozenset[str] = frozenset()
+    proxy_roles: frozenset[str] = frozenset()
+    """Pulsar's ``proxyRoles``: a connection authenticated as one of these acts for the
+    ``original_principal`` its CONNECT names, and both must be authorized
+    (:func:`magnetar.auth.authorization.original_principal_refusal`)."""
 
     def validate(self) -> None:
         """Raises :class:`AuthConfigError` when a setting cannot work."""

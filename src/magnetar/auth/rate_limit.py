@@ -9,6 +9,13 @@ takes. Over any window longer than a second the accepted rate is the configured 
 :class:`PublishRateLimiter` combines a message bucket and a byte bucket (Pulsar's
 ``publishThrottlingRateInMsg`` / ``publishThrottlingRateInByte``; 0 or less = no limit) and
 counts how often it throttled (``publishRateLimitedTimes``). Pure: callers pass the time.
+
+:class:`DispatchRateLimiter` does the same for what a topic (or one subscription) sends to
+its consumers (Pulsar's ``dispatchRate`` / ``subscriptionDispatchRate``): the dispatcher
+reads no more than the rate allows and waits while it is used up.
+
+:class:`SubscribeRateLimiter` holds back SUBSCRIBEs from one client address beyond
+Pulsar's ``subscribeRate`` (per period, 30 s by default).
 """
 
 from __future__ import annotations
@@ -17,18 +24,24 @@ from dataclasses import dataclass
 
 
 class TokenBucket:
-    """``rate_per_s`` tokens per second, at most ``rate_per_s`` held (a one-second burst)."""
+    """``rate_per_s`` tokens per second, at most ``capacity`` held (default ``rate_per_s``:
+    a one-second burst); starts full."""
 
-    def __init__(self, rate_per_s: float, now_s: float) -> None:
+    def __init__(self, rate_per_s: float, now_s: float, capacity: float | None = None) -> None:
         assert rate_per_s > 0, "a bucket needs a positive rate"
         self.rate_per_s = rate_per_s
-        self._tokens = rate_per_s
+        self.capacity = rate_per_s if capacity is None else capacity
+        self._tokens = self.capacity
         self._at_s = now_s
 
     def _refill(self, now_s: float) -> None:
         elapsed_s = max(0.0, now_s - self._at_s)
-        self._tokens = min(self.rate_per_s, self._tokens + elapsed_s * self.rate_per_s)
+        self._tokens = min(self.capacity, self._tokens + elapsed_s * self.rate_per_s)
         self._at_s = max(self._at_s, now_s)
+
+    def is_full(self, now_s: float) -> bool:
+        self._refill(now_s)
+        return self._tokens >= self.capacity
 
     def consume(self, amount: float, now_s: float) -> float:
         """Take ``amount`` tokens; the seconds until the bucket is out of debt (0: none)."""
@@ -85,3 +98,182 @@ class PublishRateLimiter:
         if pause_s > 0:
             self.limited_times += 1
         return pause_s
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchRate:
+    """Pulsar's ``DispatchRate``: ``msgs`` messages and ``size_bytes`` bytes per
+    ``period_s`` seconds (0 or less: no limit on that measure)."""
+
+    msgs: int = 0
+    size_bytes: int = 0
+    period_s: int = 1
+
+    @property
+    def limited(self) -> bool:
+        return self.msgs > 0 or self.size_bytes > 0
+
+
+NO_DISPATCH_LIMIT = DispatchRate()
+_ROUNDING = 1e-6
+"""Refills are sums of float products: 0.999999... tokens count as one message, so that
+waiting :meth:`DispatchRateLimiter.pause_s` (to one whole token) always makes progress."""
+
+
+class DispatchRateLimiter:
+    """The dispatch limit of one topic (all its subscriptions together) or of one
+    subscription, as Pulsar's ``DispatchRateLimiter``: a dispatcher asks
+    :meth:`permits` before reading — how many messages it may read now (None: no limit), or
+    0 and :meth:`pause_s` to wait — and reports what it sent with :meth:`on_dispatch`. A
+    read may overshoot (an entry is a whole batch; bytes are known only once read): the
+    bucket goes into debt and the next read waits for it to be refilled, so over windows
+    longer than a second the dispatched rate is the configured one. Pure: callers pass the
+    time."""
+
+    def __init__(self) -> None:
+        self.rate = NO_DISPATCH_LIMIT
+        self._msgs: TokenBucket | None = None
+        self._bytes: TokenBucket | None = None
+        self.throttled_msg_events = 0
+        """Reads held back because the message rate was used up (Pulsar's
+        ``dispatchThrottledMsgEvents…``)."""
+        self.throttled_bytes_events = 0
+        """Reads held back because the byte rate was used up."""
+        self._msgs_per_entry: float | None = None
+        self._last_entries = 1
+        """Messages per entry of the last dispatch (batches), to turn permits into entries."""
+        self._bytes_per_msg = 0.0
+        """Average message size of the last dispatch (to turn bytes left into messages)."""
+
+    def configure(self, rate: DispatchRate, now_s: float) -> None:
+        """Apply a (changed) rate; an unchanged one keeps the buckets' state."""
+        if rate == self.rate:
+            return
+        self.rate = rate
+        period_s = max(1, rate.period_s)
+        self._msgs = TokenBucket(rate.msgs / period_s, now_s) if rate.msgs > 0 else None
+        self._bytes = (
+            TokenBucket(rate.size_bytes / period_s, now_s) if rate.size_bytes > 0 else None
+        )
+
+    def permits(self, now_s: float) -> int | None:
+        """Messages the dispatcher may read now: None for no message limit, 0 when it must
+        wait :meth:`pause_s` (counted as a throttling event)."""
+        by_bytes: int | None = None
+        if self._bytes is not None:
+            if self._bytes.consume(0, now_s) > 0:
+                self.throttled_bytes_events += 1
+                return 0
+            if self._bytes_per_msg > 0:  # what the bytes left allow, at the sizes seen
+                by_bytes = max(1, int(self._bytes.tokens / self._bytes_per_msg))
+        if self._msgs is None:
+            return by_bytes
+        self._msgs.consume(0, now_s)
+        available = int(self._msgs.tokens + _ROUNDING)
+        if available <= 0:
+            self.throttled_msg_events += 1
+            return 0
+        return available if by_bytes is None else min(available, by_bytes)
+
+    def pause_s(self, now_s: float) -> float:
+        """Seconds until both buckets hold at least one message's / byte's worth."""
+        pause_s = 0.0
+        for bucket in (self._msgs, self._bytes):
+            if bucket is not None:
+                bucket.consume(0, now_s)
+                missing = 1.0 - bucket.tokens
+                if missing > _ROUNDING:
+                    pause_s = max(pause_s, missing / bucket.rate_per_s)
+        return pause_s
+
+    def entries_for(self, messages: int) -> int:
+        """How many entries to read for ``messages`` permits, at the messages per entry
+        (batch size) seen so far — as Pulsar reads ``permits / avgMessagesPerEntry``; at
+        least one, and one until a dispatch has shown the batch size; at most twice as
+        many as the last dispatch sent."""
+        if self._msgs_per_entry is None:
+            return 1  # one entry first, to learn the batch size before reading more
+        by_size = max(1, int(messages / self._msgs_per_entry))
+        # batch sizes vary (a producer's first batches are small): grow reads at most
+        # twofold from one dispatch to the next, so one misjudged size overshoots little
+        return min(by_size, 2 * self._last_entries)
+
+    def on_dispatch(self, messages: int, size_bytes: int, now_s: float, entries: int = 1) -> None:
+        """Account what was sent to consumers (``entries`` entries holding ``messages``)."""
+        if entries > 0 and messages > 0:
+            self._msgs_per_entry = messages / entries
+            self._last_entries = entries
+        if self._msgs is not None:
+            self._msgs.consume(messages, now_s)
+        if self._bytes is not None:
+            self._bytes.consume(size_bytes, now_s)
+            if messages > 0:
+                self._bytes_per_msg = size_bytes / messages
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeRate:
+    """Pulsar's ``SubscribeRate``: ``per_consumer`` subscribes per ``period_s`` seconds from
+    one client address (0 or less: no limit)."""
+
+    per_consumer: int = 0
+    period_s: int = 30
+
+    @property
+    def limited(self) -> bool:
+        return self.per_consumer > 0
+
+
+NO_SUBSCRIBE_LIMIT = SubscribeRate()
+SUBSCRIBE_BUCKETS_MAX = 10_000
+"""Client addresses a topic's subscribe limiter tracks at most; beyond, the fullest buckets
+(those nearest to holding nothing back) are dropped first."""
+
+
+class SubscribeRateLimiter:
+    """The subscribe rate of one topic, per client address (Pulsar's ``subscribeRate``):
+    a SUBSCRIBE over the rate is held back — answered once the rate allows it — rather than
+    refused. One bucket per address, holding one period's worth; a bucket refilled to the
+    full is forgotten (no state for addresses that stopped subscribing). Pure: callers pass
+    the time."""
+
+    def __init__(self) -> None:
+        self.rate = NO_SUBSCRIBE_LIMIT
+        self._buckets: dict[str, TokenBucket] = {}
+        self.limited_times = 0
+        """SUBSCRIBEs held back since the topic was loaded."""
+
+    def configure(self, rate: SubscribeRate) -> None:
+        """Apply a (changed) rate; a changed one starts every address afresh."""
+        if rate != self.rate:
+            self.rate = rate
+            self._buckets.clear()
+
+    def on_subscribe(self, address: str, now_s: float) -> float:
+        """Account one SUBSCRIBE from ``address``; the seconds it must wait (0: none)."""
+        rate = self.rate
+        if not rate.limited:
+            return 0.0
+        self._forget_full(now_s)
+        bucket = self._buckets.get(address)
+        if bucket is None:
+            period_s = max(1, rate.period_s)
+            bucket = TokenBucket(rate.per_consumer / period_s, now_s, rate.per_consumer)
+            self._buckets[address] = bucket
+        wait_s = bucket.consume(1, now_s)
+        if wait_s > 0:
+            self.limited_times += 1
+        return wait_s
+
+    def _forget_full(self, now_s: float) -> None:
+        buckets = self._buckets
+        if len(buckets) < 64:
+            return
+        for address in [a for a, b in buckets.items() if b.is_full(now_s)]:
+            del buckets[address]
+        while len(buckets) >= SUBSCRIBE_BUCKETS_MAX:
+            del buckets[max(buckets, key=lambda a: buckets[a].tokens)]
+
+    @property
+    def tracked_addresses(self) -> int:
+        return len(self._buckets)

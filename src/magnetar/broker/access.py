@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from magnetar.auth import AuthConfig, Authorizer, AuthPolicies, TopicOperation
+from magnetar.auth.authorization import AuthAction
 from magnetar.broker.policies import NAMESPACE_POLICIES_ROOT, PolicyCache
 from magnetar.common.errors import AuthorizationError, TopicNotFound
 from magnetar.common.names import NamespaceName, TopicName
@@ -71,6 +72,18 @@ class AccessControl:
         if topic.is_partition:
             names.append(topic.partitioned_topic.full_name)
         return self.authorizer.allows_topic(role, operation, names, admin_roles, auth, subscription)
+
+    async def allows_namespace_action(
+        self, role: str | None, namespace: NamespaceName, action: AuthAction
+    ) -> bool:
+        """Tenant admin, or ``action`` (functions, sources, sinks, packages) granted to
+        ``role`` on ``namespace``; read fresh, so a revocation counts at the next request."""
+        if self.authorizer.is_super_user(role):
+            return True
+        admin_roles = await self.tenant_admin_roles(namespace.tenant)
+        policies = await self._policies.namespace(namespace, fresh=True)
+        auth = AuthPolicies.from_json(policies.auth_policies if policies else None)
+        return self.authorizer.allows_namespace_action(role, action, admin_roles, auth)
 
     async def check_namespace(self, role: str | None, namespace: NamespaceName) -> None:
         """Listing a namespace's topics: tenant admin, or produce or consume granted on the

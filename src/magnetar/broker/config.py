@@ -59,6 +59,11 @@ class BrokerConfig:
     it, a connection holding part of a frame stops reading until the total falls below."""
     partial_frame_timeout_ms: int = DEFAULT_PARTIAL_FRAME_TIMEOUT_MS
     """A frame not completely read this long after its first byte closes its connection."""
+    max_connections: int = 0
+    """Pulsar's ``brokerMaxConnections`` (0 = no limit): connections beyond it are
+    answered Error ``NotAllowedError`` and closed."""
+    max_connections_per_ip: int = 0
+    """Pulsar's ``brokerMaxConnectionsPerIp`` (0 = no limit), per client IP address."""
     dispatch_entries_max: int = 100
     """Entries read per dispatch round of one subscription."""
     unacked_entries_per_consumer_max: int = 50_000

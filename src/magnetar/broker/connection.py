@@ -83,6 +83,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SERVER_VERSION = f"Magnetar-{__version__}"
+CONNECTION_REFUSED_REQUEST_ID = 2**64 - 1
+"""Request id of the Error refusing a connection over a connection limit (Pulsar's -1)."""
 _connection_ids = itertools.count(1)
 
 
@@ -101,6 +103,10 @@ class ServerConnection(asyncio.Protocol):
         self.protocol_version = 0
         self.client_version = ""
         self.address = ""
+        self.peer_ip = ""
+        """The client's IP address ("" when unknown)."""
+        self._admitted_ip: str | None = None
+        """The client's IP once the connection limits admitted it (released on close)."""
         self.supports_broker_entry_metadata = False
         self.auth = ConnectionAuth(self, SERVER_VERSION)
         """The client's role, the refresh of its credentials, authorization checks."""
@@ -133,7 +139,20 @@ class ServerConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = self.transport.get_extra_info("peername")
         self.address = f"{peer[0]}:{peer[1]}" if peer else ""
-        self.service.connection_opened(self)
+        ip = self.peer_ip = str(peer[0]) if peer else ""
+        refused = self.service.connection_opened(self, ip)
+        if refused is not None:  # over brokerMaxConnections(PerIp): told, then closed
+            log.info("connection %s: refused: %s", self.address, refused)
+            self.send_command(
+                Error(
+                    request_id=CONNECTION_REFUSED_REQUEST_ID,
+                    error=ServerError.NotAllowedError,
+                    message=refused,
+                )
+            )
+            self.close()
+            return
+        self._admitted_ip = ip
         self._schedule_keepalive()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -154,7 +173,9 @@ class ServerConnection(asyncio.Protocol):
         for consumer in list(self.consumers.values()):
             self._spawn(consumer.subscription.remove_consumer(consumer))
         self.consumers.clear()
-        self.service.connection_closed(self)
+        if self._admitted_ip is not None:
+            self.service.connection_closed(self, self._admitted_ip)
+            self._admitted_ip = None
 
     def pause_writing(self) -> None:
         self._writable.clear()

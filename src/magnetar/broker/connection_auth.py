@@ -6,7 +6,10 @@
   ``AuthenticationError`` (request id 2^64-1, Pulsar's -1) and the connection is closed.
 * Expiring credentials (a token's ``exp``) are checked every ``auth.refresh_check_s`` and
   refreshed with AUTH_CHALLENGE/AUTH_RESPONSE (:mod:`magnetar.auth.refresh`).
-* Requests are authorized against the role (``service.access``).
+* Requests are authorized against the role (``service.access``); behind a proxy role
+  (``auth.proxy_roles``), against CONNECT's ``original_principal`` too. A proxy role
+  without an original principal, or another role naming one, is refused at CONNECT with
+  Error ``AuthorizationError`` ("Invalid roles: ...") and closed, as Pulsar does.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from magnetar.auth import UNAUTHENTICATED, TopicOperation
+from magnetar.auth.authorization import original_principal_refusal
 from magnetar.auth.refresh import REFRESH_AUTH_DATA, Challenge, Close, CredentialRefresh
 from magnetar.common.clock import Timer
 from magnetar.common.errors import AuthenticationError, ProtocolError, ServerError
@@ -39,6 +43,9 @@ class ConnectionAuth:
         self._server_version = server_version
         self.identity = UNAUTHENTICATED
         """Who the client authenticated as (role None while authentication is off)."""
+        self.original_principal: str | None = None
+        """A proxy role's client (CONNECT's ``original_principal``): it is authorized
+        too, besides the proxy role (:attr:`roles`)."""
         self._refresh: CredentialRefresh | None = None
         self._timer: Timer | None = None
 
@@ -76,6 +83,30 @@ class ConnectionAuth:
         except AuthenticationError as exc:
             self._refuse(str(exc))
             return False
+        if service.access.enabled:
+            refused = original_principal_refusal(
+                self.identity.role, cmd.original_principal, service.config.auth.proxy_roles
+            )
+            if refused is not None:
+                conn = self._conn
+                log.info(
+                    "connection %s: role %r with originalPrincipal %r refused: %s",
+                    conn.address,
+                    self.identity.role,
+                    cmd.original_principal,
+                    refused,
+                )
+                conn.send_command(
+                    Error(
+                        request_id=AUTH_FAILED_REQUEST_ID,
+                        error=ServerError.AuthorizationError,
+                        message=f"Invalid roles: {refused}",
+                    )
+                )
+                conn.close()
+                return False
+            if cmd.original_principal:
+                self.original_principal = cmd.original_principal.strip()
         if self.identity.expires_at_s is not None:
             flags = cmd.feature_flags
             self._refresh = CredentialRefresh(
@@ -136,15 +167,23 @@ class ConnectionAuth:
 
     # --- authorization ----------------------------------------------------------------
 
+    @property
+    def roles(self) -> tuple[str | None, ...]:
+        """The roles every request is authorized for: the connection's, and behind a
+        proxy role the original principal's as well (both must be allowed, as Pulsar)."""
+        if self.original_principal is None:
+            return (self.identity.role,)
+        return (self.identity.role, self.original_principal)
+
     async def check_topic(
         self, topic: str, operation: TopicOperation, subscription: str | None = None
     ) -> None:
-        """Raises AuthorizationError unless this connection's role may do ``operation``."""
+        """Raises AuthorizationError unless this connection's roles may do ``operation``."""
         access = self._conn.service.access
         if access.enabled:
-            await access.check_topic(
-                self.identity.role, TopicName.parse(topic), operation, subscription
-            )
+            name = TopicName.parse(topic)
+            for role in self.roles:
+                await access.check_topic(role, name, operation, subscription)
 
     async def authorized(
         self, topic: str, operation: TopicOperation, work: Coroutine[Any, Any, Command]
@@ -162,4 +201,6 @@ class ConnectionAuth:
         """Raises AuthorizationError unless the role may list ``namespace``'s topics."""
         access = self._conn.service.access
         if access.enabled:
-            await access.check_namespace(self.identity.role, NamespaceName.parse(namespace))
+            name = NamespaceName.parse(namespace)
+            for role in self.roles:
+                await access.check_namespace(role, name)

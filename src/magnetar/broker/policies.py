@@ -45,7 +45,14 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 from urllib.parse import quote, unquote
 
-from magnetar.auth.rate_limit import NO_LIMIT, PublishRate
+from magnetar.auth.rate_limit import (
+    NO_DISPATCH_LIMIT,
+    NO_LIMIT,
+    NO_SUBSCRIBE_LIMIT,
+    DispatchRate,
+    PublishRate,
+    SubscribeRate,
+)
 from magnetar.broker.config import BrokerConfig
 from magnetar.common.errors import MagnetarError, MetadataError
 from magnetar.common.names import NamespaceName, TopicName
@@ -515,6 +522,15 @@ class EffectivePolicies:
     publish_rate: PublishRate = NO_LIMIT
     """Topic ``publishRate``, else the namespace's ``publishMaxMessageRate`` for this
     cluster (:func:`publish_rate_of`)."""
+    dispatch_rate: DispatchRate = NO_DISPATCH_LIMIT
+    """All subscriptions of the topic together: topic ``dispatchRate``, else the
+    namespace's ``topicDispatchRate`` for this cluster (:func:`dispatch_rate_of`)."""
+    subscription_dispatch_rate: DispatchRate = NO_DISPATCH_LIMIT
+    """Each subscription of the topic: topic ``subscriptionDispatchRate``, else the
+    namespace's ``subscriptionDispatchRate`` for this cluster."""
+    subscribe_rate: SubscribeRate = NO_SUBSCRIBE_LIMIT
+    """SUBSCRIBEs per client address: topic ``subscribeRate``, else the namespace's
+    ``clusterSubscribeRate`` for this cluster (:func:`subscribe_rate_of`)."""
 
 
 def publish_rate_of(value: Any) -> PublishRate | None:
@@ -529,6 +545,38 @@ def publish_rate_of(value: Any) -> PublishRate | None:
     if not isinstance(msgs, int) or not isinstance(size, int):
         return None
     return PublishRate(msgs_per_s=msgs, bytes_per_s=size)
+
+
+def dispatch_rate_of(value: Any) -> DispatchRate | None:
+    """Pulsar's ``DispatchRate`` JSON (``dispatchThrottlingRateInMsg``,
+    ``dispatchThrottlingRateInByte``, ``ratePeriodInSecond``); None when absent or
+    malformed (no limit)."""
+    if not isinstance(value, dict):
+        return None
+    msgs = value.get("dispatchThrottlingRateInMsg", 0)
+    size = value.get("dispatchThrottlingRateInByte", 0)
+    period = value.get("ratePeriodInSecond", 1)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (msgs, size, period)):
+        return None
+    return DispatchRate(msgs=msgs, size_bytes=size, period_s=max(1, period))
+
+
+def subscribe_rate_of(value: Any) -> SubscribeRate | None:
+    """Pulsar's ``SubscribeRate`` JSON (``subscribeThrottlingRatePerConsumer``,
+    ``ratePeriodInSecond``, 30 by default); None when absent or malformed (no limit)."""
+    if not isinstance(value, dict):
+        return None
+    per_consumer = value.get("subscribeThrottlingRatePerConsumer", 0)
+    period = value.get("ratePeriodInSecond", 30)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (per_consumer, period)):
+        return None
+    return SubscribeRate(per_consumer=per_consumer, period_s=max(1, period))
+
+
+def _per_cluster(ns: Policies, key: str, cluster: str) -> Any:
+    """A namespace policy stored per cluster (``{cluster: value}``), this cluster's."""
+    values = ns.extra.get(key)
+    return values.get(cluster) if isinstance(values, dict) else None
 
 
 def _first(*values: Any) -> Any:
@@ -582,8 +630,24 @@ def resolve(
         else None,
         NO_LIMIT,
     )
+    cluster = defaults.cluster_name
     return EffectivePolicies(
         publish_rate=publish_rate,
+        dispatch_rate=_first(
+            dispatch_rate_of(tp.extra.get("dispatchRate")),
+            dispatch_rate_of(_per_cluster(ns, "topicDispatchRate", cluster)),
+            NO_DISPATCH_LIMIT,
+        ),
+        subscription_dispatch_rate=_first(
+            dispatch_rate_of(tp.extra.get("subscriptionDispatchRate")),
+            dispatch_rate_of(_per_cluster(ns, "subscriptionDispatchRate", cluster)),
+            NO_DISPATCH_LIMIT,
+        ),
+        subscribe_rate=_first(
+            subscribe_rate_of(tp.extra.get("subscribeRate")),
+            subscribe_rate_of(_per_cluster(ns, "clusterSubscribeRate", cluster)),
+            NO_SUBSCRIBE_LIMIT,
+        ),
         retention_time_ms=_minutes_ms(retention.retention_time_minutes),
         retention_size_bytes=_mb_bytes(retention.retention_size_mb),
         message_ttl_ms=ttl_s * 1000 if ttl_s > 0 else -1,

@@ -44,6 +44,7 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from magnetar.auth import AuthenticationService
+from magnetar.auth.connection_limit import ConnectionLimiter
 from magnetar.broker.access import AccessControl
 from magnetar.broker.compactor import Compactor
 from magnetar.broker.config import BrokerConfig
@@ -134,6 +135,10 @@ class BrokerService:
         self._taken_over: set[str] = set()
         """Topics being unloaded because another broker fenced their ledger."""
         self._connections: set[ServerConnection] = set()
+        self.connection_limiter = ConnectionLimiter(
+            config.max_connections, config.max_connections_per_ip
+        )
+        """``brokerMaxConnections`` / ``brokerMaxConnectionsPerIp``."""
         self._server: asyncio.Server | None = None
         self._tls_server: asyncio.Server | None = None
         self._producer_names = itertools.count()
@@ -303,11 +308,18 @@ class BrokerService:
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         self.track(asyncio.get_running_loop().create_task(coro))
 
-    def connection_opened(self, conn: ServerConnection) -> None:
-        self._connections.add(conn)
+    def connection_opened(self, conn: ServerConnection, ip: str) -> str | None:
+        """Admit a new connection from ``ip``: None, or why it is refused (over a
+        connection limit; then it is not counted and must be closed)."""
+        refused = self.connection_limiter.admit(ip)
+        if refused is None:
+            self._connections.add(conn)
+        return refused
 
-    def connection_closed(self, conn: ServerConnection) -> None:
+    def connection_closed(self, conn: ServerConnection, ip: str) -> None:
+        """An admitted connection closed."""
         self._connections.discard(conn)
+        self.connection_limiter.release(ip)
 
     @property
     def connection_count(self) -> int:

@@ -31,6 +31,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from magnetar.auth.rate_limit import DispatchRateLimiter
 from magnetar.broker import subscription_rules as rules
 from magnetar.broker.consumer import Consumer, PendingEntries
 from magnetar.broker.delayed_delivery import DelayedDeliveryFull, DelayedDeliveryTracker
@@ -151,6 +152,10 @@ class Subscription:
         """Fires the selector's pending failover activation (Failover)."""
         self._orphan_timer: Timer | None = None
         self._delayed_timer: Timer | None = None
+        self._rate_timer: Timer | None = None
+        """Wakes the dispatcher when a used-up dispatch rate allows reading again."""
+        self.dispatch_limiter = DispatchRateLimiter()
+        """This subscription's own dispatch rate (policy ``subscriptionDispatchRate``)."""
         self._epoch = 0
         self.closed = False
         self.keep_when_empty = False
@@ -309,12 +314,18 @@ class Subscription:
         self._wake.set()
 
     def _cancel_timers(self) -> None:
-        for timer in (self._activation_timer, self._orphan_timer, self._delayed_timer):
+        for timer in (
+            self._activation_timer,
+            self._orphan_timer,
+            self._delayed_timer,
+            self._rate_timer,
+        ):
             if timer is not None:
                 timer.cancel()
         self._activation_timer = None
         self._orphan_timer = None
         self._delayed_timer = None
+        self._rate_timer = None
 
     # --- commands from consumers ---------------------------------------------------------
 
@@ -616,10 +627,14 @@ class Subscription:
         if not consumer.connection.writable:
             await consumer.connection.wait_writable()
             return True
+        budget = min(consumer.permits, self._config.dispatch_entries_max)
+        rate_permits = self._dispatch_rate_permits()
+        if rate_permits is not None:
+            if rate_permits == 0:
+                return False  # a wake-up is scheduled for when the rate allows
+            budget = min(budget, rate_permits)
         epoch = self._epoch
-        entries = await self._read_single_active(
-            min(consumer.permits, self._config.dispatch_entries_max), epoch
-        )
+        entries = await self._read_single_active(budget, epoch)
         if not entries:
             return False
         current = selector.active
@@ -630,11 +645,16 @@ class Subscription:
             or current.consumer_id != consumer.uid
         ):
             return True  # state changed during the read; the cursor was rewound meanwhile
+        messages = size_bytes = sent = 0
         for e in entries:
             item = _Item(e.position, e.data, e.messages)
             if not self._prepare(item):
                 continue
             consumer.send(item.position, item.data, item.messages, 0, item.ack_set)
+            messages += item.messages
+            size_bytes += len(item.data)
+            sent += 1
+        self._account_dispatch(messages, size_bytes, sent)
         return True
 
     async def _read_single_active(self, max_entries: int, epoch: int) -> list[LogEntry]:
@@ -713,6 +733,11 @@ class Subscription:
                     await c.connection.wait_writable()
             return True
         budget = min(sum(c.permits for c in permitted), self._config.dispatch_entries_max)
+        rate_permits = self._dispatch_rate_permits()
+        if rate_permits is not None:
+            if rate_permits == 0:
+                return False  # a wake-up is scheduled for when the rate allows
+            budget = min(budget, rate_permits)
         epoch = self._epoch
         sent = False
         if self._replay or (self._delayed is not None and self._delayed.has_due()):
@@ -764,6 +789,7 @@ class Subscription:
         limit_c = policies.max_unacked_messages_per_consumer
         limit_s = policies.max_unacked_messages_per_subscription
         total = sum(c.pending.messages for c in self.consumers.values()) if limit_s > 0 else 0
+        sent_messages = sent_bytes = sent_entries = 0
         if self._ring is not None:
             groups = self._ring.assign([i.messages for i in ready])
             assigned = set()
@@ -780,6 +806,9 @@ class Subscription:
                         self._replay[item.position] = 0
                         continue
                     total += item.messages
+                    sent_messages += item.messages
+                    sent_bytes += len(item.data)
+                    sent_entries += 1
                     consumer.send(
                         item.position,
                         item.data,
@@ -790,6 +819,7 @@ class Subscription:
             for i, item in enumerate(ready):
                 if i not in assigned:
                     self._replay[item.position] = 0
+            self._account_dispatch(sent_messages, sent_bytes, sent_entries)
             return bool(assigned)
         router = self._router
         assert router is not None
@@ -819,12 +849,54 @@ class Subscription:
                     self._replay[pos] = item.key_hash
                     continue
                 total += item.messages
+                sent_messages += item.messages
+                sent_bytes += len(item.data)
+                sent_entries += 1
                 consumer.send(pos, item.data, item.messages, self._tracker.count(pos), item.ack_set)
                 sent = True
         for deferred in routed.deferred:
             item = by_pos[deferred]
             self._replay[item.position] = item.key_hash
+        self._account_dispatch(sent_messages, sent_bytes, sent_entries)
         return sent
+
+    def _dispatch_rate_permits(self) -> int | None:
+        """Entries the dispatch rates (the topic's and this subscription's) allow reading
+        now (their message permits over the batch size seen): None for no limit; 0 when
+        used up, with a wake-up scheduled for when reading may go on (Pulsar's dispatch
+        throttling: the read waits, nothing is dropped)."""
+        topic_limiter, own = self.topic.dispatch_limiter, self.dispatch_limiter
+        rate = self.topic.policies.subscription_dispatch_rate
+        if own.rate is not rate:
+            own.configure(rate, self._clock.monotonic_s())
+        if not topic_limiter.rate.limited and not own.rate.limited:
+            return None
+        now_s = self._clock.monotonic_s()
+        permits: int | None = None
+        for limiter in (topic_limiter, own):
+            available = limiter.permits(now_s)
+            if available == 0:
+                if self._rate_timer is None:
+                    self._rate_timer = self._clock.call_later(
+                        limiter.pause_s(now_s), self._on_rate_timer
+                    )
+                return 0
+            if available is not None:
+                entries = limiter.entries_for(available)
+                permits = entries if permits is None else min(permits, entries)
+        return permits
+
+    def _on_rate_timer(self) -> None:
+        self._rate_timer = None
+        self._wake.set()
+
+    def _account_dispatch(self, messages: int, size_bytes: int, entries: int) -> None:
+        """Charge what was sent to the dispatch rates."""
+        topic_limiter, own = self.topic.dispatch_limiter, self.dispatch_limiter
+        if topic_limiter.rate.limited or own.rate.limited:
+            now_s = self._clock.monotonic_s()
+            topic_limiter.on_dispatch(messages, size_bytes, now_s, entries)
+            own.on_dispatch(messages, size_bytes, now_s, entries)
 
     def _schedule_delayed_wake(self) -> None:
         delayed = self._delayed

@@ -21,7 +21,11 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from magnetar.auth.rate_limit import PublishRateLimiter
+from magnetar.auth.rate_limit import (
+    DispatchRateLimiter,
+    PublishRateLimiter,
+    SubscribeRateLimiter,
+)
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.deduplication import DeduplicationState, SnapshotError, is_checked_send
 from magnetar.broker.policies import (
@@ -100,6 +104,13 @@ class Topic:
         """The topic's publish rate (policy ``publishRate``): over it, the publishing
         connection stops being read for a while (``magnetar.auth.rate_limit``)."""
         self.publish_limiter.configure(self.policies.publish_rate, service.clock.monotonic_s())
+        self.dispatch_limiter = DispatchRateLimiter()
+        """The topic's dispatch rate (policy ``dispatchRate``), shared by its subscriptions."""
+        self.dispatch_limiter.configure(self.policies.dispatch_rate, service.clock.monotonic_s())
+        self.subscribe_limiter = SubscribeRateLimiter()
+        """SUBSCRIBEs per client address (policy ``subscribeRate``): over it, a SUBSCRIBE
+        waits until the rate allows it."""
+        self.subscribe_limiter.configure(self.policies.subscribe_rate)
         self.name = name
         self.full_name = name.full_name
         self.partition_index = name.partition_index
@@ -161,6 +172,8 @@ class Topic:
         ledgers created from now on, deduplication on/off, and dispatch limits."""
         old, self.policies = self.policies, policies
         self.publish_limiter.configure(policies.publish_rate, self.service.clock.monotonic_s())
+        self.dispatch_limiter.configure(policies.dispatch_rate, self.service.clock.monotonic_s())
+        self.subscribe_limiter.configure(policies.subscribe_rate)
         self.ml.config = ml_config_for(self.ml.config, policies)
         storage = self.ml.storage
         if isinstance(storage, LedgerClientStorage):
@@ -490,7 +503,12 @@ class Topic:
 
     async def subscribe(self, conn: ServerConnection, cmd: Subscribe) -> Consumer:
         """Create the subscription if needed and attach a consumer; answers SUCCESS.
-        Raises ConsumerBusy / ConsumerAssignError / storage errors."""
+        Raises ConsumerBusy / ConsumerAssignError / storage errors. Over the topic's
+        subscribe rate for the client's address, waits until the rate allows it first."""
+        clock = self.service.clock
+        wait_s = self.subscribe_limiter.on_subscribe(conn.peer_ip, clock.monotonic_s())
+        if wait_s > 0:
+            await clock.sleep(wait_s)
         async with self._sub_lock:
             sub = self.subscriptions.get(cmd.subscription)
             read_compacted = await self.service.compactor.prepare_read_compacted(self, cmd)

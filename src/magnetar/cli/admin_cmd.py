@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import click
 
-from magnetar.cli.admin import permissions  # noqa: F401  (adds the grant/revoke commands)
+from magnetar.cli.admin import permissions, rates  # noqa: F401  (add commands to groups)
 from magnetar.cli.admin.clusters import bookies, brokers, clusters
 from magnetar.cli.admin.context import AdminContext, AdminContextHolder
 from magnetar.cli.admin.functions import functions, functions_worker, sinks, sources

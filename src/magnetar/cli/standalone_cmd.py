@@ -111,6 +111,13 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     "--super-user-roles", default="", metavar="ROLE,...", help="Roles allowed everything."
 )
 @click.option(
+    "--proxy-roles",
+    default="",
+    metavar="ROLE,...",
+    help="Roles of proxies (proxyRoles): they act for the originalPrincipal of CONNECT, and "
+    "both must be authorized.",
+)
+@click.option(
     "--metadata-url",
     default=None,
     help="zk://host:port[,host:port]/chroot: keep metadata in ZooKeeper instead of the "
@@ -163,6 +170,20 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     type=click.IntRange(min=1),
     help="Bytes all connections may hold in frames not yet completely read; past it, "
     "connections holding part of a frame stop reading until the total falls below.",
+)
+@click.option(
+    "--broker-max-connections",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Refuse client connections beyond this many (brokerMaxConnections; 0: no limit).",
+)
+@click.option(
+    "--broker-max-connections-per-ip",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Refuse a client IP's connections beyond this many (brokerMaxConnectionsPerIp).",
 )
 @click.option(
     "--partial-frame-timeout-ms",
@@ -226,6 +247,7 @@ def standalone(
     authentication_refresh_check_seconds: float,
     authorization_enabled: bool,
     super_user_roles: str,
+    proxy_roles: str,
     metadata_url: str | None,
     session_timeout_s: float,
     ensemble_size: int,
@@ -238,6 +260,8 @@ def standalone(
     max_message_size: int,
     partial_frame_bytes_max: int,
     partial_frame_timeout_ms: int,
+    broker_max_connections: int,
+    broker_max_connections_per_ip: int,
     failover_delay_ms: int,
     managed_ledger_max_entries_per_ledger: int,
     journal_skip_invalid_records: bool,
@@ -290,6 +314,7 @@ def standalone(
             refresh_check_s=authentication_refresh_check_seconds,
             authorization_enabled=authorization_enabled,
             super_user_roles=frozenset(r.strip() for r in super_user_roles.split(",") if r.strip()),
+            proxy_roles=frozenset(r.strip() for r in proxy_roles.split(",") if r.strip()),
         )
         AuthenticationService(auth)  # loads keys and files now: a bad one is one line, exit 2
     except AuthConfigError as exc:
@@ -333,6 +358,8 @@ def standalone(
             max_message_size_bytes=max_message_size,
             partial_frame_bytes_max=partial_frame_bytes_max,
             partial_frame_timeout_ms=partial_frame_timeout_ms,
+            max_connections=broker_max_connections,
+            max_connections_per_ip=broker_max_connections_per_ip,
             failover_delay_ms=failover_delay_ms,
             auth=auth,
         ),

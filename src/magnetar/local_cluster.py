@@ -309,12 +309,9 @@ class LocalCluster:
             f"broker-{index}", args, self.data_dir / f"broker-{index}.log", _BROKER_READY
         )
 
-    def first_exited(self) -> ClusterProcess | None:
-        """A child that has exited without being asked to, if any."""
-        for p in self.processes():
-            if p.proc is not None and p.proc.poll() is not None:
-                return p
-        return None
+    def exited(self) -> list[ClusterProcess]:
+        """The children that have exited (killed, crashed or stopped one by one)."""
+        return [p for p in self.processes() if p.proc is not None and p.proc.poll() is not None]
 
     def stop(self) -> None:
         """Brokers first (they flush cursors to the bookies), then bookies, then ZooKeeper."""

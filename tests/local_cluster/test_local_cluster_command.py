@@ -118,7 +118,19 @@ def test_two_brokers_three_bookies_serve_the_official_client_and_stop_on_ctrl_c(
     finally:
         client.close()
 
+    # A broker killed to watch a failover is reported; the rest of the cluster serves on.
     pids = cmd.child_pids()
+    os.kill(pids["broker-0"], signal.SIGKILL)
+    wait_until(lambda: "broker-0 exited with status -9" in "".join(cmd.err), timeout_s=30,
+               what="the report of broker-0's exit")  # fmt: skip
+    assert cmd.proc.poll() is None and all(_alive(p) for n, p in pids.items() if n != "broker-0")
+    client = pulsar.Client(service_url, operation_timeout_seconds=60)
+    try:
+        producer = client.create_producer(topic)
+        producer.send(b"after-kill")
+    finally:
+        client.close()
+
     assert cmd.interrupt() == 0
     wait_until(lambda: not any(_alive(p) for p in pids.values()), timeout_s=STOP_TIMEOUT_S,
                what="every child process to exit")  # fmt: skip
@@ -133,8 +145,8 @@ def test_two_brokers_three_bookies_serve_the_official_client_and_stop_on_ctrl_c(
         consumer = client.subscribe(
             topic, "sub-2", initial_position=pulsar.InitialPosition.Earliest
         )
-        got = [consumer.receive(timeout_millis=30_000).data().decode() for _ in range(50)]
-        assert got == [f"m-{i}" for i in range(50)]
+        got = [consumer.receive(timeout_millis=30_000).data().decode() for _ in range(51)]
+        assert got == [f"m-{i}" for i in range(50)] + ["after-kill"]
     finally:
         client.close()
     assert again.interrupt() == 0

@@ -11,7 +11,6 @@ from types import FrameType
 
 import click
 
-from magnetar.cli.output import fail
 from magnetar.cli.standalone_cmd import LOG_LEVELS
 from magnetar.local_cluster import LocalCluster, LocalClusterConfig
 
@@ -93,14 +92,17 @@ def local_cluster(
             f"admin {cluster.admin_url} metadata {cluster.metadata_url} "
             f"data {cluster.data_dir} ({elapsed_s:.1f} s)"
         )
+        reported: set[str] = set()
         while not stop.wait(CHILD_CHECK_INTERVAL_S):
-            exited = cluster.first_exited()
-            if exited is not None:
-                assert exited.proc is not None
-                fail(
-                    f"{exited.name} exited with status {exited.proc.returncode} "
-                    f"(see {exited.log_path}); stopping the cluster"
-                )
+            for p in cluster.exited():
+                if p.name not in reported:
+                    reported.add(p.name)
+                    assert p.proc is not None
+                    click.echo(
+                        f"{p.name} exited with status {p.proc.returncode} (see {p.log_path}); "
+                        "the other processes keep running",
+                        err=True,
+                    )
         click.echo("stopping the local cluster", err=True)
     finally:
         cluster.stop()

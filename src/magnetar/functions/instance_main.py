@@ -28,8 +28,8 @@ import sys
 from pathlib import Path
 
 from magnetar.common.clock import SystemClock
-from magnetar.functions.function_loader import PackageError, PreparedPackage, load_function
-from magnetar.functions.instance import FunctionInstance
+from magnetar.functions.function_loader import PackageError, PreparedPackage
+from magnetar.functions.instance_factory import InstanceMaker, load_instance
 from magnetar.functions.instance_spec import InstanceSpec
 from magnetar.functions.instance_stats import InstanceStats
 from magnetar.functions.instance_status import InstanceStatus
@@ -78,7 +78,7 @@ class _Reporter:
         self.write()
 
 
-async def _run(spec: InstanceSpec, reporter: _Reporter, process: object) -> int:
+async def _run(reporter: _Reporter, make_instance: InstanceMaker) -> int:
     clock = SystemClock()
     main = asyncio.current_task()
     assert main is not None
@@ -99,13 +99,7 @@ async def _run(spec: InstanceSpec, reporter: _Reporter, process: object) -> int:
             reporter.write()
 
     reporter_task = asyncio.create_task(report_periodically())
-    instance = FunctionInstance(
-        spec,
-        process,  # type: ignore[arg-type]
-        clock=clock,
-        stats=reporter.stats,
-        on_running=reporter.mark_running,
-    )
+    instance = make_instance()
     try:
         await instance.run()
         return 1
@@ -150,11 +144,16 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"error: unusable spec {args.spec}: {exc}", file=sys.stderr)
         return 2
-    stats = InstanceStats(SystemClock())
+    clock = SystemClock()
+    stats = InstanceStats(clock)
     reporter = _Reporter(spec, args.status, stats)
     try:
-        process = load_function(
-            PreparedPackage(args.package_root, args.venv), spec.config.class_name
+        make_instance = load_instance(
+            spec,
+            PreparedPackage(args.package_root, args.venv),
+            clock=clock,
+            stats=stats,
+            on_running=reporter.mark_running,
         )
     except PackageError as exc:
         reporter.error = str(exc)
@@ -164,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     reporter.write()
     code = 0
     with contextlib.suppress(KeyboardInterrupt):
-        code = asyncio.run(_run(spec, reporter, process))
+        code = asyncio.run(_run(reporter, make_instance))
     return code
 
 

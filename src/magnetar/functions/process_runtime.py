@@ -29,7 +29,8 @@ import signal
 from pathlib import Path
 
 from magnetar.common.clock import Clock, SystemClock
-from magnetar.functions.function_loader import PackageError, prepare_package
+from magnetar.functions.function_loader import PackageError
+from magnetar.functions.instance_factory import prepare_instance
 from magnetar.functions.instance_main import EXIT_PACKAGE_ERROR, read_status
 from magnetar.functions.instance_spec import InstanceSpec
 from magnetar.functions.instance_status import InstanceStatus
@@ -134,7 +135,7 @@ class ProcessRuntime:
     async def _supervise(self, spec: InstanceSpec) -> None:
         spec_file = spec.work_dir / "spec.json"
         try:
-            prepared = await prepare_package(spec.package_path, spec.work_dir)
+            prepared = await prepare_instance(spec)
             spec_file.write_text(json.dumps(spec.to_json()))
         except (PackageError, OSError) as exc:
             self._error = str(exc)

@@ -55,9 +55,7 @@ class PostgresServer:
     def start(self) -> None:
         data = self.dir / "data"
         self._run(_bin("initdb"), "-D", str(data), "-U", "magnetar", "--auth=trust", "-E", "UTF8")
-        options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir} -c fsync=off"
-        )
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir} -c fsync=off"
         self._run(
             _bin("pg_ctl"), "-D", str(data), "-l", str(self.dir / "server.log"),
             "-o", options, "-w", "-t", str(START_TIMEOUT_S), "start",

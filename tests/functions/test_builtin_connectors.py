@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 import pulsar
@@ -143,12 +143,12 @@ def test_file_source_sends_each_line_once_across_a_restart(
 class _Receiver(BaseHTTPRequestHandler):
     """Answers 503 to the first ``failures`` requests, then 200, recording what came."""
 
-    failures = 0
-    lock = threading.Lock()
-    received: list[tuple[bytes, dict[str, str]]] = []
-    attempts = 0
+    failures: ClassVar[int] = 0
+    lock: ClassVar[threading.Lock] = threading.Lock()
+    received: ClassVar[list[tuple[bytes, dict[str, str]]]] = []
+    attempts: ClassVar[int] = 0
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         with self.lock:
             type(self).attempts += 1
@@ -194,10 +194,10 @@ def test_webhook_sink_posts_every_message_retrying_a_failing_receiver(
             assert headers["x-pulsar-topic"].endswith(inputs)
         assert _Receiver.attempts == 5 + 3  # the three 503s were retried
         wait_until(
-            lambda: status(worker, "sinks", name)["instances"][0]["status"][
-                "numSuccessfullyProcessed"
-            ]
-            == 5,
+            lambda: (
+                status(worker, "sinks", name)["instances"][0]["status"]["numSuccessfullyProcessed"]
+                == 5
+            ),
             10,
             what="five processed",
         )

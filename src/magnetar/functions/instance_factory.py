@@ -70,6 +70,4 @@ def load_instance(
         process = make_sink(config)
     else:
         process = load_function(prepared, config.class_name)
-    return lambda: FunctionInstance(
-        spec, process, clock=clock, stats=stats, on_running=on_running
-    )
+    return lambda: FunctionInstance(spec, process, clock=clock, stats=stats, on_running=on_running)

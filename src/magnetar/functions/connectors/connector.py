@@ -46,9 +46,7 @@ class Source(Protocol):
     async def close(self) -> None: ...
 
 
-def setting(
-    config: Mapping[str, Any], name: str, kind: type[T], default: T | None = None
-) -> T:
+def setting(config: Mapping[str, Any], name: str, kind: type[T], default: T | None = None) -> T:
     """``config[name]`` checked to be a ``kind``; ``default`` when absent (None: required)."""
     value = config.get(name)
     if value is None:

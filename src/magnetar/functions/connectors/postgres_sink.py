@@ -39,7 +39,9 @@ class PostgresSink:
     def __init__(self, config: Mapping[str, Any]) -> None:
         connection = config.get("connection") or config.get("jdbcUrl")
         if not isinstance(connection, str) or not connection:
-            raise InvalidConnectorConfig("connection: missing (a libpq string or postgresql:// URL)")
+            raise InvalidConnectorConfig(
+                "connection: missing (a libpq string or postgresql:// URL)"
+            )
         if connection.startswith("jdbc:"):
             connection = connection[len("jdbc:") :]
         try:
@@ -110,8 +112,7 @@ class PostgresSink:
         if not others:
             return sql.SQL("{} ON CONFLICT ({}) DO NOTHING").format(insert, key)
         updates = sql.SQL(", ").join(
-            sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c))
-            for c in others
+            sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c)) for c in others
         )
         return sql.SQL("{} ON CONFLICT ({}) DO UPDATE SET {}").format(insert, key, updates)
 

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ import pulsar
 
 from magnetar.testing import StandaloneProcess, wait_until
 
-IDENTITY = b"def process(input, context):\n    return input\n"
+IDENTITY = b"def process(input):\n    return input\n"
 STEP_TIMEOUT_S = 120.0
 
 
@@ -178,7 +179,7 @@ def failover(node: StandaloneProcess, work: Path, package: Path) -> dict[str, fl
             if i["status"]["workerId"] == first.worker_id
         }
         marker_ms = reassigned_ms = -1.0
-        with pulsar.Client(node.url) as client:
+        with closing(pulsar.Client(node.url)) as client:
             reader = client.create_reader(f"{base}-assignments", pulsar.MessageId.latest)
             t0 = time.perf_counter()
             first.proc.send_signal(signal.SIGKILL)
@@ -207,11 +208,13 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=5_000)
     parser.add_argument("--latency-messages", type=int, default=300)
     parser.add_argument("--starts", type=int, default=5)
+    parser.add_argument("--work-dir", default=None, help="kept (default: a temporary one)")
     args = parser.parse_args()
     results: dict[str, Any] = {"load_average_1m_before": os.getloadavg()[0],
                                "cpus": os.cpu_count() or 0, "runtime": "process"}  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
+        work = Path(args.work_dir or tmp)
+        work.mkdir(parents=True, exist_ok=True)
         package = work / "identity.py"
         package.write_bytes(IDENTITY)
         with StandaloneProcess(work / "data", "--no-functions-worker") as node:
@@ -230,7 +233,7 @@ def main() -> None:
                     "min": round(min(starts)),
                     "max": round(max(starts)),
                 }
-                with pulsar.Client(node.url) as client:
+                with closing(pulsar.Client(node.url)) as client:
                     for guarantee, name in (("ATLEAST_ONCE", "alo"), ("EFFECTIVELY_ONCE", "eo")):
                         create_identity(worker.url, package, name, guarantee)
                         wait_running(worker.url, name)

@@ -109,6 +109,17 @@ def test_datagen_source_makes_records_at_its_rate(
     got = status(worker, "sources", f"gen-{unique}")
     assert got["numRunning"] == 1
     assert got["instances"][0]["status"]["numReceived"] == 30
+    # Every stored record is counted, the last one too (the source is idle after it).
+    wait_until(
+        lambda: (
+            status(worker, "sources", f"gen-{unique}")["instances"][0]["status"][
+                "numSuccessfullyProcessed"
+            ]
+            == 30
+        ),
+        10,
+        what="30 records counted as stored",
+    )
 
 
 def test_file_source_sends_each_line_once_across_a_restart(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -65,7 +66,7 @@ class SourceInstance:
             source = self._make_source()
             if self._on_running is not None:
                 self._on_running()
-            pending: deque[tuple[asyncio.Future[MessageId], float]] = deque()
+            pending: deque[asyncio.Future[MessageId]] = deque()
             while True:
                 record = await source.read()
                 self._stats.record_received()
@@ -75,13 +76,17 @@ class SourceInstance:
                     properties=dict(record.properties) or None,
                     partition_key=record.key,
                 )
-                pending.append((future, self._clock.monotonic_s()))
+                sent_s = self._clock.monotonic_s()
+                future.add_done_callback(functools.partial(self._count, sent_s=sent_s))
+                pending.append(future)
                 if record.on_stored is not None or len(pending) >= PENDING_RECORDS_MAX:
-                    await self._settle(pending)
+                    while pending:
+                        await pending.popleft()  # raises the send's error
                     if record.on_stored is not None:
                         record.on_stored()
                 else:
-                    self._settle_done(pending)
+                    while pending and pending[0].done():
+                        pending.popleft().result()  # raises the send's error
         finally:
             if source is not None:
                 with contextlib.suppress(Exception):
@@ -89,22 +94,12 @@ class SourceInstance:
             with contextlib.suppress(MagnetarError):
                 await client.close()
 
-    async def _settle(self, pending: deque[tuple[asyncio.Future[MessageId], float]]) -> None:
-        while pending:
-            future, sent_s = pending.popleft()
-            try:
-                await future
-            except MagnetarError as exc:
-                self._stats.record_system_exception(exc)
-                raise
+    def _count(self, future: asyncio.Future[MessageId], *, sent_s: float) -> None:
+        """Counts a receipt (or a failed send) as it arrives."""
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is None:
             self._stats.record_processed((self._clock.monotonic_s() - sent_s) * 1000)
-
-    def _settle_done(self, pending: deque[tuple[asyncio.Future[MessageId], float]]) -> None:
-        """Count the receipts that came already (in order), without waiting."""
-        while pending and pending[0][0].done():
-            future, sent_s = pending.popleft()
-            exc = future.exception()
-            if exc is not None:
-                self._stats.record_system_exception(exc)
-                raise exc
-            self._stats.record_processed((self._clock.monotonic_s() - sent_s) * 1000)
+        else:
+            self._stats.record_system_exception(exc)

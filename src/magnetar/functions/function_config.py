@@ -157,6 +157,10 @@ class FunctionConfig:
             guarantee = ProcessingGuarantee(data.get("processingGuarantees", "ATLEAST_ONCE"))
         except ValueError as exc:
             raise InvalidFunctionConfig(str(exc)) from None
+        class_name = data.get("className")
+        archive = data.get("archive")
+        if class_name is None and isinstance(archive, str) and archive.startswith("builtin://"):
+            class_name = archive  # SourceConfig/SinkConfig name a built-in this way
         inputs = data.get("inputs") or ()
         if isinstance(inputs, str):
             inputs = [t for t in inputs.split(",") if t]
@@ -169,16 +173,16 @@ class FunctionConfig:
                 namespace=data["namespace"],
                 name=data["name"],
                 kind=kind,
-                class_name=data.get("className"),
+                class_name=class_name,
                 inputs=tuple(str(t) for t in inputs),
                 topics_pattern=data.get("topicsPattern"),
-                output=data.get("output"),
+                output=data.get("output") or data.get("topicName"),
                 log_topic=data.get("logTopic"),
                 # 0 is a value to refuse, not a missing one: only an absent (or null)
                 # parallelism means the default.
                 parallelism=int(1 if data.get("parallelism") is None else data["parallelism"]),
                 processing_guarantee=guarantee,
-                user_config=dict(data.get("userConfig") or {}),
+                user_config=dict(data.get("userConfig") or data.get("configs") or {}),
                 secrets=dict(data.get("secrets") or {}),
                 resources=dict(data.get("resources") or {}),
                 auto_ack=bool(data.get("autoAck", True)),

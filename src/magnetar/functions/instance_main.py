@@ -1,12 +1,14 @@
 """One function instance as its own process (started by :class:`ProcessRuntime`)::
 
     python -m magnetar.functions.instance_main --spec SPEC.json --status STATUS.json \\
-        [--package-root DIR] [--venv DIR]
+        [--package-root DIR] [--venv DIR] [--lifeline-fd N]
 
 The package was prepared by the runtime (``--package-root``/``--venv`` say where); this
 process imports the function, runs the instance until SIGTERM or SIGINT, and keeps
 ``STATUS.json`` (an :class:`InstanceStatus` document) current: at start, when the input
-subscription exists, every :data:`STATUS_INTERVAL_MS`, and last when it ends.
+subscription exists, every :data:`STATUS_INTERVAL_MS`, and last when it ends. With
+``--lifeline-fd`` it also stops when that pipe reaches end-of-file, that is when the worker
+that started it has ended (see :mod:`magnetar.functions.lifeline`).
 
 Exit codes: 0 stopped by a signal; :data:`EXIT_PACKAGE_ERROR` the package cannot be
 imported (permanent: the runtime does not restart it); 1 the instance failed (the runtime
@@ -26,11 +28,12 @@ import sys
 from pathlib import Path
 
 from magnetar.common.clock import SystemClock
-from magnetar.functions.function_loader import PackageError, PreparedPackage, load_function
-from magnetar.functions.instance import FunctionInstance
+from magnetar.functions.function_loader import PackageError, PreparedPackage
+from magnetar.functions.instance_factory import InstanceMaker, load_instance
 from magnetar.functions.instance_spec import InstanceSpec
 from magnetar.functions.instance_stats import InstanceStats
 from magnetar.functions.instance_status import InstanceStatus
+from magnetar.functions.lifeline import watch_lifeline
 
 STATUS_INTERVAL_MS = 250
 EXIT_PACKAGE_ERROR = 3
@@ -75,7 +78,7 @@ class _Reporter:
         self.write()
 
 
-async def _run(spec: InstanceSpec, reporter: _Reporter, process: object) -> int:
+async def _run(reporter: _Reporter, make_instance: InstanceMaker) -> int:
     clock = SystemClock()
     main = asyncio.current_task()
     assert main is not None
@@ -96,13 +99,7 @@ async def _run(spec: InstanceSpec, reporter: _Reporter, process: object) -> int:
             reporter.write()
 
     reporter_task = asyncio.create_task(report_periodically())
-    instance = FunctionInstance(
-        spec,
-        process,  # type: ignore[arg-type]
-        clock=clock,
-        stats=reporter.stats,
-        on_running=reporter.mark_running,
-    )
+    instance = make_instance()
     try:
         await instance.run()
         return 1
@@ -127,7 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--status", type=Path, required=True)
     parser.add_argument("--package-root", type=Path, default=None)
     parser.add_argument("--venv", type=Path, default=None)
+    parser.add_argument("--lifeline-fd", type=int, default=None)
     args = parser.parse_args(argv)
+    if args.lifeline_fd is not None:
+        # First, before anything slow (imports of user code): a worker that is already
+        # gone is noticed at once.
+        try:
+            watch_lifeline(args.lifeline_fd)
+        except OSError as exc:
+            print(f"error: unusable --lifeline-fd {args.lifeline_fd}: {exc}", file=sys.stderr)
+            return 2
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
@@ -138,11 +144,16 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"error: unusable spec {args.spec}: {exc}", file=sys.stderr)
         return 2
-    stats = InstanceStats(SystemClock())
+    clock = SystemClock()
+    stats = InstanceStats(clock)
     reporter = _Reporter(spec, args.status, stats)
     try:
-        process = load_function(
-            PreparedPackage(args.package_root, args.venv), spec.config.class_name
+        make_instance = load_instance(
+            spec,
+            PreparedPackage(args.package_root, args.venv),
+            clock=clock,
+            stats=stats,
+            on_running=reporter.mark_running,
         )
     except PackageError as exc:
         reporter.error = str(exc)
@@ -152,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     reporter.write()
     code = 0
     with contextlib.suppress(KeyboardInterrupt):
-        code = asyncio.run(_run(spec, reporter, process))
+        code = asyncio.run(_run(reporter, make_instance))
     return code
 
 

@@ -14,6 +14,9 @@ starts the process and supervises it:
   and ``error`` says how the last one ended. A package that cannot be imported (exit
   :data:`EXIT_PACKAGE_ERROR`) is not restarted.
 * stop: SIGTERM, then SIGKILL after ``stop_timeout_ms``.
+* a worker that dies (even by SIGKILL) takes its instance processes with it: each holds the
+  read end of a :class:`~magnetar.functions.lifeline.Lifeline` pipe whose end-of-file stops
+  it, so the instances the leader reassigns elsewhere never run twice.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ import signal
 from pathlib import Path
 
 from magnetar.common.clock import Clock, SystemClock
-from magnetar.functions.function_loader import PackageError, prepare_package
+from magnetar.functions.function_loader import PackageError
+from magnetar.functions.instance_factory import prepare_instance
 from magnetar.functions.instance_main import EXIT_PACKAGE_ERROR, read_status
 from magnetar.functions.instance_spec import InstanceSpec
 from magnetar.functions.instance_status import InstanceStatus
+from magnetar.functions.lifeline import Lifeline
 from magnetar.functions.restart_backoff import RestartBackoff
 
 STOP_TIMEOUT_MS = 5_000
@@ -130,7 +135,7 @@ class ProcessRuntime:
     async def _supervise(self, spec: InstanceSpec) -> None:
         spec_file = spec.work_dir / "spec.json"
         try:
-            prepared = await prepare_package(spec.package_path, spec.work_dir)
+            prepared = await prepare_instance(spec)
             spec_file.write_text(json.dumps(spec.to_json()))
         except (PackageError, OSError) as exc:
             self._error = str(exc)
@@ -151,20 +156,28 @@ class ProcessRuntime:
         while True:
             status_file.unlink(missing_ok=True)
             _rotate(log_file)
+            lifeline = Lifeline()
             try:
-                with log_file.open("ab") as log:
-                    self._proc = await asyncio.create_subprocess_exec(
-                        *argv,
-                        stdin=asyncio.subprocess.DEVNULL,
-                        stdout=log,
-                        stderr=log,
-                        start_new_session=True,
-                    )
-            except OSError as exc:
-                self._error = f"could not start {argv[0]}: {exc}"
-                self._failed_permanently = True
-                return
-            code = await self._proc.wait()
+                try:
+                    with log_file.open("ab") as log:
+                        self._proc = await asyncio.create_subprocess_exec(
+                            *argv, "--lifeline-fd", str(lifeline.child_fd),
+                            stdin=asyncio.subprocess.DEVNULL,
+                            stdout=log,
+                            stderr=log,
+                            start_new_session=True,
+                            pass_fds=(lifeline.child_fd,),
+                        )  # fmt: skip
+                except OSError as exc:
+                    self._error = f"could not start {argv[0]}: {exc}"
+                    self._failed_permanently = True
+                    return
+                lifeline.child_started()
+                code = await self._proc.wait()
+            finally:
+                # Also when this task is cancelled (stop): _terminate still has the process
+                # object, and the child, seeing end-of-file, stops as on SIGTERM.
+                lifeline.close()
             reported = read_status(status_file)
             if code == EXIT_PACKAGE_ERROR:
                 self._error = (

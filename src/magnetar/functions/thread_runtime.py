@@ -17,8 +17,8 @@ import contextlib
 import logging
 
 from magnetar.common.clock import Clock, SystemClock
-from magnetar.functions.function_loader import PackageError, load_function, prepare_package
-from magnetar.functions.instance import FunctionInstance
+from magnetar.functions.function_loader import PackageError
+from magnetar.functions.instance_factory import load_instance, prepare_instance
 from magnetar.functions.instance_spec import InstanceSpec
 from magnetar.functions.instance_stats import InstanceStats
 from magnetar.functions.instance_status import InstanceStatus
@@ -83,8 +83,16 @@ class ThreadRuntime:
 
     async def _supervise(self, spec: InstanceSpec) -> None:
         try:
-            prepared = await prepare_package(spec.package_path, spec.work_dir)
-            process = await asyncio.to_thread(load_function, prepared, spec.config.class_name)
+            prepared = await prepare_instance(spec)
+            make_instance = await asyncio.to_thread(
+                lambda: load_instance(
+                    spec,
+                    prepared,
+                    clock=self._clock,
+                    stats=self._stats,
+                    on_running=self._mark_running,
+                )
+            )
         except (PackageError, OSError) as exc:
             self._error = str(exc)
             self._failed_permanently = True
@@ -92,13 +100,7 @@ class ThreadRuntime:
             return
         attempt = 0
         while True:
-            instance = FunctionInstance(
-                spec,
-                process,
-                clock=self._clock,
-                stats=self._stats,
-                on_running=self._mark_running,
-            )
+            instance = make_instance()
             try:
                 await instance.run()
             except asyncio.CancelledError:

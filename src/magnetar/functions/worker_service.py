@@ -40,6 +40,8 @@ from magnetar.common.errors import InvalidTopicName, MagnetarError, ProducerFenc
 from magnetar.common.names import TopicName
 from magnetar.functions.admin_stats import topic_stats_url
 from magnetar.functions.assignment_table import AssignmentTable, assignment_payload
+from magnetar.functions.connectors.connector import InvalidConnectorConfig
+from magnetar.functions.connectors.registry import builtin_name
 from magnetar.functions.errors import FunctionsWorkerError, MembershipUnavailable, NotLeader
 from magnetar.functions.function_config import ComponentKind, FunctionConfig
 from magnetar.functions.function_registry import (
@@ -237,6 +239,8 @@ class WorkerService:
             ref = await self._store_package(config, package, 1)
             if ref is None and config.kind is ComponentKind.FUNCTION:
                 raise InvalidRequest("Function package is not provided")
+            if ref is None:
+                _check_builtin(config)
             if ref is not None:
                 config = replace(config, package=ref.file_name)
             record = FunctionRecord(config=config, package=ref)
@@ -254,6 +258,8 @@ class WorkerService:
             ref = await self._store_package(config, package, old.generation + 1)
             if ref is None:
                 ref = old.package
+            if ref is None:
+                _check_builtin(config)
             if ref is not None:
                 config = replace(config, package=ref.file_name)
             record = old.next(config=config, package=ref, generation=old.generation + 1)
@@ -698,3 +704,11 @@ def _http(method: str, url: str, timeout_s: float) -> tuple[int, Any]:
         return status, json.loads(raw) if raw.strip() else None
     except ValueError:
         return status, raw.decode("utf-8", "replace")
+
+
+def _check_builtin(config: FunctionConfig) -> None:
+    """A source or sink without a package must name a built-in connector."""
+    try:
+        builtin_name(config)
+    except InvalidConnectorConfig as exc:
+        raise InvalidRequest(str(exc)) from None

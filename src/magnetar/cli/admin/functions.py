@@ -14,8 +14,8 @@ once. ``--output`` of ``create``/``update`` is the output topic, as in pulsar-ad
 the output format before the sub-command: ``magnetar admin --output json functions create``).
 ``--function-config-file`` (JSON) gives a whole definition; flags given beside it win.
 Sources and sinks take the same flags, plus pulsar-admin's spellings ``--archive`` (the
-package), ``--destination-topic-name`` (a source's output), ``--source-type``/``--sink-type``
-(a built-in connector) and ``--source-config``/``--sink-config`` (the connector's settings,
+package, or ``builtin://NAME`` for a built-in connector), ``--destination-topic-name`` (a
+source's output), ``--source-type``/``--sink-type`` (a built-in connector's name) and ``--source-config``/``--sink-config`` (the connector's settings,
 stored as the definition's ``userConfig``).
 """
 
@@ -35,6 +35,7 @@ from magnetar.cli.output import fail, output_option, printer
 
 _CONFIG_PART = {"functions": "functionConfig", "sources": "sourceConfig", "sinks": "sinkConfig"}
 _TITLE = {"functions": "Function", "sources": "Source", "sinks": "Sink"}
+BUILTIN_PREFIX = "builtin://"
 PACKAGE_BYTES_MAX = 256 * 1024 * 1024
 """The largest package the CLI reads into memory to upload (the worker has its own limit)."""
 
@@ -104,6 +105,9 @@ def _definition(kinds: str, opts: dict[str, Any]) -> dict[str, Any]:
     )
     definition.update(tenant=tenant, namespace=namespace, name=name)
     class_name = opts.get("classname") or opts.get("connector_type")
+    archive = opts.get("py")
+    if class_name is None and archive is not None and archive.startswith(BUILTIN_PREFIX):
+        class_name = archive  # pulsar-admin's `--archive builtin://datagen`
     simple = {
         "className": class_name,
         "output": opts.get("output"),
@@ -133,6 +137,10 @@ def _upload(kinds: str, method: str, opts: dict[str, Any]) -> tuple[str, str]:
     tenant, namespace, name = definition["tenant"], definition["namespace"], definition["name"]
     parts = [FormPart(_CONFIG_PART[kinds], json.dumps(definition).encode())]
     package = opts.get("py")
+    if package is not None and package.startswith(BUILTIN_PREFIX):
+        if kinds == "functions":
+            raise click.BadParameter("functions have no built-ins", param_hint="--py")
+        package = None  # a built-in connector: nothing to upload
     if package is not None:
         path = Path(package)
         try:
@@ -153,8 +161,8 @@ def _definition_options(kinds: str) -> Callable[[Callable[..., Any]], Callable[.
                      type=click.Path(exists=True, dir_okay=False),
                      help="The whole definition as JSON (FunctionConfig)."),
         click.option("--py", "--archive", "py", default=None,
-                     type=click.Path(exists=True, dir_okay=False),
-                     help="The package: a .py file, a zip or a wheel."),
+                     help="The package: a .py file, a zip or a wheel; or builtin://NAME "
+                          "(sources and sinks: a built-in connector)."),
         click.option("--classname", default=None, help="module.Class (or module.function)."),
         click.option("--inputs", default=None, help="Comma-separated input topics."),
         click.option("--topics-pattern", default=None, help="A regex of input topics."),

@@ -544,19 +544,7 @@ class Consumer:
             return msg
         if self._conf.receiver_queue_size == 0:
             self._flow(1)
-        waiter: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        try:
-            if timeout_ms is None:
-                msg = await waiter
-            else:
-                async with asyncio.timeout(timeout_ms / 1000):
-                    msg = await waiter
-        except TimeoutError as exc:
-            raise Timeout(f"no message within {timeout_ms} ms") from exc
-        finally:
-            if not waiter.done():
-                waiter.cancel()
+        msg = await wait_for_message(self._waiters, timeout_ms)
         if self._auto_schema is not None:
             await self.resolve_schema(msg)
         return msg
@@ -920,3 +908,23 @@ class Consumer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def wait_for_message(
+    waiters: deque[asyncio.Future[Message]], timeout_ms: int | None
+) -> Message:
+    """Queue a waiter for the next message and wait for it, at most ``timeout_ms`` (None:
+    for ever). Raises :class:`Timeout`; a waiter given up on is cancelled, so the dispatch
+    that finds it done skips it."""
+    waiter: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+    waiters.append(waiter)
+    try:
+        if timeout_ms is None:
+            return await waiter
+        async with asyncio.timeout(timeout_ms / 1000):
+            return await waiter
+    except TimeoutError as exc:
+        raise Timeout(f"no message within {timeout_ms} ms") from exc
+    finally:
+        if not waiter.done():
+            waiter.cancel()

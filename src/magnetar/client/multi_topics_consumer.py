@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from magnetar.client.consumer import Consumer
+from magnetar.client.consumer import Consumer, wait_for_message
 from magnetar.client.errors import AlreadyClosed, InvalidConfiguration, Timeout
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
@@ -136,19 +136,7 @@ class MultiTopicsConsumer:
             msg = self._queue.popleft()
             msg.consumer_ref.taken(msg)
         else:
-            waiter: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                if timeout_ms is None:
-                    msg = await waiter
-                else:
-                    async with asyncio.timeout(timeout_ms / 1000):
-                        msg = await waiter
-            except TimeoutError as exc:
-                raise Timeout(f"no message within {timeout_ms} ms") from exc
-            finally:
-                if not waiter.done():
-                    waiter.cancel()
+            msg = await wait_for_message(self._waiters, timeout_ms)
         if msg.consumer_ref.auto_consume:
             await msg.consumer_ref.resolve_schema(msg)  # AUTO_CONSUME: by its topic's version
         return msg

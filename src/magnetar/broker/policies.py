@@ -522,6 +522,12 @@ class EffectivePolicies:
     publish_rate: PublishRate = NO_LIMIT
     """Topic ``publishRate``, else the namespace's ``publishMaxMessageRate`` for this
     cluster (:func:`publish_rate_of`)."""
+    producer_publish_rate: PublishRate = NO_LIMIT
+    """Each producer of the topic: topic ``publishRatePerProducer``, else the namespace's
+    ``publishRatePerProducer`` for this cluster."""
+    namespace_publish_rate: PublishRate = NO_LIMIT
+    """All topics of the namespace on this broker together: the namespace's
+    ``namespacePublishRate`` for this cluster."""
     dispatch_rate: DispatchRate = NO_DISPATCH_LIMIT
     """All subscriptions of the topic together: topic ``dispatchRate``, else the
     namespace's ``topicDispatchRate`` for this cluster (:func:`dispatch_rate_of`)."""
@@ -633,6 +639,14 @@ def resolve(
     cluster = defaults.cluster_name
     return EffectivePolicies(
         publish_rate=publish_rate,
+        producer_publish_rate=_first(
+            publish_rate_of(tp.extra.get("publishRatePerProducer")),
+            publish_rate_of(_per_cluster(ns, "publishRatePerProducer", cluster)),
+            NO_LIMIT,
+        ),
+        namespace_publish_rate=_first(
+            publish_rate_of(_per_cluster(ns, "namespacePublishRate", cluster)), NO_LIMIT
+        ),
         dispatch_rate=_first(
             dispatch_rate_of(tp.extra.get("dispatchRate")),
             dispatch_rate_of(_per_cluster(ns, "topicDispatchRate", cluster)),

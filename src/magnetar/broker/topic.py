@@ -104,6 +104,13 @@ class Topic:
         """The topic's publish rate (policy ``publishRate``): over it, the publishing
         connection stops being read for a while (``magnetar.auth.rate_limit``)."""
         self.publish_limiter.configure(self.policies.publish_rate, service.clock.monotonic_s())
+        self.namespace_publish_limiter = service.namespace_publish_limiters.setdefault(
+            str(name.namespace_name), PublishRateLimiter()
+        )
+        """The namespace's ``namespacePublishRate``, shared with its other topics here."""
+        self.namespace_publish_limiter.configure(
+            self.policies.namespace_publish_rate, service.clock.monotonic_s()
+        )
         self.dispatch_limiter = DispatchRateLimiter()
         """The topic's dispatch rate (policy ``dispatchRate``), shared by its subscriptions."""
         self.dispatch_limiter.configure(self.policies.dispatch_rate, service.clock.monotonic_s())
@@ -172,6 +179,9 @@ class Topic:
         ledgers created from now on, deduplication on/off, and dispatch limits."""
         old, self.policies = self.policies, policies
         self.publish_limiter.configure(policies.publish_rate, self.service.clock.monotonic_s())
+        self.namespace_publish_limiter.configure(
+            policies.namespace_publish_rate, self.service.clock.monotonic_s()
+        )
         self.dispatch_limiter.configure(policies.dispatch_rate, self.service.clock.monotonic_s())
         self.subscribe_limiter.configure(policies.subscribe_rate)
         self.ml.config = ml_config_for(self.ml.config, policies)

@@ -5,6 +5,9 @@ as the per-topic backlog quota does. A real standalone and the official wheel.""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 
@@ -97,3 +100,39 @@ def test_bad_storage_quotas_are_refused(
     assert http("GET", path)[0] == 204
     missing = f"{node.http_url}/admin/v2/namespaces/public/nowhere/storageQuota"
     assert http("POST", missing, body={"limitSize": 1})[0] == 404
+
+
+def test_cli_sets_shows_and_removes_the_namespace_budgets(
+    standalone_factory: Callable[..., StandaloneProcess],
+) -> None:
+    node = standalone_factory()
+
+    def admin(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "magnetar.cli.main", "admin", "--admin-url", node.http_url,
+             "--output", "json", *args],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+
+    ns = "public/default"
+    for command in (
+        ("set-storage-quota", ns, "-l", "2M", "-p", "producer_exception"),
+        ("set-namespace-publish-rate", ns, "-m", "100"),
+        ("set-publish-rate-per-producer", ns, "-m", "10", "-b", "1024"),
+    ):
+        done = admin("namespaces", *command)
+        assert done.returncode == 0, done.stderr
+    got = admin("namespaces", "get-storage-quota", ns)
+    assert json.loads(got.stdout) == {"limitSize": 2 << 20, "policy": "producer_exception"}
+    got = admin("namespaces", "get-namespace-publish-rate", ns)
+    assert json.loads(got.stdout)["publishThrottlingRateInMsg"] == 100
+    got = admin("namespaces", "get-publish-rate-per-producer", ns)
+    assert json.loads(got.stdout) == {
+        "publishThrottlingRateInMsg": 10,
+        "publishThrottlingRateInByte": 1024,
+    }
+    done = admin("namespaces", "set-storage-quota", ns, "-l", "lots")
+    assert done.returncode == 2 and "invalid size 'lots'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert admin("namespaces", "remove-storage-quota", ns).returncode == 0
+    assert http("GET", f"{node.http_url}/admin/v2/namespaces/{ns}/storageQuota")[0] == 204

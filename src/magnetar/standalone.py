@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from magnetar.auth.client_credentials import NO_CREDENTIALS, ClientCredentials
 from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
 from magnetar.broker.config import BrokerConfig
@@ -58,6 +59,8 @@ class StandaloneConfig:
     """How often the bookie checks free space and, when read-only after a storage fault,
     retries a checkpoint to turn writable again."""
     managed_ledger_max_entries_per_ledger: int = 50_000
+    """Pulsar's ``managedLedgerMaxEntriesPerLedger``: a topic's ledger rolls over after this
+    many entries (small values make tests span ledgers)."""
     metadata_url: str | None = None
     """``None``: the embedded SQLite store under ``data_dir``. Otherwise a store to share
     (``zk://host:port/chroot``), where bookies of other processes register too, so ledgers
@@ -70,8 +73,10 @@ class StandaloneConfig:
     """Run one Functions Worker in the process (``--no-functions-worker`` turns it off)."""
     functions_runtime: str = "thread"
     """How the worker runs instances: ``thread`` (in this process) or ``process``."""
-    """Pulsar's ``managedLedgerMaxEntriesPerLedger``: a topic's ledger rolls over after this
-    many entries (small values make tests span ledgers)."""
+    broker_client_auth: ClientCredentials = NO_CREDENTIALS
+    """Pulsar's ``brokerClientAuthenticationPlugin``/``Parameters``: what the Functions
+    Worker and its instances present to this broker (binary protocol and REST). With
+    authorization on, the role must be a super user."""
 
 
 class Standalone:
@@ -203,6 +208,7 @@ class Standalone:
             service_url=self.broker.service_url,
             admin_url=f"http://{host}:{self.http.port}",
             work_dir=str(self.config.data_dir.resolve() / "functions"),
+            client_credentials=self.config.broker_client_auth,
         )
         service = WorkerService(
             config, runtime_factory=runtime_factory(self.config.functions_runtime)

@@ -41,8 +41,9 @@ def test_namespace_actions_need_the_action_granted_on_the_namespace() -> None:
 def test_worker_rest_checks_the_namespace_action(
     kinds: str, standalone_factory: Callable[..., StandaloneProcess], secrets: Secrets
 ) -> None:
-    # The worker inside the standalone connects to the broker without credentials: it
-    # gets the anonymous role, a super user here (it has no client credentials of its own).
+    # The worker inside the standalone is given no credentials here
+    # (--broker-client-auth-plugin, test_broker_client_auth.py): it gets the anonymous role,
+    # a super user here.
     node = standalone_factory(
         *secrets.args("--anonymous-user-role", "worker", "--super-user-roles", "root,worker")
     )

@@ -26,6 +26,7 @@ from magnetar.admin import (
     permissions,
     rate_limits,
     schemas,
+    storage_quota,
     subscriptions,
     tenants,
     topic_policies,
@@ -105,6 +106,7 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
         bundles,
         permissions,  # before namespaces and topics: their generic paths would match
         rate_limits,
+        storage_quota,
         namespaces,
         schemas,
         subscriptions,

@@ -8,6 +8,12 @@ policy, which wins over the namespace's). GET answers 204 when nothing is set.
   (0 or less: no limit), stored in ``publishMaxMessageRate``; applies to each topic. A topic
   over it is throttled: its publishers' connections are not read until the rate allows
   (backpressure, not errors), counted in topic stats ``publishRateLimitedTimes``.
+* ``publishRatePerProducer`` — the same JSON as ``publishRate``, stored in
+  ``publishRatePerProducer`` (namespace) or ``publishRatePerProducer`` (topic): each
+  producer of each topic gets this budget of its own.
+* ``namespacePublishRate`` (namespace only) — the same JSON, stored in
+  ``namespacePublishRate``: one budget shared by all topics of the namespace on this
+  broker (what Pulsar does with a resource group's publish rate).
 * ``dispatchRate`` — ``{"dispatchThrottlingRateInMsg": N, "dispatchThrottlingRateInByte": B,
   "ratePeriodInSecond": S, "relativeToPublishRate": false}``, stored in
   ``topicDispatchRate``: what each topic sends to all its subscriptions together.
@@ -47,6 +53,8 @@ class RateKind:
     namespace_key: str
     topic_key: str
     fields: tuple[tuple[str, int | bool], ...]
+    topic_level: bool = True
+    """Whether a topic may set it too (else namespace only)."""
 
 
 PUBLISH_RATE = RateKind(
@@ -54,6 +62,19 @@ PUBLISH_RATE = RateKind(
     "publishMaxMessageRate",
     "publishRate",
     (("publishThrottlingRateInMsg", -1), ("publishThrottlingRateInByte", -1)),
+)
+PRODUCER_PUBLISH_RATE = RateKind(
+    "publishRatePerProducer",
+    "publishRatePerProducer",
+    "publishRatePerProducer",
+    PUBLISH_RATE.fields,
+)
+NAMESPACE_PUBLISH_RATE = RateKind(
+    "namespacePublishRate",
+    "namespacePublishRate",
+    "namespacePublishRate",
+    PUBLISH_RATE.fields,
+    topic_level=False,
 )
 _DISPATCH_FIELDS: tuple[tuple[str, int | bool], ...] = (
     ("dispatchThrottlingRateInMsg", -1),
@@ -74,7 +95,14 @@ SUBSCRIBE_RATE = RateKind(
     "subscribeRate",
     (("subscribeThrottlingRatePerConsumer", -1), ("ratePeriodInSecond", 30)),
 )
-KINDS = (PUBLISH_RATE, DISPATCH_RATE, SUBSCRIPTION_DISPATCH_RATE, SUBSCRIBE_RATE)
+KINDS = (
+    PUBLISH_RATE,
+    PRODUCER_PUBLISH_RATE,
+    NAMESPACE_PUBLISH_RATE,
+    DISPATCH_RATE,
+    SUBSCRIPTION_DISPATCH_RATE,
+    SUBSCRIBE_RATE,
+)
 
 
 async def _rate(request: Request, kind: RateKind) -> dict[str, Any]:
@@ -182,6 +210,8 @@ def _add_routes(r: APIRouter, ctx: AdminContext, kind: RateKind) -> None:
     r.add_api_route(
         namespace_path, clear_ns, methods=["DELETE"], status_code=204, summary=f"Remove {what}"
     )
+    if not kind.topic_level:
+        return
     r.add_api_route(topic_path, get_topic, methods=["GET"], summary=f"The topic's {what}")
     r.add_api_route(
         topic_path, set_topic, methods=["POST"], status_code=204, summary=f"Set the topic's {what}"

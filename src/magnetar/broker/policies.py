@@ -522,6 +522,14 @@ class EffectivePolicies:
     publish_rate: PublishRate = NO_LIMIT
     """Topic ``publishRate``, else the namespace's ``publishMaxMessageRate`` for this
     cluster (:func:`publish_rate_of`)."""
+    producer_publish_rate: PublishRate = NO_LIMIT
+    """Each producer of the topic: topic ``publishRatePerProducer``, else the namespace's
+    ``publishRatePerProducer`` for this cluster."""
+    namespace_publish_rate: PublishRate = NO_LIMIT
+    """All topics of the namespace on this broker together: the namespace's
+    ``namespacePublishRate`` for this cluster."""
+    namespace_storage_quota: NamespaceStorageQuota | None = None
+    """The namespace's ``namespaceStorageQuota`` (None: none)."""
     dispatch_rate: DispatchRate = NO_DISPATCH_LIMIT
     """All subscriptions of the topic together: topic ``dispatchRate``, else the
     namespace's ``topicDispatchRate`` for this cluster (:func:`dispatch_rate_of`)."""
@@ -531,6 +539,38 @@ class EffectivePolicies:
     subscribe_rate: SubscribeRate = NO_SUBSCRIBE_LIMIT
     """SUBSCRIBEs per client address: topic ``subscribeRate``, else the namespace's
     ``clusterSubscribeRate`` for this cluster (:func:`subscribe_rate_of`)."""
+
+
+NAMESPACE_STORAGE_QUOTA_KEY = "namespaceStorageQuota"
+"""Where a namespace's storage quota in all is stored in its policies
+(``magnetar.admin.storage_quota``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceStorageQuota:
+    """The sum of the backlogs of a namespace's topics on a broker may not pass
+    ``limit_size_bytes``; over it new producers are held or refused per ``policy``."""
+
+    limit_size_bytes: int
+    policy: BacklogQuotaPolicy
+
+
+def namespace_storage_quota_of(value: Any) -> NamespaceStorageQuota | None:
+    """``{"limitSize": N, "policy": "..."}``; None when absent or malformed (no quota)."""
+    if not isinstance(value, dict):
+        return None
+    limit, policy = value.get("limitSize"), value.get("policy")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        return None
+    if not isinstance(policy, str):
+        return None
+    try:
+        kind = BacklogQuotaPolicy(policy)
+    except ValueError:
+        return None
+    if kind is BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION:
+        return None
+    return NamespaceStorageQuota(limit, kind)
 
 
 def publish_rate_of(value: Any) -> PublishRate | None:
@@ -633,6 +673,17 @@ def resolve(
     cluster = defaults.cluster_name
     return EffectivePolicies(
         publish_rate=publish_rate,
+        producer_publish_rate=_first(
+            publish_rate_of(tp.extra.get("publishRatePerProducer")),
+            publish_rate_of(_per_cluster(ns, "publishRatePerProducer", cluster)),
+            NO_LIMIT,
+        ),
+        namespace_publish_rate=_first(
+            publish_rate_of(_per_cluster(ns, "namespacePublishRate", cluster)), NO_LIMIT
+        ),
+        namespace_storage_quota=namespace_storage_quota_of(
+            ns.extra.get(NAMESPACE_STORAGE_QUOTA_KEY)
+        ),
         dispatch_rate=_first(
             dispatch_rate_of(tp.extra.get("dispatchRate")),
             dispatch_rate_of(_per_cluster(ns, "topicDispatchRate", cluster)),

@@ -13,6 +13,7 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
+from magnetar.auth.rate_limit import PublishRateLimiter
 from magnetar.broker.deduplication import DupStatus
 from magnetar.broker.producer_access import AccessMode, ProducerKey
 from magnetar.broker.stats import ProducerMeters
@@ -61,6 +62,8 @@ class Producer:
         self.connection = connection
         self.producer_id = producer_id
         self.name = name
+        self.publish_limiter = PublishRateLimiter()
+        """This producer's own budget (policy ``publishRatePerProducer``)."""
         self.access_mode = access_mode
         self.epoch = epoch
         self.topic_epoch = topic_epoch
@@ -100,12 +103,9 @@ class Producer:
         op = _PendingSend(sequence_id)
         self._pending.append(op)
         self.connection.send_started()
-        limiter = self.topic.publish_limiter
-        if limiter.rate.limited:
-            clock = self.topic.service.clock
-            pause_s = limiter.on_publish(num_messages, len(entry.data), clock.monotonic_s())
-            if pause_s > 0:
-                self.connection.pause_reading_for(pause_s)
+        pause_s = self._publish_pause_s(num_messages, len(entry.data))
+        if pause_s > 0:
+            self.connection.pause_reading_for(pause_s)
         if not entry.verify_checksum():
             self._answer(op, self._error(op, ServerError.ChecksumError, "Checksum failed"))
             return
@@ -171,6 +171,30 @@ class Producer:
             )
 
         topic.publish_callback(data, num_messages, done)
+
+    def _publish_pause_s(self, messages: int, size_bytes: int) -> float:
+        """Account one publish against the topic's, the namespace's and this producer's
+        publish rates; how long to stop reading the connection (0: not at all). A throttle
+        by any of them counts once in the topic's ``publishRateLimitedTimes``."""
+        topic = self.topic
+        now_s = topic.service.clock.monotonic_s()
+        self.publish_limiter.configure(topic.policies.producer_publish_rate, now_s)
+        pause_s = 0.0
+        throttled = False
+        for limiter in (topic.namespace_publish_limiter, self.publish_limiter):
+            if limiter.rate.limited:
+                pause = limiter.on_publish(messages, size_bytes, now_s)
+                throttled = throttled or pause > 0
+                pause_s = max(pause_s, pause)
+        topic_limiter = topic.publish_limiter
+        if topic_limiter.rate.limited:
+            pause = topic_limiter.on_publish(messages, size_bytes, now_s)
+            if pause > 0:
+                throttled = False  # the topic's limiter counted it already
+            pause_s = max(pause_s, pause)
+        if throttled:
+            topic_limiter.limited_times += 1
+        return pause_s
 
     def _error(self, op: _PendingSend, code: ServerError, message: str) -> bytes:
         return encode(

@@ -45,6 +45,7 @@ from urllib.parse import quote, unquote
 
 from magnetar.auth import AuthenticationService
 from magnetar.auth.connection_limit import ConnectionLimiter
+from magnetar.auth.rate_limit import PublishRateLimiter
 from magnetar.broker.access import AccessControl
 from magnetar.broker.compactor import Compactor
 from magnetar.broker.config import BrokerConfig
@@ -135,6 +136,10 @@ class BrokerService:
         self._taken_over: set[str] = set()
         """Topics being unloaded because another broker fenced their ledger."""
         self._connections: set[ServerConnection] = set()
+        self.namespace_publish_limiters: dict[str, PublishRateLimiter] = {}
+        """Per namespace (``tenant/ns``): the ``namespacePublishRate`` budget its topics on
+        this broker share. One entry per namespace that had a topic here (a few hundred
+        bytes each)."""
         self.connection_limiter = ConnectionLimiter(
             config.max_connections, config.max_connections_per_ip
         )

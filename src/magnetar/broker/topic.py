@@ -104,6 +104,13 @@ class Topic:
         """The topic's publish rate (policy ``publishRate``): over it, the publishing
         connection stops being read for a while (``magnetar.auth.rate_limit``)."""
         self.publish_limiter.configure(self.policies.publish_rate, service.clock.monotonic_s())
+        self.namespace_publish_limiter = service.namespace_publish_limiters.setdefault(
+            str(name.namespace_name), PublishRateLimiter()
+        )
+        """The namespace's ``namespacePublishRate``, shared with its other topics here."""
+        self.namespace_publish_limiter.configure(
+            self.policies.namespace_publish_rate, service.clock.monotonic_s()
+        )
         self.dispatch_limiter = DispatchRateLimiter()
         """The topic's dispatch rate (policy ``dispatchRate``), shared by its subscriptions."""
         self.dispatch_limiter.configure(self.policies.dispatch_rate, service.clock.monotonic_s())
@@ -172,6 +179,9 @@ class Topic:
         ledgers created from now on, deduplication on/off, and dispatch limits."""
         old, self.policies = self.policies, policies
         self.publish_limiter.configure(policies.publish_rate, self.service.clock.monotonic_s())
+        self.namespace_publish_limiter.configure(
+            policies.namespace_publish_rate, self.service.clock.monotonic_s()
+        )
         self.dispatch_limiter.configure(policies.dispatch_rate, self.service.clock.monotonic_s())
         self.subscribe_limiter.configure(policies.subscribe_rate)
         self.ml.config = ml_config_for(self.ml.config, policies)
@@ -419,6 +429,34 @@ class Topic:
             raise ProducerBlockedQuotaExceededException(
                 f"Cannot create producer on topic with backlog quota exceeded: {self.full_name}"
             )
+        self._check_namespace_storage_quota()
+
+    def backlog_bytes(self) -> int:
+        """Bytes not yet consumed by the slowest durable subscription (0: none)."""
+        ml = self.ml
+        return max((ml.backlog_size_bytes(c) for c in ml.cursors.values() if c.durable), default=0)
+
+    def _check_namespace_storage_quota(self) -> None:
+        """The namespace's storage quota in all (``namespaceStorageQuota``): the sum of the
+        backlogs of its topics on this broker. Raises as the backlog quota does."""
+        quota = self.policies.namespace_storage_quota
+        if quota is None:
+            return
+        namespace = self.name.namespace_name
+        total = sum(
+            t.backlog_bytes()
+            for t in self.service.loaded_topics()
+            if t.name.namespace_name == namespace
+        )
+        if total <= quota.limit_size_bytes:
+            return
+        message = (
+            f"Cannot create producer: namespace {namespace} stores {total} bytes of backlog, "
+            f"over its storage quota of {quota.limit_size_bytes} bytes"
+        )
+        if quota.policy is BacklogQuotaPolicy.PRODUCER_REQUEST_HOLD:
+            raise ProducerBlockedQuotaExceeded(message)
+        raise ProducerBlockedQuotaExceededException(message)
 
     def _register(self, conn: ServerConnection, producer: Producer) -> None:
         self.producers[producer.key] = producer

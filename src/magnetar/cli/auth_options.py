@@ -16,14 +16,14 @@ An unknown plugin or unusable parameters are a usage error (exit 2) naming the o
 
 from __future__ import annotations
 
-import base64
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 import click
+
+from magnetar.auth.client_credentials import ClientCredentials
 
 TOKEN_BYTES_MAX = 64 * 1024
 
@@ -37,35 +37,8 @@ _PLUGINS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class CliAuth:
-    """Credentials of one command invocation."""
-
-    token: str | None = None
-    username: str | None = None
-    password: str | None = None
-    tls_cert_file: str | None = None
-    tls_key_file: str | None = None
-
-    def client_authentication(self) -> Any:
-        """The ``magnetar.client`` authentication object (None: no credentials)."""
-        from magnetar.client import AuthenticationBasic, AuthenticationToken
-
-        if self.token is not None:
-            return AuthenticationToken(self.token)
-        if self.username is not None and self.password is not None:
-            return AuthenticationBasic(self.username, self.password)
-        return None
-
-    def http_authorization(self) -> str | None:
-        """The REST ``Authorization`` header value (None: none to send)."""
-        if self.token is not None:
-            return f"Bearer {self.token}"
-        if self.username is not None and self.password is not None:
-            pair = f"{self.username}:{self.password}".encode()
-            return "Basic " + base64.b64encode(pair).decode()
-        return None
-
+CliAuth = ClientCredentials
+"""Credentials of one command invocation."""
 
 NO_AUTH = CliAuth()
 

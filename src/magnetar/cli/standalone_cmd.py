@@ -118,6 +118,19 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     "both must be authorized.",
 )
 @click.option(
+    "--broker-client-auth-plugin",
+    default=None,
+    help="What the broker's internal clients (the Functions Worker and its instances) "
+    "present: token or basic (brokerClientAuthenticationPlugin; same spelling as "
+    "--auth-plugin). With authorization on, its role must be a super user.",
+)
+@click.option(
+    "--broker-client-auth-params",
+    default=None,
+    help="Parameters of --broker-client-auth-plugin (brokerClientAuthenticationParameters): "
+    'token:<jwt>, file:///token, {"userId":"u","password":"p"}.',
+)
+@click.option(
     "--metadata-url",
     default=None,
     help="zk://host:port[,host:port]/chroot: keep metadata in ZooKeeper instead of the "
@@ -248,6 +261,8 @@ def standalone(
     authorization_enabled: bool,
     super_user_roles: str,
     proxy_roles: str,
+    broker_client_auth_plugin: str | None,
+    broker_client_auth_params: str | None,
     metadata_url: str | None,
     session_timeout_s: float,
     ensemble_size: int,
@@ -288,6 +303,19 @@ def standalone(
         raise click.UsageError("--https-port needs --tls-cert-file and --tls-key-file")
     if tls_require_trusted_client_cert and tls_trust_certs_file is None:
         raise click.UsageError("--tls-require-trusted-client-cert needs --tls-trust-certs-file")
+    from magnetar.cli.auth_options import parse_auth
+
+    try:
+        broker_client_auth = parse_auth(broker_client_auth_plugin, broker_client_auth_params)
+    except click.BadParameter as exc:
+        raise click.UsageError(
+            f"--broker-client-auth-plugin/--broker-client-auth-params: {exc.message}"
+        ) from None
+    if broker_client_auth.tls_cert_file is not None:
+        raise click.UsageError(
+            "--broker-client-auth-plugin: tls is not supported (the internal clients connect "
+            "over plain pulsar://); use token or basic"
+        )
     import asyncio
     import logging
     import sys
@@ -339,6 +367,7 @@ def standalone(
         bookie_journal_skip_invalid_records=journal_skip_invalid_records,
         functions_worker=functions_worker,
         functions_runtime=functions_runtime,
+        broker_client_auth=broker_client_auth,
         metadata_url=metadata_url,
         metadata_session_timeout_s=session_timeout_s,
         broker=BrokerConfig(

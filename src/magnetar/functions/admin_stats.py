@@ -29,8 +29,8 @@ def topic_stats_url(admin_url: str, topic: str) -> str:
     )
 
 
-def _get_json(url: str, timeout_s: float) -> Any:
-    req = urllib.request.Request(url, headers={"Accept": "application/json"})
+def _get_json(url: str, timeout_s: float, headers: dict[str, str]) -> Any:
+    req = urllib.request.Request(url, headers={"Accept": "application/json", **headers})
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             return json.loads(resp.read())
@@ -42,6 +42,10 @@ def _get_json(url: str, timeout_s: float) -> Any:
         raise MembershipUnavailable(f"GET {url}: answer is not JSON: {exc}") from None
 
 
-async def fetch_topic_stats(admin_url: str, topic: str, timeout_ms: int) -> Any:
-    """The topic's stats as parsed JSON. Raises MembershipUnavailable."""
-    return await asyncio.to_thread(_get_json, topic_stats_url(admin_url, topic), timeout_ms / 1000)
+async def fetch_topic_stats(
+    admin_url: str, topic: str, timeout_ms: int, headers: dict[str, str] | None = None
+) -> Any:
+    """The topic's stats as parsed JSON (``headers``: e.g. ``Authorization``). Raises
+    MembershipUnavailable."""
+    url = topic_stats_url(admin_url, topic)
+    return await asyncio.to_thread(_get_json, url, timeout_ms / 1000, headers or {})

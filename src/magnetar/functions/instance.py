@@ -111,7 +111,10 @@ class FunctionInstance:
         """Raises what stops the instance (connect, subscribe or state errors)."""
         self._loop = asyncio.get_running_loop()
         executor = FunctionThread(f"fn {self._spec.instance_key}")
-        self._client = client = Client(self._spec.service_url)
+        credentials = self._spec.client_credentials
+        self._client = client = Client(
+            self._spec.service_url, authentication=credentials.client_authentication()
+        )
         log_handler: LogTopicHandler | None = None
         try:
             state_topic = StateTopic(
@@ -122,7 +125,9 @@ class FunctionInstance:
             await state_topic.open()
             if self._state.records_applied > STATE_COMPACTION_RECORDS_MIN:
                 with contextlib.suppress(MagnetarError):
-                    await trigger_compaction(self._spec.admin_url, state_topic.topic)
+                    await trigger_compaction(
+                        self._spec.admin_url, state_topic.topic, credentials.http_headers()
+                    )
             context = Context(
                 self._config,
                 instance_id=self._spec.instance_id,
@@ -151,7 +156,11 @@ class FunctionInstance:
                 if self.effectively_once:
                     partitions = await client.get_topic_partitions(self._config.output)
                     await enable_deduplication(
-                        self._spec.admin_url, self._config.output, partitions, self._clock
+                        self._spec.admin_url,
+                        self._config.output,
+                        partitions,
+                        self._clock,
+                        credentials.http_headers(),
                     )
             self._consumer = await self._subscribe(client)
             if self._on_running is not None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from magnetar.auth.client_credentials import NO_CREDENTIALS, ClientCredentials
 from magnetar.functions.function_config import FunctionConfig
 from magnetar.functions.instance_status import InstanceStatus
 
@@ -36,6 +37,8 @@ class InstanceSpec:
     worker_id: str
     work_dir: Path
     """The instance's own directory (virtualenv for ``requirements.txt``, unpacked package)."""
+    client_credentials: ClientCredentials = NO_CREDENTIALS
+    """What the instance presents to the broker (the worker's own credentials)."""
 
     @property
     def instance_key(self) -> str:
@@ -52,6 +55,7 @@ class InstanceSpec:
             "adminUrl": self.admin_url,
             "workerId": self.worker_id,
             "workDir": str(self.work_dir),
+            "clientCredentials": self.client_credentials.to_json(),
         }
 
     @classmethod
@@ -66,6 +70,7 @@ class InstanceSpec:
             admin_url=str(data["adminUrl"]),
             worker_id=str(data.get("workerId", "")),
             work_dir=Path(data["workDir"]),
+            client_credentials=ClientCredentials.from_json(data.get("clientCredentials")),
         )
 
 

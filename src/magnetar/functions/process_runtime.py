@@ -136,6 +136,8 @@ class ProcessRuntime:
         spec_file = spec.work_dir / "spec.json"
         try:
             prepared = await prepare_instance(spec)
+            spec_file.touch(mode=0o600)  # it holds the worker's credentials
+            spec_file.chmod(0o600)
             spec_file.write_text(json.dumps(spec.to_json()))
         except (PackageError, OSError) as exc:
             self._error = str(exc)

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from magnetar.auth.client_credentials import NO_CREDENTIALS, ClientCredentials
 from magnetar.common.errors import MagnetarError
 from magnetar.functions.assignment_table import AssignmentTable, split_instance_key
 from magnetar.functions.function_registry import FunctionRecord, FunctionRegistry, PackageRef
@@ -97,12 +98,14 @@ class RuntimeManager:
         service_url: str,
         admin_url: str,
         work_dir: Path,
+        client_credentials: ClientCredentials = NO_CREDENTIALS,
     ) -> None:
         self.worker_id = worker_id
         self._factory = factory
         self._fetch_package = fetch_package
         self._service_url = service_url
         self._admin_url = admin_url
+        self._client_credentials = client_credentials
         self._work_dir = work_dir
         self._running: dict[str, tuple[int, InstanceRuntime]] = {}
         self._failed: dict[str, InstanceStatus] = {}
@@ -164,6 +167,7 @@ class RuntimeManager:
                 package_path=package_path,
                 service_url=self._service_url,
                 admin_url=self._admin_url,
+                client_credentials=self._client_credentials,
                 worker_id=self.worker_id,
                 work_dir=self._work_dir / "instances" / key.replace("/", "_").replace(":", "-"),
             )

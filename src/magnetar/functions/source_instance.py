@@ -53,7 +53,10 @@ class SourceInstance:
         """Raises what stops the instance (connect errors, a failed send)."""
         config = self._spec.config
         assert config.output is not None  # FunctionConfig refuses a source without one
-        client = Client(self._spec.service_url)
+        client = Client(
+            self._spec.service_url,
+            authentication=self._spec.client_credentials.client_authentication(),
+        )
         source: Source | None = None
         try:
             producer = await client.create_producer(

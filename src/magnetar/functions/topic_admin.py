@@ -31,10 +31,13 @@ def topic_url(admin_url: str, topic: str) -> str:
     )
 
 
-def _call(method: str, url: str, body: Any = None) -> Any:
+def _call(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
+        url,
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json", **(headers or {})},
     )
     try:
         with urllib.request.urlopen(req, timeout=ADMIN_CALL_TIMEOUT_MS / 1000) as resp:
@@ -50,17 +53,21 @@ def _call(method: str, url: str, body: Any = None) -> Any:
 
 
 async def enable_deduplication(
-    admin_url: str, topic: str, partitions: list[str], clock: Clock
+    admin_url: str,
+    topic: str,
+    partitions: list[str],
+    clock: Clock,
+    headers: dict[str, str] | None = None,
 ) -> None:
     """Set the topic's ``deduplicationEnabled`` policy and wait (bounded) until every one of
     ``partitions`` (the topic itself when not partitioned) reports it in force."""
     url = topic_url(admin_url, topic) + "/deduplicationEnabled"
-    await asyncio.to_thread(_call, "POST", url, True)
+    await asyncio.to_thread(_call, "POST", url, True, headers)
     deadline_s = clock.monotonic_s() + DEDUP_ENABLE_TIMEOUT_MS / 1000
     for partition in partitions:
         stats_url = topic_stats_url(admin_url, partition)
         while True:
-            stats = await asyncio.to_thread(_call, "GET", stats_url)
+            stats = await asyncio.to_thread(_call, "GET", stats_url, None, headers)
             if isinstance(stats, dict) and stats.get("deduplicationStatus") == "Enabled":
                 break
             if clock.monotonic_s() > deadline_s:
@@ -70,5 +77,8 @@ async def enable_deduplication(
             await clock.sleep(DEDUP_POLL_INTERVAL_MS / 1000)
 
 
-async def trigger_compaction(admin_url: str, topic: str) -> None:
-    await asyncio.to_thread(_call, "PUT", topic_url(admin_url, topic) + "/compaction")
+async def trigger_compaction(
+    admin_url: str, topic: str, headers: dict[str, str] | None = None
+) -> None:
+    url = topic_url(admin_url, topic) + "/compaction"
+    await asyncio.to_thread(_call, "PUT", url, None, headers)

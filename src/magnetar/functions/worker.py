@@ -102,7 +102,12 @@ class FunctionsWorker:
         self._clock = clock or SystemClock()
         self._rng = rng or random.Random()
         self._owns_client = client is None
-        self._client = client or Client(config.service_url, clock=self._clock, rng=self._rng)
+        self._client = client or Client(
+            config.service_url,
+            authentication=config.client_credentials.client_authentication(),
+            clock=self._clock,
+            rng=self._rng,
+        )
         self._state = LeadershipState()
         self._assignments = FencedProducer(self._client, config.assignments_topic, "assignments")
         self._metadata = FencedProducer(self._client, config.metadata_topic, "metadata")
@@ -160,6 +165,7 @@ class FunctionsWorker:
             self.config.admin_url,
             self.config.coordination_topic,
             self.config.admin_request_timeout_ms,
+            self.config.client_credentials.http_headers(),
         )
         return membership_from_stats(stats, self.config.coordination_subscription)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from magnetar.auth.client_credentials import NO_CREDENTIALS, ClientCredentials
 from magnetar.common.errors import InvalidSubscriptionName, InvalidTopicName
 from magnetar.common.names import TopicName, check_subscription_name
 from magnetar.functions.worker_info import WorkerInfo
@@ -73,6 +74,11 @@ class WorkerConfig:
     acquire_backoff_max_ms: int = DEFAULT_ACQUIRE_BACKOFF_MAX_MS
     """Longest wait between two attempts of a new leader to take the assignments producer."""
     admin_request_timeout_ms: int = DEFAULT_ADMIN_REQUEST_TIMEOUT_MS
+    client_credentials: ClientCredentials = NO_CREDENTIALS
+    """What the worker and its instances present to the broker, on the binary protocol and
+    on REST (Pulsar's ``brokerClientAuthenticationPlugin``/``Parameters``). With
+    authorization on, the role must be a super user: the worker writes ``public/functions``
+    and every function's topics."""
 
     def __post_init__(self) -> None:
         for attr in WORKER_TOPICS:

@@ -128,7 +128,9 @@ class WorkerService:
             service_url=config.service_url,
             admin_url=config.admin_url,
             work_dir=work_dir,
+            client_credentials=config.client_credentials,
         )
+        self._auth_headers = config.client_credentials.http_headers()
         self._work_dir = work_dir
         self._write_lock = asyncio.Lock()
         self._ready_term = 0
@@ -462,7 +464,7 @@ class WorkerService:
             f"{self.config.admin_url.rstrip('/')}/admin/v2/namespaces/{urllib.parse.quote(tenant)}"
         )
         status, body = await asyncio.to_thread(
-            _http_get, url, self.config.admin_request_timeout_ms / 1000
+            _http_get, url, self.config.admin_request_timeout_ms / 1000, self._auth_headers
         )
         if status == 404:
             raise InvalidRequest(f"Tenant {tenant} does not exist")
@@ -580,7 +582,10 @@ class WorkerService:
         for topic in (self.config.metadata_topic, self.config.assignments_topic):
             url = topic_stats_url(self.config.admin_url, topic).removesuffix("/stats")
             status, body = await asyncio.to_thread(
-                _http_put, url + "/compaction", self.config.admin_request_timeout_ms / 1000
+                _http_put,
+                url + "/compaction",
+                self.config.admin_request_timeout_ms / 1000,
+                self._auth_headers,
             )
             if status not in (200, 204, 409):
                 log.warning("compacting %s: HTTP %d %s", topic, status, body)
@@ -635,7 +640,7 @@ class WorkerService:
             f"{c.tenant}/{c.namespace}/{c.name}/{instance_id}/status?local=true"
         )
         status, body = await asyncio.to_thread(
-            _http_get, url, self.config.admin_request_timeout_ms / 1000
+            _http_get, url, self.config.admin_request_timeout_ms / 1000, self._auth_headers
         )
         if status != 200 or not isinstance(body, dict):
             return InstanceStatus(
@@ -681,17 +686,19 @@ def _title(kind: ComponentKind) -> str:
     return kind.value.capitalize()
 
 
-def _http_get(url: str, timeout_s: float) -> tuple[int, Any]:
-    return _http("GET", url, timeout_s)
+def _http_get(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int, Any]:
+    return _http("GET", url, timeout_s, headers)
 
 
-def _http_put(url: str, timeout_s: float) -> tuple[int, Any]:
-    return _http("PUT", url, timeout_s)
+def _http_put(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int, Any]:
+    return _http("PUT", url, timeout_s, headers)
 
 
-def _http(method: str, url: str, timeout_s: float) -> tuple[int, Any]:
+def _http(method: str, url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int, Any]:
     """(status, parsed JSON or text); status 0 when nothing answered."""
-    req = urllib.request.Request(url, method=method, headers={"Accept": "application/json"})
+    req = urllib.request.Request(
+        url, method=method, headers={"Accept": "application/json", **headers}
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             raw = resp.read()

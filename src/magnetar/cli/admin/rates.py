@@ -1,5 +1,7 @@
 """``magnetar admin namespaces|topics set-publish-rate|get-publish-rate|remove-publish-rate``,
-and the same for ``dispatch-rate`` and ``subscription-dispatch-rate``, with ``pulsar-admin``'s
+and the same for ``publish-rate-per-producer``, ``dispatch-rate``,
+``subscription-dispatch-rate`` and ``subscribe-rate``; namespaces only:
+``namespace-publish-rate`` and ``storage-quota``. With ``pulsar-admin``'s
 options (REST: ``.../publishRate``, ``.../dispatchRate``, ``.../subscriptionDispatchRate``;
 see docs/security.md). -1 means no limit.
 
@@ -17,6 +19,7 @@ from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import TOPIC, Topic, namespace_path
 from magnetar.cli.admin.namespaces import namespaces
 from magnetar.cli.admin.topics import topics
+from magnetar.cli.admin.units import size_bytes
 from magnetar.cli.output import output_option, printer
 
 _PUBLISH_OPTIONS = (
@@ -75,6 +78,7 @@ def _dispatch_body(msgs: int, size: int, period: int = 1, **_: Any) -> dict[str,
 
 _KINDS: tuple[tuple[str, str, tuple[Any, ...], Callable[..., dict[str, Any]]], ...] = (
     ("publish-rate", "publishRate", _PUBLISH_OPTIONS, _publish_body),
+    ("publish-rate-per-producer", "publishRatePerProducer", _PUBLISH_OPTIONS, _publish_body),
     ("dispatch-rate", "dispatchRate", _DISPATCH_OPTIONS, _dispatch_body),
     ("subscription-dispatch-rate", "subscriptionDispatchRate", _DISPATCH_OPTIONS, _dispatch_body),
     ("subscribe-rate", "subscribeRate", _SUBSCRIBE_OPTIONS, _subscribe_body),
@@ -123,6 +127,29 @@ def _topic_label(topic: Topic) -> str:
 
 _NAMESPACE_ARG = click.argument("target", metavar="TENANT/NAMESPACE")
 _TOPIC_ARG = click.argument("target", type=TOPIC, metavar="TOPIC")
+_STORAGE_QUOTA_OPTIONS = (
+    click.option(
+        "--limit-size", "-l", "limit", required=True,
+        help="The namespace's backlog in all, in bytes (1024, 10M, 2G).",
+    ),
+    click.option(
+        "--policy", "-p", type=click.Choice(["producer_request_hold", "producer_exception"]),
+        default="producer_request_hold", show_default=True,
+        help="What new producers get while the namespace is over it.",
+    ),
+)  # fmt: skip
+
+
+def _storage_quota_body(limit: str, policy: str, **_: Any) -> dict[str, Any]:
+    return {"limitSize": size_bytes(limit), "policy": policy}
+
+
+_NAMESPACE_KINDS: tuple[tuple[str, str, tuple[Any, ...], Callable[..., dict[str, Any]]], ...] = (
+    ("namespace-publish-rate", "namespacePublishRate", _PUBLISH_OPTIONS, _publish_body),
+    ("storage-quota", "storageQuota", _STORAGE_QUOTA_OPTIONS, _storage_quota_body),
+)
 for _kind in _KINDS:
     _add(namespaces, _NAMESPACE_ARG, namespace_path, str, _kind)
     _add(topics, _TOPIC_ARG, _topic_path, _topic_label, _kind)
+for _kind in _NAMESPACE_KINDS:
+    _add(namespaces, _NAMESPACE_ARG, namespace_path, str, _kind)

@@ -97,7 +97,9 @@ def test_a_stalled_controller_changes_nothing_after_resuming(tmp_path: Path) -> 
 
         def all_owned_by_live() -> dict[str, tuple[dict[str, object], int]] | None:
             records = bundle_records(zk)  # type: ignore[arg-type]
-            owned = all((r["state"], r["broker"]) == ("Owned", live_id) for r, _ in records.values())
+            owned = all(
+                (r["state"], r["broker"]) == ("Owned", live_id) for r, _ in records.values()
+            )
             return records if owned else None
 
         before = wait_until(

@@ -255,6 +255,14 @@ class BrokerNode:
                 )
             ],
         )
+        cfg = self.config
+        ctx.host_settings.update(
+            metadataStoreUrl=cfg.metadata_url,
+            metadataStoreSessionTimeoutMillis=round(cfg.session_timeout_s * 1000),
+            managedLedgerMaxEntriesPerLedger=cfg.managed_ledger_max_entries_per_ledger,
+            loadReportIntervalMs=cfg.load_report_interval_ms,
+            webServiceHost=cfg.http_host,
+        )
         self.admin = ctx
         self.http = AdminServer(create_app(ctx), self.config.http_host, self.config.http_port)
         await self.http.start()

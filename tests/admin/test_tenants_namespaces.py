@@ -201,3 +201,11 @@ def test_backlog_quotas(http: Http, namespace: str) -> None:
     assert set(http.ok("GET", f"{base}/backlogQuotaMap")) == {"destination_storage"}
     assert http.delete(f"{base}/backlogQuota").status == 204
     assert http.ok("GET", f"{base}/backlogQuotaMap") == {}
+
+
+def test_a_standalone_does_not_split_bundles(http: Http, namespace: str) -> None:
+    split = f"/admin/v2/namespaces/{namespace}/0x00000000_0xffffffff/split"
+    refused = http.put(split)
+    assert refused.status == 412 and "cluster mode" in refused.reason
+    assert http.put(split + "?splitAlgorithmName=nope").status == 412
+    assert http.put(f"/admin/v2/namespaces/{namespace}/0x0_zz/split").status == 404

@@ -11,6 +11,7 @@ from magnetar.admin.errors import ResourceNotFound
 from magnetar.admin.health import storage_problem
 from magnetar.admin.responses import json_response
 from magnetar.broker.ownership import current_controller, registered_brokers
+from magnetar.broker.runtime_config import runtime_config
 from magnetar.common.errors import ServiceNotReady
 from magnetar.common.names import TopicName
 
@@ -61,6 +62,20 @@ def router(ctx: AdminContext) -> APIRouter:
                 "controllerEpoch": controller.epoch,
             }
         )
+
+    @r.get(
+        "/admin/v2/brokers/configuration/runtime",
+        summary="This broker's effective configuration (Pulsar's keys where they exist)",
+    )
+    async def runtime_configuration() -> Response:
+        service = ctx.service
+        settings = runtime_config(service.config, ctx.host_settings)
+        # the ports bound (a configured 0 picks a free one)
+        settings["brokerServicePort"] = str(service.port)
+        settings["webServicePort"] = str(ctx.http_port)
+        if ctx.controller is not None:
+            settings["brokerId"] = ctx.controller.broker_id
+        return json_response(settings)
 
     @r.get("/admin/v2/brokers/{cluster}", summary="Active brokers of a cluster")
     async def brokers(cluster: str) -> Response:

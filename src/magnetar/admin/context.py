@@ -30,6 +30,9 @@ class AdminContext:
     serve writes, or None. ``/ready`` and the health endpoint answer 503 with the first."""
     controller: ControllerRunner | None = None
     """Cluster mode: this broker's controller candidacy (bundle unloads go to it)."""
+    host_settings: dict[str, object] = field(default_factory=dict)
+    """The host process's own settings, keyed as Pulsar's ``broker.conf`` (e.g.
+    ``metadataStoreUrl``), shown by ``GET /admin/v2/brokers/configuration/runtime``."""
     policies: PolicyStore = field(init=False)
 
     def __post_init__(self) -> None:

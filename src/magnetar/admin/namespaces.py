@@ -266,8 +266,15 @@ def router(ctx: AdminContext) -> APIRouter:
 
     @r.get("/admin/v2/namespaces/{tenant}/{namespace}", summary="Get a namespace's policies")
     async def get_policies(tenant: str, namespace: str) -> Response:
-        policies = await namespace_policies(ctx, NamespaceName.of(tenant, namespace))
-        return json_response(policies.to_json())
+        ns = NamespaceName.of(tenant, namespace)
+        body = (await namespace_policies(ctx, ns)).to_json()
+        ownership = ctx.service.ownership
+        if ownership is not None:  # in a cluster the bundles are the controller's
+            bundles = await ownership.namespace_bundles(str(ns))
+            if bundles is not None:
+                names = bundles.to_names()
+                body["bundles"] = {"boundaries": names, "numBundles": len(names) - 1}
+        return json_response(body)
 
     @r.delete("/admin/v2/namespaces/{tenant}/{namespace}", summary="Delete a namespace")
     async def delete(tenant: str, namespace: str, force: bool = False) -> Response:

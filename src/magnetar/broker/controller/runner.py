@@ -150,6 +150,17 @@ class ControllerRunner:
             raise ServiceNotReady(f"{self.broker_id} is not the controller")
         await election.unload(bundle)
 
+    async def split(self, bundle: BundleId) -> None:
+        """Split ``bundle`` in two halves of its hash range (an owned bundle is released
+        first; both halves are then assigned). Raises
+        :class:`~magnetar.common.errors.ServiceNotReady` unless this broker is the
+        controller, and what :meth:`BundleStateMachine.split_requested` raises
+        (:class:`UnknownBundle`, :class:`BundleBusy`, :class:`InvalidBundle`)."""
+        election = self.election
+        if self.epoch is None or election is None:
+            raise ServiceNotReady(f"{self.broker_id} is not the controller")
+        await election.split(bundle)
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="controller")
         self._task.add_done_callback(report_crash(log))

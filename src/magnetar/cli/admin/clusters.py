@@ -1,5 +1,5 @@
 """``magnetar admin clusters list|get``, ``magnetar admin brokers
-healthcheck|list|leader-broker`` and ``magnetar admin bookies
+healthcheck|list|leader-broker|get-runtime-config`` and ``magnetar admin bookies
 list-bookies|racks-placement|get-bookie-rack``."""
 
 from __future__ import annotations
@@ -50,6 +50,14 @@ def list_brokers(cluster: str) -> None:
 def leader_broker() -> None:
     """Show the leader broker: in a cluster, the controller and its epoch."""
     printer().result(rest().get("/admin/v2/brokers/leaderBroker"))
+
+
+@brokers.command("get-runtime-config")
+@output_option
+def get_runtime_config() -> None:
+    """Show the broker's effective configuration (Pulsar's broker.conf keys where they
+    exist; the broker the admin URL names)."""
+    printer().result(rest().get("/admin/v2/brokers/configuration/runtime"))
 
 
 @brokers.command()

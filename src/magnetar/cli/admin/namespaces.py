@@ -104,6 +104,31 @@ def unload(namespace: str, bundle: str | None) -> None:
         printer().done(f"Bundle {namespace}/{bundle} unloaded", namespace=namespace, bundle=bundle)
 
 
+@namespaces.command("split-bundle")
+@NAMESPACE
+@click.option("--bundle", "-b", required=True, help="The bundle to split, 0x…_0x….")
+@click.option(
+    "--unload", "-u", is_flag=True, help="Unload the bundle first (always done here; accepted)."
+)
+@click.option(
+    "--split-algorithm-name",
+    "-san",
+    default=None,
+    help="How to split: range_equally_divide (the default and only one).",
+)
+@output_option
+def split_bundle(
+    namespace: str, bundle: str, unload: bool, split_algorithm_name: str | None
+) -> None:
+    """Split a bundle in two halves of its hash range; the controller assigns both, and the
+    bundle's clients follow by themselves."""
+    query: dict[str, object] = {"unload": str(unload).lower()}
+    if split_algorithm_name is not None:
+        query["splitAlgorithmName"] = split_algorithm_name
+    rest().put(f"{namespace_path(namespace)}/{quote(bundle, safe='')}/split", **query)
+    printer().done(f"Bundle {namespace}/{bundle} split", namespace=namespace, bundle=bundle)
+
+
 # ------------------------------------------------------------------ retention
 
 

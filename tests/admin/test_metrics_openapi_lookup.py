@@ -70,6 +70,21 @@ def test_metrics_move_while_producing(http: Http, client: pulsar.Client, name: s
     assert metrics["magnetar_publish_latency_ms_count"][()] >= 20
     assert metrics["magnetar_publish_latency_ms_bucket"][(("le", "+Inf"),)] >= 20
     assert metrics["pulsar_active_connections"][()] >= 1
+    # Pulsar's broker-level families: sums over this broker's topics, labelled by cluster
+    broker = {
+        k: next(iter(v.items())) for k, v in metrics.items() if k.startswith("pulsar_broker_")
+    }
+    assert all(labels == (("cluster", "standalone"),) for labels, _ in broker.values()), broker
+    assert broker["pulsar_broker_topics_count"][1] >= 1
+    assert broker["pulsar_broker_producers_count"][1] >= 1
+    assert broker["pulsar_broker_consumers_count"][1] >= 1
+    assert broker["pulsar_broker_rate_in"][1] > 0
+    assert broker["pulsar_broker_msg_backlog"][1] >= _topic_value(
+        metrics, "pulsar_msg_backlog", full
+    )
+    assert broker["pulsar_broker_storage_size"][1] >= _topic_value(
+        metrics, "pulsar_storage_size", full
+    )
     assert metrics["bookie_journal_sync_latency_seconds_count"][()] > 0
     assert "process_resident_memory_bytes" in metrics
     # acknowledging everything drains the backlog gauge

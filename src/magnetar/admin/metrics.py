@@ -14,6 +14,10 @@ topics' meters:
   ``pulsar_subscription_msg_rate_out``, ``pulsar_subscription_msg_throughput_out``,
   ``pulsar_subscription_unacked_messages``, ``pulsar_subscription_consumers_count``,
   ``pulsar_subscription_msg_rate_redeliver``;
+* per broker (label ``cluster``), Pulsar's broker-level families: ``pulsar_broker_topics_count``,
+  ``…_subscriptions_count``, ``…_producers_count``, ``…_consumers_count``, ``…_rate_in``,
+  ``…_rate_out``, ``…_throughput_in``, ``…_throughput_out``, ``…_storage_size``,
+  ``…_msg_backlog`` (sums over the topics this broker serves);
 * broker-wide: ``pulsar_active_connections``, ``pulsar_topics_count``, and
   ``magnetar_publish_latency_ms`` — a proper histogram over every loaded topic;
 * the host's extra collectors (standalone: ``bookie_journal_sync_latency_seconds``,
@@ -44,6 +48,20 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 _TOPIC_LABELS = ["cluster", "namespace", "topic"]
 _SUB_LABELS = [*_TOPIC_LABELS, "subscription"]
+_BROKER_FAMILIES = {
+    "topics_count": "Topics this broker serves",
+    "subscriptions_count": "Subscriptions of the topics this broker serves",
+    "producers_count": "Producers connected to this broker",
+    "consumers_count": "Consumers connected to this broker",
+    "rate_in": "Messages/s published to this broker",
+    "rate_out": "Messages/s dispatched by this broker",
+    "throughput_in": "Bytes/s published to this broker",
+    "throughput_out": "Bytes/s dispatched by this broker",
+    "storage_size": "Bytes stored for the topics this broker serves",
+    "msg_backlog": "Messages in the backlogs of the topics this broker serves",
+}
+"""Pulsar's broker-level families (``pulsar_broker_*``, label ``cluster``): the sums over
+this broker's topics, so a cluster's brokers can be compared without adding up topics."""
 
 
 def _bound_name(bound: float) -> str:
@@ -75,6 +93,7 @@ class BrokerCollector(Collector):
             return fam
 
         total_latency = LatencyHistogram()
+        broker_totals = dict.fromkeys(_BROKER_FAMILIES, 0.0)
         topics = ctx.service.loaded_topics()
         for topic in topics:
             ns = f"{topic.name.tenant}/{topic.name.namespace}"
@@ -139,6 +158,18 @@ class BrokerCollector(Collector):
                 lv, backlog
             )
             gauge("pulsar_storage_size", "Bytes stored").add_metric(lv, ml.ledgers.total_size_bytes)
+            for family, value in (
+                ("subscriptions_count", len(subs)),
+                ("producers_count", len(topic.producers)),
+                ("consumers_count", consumers),
+                ("rate_in", meters.msg_in.rate()),
+                ("rate_out", rate_out),
+                ("throughput_in", meters.msg_in.throughput()),
+                ("throughput_out", throughput_out),
+                ("storage_size", ml.ledgers.total_size_bytes),
+                ("msg_backlog", backlog),
+            ):
+                broker_totals[family] += value
             durable = [cur for _, _, cur in subs if cur.durable]
             slowest = min(durable, key=lambda cur: cur.state.mark_delete, default=None)
             gauge("pulsar_storage_backlog_size", "Bytes in the slowest backlog").add_metric(
@@ -169,6 +200,11 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily(
             "pulsar_topics_count", "Topics loaded on this broker", value=len(topics)
         )
+        broker_totals["topics_count"] = len(topics)
+        for family, doc in _BROKER_FAMILIES.items():
+            fam = GaugeMetricFamily(f"pulsar_broker_{family}", doc, labels=["cluster"])
+            fam.add_metric([cluster], broker_totals[family])
+            yield fam
         yield GaugeMetricFamily(
             "pulsar_active_connections", "Client connections", value=ctx.service.connection_count
         )

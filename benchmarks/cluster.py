@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import pulsar
+from prometheus_client.parser import text_string_to_metric_families
 
 from magnetar.local_cluster import LocalCluster, LocalClusterConfig
 
@@ -85,6 +86,33 @@ def controller(cluster: LocalCluster) -> tuple[int, int] | None:
         if answer.get("serviceUrl") in urls:
             return urls.index(answer["serviceUrl"]), int(answer["controllerEpoch"])
     return None
+
+
+def _metrics(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def bundles_settled(cluster: LocalCluster) -> bool:
+    """Whether the controller has every bundle Owned and the brokers' counts differ by at
+    most one: then its count rebalancing moves nothing more."""
+    scraped = [_metrics(cluster.broker_admin_url(i)) for i in range(len(cluster.brokers))]
+    owned = [int(m.get(("magnetar_bundles_owned", ()), 0)) for m in scraped]
+    states = {
+        labels[0][1]: value
+        for m in scraped
+        if m.get(("magnetar_controller_is_leader", ()), 0) == 1
+        for (name, labels), value in m.items()
+        if name == "magnetar_controller_bundles"
+    }
+    if not states or any(v for state, v in states.items() if state != "Owned"):
+        return False
+    return states.get("Owned", 0) == sum(owned) and max(owned) - min(owned) <= 1
 
 
 class AckTimer:
@@ -211,8 +239,9 @@ def throughput(data_dir: Path, brokers: int, seconds: float) -> dict[str, Any]:
         topic = "persistent://public/default/throughput"
         admin = cluster.admin_url
         http("PUT", f"{admin}/admin/v2/persistent/public/default/throughput/partitions", b"8")
-        # rebalancing may still move bundles just after start: let it settle first
-        time.sleep(15)
+        # rebalancing may still move bundles just after start: wait until it has nothing
+        # left to do (every bundle owned, no broker holding more than one more than another)
+        wait_for("the bundles to settle", lambda: bundles_settled(cluster))
         out = data_dir / f"perf-{brokers}.json"
         subprocess.run(
             [sys.executable, "-m", "magnetar.cli.main", "perf", "produce", "-u",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import signal
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import click
 from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.errors import CookieMismatch, IndexCorrupt, JournalCorrupt
 from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
+from magnetar.cli.server_setup import configure_logging, install_uvloop
 
 METADATA_URL_SCHEMES = ("zk://", "sqlite://", "memory:")
 
@@ -90,11 +90,7 @@ def bookie(
     autorecovery_tasks_max: int,
 ) -> None:
     """A storage node holding replicated ledger entries."""
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging("INFO")
     config = BookieConfig(
         data_dir=data_dir,
         host=host,
@@ -107,12 +103,7 @@ def bookie(
         journal_group_wait_ms=journal_group_wait_ms,
         journal_skip_invalid_records=journal_skip_invalid_records,
     )
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        pass
+    install_uvloop()
     tune_gc_for_serving()
     start_heap_trimmer()
     try:

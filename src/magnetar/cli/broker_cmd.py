@@ -7,6 +7,13 @@ import time
 
 import click
 
+from magnetar.cli.server_setup import (
+    check_quorums,
+    check_tls,
+    configure_logging,
+    install_uvloop,
+    parse_listeners,
+)
 from magnetar.cli.standalone_cmd import LOG_LEVELS
 
 
@@ -114,34 +121,20 @@ def broker(
 ) -> None:
     """A broker (binary protocol on 6650, HTTP on 8080) for a cluster on ZooKeeper."""
     started = time.perf_counter()
-    if not ensemble_size >= write_quorum >= ack_quorum:
-        raise click.UsageError("needs --ensemble-size >= --write-quorum >= --ack-quorum")
-    if tls_port is not None and (tls_cert_file is None or tls_key_file is None):
-        raise click.UsageError("--tls-port needs --tls-cert-file and --tls-key-file")
-    if tls_require_trusted_client_cert and tls_trust_certs_file is None:
-        raise click.UsageError("--tls-require-trusted-client-cert needs --tls-trust-certs-file")
+    check_quorums(ensemble_size, write_quorum, ack_quorum)
+    check_tls(
+        tls_port, tls_cert_file, tls_key_file, tls_require_trusted_client_cert, tls_trust_certs_file
+    )
     if broker_id is not None and (not broker_id or "/" in broker_id):
         raise click.UsageError(f"--broker-id {broker_id!r}: must be non-empty, without '/'")
     import asyncio
-    import logging
 
     from magnetar.broker.config import BrokerConfig
-    from magnetar.broker.listeners import ListenerConfigError, parse_advertised_listeners
 
-    try:
-        listeners = parse_advertised_listeners(advertised_listeners, internal_listener_name)
-    except ListenerConfigError as exc:
-        raise click.UsageError(str(exc)) from None
+    listeners = parse_listeners(advertised_listeners, internal_listener_name)
     from magnetar.broker_node import BrokerNodeConfig, run
 
-    logging.basicConfig(
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    if logging.getLogger().level > logging.INFO:
-        # kazoo warns on every failed connection attempt; the outcome is one line anyway.
-        logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+    configure_logging(log_level)
     config = BrokerNodeConfig(
         metadata_url=metadata_url,
         http_host=host,
@@ -166,12 +159,7 @@ def broker(
             ack_quorum=ack_quorum,
         ),
     )
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        pass
+    install_uvloop()
     from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
 
     tune_gc_for_serving()

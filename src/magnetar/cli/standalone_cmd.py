@@ -7,6 +7,14 @@ from pathlib import Path
 
 import click
 
+from magnetar.cli.server_setup import (
+    check_quorums,
+    check_tls,
+    configure_logging,
+    install_uvloop,
+    parse_listeners,
+)
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -290,19 +298,17 @@ def standalone(
         raise click.UsageError(
             f"--metadata-url {metadata_url!r}: not a ZooKeeper URL (zk://host:port/chroot)"
         )
-    if not ensemble_size >= write_quorum >= ack_quorum:
-        raise click.UsageError("needs --ensemble-size >= --write-quorum >= --ack-quorum")
+    check_quorums(ensemble_size, write_quorum, ack_quorum)
     if ensemble_size > 1 and metadata_url is None:
         raise click.UsageError(
             f"--ensemble-size {ensemble_size} needs other bookies: with the embedded store "
             "the standalone has one; give --metadata-url"
         )
-    if tls_port is not None and (tls_cert_file is None or tls_key_file is None):
-        raise click.UsageError("--tls-port needs --tls-cert-file and --tls-key-file")
+    check_tls(
+        tls_port, tls_cert_file, tls_key_file, tls_require_trusted_client_cert, tls_trust_certs_file
+    )
     if https_port is not None and (tls_cert_file is None or tls_key_file is None):
         raise click.UsageError("--https-port needs --tls-cert-file and --tls-key-file")
-    if tls_require_trusted_client_cert and tls_trust_certs_file is None:
-        raise click.UsageError("--tls-require-trusted-client-cert needs --tls-trust-certs-file")
     from magnetar.cli.auth_options import parse_auth
 
     try:
@@ -317,16 +323,11 @@ def standalone(
             "over plain pulsar://); use token or basic"
         )
     import asyncio
-    import logging
     import sys
 
     from magnetar.broker.config import BrokerConfig
-    from magnetar.broker.listeners import ListenerConfigError, parse_advertised_listeners
 
-    try:
-        listeners = parse_advertised_listeners(advertised_listeners, internal_listener_name)
-    except ListenerConfigError as exc:
-        raise click.UsageError(str(exc)) from None
+    listeners = parse_listeners(advertised_listeners, internal_listener_name)
     from magnetar.auth import AuthConfig, AuthConfigError, AuthenticationService
     from magnetar.auth.config import parse_provider_names
 
@@ -350,14 +351,7 @@ def standalone(
         sys.exit(2)
     from magnetar.standalone import StandaloneConfig, run
 
-    logging.basicConfig(
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    if logging.getLogger().level > logging.INFO:
-        # kazoo warns on every failed connection attempt; the outcome is one line anyway.
-        logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+    configure_logging(log_level)
     config = StandaloneConfig(
         data_dir=data_dir,
         http_host=host,
@@ -393,12 +387,7 @@ def standalone(
             auth=auth,
         ),
     )
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        pass
+    install_uvloop()
     from magnetar.bookie.errors import CookieMismatch, IndexCorrupt, JournalCorrupt
 
     try:

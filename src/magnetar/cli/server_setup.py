@@ -1,0 +1,68 @@
+"""What the server commands (``standalone``, ``broker``, ``bookie``) share before they
+start serving: the checks of their common options (one usage line each), logging, uvloop.
+
+Imports of the server side stay inside the functions: these run after the command line is
+parsed, so ``--help`` and usage errors stay fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from magnetar.broker.listeners import AdvertisedListeners
+
+
+def check_quorums(ensemble_size: int, write_quorum: int, ack_quorum: int) -> None:
+    if not ensemble_size >= write_quorum >= ack_quorum:
+        raise click.UsageError("needs --ensemble-size >= --write-quorum >= --ack-quorum")
+
+
+def check_tls(
+    tls_port: int | None,
+    tls_cert_file: str | None,
+    tls_key_file: str | None,
+    tls_require_trusted_client_cert: bool,
+    tls_trust_certs_file: str | None,
+) -> None:
+    if tls_port is not None and (tls_cert_file is None or tls_key_file is None):
+        raise click.UsageError("--tls-port needs --tls-cert-file and --tls-key-file")
+    if tls_require_trusted_client_cert and tls_trust_certs_file is None:
+        raise click.UsageError("--tls-require-trusted-client-cert needs --tls-trust-certs-file")
+
+
+def parse_listeners(
+    advertised_listeners: str | None, internal_listener_name: str | None
+) -> AdvertisedListeners:
+    """``--advertised-listeners`` / ``--internal-listener-name``, or a usage error."""
+    from magnetar.broker.listeners import ListenerConfigError, parse_advertised_listeners
+
+    try:
+        return parse_advertised_listeners(advertised_listeners, internal_listener_name)
+    except ListenerConfigError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def configure_logging(level: str) -> None:
+    """Log lines to stderr at ``level``; above INFO, kazoo's warning on every failed
+    connection attempt is kept out (the outcome is one line anyway)."""
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if logging.getLogger().level > logging.INFO:
+        logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+
+
+def install_uvloop() -> None:
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        pass

@@ -12,7 +12,9 @@ from magnetar.cli.server_setup import (
     check_tls,
     configure_logging,
     install_uvloop,
+    listener_options,
     parse_listeners,
+    tls_options,
 )
 from magnetar.cli.standalone_cmd import LOG_LEVELS
 
@@ -55,28 +57,8 @@ def _zk_url(_ctx: click.Context, _param: click.Parameter, url: str) -> str:
     type=click.FloatRange(min=1.0),
     help="Metadata session timeout: a crashed broker's bundles move after this long.",
 )
-@click.option(
-    "--tls-port",
-    default=None,
-    type=int,
-    help="TLS listener port (pulsar+ssl://; 0 = any free port). Off when not given.",
-)
-@click.option("--tls-cert-file", default=None, type=click.Path(exists=True, dir_okay=False))
-@click.option("--tls-key-file", default=None, type=click.Path(exists=True, dir_okay=False))
-@click.option("--tls-trust-certs-file", default=None, type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "--tls-require-trusted-client-cert/--no-tls-require-trusted-client-cert",
-    default=False,
-    show_default=True,
-)
-@click.option("--advertised-address", default=None, help="Host put in lookup answers.")
-@click.option(
-    "--advertised-listeners",
-    default=None,
-    metavar="NAME:URL,...",
-    help="Named addresses lookups answer with, as Pulsar's advertisedListeners.",
-)
-@click.option("--internal-listener-name", default=None)
+@tls_options
+@listener_options
 @click.option(
     "--deduplication/--no-deduplication",
     default=False,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -66,3 +67,59 @@ def install_uvloop() -> None:
         uvloop.install()
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         pass
+
+
+def tls_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The TLS listener's options (``--tls-port``, its certificate, key and trust)."""
+    f = click.option(
+        "--tls-require-trusted-client-cert/--no-tls-require-trusted-client-cert",
+        default=False,
+        show_default=True,
+        help="Refuse TLS clients without a certificate signed by --tls-trust-certs-file.",
+    )(f)
+    f = click.option(
+        "--tls-trust-certs-file",
+        default=None,
+        type=click.Path(exists=True, dir_okay=False),
+        help="PEM CA bundle that client certificates must chain to (mutual TLS).",
+    )(f)
+    f = click.option(
+        "--tls-key-file",
+        default=None,
+        type=click.Path(exists=True, dir_okay=False),
+        help="PEM private key (unencrypted) of --tls-cert-file.",
+    )(f)
+    f = click.option(
+        "--tls-cert-file",
+        default=None,
+        type=click.Path(exists=True, dir_okay=False),
+        help="PEM certificate chain of the TLS listener.",
+    )(f)
+    f = click.option(
+        "--tls-port",
+        default=None,
+        type=int,
+        help="TLS listener port (pulsar+ssl://; 0 = any free port). Off when not given.",
+    )(f)
+    return f
+
+
+def listener_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--advertised-address``, ``--advertised-listeners``, ``--internal-listener-name``."""
+    f = click.option(
+        "--internal-listener-name",
+        default=None,
+        help="The advertised listener lookups without a listener name get (default: the "
+        "first of --advertised-listeners).",
+    )(f)
+    f = click.option(
+        "--advertised-listeners",
+        default=None,
+        metavar="NAME:URL,...",
+        help="Named addresses lookups answer with, as Pulsar's advertisedListeners: e.g. "
+        "internal:pulsar://10.0.0.5:6650,external:pulsar://broker.example.com:16650 "
+        "(per name one pulsar:// and at most one pulsar+ssl:// URL). Clients pick one by "
+        "listener name; lookups without a name get the internal listener.",
+    )(f)
+    f = click.option("--advertised-address", default=None, help="Host put in lookup answers.")(f)
+    return f

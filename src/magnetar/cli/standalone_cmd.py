@@ -12,7 +12,9 @@ from magnetar.cli.server_setup import (
     check_tls,
     configure_logging,
     install_uvloop,
+    listener_options,
     parse_listeners,
+    tls_options,
 )
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -32,36 +34,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     help="Serve the HTTP API (admin, lookup, metrics) over TLS on this port too, with "
     "--tls-cert-file/--tls-key-file (Pulsar's webServicePortTls; 0 = any free port).",
 )
-@click.option(
-    "--tls-port",
-    default=None,
-    type=int,
-    help="TLS listener port (pulsar+ssl://; 0 = any free port). Off when not given.",
-)
-@click.option(
-    "--tls-cert-file",
-    default=None,
-    type=click.Path(exists=True, dir_okay=False),
-    help="PEM certificate chain of the TLS listener.",
-)
-@click.option(
-    "--tls-key-file",
-    default=None,
-    type=click.Path(exists=True, dir_okay=False),
-    help="PEM private key (unencrypted) of --tls-cert-file.",
-)
-@click.option(
-    "--tls-trust-certs-file",
-    default=None,
-    type=click.Path(exists=True, dir_okay=False),
-    help="PEM CA bundle that client certificates must chain to (mutual TLS).",
-)
-@click.option(
-    "--tls-require-trusted-client-cert/--no-tls-require-trusted-client-cert",
-    default=False,
-    show_default=True,
-    help="Refuse TLS clients without a certificate signed by --tls-trust-certs-file.",
-)
+@tls_options
 @click.option(
     "--authentication-enabled/--no-authentication-enabled",
     default=False,
@@ -161,22 +134,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 )
 @click.option("--write-quorum", default=1, show_default=True, type=click.IntRange(min=1))
 @click.option("--ack-quorum", default=1, show_default=True, type=click.IntRange(min=1))
-@click.option("--advertised-address", default=None, help="Host put in lookup answers.")
-@click.option(
-    "--advertised-listeners",
-    default=None,
-    metavar="NAME:URL,...",
-    help="Named addresses lookups answer with, as Pulsar's advertisedListeners: e.g. "
-    "internal:pulsar://10.0.0.5:6650,external:pulsar://broker.example.com:16650 "
-    "(per name one pulsar:// and at most one pulsar+ssl:// URL). Clients pick one by "
-    "listener name; lookups without a name get the internal listener.",
-)
-@click.option(
-    "--internal-listener-name",
-    default=None,
-    help="The advertised listener lookups without a listener name get (default: the "
-    "first of --advertised-listeners).",
-)
+@listener_options
 @click.option(
     "--deduplication/--no-deduplication",
     default=False,

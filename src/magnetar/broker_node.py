@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -37,6 +36,7 @@ from magnetar.broker.ownership import BrokerAddress, ClusterOwnership
 from magnetar.broker.service import BrokerService
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError
+from magnetar.common.shutdown import STOP_TIMEOUT_S, stop_requested, stop_step
 from magnetar.common.task_crash import report_crash
 from magnetar.ledger import LedgerClient, LedgerClientConfig
 from magnetar.managed_ledger.config import ManagedLedgerConfig
@@ -52,7 +52,6 @@ from magnetar.metadata.store import (
     SetOp,
 )
 from magnetar.protocol import FRAME_PADDING_BYTES
-from magnetar.standalone import STOP_TIMEOUT_S, _stop_step
 
 if TYPE_CHECKING:
     from magnetar.admin import AdminContext, AdminServer
@@ -277,31 +276,31 @@ class BrokerNode:
             self._reporter.cancel()
         controller, self.controller = self.controller, None
         if controller is not None:
-            await _stop_step("controller", controller.close(), deadline_s)
+            await stop_step("controller", controller.close(), deadline_s)
         ownership, self.ownership = self.ownership, None
         if ownership is not None:
             if self.session_lost.is_set():
-                await _stop_step("topics", ownership.release_all(), deadline_s)
+                await stop_step("topics", ownership.release_all(), deadline_s)
             else:
-                await _stop_step("bundle ownership", ownership.close(), deadline_s)
+                await stop_step("bundle ownership", ownership.close(), deadline_s)
         store = self.store
         if store is not None and self.address is not None and not self.session_lost.is_set():
             with contextlib.suppress(MagnetarError):
                 await store.delete(paths.join(REGISTRATIONS_PATH, self.address.broker_id))
         http, self.http = self.http, None
         if http is not None:
-            await _stop_step("HTTP server", http.close(), deadline_s)
+            await stop_step("HTTP server", http.close(), deadline_s)
         broker, self.broker = self.broker, None
         if broker is not None:
-            await _stop_step("broker", broker.close(), deadline_s)
+            await stop_step("broker", broker.close(), deadline_s)
         ledger_client, self.ledger_client = self.ledger_client, None
         if ledger_client is not None:
-            await _stop_step("ledger client", ledger_client.close(), deadline_s)
+            await stop_step("ledger client", ledger_client.close(), deadline_s)
         if self._session_task is not None:
             self._session_task.cancel()
         self.store = None
         if store is not None:
-            await _stop_step("metadata store", store.close(), deadline_s)
+            await stop_step("metadata store", store.close(), deadline_s)
 
 
 SESSION_LOST_EXIT_CODE = 1
@@ -312,10 +311,7 @@ async def run(config: BrokerNodeConfig, started_at: float | None = None) -> int:
     one ready line to stdout once serving."""
     t0 = started_at if started_at is not None else time.perf_counter()
     node = BrokerNode(config)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_requested()
     try:
         await node.start()
         assert node.broker is not None and node.http is not None and node.address is not None

@@ -19,9 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import time
-from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +29,7 @@ from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
+from magnetar.common.shutdown import STOP_TIMEOUT_S, stop_requested, stop_step
 from magnetar.ledger import LedgerClient, LedgerClientConfig
 from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.managed_ledger.storage import LedgerClientStorage
@@ -238,51 +237,32 @@ class Standalone:
             self._worker_slot.service = None
         worker, self.functions_worker = self.functions_worker, None
         if worker is not None:
-            await _stop_step("functions worker", worker.close(), deadline_s)
+            await stop_step("functions worker", worker.close(), deadline_s)
         https, self.https = self.https, None
         if https is not None:
-            await _stop_step("HTTPS server", https.close(), deadline_s)
+            await stop_step("HTTPS server", https.close(), deadline_s)
         http, self.http = self.http, None
         if http is not None:
-            await _stop_step("HTTP server", http.close(), deadline_s)
+            await stop_step("HTTP server", http.close(), deadline_s)
         broker, self.broker = self.broker, None
         if broker is not None:
-            await _stop_step("broker", broker.close(), deadline_s)
+            await stop_step("broker", broker.close(), deadline_s)
         ledger_client, self.ledger_client = self.ledger_client, None
         if ledger_client is not None:
-            await _stop_step("ledger client", ledger_client.close(), deadline_s)
+            await stop_step("ledger client", ledger_client.close(), deadline_s)
         bookie, self.bookie = self.bookie, None
         if bookie is not None:
-            await _stop_step("bookie", bookie.stop(), deadline_s)
+            await stop_step("bookie", bookie.stop(), deadline_s)
         store, self.store = self.store, None
         if store is not None:
-            await _stop_step("metadata store", store.close(), deadline_s)
-
-
-STOP_TIMEOUT_S = 20.0
-"""How long stopping the standalone may take in all; each part gets what is left of it
-(at least ``STOP_STEP_MIN_S``), then shutdown moves on."""
-STOP_STEP_MIN_S = 1.0
-
-
-async def _stop_step(what: str, step: Awaitable[None], deadline_s: float) -> None:
-    timeout_s = max(deadline_s - asyncio.get_running_loop().time(), STOP_STEP_MIN_S)
-    try:
-        await asyncio.wait_for(step, timeout_s)
-    except TimeoutError:
-        log.error("stopping the %s took over %.1f s; going on", what, timeout_s)
-    except Exception as exc:
-        log.error("stopping the %s failed: %s", what, exc)
+            await stop_step("metadata store", store.close(), deadline_s)
 
 
 async def run(config: StandaloneConfig, started_at: float | None = None) -> None:
     """Run until SIGINT/SIGTERM; prints one ready line to stdout once serving."""
     t0 = started_at if started_at is not None else time.perf_counter()
     node = Standalone(config)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_requested()
     try:
         await node.start()
         assert node.broker is not None and node.http is not None

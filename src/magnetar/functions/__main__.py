@@ -18,10 +18,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import signal
 import sys
 
 from magnetar.common.errors import MagnetarError
+from magnetar.common.shutdown import stop_requested
 from magnetar.functions.leadership import LeadershipChanged
 from magnetar.functions.rest import ServiceSlot, create_worker_app
 from magnetar.functions.runtime_manager import RUNTIME_KINDS, RuntimeFactory, runtime_factory
@@ -124,10 +124,7 @@ async def run_worker(config: WorkerConfig, factory: RuntimeFactory | None = None
         return 1
     slot.service = service
     _say(f"joined {config.worker.consumer_name}")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_requested()
     try:
         await stop.wait()
     finally:

@@ -103,21 +103,16 @@ class Topic:
         self.publish_limiter = PublishRateLimiter()
         """The topic's publish rate (policy ``publishRate``): over it, the publishing
         connection stops being read for a while (``magnetar.auth.rate_limit``)."""
-        self.publish_limiter.configure(self.policies.publish_rate, service.clock.monotonic_s())
         self.namespace_publish_limiter = service.namespace_publish_limiters.setdefault(
             str(name.namespace_name), PublishRateLimiter()
         )
         """The namespace's ``namespacePublishRate``, shared with its other topics here."""
-        self.namespace_publish_limiter.configure(
-            self.policies.namespace_publish_rate, service.clock.monotonic_s()
-        )
         self.dispatch_limiter = DispatchRateLimiter()
         """The topic's dispatch rate (policy ``dispatchRate``), shared by its subscriptions."""
-        self.dispatch_limiter.configure(self.policies.dispatch_rate, service.clock.monotonic_s())
         self.subscribe_limiter = SubscribeRateLimiter()
         """SUBSCRIBEs per client address (policy ``subscribeRate``): over it, a SUBSCRIBE
         waits until the rate allows it."""
-        self.subscribe_limiter.configure(self.policies.subscribe_rate)
+        self._configure_limiters(self.policies)
         self.name = name
         self.full_name = name.full_name
         self.partition_index = name.partition_index
@@ -173,17 +168,20 @@ class Topic:
 
     # --- policies ------------------------------------------------------------------------
 
+    def _configure_limiters(self, policies: EffectivePolicies) -> None:
+        """Give the rate limiters the rates ``policies`` set (at load and on every change)."""
+        now_s = self.service.clock.monotonic_s()
+        self.publish_limiter.configure(policies.publish_rate, now_s)
+        self.namespace_publish_limiter.configure(policies.namespace_publish_rate, now_s)
+        self.dispatch_limiter.configure(policies.dispatch_rate, now_s)
+        self.subscribe_limiter.configure(policies.subscribe_rate)
+
     def apply_policies(self, policies: EffectivePolicies) -> None:
         """Take a changed policy into effect on this live topic: retention, TTL and backlog
         quota (the managed ledger reads its config at each maintenance round), quorums of
         ledgers created from now on, deduplication on/off, and dispatch limits."""
         old, self.policies = self.policies, policies
-        self.publish_limiter.configure(policies.publish_rate, self.service.clock.monotonic_s())
-        self.namespace_publish_limiter.configure(
-            policies.namespace_publish_rate, self.service.clock.monotonic_s()
-        )
-        self.dispatch_limiter.configure(policies.dispatch_rate, self.service.clock.monotonic_s())
-        self.subscribe_limiter.configure(policies.subscribe_rate)
+        self._configure_limiters(policies)
         self.ml.config = ml_config_for(self.ml.config, policies)
         storage = self.ml.storage
         if isinstance(storage, LedgerClientStorage):

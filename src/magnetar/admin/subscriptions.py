@@ -30,7 +30,7 @@ from magnetar.admin.errors import (
 )
 from magnetar.admin.request_body import as_int, as_object, read_json
 from magnetar.admin.responses import json_response, no_content
-from magnetar.admin.topic_stats import iso_time, subscription_meters, subscription_names
+from magnetar.admin.topic_stats import iso_time, subscription_names
 from magnetar.admin.topics import TOPIC, loaded_topic, topic_name
 from magnetar.broker.topic import Topic
 from magnetar.common.names import TopicName
@@ -96,9 +96,7 @@ async def expire(topic: Topic, subscription: str, seconds: int) -> int:
     if target > cursor.state.mark_delete:
         cursor.state.ack_cumulative(target)
     expired = max(before - cursor.backlog_messages, 0)
-    meters = subscription_meters(topic, subscription)
-    meters.expired.record(expired)
-    meters.last_expire_ms = now_ms
+    topic.count_expired(subscription, expired)
     return expired
 
 

@@ -19,7 +19,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from magnetar.broker.consumer import SUB_TYPE_NAMES, Consumer
-from magnetar.broker.stats import SubscriptionMeters
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import Topic
 from magnetar.common.errors import MagnetarError
@@ -54,13 +53,6 @@ def subscription_names(topic: Topic) -> list[str]:
     names = set(topic.subscriptions)
     names.update(name for name, c in topic.ml.cursors.items() if c.durable)
     return sorted(names)
-
-
-def subscription_meters(topic: Topic, name: str) -> SubscriptionMeters:
-    meters = topic.subscription_meters.get(name)
-    if meters is None:
-        meters = topic.subscription_meters.setdefault(name, SubscriptionMeters(topic.service.clock))
-    return meters
 
 
 def _consumer_stats(consumer: Consumer, sub: Subscription) -> dict[str, Any]:
@@ -143,7 +135,7 @@ def subscription_stats(topic: Topic, name: str, earliest_publish_ms: int = 0) ->
     ``earliest_publish_ms`` is its entry of :func:`backlog_publish_times` (0 = none)."""
     sub = topic.subscriptions.get(name)
     cursor = _cursor_of(topic, name)
-    meters = subscription_meters(topic, name)
+    meters = topic.meters_of_subscription(name)
     consumers = list(sub.consumers.values()) if sub is not None else []
     consumer_stats = [_consumer_stats(c, sub) for c in consumers] if sub is not None else []
     delayed = sub.delayed_messages if sub is not None else 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING
 
-from magnetar.broker.stats import ConsumerMeters, SubscriptionMeters
+from magnetar.broker.stats import ConsumerMeters
 from magnetar.managed_ledger.position import Position
 from magnetar.protocol import (
     ConsumerStatsResponse,
@@ -108,10 +108,7 @@ class Consumer:
         self.connected_since_ms = clock.now_ms()
         sampler = subscription.topic.service.meter_sampler
         self.meters = ConsumerMeters(clock, sampler)
-        sub_meters = subscription.topic.subscription_meters
-        self.subscription_meters = sub_meters.get(subscription.name) or sub_meters.setdefault(
-            subscription.name, SubscriptionMeters(clock, sampler)
-        )
+        self.subscription_meters = subscription.topic.meters_of_subscription(subscription.name)
         self.closed = False
 
     def check_unacked(self, limit: int) -> bool:

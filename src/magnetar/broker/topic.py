@@ -138,16 +138,22 @@ class Topic:
         self.created_ms = service.clock.now_ms()
         self.subscription_meters: dict[str, SubscriptionMeters] = {}
         """Per subscription name (kept across the Subscription objects of one name)."""
-        ml.expiry_listener = self._count_expired
+        ml.expiry_listener = self.count_expired
 
-    def _count_expired(self, subscription: str, messages: int) -> None:
-        """Message TTL expired ``messages`` of ``subscription``: stats' ``msgRateExpired``,
-        ``totalMsgExpired`` and ``lastExpireTimestamp``, as an admin expiry counts them."""
-        meters = self.subscription_meters.get(subscription)
+    def meters_of_subscription(self, name: str) -> SubscriptionMeters:
+        """The meters of subscription ``name``, made at first use (by a consumer, an expiry
+        or stats) and kept across the Subscription objects of that name."""
+        meters = self.subscription_meters.get(name)
         if meters is None:
-            meters = self.subscription_meters.setdefault(
-                subscription, SubscriptionMeters(self.service.clock, self.service.meter_sampler)
+            meters = self.subscription_meters[name] = SubscriptionMeters(
+                self.service.clock, self.service.meter_sampler
             )
+        return meters
+
+    def count_expired(self, subscription: str, messages: int) -> None:
+        """``messages`` of ``subscription`` expired (message TTL, or an admin expiry):
+        stats' ``msgRateExpired``, ``totalMsgExpired`` and ``lastExpireTimestamp``."""
+        meters = self.meters_of_subscription(subscription)
         meters.expired.record(messages)
         meters.last_expire_ms = self.service.clock.now_ms()
 

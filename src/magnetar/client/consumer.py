@@ -625,13 +625,12 @@ class Consumer:
             self._check_open()
         if type(message) is Message and not message.chunk_ids:
             # Fast path: no MessageId built, no lists.
-            ledger, entry = message._ledger_id, message._entry_id
-            full = self._acks.add_individual(
-                ledger, entry, message._batch_index, message._batch_size
-            )
+            info = message._info
+            ledger, entry = info.ledger_id, info.entry_id
+            full = self._acks.add_individual(ledger, entry, message._batch_index, info.batch_size)
             if self._unacked is not None:
                 self._unacked.remove((ledger, entry))
-            if self._nacks:
+            if self._nacks.deadline_ms:
                 self._nacks.remove((ledger, entry))
             if self._dlq_candidates:
                 self._dlq_candidates.pop((ledger, entry), None)

@@ -40,7 +40,7 @@ from magnetar.client.errors import (
     Timeout,
 )
 from magnetar.client.message_builder import CHUNK_METADATA_RESERVE_BYTES, build_sends
-from magnetar.client.message_id import MessageId
+from magnetar.client.message_id import MessageId, batch_message_ids
 from magnetar.client.reconnect import reconnect
 from magnetar.client.schema import BytesSchema, Schema
 from magnetar.client.topic_schema import AutoProduceBytesSchema
@@ -146,7 +146,8 @@ class Producer:
         self._state = _State.CONNECTING
         self._cnx: Connection | None = None
         self._batch: BatchBuilder | None = None
-        self._batch_started_s = 0.0
+        self._batch_started_s = -1.0
+        """When the open batch got its first message (monotonic s); -1: the batch is empty."""
         self._pending: deque[OpSend] = deque()
         self._pending_messages = 0  # in the batch builder and in flight
         self._space_waiters: deque[asyncio.Future[None]] = deque()
@@ -344,11 +345,14 @@ class Producer:
             seq = self._next_seq
             self._next_seq = seq + 1
             self._pending_messages += 1
-            if not batch.fits(len(payload)):
-                self._flush_batch()
-            if not batch:
+            if self._batch_started_s < 0:
                 self._batch_started_s = self._ctx.clock.monotonic_s()
-            if batch.add_plain(payload, seq, handle):
+            full = batch.try_add_plain(payload, seq, handle)
+            if full is None:  # it does not fit: the open batch goes first
+                self._flush_batch()
+                self._batch_started_s = self._ctx.clock.monotonic_s()
+                full = batch.add_plain(payload, seq, handle)
+            if full:
                 self._flush_batch()
             return fut  # type: ignore[return-value]
         self._check_open()
@@ -374,7 +378,7 @@ class Producer:
             self._pending_messages += 1
             if not batch.fits(len(payload)):
                 self._flush_batch()
-            if not batch:
+            if self._batch_started_s < 0:
                 self._batch_started_s = self._ctx.clock.monotonic_s()
             if (
                 properties is None
@@ -453,6 +457,7 @@ class Producer:
         op = batch.build(self._ctx.clock.now_ms())
         assert op is not None
         op.created_s = self._batch_started_s
+        self._batch_started_s = -1.0
         self._enqueue(op)
 
     def _enqueue(self, op: OpSend) -> None:
@@ -533,17 +538,20 @@ class Producer:
             self._finish(op, [mid])
             return
         if op.batched:
-            n = op.num_messages
-            self._finish(
-                op, [MessageId(partition, ledger, entry, i, batch_size=n) for i in range(n)]
-            )
+            self._finish(op, batch_message_ids(partition, ledger, entry, op.num_messages))
         else:
             self._finish(op, [MessageId(partition, ledger, entry)])
 
     def _finish(self, op: OpSend, ids: list[MessageId]) -> None:
         self._last_seq_published = max(self._last_seq_published, op.highest_sequence_id)
+        future = asyncio.Future
         for handle, mid in zip(op.handles, ids, strict=True):
-            _resolve(handle, mid)
+            # _resolve inlined for futures: this runs once per message.
+            if isinstance(handle, future):
+                if not handle.done():
+                    handle.set_result(mid)
+            else:
+                _resolve(handle, mid)
         self._release(len(op.handles))
         self._notify_flushed(op)
 
@@ -601,6 +609,7 @@ class Producer:
         ops = list(self._pending)
         self._pending.clear()
         if self._batch is not None:
+            self._batch_started_s = -1.0
             for h in self._batch.discard():
                 _fail(h, error)
                 self._release(1)

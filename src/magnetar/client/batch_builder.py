@@ -56,7 +56,7 @@ def _plain_heads(n: int) -> tuple[bytes, ...]:
     heads = _PLAIN_HEADS.get(n)
     if heads is None:
         prefix = b"\x18" + _varint(n) + b"\x40"
-        heads = (b"",) + tuple(_U32.pack(len(prefix) + length) + prefix for length in range(1, 11))
+        heads = (b"", *(_U32.pack(len(prefix) + length) + prefix for length in range(1, 11)))
         if n < _PLAIN_HEADS_MAX_SIZE:
             _PLAIN_HEADS[n] = heads
     return heads

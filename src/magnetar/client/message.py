@@ -168,9 +168,8 @@ class Message:
     def _own_fields(self) -> _Fields:
         fields = self._fields
         if fields is None:
-            fields = self._fields = parse_single_metadata(
-                self._info.buf, self._meta, self._start
-            )[1]
+            _, fields = parse_single_metadata(self._info.buf, self._meta, self._start)
+            self._fields = fields
         return fields
 
     def data(self) -> bytes:

@@ -13,10 +13,11 @@ each measurement in its own process pinned to core 1 (``os.sched_setaffinity``):
 * ``wheel_no_callback``: ``send_async(msg, None)`` (no Python callback per message).
 
 Each wheel run also measures receive + acknowledge. Runs are interleaved (each round runs
-every role once) and the best of the rounds counts, so load from other processes hits every
-client alike; only ratios measured in the same run mean anything on a shared machine. Each
-child also reports its own CPU time per message (process time, the wheel's C++ threads
-included), which moves less with machine load than the rates do.
+every role once, in an order rotated from round to round) and the best of the rounds
+counts, so load from other processes hits every client alike; only ratios measured in the
+same run mean anything on a shared machine. Each child also reports its own CPU time per
+message (process time, the wheel's C++ threads included), which moves less with machine
+load than the rates do.
 
 Prints msg/s with the ratio to the wheel beside each row, and the targets (producer >= 5x
 the wheel's batched publish rate with callbacks, consumer >= 1.5x the wheel's best), and
@@ -184,8 +185,12 @@ def main() -> None:
             assert node.proc is not None
             pin(BROKER_CORE, node.proc.pid)
             runs: dict[str, list[dict[str, float]]] = {r: [] for r in roles}
-            for _ in range(args.runs):
-                for role in roles:  # interleaved, so load changes hit every client alike
+            for round_index in range(args.runs):
+                # Interleaved, so load changes hit every client alike, and rotated, so no
+                # client always follows the same one (the broker's after-effects of a run,
+                # such as its own garbage collection, land on whoever comes next).
+                shift = round_index % len(roles)
+                for role in roles[shift:] + roles[:shift]:
                     runs[role].append(measure(role, node.url, args.messages, baseline_src))
         finally:
             node.kill()

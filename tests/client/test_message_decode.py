@@ -10,7 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magnetar.client.batch_builder import BatchBuilder, encode_single_metadata
-from magnetar.client.message import CorruptMessage, Message, decode_entry, split_batch_payload
+from magnetar.client.message import (
+    CorruptMessage,
+    Message,
+    MessageRun,
+    decode_entry,
+    decode_entry_lazily,
+    split_batch_payload,
+)
 from magnetar.client.message_id import MessageId, batch_message_ids
 from magnetar.common.errors import ProtocolError
 from magnetar.protocol import Entry, MessageMetadata, ValidationError, build_entry
@@ -147,6 +154,33 @@ def test_ack_set_skips_without_building_messages_and_data_is_sliced_once() -> No
     assert skipped == 2 and [m.data() for m in msgs] == [b"B", b"C", b"E"]
     assert msgs[0].data() is msgs[0].data()
     assert [m.sequence_id() for m in msgs] == [1, 2, 4]
+
+
+def test_a_run_builds_each_kept_member_when_taken() -> None:
+    raw = [_record(b"\x18\x01\x40" + bytes([i]), bytes([65 + i])) for i in range(4)]
+    raw.append(_record(_field(0x12, b"key") + b"\x18\x01", b"Z"))  # parsed in full
+    entry = _entry(raw, schema_version=b"\x01")
+    run, skipped = decode_entry_lazily(
+        entry, topic="t", partition=2, ledger_id=5, entry_id=9, ack_set=(0b11010,)
+    )
+    assert isinstance(run, MessageRun) and skipped == 2
+    assert run.remaining == 3 and run.position == (5, 9, 1)
+    run.decoder, run.consumer_ref = "schema", "consumer"
+    first = run.take()
+    assert run.remaining == 2 and run.position == (5, 9, 3)
+    rest = run.take_all()
+    assert run.remaining == 0
+    taken = [first, *rest]
+    assert [_accessors(m) for m in taken] == [_accessors(m) for m in _decode(entry)[1:4:2]] + [
+        (b"Z", {}, "key", True, None, 0, -1, False)
+    ]
+    assert [m.position for m in taken] == [(5, 9, 1), (5, 9, 3), (5, 9, 4)]
+    assert all(m.decoder == "schema" and m.consumer_ref == "consumer" for m in taken)
+    assert all(m.schema_version() == b"\x01" for m in taken)
+    none, skipped = decode_entry_lazily(
+        entry, topic="t", partition=2, ledger_id=5, entry_id=9, ack_set=(0,)
+    )
+    assert none is None and skipped == 5
 
 
 def test_constructed_message_keeps_every_field() -> None:

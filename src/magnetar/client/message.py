@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from magnetar.client.message_id import MessageId
+from magnetar.client.receive_queue import Run
 from magnetar.common.errors import ChecksumMismatch, ProtocolError
 from magnetar.protocol import (
     BATCH_MESSAGES_MAX,
@@ -391,6 +392,58 @@ def entry_payload(entry: Entry, md: EntryMetadata) -> bytes:
         raise CorruptMessage(str(exc), ValidationError.DecompressionError) from exc
 
 
+class MessageRun(Run[Message]):
+    """The messages of one batched entry not handed out yet: :meth:`take` builds each
+    :class:`Message` when the application receives it, so messages waiting in the receive
+    queue cost no Python objects (and no garbage-collector work). ``decoder`` and
+    ``consumer_ref`` are given to every message built."""
+
+    __slots__ = ("_info", "_next", "_offsets", "_parsed", "consumer_ref", "decoder")
+
+    def __init__(
+        self, info: _EntryInfo, offsets: list[int], parsed: dict[int, _Fields] | None
+    ) -> None:
+        super().__init__(len(offsets) // 4)
+        self._info = info
+        self._offsets = offsets  # per message: batch index, metadata start, payload start, end
+        self._parsed = parsed  # batch index -> fields, for records parsed in full on receipt
+        self._next = 0
+        self.decoder: Any = None
+        self.consumer_ref: Any = None
+
+    @property
+    def position(self) -> tuple[int, int, int]:
+        """``(ledger_id, entry_id, batch_index)`` of the next message."""
+        info = self._info
+        return (info.ledger_id, info.entry_id, self._offsets[self._next])
+
+    def take(self) -> Message:
+        offsets = self._offsets
+        i = self._next
+        self._next = i + 4
+        self.remaining -= 1
+        index = offsets[i]
+        parsed = self._parsed
+        # Slot stores instead of a keyword __init__ call: this runs once per message.
+        m = _new_message(Message)
+        m._info = self._info
+        m._batch_index = index
+        m._meta = offsets[i + 1]
+        m._start = offsets[i + 2]
+        m._end = offsets[i + 3]
+        m._data = None
+        m._fields = parsed.get(index) if parsed else None
+        m._id = None
+        m._value = _UNSET
+        m.chunk_ids = ()
+        m.decoder = self.decoder
+        m.consumer_ref = self.consumer_ref
+        return m
+
+
+_new_message = Message.__new__
+
+
 def decode_entry(
     entry: Entry,
     *,
@@ -403,6 +456,37 @@ def decode_entry(
 ) -> tuple[list[Message], int]:
     """The messages of one dispatched entry, and how many batch indexes were skipped because
     ``ack_set`` (bit set = still unacked) marks them acknowledged.
+
+    Raises CorruptMessage for checksum, decompression or batch-format failures.
+    """
+    decoded, skipped = decode_entry_lazily(
+        entry,
+        topic=topic,
+        partition=partition,
+        ledger_id=ledger_id,
+        entry_id=entry_id,
+        redelivery_count=redelivery_count,
+        ack_set=ack_set,
+    )
+    if decoded is None:
+        return [], skipped
+    if isinstance(decoded, MessageRun):
+        return decoded.take_all(), skipped
+    return [decoded], skipped
+
+
+def decode_entry_lazily(
+    entry: Entry,
+    *,
+    topic: str,
+    partition: int,
+    ledger_id: int,
+    entry_id: int,
+    redelivery_count: int = 0,
+    ack_set: Sequence[int] = (),
+) -> tuple[Message | MessageRun | None, int]:
+    """:func:`decode_entry` for the receive queue: a non-batched entry gives its message, a
+    batch a :class:`MessageRun` of the members ``ack_set`` keeps (None if it keeps none).
 
     Batch members are split by their framing only: each record's metadata is parsed here
     just far enough to find its payload size when that field leads the record (as every
@@ -434,25 +518,12 @@ def decode_entry(
                 producer_name=md.producer_name,
                 null_value=md.null_value,
             )
-            return [msg], 0
+            return msg, 0
         if num < 0 or num > BATCH_MESSAGES_MAX:
             raise ProtocolError(f"batch message count {num} out of range")
-        info = _EntryInfo(
-            payload,
-            topic,
-            partition,
-            ledger_id,
-            entry_id,
-            num,
-            md.publish_time,
-            redelivery_count,
-            md.schema_version,
-            md.producer_name,
-        )
-        messages = []
+        offsets: list[int] = []
+        parsed: dict[int, _Fields] | None = None
         skipped = 0
-        new = Message.__new__
-        unset = _UNSET
         unpack = _U32.unpack_from
         n = len(payload)
         pos = 0
@@ -463,17 +534,15 @@ def decode_entry(
             start = meta + unpack(payload, pos)[0]
             if start > n:
                 raise ProtocolError("batch record metadata overruns the payload")
-            fields: _Fields | None
+            fields: _Fields | None = None
             if start - meta >= 3 and payload[meta] == 0x18:
                 # payload_size (field 3) leads: the rest of the record's metadata waits
                 # until an accessor asks for it. Sizes below 16 KiB take one or two bytes.
                 low = payload[meta + 1]
                 if low < 0x80:
                     pos = start + low
-                    fields = None
                 elif (high := payload[meta + 2]) < 0x80:
                     pos = start + ((low & 0x7F) | (high << 7))
-                    fields = None
                 else:
                     size, fields = parse_single_metadata(payload, meta, start)
                     pos = start + size
@@ -487,25 +556,29 @@ def decode_entry(
                 if word >= len(ack_set) or not (ack_set[word] >> (index & 63)) & 1:
                     skipped += 1
                     continue
-            # Slot stores instead of a keyword __init__ call: this runs once per message.
-            m = new(Message)
-            m._info = info
-            m._batch_index = index
-            m._meta = meta
-            m._start = start
-            m._end = pos
-            m._data = None
-            m._fields = fields
-            m._id = None
-            m._value = unset
-            m.chunk_ids = ()
-            m.decoder = None
-            m.consumer_ref = None
-            messages.append(m)
+            offsets += (index, meta, start, pos)
+            if fields is not None:
+                if parsed is None:
+                    parsed = {}
+                parsed[index] = fields
     except ChecksumMismatch as exc:
         raise CorruptMessage(str(exc), ValidationError.ChecksumMismatch) from exc
     except CorruptMessage:
         raise
     except ProtocolError as exc:
         raise CorruptMessage(str(exc), ValidationError.BatchDeSerializeError) from exc
-    return messages, skipped
+    if not offsets:
+        return None, skipped
+    info = _EntryInfo(
+        payload,
+        topic,
+        partition,
+        ledger_id,
+        entry_id,
+        num,
+        md.publish_time,
+        redelivery_count,
+        md.schema_version,
+        md.producer_name,
+    )
+    return MessageRun(info, offsets, parsed), skipped

@@ -25,7 +25,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from magnetar.client.backoff import Backoff
 from magnetar.client.batch_builder import BatchBuilder, OpSend
@@ -93,6 +93,22 @@ class ProducerConfig:
     properties: Mapping[str, str] | None = None
     access_mode: ProducerAccessMode = ProducerAccessMode.Shared
     initial_subscription_name: str | None = None
+
+
+class SendOptions(TypedDict, total=False):
+    """The options of :meth:`Producer.send_async` and :meth:`Producer.send`, all optional."""
+
+    properties: Mapping[str, str] | None
+    partition_key: str | None
+    ordering_key: str | bytes | None
+    sequence_id: int | None
+    """Default: the producer's next sequence id."""
+    event_timestamp: int | None
+    deliver_at: int | None
+    """Delayed delivery at this time (ms since the epoch)."""
+    deliver_after_ms: int | None
+    replication_clusters: Sequence[str] | None
+    disable_replication: bool
 
 
 def _resolve(handle: Any, mid: MessageId) -> None:
@@ -293,23 +309,16 @@ class Producer:
         self,
         content: Any,
         callback: SendCallback | None = None,
-        *,
-        properties: Mapping[str, str] | None = None,
-        partition_key: str | None = None,
-        ordering_key: str | bytes | None = None,
-        sequence_id: int | None = None,
-        event_timestamp: int | None = None,
-        deliver_at: int | None = None,
-        deliver_after_ms: int | None = None,
-        replication_clusters: Sequence[str] | None = None,
-        disable_replication: bool = False,
+        **options: Unpack[SendOptions],
     ) -> asyncio.Future[MessageId]:
         """Queue a message; returns a future resolved with its id once the broker stored it.
 
-        With ``callback`` the callback ``(error, message_id)`` is called instead and the
-        returned future is not created (None is returned, typed as the future for
-        convenience). Raises ProducerQueueIsFull if ``max_pending_messages`` are pending,
-        AlreadyClosed after close, MessageTooBig for an oversized message without chunking.
+        ``options`` are those of :class:`SendOptions` (key, properties, event time, delayed
+        delivery, replication). With ``callback`` the callback ``(error, message_id)`` is
+        called instead and the returned future is not created (None is returned, typed as
+        the future for convenience). Raises ProducerQueueIsFull if ``max_pending_messages``
+        are pending, AlreadyClosed after close, MessageTooBig for an oversized message
+        without chunking, TypeError for an unknown option.
         """
         state = self._state
         if state is _CLOSING or state is _CLOSED:
@@ -328,20 +337,10 @@ class Producer:
             else self._schema.encode(content)
         )
         batch = self._batch
-        if (
-            batch is not None
-            and sequence_id is None
-            and properties is None
-            and partition_key is None
-            and ordering_key is None
-            and not event_timestamp
-            and deliver_at is None
-            and deliver_after_ms is None
-            and replication_clusters is None
-            and not disable_replication
-            and len(payload) <= self._batch_max_bytes
-        ):
-            # The common case, kept short: a plain message joining the open batch.
+        if batch is not None and not options and len(payload) <= self._batch_max_bytes:
+            # The common case, kept short: a plain message joining the open batch. (Options
+            # come as **options: keyword-only parameters with defaults would cost a
+            # dictionary look-up each on every call.)
             seq = self._next_seq
             self._next_seq = seq + 1
             self._pending_messages += 1
@@ -355,6 +354,27 @@ class Producer:
             if full:
                 self._flush_batch()
             return fut  # type: ignore[return-value]
+        self._send_with_options(payload, handle, **options)
+        return fut  # type: ignore[return-value]
+
+    def _send_with_options(
+        self,
+        payload: bytes,
+        handle: Any,
+        *,
+        properties: Mapping[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: str | bytes | None = None,
+        sequence_id: int | None = None,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after_ms: int | None = None,
+        replication_clusters: Sequence[str] | None = None,
+        disable_replication: bool = False,
+    ) -> None:
+        """:meth:`send_async` past its fast path: ``payload`` encoded, ``handle`` the future
+        or callback to resolve."""
+        batch = self._batch
         self._check_open()
         if sequence_id is None:
             seq = self._next_seq
@@ -399,7 +419,7 @@ class Producer:
                 )
             if full:
                 self._flush_batch()
-            return fut  # type: ignore[return-value]
+            return
         # Not batchable: keep order by flushing the open batch first.
         self._flush_batch()
         limit = self._max_message_size
@@ -432,7 +452,6 @@ class Producer:
         for op in ops:
             op.created_s = now
             self._enqueue(op)
-        return fut  # type: ignore[return-value]
 
     async def send(self, content: Any, **kwargs: Any) -> MessageId:
         """Send one message and wait for its id. Waits for room when ``max_pending_messages``

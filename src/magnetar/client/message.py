@@ -2,9 +2,11 @@
 
 :func:`decode_entry` checks the checksum, decompresses, splits batches (skipping indexes the
 broker marked as already acknowledged in ``ack_set``) and returns :class:`Message` objects
-with the official client's accessor names. Per-message metadata of a batch is read by a
-hand-written parser: on the consumer's hot path the protobuf runtime would cost more than
-the rest of the work together.
+with the official client's accessor names; :func:`decode_entry_lazily` returns a batch as a
+:class:`MessageRun` instead, whose messages are built as the application takes them (the
+consumer's receive queue holds runs). Per-message metadata of a batch is read by a
+hand-written parser, and only when asked for: on the consumer's hot path the protobuf
+runtime would cost more than the rest of the work together.
 """
 
 from __future__ import annotations

@@ -5,15 +5,25 @@ each measurement in its own process pinned to core 1 (``os.sched_setaffinity``):
 
 * ``magnetar``: ``send_async`` of N x 100-byte messages (batched, one future each), then
   ``flush``; consume = ``receive`` + ``acknowledge`` of the same N;
+* ``magnetar_base`` (with ``--baseline-src DIR``): the same, importing ``magnetar`` from
+  another source tree (for example a worktree of an older commit) against the same broker,
+  for a before/after comparison in one run;
 * ``wheel_callback``: the wheel used the usual way, ``send_async(msg, callback)`` with a
   Python callback recording each result, then ``flush``;
 * ``wheel_no_callback``: ``send_async(msg, None)`` (no Python callback per message).
 
-Each wheel run also measures receive + acknowledge. Prints msg/s and the ratios against the
-targets (producer >= 5x the wheel's batched publish rate with callbacks, consumer >= 1.0x),
-and writes ``benchmarks/results/client.json``.
+Each wheel run also measures receive + acknowledge. Runs are interleaved (each round runs
+every role once, in an order rotated from round to round) and the best of the rounds
+counts, so load from other processes hits every client alike; only ratios measured in the
+same run mean anything on a shared machine. Each child also reports its own CPU time per
+message (process time, the wheel's C++ threads included), which moves less with machine
+load than the rates do.
 
-    .venv/bin/python benchmarks/client.py [--messages 200000] [--runs 3]
+Prints msg/s with the ratio to the wheel beside each row, and the targets (producer >= 5x
+the wheel's batched publish rate with callbacks, consumer >= 1.5x the wheel's best), and
+writes ``benchmarks/results/client.json``.
+
+    .venv/bin/python benchmarks/client.py [--messages 200000] [--runs 3] [--baseline-src DIR]
 """
 
 from __future__ import annotations
@@ -51,18 +61,28 @@ async def run_magnetar(url: str, n: int) -> dict[str, float]:
         producer = await client.create_producer(
             topic, max_pending_messages=n, batching_max_messages=1000
         )
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         send = producer.send_async
         for _ in range(n):
             send(PAYLOAD)
         await producer.flush()
-        produce_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         receive, ack = consumer.receive, consumer.acknowledge
         for _ in range(n):
             await ack(await receive())
-        consume_s = time.perf_counter() - t0
-    return {"produce_msg_s": n / produce_s, "consume_msg_s": n / consume_s}
+        t2, c2 = time.perf_counter(), time.process_time()
+    return _figures(n, t0, c0, t1, c1, t2, c2)
+
+
+def _figures(
+    n: int, t0: float, c0: float, t1: float, c1: float, t2: float, c2: float
+) -> dict[str, float]:
+    return {
+        "produce_msg_s": n / (t1 - t0),
+        "consume_msg_s": n / (t2 - t1),
+        "produce_cpu_us_per_msg": (c1 - c0) * 1e6 / n,
+        "consume_cpu_us_per_msg": (c2 - c1) * 1e6 / n,
+    }
 
 
 def run_wheel(url: str, n: int, with_callback: bool) -> dict[str, float]:
@@ -86,7 +106,7 @@ def run_wheel(url: str, n: int, with_callback: bool) -> dict[str, float]:
     def callback(res: object, msg_id: object) -> None:
         record(res)
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if with_callback:
         for _ in range(n):
             producer.send_async(PAYLOAD, callback)
@@ -94,20 +114,19 @@ def run_wheel(url: str, n: int, with_callback: bool) -> dict[str, float]:
         for _ in range(n):
             producer.send_async(PAYLOAD, None)
     producer.flush()
-    produce_s = time.perf_counter() - t0
+    t1, c1 = time.perf_counter(), time.process_time()
     if with_callback:
         assert len(results) == n, f"{len(results)} callbacks for {n} messages"
-    t0 = time.perf_counter()
     for _ in range(n):
         consumer.acknowledge(consumer.receive())
-    consume_s = time.perf_counter() - t0
+    t2, c2 = time.perf_counter(), time.process_time()
     client.close()
-    return {"produce_msg_s": n / produce_s, "consume_msg_s": n / consume_s}
+    return _figures(n, t0, c0, t1, c1, t2, c2)
 
 
 def child(role: str, url: str, n: int) -> None:
     pin(CLIENT_CORE)
-    if role == "magnetar":
+    if role in ("magnetar", "magnetar_base"):
         try:
             import uvloop
 
@@ -119,10 +138,14 @@ def child(role: str, url: str, n: int) -> None:
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def measure(role: str, url: str, n: int) -> dict[str, float]:
+def measure(role: str, url: str, n: int, baseline_src: str | None) -> dict[str, float]:
+    env = dict(os.environ)
+    if role == "magnetar_base":
+        assert baseline_src is not None
+        env["PYTHONPATH"] = baseline_src  # ahead of this tree's editable install
     out = subprocess.run(
         [sys.executable, __file__, "--child", role, "--url", url, "--messages", str(n)],
-        capture_output=True, text=True, check=True, timeout=900,
+        capture_output=True, text=True, check=True, timeout=900, env=env,
     )  # fmt: skip
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("RESULT "))
     result: dict[str, float] = json.loads(line[len("RESULT ") :])
@@ -135,6 +158,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--child")
     parser.add_argument("--url")
+    parser.add_argument(
+        "--baseline-src",
+        help="also measure magnetar.client imported from this source directory "
+        "(e.g. the src/ of a worktree of an older commit), as magnetar_base",
+    )
     args = parser.parse_args()
     if args.child:
         child(args.child, args.url, args.messages)
@@ -142,7 +170,14 @@ def main() -> None:
 
     from magnetar.testing import StandaloneProcess
 
-    roles = ("magnetar", "wheel_callback", "wheel_no_callback")
+    baseline_src = args.baseline_src
+    if baseline_src is not None:
+        baseline_src = str(Path(baseline_src).resolve())
+        if not (Path(baseline_src) / "magnetar" / "client").is_dir():
+            sys.exit(f"--baseline-src {baseline_src}: no magnetar/client package there")
+    roles: tuple[str, ...] = ("magnetar", "wheel_callback", "wheel_no_callback")
+    if baseline_src is not None:
+        roles = ("magnetar_base", *roles)
     with tempfile.TemporaryDirectory() as tmp:
         node = StandaloneProcess(Path(tmp) / "data")
         node.start()
@@ -150,41 +185,75 @@ def main() -> None:
             assert node.proc is not None
             pin(BROKER_CORE, node.proc.pid)
             runs: dict[str, list[dict[str, float]]] = {r: [] for r in roles}
-            for _ in range(args.runs):
-                for role in roles:  # interleaved, so load changes hit every client alike
-                    runs[role].append(measure(role, node.url, args.messages))
+            for round_index in range(args.runs):
+                # Interleaved, so load changes hit every client alike, and rotated, so no
+                # client always follows the same one (the broker's after-effects of a run,
+                # such as its own garbage collection, land on whoever comes next).
+                shift = round_index % len(roles)
+                for role in roles[shift:] + roles[:shift]:
+                    runs[role].append(measure(role, node.url, args.messages, baseline_src))
         finally:
             node.kill()
     best = {
-        role: {k: max(r[k] for r in rs) for k in ("produce_msg_s", "consume_msg_s")}
+        role: {
+            "produce_msg_s": max(r["produce_msg_s"] for r in rs),
+            "consume_msg_s": max(r["consume_msg_s"] for r in rs),
+            "produce_cpu_us_per_msg": min(r["produce_cpu_us_per_msg"] for r in rs),
+            "consume_cpu_us_per_msg": min(r["consume_cpu_us_per_msg"] for r in rs),
+        }
         for role, rs in runs.items()
     }
-    ours, wheel_cb = best["magnetar"], best["wheel_callback"]
+    wheel_produce = best["wheel_callback"]["produce_msg_s"]
+    wheel_consume = max(
+        best["wheel_callback"]["consume_msg_s"], best["wheel_no_callback"]["consume_msg_s"]
+    )
+    ratios = {
+        role: {
+            "produce_vs_wheel_callback": r["produce_msg_s"] / wheel_produce,
+            "consume_vs_wheel": r["consume_msg_s"] / wheel_consume,
+        }
+        for role, r in best.items()
+    }
+    ours = ratios["magnetar"]
     result = {
         "messages": args.messages,
         "payload_bytes": len(PAYLOAD),
         "runs": args.runs,
         "cores": {"client": CLIENT_CORE, "broker": BROKER_CORE},
+        "baseline_src": baseline_src,
         "best_of_runs": best,
+        "ratios_vs_wheel": ratios,
         "all_runs": runs,
-        "produce_ratio_vs_wheel_callback": ours["produce_msg_s"] / wheel_cb["produce_msg_s"],
-        "produce_ratio_vs_wheel_no_callback": ours["produce_msg_s"]
+        "produce_ratio_vs_wheel_callback": ours["produce_vs_wheel_callback"],
+        "produce_ratio_vs_wheel_no_callback": best["magnetar"]["produce_msg_s"]
         / best["wheel_no_callback"]["produce_msg_s"],
-        "consume_ratio_vs_wheel": ours["consume_msg_s"]
-        / max(best["wheel_callback"]["consume_msg_s"], best["wheel_no_callback"]["consume_msg_s"]),
-        "targets": {"produce_ratio_vs_wheel_callback": 5.0, "consume_ratio_vs_wheel": 1.0},
+        "consume_ratio_vs_wheel": ours["consume_vs_wheel"],
+        "targets": {"produce_ratio_vs_wheel_callback": 5.0, "consume_ratio_vs_wheel": 1.5},
     }
+    print(
+        f"{'':18s} {'produce msg/s':>14s} {'x wheel':>8s} {'cpu us':>7s}"
+        f"   {'consume msg/s':>14s} {'x wheel':>8s} {'cpu us':>7s}"
+    )
     for role in roles:
-        r = best[role]
+        r, q = best[role], ratios[role]
         print(
-            f"{role:18s} produce {r['produce_msg_s']:>10,.0f} msg/s"
-            f"   consume {r['consume_msg_s']:>10,.0f} msg/s"
+            f"{role:18s} {r['produce_msg_s']:>14,.0f} {q['produce_vs_wheel_callback']:>7.2f}x"
+            f" {r['produce_cpu_us_per_msg']:>7.2f}"
+            f"   {r['consume_msg_s']:>14,.0f} {q['consume_vs_wheel']:>7.2f}x"
+            f" {r['consume_cpu_us_per_msg']:>7.2f}"
         )
     print(
-        f"producer: {result['produce_ratio_vs_wheel_callback']:.2f}x the wheel with callbacks"
-        f" (target 5x), {result['produce_ratio_vs_wheel_no_callback']:.2f}x without;"
-        f" consumer: {result['consume_ratio_vs_wheel']:.2f}x the wheel (target 1.0x)"
+        f"magnetar producer: {result['produce_ratio_vs_wheel_callback']:.2f}x the wheel with"
+        f" callbacks (target 5x), {result['produce_ratio_vs_wheel_no_callback']:.2f}x without;"
+        f" consumer: {result['consume_ratio_vs_wheel']:.2f}x the wheel (target 1.5x)"
     )
+    if baseline_src is not None:
+        base = best["magnetar_base"]
+        print(
+            f"magnetar vs magnetar_base ({baseline_src}): produce"
+            f" {best['magnetar']['produce_msg_s'] / base['produce_msg_s']:.2f}x,"
+            f" consume {best['magnetar']['consume_msg_s'] / base['consume_msg_s']:.2f}x"
+        )
     out = Path(__file__).parent / "results" / "client.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=2))

@@ -168,3 +168,34 @@ async def test_string_schema_and_initial_position(
             topic, "s", schema=StringSchema(), initial_position=InitialPosition.Earliest
         )
         assert (await consumer.receive(5000)).value() == "héllo"
+
+
+async def test_plain_and_optioned_sends_share_batches_in_order(
+    standalone: StandaloneProcess, topic: str
+) -> None:
+    """The plain fast path and sends with options (even options at their defaults) fill the
+    same batches in send order; an unknown option raises TypeError and queues nothing; a
+    lone message after full batches still goes out on the batching delay."""
+    async with Client(standalone.url) as client:
+        consumer = await client.subscribe(topic, "s")
+        producer = await client.create_producer(
+            topic, batching_max_messages=4, batching_max_publish_delay_ms=20
+        )
+        futures = []
+        for i in range(10):
+            if i % 3 == 0:
+                futures.append(producer.send_async(b"%d" % i, properties=None, partition_key="k"))
+            else:
+                futures.append(producer.send_async(b"%d" % i))
+        with pytest.raises(TypeError):
+            producer.send_async(b"x", no_such_option=1)  # type: ignore[call-arg]
+        ids = await asyncio.wait_for(asyncio.gather(*futures), 10)  # two full batches, then 2
+        assert [(i.entry_id() - ids[0].entry_id(), i.batch_index()) for i in ids] == [
+            (0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (1, 2), (1, 3), (2, 0), (2, 1)
+        ]  # fmt: skip
+        lone = await asyncio.wait_for(producer.send_async(b"10"), 10)
+        assert lone.entry_id() == ids[-1].entry_id() + 1
+        got = [await consumer.receive(timeout_ms=5000) for _ in range(11)]
+        assert [m.data() for m in got] == [b"%d" % i for i in range(11)]
+        assert [m.partition_key() for m in got[:4]] == ["k", "", "", "k"]
+        assert [m.sequence_id() for m in got] == list(range(11))

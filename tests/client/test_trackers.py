@@ -15,7 +15,7 @@ from magnetar.client.chunk_reassembler import ChunkReassembler
 from magnetar.client.message_builder import build_sends
 from magnetar.client.message_id import MessageId
 from magnetar.client.negative_ack_tracker import NegativeAckTracker
-from magnetar.client.receive_queue import ReceiveQueue
+from magnetar.client.receive_queue import ReceiveQueue, Run
 from magnetar.client.routing import (
     HashingScheme,
     PartitionRouter,
@@ -130,6 +130,53 @@ def test_permits_never_exceed_the_window(size: int, ops: list[str]) -> None:
             granted += q.dropped(1)
         assert granted - delivered <= size
         assert len(q) <= size
+
+
+class _Counting(Run[int]):
+    """A run of consecutive ints, built as taken."""
+
+    def __init__(self, first: int, count: int) -> None:
+        super().__init__(count)
+        self.next = first
+
+    def take(self) -> int:
+        self.remaining -= 1
+        self.next += 1
+        return self.next - 1
+
+
+@given(
+    st.integers(1, 60),
+    st.lists(
+        st.tuples(st.sampled_from(["push", "run", "pop", "pop_many", "clear"]), st.integers(0, 7)),
+        max_size=300,
+    ),
+)
+def test_runs_pop_like_their_items_pushed_one_by_one(size: int, ops: list[tuple[str, int]]) -> None:
+    """Model: a run of k items behaves exactly as k items pushed one by one (order, length,
+    permits), including when a partly taken run is cleared."""
+    runs: ReceiveQueue[int] = ReceiveQueue(size)
+    plain: ReceiveQueue[int] = ReceiveQueue(size)
+    runs.initial_permits()
+    plain.initial_permits()
+    pushed = 0
+    for op, k in ops:
+        if op == "push":
+            runs.push(pushed)
+            plain.push(pushed)
+            pushed += 1
+        elif op == "run":
+            runs.push_run(_Counting(pushed, k))
+            plain.push_many(list(range(pushed, pushed + k)))
+            pushed += k
+        elif op == "pop":
+            assert runs.pop() == plain.pop()
+        elif op == "pop_many":
+            assert runs.pop_many(k) == plain.pop_many(k)
+        else:
+            left = [item.take_all() if isinstance(item, Run) else [item] for item in runs.clear()]
+            assert [i for items in left for i in items] == plain.clear()
+        assert len(runs) == len(plain)
 
 
 def test_flow_sent_at_half_window() -> None:

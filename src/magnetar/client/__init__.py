@@ -42,7 +42,7 @@ from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
 from magnetar.client.multi_topics_consumer import MultiTopicsConsumer
 from magnetar.client.partitioned_producer import PartitionedProducer
-from magnetar.client.producer import Producer
+from magnetar.client.producer import Producer, SendOptions
 from magnetar.client.reader import Reader
 from magnetar.client.routing import HashingScheme, PartitionsRoutingMode
 from magnetar.client.schema import AvroSchema, BytesSchema, JsonSchema, Schema, StringSchema
@@ -90,6 +90,7 @@ __all__ = [
     "Reader",
     "Schema",
     "SchemaSerializationError",
+    "SendOptions",
     "StringSchema",
     "Timeout",
     "TlsHandshakeError",

@@ -44,19 +44,22 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-_PLAIN_PREFIXES: dict[int, bytes] = {}
-"""payload size -> ``SingleMessageMetadata`` bytes up to the sequence id's varint (tag 3
-payload_size, then tag 8's key); bounded to small sizes, where the per-message cost shows."""
-_PLAIN_PREFIXES_MAX_SIZE = 64 * 1024
+_PLAIN_HEADS: dict[int, tuple[bytes, ...]] = {}
+"""payload size -> for each length L of the sequence id's varint (index L, 1 to 10), the
+record's start up to that varint: its u32 metadata size, then ``SingleMessageMetadata``
+tag 3 (payload_size) and tag 8's key. Bounded to small sizes, where the per-message cost
+shows."""
+_PLAIN_HEADS_MAX_SIZE = 64 * 1024
 
 
-def _plain_prefix(n: int) -> bytes:
-    prefix = _PLAIN_PREFIXES.get(n)
-    if prefix is None:
+def _plain_heads(n: int) -> tuple[bytes, ...]:
+    heads = _PLAIN_HEADS.get(n)
+    if heads is None:
         prefix = b"\x18" + _varint(n) + b"\x40"
-        if n < _PLAIN_PREFIXES_MAX_SIZE:
-            _PLAIN_PREFIXES[n] = prefix
-    return prefix
+        heads = (b"", *(_U32.pack(len(prefix) + length) + prefix for length in range(1, 11)))
+        if n < _PLAIN_HEADS_MAX_SIZE:
+            _PLAIN_HEADS[n] = heads
+    return heads
 
 
 def _len_delimited(tag: int, data: bytes) -> bytes:
@@ -177,21 +180,34 @@ class BatchBuilder:
         )
 
     def add_plain(self, payload: bytes, sequence_id: int, handle: Any) -> bool:
-        """Fast path: a message without key, properties or event time. Returns True when the
-        batch is full and should be built now."""
+        """Fast path: a message without key, properties or event time, which must fit (see
+        :meth:`fits`; ValueError otherwise). Returns True when the batch is full and should
+        be built now."""
+        full = self.try_add_plain(payload, sequence_id, handle)
+        if full is None:
+            raise ValueError("the message does not fit: build the batch first")
+        return full
+
+    def try_add_plain(self, payload: bytes, sequence_id: int, handle: Any) -> bool | None:
+        """:meth:`add_plain` with the :meth:`fits` check folded in (the producer's hot path):
+        None when the message does not fit (nothing added: build, then add it to the empty
+        batch), else whether the batch is now full."""
         n = len(payload)
-        prefix = _PLAIN_PREFIXES.get(n) or _plain_prefix(n)
-        if 0x80 <= sequence_id < 0x4000:
-            seq = bytes(((sequence_id & 0x7F) | 0x80, sequence_id >> 7))
-        elif 0x4000 <= sequence_id < 0x200000:
+        handles = self._handles
+        if handles and self._bytes + n > self.max_bytes:
+            return None
+        heads = _PLAIN_HEADS.get(n) or _plain_heads(n)
+        if 0x4000 <= sequence_id < 0x200000:
             seq = bytes(
                 ((sequence_id & 0x7F) | 0x80, ((sequence_id >> 7) & 0x7F) | 0x80, sequence_id >> 14)
             )
+        elif 0x80 <= sequence_id < 0x4000:
+            seq = bytes(((sequence_id & 0x7F) | 0x80, sequence_id >> 7))
         else:
             seq = _varint(sequence_id)
-        # Pieces are joined once, in build().
-        self._parts += (_U32.pack(len(prefix) + len(seq)), prefix, seq, payload)
-        handles = self._handles
+        # Pieces are joined once, in build(); the record's size and metadata up to the
+        # sequence id's varint come from one cached bytes object.
+        self._parts += (heads[len(seq)], seq, payload)
         handles.append(handle)
         if self._first_seq < 0:
             self._first_seq = sequence_id

@@ -40,7 +40,13 @@ from magnetar.client.errors import (
     InvalidConfiguration,
     Timeout,
 )
-from magnetar.client.message import CorruptMessage, Message, decode_entry, entry_payload
+from magnetar.client.message import (
+    CorruptMessage,
+    Message,
+    MessageRun,
+    decode_entry_lazily,
+    entry_payload,
+)
 from magnetar.client.message_id import MessageId
 from magnetar.client.negative_ack_tracker import NegativeAckTracker
 from magnetar.client.receive_queue import ReceiveQueue
@@ -326,8 +332,10 @@ class Consumer:
         dropped = self._queue.clear()
         if self._sink is not None:
             self._sink.drop_from(self)
-        for m in dropped:
-            self._dlq_candidates.pop(m.position[:2], None)
+        if self._dlq_candidates:
+            for m in dropped:
+                if isinstance(m, Message | MessageRun):
+                    self._dlq_candidates.pop(m.position[:2], None)
         self._chunks.clear()
 
     # ------------------------------------------------------------ incoming
@@ -339,7 +347,7 @@ class Consumer:
             if md.chunk_id is not None and md.num_chunks_from_msg and md.num_chunks_from_msg > 1:
                 self._on_chunk(command, entry)
                 return
-            messages, skipped = decode_entry(
+            decoded, skipped = decode_entry_lazily(
                 entry,
                 topic=self._topic,
                 partition=self._partition,
@@ -364,7 +372,7 @@ class Consumer:
             log.warning("discarding unreadable entry %s on %s: %s", mid, self._topic, exc)
             self._earn(1)
             return
-        self._deliver(messages, skipped, command.redelivery_count)
+        self._deliver(decoded, skipped, command.redelivery_count)
 
     def _on_chunk(self, command: MessageCommand, entry: Entry) -> None:
         md = entry.metadata
@@ -411,7 +419,7 @@ class Consumer:
         )
         msg.chunk_ids = done.chunk_ids
         self._earn(len(done.chunk_ids) - 1)
-        self._deliver([msg], 0, command.redelivery_count)
+        self._deliver(msg, 0, command.redelivery_count)
 
     def _discard_chunks(self, ids: list[MessageId]) -> None:
         if ids:
@@ -423,7 +431,30 @@ class Consumer:
                 )
             )
 
-    def _deliver(self, messages: list[Message], skipped: int, redelivery_count: int) -> None:
+    def _deliver(
+        self, decoded: Message | MessageRun | None, skipped: int, redelivery_count: int
+    ) -> None:
+        if (
+            type(decoded) is MessageRun
+            and self._start_id is None
+            and self._sink is None
+            and self._conf.dead_letter_policy is None
+        ):
+            # The common case: the batch's messages are built as the application takes them.
+            if skipped:
+                self._earn(skipped)
+            if not isinstance(self._conf.schema, BytesSchema):
+                decoded.decoder = self._conf.schema
+                decoded.consumer_ref = self
+            self._queue.push_run(decoded)
+            self._hand_to_waiters()
+            return
+        if decoded is None:
+            messages = []
+        elif isinstance(decoded, MessageRun):
+            messages = decoded.take_all()
+        else:
+            messages = [decoded]
         start = self._start_id
         if (
             start is not None
@@ -450,8 +481,11 @@ class Consumer:
         if self._sink is not None:
             self._sink.push(messages)
             return
+        self._queue.push_many(messages)
+        self._hand_to_waiters()
+
+    def _hand_to_waiters(self) -> None:
         queue = self._queue
-        queue.push_many(messages)
         waiters = self._waiters
         while waiters and len(queue):
             waiter = waiters.popleft()
@@ -625,13 +659,12 @@ class Consumer:
             self._check_open()
         if type(message) is Message and not message.chunk_ids:
             # Fast path: no MessageId built, no lists.
-            ledger, entry = message._ledger_id, message._entry_id
-            full = self._acks.add_individual(
-                ledger, entry, message._batch_index, message._batch_size
-            )
+            info = message._info
+            ledger, entry = info.ledger_id, info.entry_id
+            full = self._acks.add_individual(ledger, entry, message._batch_index, info.batch_size)
             if self._unacked is not None:
                 self._unacked.remove((ledger, entry))
-            if self._nacks:
+            if self._nacks.deadline_ms:
                 self._nacks.remove((ledger, entry))
             if self._dlq_candidates:
                 self._dlq_candidates.pop((ledger, entry), None)

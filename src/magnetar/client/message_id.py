@@ -233,3 +233,22 @@ class MessageId:
 
 MessageId.earliest = MessageId(-1, -1, -1, -1)
 MessageId.latest = MessageId(-1, INT64_MAX, INT64_MAX, -1)
+
+
+def batch_message_ids(
+    partition: int, ledger_id: int, entry_id: int, batch_size: int
+) -> list[MessageId]:
+    """The ids of the ``batch_size`` messages of one batched entry, in batch order (the
+    producer's receipt path: slot stores instead of a keyword ``__init__`` per id)."""
+    new = MessageId.__new__
+    ids = []
+    for index in range(batch_size):
+        mid = new(MessageId)
+        mid._partition = partition
+        mid._ledger_id = ledger_id
+        mid._entry_id = entry_id
+        mid._batch_index = index
+        mid._batch_size = batch_size
+        mid._first_chunk = None
+        ids.append(mid)
+    return ids

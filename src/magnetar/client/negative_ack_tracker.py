@@ -18,22 +18,24 @@ class NegativeAckTracker:
             raise ValueError("delay_ms must not be negative")
         self.delay_ms = delay_ms
         self.max_tracked = max_tracked
-        self._deadline: dict[Position, int] = {}
+        self.deadline_ms: dict[Position, int] = {}
+        """Pending positions and their redelivery deadlines (read-only for callers: a
+        cheap emptiness test on the ack path)."""
         self._heap: list[tuple[int, Position]] = []
 
     def __len__(self) -> int:
-        return len(self._deadline)
+        return len(self.deadline_ms)
 
     def add(self, position: Position, now_ms: int, delay_ms: int | None = None) -> None:
-        if len(self._deadline) >= self.max_tracked and position not in self._deadline:
+        if len(self.deadline_ms) >= self.max_tracked and position not in self.deadline_ms:
             raise OverflowError("too many negatively acknowledged messages pending")
         deadline = now_ms + (self.delay_ms if delay_ms is None else delay_ms)
-        self._deadline[position] = deadline
+        self.deadline_ms[position] = deadline
         heapq.heappush(self._heap, (deadline, position))
 
     def remove(self, position: Position) -> None:
         """Forget a position (it was acked after all); its heap entry is dropped lazily."""
-        self._deadline.pop(position, None)
+        self.deadline_ms.pop(position, None)
 
     def next_deadline_ms(self) -> int | None:
         self._drop_stale()
@@ -41,7 +43,7 @@ class NegativeAckTracker:
 
     def _drop_stale(self) -> None:
         heap = self._heap
-        while heap and self._deadline.get(heap[0][1]) != heap[0][0]:
+        while heap and self.deadline_ms.get(heap[0][1]) != heap[0][0]:
             heapq.heappop(heap)
 
     def tick(self, now_ms: int) -> list[Position]:
@@ -52,9 +54,9 @@ class NegativeAckTracker:
             if not heap or heap[0][0] > now_ms:
                 return due
             _, position = heapq.heappop(heap)
-            del self._deadline[position]
+            del self.deadline_ms[position]
             due.append(position)
 
     def clear(self) -> None:
-        self._deadline.clear()
+        self.deadline_ms.clear()
         self._heap.clear()

@@ -25,7 +25,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from magnetar.client.backoff import Backoff
 from magnetar.client.batch_builder import BatchBuilder, OpSend
@@ -40,7 +40,7 @@ from magnetar.client.errors import (
     Timeout,
 )
 from magnetar.client.message_builder import CHUNK_METADATA_RESERVE_BYTES, build_sends
-from magnetar.client.message_id import MessageId
+from magnetar.client.message_id import MessageId, batch_message_ids
 from magnetar.client.reconnect import reconnect
 from magnetar.client.schema import BytesSchema, Schema
 from magnetar.client.topic_schema import AutoProduceBytesSchema
@@ -95,6 +95,22 @@ class ProducerConfig:
     initial_subscription_name: str | None = None
 
 
+class SendOptions(TypedDict, total=False):
+    """The options of :meth:`Producer.send_async` and :meth:`Producer.send`, all optional."""
+
+    properties: Mapping[str, str] | None
+    partition_key: str | None
+    ordering_key: str | bytes | None
+    sequence_id: int | None
+    """Default: the producer's next sequence id."""
+    event_timestamp: int | None
+    deliver_at: int | None
+    """Delayed delivery at this time (ms since the epoch)."""
+    deliver_after_ms: int | None
+    replication_clusters: Sequence[str] | None
+    disable_replication: bool
+
+
 def _resolve(handle: Any, mid: MessageId) -> None:
     if isinstance(handle, asyncio.Future):
         if not handle.done():
@@ -146,7 +162,8 @@ class Producer:
         self._state = _State.CONNECTING
         self._cnx: Connection | None = None
         self._batch: BatchBuilder | None = None
-        self._batch_started_s = 0.0
+        self._batch_started_s = -1.0
+        """When the open batch got its first message (monotonic s); -1: the batch is empty."""
         self._pending: deque[OpSend] = deque()
         self._pending_messages = 0  # in the batch builder and in flight
         self._space_waiters: deque[asyncio.Future[None]] = deque()
@@ -292,23 +309,16 @@ class Producer:
         self,
         content: Any,
         callback: SendCallback | None = None,
-        *,
-        properties: Mapping[str, str] | None = None,
-        partition_key: str | None = None,
-        ordering_key: str | bytes | None = None,
-        sequence_id: int | None = None,
-        event_timestamp: int | None = None,
-        deliver_at: int | None = None,
-        deliver_after_ms: int | None = None,
-        replication_clusters: Sequence[str] | None = None,
-        disable_replication: bool = False,
+        **options: Unpack[SendOptions],
     ) -> asyncio.Future[MessageId]:
         """Queue a message; returns a future resolved with its id once the broker stored it.
 
-        With ``callback`` the callback ``(error, message_id)`` is called instead and the
-        returned future is not created (None is returned, typed as the future for
-        convenience). Raises ProducerQueueIsFull if ``max_pending_messages`` are pending,
-        AlreadyClosed after close, MessageTooBig for an oversized message without chunking.
+        ``options`` are those of :class:`SendOptions` (key, properties, event time, delayed
+        delivery, replication). With ``callback`` the callback ``(error, message_id)`` is
+        called instead and the returned future is not created (None is returned, typed as
+        the future for convenience). Raises ProducerQueueIsFull if ``max_pending_messages``
+        are pending, AlreadyClosed after close, MessageTooBig for an oversized message
+        without chunking, TypeError for an unknown option.
         """
         state = self._state
         if state is _CLOSING or state is _CLOSED:
@@ -327,30 +337,44 @@ class Producer:
             else self._schema.encode(content)
         )
         batch = self._batch
-        if (
-            batch is not None
-            and sequence_id is None
-            and properties is None
-            and partition_key is None
-            and ordering_key is None
-            and not event_timestamp
-            and deliver_at is None
-            and deliver_after_ms is None
-            and replication_clusters is None
-            and not disable_replication
-            and len(payload) <= self._batch_max_bytes
-        ):
-            # The common case, kept short: a plain message joining the open batch.
+        if batch is not None and not options and len(payload) <= self._batch_max_bytes:
+            # The common case, kept short: a plain message joining the open batch. (Options
+            # come as **options: keyword-only parameters with defaults would cost a
+            # dictionary look-up each on every call.)
             seq = self._next_seq
             self._next_seq = seq + 1
             self._pending_messages += 1
-            if not batch.fits(len(payload)):
-                self._flush_batch()
-            if not batch:
+            if self._batch_started_s < 0:
                 self._batch_started_s = self._ctx.clock.monotonic_s()
-            if batch.add_plain(payload, seq, handle):
+            full = batch.try_add_plain(payload, seq, handle)
+            if full is None:  # it does not fit: the open batch goes first
+                self._flush_batch()
+                self._batch_started_s = self._ctx.clock.monotonic_s()
+                full = batch.add_plain(payload, seq, handle)
+            if full:
                 self._flush_batch()
             return fut  # type: ignore[return-value]
+        self._send_with_options(payload, handle, **options)
+        return fut  # type: ignore[return-value]
+
+    def _send_with_options(
+        self,
+        payload: bytes,
+        handle: Any,
+        *,
+        properties: Mapping[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: str | bytes | None = None,
+        sequence_id: int | None = None,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after_ms: int | None = None,
+        replication_clusters: Sequence[str] | None = None,
+        disable_replication: bool = False,
+    ) -> None:
+        """:meth:`send_async` past its fast path: ``payload`` encoded, ``handle`` the future
+        or callback to resolve."""
+        batch = self._batch
         self._check_open()
         if sequence_id is None:
             seq = self._next_seq
@@ -374,7 +398,7 @@ class Producer:
             self._pending_messages += 1
             if not batch.fits(len(payload)):
                 self._flush_batch()
-            if not batch:
+            if self._batch_started_s < 0:
                 self._batch_started_s = self._ctx.clock.monotonic_s()
             if (
                 properties is None
@@ -395,7 +419,7 @@ class Producer:
                 )
             if full:
                 self._flush_batch()
-            return fut  # type: ignore[return-value]
+            return
         # Not batchable: keep order by flushing the open batch first.
         self._flush_batch()
         limit = self._max_message_size
@@ -428,7 +452,6 @@ class Producer:
         for op in ops:
             op.created_s = now
             self._enqueue(op)
-        return fut  # type: ignore[return-value]
 
     async def send(self, content: Any, **kwargs: Any) -> MessageId:
         """Send one message and wait for its id. Waits for room when ``max_pending_messages``
@@ -453,6 +476,7 @@ class Producer:
         op = batch.build(self._ctx.clock.now_ms())
         assert op is not None
         op.created_s = self._batch_started_s
+        self._batch_started_s = -1.0
         self._enqueue(op)
 
     def _enqueue(self, op: OpSend) -> None:
@@ -533,17 +557,20 @@ class Producer:
             self._finish(op, [mid])
             return
         if op.batched:
-            n = op.num_messages
-            self._finish(
-                op, [MessageId(partition, ledger, entry, i, batch_size=n) for i in range(n)]
-            )
+            self._finish(op, batch_message_ids(partition, ledger, entry, op.num_messages))
         else:
             self._finish(op, [MessageId(partition, ledger, entry)])
 
     def _finish(self, op: OpSend, ids: list[MessageId]) -> None:
         self._last_seq_published = max(self._last_seq_published, op.highest_sequence_id)
+        future = asyncio.Future
         for handle, mid in zip(op.handles, ids, strict=True):
-            _resolve(handle, mid)
+            # _resolve inlined for futures: this runs once per message.
+            if isinstance(handle, future):
+                if not handle.done():
+                    handle.set_result(mid)
+            else:
+                _resolve(handle, mid)
         self._release(len(op.handles))
         self._notify_flushed(op)
 
@@ -601,6 +628,7 @@ class Producer:
         ops = list(self._pending)
         self._pending.clear()
         if self._batch is not None:
+            self._batch_started_s = -1.0
             for h in self._batch.discard():
                 _fail(h, error)
                 self._release(1)

@@ -1,7 +1,7 @@
 """``--auth-plugin``/``--auth-params`` (Pulsar's spelling, and client.conf's ``authPlugin``/
 ``authParams``) for ``magnetar admin``, ``client`` and ``perf``.
 
-Plugins (Pulsar's class names or short names) and their parameters:
+Plugins and parameters: :mod:`magnetar.auth.client_params`, where the parsing lives.
 
 * ``org.apache.pulsar.client.impl.auth.AuthenticationToken`` / ``token``:
   ``token:<jwt>``, ``file:///path/to/token`` or the token itself;

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
 BURST_MS = 100
 """How much of its rate a limit lets through at once after an idle spell (what a bucket
 holds when full). Pulsar's buckets hold a whole second; a tenth keeps every 10 s window
@@ -39,9 +38,7 @@ class TokenBucket:
     def __init__(self, rate_per_s: float, now_s: float, capacity: float | None = None) -> None:
         assert rate_per_s > 0, "a bucket needs a positive rate"
         self.rate_per_s = rate_per_s
-        self.capacity = (
-            max(1.0, rate_per_s * BURST_MS / 1000) if capacity is None else capacity
-        )
+        self.capacity = max(1.0, rate_per_s * BURST_MS / 1000) if capacity is None else capacity
         self._tokens = self.capacity
         self._at_s = now_s
 

@@ -156,7 +156,9 @@ class BrokerNode:
         # could act on that broker's assignments.
         await self._register(store, self.address)
         await self.ownership.start(self.address)
-        self.controller = ControllerRunner(store, self.address.broker_id, clock=self.clock)
+        self.controller = ControllerRunner(
+            store, self.address.broker_id, clock=self.clock, cluster=b.cluster_name
+        )
         self.admin.controller = self.controller
         self.controller.start()
         self._reporter = asyncio.create_task(self._report_load(store, self.address))

@@ -8,9 +8,9 @@ the bundle state machine from the metadata store.
   newer load report in them (:mod:`magnetar.broker.load_report`): ``load_reported``;
 * ``/admin/policies/<tenant>/<ns>`` — every namespace gets its default bundles
   (``namespace_added``), so each bundle is assigned before any lookup asks;
-* the cluster's namespace isolation policies (:mod:`.isolation`): read before campaigning
-  and at every sync into :attr:`ControllerRunner.isolation`, which the machine's bundle
-  assignment consults;
+* the cluster's namespace isolation policies (:mod:`.isolation`): read every
+  ``tick_interval_ms`` while campaigning too, and at every sync, into
+  :attr:`ControllerRunner.isolation`, which the machine's bundle assignment consults;
 * ``/namespace/<tenant>/<ns>/<range>`` — ownership nodes: a node that appeared is the
   holder's acknowledgement (``ownership_acquired``), one that vanished its release
   (``ownership_released``). Both are facts observed by this controller now, so they are
@@ -192,6 +192,23 @@ class ControllerRunner:
                 await self.election.resign()
 
     async def _run(self) -> None:
+        follower = asyncio.create_task(self._follow_isolation(), name="isolation policies")
+        try:
+            await self._campaign_forever()
+        finally:
+            follower.cancel()
+
+    async def _follow_isolation(self) -> None:
+        """Keep :attr:`isolation` current while campaigning too, so a broker that wins
+        assigns its first bundles by the policies in force (not by those of its start)."""
+        while True:
+            try:
+                await self._read_isolation()
+            except SessionExpired:
+                return
+            await self._clock.sleep(self.tick_interval_ms / 1000)
+
+    async def _campaign_forever(self) -> None:
         while True:
             election = ControllerElection(
                 self.store,
@@ -202,7 +219,6 @@ class ControllerRunner:
             )
             self.election = election
             try:
-                await self._read_isolation()  # in force before taking over assigns anything
                 epoch = await election.campaign()
                 log.info("%s is the controller at epoch %d", self.broker_id, epoch)
                 await self._lead(election)

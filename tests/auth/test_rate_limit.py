@@ -206,3 +206,34 @@ def test_the_dispatch_rate_holds_when_batches_grow() -> None:
         sent += sum(batch)
         now_s += 0.001
     assert 1000 * 10 * 0.9 <= sent - 1000 <= 1000 * 10 * 1.1
+
+
+def test_a_dispatch_rate_relative_to_the_publish_rate_follows_it() -> None:
+    """Pulsar's ``relativeToPublishRate``: the limit is the topic's publish rate plus the
+    configured rate; an absolute limit ignores the publish rate."""
+    relative = DispatchRateLimiter()
+    relative.configure(DispatchRate(msgs=100, relative_to_publish_rate=True), 0.0)
+    absolute = DispatchRateLimiter()
+    absolute.configure(DispatchRate(msgs=100), 0.0)
+    for limiter, publish_rate, expected in (
+        (relative, 400.0, 500),
+        (relative, 0.0, 100),
+        (absolute, 400.0, 100),
+    ):
+        start_s = 100.0 + 100.0 * (publish_rate == 0.0) + 200.0 * (limiter is absolute)
+        now_s, sends = start_s, []
+        while now_s < start_s + 3 * WINDOW_S:
+            limiter.follow_publish_rate(publish_rate, publish_rate * 100, now_s)
+            permits = limiter.permits(now_s)
+            if permits == 0:
+                now_s += limiter.pause_s(now_s)
+                continue
+            entries = min(100, limiter.entries_for(permits or 100))
+            limiter.on_dispatch(entries, entries * 100, now_s, entries)
+            sends.append((now_s, entries))
+            now_s += 0.001
+        busiest = _busiest_window(sends)
+        assert expected * WINDOW_S * 0.98 <= busiest <= expected * WINDOW_S * 1.02 + 1, (
+            publish_rate,
+            busiest,
+        )

@@ -47,6 +47,15 @@ class TokenBucket:
         self._tokens = min(self.capacity, self._tokens + elapsed_s * self.rate_per_s)
         self._at_s = max(self._at_s, now_s)
 
+    def set_rate(self, rate_per_s: float, now_s: float) -> None:
+        """Refill at the old rate up to ``now_s``, then go on at ``rate_per_s`` (with the
+        default capacity of that rate); the tokens held (or the debt) carry over."""
+        assert rate_per_s > 0, "a bucket needs a positive rate"
+        self._refill(now_s)
+        self.rate_per_s = rate_per_s
+        self.capacity = max(1.0, rate_per_s * BURST_MS / 1000)
+        self._tokens = min(self._tokens, self.capacity)
+
     def is_full(self, now_s: float) -> bool:
         self._refill(now_s)
         return self._tokens >= self.capacity
@@ -116,6 +125,9 @@ class DispatchRate:
     msgs: int = 0
     size_bytes: int = 0
     period_s: int = 1
+    relative_to_publish_rate: bool = False
+    """Pulsar's ``relativeToPublishRate``: the limit is the topic's publish rate plus
+    ``msgs`` / ``size_bytes`` (see :meth:`DispatchRateLimiter.follow_publish_rate`)."""
 
     @property
     def limited(self) -> bool:
@@ -163,6 +175,20 @@ class DispatchRateLimiter:
         self._bytes = (
             TokenBucket(rate.size_bytes / period_s, now_s) if rate.size_bytes > 0 else None
         )
+
+    def follow_publish_rate(self, msgs_per_s: float, bytes_per_s: float, now_s: float) -> None:
+        """With ``relative_to_publish_rate``, set the limits to the topic's publish rate now
+        (messages and bytes per second, as its meters measure them) plus the configured
+        rates, as Pulsar's ``DispatchRateLimiter`` does at each rate period; otherwise
+        nothing. A dispatcher calls it before :meth:`permits`."""
+        rate = self.rate
+        if not rate.relative_to_publish_rate:
+            return
+        period_s = max(1, rate.period_s)
+        if self._msgs is not None:
+            self._msgs.set_rate(rate.msgs / period_s + max(0.0, msgs_per_s), now_s)
+        if self._bytes is not None:
+            self._bytes.set_rate(rate.size_bytes / period_s + max(0.0, bytes_per_s), now_s)
 
     def permits(self, now_s: float) -> int | None:
         """Messages the dispatcher may read now: None for no message limit, 0 when it must

@@ -10,13 +10,13 @@ the official ``pulsar`` wheel.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
 import pytest
 
+from magnetar.broker.controller import NamespaceBundles
 from magnetar.common.errors import ServerError
 from magnetar.local_cluster import LocalCluster, LocalClusterConfig
 from magnetar.protocol import Connected, Error
@@ -67,13 +67,26 @@ def _owner(cluster: LocalCluster, secrets: Secrets, topic: str) -> str:
 
 
 def _topic_owned_by(cluster: LocalCluster, secrets: Secrets, index: int) -> str:
-    """A new topic of ``public/default`` whose bundle broker ``index`` owns."""
+    """A topic of ``public/default`` whose bundle broker ``index`` owns. The first broker up
+    may hold every bundle at first; count rebalancing spreads them within about 10 s."""
+    bundles = NamespaceBundles.default(NS)
+    by_bundle: dict[str, str] = {}
+    i = 0
+    while len(by_bundle) < len(bundles.bundles):
+        topic = f"persistent://{NS}/auth-{i}"
+        by_bundle.setdefault(bundles.bundle_for_topic(topic).name, topic)
+        i += 1
     wanted = cluster.broker_service_url(index).rstrip("/")
-    for i in range(64):
-        topic = f"persistent://{NS}/auth-{uuid.uuid4().hex[:6]}-{i}"
-        if _owner(cluster, secrets, topic).rstrip("/") == wanted:
-            return topic
-    raise AssertionError(f"no topic of {NS} landed on broker {index}")
+    found: list[str] = []
+
+    def one_there() -> bool:
+        found[:] = [
+            t for t in by_bundle.values() if _owner(cluster, secrets, t).rstrip("/") == wanted
+        ]
+        return bool(found)
+
+    wait_until(one_there, timeout_s=120, what=f"a bundle of {NS} on broker {index}")
+    return found[0]
 
 
 def _client(url: str, token: str) -> pulsar.Client:

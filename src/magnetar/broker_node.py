@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from magnetar.auth.client_credentials import NO_CREDENTIALS, ClientCredentials
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.controller.bundles import BundleId
 from magnetar.broker.controller.election import REGISTRATIONS_PATH
@@ -79,6 +80,11 @@ class BrokerNodeConfig:
     managed_ledger_max_entries_per_ledger: int = 50_000
     load_report_interval_ms: int = 5_000
     """How often the broker writes its load report (read by the controller)."""
+    broker_client_auth: ClientCredentials = NO_CREDENTIALS
+    """Pulsar's ``brokerClientAuthenticationPlugin``/``Parameters``: what this broker
+    presents when it calls another broker (kept on the admin context as
+    ``internal_client_credentials``). With authorization on, its role must be a super
+    user."""
 
 
 class BrokerNode:
@@ -150,7 +156,9 @@ class BrokerNode:
         # could act on that broker's assignments.
         await self._register(store, self.address)
         await self.ownership.start(self.address)
-        self.controller = ControllerRunner(store, self.address.broker_id, clock=self.clock)
+        self.controller = ControllerRunner(
+            store, self.address.broker_id, clock=self.clock, cluster=b.cluster_name
+        )
         self.admin.controller = self.controller
         self.controller.start()
         self._reporter = asyncio.create_task(self._report_load(store, self.address))
@@ -262,6 +270,7 @@ class BrokerNode:
             loadReportIntervalMs=cfg.load_report_interval_ms,
             webServiceHost=cfg.http_host,
         )
+        ctx.internal_client_credentials = cfg.broker_client_auth
         self.admin = ctx
         self.http = AdminServer(create_app(ctx), self.config.http_host, self.config.http_port)
         await self.http.start()

@@ -64,6 +64,9 @@ class LocalClusterConfig:
     """ZooKeeper session timeout of every bookie and broker: a SIGKILLed process's
     registration (and a broker's bundles) go after about this long."""
     log_level: str = "INFO"
+    broker_args: tuple[str, ...] = ()
+    """More options for every ``magnetar broker`` (e.g. its authentication settings,
+    ``("--authentication-enabled", "--authentication-providers", "token", ...)``)."""
 
     def __post_init__(self) -> None:
         if self.brokers < 1 or self.bookies < 1:
@@ -304,6 +307,7 @@ class LocalCluster:
             "--ack-quorum", str(cfg.ack_quorum),
             "--session-timeout-s", str(cfg.session_timeout_s),
             "--log-level", cfg.log_level,
+            *cfg.broker_args,
         )  # fmt: skip
         return ClusterProcess(
             f"broker-{index}", args, self.data_dir / f"broker-{index}.log", _BROKER_READY

@@ -69,6 +69,7 @@ def test_every_route_answers_without_server_errors(
         "instance_id": "0",
         "role": "some-role",
         "bookie": "127.0.0.1:1",
+        "policy": "some-policy",
         **NUMERIC,
     }
     bad = dict(

@@ -5,6 +5,8 @@ subprocesses on free ports, killed at teardown)."""
 from __future__ import annotations
 
 import json
+import socket
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -15,6 +17,8 @@ import pytest
 
 from magnetar.auth.htpasswd import apr1_hash
 from magnetar.auth.tokens import create_token, new_secret_key
+from magnetar.protocol import Connect, Connected, FrameDecoder
+from magnetar.protocol import encode as encode_command
 
 SUPER_USER = "root"
 PASSWORD = "correct horse"
@@ -76,3 +80,28 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from tls.certs import make_pki  # tests/tls: the TLS tests' certificate maker
 
     return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+def connect_raw(port: int, method: str | None, data: bytes | None) -> list[object]:
+    """CONNECT with the given credentials; the commands the broker sent until it closed."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(
+            encode_command(
+                Connect(
+                    client_version="auth-test",
+                    protocol_version=20,
+                    auth_method_name=method,
+                    auth_data=data,
+                )
+            )
+        )
+        decoder, commands = FrameDecoder(), []
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return commands
+            commands += [f.command for f in decoder.feed(chunk)]
+            if any(isinstance(c, Connected) for c in commands):
+                return commands
+        raise AssertionError(f"the broker neither answered nor closed: {commands}")

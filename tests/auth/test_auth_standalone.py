@@ -34,7 +34,7 @@ from magnetar.protocol import (
 from magnetar.protocol import encode as encode_command
 from magnetar.testing import StandaloneProcess
 
-from .conftest import PASSWORD, SUPER_USER, Secrets, http
+from .conftest import PASSWORD, SUPER_USER, Secrets, connect_raw, http
 
 TENANT, OTHER_TENANT = "acme", "other"
 NS = f"{TENANT}/ns"
@@ -191,31 +191,6 @@ def test_revoking_takes_effect_on_the_next_request(
 # --- bad credentials ---------------------------------------------------------------------
 
 
-def _connect(port: int, method: str | None, data: bytes | None) -> list[object]:
-    """CONNECT with the given credentials; the commands the broker sent until it closed."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(
-            encode_command(
-                Connect(
-                    client_version="auth-test",
-                    protocol_version=20,
-                    auth_method_name=method,
-                    auth_data=data,
-                )
-            )
-        )
-        decoder, commands = FrameDecoder(), []
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            chunk = sock.recv(65536)
-            if not chunk:
-                return commands
-            commands += [f.command for f in decoder.feed(chunk)]
-            if any(isinstance(c, Connected) for c in commands):
-                return commands
-        raise AssertionError(f"the broker neither answered nor closed: {commands}")
-
-
 @pytest.mark.parametrize(
     ("method", "data_of", "reason"),
     [
@@ -239,7 +214,7 @@ def test_bad_credentials_get_authentication_error_and_a_closed_connection(
     data_of: Callable[[Secrets], bytes | None],
     reason: str,
 ) -> None:
-    commands = _connect(node.port, method, data_of(secrets))
+    commands = connect_raw(node.port, method, data_of(secrets))
     assert len(commands) == 1, commands
     error = commands[0]
     assert isinstance(error, Error) and error.error is ServerError.AuthenticationError
@@ -247,7 +222,7 @@ def test_bad_credentials_get_authentication_error_and_a_closed_connection(
     assert error.request_id == 2**64 - 1  # Pulsar's -1
     # still serving: the process runs and a good client works
     assert node.proc is not None and node.proc.poll() is None
-    good = _connect(node.port, "token", secrets.token("writer").encode())
+    good = connect_raw(node.port, "token", secrets.token("writer").encode())
     assert isinstance(good[-1], Connected)
 
 

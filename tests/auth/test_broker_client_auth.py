@@ -93,7 +93,7 @@ def test_unusable_broker_client_auth_is_one_line_and_exit_2(
 ) -> None:
     for args, expected in (
         (("--broker-client-auth-plugin", "kerberos"), "unknown plugin 'kerberos'"),
-        (("--broker-client-auth-params", "token:x"), "needs --auth-plugin"),
+        (("--broker-client-auth-params", "token:x"), "needs --broker-client-auth-plugin"),
         (("--broker-client-auth-plugin", "tls", "--broker-client-auth-params",
           "tlsCertFile:/c,tlsKeyFile:/k"), "tls is not supported"),
     ):  # fmt: skip

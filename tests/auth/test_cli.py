@@ -120,6 +120,9 @@ def test_admin_rate_commands(node: StandaloneProcess, secrets: Secrets) -> None:
         "ratePeriodInSecond": 2,
         "relativeToPublishRate": False,
     }
+    assert run(*admin, "topics", "set-dispatch-rate", topic, "-md", "5", "-rp")[0] == 0
+    code, out, _ = run(*admin, "--output", "json", "topics", "get-dispatch-rate", topic)
+    assert code == 0 and json.loads(out)["relativeToPublishRate"] is True
     assert run(*admin, "topics", "set-subscription-dispatch-rate", topic, "-bd", "1000")[0] == 0
     code, out, _ = run(
         *admin, "--output", "json", "topics", "get-subscription-dispatch-rate", topic

@@ -18,6 +18,7 @@ from magnetar.testing import StandaloneProcess
 from .conftest import http
 
 RATE = 40
+RELATIVE_WAIT_S = 60
 COUNT = 3 * RATE  # one second of burst, then two seconds at the rate
 
 
@@ -143,3 +144,48 @@ def test_batched_messages_are_dispatched_at_the_rate(
         assert measured <= 100 * 1.1 + 50 / 3, measured
     finally:
         client.close()
+
+
+def test_a_dispatch_rate_relative_to_the_publish_rate_keeps_up_with_the_producer(
+    standalone_factory: Callable[..., StandaloneProcess],
+) -> None:
+    """``relativeToPublishRate``: a subscription limited to 1 msg/s on top of the topic's
+    publish rate receives a burst of 200 messages as they come (at 1 msg/s absolute it
+    would take minutes); the policy is stored and shown as Pulsar's JSON."""
+    node = standalone_factory()
+    base, ns = f"{node.http_url}/admin/v2", "public/default"
+    topic = f"relative-{uuid.uuid4().hex[:8]}"
+    rate = {"dispatchThrottlingRateInMsg": 1, "relativeToPublishRate": True}
+    path = f"{base}/persistent/{ns}/{topic}/subscriptionDispatchRate"
+    assert http("POST", path, body=rate)[0] == 204
+    assert http("GET", path) == (
+        200,
+        {
+            "dispatchThrottlingRateInMsg": 1,
+            "dispatchThrottlingRateInByte": -1,
+            "ratePeriodInSecond": 1,
+            "relativeToPublishRate": True,
+        },
+    )
+    client = pulsar.Client(node.url, operation_timeout_seconds=30)
+    try:
+        full = f"persistent://{ns}/{topic}"
+        consumer = client.subscribe(full, "s")
+        producer = client.create_producer(full, batching_enabled=False)
+        sent = [f"r-{i}".encode() for i in range(200)]
+        for payload in sent:
+            producer.send_async(payload, None)
+        producer.flush()
+        # all of them within one bounded wait (at 1 msg/s absolute: over three minutes)
+        deadline_s = time.monotonic() + RELATIVE_WAIT_S
+        got = []
+        for _ in sent:
+            left_ms = int((deadline_s - time.monotonic()) * 1000)
+            assert left_ms > 0, f"{len(got)} of {len(sent)} within {RELATIVE_WAIT_S} s"
+            message = consumer.receive(left_ms)
+            consumer.acknowledge(message)
+            got.append(message.data())
+        assert got == sent
+    finally:
+        client.close()
+    assert node.proc is not None and node.proc.poll() is None

@@ -11,12 +11,15 @@ from collections.abc import Callable
 
 import pulsar
 
+from magnetar.auth.rate_limit import BURST_MS
 from magnetar.testing import StandaloneProcess
 
 from .conftest import http
 
-BURST = 50
-"""Messages per second of the rates below: a full bucket takes this many at once."""
+RATE = 500
+"""Messages per second of the rates below."""
+BURST = RATE * BURST_MS // 1000
+"""What a full bucket takes at once (50)."""
 PER_TOPIC = 40
 """Fewer than BURST: one topic (or producer) alone never waits for its budget."""
 
@@ -61,8 +64,8 @@ def test_namespace_publish_rate_is_one_budget_for_all_its_topics(
     assert http("PUT", f"{base}/namespaces/{ns}")[0] == 204
     path = f"{base}/namespaces/{ns}/namespacePublishRate"
     assert http("GET", path)[0] == 204
-    assert http("POST", path, body=_rate(BURST))[0] == 204
-    assert http("GET", path) == (200, _rate(BURST))
+    assert http("POST", path, body=_rate(RATE))[0] == 204
+    assert http("GET", path) == (200, _rate(RATE))
     topics = [f"{ns}/a", f"{ns}/b"]
     client = pulsar.Client(node.url, operation_timeout_seconds=30)
     try:
@@ -90,8 +93,8 @@ def test_publish_rate_per_producer_is_each_producers_own_budget(
     ns = f"public/per-producer-{tag}"
     assert http("PUT", f"{base}/namespaces/{ns}")[0] == 204
     path = f"{base}/namespaces/{ns}/publishRatePerProducer"
-    assert http("POST", path, body=_rate(BURST))[0] == 204
-    assert http("GET", path) == (200, _rate(BURST))
+    assert http("POST", path, body=_rate(RATE))[0] == 204
+    assert http("GET", path) == (200, _rate(RATE))
     client = pulsar.Client(node.url, operation_timeout_seconds=30)
     try:
         # three producers on one topic, 40 messages each (120 on the topic): each stays

@@ -21,6 +21,7 @@ from magnetar.admin import (
     brokers,
     bundles,
     clusters,
+    isolation_policies,
     metrics,
     namespaces,
     permissions,
@@ -101,6 +102,7 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
     for module in (
         bookies,
         brokers,
+        isolation_policies,  # before clusters: /clusters/{cluster}/... paths
         clusters,
         tenants,
         bundles,

@@ -76,6 +76,8 @@ def router(ctx: AdminContext) -> APIRouter:
     async def get_cluster(cluster: str) -> Response:
         try:
             got = await ctx.store.get(f"{CLUSTERS_ROOT}/{cluster}")
+            if not got.value.strip():  # only the parent of its isolation policies
+                raise NotFound(cluster)
             return json_response(json.loads(got.value))
         except NotFound:
             if cluster == ctx.cluster:

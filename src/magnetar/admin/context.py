@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from magnetar.auth.client_credentials import NO_CREDENTIALS, ClientCredentials
 from magnetar.broker.controller.runner import ControllerRunner
 from magnetar.broker.policies import PolicyStore
 from magnetar.broker.service import BrokerService
@@ -33,6 +34,9 @@ class AdminContext:
     host_settings: dict[str, object] = field(default_factory=dict)
     """The host process's own settings, keyed as Pulsar's ``broker.conf`` (e.g.
     ``metadataStoreUrl``), shown by ``GET /admin/v2/brokers/configuration/runtime``."""
+    internal_client_credentials: ClientCredentials = NO_CREDENTIALS
+    """What this host presents when its handlers call another broker's REST (Pulsar's
+    ``brokerClientAuthenticationPlugin``); a super user's when authorization is on."""
     policies: PolicyStore = field(init=False)
 
     def __post_init__(self) -> None:

@@ -16,7 +16,8 @@ policy, which wins over the namespace's). GET answers 204 when nothing is set.
   broker (what Pulsar does with a resource group's publish rate).
 * ``dispatchRate`` — ``{"dispatchThrottlingRateInMsg": N, "dispatchThrottlingRateInByte": B,
   "ratePeriodInSecond": S, "relativeToPublishRate": false}``, stored in
-  ``topicDispatchRate``: what each topic sends to all its subscriptions together.
+  ``topicDispatchRate``: what each topic sends to all its subscriptions together; with
+  ``relativeToPublishRate`` the limit is the topic's publish rate plus N / B.
 * ``subscriptionDispatchRate`` — the same JSON, stored in ``subscriptionDispatchRate``: what
   each subscription receives. Over a dispatch rate the dispatcher waits; nothing is dropped.
 * ``subscribeRate`` — ``{"subscribeThrottlingRatePerConsumer": N, "ratePeriodInSecond": S}``
@@ -118,8 +119,6 @@ async def _rate(request: Request, kind: RateKind) -> dict[str, Any]:
         elif not isinstance(value, int) or isinstance(value, bool):
             raise BadRequest(f"{key} must be an integer")
         rate[key] = value
-    if rate.get("relativeToPublishRate"):
-        raise BadRequest("relativeToPublishRate is not supported")
     if "ratePeriodInSecond" in rate and rate["ratePeriodInSecond"] < 1:
         raise BadRequest("ratePeriodInSecond must be at least 1")
     return rate

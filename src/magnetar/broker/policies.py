@@ -589,16 +589,22 @@ def publish_rate_of(value: Any) -> PublishRate | None:
 
 def dispatch_rate_of(value: Any) -> DispatchRate | None:
     """Pulsar's ``DispatchRate`` JSON (``dispatchThrottlingRateInMsg``,
-    ``dispatchThrottlingRateInByte``, ``ratePeriodInSecond``); None when absent or
-    malformed (no limit)."""
+    ``dispatchThrottlingRateInByte``, ``ratePeriodInSecond``, ``relativeToPublishRate``);
+    None when absent or malformed (no limit)."""
     if not isinstance(value, dict):
         return None
     msgs = value.get("dispatchThrottlingRateInMsg", 0)
     size = value.get("dispatchThrottlingRateInByte", 0)
     period = value.get("ratePeriodInSecond", 1)
+    relative = value.get("relativeToPublishRate", False)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (msgs, size, period)):
         return None
-    return DispatchRate(msgs=msgs, size_bytes=size, period_s=max(1, period))
+    return DispatchRate(
+        msgs=msgs,
+        size_bytes=size,
+        period_s=max(1, period),
+        relative_to_publish_rate=relative is True,
+    )
 
 
 def subscribe_rate_of(value: Any) -> SubscribeRate | None:

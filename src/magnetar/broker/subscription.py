@@ -872,6 +872,10 @@ class Subscription:
         if not topic_limiter.rate.limited and not own.rate.limited:
             return None
         now_s = self._clock.monotonic_s()
+        if topic_limiter.rate.relative_to_publish_rate or own.rate.relative_to_publish_rate:
+            published = self.topic.meters.msg_in
+            for limiter in (topic_limiter, own):
+                limiter.follow_publish_rate(published.rate(), published.throughput(), now_s)
         permits: int | None = None
         for limiter in (topic_limiter, own):
             available = limiter.permits(now_s)

@@ -20,6 +20,7 @@ from magnetar.cli.admin import permissions, rates  # noqa: F401  (add commands t
 from magnetar.cli.admin.clusters import bookies, brokers, clusters
 from magnetar.cli.admin.context import AdminContext, AdminContextHolder
 from magnetar.cli.admin.functions import functions, functions_worker, sinks, sources
+from magnetar.cli.admin.isolation_policies import ns_isolation_policy
 from magnetar.cli.admin.namespaces import namespaces
 from magnetar.cli.admin.schemas import schemas
 from magnetar.cli.admin.tenants import tenants
@@ -68,6 +69,7 @@ for group in (
     topics,
     schemas,
     clusters,
+    ns_isolation_policy,
     brokers,
     bookies,
     functions,

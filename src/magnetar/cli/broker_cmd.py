@@ -7,6 +7,7 @@ import time
 
 import click
 
+from magnetar.cli.server_auth import ServerAuth, server_auth_options
 from magnetar.cli.server_setup import (
     check_quorums,
     check_tls,
@@ -58,6 +59,7 @@ def _zk_url(_ctx: click.Context, _param: click.Parameter, url: str) -> str:
     help="Metadata session timeout: a crashed broker's bundles move after this long.",
 )
 @tls_options
+@server_auth_options
 @listener_options
 @click.option(
     "--deduplication/--no-deduplication",
@@ -93,6 +95,7 @@ def broker(
     tls_key_file: str | None,
     tls_trust_certs_file: str | None,
     tls_require_trusted_client_cert: bool,
+    server_auth: ServerAuth,
     advertised_address: str | None,
     advertised_listeners: str | None,
     internal_listener_name: str | None,
@@ -124,6 +127,7 @@ def broker(
         broker_id=broker_id,
         session_timeout_s=session_timeout_s,
         managed_ledger_max_entries_per_ledger=managed_ledger_max_entries_per_ledger,
+        broker_client_auth=server_auth.broker_client,
         broker=BrokerConfig(
             host=host,
             port=port,
@@ -139,6 +143,7 @@ def broker(
             ensemble_size=ensemble_size,
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,
+            auth=server_auth.auth,
         ),
     )
     install_uvloop()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from magnetar.cli.server_auth import ServerAuth, server_auth_options
 from magnetar.cli.server_setup import (
     check_quorums,
     check_tls,
@@ -35,82 +36,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     "--tls-cert-file/--tls-key-file (Pulsar's webServicePortTls; 0 = any free port).",
 )
 @tls_options
-@click.option(
-    "--authentication-enabled/--no-authentication-enabled",
-    default=False,
-    show_default=True,
-    help="Check every client's credentials (Pulsar's authenticationEnabled; docs/security.md).",
-)
-@click.option(
-    "--authentication-providers",
-    default="",
-    metavar="token,basic,tls",
-    help="Authentication methods served (or Pulsar's AuthenticationProvider class names).",
-)
-@click.option(
-    "--anonymous-user-role",
-    default=None,
-    help="Role of clients sending no credentials (or an unknown method); unset refuses them.",
-)
-@click.option(
-    "--token-secret-key",
-    default=None,
-    metavar="KEY",
-    help="HS256 key of the token provider: file:///path, data:;base64,... or base64.",
-)
-@click.option(
-    "--token-public-key",
-    default=None,
-    metavar="KEY",
-    help="RS256/ES256 public key of the token provider (PEM or DER), same forms.",
-)
-@click.option(
-    "--token-auth-claim", default="sub", show_default=True, help="Claim holding the role."
-)
-@click.option(
-    "--basic-auth-conf",
-    default=None,
-    envvar="MAGNETAR_BASIC_AUTH_CONF",
-    metavar="FILE",
-    help="htpasswd file of the basic provider (apr1 or bcrypt hashes).",
-)
-@click.option(
-    "--authentication-refresh-check-seconds",
-    default=60.0,
-    show_default=True,
-    type=click.FloatRange(min=0.1),
-    help="How often connections with expiring tokens are checked; expired ones are asked "
-    "to refresh (AUTH_CHALLENGE) and closed if they do not.",
-)
-@click.option(
-    "--authorization-enabled/--no-authorization-enabled",
-    default=False,
-    show_default=True,
-    help="Deny what was not granted (Pulsar's authorizationEnabled).",
-)
-@click.option(
-    "--super-user-roles", default="", metavar="ROLE,...", help="Roles allowed everything."
-)
-@click.option(
-    "--proxy-roles",
-    default="",
-    metavar="ROLE,...",
-    help="Roles of proxies (proxyRoles): they act for the originalPrincipal of CONNECT, and "
-    "both must be authorized.",
-)
-@click.option(
-    "--broker-client-auth-plugin",
-    default=None,
-    help="What the broker's internal clients (the Functions Worker and its instances) "
-    "present: token or basic (brokerClientAuthenticationPlugin; same spelling as "
-    "--auth-plugin). With authorization on, its role must be a super user.",
-)
-@click.option(
-    "--broker-client-auth-params",
-    default=None,
-    help="Parameters of --broker-client-auth-plugin (brokerClientAuthenticationParameters): "
-    'token:<jwt>, file:///token, {"userId":"u","password":"p"}.',
-)
+@server_auth_options
 @click.option(
     "--metadata-url",
     default=None,
@@ -216,19 +142,7 @@ def standalone(
     tls_key_file: str | None,
     tls_trust_certs_file: str | None,
     tls_require_trusted_client_cert: bool,
-    authentication_enabled: bool,
-    authentication_providers: str,
-    anonymous_user_role: str | None,
-    token_secret_key: str | None,
-    token_public_key: str | None,
-    token_auth_claim: str,
-    basic_auth_conf: str | None,
-    authentication_refresh_check_seconds: float,
-    authorization_enabled: bool,
-    super_user_roles: str,
-    proxy_roles: str,
-    broker_client_auth_plugin: str | None,
-    broker_client_auth_params: str | None,
+    server_auth: ServerAuth,
     metadata_url: str | None,
     session_timeout_s: float,
     ensemble_size: int,
@@ -267,46 +181,12 @@ def standalone(
     )
     if https_port is not None and (tls_cert_file is None or tls_key_file is None):
         raise click.UsageError("--https-port needs --tls-cert-file and --tls-key-file")
-    from magnetar.cli.auth_options import parse_auth
-
-    try:
-        broker_client_auth = parse_auth(broker_client_auth_plugin, broker_client_auth_params)
-    except click.BadParameter as exc:
-        raise click.UsageError(
-            f"--broker-client-auth-plugin/--broker-client-auth-params: {exc.message}"
-        ) from None
-    if broker_client_auth.tls_cert_file is not None:
-        raise click.UsageError(
-            "--broker-client-auth-plugin: tls is not supported (the internal clients connect "
-            "over plain pulsar://); use token or basic"
-        )
     import asyncio
     import sys
 
     from magnetar.broker.config import BrokerConfig
 
     listeners = parse_listeners(advertised_listeners, internal_listener_name)
-    from magnetar.auth import AuthConfig, AuthConfigError, AuthenticationService
-    from magnetar.auth.config import parse_provider_names
-
-    try:
-        auth = AuthConfig(
-            authentication_enabled=authentication_enabled,
-            providers=parse_provider_names(authentication_providers),
-            anonymous_user_role=anonymous_user_role or None,
-            token_secret_key=token_secret_key,
-            token_public_key=token_public_key,
-            token_auth_claim=token_auth_claim,
-            basic_auth_conf=basic_auth_conf,
-            refresh_check_s=authentication_refresh_check_seconds,
-            authorization_enabled=authorization_enabled,
-            super_user_roles=frozenset(r.strip() for r in super_user_roles.split(",") if r.strip()),
-            proxy_roles=frozenset(r.strip() for r in proxy_roles.split(",") if r.strip()),
-        )
-        AuthenticationService(auth)  # loads keys and files now: a bad one is one line, exit 2
-    except AuthConfigError as exc:
-        click.echo(f"magnetar standalone: {exc}", err=True)
-        sys.exit(2)
     from magnetar.standalone import StandaloneConfig, run
 
     configure_logging(log_level)
@@ -319,7 +199,7 @@ def standalone(
         bookie_journal_skip_invalid_records=journal_skip_invalid_records,
         functions_worker=functions_worker,
         functions_runtime=functions_runtime,
-        broker_client_auth=broker_client_auth,
+        broker_client_auth=server_auth.broker_client,
         metadata_url=metadata_url,
         metadata_session_timeout_s=session_timeout_s,
         broker=BrokerConfig(
@@ -342,7 +222,7 @@ def standalone(
             max_connections=broker_max_connections,
             max_connections_per_ip=broker_max_connections_per_ip,
             failover_delay_ms=failover_delay_ms,
-            auth=auth,
+            auth=server_auth.auth,
         ),
     )
     install_uvloop()

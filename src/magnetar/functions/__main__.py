@@ -8,7 +8,10 @@ It prints one line to stdout per event, flushed, so a supervising process can fo
     leader 1                      # became leader, term 1
     follower 1                    # lost leadership after term 1
 
-``--port 0`` picks a free port (the joined line names it). A setting that cannot work, or a
+``--port 0`` picks a free port (the joined line names it). The security options are the
+brokers' (:mod:`magnetar.auth.server_options`): ``--broker-client-auth-*`` are what the
+worker and its instances present to the brokers; with ``--authentication-enabled`` the REST
+API checks its callers (:mod:`magnetar.functions.rest_access`). A setting that cannot work, or a
 broker that refuses the worker, prints one line to stderr (``error: …``) and exits with
 status 2 (settings) or 1 (starting failed).
 """
@@ -20,10 +23,15 @@ import asyncio
 import dataclasses
 import sys
 
+from magnetar.auth.client_credentials import NO_CREDENTIALS, ClientCredentials
+from magnetar.auth.config import AuthConfig
+from magnetar.auth.server_options import ServerAuthError, add_argparse_options, server_auth_from
+from magnetar.common.clock import SystemClock
 from magnetar.common.errors import MagnetarError
 from magnetar.common.shutdown import stop_requested
 from magnetar.functions.leadership import LeadershipChanged
 from magnetar.functions.rest import ServiceSlot, create_worker_app
+from magnetar.functions.rest_access import WorkerRestAccess
 from magnetar.functions.runtime_manager import RUNTIME_KINDS, RuntimeFactory, runtime_factory
 from magnetar.functions.worker_config import (
     DEFAULT_ASSIGNMENTS_TOPIC,
@@ -70,10 +78,13 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         description="One Functions Worker with its REST API on its own HTTP port.",
     )
     add_worker_arguments(p)
+    add_argparse_options(p)
     return p
 
 
-def config_from_args(args: argparse.Namespace) -> WorkerConfig:
+def config_from_args(
+    args: argparse.Namespace, credentials: ClientCredentials = NO_CREDENTIALS
+) -> WorkerConfig:
     """Raises InvalidWorkerConfig / InvalidWorkerInfo."""
     return WorkerConfig(
         worker=WorkerInfo(args.worker_id, args.host, args.port),
@@ -88,6 +99,7 @@ def config_from_args(args: argparse.Namespace) -> WorkerConfig:
         reschedule_grace_ms=args.reschedule_grace_ms,
         schedule_interval_ms=args.schedule_interval_ms,
         package_bytes_max=args.package_bytes_max,
+        client_credentials=credentials,
     )
 
 
@@ -99,12 +111,23 @@ def _report(change: LeadershipChanged) -> None:
     _say(f"{'leader' if change.is_leader else 'follower'} {change.term}")
 
 
-async def run_worker(config: WorkerConfig, factory: RuntimeFactory | None = None) -> int:
-    """Serve HTTP, join, run until SIGTERM/SIGINT. Returns the exit status."""
+async def run_worker(
+    config: WorkerConfig, factory: RuntimeFactory | None = None, auth: AuthConfig | None = None
+) -> int:
+    """Serve HTTP, join, run until SIGTERM/SIGINT. Returns the exit status. ``auth``: what
+    the REST API checks of its callers (nothing when None or disabled)."""
     from magnetar.admin.server import AdminServer  # a generic ASGI host on this loop
 
     slot = ServiceSlot()
-    http = AdminServer(create_worker_app(slot), config.worker.host, config.worker.port)
+    access = None
+    if auth is not None and auth.authentication_enabled:
+        access = WorkerRestAccess(
+            auth,
+            admin_url=config.admin_url,
+            credentials=config.client_credentials,
+            clock=SystemClock(),
+        )
+    http = AdminServer(create_worker_app(slot, access), config.worker.host, config.worker.port)
     try:
         await http.start()
     except OSError as exc:
@@ -137,11 +160,12 @@ async def run_worker(config: WorkerConfig, factory: RuntimeFactory | None = None
 def main(argv: list[str] | None = None, prog: str = "python -m magnetar.functions") -> int:
     args = _parser(prog).parse_args(argv)
     try:
-        config = config_from_args(args)
-    except (InvalidWorkerConfig, InvalidWorkerInfo) as exc:
+        security = server_auth_from(vars(args))
+        config = config_from_args(args, security.broker_client)
+    except (InvalidWorkerConfig, InvalidWorkerInfo, ServerAuthError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(run_worker(config, runtime_factory(args.runtime)))
+    return asyncio.run(run_worker(config, runtime_factory(args.runtime), security.auth))
 
 
 if __name__ == "__main__":

@@ -30,10 +30,11 @@ from email.parser import BytesParser
 from email.policy import HTTP
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
 
+from magnetar.auth.authentication import AUTH_METHOD_HEADER
 from magnetar.common.errors import InvalidTopicName, MagnetarError, ProducerFenced
 from magnetar.common.names import check_named_entity
 from magnetar.functions.errors import MembershipUnavailable, NotLeader
@@ -44,6 +45,7 @@ from magnetar.functions.function_config import (
 )
 from magnetar.functions.instance_status import InstanceStatus, function_status_json
 from magnetar.functions.package_store import PackageTooLarge
+from magnetar.functions.rest_access import RestRefused, WorkerRestAccess
 from magnetar.functions.worker_service import (
     FunctionExists,
     FunctionNotFound,
@@ -263,9 +265,11 @@ async def _forward(service: WorkerService, request: Request, body: bytes) -> Res
         return None
     url = base + request.url.path + (f"?{request.url.query}" if request.url.query else "")
     headers = {FORWARDED_HEADER: service.worker_id, "Accept": "application/json"}
-    content_type = request.headers.get("content-type")
-    if content_type:
-        headers["Content-Type"] = content_type
+    # The caller's own credentials go along: the leader checks them again.
+    for name in ("content-type", "authorization", AUTH_METHOD_HEADER.lower()):
+        value = request.headers.get(name)
+        if value:
+            headers[name] = value
 
     def send() -> tuple[int, bytes, str]:
         req = urllib.request.Request(
@@ -598,14 +602,21 @@ def _add_control(
     )
 
 
-def create_worker_app(slot: ServiceSlot) -> FastAPI:
-    """The app a worker serves on its own HTTP port (``magnetar functions-worker``)."""
+def create_worker_app(slot: ServiceSlot, access: WorkerRestAccess | None = None) -> FastAPI:
+    """The app a worker serves on its own HTTP port (``magnetar functions-worker``);
+    ``access`` checks every request first (:mod:`magnetar.functions.rest_access`)."""
+    dependencies = [] if access is None else [Depends(access.check)]
     app = FastAPI(
         title="Magnetar Functions Worker",
         openapi_url="/openapi.json",
         docs_url=None,
         redoc_url=None,
+        dependencies=dependencies,
     )
+
+    @app.exception_handler(RestRefused)
+    async def refused(request: Request, exc: RestRefused) -> Response:
+        return error_response(exc.status, exc.reason)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:

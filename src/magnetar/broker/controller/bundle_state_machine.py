@@ -29,6 +29,9 @@ Rules (see :mod:`.bundle_state` for the states):
   record resumed from an older epoch that its broker can no longer act on): never two
   brokers at once.
 * A broker that leaves loses every bundle it held or was being given; they are reassigned.
+* Namespace isolation (``policy.broker_candidates``, :mod:`.isolation`): a bundle goes only
+  to a broker that may own its namespace; with none alive it stays UNASSIGNED, and
+  shedding and rebalancing leave alone a bundle with nowhere else to go.
 * Commands not acknowledged within ``command_retry_ms`` are sent again (brokers treat a
   repeated command as a no-op).
 * Load shedding: each tick, an overloaded broker (by its last report) with a report newer
@@ -47,7 +50,7 @@ Rules (see :mod:`.bundle_state` for the states):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from magnetar.broker.controller.bundle_state import BundleRecord, BundleState
@@ -127,6 +130,15 @@ class ControllerPolicy:
     """Bound on namespaces tracked (each costs a node per bundle in the metadata store);
     the caller should only look up topics of namespaces that exist (admin policies)."""
     load: LoadPolicy = field(default_factory=LoadPolicy)
+    broker_candidates: BrokerCandidates | None = None
+    """Which of the live brokers may own a bundle of a namespace (namespace isolation,
+    :meth:`.isolation.BrokerIsolation.candidates`); None: every live broker. Assignment,
+    load shedding and rebalancing move a bundle only to one of them; a bundle none may own
+    stays UNASSIGNED."""
+
+
+BrokerCandidates = Callable[[str, frozenset[str]], frozenset[str]]
+"""``(namespace, live brokers) -> the live brokers that may own its bundles``."""
 
 
 class BundleStateMachine(EpochFenced[ControllerEffect]):
@@ -438,6 +450,11 @@ class BundleStateMachine(EpochFenced[ControllerEffect]):
                 effects,
             )
 
+    def _candidates(self, namespace: str) -> frozenset[str]:
+        live = frozenset(self._live)
+        choose = self.policy.broker_candidates
+        return live if choose is None else choose(namespace, live) & live
+
     def _bundle_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for record in self._records.values():
@@ -454,7 +471,10 @@ class BundleStateMachine(EpochFenced[ControllerEffect]):
                 record = self.record(bundle)
                 if record.state is not BundleState.UNASSIGNED:
                     continue
-                candidates = self._live - {record.avoid_broker} or self._live
+                allowed = self._candidates(bundle.namespace)
+                if not allowed:
+                    continue  # isolation: no broker that may own it lives
+                candidates = allowed - {record.avoid_broker} or allowed
                 broker = rank_brokers(candidates, counts, self._reports, self.policy.load)[0]
                 counts[broker] = counts.get(broker, 0) + 1
                 assigning = replace(
@@ -480,7 +500,9 @@ class BundleStateMachine(EpochFenced[ControllerEffect]):
             owned = [
                 b
                 for b, r in self._records.items()
-                if r.broker == broker and r.state is BundleState.OWNED
+                if r.broker == broker
+                and r.state is BundleState.OWNED
+                and self._candidates(b.namespace) - {broker}  # somewhere else to go
             ]
             if not owned:
                 continue
@@ -504,12 +526,14 @@ class BundleStateMachine(EpochFenced[ControllerEffect]):
         most = max(sorted(self._live), key=lambda b: counts.get(b, 0))
         if counts.get(most, 0) - fewest <= spread_max:
             return
+        emptier = {b for b in targets if counts.get(b, 0) + spread_max < counts.get(most, 0)}
         owned = sorted(
             b
             for b, r in self._records.items()
             if r.broker == most
             and r.state is BundleState.OWNED
             and now_ms - r.since_ms >= load.rebalance_owned_min_ms
+            and self._candidates(b.namespace) & emptier  # isolation lets it go there
         )
         if not owned:
             return

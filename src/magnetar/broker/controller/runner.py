@@ -8,6 +8,9 @@ the bundle state machine from the metadata store.
   newer load report in them (:mod:`magnetar.broker.load_report`): ``load_reported``;
 * ``/admin/policies/<tenant>/<ns>`` — every namespace gets its default bundles
   (``namespace_added``), so each bundle is assigned before any lookup asks;
+* the cluster's namespace isolation policies (:mod:`.isolation`): read every
+  ``tick_interval_ms`` while campaigning too, and at every sync, into
+  :attr:`ControllerRunner.isolation`, which the machine's bundle assignment consults;
 * ``/namespace/<tenant>/<ns>/<range>`` — ownership nodes: a node that appeared is the
   holder's acknowledgement (``ownership_acquired``), one that vanished its release
   (``ownership_released``). Both are facts observed by this controller now, so they are
@@ -34,12 +37,18 @@ import asyncio
 import contextlib
 import json
 import logging
+from dataclasses import replace
 
 from magnetar.broker.controller.bundle_state import BundleState
 from magnetar.broker.controller.bundle_state_machine import BrokerCommand, ControllerPolicy
 from magnetar.broker.controller.bundles import BundleId, BundleRange, NamespaceBundles
 from magnetar.broker.controller.election import REGISTRATIONS_PATH, ControllerElection
 from magnetar.broker.controller.errors import NamespaceLimitReached
+from magnetar.broker.controller.isolation import (
+    BrokerIsolation,
+    IsolationPolicies,
+    isolation_policies_path,
+)
 from magnetar.broker.controller.replica_feed import WATCHED_PREFIXES, ReplicaFeed
 from magnetar.broker.controller.replica_state import ReplicaState
 from magnetar.broker.load_report import report_of
@@ -50,7 +59,7 @@ from magnetar.common.names import NamespaceName
 from magnetar.common.task_crash import report_crash
 from magnetar.metadata import path as paths
 from magnetar.metadata.notifications import NotificationStream
-from magnetar.metadata.store import MetadataStore, NotFound, SessionExpired
+from magnetar.metadata.store import MetadataStore, MetadataStoreError, NotFound, SessionExpired
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +87,18 @@ class ControllerRunner:
         policy: ControllerPolicy | None = None,
         tick_interval_ms: int = DEFAULT_TICK_INTERVAL_MS,
         campaign_retry_ms: int = DEFAULT_CAMPAIGN_RETRY_MS,
+        cluster: str = "standalone",
     ) -> None:
         self.store = store
         self.broker_id = broker_id
         self._clock = clock
-        self._policy = policy or ControllerPolicy()
+        self.isolation = BrokerIsolation()
+        """The namespace isolation policies in force (of ``cluster``)."""
+        self._isolation_path = isolation_policies_path(cluster)
+        self._isolation_value: bytes | None = None
+        self._policy = replace(
+            policy or ControllerPolicy(), broker_candidates=self.isolation.candidates
+        )
         self.tick_interval_ms = tick_interval_ms
         self.campaign_retry_ms = campaign_retry_ms
         self.election: ControllerElection | None = None
@@ -176,6 +192,23 @@ class ControllerRunner:
                 await self.election.resign()
 
     async def _run(self) -> None:
+        follower = asyncio.create_task(self._follow_isolation(), name="isolation policies")
+        try:
+            await self._campaign_forever()
+        finally:
+            follower.cancel()
+
+    async def _follow_isolation(self) -> None:
+        """Keep :attr:`isolation` current while campaigning too, so a broker that wins
+        assigns its first bundles by the policies in force (not by those of its start)."""
+        while True:
+            try:
+                await self._read_isolation()
+            except SessionExpired:
+                return
+            await self._clock.sleep(self.tick_interval_ms / 1000)
+
+    async def _campaign_forever(self) -> None:
         while True:
             election = ControllerElection(
                 self.store,
@@ -218,6 +251,7 @@ class ControllerRunner:
                 REGISTRATIONS_PATH,
                 NAMESPACE_POLICIES_ROOT,
                 OWNERSHIP_ROOT,
+                self._isolation_path,
                 *WATCHED_PREFIXES,
             ):
                 stream = self.store.notifications(prefix)
@@ -255,8 +289,27 @@ class ControllerRunner:
         except NotFound:
             return []
 
+    async def _read_isolation(self) -> None:
+        """Take the stored isolation policies (none stored: none in force; a failed read
+        keeps the last ones)."""
+        try:
+            value = (await self.store.get(self._isolation_path)).value
+        except NotFound:
+            value = b""
+        except SessionExpired:
+            raise
+        except MetadataStoreError as exc:
+            log.warning("reading the namespace isolation policies failed: %s", exc)
+            return
+        if value != self._isolation_value:
+            self._isolation_value = value
+            self.isolation.policies = IsolationPolicies.from_stored(value)
+            log.info("namespace isolation policies: %s", sorted(self.isolation.policies.by_name))
+
     async def _sync(self, election: ControllerElection) -> None:
-        """Feed the machine what changed in registrations, namespaces and ownership nodes."""
+        """Feed the machine what changed in registrations, namespaces, isolation policies and
+        ownership nodes."""
+        await self._read_isolation()
         live = set(await self._children(REGISTRATIONS_PATH))
         known = election.machine.live_brokers
         for broker in sorted(live - known):

@@ -45,6 +45,10 @@ _DISPATCH_OPTIONS = (
         "--dispatch-rate-period", "-dt", "period", type=click.IntRange(min=1), default=1,
         show_default=True, help="The period in seconds.",
     ),
+    click.option(
+        "--relative-to-publish-rate", "-rp", "relative", is_flag=True, default=False,
+        help="The limit is the topic's publish rate plus these rates (relativeToPublishRate).",
+    ),
 )  # fmt: skip
 
 _SUBSCRIBE_OPTIONS = (
@@ -67,12 +71,14 @@ def _publish_body(msgs: int, size: int, **_: Any) -> dict[str, Any]:
     return {"publishThrottlingRateInMsg": msgs, "publishThrottlingRateInByte": size}
 
 
-def _dispatch_body(msgs: int, size: int, period: int = 1, **_: Any) -> dict[str, Any]:
+def _dispatch_body(
+    msgs: int, size: int, period: int = 1, relative: bool = False, **_: Any
+) -> dict[str, Any]:
     return {
         "dispatchThrottlingRateInMsg": msgs,
         "dispatchThrottlingRateInByte": size,
         "ratePeriodInSecond": period,
-        "relativeToPublishRate": False,
+        "relativeToPublishRate": relative,
     }
 
 

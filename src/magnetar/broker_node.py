@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.controller.bundle_state_machine import ControllerPolicy
 from magnetar.broker.controller.bundles import BundleId
 from magnetar.broker.controller.election import REGISTRATIONS_PATH
-from magnetar.broker.controller.load import LoadReport
+from magnetar.broker.controller.load import DEFAULT_OVERLOAD_CPU_PERCENT, LoadPolicy, LoadReport
 from magnetar.broker.controller.runner import ControllerRunner
 from magnetar.broker.load_report import CpuMeter, with_load
 from magnetar.broker.ownership import BrokerAddress, ClusterOwnership
@@ -79,6 +80,10 @@ class BrokerNodeConfig:
     managed_ledger_max_entries_per_ledger: int = 50_000
     load_report_interval_ms: int = 5_000
     """How often the broker writes its load report (read by the controller)."""
+    overload_cpu_percent: float = DEFAULT_OVERLOAD_CPU_PERCENT
+    """The controller's threshold while this broker is the controller (Pulsar's
+    ``loadBalancerBrokerOverloadedThresholdPercentage``): a broker reporting at least this
+    CPU takes no new bundles while another does not, and sheds its busiest bundle."""
 
 
 class BrokerNode:
@@ -150,7 +155,12 @@ class BrokerNode:
         # could act on that broker's assignments.
         await self._register(store, self.address)
         await self.ownership.start(self.address)
-        self.controller = ControllerRunner(store, self.address.broker_id, clock=self.clock)
+        self.controller = ControllerRunner(
+            store,
+            self.address.broker_id,
+            clock=self.clock,
+            policy=ControllerPolicy(load=LoadPolicy(overload_cpu_percent=cfg.overload_cpu_percent)),
+        )
         self.admin.controller = self.controller
         self.controller.start()
         self._reporter = asyncio.create_task(self._report_load(store, self.address))
@@ -260,6 +270,7 @@ class BrokerNode:
             metadataStoreSessionTimeoutMillis=round(cfg.session_timeout_s * 1000),
             managedLedgerMaxEntriesPerLedger=cfg.managed_ledger_max_entries_per_ledger,
             loadReportIntervalMs=cfg.load_report_interval_ms,
+            loadBalancerBrokerOverloadedThresholdPercentage=cfg.overload_cpu_percent,
             webServiceHost=cfg.http_host,
         )
         self.admin = ctx

@@ -17,7 +17,7 @@ from __future__ import annotations
 import click
 
 from magnetar.cli.admin import permissions, rates  # noqa: F401  (add commands to groups)
-from magnetar.cli.admin.clusters import bookies, brokers, clusters
+from magnetar.cli.admin.clusters import bookies, broker_stats, brokers, clusters
 from magnetar.cli.admin.context import AdminContext, AdminContextHolder
 from magnetar.cli.admin.functions import functions, functions_worker, sinks, sources
 from magnetar.cli.admin.namespaces import namespaces
@@ -69,6 +69,7 @@ for group in (
     schemas,
     clusters,
     brokers,
+    broker_stats,
     bookies,
     functions,
     sources,

@@ -72,6 +72,19 @@ def healthcheck() -> None:
         click.echo(answer if isinstance(answer, str) and answer else "ok")
 
 
+@click.group("broker-stats")
+def broker_stats() -> None:
+    """Broker statistics: the load report the controller places bundles by."""
+
+
+@broker_stats.command("load-report")
+@output_option
+def load_report() -> None:
+    """Show the broker's latest load report (CPU in percent of one core, message rates,
+    topics, connections, per-bundle rates): the broker the admin URL names."""
+    printer().result(rest().get("/admin/v2/broker-stats/load-report"))
+
+
 @click.group()
 def bookies() -> None:
     """Bookies: the registered storage nodes and their rack placement."""

@@ -102,9 +102,7 @@ class EntryLogger:
         """Append an entry to the active log's buffer; returns its location."""
         size = HEADER_SIZE + len(payload)
         if self._active_size and self._active_size + size > self._log_size_max_bytes:
-            self.active_log_id += 1
-            self._active_size = 0
-            self._buffers.append(_Buffer(self.active_log_id, 0))
+            self.roll()
         buf = self._open_buffer()
         location = location_of(self.active_log_id, self._active_size)
         parts = buf.parts

@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING
 
 from magnetar.auth.client_credentials import NO_CREDENTIALS, ClientCredentials
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.controller.bundle_state_machine import ControllerPolicy
 from magnetar.broker.controller.bundles import BundleId
 from magnetar.broker.controller.election import REGISTRATIONS_PATH
-from magnetar.broker.controller.load import LoadReport
+from magnetar.broker.controller.load import DEFAULT_OVERLOAD_CPU_PERCENT, LoadPolicy, LoadReport
 from magnetar.broker.controller.runner import ControllerRunner
 from magnetar.broker.load_report import CpuMeter, with_load
 from magnetar.broker.ownership import BrokerAddress, ClusterOwnership
@@ -85,6 +86,10 @@ class BrokerNodeConfig:
     presents when it calls another broker (kept on the admin context as
     ``internal_client_credentials``). With authorization on, its role must be a super
     user."""
+    overload_cpu_percent: float = DEFAULT_OVERLOAD_CPU_PERCENT
+    """The controller's threshold while this broker is the controller (Pulsar's
+    ``loadBalancerBrokerOverloadedThresholdPercentage``): a broker reporting at least this
+    CPU takes no new bundles while another does not, and sheds its busiest bundle."""
 
 
 class BrokerNode:
@@ -157,7 +162,11 @@ class BrokerNode:
         await self._register(store, self.address)
         await self.ownership.start(self.address)
         self.controller = ControllerRunner(
-            store, self.address.broker_id, clock=self.clock, cluster=b.cluster_name
+            store,
+            self.address.broker_id,
+            clock=self.clock,
+            cluster=b.cluster_name,
+            policy=ControllerPolicy(load=LoadPolicy(overload_cpu_percent=cfg.overload_cpu_percent)),
         )
         self.admin.controller = self.controller
         self.controller.start()
@@ -268,6 +277,7 @@ class BrokerNode:
             metadataStoreSessionTimeoutMillis=round(cfg.session_timeout_s * 1000),
             managedLedgerMaxEntriesPerLedger=cfg.managed_ledger_max_entries_per_ledger,
             loadReportIntervalMs=cfg.load_report_interval_ms,
+            loadBalancerBrokerOverloadedThresholdPercentage=cfg.overload_cpu_percent,
             webServiceHost=cfg.http_host,
         )
         ctx.internal_client_credentials = cfg.broker_client_auth

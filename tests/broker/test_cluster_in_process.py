@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from magnetar.broker.controller import BundleId, NamespaceBundles
-from magnetar.broker.controller.election import REGISTRATIONS_PATH
+from magnetar.broker.controller.bundle_state_machine import BrokerCommand
+from magnetar.broker.controller.election import REGISTRATIONS_PATH, ControllerElection
 from magnetar.broker.controller.load import LoadReport
 from magnetar.broker.controller.runner import ControllerRunner
 from magnetar.broker.load_report import with_load
@@ -62,7 +63,10 @@ async def started() -> AsyncIterator[list[Broker]]:
         await b.stop()  # idempotent
 
 
-async def start(url: str, broker_id: str, brokers: list[Broker]) -> Broker:
+async def start(
+    url: str, broker_id: str, brokers: list[Broker], *, candidate: bool = True
+) -> Broker:
+    """A broker's ownership and (with ``candidate``) its controller candidacy."""
     store = await connect(url)
     unloaded: list[BundleId] = []
 
@@ -82,7 +86,8 @@ async def start(url: str, broker_id: str, brokers: list[Broker]) -> Broker:
         f"{REGISTRATIONS_PATH}/{broker_id}", address.registration_json(), ephemeral=True
     )
     await broker.ownership.start(address)
-    broker.controller.start()
+    if candidate:
+        broker.controller.start()
     brokers.append(broker)
     return broker
 
@@ -169,3 +174,52 @@ async def test_an_overloaded_broker_takes_no_new_bundles(url: str, started: list
         lambda: second.ownership.core.held == frozenset(BUNDLES), timeout_s=10, what="b2 holds all"
     )
     assert first.ownership.core.held == frozenset()
+
+
+class _RecordsOnly:
+    """A command sink for a bare election: brokers read commands from the records."""
+
+    async def send(self, command: BrokerCommand) -> None:
+        return None
+
+
+async def test_a_release_finished_between_two_controllers_is_seen_by_the_new_one(
+    url: str, started: list[Broker]
+) -> None:
+    """The controller asks a broker to release a bundle (an unload, or count rebalancing)
+    and dies before it sees the release; the broker lets go before the next controller
+    reads anything. The new controller finds the record RELEASING and no ownership node:
+    the release is done, so the bundle is assigned again. (Before: it waited for a release
+    it could never see, and the bundle stayed unserved — the cluster benchmark's clients
+    timed out on it after count rebalancing moved a bundle just as a trial killed the
+    controller.)"""
+    first = await start(url, "b1", started)
+    await first.store.put(f"{NAMESPACE_POLICIES_ROOT}/{NAMESPACE}", b"{}")
+    await wait_until_async(
+        lambda: first.ownership.core.held == frozenset(BUNDLES), timeout_s=10, what="b1 holds all"
+    )
+    second = await start(url, "b2", started, candidate=False)
+    await first.controller.close()  # no candidate left: the next controller is ours
+    # A controller whose loop never runs: it takes over, asks b1 to let a bundle go, and
+    # sees nothing after that (as if killed right after writing the record).
+    stalled_store = await connect(url)
+    stalled = ControllerElection(stalled_store, "c0", commands=_RecordsOnly(), clock=SystemClock())
+    assert await stalled.campaign() == 2
+    bundle = BUNDLES[0]
+    await stalled.unload(bundle)
+
+    async def released() -> bool:
+        return bundle not in await owners(second.store)
+
+    await wait_until_async(released, timeout_s=10, what="b1's ownership node gone")
+    assert first.unloaded == [bundle]
+    await stalled_store.close()  # its session ends: the controller node goes
+    second.controller.start()
+    await wait_until_async(
+        lambda: second.controller.epoch == 3, timeout_s=10, what="b2 the controller"
+    )
+
+    async def served() -> bool:
+        return (await owners(second.store)).get(bundle) == "b2"
+
+    await wait_until_async(served, timeout_s=10, what=f"{bundle} served again, by b2")

@@ -3,17 +3,21 @@
 
 from __future__ import annotations
 
+import json
+
 from fastapi import APIRouter, Header, Query, Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from magnetar.admin.context import AdminContext
-from magnetar.admin.errors import ResourceNotFound
+from magnetar.admin.errors import PreconditionFailed, ResourceNotFound
 from magnetar.admin.health import storage_problem
 from magnetar.admin.responses import json_response
+from magnetar.broker.controller.election import REGISTRATIONS_PATH
 from magnetar.broker.ownership import current_controller, registered_brokers
 from magnetar.broker.runtime_config import runtime_config
 from magnetar.common.errors import ServiceNotReady
 from magnetar.common.names import TopicName
+from magnetar.metadata.store import NotFound
 
 LISTENER_NAME_HEADER = "X-Pulsar-ListenerName"
 """Pulsar's header naming the advertised listener an HTTP lookup asks for."""
@@ -76,6 +80,27 @@ def router(ctx: AdminContext) -> APIRouter:
         if ctx.controller is not None:
             settings["brokerId"] = ctx.controller.broker_id
         return json_response(settings)
+
+    @r.get(
+        "/admin/v2/broker-stats/load-report",
+        summary="This broker's latest load report (cluster mode), as the controller reads it",
+    )
+    async def load_report() -> Response:
+        """The ``load`` object of this broker's registration (``cpu.usage``, message rates,
+        topics, connections, per-bundle rates; :mod:`magnetar.broker.load_report`), with its
+        ``brokerId``. 404 before the first report (one every few seconds); 412 on a
+        standalone, which reports no load."""
+        if ctx.service.ownership is None or ctx.controller is None:
+            raise PreconditionFailed("load reports are written by cluster brokers only")
+        broker_id = ctx.controller.broker_id
+        try:
+            got = await ctx.service.store.get(f"{REGISTRATIONS_PATH}/{broker_id}")
+            load = json.loads(got.value).get("load")
+        except (NotFound, ValueError, AttributeError):
+            load = None
+        if not isinstance(load, dict):
+            raise ResourceNotFound(f"broker {broker_id} has not reported its load yet")
+        return json_response({"brokerId": broker_id, **load})
 
     @r.get("/admin/v2/brokers/{cluster}", summary="Active brokers of a cluster")
     async def brokers(cluster: str) -> Response:

@@ -5,7 +5,8 @@ subscriptions, policies, ...) only for topics of the bundles it holds; elsewhere
 307 with the same path and query on the owner's HTTP URL (clients and ``magnetar admin``
 follow it). Requests about a partitioned topic's metadata (``/partitions``,
 ``/partitioned-stats``, ``/partitioned-internalStats``) and namespace-level paths are served
-by any broker. A bundle no broker holds yet is waited for as lookups wait; then 503.
+by any broker (each partition gathered from its owner: :mod:`magnetar.admin.partition_owners`).
+A bundle no broker holds yet is waited for as lookups wait; then 503.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from magnetar.admin import topic_stats
+from magnetar.admin import partition_owners, topic_stats
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import (
     BadRequest,
@@ -103,21 +103,39 @@ async def delete_topic(ctx: AdminContext, name: TopicName, *, force: bool) -> No
         await ctx.service.schemas.registry.delete(name, force=True)
 
 
-async def delete_partitioned_topic(ctx: AdminContext, name: TopicName, *, force: bool) -> None:
+async def delete_partitioned_topic(
+    ctx: AdminContext, name: TopicName, *, force: bool, authorization: str | None = None
+) -> None:
+    """Delete every partition, on whichever broker owns it, then the partitioned topic's
+    metadata. Without ``force``, 412 if any partition has producers or consumers (checked
+    on every partition before anything is deleted). ``authorization`` goes along to the
+    other owners (:mod:`magnetar.admin.partition_owners`)."""
     partitions = await ctx.service.partitions_of(name)
     if partitions == 0:
         raise ResourceNotFound("Partitioned topic does not exist")
-    topics = []
+    local = []
+    remote: list[tuple[TopicName, str]] = []
     for i in range(partitions):
         part = name.partition(i)
-        if await ctx.service.topic_exists(part):
+        owner_url = await partition_owners.remote_owner_url(ctx, part)
+        if owner_url is not None:
+            if not force:
+                stats = await partition_owners.partition_json(
+                    owner_url, part, "stats", authorization
+                )
+                if stats is not None and partition_owners.has_clients(stats):
+                    raise PreconditionFailed("Topic has active producers/subscriptions")
+            remote.append((part, owner_url))
+        elif await ctx.service.topic_exists(part):
             topic = await loaded_topic(ctx, part)
             if _has_clients(topic) and not force:
                 raise PreconditionFailed("Topic has active producers/subscriptions")
-            topics.append(part)
-    for part in topics:
+            local.append(part)
+    for part in local:
         with contextlib.suppress(ResourceNotFound):
             await delete_topic(ctx, part, force=True)
+    for part, owner_url in remote:
+        await partition_owners.delete_partition(owner_url, part, authorization)
     with contextlib.suppress(NotFound):
         await ctx.store.delete(partitioned_path(name))
     await ctx.policies.delete_topic(name)
@@ -241,10 +259,18 @@ def router(ctx: AdminContext) -> APIRouter:
 
     @r.delete(TOPIC + "/partitions", summary="Delete a partitioned topic")
     async def delete_partitioned(
-        domain: str, tenant: str, namespace: str, topic: str, force: bool = False
+        domain: str,
+        tenant: str,
+        namespace: str,
+        topic: str,
+        request: Request,
+        force: bool = False,
     ) -> Response:
         await delete_partitioned_topic(
-            ctx, topic_name(domain, tenant, namespace, topic), force=force
+            ctx,
+            topic_name(domain, tenant, namespace, topic),
+            force=force,
+            authorization=request.headers.get("authorization"),
         )
         return no_content()
 
@@ -307,42 +333,56 @@ def router(ctx: AdminContext) -> APIRouter:
         t = await loaded_topic(ctx, topic_name(domain, tenant, namespace, topic))
         return json_response(topic_stats.internal_stats(t))
 
-    async def partition_topics(name: TopicName) -> tuple[int, dict[str, Topic]]:
+    async def partitions_json(
+        name: TopicName, request: Request, action: str
+    ) -> tuple[int, dict[str, dict[str, Any]]]:
+        """Every existing partition's ``stats`` or ``internalStats`` JSON, from this broker
+        for the partitions it serves and from their owners for the others."""
         partitions = await service.partitions_of(name)
         if partitions == 0:
             raise ResourceNotFound("Partitioned topic does not exist")
-        loaded: dict[str, Topic] = {}
+        authorization = request.headers.get("authorization")
+        owner = owner_broker(ctx)
+        answers: dict[str, dict[str, Any]] = {}
         for i in range(partitions):
             part = name.partition(i)
-            if service.ownership is not None and not service.ownership.serves(part):
-                continue  # served by another broker of the cluster (docs/cluster.md)
-            with contextlib.suppress(ResourceNotFound):
-                loaded[part.full_name] = await loaded_topic(ctx, part)
-        return partitions, loaded
+            owner_url = await partition_owners.remote_owner_url(ctx, part)
+            if owner_url is not None:
+                got = await partition_owners.partition_json(owner_url, part, action, authorization)
+                if got is not None:
+                    answers[part.full_name] = got
+                continue
+            try:
+                t = await loaded_topic(ctx, part)
+            except ResourceNotFound:
+                continue
+            if action == "stats":
+                times = await topic_stats.backlog_publish_times(t)
+                answers[part.full_name] = topic_stats.topic_stats(t, owner, times)
+            else:
+                answers[part.full_name] = topic_stats.internal_stats(t)
+        return partitions, answers
 
     @r.get(TOPIC + "/partitioned-stats", summary="Partitioned topic stats")
     async def partitioned(
-        domain: str, tenant: str, namespace: str, topic: str, perPartition: bool = True
+        domain: str,
+        tenant: str,
+        namespace: str,
+        topic: str,
+        request: Request,
+        perPartition: bool = True,
     ) -> Response:
-        count, parts = await partition_topics(topic_name(domain, tenant, namespace, topic))
-        owner = owner_broker(ctx)
-        per = {
-            n: topic_stats.topic_stats(t, owner, await topic_stats.backlog_publish_times(t))
-            for n, t in parts.items()
-        }
+        name = topic_name(domain, tenant, namespace, topic)
+        count, per = await partitions_json(name, request, "stats")
         return json_response(topic_stats.partitioned_stats(per, count, per_partition=perPartition))
 
     @r.get(TOPIC + "/partitioned-internalStats", summary="Partitioned topic internal stats")
     async def partitioned_internal(
-        domain: str, tenant: str, namespace: str, topic: str
+        domain: str, tenant: str, namespace: str, topic: str, request: Request
     ) -> Response:
-        count, parts = await partition_topics(topic_name(domain, tenant, namespace, topic))
-        return json_response(
-            {
-                "metadata": {"partitions": count},
-                "partitions": {n: topic_stats.internal_stats(t) for n, t in parts.items()},
-            }
-        )
+        name = topic_name(domain, tenant, namespace, topic)
+        count, parts = await partitions_json(name, request, "internalStats")
+        return json_response({"metadata": {"partitions": count}, "partitions": parts})
 
     @r.put(TOPIC + "/compaction", summary="Trigger compaction")
     async def compact(domain: str, tenant: str, namespace: str, topic: str) -> Response:

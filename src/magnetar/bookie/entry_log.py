@@ -102,13 +102,8 @@ class EntryLogger:
         """Append an entry to the active log's buffer; returns its location."""
         size = HEADER_SIZE + len(payload)
         if self._active_size and self._active_size + size > self._log_size_max_bytes:
-            self.active_log_id += 1
-            self._active_size = 0
-            self._buffers.append(_Buffer(self.active_log_id, 0))
-        buf = self._buffers[-1]
-        if buf.frozen:
-            buf = _Buffer(self.active_log_id, self._active_size)
-            self._buffers.append(buf)
+            self.roll()
+        buf = self._open_buffer()
         location = location_of(self.active_log_id, self._active_size)
         parts = buf.parts
         buf.index[self._active_size] = len(parts)
@@ -118,11 +113,29 @@ class EntryLogger:
         self._active_size += size
         return location
 
+    def _open_buffer(self) -> _Buffer:
+        """The buffer that takes the next add: the last one, if it is not frozen and belongs
+        to the active log, else a new one at the active log's end.
+
+        The log check matters: a checkpoint leaves an empty buffer of the active log at the
+        end, and after a :meth:`roll` and the next checkpoint that stale buffer of the old
+        log is the last one again. Adds put into it were located in the new log while their
+        bytes went to the old log's file (recreated after compaction removed it): entries
+        unreadable at their locations."""
+        buf = self._buffers[-1] if self._buffers else None
+        if buf is None or buf.frozen or buf.log_id != self.active_log_id:
+            buf = _Buffer(self.active_log_id, self._active_size)
+            self._buffers.append(buf)
+        assert buf.base_offset + buf.size == self._active_size, "buffer not at the log's end"
+        return buf
+
     def roll(self) -> None:
         """Start a new active log now (garbage collection wants to reclaim the current one)."""
         if self._active_size:
             self.active_log_id += 1
             self._active_size = 0
+            # an empty buffer of the old log holds nothing to write: drop it
+            self._buffers = [b for b in self._buffers if b.size or b.frozen]
             self._buffers.append(_Buffer(self.active_log_id, 0))
 
     def read_buffered(self, location: int) -> StoredEntry | None:
@@ -175,8 +188,7 @@ class EntryLogger:
         """Drop buffers now safely on disk."""
         ids = {id(b) for b in frozen}
         self._buffers = [b for b in self._buffers if id(b) not in ids]
-        if not self._buffers or self._buffers[-1].frozen:
-            self._buffers.append(_Buffer(self.active_log_id, self._active_size))
+        self._open_buffer()
 
     def read_file(self, location: int) -> StoredEntry:
         """Worker thread: read an entry from its file. Raises ``OSError``/``ValueError`` if

@@ -17,7 +17,7 @@ from __future__ import annotations
 import click
 
 from magnetar.cli.admin import permissions, rates  # noqa: F401  (add commands to groups)
-from magnetar.cli.admin.clusters import bookies, brokers, clusters
+from magnetar.cli.admin.clusters import bookies, broker_stats, brokers, clusters
 from magnetar.cli.admin.context import AdminContext, AdminContextHolder
 from magnetar.cli.admin.functions import functions, functions_worker, sinks, sources
 from magnetar.cli.admin.isolation_policies import ns_isolation_policy
@@ -71,6 +71,7 @@ for group in (
     clusters,
     ns_isolation_policy,
     brokers,
+    broker_stats,
     bookies,
     functions,
     sources,

@@ -7,6 +7,7 @@ import time
 
 import click
 
+from magnetar.broker.controller.load import DEFAULT_OVERLOAD_CPU_PERCENT
 from magnetar.cli.server_auth import ServerAuth, server_auth_options
 from magnetar.cli.server_setup import (
     check_quorums,
@@ -58,6 +59,15 @@ def _zk_url(_ctx: click.Context, _param: click.Parameter, url: str) -> str:
     type=click.FloatRange(min=1.0),
     help="Metadata session timeout: a crashed broker's bundles move after this long.",
 )
+@click.option(
+    "--overload-threshold-cpu-percent",
+    default=DEFAULT_OVERLOAD_CPU_PERCENT,
+    show_default=True,
+    type=click.FloatRange(min=1.0, max=100.0),
+    help="A broker using at least this much of a core is overloaded: the controller sheds "
+    "its busiest bundle and gives it no new ones (loadBalancerBrokerOverloadedThreshold"
+    "Percentage).",
+)
 @tls_options
 @server_auth_options
 @listener_options
@@ -90,6 +100,7 @@ def broker(
     write_quorum: int,
     ack_quorum: int,
     session_timeout_s: float,
+    overload_threshold_cpu_percent: float,
     tls_port: int | None,
     tls_cert_file: str | None,
     tls_key_file: str | None,
@@ -126,6 +137,7 @@ def broker(
         http_port=http_port,
         broker_id=broker_id,
         session_timeout_s=session_timeout_s,
+        overload_cpu_percent=overload_threshold_cpu_percent,
         managed_ledger_max_entries_per_ledger=managed_ledger_max_entries_per_ledger,
         broker_client_auth=server_auth.broker_client,
         broker=BrokerConfig(

@@ -48,6 +48,7 @@ from magnetar.bookie.errors import (
     NotEnoughBookies,
 )
 from magnetar.common.clock import Clock, SystemClock
+from magnetar.ledger import racks
 from magnetar.ledger.bookie_client import BookiePool
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.ledger.local_transport import LocalBookieTransport
@@ -118,16 +119,34 @@ class LedgerClient:
             return []
         return [n for n in names if n != READONLY_NAME]
 
-    async def choose_bookies(self, count: int, exclude: set[str] | None = None) -> list[str]:
-        """``count`` distinct available bookies not in ``exclude``. Raises
-        :class:`NotEnoughBookies`."""
+    async def choose_bookies(
+        self, count: int, exclude: set[str] | None = None, *, kept: Sequence[str] = ()
+    ) -> list[str]:
+        """``count`` distinct available bookies not in ``exclude``, spread over the racks of
+        the stored rack placement (:mod:`magnetar.ledger.racks`): ``kept`` are the bookies
+        of the ensemble that stay, whose racks the new ones avoid while others have
+        bookies. Raises :class:`NotEnoughBookies`."""
         exclude = exclude or set()
         candidates = [b for b in await self.available_bookies() if b not in exclude]
         if len(candidates) < count:
             raise NotEnoughBookies(
                 f"need {count} bookies, {len(candidates)} available (excluding {sorted(exclude)})"
             )
-        return self._rng.sample(candidates, count)
+        return racks.place(candidates, count, await self.bookie_racks(), self._rng, kept=kept)
+
+    async def bookie_racks(self) -> dict[str, str]:
+        """Bookie id → rack from the stored rack placement (``{}`` when none is stored).
+        A placement that cannot be read is logged and ignored: placement then is
+        rack-unaware, which is what it was before any was configured."""
+        try:
+            value = (await self.store.get(racks.RACKS_PATH)).value
+        except NotFound:
+            return {}
+        try:
+            return racks.racks_of(racks.parse_configuration(value))
+        except racks.InvalidRackConfiguration as exc:
+            log.warning("ignoring the rack placement: %s", exc)
+            return {}
 
     # -- create / delete ---------------------------------------------------------------------
 

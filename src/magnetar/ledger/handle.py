@@ -320,8 +320,11 @@ class LedgerHandle:
             while self._failed and self._error is None:
                 failed = dict(self._failed)
                 exclude = set(self._ensemble) | set(failed.values())
+                kept = [b for i, b in enumerate(self._ensemble) if i not in failed]
                 try:
-                    replacements = await self._client.choose_bookies(len(failed), exclude)
+                    replacements = await self._client.choose_bookies(
+                        len(failed), exclude, kept=kept
+                    )
                 except NotEnoughBookies as exc:
                     self._fail(exc)
                     return

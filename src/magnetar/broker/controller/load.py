@@ -33,9 +33,13 @@ class LoadReport:
         return self.msg_rate_in + self.msg_rate_out
 
 
+DEFAULT_OVERLOAD_CPU_PERCENT = 85.0
+"""Pulsar's ``loadBalancerBrokerOverloadedThresholdPercentage`` default."""
+
+
 @dataclass(frozen=True, slots=True)
 class LoadPolicy:
-    overload_cpu_percent: float = 85.0
+    overload_cpu_percent: float = DEFAULT_OVERLOAD_CPU_PERCENT
     """A broker reporting at least this CPU is overloaded: it takes no new bundles while
     another broker is not, and sheds bundles."""
     shed_moves_per_tick_max: int = 1

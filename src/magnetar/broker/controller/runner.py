@@ -17,7 +17,9 @@ the bundle state machine from the metadata store.
   stamped with its own epoch; the broker fenced its node creation on the command's epoch.
   An OWNED bundle whose broker holds no node in the same reading is ``ownership_lost``
   (reassigned): this is how a controller resuming records of an older epoch gets bundles
-  of restarted brokers (same ids, no nodes, the old epoch refused) served again.
+  of restarted brokers (same ids, no nodes, the old epoch refused) served again. A
+  RELEASING bundle whose broker holds no node was released before this controller looked
+  (``ownership_released``).
 
 It re-reads all three on every change and every ``tick_interval_ms`` (then also calling
 ``tick``: resends, assignment, load shedding). Beside the bundles it runs autorecovery: a
@@ -366,14 +368,17 @@ class ControllerRunner:
         self._owners = owners
         # An OWNED record whose broker holds no node (resumed from an older epoch after a
         # restart, or its node gone with an old session of a re-registered id) is served
-        # by nobody and would stay so: reassign it.
+        # by nobody and would stay so: reassign it. A RELEASING record whose broker holds
+        # no node is a release already done: a controller that resumed the record after
+        # the broker let go never saw the node vanish (its table of owners starts empty),
+        # and without this would wait for that release forever, the bundle unserved.
         for bundle, record in sorted(election.machine.records.items()):
-            if (
-                record.state is BundleState.OWNED
-                and record.broker is not None
-                and owners.get(bundle) != record.broker
-            ):
+            if record.broker is None or owners.get(bundle) == record.broker:
+                continue
+            if record.state is BundleState.OWNED:
                 await election.ownership_lost(bundle, record.broker)
+            elif record.state is BundleState.RELEASING:
+                await election.ownership_released(bundle, record.broker, epoch)
 
 
 def _broker_id_of(value: bytes) -> str:

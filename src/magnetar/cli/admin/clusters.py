@@ -1,6 +1,6 @@
 """``magnetar admin clusters list|get``, ``magnetar admin brokers
 healthcheck|list|leader-broker|get-runtime-config`` and ``magnetar admin bookies
-list-bookies|racks-placement|get-bookie-rack``."""
+list-bookies|racks-placement|get-bookie-rack|set-bookie-rack|delete-bookie-rack``."""
 
 from __future__ import annotations
 
@@ -72,6 +72,19 @@ def healthcheck() -> None:
         click.echo(answer if isinstance(answer, str) and answer else "ok")
 
 
+@click.group("broker-stats")
+def broker_stats() -> None:
+    """Broker statistics: the load report the controller places bundles by."""
+
+
+@broker_stats.command("load-report")
+@output_option
+def load_report() -> None:
+    """Show the broker's latest load report (CPU in percent of one core, message rates,
+    topics, connections, per-bundle rates): the broker the admin URL names."""
+    printer().result(rest().get("/admin/v2/broker-stats/load-report"))
+
+
 @click.group()
 def bookies() -> None:
     """Bookies: the registered storage nodes and their rack placement."""
@@ -97,3 +110,28 @@ def racks_placement() -> None:
 def get_bookie_rack(bookie: str) -> None:
     """Show one bookie's rack placement."""
     printer().result(rest().get(f"/admin/v2/bookies/racks-info/{quote(bookie, safe='')}"))
+
+
+@bookies.command("set-bookie-rack")
+@click.option("--bookie", "-b", required=True, help="the bookie id, host:port")
+@click.option("--rack", "-r", required=True, help="its rack, e.g. /region-1/rack-1")
+@click.option("--group", "-g", default="default", show_default=True, help="the bookie group")
+@click.option("--hostname", default="", help="the bookie's host name (shown, not used)")
+@output_option
+def set_bookie_rack(bookie: str, rack: str, group: str, hostname: str) -> None:
+    """Set one bookie's rack: new ledgers spread their bookies over racks."""
+    rest().post(
+        f"/admin/v2/bookies/racks-info/{quote(bookie, safe='')}",
+        {"rack": rack, "hostname": hostname},
+        group=group,
+    )
+    printer().done(f"Rack of bookie {bookie} set to {rack}", bookie=bookie, rack=rack)
+
+
+@bookies.command("delete-bookie-rack")
+@click.option("--bookie", "-b", required=True, help="the bookie id, host:port")
+@output_option
+def delete_bookie_rack(bookie: str) -> None:
+    """Remove one bookie's rack placement (it counts as on the default rack)."""
+    rest().delete(f"/admin/v2/bookies/racks-info/{quote(bookie, safe='')}")
+    printer().done(f"Rack of bookie {bookie} removed", bookie=bookie)

@@ -57,6 +57,11 @@ class StandaloneConfig:
     bookie_disk_check_interval_ms: int = 1_000
     """How often the bookie checks free space and, when read-only after a storage fault,
     retries a checkpoint to turn writable again."""
+    bookie_write_cache_size_mb: int = 16
+    """MiB of written entries the bookie buffers before a checkpoint writes them to its
+    entry logs (BookKeeper's ``dbStorage_writeCacheMaxSizeMb``; a checkpoint also runs
+    every second). Smaller than a dedicated bookie's 64 MiB: the standalone's broker caches
+    the same entries for tailing reads, in the same process."""
     managed_ledger_max_entries_per_ledger: int = 50_000
     """Pulsar's ``managedLedgerMaxEntriesPerLedger``: a topic's ledger rolls over after this
     many entries (small values make tests span ledgers)."""
@@ -118,6 +123,7 @@ class Standalone:
                 disk_free_min_bytes=cfg.bookie_disk_free_min_bytes,
                 entry_size_max_bytes=entry_size_max_bytes,
                 disk_check_interval_ms=cfg.bookie_disk_check_interval_ms,
+                write_cache_max_bytes=cfg.bookie_write_cache_size_mb * 1024 * 1024,
                 journal_skip_invalid_records=cfg.bookie_journal_skip_invalid_records,
             ),
             self.store,

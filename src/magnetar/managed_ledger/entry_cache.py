@@ -33,8 +33,10 @@ _EVICT_PER_INSERT = 2
 entries shrinks while appends go on."""
 
 
-DEFAULT_CACHE_SIZE_MAX_BYTES: Final = 32 * 1024 * 1024
-"""Default budget of all entry caches of a broker together (``--managed-ledger-cache-size-mb``)."""
+DEFAULT_CACHE_SIZE_MAX_BYTES: Final = 16 * 1024 * 1024
+"""Default budget of all entry caches of a broker together (``--managed-ledger-cache-size-mb``).
+A consumer that keeps up reads an entry within milliseconds of its write; 16 MiB is about
+0.15 s of batched 100 B messages at a million a second. A slower one reads from bookies."""
 DEFAULT_EVICTION_WATERMARK: Final = 0.9
 """Eviction brings the caches down to this fraction of the budget (Pulsar's
 ``managedLedgerCacheEvictionWatermark``), so it runs once per tenth of the budget inserted,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 from magnetar.managed_ledger.entry_cache import EntryCache, EntryCacheBudget
 from magnetar.managed_ledger.position import Position
 
@@ -91,3 +93,18 @@ def test_a_budget_of_zero_caches_nothing() -> None:
     cache = EntryCache(size_max_bytes=1 << 20, budget=budget)
     fill(cache, 1, 0, 10)
     assert len(cache) == 0 and budget.size_bytes == 0
+
+
+def test_an_emptied_cache_gives_its_tables_back() -> None:
+    cache = EntryCache(size_max_bytes=1 << 30)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for e in range(30_000):
+            cache.insert(Position(1, e), b"x", 1)
+        cache.evict_before_gradually(Position(2, 0), now_max=30_000)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(cache) == 0 and cache.size_bytes == 0
+    assert held < 64 * 1024, held

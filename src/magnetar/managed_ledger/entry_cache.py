@@ -164,6 +164,10 @@ class EntryCache:
         budget.size_bytes -= size_bytes
         if not self._entries:
             budget._caches.discard(self)
+            # A dict keeps its table after its items are deleted: an idle topic's emptied
+            # cache held the table of its busiest second (about 1.5 MB for 30 000 entries).
+            self._entries = OrderedDict()
+            self._messages = {}
 
     def messages_of(self, position: Position) -> int | None:
         """The message count given when ``position`` was cached (None if not given or

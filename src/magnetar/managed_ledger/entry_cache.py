@@ -71,7 +71,8 @@ class EntryCacheBudget:
     def evict(self) -> int:
         """Bring the caches under the watermark: the largest caches, oldest entries first,
         each giving up its share of the excess in proportion to its size. Returns the bytes
-        dropped."""
+        dropped. Sorts the caches that hold entries (as Pulsar's eviction policy does): with
+        the watermark this runs once per tenth of the budget inserted, not per insert."""
         excess = self.size_bytes - int(self.size_max_bytes * self.eviction_watermark)
         if excess <= 0:
             return 0

@@ -13,11 +13,12 @@ Matrix: 100 B and 1 KiB messages, unbatched and batched, 1 and 4 partitions (max
 produced and consumed end to end, with the broker's and the generator's CPU per message);
 publish latency p50/p99/p99.9 at half the maximum unbatched rate of one partition (SEND
 written to receipt read), measured once the broker is idle again; the official wheel's
-rates beside them; standalone ready time and resident memory (idle at start, peak, and
-settled after the runs). Usage::
+rates beside them; standalone ready time and resident memory (idle at start, the peak of
+each phase and of all, and settled after each pass: ``--repeat N`` runs the matrix N times
+on new topics against the same standalone, so growth across passes shows). Usage::
 
     python benchmarks/broker.py [--seconds S] [--sizes 100,1024] [--partitions 1,4]
-        [--modes unbatched,batched,latency] [--wheel-messages N] [--profile DIR]
+        [--modes unbatched,batched,latency] [--wheel-messages N] [--repeat N] [--profile DIR]
 
 Writes ``benchmarks/results/broker.json``.
 """
@@ -443,6 +444,70 @@ def create_partitioned(http_url: str, topic: str, partitions: int) -> list[str]:
     return [f"persistent://public/default/{topic}-partition-{i}" for i in range(partitions)]
 
 
+def reset_peak_rss(pid: int) -> bool:
+    """Start ``VmHWM`` over from the current resident size (``clear_refs`` 5), so the next
+    reading is the peak of the next phase only; False where the kernel does not allow it."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def run_matrix(
+    args: argparse.Namespace, node: StandaloneProcess, pid: int, suffix: str
+) -> dict[str, float]:
+    """One pass of the matrix against ``node`` (topic names end in ``suffix``, so a repeated
+    pass makes new topics, as a long-lived broker sees); adds each phase's peak resident
+    memory as ``standalone_rss_mb_peak_<phase>``."""
+    modes = set(args.modes.split(","))
+    sizes = [int(x) for x in args.sizes.split(",")]
+    partition_counts = [int(x) for x in args.partitions.split(",")]
+    results: dict[str, float] = {}
+    peaks_known = reset_peak_rss(pid)
+
+    def phase_peak(key: str) -> None:
+        if peaks_known:
+            results[f"standalone_rss_mb_peak_{key}"] = rss_mb(pid, "VmHWM")
+            reset_peak_rss(pid)
+
+    # Unbatched runs and the latency runs first, batched last: a batched run writes
+    # gigabytes, and the disk is still busy with them for a while after it ends.
+    for kind in ("unbatched", "batched"):
+        if kind not in modes:
+            continue
+        for size in sizes:
+            frames = SendFrames(*entry_for(size, kind == "batched"))
+            for partitions in partition_counts:
+                key = f"{kind}_{size}B_{partitions}p"
+                topics = create_partitioned(node.http_url, f"raw-{key}{suffix}", partitions)
+                c0 = cpu_s(pid)
+                spy = start_profile(args.profile, pid, key)
+                r = uvloop.run(run_raw(node.port, topics, frames, args.seconds))
+                stop_profile(spy)
+                results[f"{key}_produce_msg_per_s"] = r["produce_msg_per_s"]
+                results[f"{key}_consume_msg_per_s"] = r["consume_msg_per_s"]
+                results[f"{key}_broker_cpu_us_per_msg"] = (cpu_s(pid) - c0) / r["messages"] * 1e6
+                results[f"{key}_generator_cpu_us_per_msg"] = r["generator_cpu_us_per_msg"]
+                phase_peak(key)
+            half_key = f"unbatched_{size}B_1p_produce_msg_per_s"
+            if "latency" in modes and kind == "unbatched" and half_key in results:
+                half = results[half_key] / 2
+                key = f"latency_{size}B"
+                wait_quiet(pid)
+                r = uvloop.run(
+                    run_raw(node.port, [f"raw-{key}{suffix}"], frames, args.seconds, half)
+                )
+                results[f"{key}_rate_msg_per_s"] = half
+                for q in ("p50", "p99", "p999"):
+                    results[f"{key}_publish_{q}_ms"] = r[f"publish_latency_{q}_ms"]
+                phase_peak(key)
+    if args.wheel_messages:
+        results.update(run_wheel(node.url, args.wheel_messages))
+        phase_peak("wheel")
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -456,15 +521,19 @@ def main() -> None:
         "the maximum unbatched rate, one partition)",
     )
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="passes of the matrix against the same standalone, each on new topics; the "
+        "settled resident memory after each (standalone_rss_mb_settled_run<N>) shows growth",
+    )
+    parser.add_argument(
         "--profile",
         type=Path,
         default=None,
         help="record the broker with py-spy during each raw run (collapsed stacks in this dir)",
     )
     args = parser.parse_args()
-    modes = set(args.modes.split(","))
-    sizes = [int(x) for x in args.sizes.split(",")]
-    partition_counts = [int(x) for x in args.partitions.split(",")]
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
     results: dict[str, float] = {}
@@ -476,43 +545,23 @@ def main() -> None:
         assert node.proc is not None
         pid = node.proc.pid
         results["standalone_rss_mb_idle"] = rss_mb(pid)
+        peak_mb = 0.0
         try:
-            # Unbatched runs and the latency runs first, batched last: a batched run writes
-            # gigabytes, and the disk is still busy with them for a while after it ends.
-            for kind in ("unbatched", "batched"):
-                if kind not in modes:
-                    continue
-                for size in sizes:
-                    frames = SendFrames(*entry_for(size, kind == "batched"))
-                    for partitions in partition_counts:
-                        key = f"{kind}_{size}B_{partitions}p"
-                        topics = create_partitioned(node.http_url, f"raw-{key}", partitions)
-                        c0 = cpu_s(pid)
-                        spy = start_profile(args.profile, pid, key)
-                        r = uvloop.run(run_raw(node.port, topics, frames, args.seconds))
-                        stop_profile(spy)
-                        results[f"{key}_produce_msg_per_s"] = r["produce_msg_per_s"]
-                        results[f"{key}_consume_msg_per_s"] = r["consume_msg_per_s"]
-                        results[f"{key}_broker_cpu_us_per_msg"] = (
-                            (cpu_s(pid) - c0) / r["messages"] * 1e6
-                        )
-                        results[f"{key}_generator_cpu_us_per_msg"] = r["generator_cpu_us_per_msg"]
-                    half_key = f"unbatched_{size}B_1p_produce_msg_per_s"
-                    if "latency" in modes and kind == "unbatched" and half_key in results:
-                        half = results[half_key] / 2
-                        key = f"latency_{size}B"
-                        wait_quiet(pid)
-                        r = uvloop.run(
-                            run_raw(node.port, [f"raw-{key}"], frames, args.seconds, half)
-                        )
-                        results[f"{key}_rate_msg_per_s"] = half
-                        for q in ("p50", "p99", "p999"):
-                            results[f"{key}_publish_{q}_ms"] = r[f"publish_latency_{q}_ms"]
-            if args.wheel_messages:
-                results.update(run_wheel(node.url, args.wheel_messages))
-            results["standalone_rss_mb_peak"] = rss_mb(pid, "VmHWM")
-            wait_quiet(pid)
-            results["standalone_rss_mb_settled"] = settled_rss_mb(pid)
+            for run in range(1, args.repeat + 1):
+                # The first pass's figures keep their plain names; later passes add _run<N>.
+                tag = "" if run == 1 else f"_run{run}"
+                figures = run_matrix(args, node, pid, tag.replace("_", "-"))
+                results.update({f"{k}{tag}": v for k, v in figures.items()})
+                peak_mb = max(
+                    [peak_mb, rss_mb(pid, "VmHWM")]
+                    + [v for k, v in figures.items() if k.startswith("standalone_rss_mb_peak_")]
+                )
+                wait_quiet(pid)
+                results[f"standalone_rss_mb_settled_run{run}"] = settled_rss_mb(pid)
+            results["standalone_rss_mb_peak"] = peak_mb
+            results["standalone_rss_mb_settled"] = results[
+                f"standalone_rss_mb_settled_run{args.repeat}"
+            ]
         finally:
             node.stop()
     for k, v in results.items():

@@ -37,11 +37,25 @@ from magnetar.metadata import MetadataStore, connect
 from magnetar.protocol import FRAME_PADDING_BYTES
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
+
     from magnetar.admin import AdminServer
+    from magnetar.admin.deferred_routes import DeferredRoutes
     from magnetar.functions.rest import ServiceSlot
     from magnetar.functions.worker_service import WorkerService
 
 log = logging.getLogger(__name__)
+
+WORKER_PATH_PREFIXES = (
+    "/admin/v3/functions",
+    "/admin/v3/sources",
+    "/admin/v3/sinks",
+    "/admin/v2/worker",
+)
+"""Paths of the Functions Worker's REST routes (:func:`magnetar.functions.rest.router`)."""
+WORKER_ROUTES_WAIT_MS = 10_000
+"""How long a request to them waits for the routes to be built (they are, just after the
+ready line)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +71,11 @@ class StandaloneConfig:
     bookie_disk_check_interval_ms: int = 1_000
     """How often the bookie checks free space and, when read-only after a storage fault,
     retries a checkpoint to turn writable again."""
+    bookie_write_cache_size_mb: int = 16
+    """MiB of written entries the bookie buffers before a checkpoint writes them to its
+    entry logs (BookKeeper's ``dbStorage_writeCacheMaxSizeMb``; a checkpoint also runs
+    every second). Smaller than a dedicated bookie's 64 MiB: the standalone's broker caches
+    the same entries for tailing reads, in the same process."""
     managed_ledger_max_entries_per_ledger: int = 50_000
     """Pulsar's ``managedLedgerMaxEntriesPerLedger``: a topic's ledger rolls over after this
     many entries (small values make tests span ledgers)."""
@@ -90,6 +109,8 @@ class Standalone:
         self.http: AdminServer | None = None
         self.functions_worker: WorkerService | None = None
         self._worker_slot: ServiceSlot | None = None
+        self._worker_routes: DeferredRoutes | None = None
+        self._app: FastAPI | None = None
         self._worker_task: asyncio.Task[None] | None = None
         self.https: AdminServer | None = None
 
@@ -118,6 +139,7 @@ class Standalone:
                 disk_free_min_bytes=cfg.bookie_disk_free_min_bytes,
                 entry_size_max_bytes=entry_size_max_bytes,
                 disk_check_interval_ms=cfg.bookie_disk_check_interval_ms,
+                write_cache_max_bytes=cfg.bookie_write_cache_size_mb * 1024 * 1024,
                 journal_skip_invalid_records=cfg.bookie_journal_skip_invalid_records,
             ),
             self.store,
@@ -166,13 +188,15 @@ class Standalone:
             collectors=[JournalCollector(lambda: None if bookie is None else bookie.journal)],
             health_checks=[lambda: None if bookie is None else bookie.write_problem()],
         )
-        extra_routers = []
+        app = create_app(ctx)
         if self.config.functions_worker:
-            from magnetar.functions.rest import ServiceSlot, router
+            # The worker's routes are built once serving (DeferredRoutes): until then this
+            # stand-in, first of the routes as they will be, holds their requests.
+            from magnetar.admin.deferred_routes import DeferredRoutes
 
-            self._worker_slot = ServiceSlot()
-            extra_routers.append(router(self._worker_slot))
-        app = create_app(ctx, extra_routers=extra_routers)
+            self._worker_routes = DeferredRoutes(WORKER_PATH_PREFIXES, WORKER_ROUTES_WAIT_MS)
+            app.router.routes.insert(0, self._worker_routes)
+        self._app = app
         self.http = AdminServer(app, self.config.http_host, self.config.http_port)
         await self.http.start()
         ctx.http_port = self.http.port
@@ -189,12 +213,17 @@ class Standalone:
             )
             self.https = AdminServer(app, self.config.http_host, self.config.https_port, tls=tls)
             await self.https.start()
-        if self._worker_slot is not None:
+        if self._worker_routes is not None:
             self._worker_task = asyncio.get_running_loop().create_task(
                 self._start_functions_worker(), name="functions-worker start"
             )
 
     async def _start_functions_worker(self) -> None:
+        from magnetar.functions.rest import ServiceSlot, router
+
+        assert self._worker_routes is not None and self._app is not None
+        self._worker_slot = ServiceSlot()
+        self._worker_routes.install(self._app, router(self._worker_slot))
         from magnetar.functions.runtime_manager import runtime_factory
         from magnetar.functions.worker_config import WorkerConfig
         from magnetar.functions.worker_info import WorkerInfo

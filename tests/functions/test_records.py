@@ -7,6 +7,7 @@ import pytest
 
 from magnetar.cli.admin.rest import FormPart, encode_form
 from magnetar.functions.assignment_table import AssignmentTable, assignment_payload
+from magnetar.functions.errors import InvalidRequest
 from magnetar.functions.function_config import ComponentKind, FunctionConfig
 from magnetar.functions.function_registry import (
     FunctionRecord,
@@ -16,7 +17,6 @@ from magnetar.functions.function_registry import (
 )
 from magnetar.functions.rest import parse_definition_body
 from magnetar.functions.runtime_manager import RuntimePlan, plan_runtime, wanted_here
-from magnetar.functions.worker_service import InvalidRequest
 
 
 def _config(name: str = "f", parallelism: int = 2) -> FunctionConfig:

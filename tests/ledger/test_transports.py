@@ -13,6 +13,7 @@ import pytest
 
 from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.codec import OpType, Request, Status
+from magnetar.bookie.entry_log import HEADER_SIZE
 from magnetar.bookie.errors import BookieUnavailable
 from magnetar.bookie.journal import ADD_ENTRY, JournalPosition, replay
 from magnetar.common.clock import SystemClock
@@ -20,6 +21,7 @@ from magnetar.ledger.bookie_client import BookiePool
 from magnetar.ledger.local_transport import LocalBookieTransport
 from magnetar.ledger.transport import AddRequest, BookieTransport
 from magnetar.metadata import MetadataStore, connect
+from magnetar.testing import wait_until_async
 
 Answer = tuple[int | None, str, BaseException | None]
 
@@ -222,3 +224,57 @@ async def test_local_transport_needs_a_serving_bookie(tmp_path: Path) -> None:
     b = Bookie(BookieConfig(data_dir=tmp_path / "x", port=0, disk_free_min_bytes=0), None)
     with pytest.raises(BookieUnavailable):
         LocalBookieTransport(b, SystemClock(), 1000)
+
+
+async def test_local_acks_wait_for_the_checkpoint_once_the_write_cache_is_twice_full(
+    tmp_path: Path, store: MetadataStore
+) -> None:
+    """Adds go on while a checkpoint writes; past twice the write cache, the in-process
+    transport acknowledges only once that checkpoint ends, so the callers' windows stop
+    further adds (the write buffers grew without bound while a slow checkpoint ran)."""
+    cache_bytes = 16 * 1024
+    b = Bookie(
+        BookieConfig(
+            data_dir=tmp_path / "b",
+            port=0,
+            disk_free_min_bytes=0,
+            entry_size_max_bytes=8192,
+            write_cache_max_bytes=cache_bytes,
+            checkpoint_interval_ms=600_000,
+        ),
+        store,
+    )
+    await b.start()
+    transport = LocalBookieTransport(b, SystemClock(), 30_000)
+    pool = BookiePool(SystemClock(), request_timeout_ms=30_000)
+    payload = b"p" * 4000
+    try:
+        async with b._checkpoint_lock:  # a checkpoint that cannot write yet (a slow disk)
+            storage = b.storage
+            assert storage is not None
+            entry = 0  # acknowledged at once up to twice the cache
+            while (
+                storage.entry_logger.buffered_bytes + HEADER_SIZE + len(payload) <= 2 * cache_bytes
+            ):
+                assert (await add(transport, add_request(pool, 1, entry, payload)))[0] == 0
+                entry += 1
+            assert (
+                not b.write_cache_full
+                and entry > 2 * cache_bytes // (len(payload) + HEADER_SIZE) - 1
+            )
+            answers: list[int | None] = []
+            transport.add(
+                add_request(pool, 1, entry, payload), lambda status, _m, _e: answers.append(status)
+            )
+            synced = asyncio.Event()
+            journal = b.journal
+            assert journal is not None
+            journal.on_durable(synced.set)  # after the transport's own callback of that sync
+            await asyncio.wait_for(synced.wait(), 30)
+            assert b.write_cache_full
+            assert answers == []  # in the journal, not acknowledged while the cache is full
+        await wait_until_async(lambda: answers == [0], 30, what="the add acknowledged")
+        assert not b.write_cache_full
+    finally:
+        transport.close()
+        await b.stop()

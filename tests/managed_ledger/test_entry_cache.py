@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from magnetar.managed_ledger.entry_cache import EntryCache
+import tracemalloc
+
+from magnetar.managed_ledger.entry_cache import EntryCache, EntryCacheBudget
 from magnetar.managed_ledger.position import Position
 
 
@@ -47,3 +49,62 @@ def test_floor_at_or_before_the_first_entry_drops_nothing() -> None:
     assert len(cache) == 15
     cache.evict_before_gradually(Position(3, 0))
     assert len(cache) == 0 and cache.size_bytes == 0
+
+
+def test_caches_sharing_a_budget_hold_no_more_than_it_together() -> None:
+    budget = EntryCacheBudget(size_max_bytes=1000, eviction_watermark=0.5)
+    big = EntryCache(size_max_bytes=1 << 30, budget=budget)
+    small = EntryCache(size_max_bytes=1 << 30, budget=budget)
+    fill(small, 1, 0, 20)  # 200 bytes
+    fill(big, 2, 0, 80)  # 1000 bytes in all: at the budget, nothing evicted yet
+    assert budget.size_bytes == 1000 and budget.evicted_bytes == 0
+    fill(big, 2, 80, 1)  # over it: down to half, the larger cache giving up the most
+    assert budget.size_bytes <= 500
+    assert budget.size_bytes == big.size_bytes + small.size_bytes
+    assert 810 - big.size_bytes > 200 - small.size_bytes > 0  # in proportion to size
+    assert budget.evicted_bytes == 1010 - budget.size_bytes
+    # the oldest entries went first, in both
+    assert big.get(Position(2, 0)) is None and big.get(Position(2, 80)) is not None
+    assert small.get(Position(1, 0)) is None and small.get(Position(1, 19)) is not None
+    for _ in range(50):
+        fill(small, 1, 1000 + _ * 7, 7)
+        fill(big, 2, 1000 + _ * 13, 13)
+        assert budget.size_bytes <= 1000
+        assert budget.size_bytes == big.size_bytes + small.size_bytes
+
+
+def test_every_way_out_gives_bytes_back_to_the_budget() -> None:
+    budget = EntryCacheBudget(size_max_bytes=1 << 30)
+    a = EntryCache(size_max_bytes=100, budget=budget)
+    b = EntryCache(size_max_bytes=1 << 30, budget=budget)
+    fill(a, 1, 0, 15)  # its own bound drops the oldest
+    fill(b, 2, 0, 50)
+    assert budget.size_bytes == 100 + 500 and budget.caches == 2
+    b.evict_before_gradually(Position(2, 30), now_max=10)
+    fill(b, 2, 50, 5)  # two more below the floor per insert
+    assert budget.size_bytes == a.size_bytes + b.size_bytes == 100 + 500 - 100 + 50 - 100
+    a.clear()
+    b.clear()
+    assert budget.size_bytes == 0 and budget.caches == 0
+
+
+def test_a_budget_of_zero_caches_nothing() -> None:
+    budget = EntryCacheBudget(size_max_bytes=0)
+    cache = EntryCache(size_max_bytes=1 << 20, budget=budget)
+    fill(cache, 1, 0, 10)
+    assert len(cache) == 0 and budget.size_bytes == 0
+
+
+def test_an_emptied_cache_gives_its_tables_back() -> None:
+    cache = EntryCache(size_max_bytes=1 << 30)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for e in range(30_000):
+            cache.insert(Position(1, e), b"x", 1)
+        cache.evict_before_gradually(Position(2, 0), now_max=30_000)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(cache) == 0 and cache.size_bytes == 0
+    assert held < 64 * 1024, held

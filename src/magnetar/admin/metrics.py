@@ -208,6 +208,17 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily(
             "pulsar_active_connections", "Client connections", value=ctx.service.connection_count
         )
+        cache = ctx.service.entry_cache_budget
+        yield GaugeMetricFamily(
+            "pulsar_ml_cache_used_size",
+            "Bytes the tailing-read caches of all topics hold (managedLedgerCacheSizeMB bounds it)",
+            value=cache.size_bytes,
+        )
+        yield CounterMetricFamily(
+            "magnetar_ml_cache_evicted_bytes",
+            "Bytes dropped from the tailing-read caches because they were full",
+            value=cache.evicted_bytes,
+        )
         yield CounterMetricFamily(
             "magnetar_connections_refused",
             "Client connections refused over brokerMaxConnections(PerIp)",

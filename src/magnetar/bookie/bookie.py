@@ -31,6 +31,7 @@ import logging
 import re
 import shutil
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -95,7 +96,10 @@ class BookieConfig:
     journal_pending_bytes_max: int = 64 * 1024 * 1024
     entry_log_size_max_bytes: int = 512 * 1024 * 1024
     write_cache_max_bytes: int = 64 * 1024 * 1024
-    """A checkpoint starts when the entry-log write buffers exceed this."""
+    """A checkpoint starts when the entry-log write buffers exceed this. Past twice this
+    (adds go on while a checkpoint writes), acknowledgements through the in-process
+    transport wait for the checkpoint in flight (BookKeeper throttles adds when its write
+    cache is full): the callers' windows then hold further adds back."""
     checkpoint_interval_ms: int = 1_000
     """How often the entry-log buffers and the index are written and synced. Often, so each
     checkpoint is small: with journal and entry logs on one disk, a checkpoint's flush holds
@@ -137,6 +141,8 @@ class Bookie:
         self._tasks: list[asyncio.Task[None]] = []
         self._checkpoint_lock = asyncio.Lock()
         self._checkpoint_wanted = asyncio.Event()
+        self._write_cache_waiters: list[Callable[[], None]] = []
+        """Called when a checkpoint attempt ends (see :meth:`on_write_cache_room`)."""
         self._checkpoint_io: asyncio.Future[None] | None = None
         self._connections: set[Responder] = set()
         self.readonly = False
@@ -220,6 +226,7 @@ class Bookie:
                 await t
         for t in list(self._background):
             t.cancel()
+        self._release_write_cache_waiters()
         if self.journal is not None:
             await self.journal.close()
             if self.storage is not None:
@@ -528,6 +535,28 @@ class Bookie:
         journal.append(ADD_ENTRY, ledger_id, entry_id, last_add_confirmed, checksum, payload)
         return _OK, ""
 
+    @property
+    def write_cache_full(self) -> bool:
+        """The write buffers hold more than twice ``write_cache_max_bytes``: a checkpoint is
+        writing and the adds since have filled another cache."""
+        storage = self.storage
+        return (
+            storage is not None
+            and storage.entry_logger.buffered_bytes > 2 * self.config.write_cache_max_bytes
+        )
+
+    def on_write_cache_room(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (once) when the next checkpoint attempt ends, whatever its outcome,
+        at the latest after ``checkpoint_interval_ms`` (a bookie that cannot checkpoint, say
+        read-only after a fault, holds nobody up longer), or when the bookie stops."""
+        self._write_cache_waiters.append(callback)
+        self._checkpoint_wanted.set()
+
+    def _release_write_cache_waiters(self) -> None:
+        waiters, self._write_cache_waiters = self._write_cache_waiters, []
+        for callback in waiters:
+            callback()
+
     def check_write_cache(self) -> None:
         """Start a checkpoint if the entry-log write buffers outgrew the cache (call after
         adds that did not come through :meth:`after_batch`)."""
@@ -757,6 +786,7 @@ class Bookie:
                 wanted.cancel()
             self._checkpoint_wanted.clear()
             if self.storage_fault is not None:
+                self._release_write_cache_waiters()
                 continue  # the disk loop retries (one attempt, one log line, per interval)
             try:
                 await self.checkpoint()
@@ -765,6 +795,8 @@ class Bookie:
                 self._storage_failed(f"checkpoint failed: {exc}")
             except Exception:
                 log.exception("checkpoint failed")
+            finally:
+                self._release_write_cache_waiters()
 
     # -- garbage collection ----------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from typing import Final
 import crc32c
 
 from magnetar.bookie import file_io
+from magnetar.bookie.entry_index import EntryIndex
 from magnetar.bookie.entry_log import HEADER_SIZE, EntryLogger, StoredEntry, _Buffer, log_of
 from magnetar.bookie.errors import IndexCorrupt
 from magnetar.bookie.journal import JournalPosition
@@ -50,20 +51,18 @@ _DELETE: Final = 3
 class LedgerRecord:
     """What this bookie holds of one ledger."""
 
-    entries: dict[int, int] = field(default_factory=dict)
-    """entry id → location."""
-    sizes: dict[int, int] = field(default_factory=dict)
-    """entry id → record size in the entry log (header + payload)."""
+    entries: EntryIndex = field(default_factory=EntryIndex)
+    """entry id → location and record size in the entry log (header + payload)."""
     lac: int = -1
     fenced: bool = False
 
     @property
     def last_entry_id(self) -> int:
-        return max(self.entries) if self.entries else -1
+        return self.entries.last_entry_id
 
     @property
     def size_bytes(self) -> int:
-        return sum(self.sizes.values()) - HEADER_SIZE * len(self.sizes)
+        return self.entries.size_total - HEADER_SIZE * len(self.entries)
 
 
 @dataclass(slots=True)
@@ -180,8 +179,7 @@ class LedgerStorage:
                 rec = self.ledgers.get(ledger)
                 if rec is None:
                     rec = self.ledgers[ledger] = LedgerRecord()
-                rec.entries[a] = b
-                rec.sizes[a] = c
+                rec.entries.put(a, b, c)
             elif type_ == _LEDGER:
                 rec = self.ledgers.get(ledger)
                 if rec is None:
@@ -194,9 +192,9 @@ class LedgerStorage:
             self.log_total_bytes[log_id] = self.entry_logger.path(log_id).stat().st_size
             self.log_live_bytes.setdefault(log_id, 0)
         for rec in self.ledgers.values():
-            for entry, loc in rec.entries.items():
+            for _entry, loc, size in rec.entries.items():
                 lid = log_of(loc)
-                self.log_live_bytes[lid] = self.log_live_bytes.get(lid, 0) + rec.sizes[entry]
+                self.log_live_bytes[lid] = self.log_live_bytes.get(lid, 0) + size
         return self._state.journal_position
 
     # -- writes (event loop) ----------------------------------------------------------------
@@ -209,11 +207,9 @@ class LedgerStorage:
             rec = self.ledgers[ledger_id] = LedgerRecord()
         location = self.entry_logger.add(ledger_id, entry_id, lac, checksum, payload)
         size = HEADER_SIZE + len(payload)
-        old = rec.entries.get(entry_id)
+        old = rec.entries.put(entry_id, location, size)
         if old is not None:
-            self._unlive(old, rec.sizes[entry_id])
-        rec.entries[entry_id] = location
-        rec.sizes[entry_id] = size
+            self._unlive(*old)
         if lac > rec.lac:
             rec.lac = lac
         lid = location >> 40
@@ -244,8 +240,8 @@ class LedgerStorage:
             if rec is None:
                 continue
             n += 1
-            for entry, loc in rec.entries.items():
-                self._unlive(loc, rec.sizes[entry])
+            for _entry, loc, size in rec.entries.items():
+                self._unlive(loc, size)
             self._dirty_ledgers.discard(ledger_id)
             self._rewrite = True
         return n
@@ -280,9 +276,8 @@ class LedgerStorage:
         parts: list[bytes] = []
         if rewrite:
             for ledger, rec in self.ledgers.items():
-                sizes = rec.sizes
                 parts.extend(
-                    pack(_ENTRY, ledger, e, loc, sizes[e]) for e, loc in rec.entries.items()
+                    pack(_ENTRY, ledger, e, loc, size) for e, loc, size in rec.entries.items()
                 )
                 parts.append(pack(_LEDGER, ledger, rec.lac, int(rec.fenced), 0))
             generation = self._state.generation + 1
@@ -404,7 +399,7 @@ class LedgerStorage:
         """``(ledger, entry, location)`` of every live entry stored in ``log_id``."""
         out = []
         for ledger, rec in self.ledgers.items():
-            for entry, loc in rec.entries.items():
+            for entry, loc, _size in rec.entries.items():
                 if loc >> 40 == log_id:
                     out.append((ledger, entry, loc))
         return out

@@ -10,6 +10,7 @@ from magnetar.broker.partial_frames import (
     DEFAULT_PARTIAL_FRAME_BYTES_MAX,
     DEFAULT_PARTIAL_FRAME_TIMEOUT_MS,
 )
+from magnetar.managed_ledger.entry_cache import DEFAULT_CACHE_SIZE_MAX_BYTES
 from magnetar.protocol import DEFAULT_MAX_MESSAGE_SIZE_BYTES
 
 
@@ -64,6 +65,10 @@ class BrokerConfig:
     answered Error ``NotAllowedError`` and closed."""
     max_connections_per_ip: int = 0
     """Pulsar's ``brokerMaxConnectionsPerIp`` (0 = no limit), per client IP address."""
+    managed_ledger_cache_size_mb: int = DEFAULT_CACHE_SIZE_MAX_BYTES // (1024 * 1024)
+    """Pulsar's ``managedLedgerCacheSizeMB``: MiB the tailing-read caches of all topics of
+    this broker hold together (0 turns them off); past it the largest give up their oldest
+    entries (:class:`~magnetar.managed_ledger.entry_cache.EntryCacheBudget`)."""
     dispatch_entries_max: int = 100
     """Entries read per dispatch round of one subscription."""
     unacked_entries_per_consumer_max: int = 50_000

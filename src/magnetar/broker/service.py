@@ -62,6 +62,7 @@ from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError, ServiceNotReady, TopicNotFound
 from magnetar.common.names import NamespaceName, TopicDomain, TopicName, check_subscription_name
 from magnetar.managed_ledger.config import ManagedLedgerConfig
+from magnetar.managed_ledger.entry_cache import EntryCacheBudget
 from magnetar.managed_ledger.managed_ledger import ManagedLedger
 from magnetar.managed_ledger.metadata_layout import ROOT as ML_ROOT
 from magnetar.managed_ledger.storage import LedgerClientStorage, LedgerStorage
@@ -132,6 +133,10 @@ class BrokerService:
         self.storage = storage
         self.clock: Clock = clock or SystemClock()
         self.ml_config = ml_config or ManagedLedgerConfig()
+        self.entry_cache_budget = EntryCacheBudget(
+            config.managed_ledger_cache_size_mb * 1024 * 1024
+        )
+        """What the tailing-read caches of all this broker's topics hold together."""
         self._topics: dict[str, asyncio.Future[Topic]] = {}
         self._taken_over: set[str] = set()
         """Topics being unloaded because another broker fenced their ledger."""
@@ -379,6 +384,7 @@ class BrokerService:
                     config=ml_config_for(self.ml_config, policies),
                     clock=self.clock,
                     publish_time_of=entry_publish_time_ms,
+                    cache_budget=self.entry_cache_budget,
                 )
                 topic = await Topic.open(self, name, ml, policies)
                 if self.ownership is not None and not self.ownership.serves(name):

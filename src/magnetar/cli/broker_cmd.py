@@ -15,6 +15,7 @@ from magnetar.cli.server_setup import (
     configure_logging,
     install_uvloop,
     listener_options,
+    memory_options,
     parse_listeners,
     tls_options,
 )
@@ -78,6 +79,7 @@ def _zk_url(_ctx: click.Context, _param: click.Parameter, url: str) -> str:
     help="Broker-wide message deduplication (brokerDeduplicationEnabled).",
 )
 @click.option("--max-message-size", default=5 * 1024 * 1024, show_default=True, type=int)
+@memory_options
 @click.option(
     "--managed-ledger-max-entries-per-ledger",
     default=50_000,
@@ -112,6 +114,7 @@ def broker(
     internal_listener_name: str | None,
     deduplication: bool,
     max_message_size: int,
+    managed_ledger_cache_size_mb: int,
     managed_ledger_max_entries_per_ledger: int,
     log_level: str,
 ) -> None:
@@ -152,6 +155,7 @@ def broker(
             advertised_listeners=listeners,
             deduplication_enabled=deduplication,
             max_message_size_bytes=max_message_size,
+            managed_ledger_cache_size_mb=managed_ledger_cache_size_mb,
             ensemble_size=ensemble_size,
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,

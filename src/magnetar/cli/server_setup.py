@@ -123,3 +123,20 @@ def listener_options(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
     f = click.option("--advertised-address", default=None, help="Host put in lookup answers.")(f)
     return f
+
+
+def memory_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--managed-ledger-cache-size-mb``: the bound of what a broker keeps in memory for
+    tailing reads (Pulsar's ``managedLedgerCacheSizeMB``)."""
+    from magnetar.managed_ledger.entry_cache import DEFAULT_CACHE_SIZE_MAX_BYTES
+
+    f = click.option(
+        "--managed-ledger-cache-size-mb",
+        default=DEFAULT_CACHE_SIZE_MAX_BYTES // (1024 * 1024),
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="MiB of recently written entries all topics keep in memory together for "
+        "consumers that keep up (managedLedgerCacheSizeMB; 0: none, every read goes to "
+        "the bookies).",
+    )(f)
+    return f

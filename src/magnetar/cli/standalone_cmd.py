@@ -14,6 +14,7 @@ from magnetar.cli.server_setup import (
     configure_logging,
     install_uvloop,
     listener_options,
+    memory_options,
     parse_listeners,
     tls_options,
 )
@@ -98,6 +99,15 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     help="A frame not completely read this long after its first byte closes its connection.",
 )
 @click.option("--failover-delay-ms", default=1000, show_default=True, type=int)
+@memory_options
+@click.option(
+    "--bookie-write-cache-size-mb",
+    default=16,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="MiB of written entries the bookie buffers before writing them to its entry logs "
+    "(dbStorage_writeCacheMaxSizeMb; they are also written every second).",
+)
 @click.option(
     "--managed-ledger-max-entries-per-ledger",
     default=50_000,
@@ -158,6 +168,8 @@ def standalone(
     broker_max_connections: int,
     broker_max_connections_per_ip: int,
     failover_delay_ms: int,
+    managed_ledger_cache_size_mb: int,
+    bookie_write_cache_size_mb: int,
     managed_ledger_max_entries_per_ledger: int,
     journal_skip_invalid_records: bool,
     functions_worker: bool,
@@ -196,6 +208,7 @@ def standalone(
         http_port=http_port,
         https_port=https_port,
         managed_ledger_max_entries_per_ledger=managed_ledger_max_entries_per_ledger,
+        bookie_write_cache_size_mb=bookie_write_cache_size_mb,
         bookie_journal_skip_invalid_records=journal_skip_invalid_records,
         functions_worker=functions_worker,
         functions_runtime=functions_runtime,
@@ -217,6 +230,7 @@ def standalone(
             advertised_listeners=listeners,
             deduplication_enabled=deduplication,
             max_message_size_bytes=max_message_size,
+            managed_ledger_cache_size_mb=managed_ledger_cache_size_mb,
             partial_frame_bytes_max=partial_frame_bytes_max,
             partial_frame_timeout_ms=partial_frame_timeout_ms,
             max_connections=broker_max_connections,

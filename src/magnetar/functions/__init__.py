@@ -14,10 +14,11 @@ imported from its module: it brings the instance runtime).
         ...
 """
 
+from typing import TYPE_CHECKING, Any
+
 from magnetar.functions.errors import FunctionsWorkerError, MembershipUnavailable, NotLeader
 from magnetar.functions.leadership import LeadershipChanged, LeadershipState
 from magnetar.functions.membership_view import MembershipView, membership_from_stats
-from magnetar.functions.worker import FunctionsWorker
 from magnetar.functions.worker_config import (
     DEFAULT_ASSIGNMENTS_TOPIC,
     DEFAULT_COORDINATION_SUBSCRIPTION,
@@ -26,6 +27,20 @@ from magnetar.functions.worker_config import (
     WorkerConfig,
 )
 from magnetar.functions.worker_info import InvalidWorkerInfo, WorkerInfo
+
+if TYPE_CHECKING:
+    from magnetar.functions.worker import FunctionsWorker
+
+
+def __getattr__(name: str) -> Any:
+    # FunctionsWorker brings the client library; the REST routes and the configuration
+    # (imported by the standalone at start) do not need it.
+    if name == "FunctionsWorker":
+        from magnetar.functions.worker import FunctionsWorker
+
+        return FunctionsWorker
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_ASSIGNMENTS_TOPIC",

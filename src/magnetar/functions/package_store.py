@@ -22,7 +22,7 @@ from pathlib import Path
 
 from magnetar.client import Client, MessageId
 from magnetar.common.errors import MagnetarError
-from magnetar.functions.errors import FunctionsWorkerError
+from magnetar.functions.errors import FunctionsWorkerError, PackageTooLarge
 from magnetar.functions.fenced_producer import FencedProducer
 from magnetar.functions.function_registry import PackageRef
 
@@ -30,10 +30,6 @@ PART_BYTES = 1024 * 1024
 """Bytes per message of a package (well under the broker's 5 MB message limit)."""
 DEFAULT_PACKAGE_BYTES_MAX = 64 * 1024 * 1024
 FETCH_PART_TIMEOUT_MS = 30_000
-
-
-class PackageTooLarge(FunctionsWorkerError):
-    """An upload over the worker's ``package_bytes_max``."""
 
 
 class PackageUnavailable(FunctionsWorkerError):

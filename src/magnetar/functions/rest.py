@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import HTTP
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, FastAPI
 from starlette.requests import Request
@@ -37,23 +37,28 @@ from starlette.responses import Response
 from magnetar.auth.authentication import AUTH_METHOD_HEADER
 from magnetar.common.errors import InvalidTopicName, MagnetarError, ProducerFenced
 from magnetar.common.names import check_named_entity
-from magnetar.functions.errors import MembershipUnavailable, NotLeader
+from magnetar.functions.errors import (
+    FunctionExists,
+    FunctionNotFound,
+    InvalidRequest,
+    LeaderUnavailable,
+    MembershipUnavailable,
+    NotLeader,
+    PackageTooLarge,
+    TriggerTimeout,
+)
 from magnetar.functions.function_config import (
     ComponentKind,
     FunctionConfig,
     InvalidFunctionConfig,
 )
 from magnetar.functions.instance_status import InstanceStatus, function_status_json
-from magnetar.functions.package_store import PackageTooLarge
 from magnetar.functions.rest_access import RestRefused, WorkerRestAccess
-from magnetar.functions.worker_service import (
-    FunctionExists,
-    FunctionNotFound,
-    InvalidRequest,
-    LeaderUnavailable,
-    TriggerTimeout,
-    WorkerService,
-)
+
+if TYPE_CHECKING:
+    # The worker brings the client library: the routes are built at the standalone's start,
+    # the worker joins later (see ServiceSlot).
+    from magnetar.functions.worker_service import WorkerService
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,15 @@ from magnetar.functions.admin_stats import topic_stats_url
 from magnetar.functions.assignment_table import AssignmentTable, assignment_payload
 from magnetar.functions.connectors.connector import InvalidConnectorConfig
 from magnetar.functions.connectors.registry import builtin_name
-from magnetar.functions.errors import FunctionsWorkerError, MembershipUnavailable, NotLeader
+from magnetar.functions.errors import (
+    FunctionExists,
+    FunctionNotFound,
+    InvalidRequest,
+    LeaderUnavailable,
+    MembershipUnavailable,
+    NotLeader,
+    TriggerTimeout,
+)
 from magnetar.functions.function_config import ComponentKind, FunctionConfig
 from magnetar.functions.function_registry import (
     MARKER_KEY_PREFIX,
@@ -71,29 +79,6 @@ LEADER_POLL_MS = 100
 
 def default_runtime_factory() -> RuntimeFactory:
     return runtime_factory("thread")
-
-
-class FunctionNotFound(FunctionsWorkerError):
-    """No definition of that name (HTTP 404)."""
-
-
-class FunctionExists(FunctionsWorkerError):
-    """A definition of that name exists already (HTTP 409)."""
-
-
-class InvalidRequest(FunctionsWorkerError):
-    """The request cannot be carried out as given (HTTP 400)."""
-
-
-class TriggerTimeout(FunctionsWorkerError):
-    """A triggered function produced no output in time (HTTP 408)."""
-
-
-class LeaderUnavailable(FunctionsWorkerError):
-    """No leader can take a write right now (HTTP 503): an election or a new leader's
-    catch-up is in progress."""
-
-    retriable = True
 
 
 class WorkerService:

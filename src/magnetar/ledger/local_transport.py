@@ -109,6 +109,14 @@ class LocalBookieTransport:
     def _synced(self, group: list[int]) -> None:
         if self._group is group:
             self._group = None
+        if self._bookie.write_cache_full:
+            # Acknowledged once the checkpoint in flight ends: the callers' windows stop
+            # adds meanwhile, so the write buffers stay near twice their bound.
+            self._bookie.on_write_cache_room(partial(self._acknowledge, group))
+            return
+        self._acknowledge(group)
+
+    def _acknowledge(self, group: list[int]) -> None:
         pending = self._pending
         for rid in group:
             entry = pending.pop(rid, None)

@@ -52,7 +52,7 @@ from magnetar.common.errors import MagnetarError
 from magnetar.common.latency import LatencyHistogram
 from magnetar.managed_ledger.config import BacklogQuotaPolicy, ManagedLedgerConfig
 from magnetar.managed_ledger.cursor import CursorState
-from magnetar.managed_ledger.entry_cache import EntryCache
+from magnetar.managed_ledger.entry_cache import EntryCache, EntryCacheBudget
 from magnetar.managed_ledger.errors import (
     BacklogQuotaExceeded,
     CursorNotFound,
@@ -187,6 +187,7 @@ class ManagedLedger:
         clock: Clock,
         offloader: Offloader | None,
         publish_time_of: PublishTimeOf | None = None,
+        cache_budget: EntryCacheBudget | None = None,
     ) -> None:
         self.name = name
         self._storage = storage
@@ -223,7 +224,7 @@ class ManagedLedger:
         self._slow_adds = 0  # add_entry_nowait calls waiting for room (not yet queued)
         self._waiters: list[asyncio.Future[None]] = []
         self.cursors: dict[str, ManagedCursor] = {}
-        self.cache = EntryCache(config.cache_size_max_bytes)
+        self.cache = EntryCache(config.cache_size_max_bytes, cache_budget)
         self._readers: OrderedDict[int, asyncio.Task[LedgerReader]] = OrderedDict()
         self._meta_lock = asyncio.Lock()
         self._maintenance: asyncio.Task[None] | None = None
@@ -252,12 +253,15 @@ class ManagedLedger:
         offloader: Offloader | None = None,
         background: bool = True,
         publish_time_of: PublishTimeOf | None = None,
+        cache_budget: EntryCacheBudget | None = None,
     ) -> ManagedLedger:
         """Open (creating if needed) and take ownership, fencing any previous owner.
 
         ``background=False`` skips the maintenance task (tests drive :meth:`maintain`).
         ``publish_time_of`` lets message TTL expire entries inside a ledger by their publish
-        time (without it, TTL expires whole ledgers only).
+        time (without it, TTL expires whole ledgers only). ``cache_budget`` is shared by the
+        process's managed ledgers (without one, this ledger's cache is bounded only by
+        ``config.cache_size_max_bytes``).
         Raises :class:`ManagedLedgerFenced` if another process takes it over meanwhile.
         """
         ml = cls(
@@ -268,6 +272,7 @@ class ManagedLedger:
             clock or SystemClock(),
             offloader,
             publish_time_of,
+            cache_budget,
         )
         await ml._initialize()
         if background:

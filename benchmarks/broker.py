@@ -468,6 +468,9 @@ def measure(args: argparse.Namespace, src: Path | None) -> dict[str, float]:
         assert node.proc is not None
         pid = node.proc.pid
         results["standalone_rss_mb_idle"] = rss_mb(pid)
+        # The start-up's tail (the functions worker's election, the admin API's first
+        # request building its routes: ~0.5 s of CPU) is not the broker's per-message cost.
+        wait_quiet(pid)
         tag = "" if src is None else "-before"
         try:
             # Unbatched runs and the latency runs first, batched last: a batched run writes

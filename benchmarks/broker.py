@@ -80,6 +80,12 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def sys_cpu_s(pid: int) -> float:
+    """The kernel's share of :func:`cpu_s` (system calls, loopback TCP, page faults)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[12]) / CLK_TCK
+
+
 def wait_quiet(pid: int, timeout_s: float = 30.0) -> None:
     """Until the broker has been (nearly) idle for half a second: the storage work a
     maximum-rate run leaves behind (checkpoints, ledger roll-overs) is done, so the latency
@@ -484,6 +490,7 @@ def measure(args: argparse.Namespace, src: Path | None) -> dict[str, float]:
                         key = f"{kind}_{size}B_{partitions}p"
                         topics = create_partitioned(node.http_url, f"raw-{key}", partitions)
                         c0 = cpu_s(pid)
+                        s0 = sys_cpu_s(pid)
                         spy = start_profile(args.profile, pid, key + tag)
                         r = uvloop.run(run_raw(node.port, topics, frames, args.seconds))
                         stop_profile(spy)
@@ -491,6 +498,9 @@ def measure(args: argparse.Namespace, src: Path | None) -> dict[str, float]:
                         results[f"{key}_consume_msg_per_s"] = r["consume_msg_per_s"]
                         results[f"{key}_broker_cpu_us_per_msg"] = (
                             (cpu_s(pid) - c0) / r["messages"] * 1e6
+                        )
+                        results[f"{key}_broker_sys_cpu_us_per_msg"] = (
+                            (sys_cpu_s(pid) - s0) / r["messages"] * 1e6
                         )
                         results[f"{key}_generator_cpu_us_per_msg"] = r["generator_cpu_us_per_msg"]
                     half_key = f"unbatched_{size}B_1p_produce_msg_per_s"

@@ -18,8 +18,15 @@ settled after the runs). Usage::
 
     python benchmarks/broker.py [--seconds S] [--sizes 100,1024] [--partitions 1,4]
         [--modes unbatched,batched,latency] [--wheel-messages N] [--profile DIR]
+        [--compare-to TREE [--rounds N]]
 
-Writes ``benchmarks/results/broker.json``.
+Writes ``benchmarks/results/broker.json``. With ``--compare-to`` (a checkout's directory, or
+a commit of this repository, exported with ``git archive``) the standalone of that tree and
+this one's run the matrix in turn, ``--rounds`` times each (old, new, old, new, ...: a
+shared machine's drift hits both alike; the latency runs of both use the rate of the first
+pass); it prints a before/after table of the medians with their ratio and writes
+``benchmarks/results/broker-compare.json`` (every pass's figures too). Both trees run on
+this virtualenv's interpreter and packages.
 """
 
 from __future__ import annotations

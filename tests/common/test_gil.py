@@ -15,4 +15,3 @@ def test_serving_processes_hand_the_gil_to_helper_threads_within_half_a_millisec
         assert abs(sys.getswitchinterval() - GIL_SWITCH_INTERVAL_S) < 1e-9
     finally:
         sys.setswitchinterval(before)
-

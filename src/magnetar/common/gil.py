@@ -5,10 +5,11 @@ microseconds at three points of every group commit: after taking the batch, afte
 write and after the ``fdatasync`` (to hand the completion back to the loop). CPython makes
 a thread that wants the GIL wait until the holder releases it, or until the *switch
 interval* passes and the holder is asked to let go: 5 ms by default. A busy event loop
-seldom releases it on its own, so each of the three points could wait up to 5 ms, and a
-publish's receipt waited for the commit: in A/B runs of ``benchmarks/broker.py`` the
-default interval capped unbatched throughput (the journal synced less often than the
-loop could feed it) and stretched the publish latency tail in steps of 5 ms.
+seldom releases it on its own, so each of the three points could wait up to 5 ms, and every
+publish's receipt waits for its commit. In same-run A/B passes of ``benchmarks/broker.py``
+on a loaded 2-core machine (docs/broker.md) the shorter interval came with lower publish
+latency percentiles in every pass; how much of that is this change alone was not
+separable from the machine's noise.
 
 A shorter interval only costs when another thread actually waits: the holder then drops
 the GIL at the next check (tens of microseconds of hand-over). The storage thread

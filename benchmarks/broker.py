@@ -19,8 +19,15 @@ on new topics against the same standalone, so growth across passes shows). Usage
 
     python benchmarks/broker.py [--seconds S] [--sizes 100,1024] [--partitions 1,4]
         [--modes unbatched,batched,latency] [--wheel-messages N] [--repeat N] [--profile DIR]
+        [--compare-to TREE [--rounds N]]
 
-Writes ``benchmarks/results/broker.json``.
+Writes ``benchmarks/results/broker.json``. With ``--compare-to`` (a checkout's directory, or
+a commit of this repository, exported with ``git archive``) the standalone of that tree and
+this one's run the matrix in turn, ``--rounds`` times each (old, new, old, new, ...: a
+shared machine's drift hits both alike; the latency runs of both use the rate of the first
+pass); it prints a before/after table of the medians with their ratio and writes
+``benchmarks/results/broker-compare.json`` (every pass's figures too). Both trees run on
+this virtualenv's interpreter and packages.
 """
 
 from __future__ import annotations
@@ -79,6 +86,12 @@ _PONG = Pong()
 def cpu_s(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def sys_cpu_s(pid: int) -> float:
+    """The kernel's share of :func:`cpu_s` (system calls, loopback TCP, page faults)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[12]) / CLK_TCK
 
 
 def wait_quiet(pid: int, timeout_s: float = 30.0) -> None:
@@ -455,11 +468,11 @@ def reset_peak_rss(pid: int) -> bool:
 
 
 def run_matrix(
-    args: argparse.Namespace, node: StandaloneProcess, pid: int, suffix: str
+    args: argparse.Namespace, node: StandaloneProcess, pid: int, suffix: str, tag: str
 ) -> dict[str, float]:
     """One pass of the matrix against ``node`` (topic names end in ``suffix``, so a repeated
     pass makes new topics, as a long-lived broker sees); adds each phase's peak resident
-    memory as ``standalone_rss_mb_peak_<phase>``."""
+    memory as ``standalone_rss_mb_peak_<phase>``. ``tag`` ends the names of its profiles."""
     modes = set(args.modes.split(","))
     sizes = [int(x) for x in args.sizes.split(",")]
     partition_counts = [int(x) for x in args.partitions.split(",")]
@@ -482,17 +495,23 @@ def run_matrix(
                 key = f"{kind}_{size}B_{partitions}p"
                 topics = create_partitioned(node.http_url, f"raw-{key}{suffix}", partitions)
                 c0 = cpu_s(pid)
-                spy = start_profile(args.profile, pid, key)
+                s0 = sys_cpu_s(pid)
+                spy = start_profile(args.profile, pid, key + tag)
                 r = uvloop.run(run_raw(node.port, topics, frames, args.seconds))
                 stop_profile(spy)
                 results[f"{key}_produce_msg_per_s"] = r["produce_msg_per_s"]
                 results[f"{key}_consume_msg_per_s"] = r["consume_msg_per_s"]
                 results[f"{key}_broker_cpu_us_per_msg"] = (cpu_s(pid) - c0) / r["messages"] * 1e6
+                results[f"{key}_broker_sys_cpu_us_per_msg"] = (
+                    (sys_cpu_s(pid) - s0) / r["messages"] * 1e6
+                )
                 results[f"{key}_generator_cpu_us_per_msg"] = r["generator_cpu_us_per_msg"]
                 phase_peak(key)
             half_key = f"unbatched_{size}B_1p_produce_msg_per_s"
             if "latency" in modes and kind == "unbatched" and half_key in results:
-                half = results[half_key] / 2
+                # with --compare-to, both trees at the same rate: half the first maximum
+                # measured (args.latency_rate), else half of this run's
+                half = args.latency_rate.get(size) or results[half_key] / 2
                 key = f"latency_{size}B"
                 wait_quiet(pid)
                 r = uvloop.run(
@@ -506,6 +525,113 @@ def run_matrix(
         results.update(run_wheel(node.url, args.wheel_messages))
         phase_peak("wheel")
     return results
+
+
+def measure(args: argparse.Namespace, src: Path | None) -> dict[str, float]:
+    """``--repeat`` passes of the selected matrix against one fresh standalone; ``src`` is
+    the ``src`` directory of another source tree to run the standalone from (None: this
+    one)."""
+    results: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        node = StandaloneProcess(Path(tmp) / "data")
+        t0 = time.perf_counter()
+        saved_path = os.environ.get("PYTHONPATH")
+        if src is not None:  # ahead of the editable install's path entry
+            os.environ["PYTHONPATH"] = str(src)
+        try:
+            node.start()
+        finally:
+            if src is not None:
+                if saved_path is None:
+                    del os.environ["PYTHONPATH"]
+                else:
+                    os.environ["PYTHONPATH"] = saved_path
+        results["standalone_ready_s"] = time.perf_counter() - t0
+        assert node.proc is not None
+        pid = node.proc.pid
+        results["standalone_rss_mb_idle"] = rss_mb(pid)
+        # The start-up's tail (the functions worker's election, the admin API's first
+        # request building its routes) is not the broker's per-message cost.
+        wait_quiet(pid)
+        tree = "" if src is None else "-before"
+        peak_mb = 0.0
+        try:
+            for run in range(1, args.repeat + 1):
+                # The first pass's figures keep their plain names; later passes add _run<N>.
+                tag = "" if run == 1 else f"_run{run}"
+                figures = run_matrix(args, node, pid, tag.replace("_", "-"), tag + tree)
+                results.update({f"{k}{tag}": v for k, v in figures.items()})
+                peak_mb = max(
+                    [peak_mb, rss_mb(pid, "VmHWM")]
+                    + [v for k, v in figures.items() if k.startswith("standalone_rss_mb_peak_")]
+                )
+                wait_quiet(pid)
+                results[f"standalone_rss_mb_settled_run{run}"] = settled_rss_mb(pid)
+            results["standalone_rss_mb_peak"] = peak_mb
+            results["standalone_rss_mb_settled"] = results[
+                f"standalone_rss_mb_settled_run{args.repeat}"
+            ]
+        finally:
+            node.stop()
+    return results
+
+
+def source_tree(spec: str, tmp: Path) -> Path:
+    """The ``src`` directory of ``spec``: a checkout (a directory holding ``src/magnetar``)
+    or a commit of this repository, exported to ``tmp`` with ``git archive``."""
+    given = Path(spec)
+    if (given / "src" / "magnetar").is_dir():
+        return (given / "src").resolve()
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", "--format=tar", spec, "src"],
+            check=True, capture_output=True,
+        ).stdout  # fmt: skip
+    except subprocess.CalledProcessError as exc:
+        raise SystemExit(
+            f"--compare-to {spec}: neither a checkout nor a commit ({exc.stderr.decode().strip()})"
+        ) from None
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+    return tmp / "src"
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def compare(args: argparse.Namespace) -> dict[str, object]:
+    """``--rounds`` passes of the matrix against the old tree and this one, alternating
+    (old, new, old, new, ...: drift of a shared machine hits both alike); prints each
+    figure's median for both and the ratio of the medians."""
+    before: list[dict[str, float]] = []
+    after: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        src = source_tree(args.compare_to, Path(tmp))
+        for i in range(args.rounds):
+            for label, tree, runs in (("before", src, before), ("after", None, after)):
+                print(f"round {i + 1}/{args.rounds}: {label}", file=sys.stderr, flush=True)
+                runs.append(measure(args, tree))
+                if not args.latency_rate:  # one rate for both trees, from the first run
+                    sizes = [int(x) for x in args.sizes.split(",")]
+                    for size in sizes:
+                        key = f"unbatched_{size}B_1p_produce_msg_per_s"
+                        if key in runs[-1]:
+                            args.latency_rate[size] = runs[-1][key] / 2
+    keys = [k for k in after[0] if all(k in r for r in before + after)]
+    heading = f"figure (median of {args.rounds} rounds)"
+    print(f"{heading:44} {'before':>12} {'after':>12} {'after/before':>13}")
+    table: dict[str, object] = {"compare_to": args.compare_to, "rounds": args.rounds}
+    for k in keys:
+        b = median([r[k] for r in before])
+        a = median([r[k] for r in after])
+        ratio = a / b if b else float("nan")
+        print(f"{k:44} {b:12.3f} {a:12.3f} {ratio:13.2f}")
+        table[k] = {"before": b, "after": a, "before_runs": [r[k] for r in before],
+                    "after_runs": [r[k] for r in after]}  # fmt: skip
+    return table
 
 
 def main() -> None:
@@ -533,41 +659,29 @@ def main() -> None:
         default=None,
         help="record the broker with py-spy during each raw run (collapsed stacks in this dir)",
     )
+    parser.add_argument(
+        "--compare-to",
+        default=None,
+        metavar="TREE",
+        help="also run the standalone of another source tree (a checkout's directory, or a "
+        "commit of this repository), alternating with this one, and print both side by side",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="with --compare-to: passes of each tree"
+    )
     args = parser.parse_args()
+    args.latency_rate = {}
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
-    results: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        node = StandaloneProcess(Path(tmp) / "data")
-        t0 = time.perf_counter()
-        node.start()
-        results["standalone_ready_s"] = time.perf_counter() - t0
-        assert node.proc is not None
-        pid = node.proc.pid
-        results["standalone_rss_mb_idle"] = rss_mb(pid)
-        peak_mb = 0.0
-        try:
-            for run in range(1, args.repeat + 1):
-                # The first pass's figures keep their plain names; later passes add _run<N>.
-                tag = "" if run == 1 else f"_run{run}"
-                figures = run_matrix(args, node, pid, tag.replace("_", "-"))
-                results.update({f"{k}{tag}": v for k, v in figures.items()})
-                peak_mb = max(
-                    [peak_mb, rss_mb(pid, "VmHWM")]
-                    + [v for k, v in figures.items() if k.startswith("standalone_rss_mb_peak_")]
-                )
-                wait_quiet(pid)
-                results[f"standalone_rss_mb_settled_run{run}"] = settled_rss_mb(pid)
-            results["standalone_rss_mb_peak"] = peak_mb
-            results["standalone_rss_mb_settled"] = results[
-                f"standalone_rss_mb_settled_run{args.repeat}"
-            ]
-        finally:
-            node.stop()
-    for k, v in results.items():
-        print(f"{k:44} {v:14.3f}")
     out = Path(__file__).parent / "results" / "broker.json"
     out.parent.mkdir(exist_ok=True)
+    if args.compare_to is not None:
+        table = compare(args)
+        out.with_name("broker-compare.json").write_text(json.dumps(table, indent=2) + "\n")
+        return
+    results = measure(args, None)
+    for k, v in results.items():
+        print(f"{k:44} {v:14.3f}")
     out.write_text(json.dumps(results, indent=2) + "\n")
 
 

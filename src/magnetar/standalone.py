@@ -29,6 +29,7 @@ from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
+from magnetar.common.gil import tune_gil_for_serving
 from magnetar.common.shutdown import STOP_TIMEOUT_S, stop_requested, stop_step
 from magnetar.ledger import LedgerClient, LedgerClientConfig
 from magnetar.managed_ledger.config import ManagedLedgerConfig
@@ -296,6 +297,7 @@ async def run(config: StandaloneConfig, started_at: float | None = None) -> None
         await node.start()
         assert node.broker is not None and node.http is not None
         tune_gc_for_serving()
+        tune_gil_for_serving()
         start_heap_trimmer()
         elapsed_ms = (time.perf_counter() - t0) * 1000
         tls_url = node.broker.service_url_tls

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pulsar
 
 from magnetar.auth.rate_limit import BURST_MS
-from magnetar.testing import StandaloneProcess
+from magnetar.testing import StandaloneProcess, wait_until
 
 from .conftest import http
 
@@ -112,6 +112,44 @@ def test_publish_rate_per_producer_is_each_producers_own_budget(
         assert http("GET", f"{base}/persistent/{own}/publishRatePerProducer") == (200, _rate(10))
         _send_all(client, [f"persistent://{own}"])
         assert _limited_times(base, own) > 0
+    finally:
+        client.close()
+    assert node.proc is not None and node.proc.poll() is None
+
+
+def test_publish_rate_per_producer_set_while_a_producer_is_connected_applies_to_it(
+    standalone_factory: Callable[..., StandaloneProcess],
+) -> None:
+    """The policy reaches producers already attached (the topic configures their limiters
+    on every change; a SEND looks at no limiter while no publish rate is set), and removing
+    it stops the throttling again."""
+    node = standalone_factory()
+    base, tag = f"{node.http_url}/admin/v2", uuid.uuid4().hex[:8]
+    topic = f"public/default/live-{tag}"
+    client = pulsar.Client(node.url, operation_timeout_seconds=30)
+    try:
+        producer = client.create_producer(f"persistent://{topic}", batching_enabled=False)
+        consumer = client.subscribe(f"persistent://{topic}", "s")
+
+        def send(count: int) -> None:
+            for i in range(count):
+                producer.send_async(f"m-{i}".encode(), None)
+            producer.flush()
+            for _ in range(count):
+                consumer.acknowledge(consumer.receive(30_000))
+
+        send(PER_TOPIC)
+        assert _limited_times(base, topic) == 0
+        path = f"{base}/persistent/{topic}/publishRatePerProducer"
+        assert http("POST", path, body=_rate(10))[0] == 204
+        wait_until(lambda: http("GET", path) == (200, _rate(10)), timeout_s=10)
+        send(PER_TOPIC)
+        throttled = _limited_times(base, topic)
+        assert throttled > 0
+        assert http("DELETE", path)[0] == 204
+        wait_until(lambda: http("GET", path)[0] == 204, timeout_s=10)
+        send(PER_TOPIC)
+        assert _limited_times(base, topic) == throttled
     finally:
         client.close()
     assert node.proc is not None and node.proc.poll() is None

@@ -310,3 +310,43 @@ async def test_cancelled_reads_skip_nothing(cluster: Cluster) -> None:
     assert cancelled > 0
     assert seen == positions
     await ml.close()
+
+
+async def test_reads_skip_individually_acknowledged_entries_and_only_those(
+    cluster: Cluster,
+) -> None:
+    """A read returns the run minus what is acknowledged: entries at or before the
+    mark-delete position and individually acknowledged ones, whether the set of those is
+    empty (no check per entry) or not."""
+    ml = await open_ml(cluster)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    positions = [await ml.add_entry(b"m%d" % i) for i in range(10)]
+    assert [e.position for e in await cursor.read_entries(100)] == positions
+    cursor.ack(positions[3])
+    cursor.ack(positions[5])
+    cursor.ack_cumulative(positions[1])
+    cursor.rewind()
+    got = [e.position for e in await cursor.read_entries(100)]
+    assert got == [p for i, p in enumerate(positions) if i not in (0, 1, 3, 5)]
+    cursor.ack_cumulative(positions[9])  # empties the individually acknowledged set
+    more = [await ml.add_entry(b"n%d" % i) for i in range(3)]
+    cursor.rewind()
+    assert [e.position for e in await cursor.read_entries(100)] == more
+    await ml.close()
+
+
+async def test_an_entry_acknowledged_while_its_read_is_in_flight_is_not_returned(
+    cluster: Cluster,
+) -> None:
+    """The check that skips per-entry lookups is made after the read's await: an ack that
+    lands meanwhile still removes its entry from the result."""
+    ml = await open_ml(cluster, cache_size_max_bytes=0)  # reads go to the bookies
+    cursor = await ml.open_cursor("sub", earliest=True)
+    positions = [await ml.add_entry(b"m%d" % i) for i in range(6)]
+    read = asyncio.get_running_loop().create_task(cursor.read_entries(100))
+    await asyncio.sleep(0)  # the read is waiting for the bookie now
+    assert not read.done()
+    cursor.ack(positions[4])
+    got = [e.position for e in await read]
+    assert got == [p for i, p in enumerate(positions) if i != 4]
+    await ml.close()

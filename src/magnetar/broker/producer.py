@@ -63,7 +63,11 @@ class Producer:
         self.producer_id = producer_id
         self.name = name
         self.publish_limiter = PublishRateLimiter()
-        """This producer's own budget (policy ``publishRatePerProducer``)."""
+        """This producer's own budget (policy ``publishRatePerProducer``), configured here
+        and by the topic on every policy change."""
+        self.publish_limiter.configure(
+            topic.policies.producer_publish_rate, topic.service.clock.monotonic_s()
+        )
         self.access_mode = access_mode
         self.epoch = epoch
         self.topic_epoch = topic_epoch
@@ -103,9 +107,10 @@ class Producer:
         op = _PendingSend(sequence_id)
         self._pending.append(op)
         self.connection.send_started()
-        pause_s = self._publish_pause_s(num_messages, len(entry.data))
-        if pause_s > 0:
-            self.connection.pause_reading_for(pause_s)
+        if self.topic.publish_limited:
+            pause_s = self._publish_pause_s(num_messages, len(entry.data))
+            if pause_s > 0:
+                self.connection.pause_reading_for(pause_s)
         if not entry.verify_checksum():
             self._answer(op, self._error(op, ServerError.ChecksumError, "Checksum failed"))
             return
@@ -178,7 +183,6 @@ class Producer:
         by any of them counts once in the topic's ``publishRateLimitedTimes``."""
         topic = self.topic
         now_s = topic.service.clock.monotonic_s()
-        self.publish_limiter.configure(topic.policies.producer_publish_rate, now_s)
         pause_s = 0.0
         throttled = False
         for limiter in (topic.namespace_publish_limiter, self.publish_limiter):

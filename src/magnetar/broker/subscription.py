@@ -646,13 +646,22 @@ class Subscription:
         ):
             return True  # state changed during the read; the cursor was rewound meanwhile
         messages = size_bytes = sent = 0
+        # Entries appended by this broker come with their message count; without a key
+        # router or partly acknowledged batches they need no preparing (no _Item per entry).
+        plain = self._router is None and not self.cursor.state.partial_batches
         for e in entries:
-            item = _Item(e.position, e.data, e.messages)
-            if not self._prepare(item):
-                continue
-            consumer.send(item.position, item.data, item.messages, 0, item.ack_set)
-            messages += item.messages
-            size_bytes += len(item.data)
+            data = e.data
+            count = e.messages
+            if plain and count:
+                consumer.send(e.position, data, count, 0, None)
+            else:
+                item = _Item(e.position, data, count)
+                if not self._prepare(item):
+                    continue
+                consumer.send(item.position, data, item.messages, 0, item.ack_set)
+                count = item.messages
+            messages += count
+            size_bytes += len(data)
             sent += 1
         self._account_dispatch(messages, size_bytes, sent)
         return True

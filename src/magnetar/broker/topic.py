@@ -112,7 +112,9 @@ class Topic:
         self.subscribe_limiter = SubscribeRateLimiter()
         """SUBSCRIBEs per client address (policy ``subscribeRate``): over it, a SUBSCRIBE
         waits until the rate allows it."""
-        self._configure_limiters(self.policies)
+        self.publish_limited = False
+        """Whether any publish rate (topic, namespace, per producer) is set: without one, a
+        SEND reads no clock and touches no limiter (set with the limiters)."""
         self.name = name
         self.full_name = name.full_name
         self.partition_index = name.partition_index
@@ -121,6 +123,7 @@ class Topic:
         self._epoch_saved: int | None = None
         self._epoch_lock = asyncio.Lock()
         self.producers: dict[ProducerKey, Producer] = {}
+        self._configure_limiters(self.policies)
         self._waiting: dict[ProducerKey, tuple[ServerConnection, ProducerCommand, Producer]] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self._sub_lock = asyncio.Lock()
@@ -179,6 +182,13 @@ class Topic:
         now_s = self.service.clock.monotonic_s()
         self.publish_limiter.configure(policies.publish_rate, now_s)
         self.namespace_publish_limiter.configure(policies.namespace_publish_rate, now_s)
+        for producer in self.producers.values():
+            producer.publish_limiter.configure(policies.producer_publish_rate, now_s)
+        self.publish_limited = (
+            policies.publish_rate.limited
+            or policies.namespace_publish_rate.limited
+            or policies.producer_publish_rate.limited
+        )
         self.dispatch_limiter.configure(policies.dispatch_rate, now_s)
         self.subscribe_limiter.configure(policies.subscribe_rate)
 

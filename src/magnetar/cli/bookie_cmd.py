@@ -14,6 +14,7 @@ from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.errors import CookieMismatch, IndexCorrupt, JournalCorrupt
 from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
 from magnetar.cli.server_setup import configure_logging, install_uvloop
+from magnetar.common.gil import tune_gil_for_serving
 
 METADATA_URL_SCHEMES = ("zk://", "sqlite://", "memory:")
 
@@ -105,6 +106,7 @@ def bookie(
     )
     install_uvloop()
     tune_gc_for_serving()
+    tune_gil_for_serving()
     start_heap_trimmer()
     try:
         asyncio.run(

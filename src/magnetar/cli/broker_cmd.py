@@ -164,7 +164,9 @@ def broker(
     )
     install_uvloop()
     from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
+    from magnetar.common.gil import tune_gil_for_serving
 
     tune_gc_for_serving()
+    tune_gil_for_serving()
     start_heap_trimmer()
     sys.exit(asyncio.run(run(config, started)))

@@ -290,7 +290,9 @@ class LedgerHandle:
             # state first: the callback runs inline and may add or read at once
             self._lac = lac
             self._length += len(p.payload)
-            p.finish(lac, None)
+            if not p.finished:  # p.finish(lac, None), inline: this runs per entry
+                p.finished = True
+                p.callback(lac, None)
         if not pending:
             self._drained.set()
 

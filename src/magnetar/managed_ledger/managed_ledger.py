@@ -432,19 +432,25 @@ class ManagedLedger:
         ``callback(position, None)`` once stored, ``callback(None, error)`` on failure.
         Called in append order, directly from the storage's completion, and never before
         this method returns (immediate refusals go through ``call_soon``)."""
-        loop = asyncio.get_running_loop()
         if self._slow_adds or (
             len(self._queue) + len(self._inflight) >= self.config.pending_adds_max
         ):
             self._slow_adds += 1
-            task = loop.create_task(self._add_entry_waiting(data, messages))
+            task = asyncio.get_running_loop().create_task(self._add_entry_waiting(data, messages))
             task.add_done_callback(partial(_task_outcome, callback))
             return
-        try:
-            self._check_add()
-        except MagnetarError as exc:
-            loop.call_soon(callback, None, exc)
-            return
+        if (
+            self._fenced is not None
+            or self._closed
+            or self._terminated
+            or self._quota_exceeded
+            or self._write_error is not None
+        ):  # only then can _check_add refuse (four calls fewer per entry otherwise)
+            try:
+                self._check_add()
+            except MagnetarError as exc:
+                asyncio.get_running_loop().call_soon(callback, None, exc)
+                return
         self._queue.append(_AddOp(data, messages, callback, self._clock.monotonic_s()))
         self._pump()
 
@@ -605,7 +611,9 @@ class ManagedLedger:
             self.stats_added += 1
             self.last_added_data = data
             self.add_latency.observe((now_s - op.started_s) * 1000)
-            op.finish(position, None)
+            if not op.finished:  # op.finish(position, None), inline: this runs per entry
+                op.finished = True
+                op.callback(position, None)
         if appended:
             self._write_failures = 0
             self._notify_waiters()

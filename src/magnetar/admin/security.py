@@ -28,6 +28,7 @@ from starlette.requests import Request
 from magnetar.admin.errors import RestError
 from magnetar.auth import TopicOperation
 from magnetar.auth.authorization import AuthAction
+from magnetar.auth.http_request import authenticate_request, route_template
 from magnetar.broker.service import BrokerService
 from magnetar.common.errors import AuthenticationError, MagnetarError
 from magnetar.common.names import NamespaceName, TopicDomain, TopicName
@@ -131,14 +132,12 @@ def request_guard(service: BrokerService) -> Callable[[Request], Coroutine[Any, 
     """The FastAPI dependency checking every request against ``service``'s settings."""
 
     async def guard(request: Request) -> None:
-        route = request.scope.get("route")
-        route_path = getattr(route, "path", request.url.path)
+        route_path = route_template(request)
         if route_path in OPEN_PATHS:
             return
         try:
-            tls = (request.scope.get("extensions") or {}).get("tls") or {}
-            identity = service.authentication.authenticate_http(
-                request.headers, service.clock.now_ms() / 1000, tls.get("peer_certificate")
+            identity = authenticate_request(
+                service.authentication, request, service.clock.now_ms() / 1000
             )
         except AuthenticationError as exc:
             raise Unauthenticated(f"Authentication required: {exc}") from None

@@ -33,6 +33,7 @@ from magnetar.auth.authentication import AuthenticationService
 from magnetar.auth.authorization import AuthAction, Authorizer, AuthPolicies
 from magnetar.auth.client_credentials import ClientCredentials
 from magnetar.auth.config import AuthConfig
+from magnetar.auth.http_request import authenticate_request, route_template
 from magnetar.common.clock import Clock
 from magnetar.common.errors import AuthenticationError
 
@@ -82,14 +83,11 @@ class WorkerRestAccess:
 
     async def check(self, request: Request) -> None:
         """Raises :class:`RestRefused` unless the request may go on."""
-        route = request.scope.get("route")
-        route_path = getattr(route, "path", request.url.path)
-        if route_path in OPEN_PATHS:
+        if route_template(request) in OPEN_PATHS:
             return
         try:
-            tls = (request.scope.get("extensions") or {}).get("tls") or {}
-            identity = self.authentication.authenticate_http(
-                request.headers, self._clock.now_ms() / 1000, tls.get("peer_certificate")
+            identity = authenticate_request(
+                self.authentication, request, self._clock.now_ms() / 1000
             )
         except AuthenticationError as exc:
             raise RestRefused(401, f"Authentication required: {exc}") from None

@@ -16,11 +16,11 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from magnetar.broker.controller import NamespaceBundles
 from magnetar.common.errors import ServerError
 from magnetar.local_cluster import LocalCluster, LocalClusterConfig
 from magnetar.protocol import Connected, Error
 from magnetar.testing import wait_until
+from tests.cluster.bundle_topics import topic_per_bundle
 
 from .conftest import SUPER_USER, Secrets, connect_raw, http
 
@@ -69,20 +69,12 @@ def _owner(cluster: LocalCluster, secrets: Secrets, topic: str) -> str:
 def _topic_owned_by(cluster: LocalCluster, secrets: Secrets, index: int) -> str:
     """A topic of ``public/default`` whose bundle broker ``index`` owns. The first broker up
     may hold every bundle at first; count rebalancing spreads them within about 10 s."""
-    bundles = NamespaceBundles.default(NS)
-    by_bundle: dict[str, str] = {}
-    i = 0
-    while len(by_bundle) < len(bundles.bundles):
-        topic = f"persistent://{NS}/auth-{i}"
-        by_bundle.setdefault(bundles.bundle_for_topic(topic).name, topic)
-        i += 1
+    topics = topic_per_bundle("auth", NS)
     wanted = cluster.broker_service_url(index).rstrip("/")
     found: list[str] = []
 
     def one_there() -> bool:
-        found[:] = [
-            t for t in by_bundle.values() if _owner(cluster, secrets, t).rstrip("/") == wanted
-        ]
+        found[:] = [t for t in topics if _owner(cluster, secrets, t).rstrip("/") == wanted]
         return bool(found)
 
     wait_until(one_there, timeout_s=120, what=f"a bundle of {NS} on broker {index}")

@@ -21,24 +21,13 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from magnetar.broker.controller import NamespaceBundles
 from magnetar.local_cluster import LocalCluster, LocalClusterConfig
 from magnetar.testing import wait_until
+from tests.cluster.bundle_topics import topic_per_bundle
 
 pytestmark = pytest.mark.timeout(300)
 
 PINNED = "acme/pinned"
-
-
-def _topics_per_bundle(namespace: str, prefix: str) -> list[str]:
-    bundles = NamespaceBundles.default(namespace)
-    found: dict[str, str] = {}
-    i = 0
-    while len(found) < len(bundles.bundles):
-        topic = f"persistent://{namespace}/{prefix}-{i}"
-        found.setdefault(bundles.bundle_for_topic(topic).name, topic)
-        i += 1
-    return [found[name] for name in sorted(found)]
 
 
 def _owner(admin_url: str, topic: str) -> str | None:
@@ -105,7 +94,7 @@ def test_a_pinned_namespace_stays_on_its_primary_then_fails_over_to_the_secondar
 
         assert _rest("PUT", f"{admin}/admin/v2/tenants/acme", {"allowedClusters": [name]}) == 204
         assert _rest("PUT", f"{admin}/admin/v2/namespaces/{PINNED}", {}) == 204
-        pinned = _topics_per_bundle(PINNED, "p")
+        pinned = topic_per_bundle("p", PINNED)
         seen: set[str] = set()
 
         def owners(admin_url: str, topics: list[str]) -> set[str | None]:
@@ -121,7 +110,7 @@ def test_a_pinned_namespace_stays_on_its_primary_then_fails_over_to_the_secondar
         # a namespace without a policy (made after it was set: a policy moves nothing
         # already owned): only brokers no policy names as primary
         assert _rest("PUT", f"{admin}/admin/v2/namespaces/acme/free", {}) == 204
-        shared = _topics_per_bundle("acme/free", "s")
+        shared = topic_per_bundle("s", "acme/free")
         wait_until(lambda: None not in owners(admin, shared), timeout_s=60, what="shared")
         assert {_owner(admin, t) for t in shared} <= {urls[1], urls[2]}
 

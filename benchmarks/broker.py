@@ -19,7 +19,7 @@ on new topics against the same standalone, so growth across passes shows). Usage
 
     python benchmarks/broker.py [--seconds S] [--sizes 100,1024] [--partitions 1,4]
         [--modes unbatched,batched,latency] [--wheel-messages N] [--repeat N] [--profile DIR]
-        [--compare-to TREE [--rounds N]]
+        [--compare-to TREE [--rounds N]] [--nats]
 
 Writes ``benchmarks/results/broker.json``. With ``--compare-to`` (a checkout's directory, or
 a commit of this repository, exported with ``git archive``) the standalone of that tree and
@@ -27,7 +27,9 @@ this one's run the matrix in turn, ``--rounds`` times each (old, new, old, new, 
 shared machine's drift hits both alike; the latency runs of both use the rate of the first
 pass); it prints a before/after table of the medians with their ratio and writes
 ``benchmarks/results/broker-compare.json`` (every pass's figures too). Both trees run on
-this virtualenv's interpreter and packages.
+this virtualenv's interpreter and packages. ``--nats`` also runs the issue's peer, NATS
+JetStream (``nats_peer.py``: the same window of unbatched 100 B publishes, end to end), once
+per pass, and prints Magnetar's unbatched and batched rates as ratios to it.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from pathlib import Path
 from typing import cast
 
 import uvloop
+from nats_peer import measure_nats  # this directory: the script's own
 
 from magnetar.protocol import (
     Ack,
@@ -614,6 +617,8 @@ def compare(args: argparse.Namespace) -> dict[str, object]:
             for label, tree, runs in (("before", src, before), ("after", None, after)):
                 print(f"round {i + 1}/{args.rounds}: {label}", file=sys.stderr, flush=True)
                 runs.append(measure(args, tree))
+                if args.nats:
+                    runs[-1].update(nats_figures(args, runs[-1]))
                 if not args.latency_rate:  # one rate for both trees, from the first run
                     sizes = [int(x) for x in args.sizes.split(",")]
                     for size in sizes:
@@ -632,6 +637,19 @@ def compare(args: argparse.Namespace) -> dict[str, object]:
         table[k] = {"before": b, "after": a, "before_runs": [r[k] for r in before],
                     "after_runs": [r[k] for r in after]}  # fmt: skip
     return table
+
+
+def nats_figures(args: argparse.Namespace, results: dict[str, float]) -> dict[str, float]:
+    """NATS JetStream's unbatched rate (first size) measured now, and Magnetar's rates of
+    ``results`` (one partition) as ratios to it."""
+    size = int(args.sizes.split(",")[0])
+    nats = measure_nats(args.seconds, size)
+    base = nats["nats_unbatched_produce_msg_per_s"]
+    for kind in ("unbatched", "batched"):
+        key = f"{kind}_{size}B_1p_produce_msg_per_s"
+        if key in results:
+            nats[f"{kind}_{size}B_1p_produce_vs_nats"] = results[key] / base
+    return nats
 
 
 def main() -> None:
@@ -669,6 +687,12 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=3, help="with --compare-to: passes of each tree"
     )
+    parser.add_argument(
+        "--nats",
+        action="store_true",
+        help="also measure NATS JetStream (nats-server -js) unbatched, in the same run, and "
+        "print Magnetar's rates as ratios to it",
+    )
     args = parser.parse_args()
     args.latency_rate = {}
     gc.freeze()
@@ -680,6 +704,8 @@ def main() -> None:
         out.with_name("broker-compare.json").write_text(json.dumps(table, indent=2) + "\n")
         return
     results = measure(args, None)
+    if args.nats:
+        results.update(nats_figures(args, results))
     for k, v in results.items():
         print(f"{k:44} {v:14.3f}")
     out.write_text(json.dumps(results, indent=2) + "\n")

@@ -556,13 +556,18 @@ class Topic:
     async def subscribe(self, conn: ServerConnection, cmd: Subscribe) -> Consumer:
         """Create the subscription if needed and attach a consumer; answers SUCCESS.
         Raises ConsumerBusy / ConsumerAssignError / storage errors. Over the topic's
-        subscribe rate for the client's address, waits until the rate allows it first."""
+        subscribe rate for the client's address, waits until the rate allows it first.
+        While a seek resets the subscription's cursor, waits for the reset to end."""
         clock = self.service.clock
         wait_s = self.subscribe_limiter.on_subscribe(conn.peer_ip, clock.monotonic_s())
         if wait_s > 0:
             await clock.sleep(wait_s)
         async with self._sub_lock:
             sub = self.subscriptions.get(cmd.subscription)
+            while sub is not None and sub.resetting:
+                # attach to the reset cursor, never to the read position it replaces
+                await sub.wait_for_reset()
+                sub = self.subscriptions.get(cmd.subscription)
             read_compacted = await self.service.compactor.prepare_read_compacted(self, cmd)
             self._check_consumer_limits(sub)
             if sub is None:

@@ -168,12 +168,33 @@ class Topic:
         ml: ManagedLedger,
         policies: EffectivePolicies | None = None,
     ) -> Topic:
+        """The topic over ``ml``, with its stored state loaded. The topic owns ``ml`` from
+        here on: if loading fails or is cancelled, ``ml`` is closed before this raises (no
+        managed ledger stays open without an owner)."""
         topic = cls(service, name, ml, policies)
-        await topic._load_last_entry()
-        await topic._load_topic_epoch()
-        if topic.policies.deduplication_enabled:
-            await topic._load_dedup()
+        try:
+            await topic._load_last_entry()
+            await topic._load_topic_epoch()
+            if topic.policies.deduplication_enabled:
+                await topic._load_dedup()
+        except BaseException:
+            await topic._abandon()
+            raise
         return topic
+
+    async def _abandon(self) -> None:
+        """Loading failed: stop what it started and close the managed ledger, without
+        storing anything (the state is not fully loaded). Finishes even if the caller is
+        cancelled again meanwhile."""
+        self.closed = True
+        if self._dedup_task is not None:
+            self._dedup_task.cancel()
+        closing = asyncio.get_running_loop().create_task(self.ml.close())
+        self.service.track(closing)
+        try:
+            await asyncio.shield(closing)
+        except Exception as exc:  # the load's own error is the one to raise
+            log.warning("%s: closing after a failed load: %s", self.full_name, exc)
 
     # --- policies ------------------------------------------------------------------------
 

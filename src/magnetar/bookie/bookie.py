@@ -16,8 +16,11 @@ Guarantees:
   checkpoint failed (``ENOSPC``, ``EIO``: :attr:`Bookie.storage_fault`), turns read-only: it
   re-registers under ``/ledgers/available/readonly/<id>``, rejects adds with READ_ONLY and
   keeps serving reads. Adds whose journal write failed are answered INTERNAL_ERROR, never
-  acknowledged. Every ``disk_check_interval_ms`` a read-only bookie retries a checkpoint; once
-  one succeeds and free space is above the threshold it turns writable again by itself;
+  acknowledged. Free space is looked at every ``disk_check_interval_ms`` and after every
+  ``disk_check_every_bytes`` written (:mod:`magnetar.bookie.disk_check`), so a fast writer
+  meets the threshold before the disk is full. Every ``disk_check_interval_ms`` a read-only
+  bookie retries a checkpoint; once one succeeds and free space is above the threshold it
+  turns writable again by itself;
 * ledgers whose metadata node ``/ledgers/L<id>`` is gone are garbage-collected: forgotten by
   the index, and their entry logs removed (no live entry left) or compacted (little left).
 """
@@ -29,7 +32,6 @@ import contextlib
 import json
 import logging
 import re
-import shutil
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +43,11 @@ from typing import Final
 import crc32c
 
 from magnetar.bookie.codec import OpType, Request, Response, Status
+from magnetar.bookie.disk_check import (
+    WrittenBytesTrigger,
+    default_check_every_bytes,
+    free_bytes,
+)
 from magnetar.bookie.entry_log import StoredEntry
 from magnetar.bookie.errors import CookieMismatch
 from magnetar.bookie.journal import (
@@ -109,6 +116,9 @@ class BookieConfig:
     compaction_live_fraction_max: float = 0.5
     disk_free_min_bytes: int = 1024 * 1024 * 1024
     disk_check_interval_ms: int = 5_000
+    disk_check_every_bytes: int | None = None
+    """Also look at free space after this many bytes of entries written (None: a quarter of
+    ``disk_free_min_bytes``; 0: only every ``disk_check_interval_ms``)."""
     storage_threads: int = 4
     journal_skip_invalid_records: bool = False
     """Start even if journal replay finds a damaged record followed by valid ones
@@ -158,6 +168,12 @@ class Bookie:
         self.replay_stats = ReplayStats()
         self.gc_runs = 0
         self._stopped = False
+        every_bytes = config.disk_check_every_bytes
+        self._disk_trigger = WrittenBytesTrigger(
+            default_check_every_bytes(config.disk_free_min_bytes)
+            if every_bytes is None
+            else every_bytes
+        )
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -310,7 +326,8 @@ class Bookie:
     # -- read-only mode -------------------------------------------------------------------
 
     def _update_readonly_from_disk(self) -> bool:
-        free = shutil.disk_usage(self._data_dir).free
+        self._disk_trigger.looked()
+        free = free_bytes(self._data_dir)
         low = free < self.config.disk_free_min_bytes
         want = self._forced_readonly or low or self.storage_fault is not None
         changed = want != self.readonly
@@ -355,10 +372,21 @@ class Bookie:
         """A journal write or checkpoint failed: stop taking adds until storage works."""
         if self.storage_fault is None:
             self.storage_fault = reason
-        if self._update_readonly_from_disk() and not self._stopped:
-            task = asyncio.get_running_loop().create_task(self._reregister())
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+        if self._update_readonly_from_disk():
+            self._reregister_soon()
+
+    def _check_disk_if_written_enough(self) -> None:
+        """Look at free space if enough was written since the last look (called once per
+        batch of adds, not per add)."""
+        if self._disk_trigger.due and self._update_readonly_from_disk():
+            self._reregister_soon()
+
+    def _reregister_soon(self) -> None:
+        if self._stopped:
+            return
+        task = asyncio.get_running_loop().create_task(self._reregister())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _journal_write_failed(self, exc: BaseException) -> None:
         self._storage_failed(f"journal write failed: {exc}")
@@ -383,8 +411,7 @@ class Bookie:
         except OSError as exc:
             log.warning("bookie %s: storage still failing: %s", self.bookie_id, exc)
             return
-        free = shutil.disk_usage(self._data_dir).free
-        if free >= self.config.disk_free_min_bytes:
+        if free_bytes(self._data_dir) >= self.config.disk_free_min_bytes:
             log.warning("bookie %s: storage works again (%s)", self.bookie_id, self.storage_fault)
             self.storage_fault = None
 
@@ -468,6 +495,7 @@ class Bookie:
         assert storage is not None
         if storage.entry_logger.buffered_bytes > self.config.write_cache_max_bytes:
             self._checkpoint_wanted.set()
+        self._check_disk_if_written_enough()
 
     @staticmethod
     def _write_failures(durable: list[Reply], exc: BaseException) -> list[Reply]:
@@ -533,6 +561,7 @@ class Bookie:
             return _FENCED, f"ledger {ledger_id} is fenced"
         storage.add_entry(ledger_id, entry_id, last_add_confirmed, checksum, payload)
         journal.append(ADD_ENTRY, ledger_id, entry_id, last_add_confirmed, checksum, payload)
+        self._disk_trigger.written_bytes += len(payload)
         return _OK, ""
 
     @property
@@ -558,13 +587,15 @@ class Bookie:
             callback()
 
     def check_write_cache(self) -> None:
-        """Start a checkpoint if the entry-log write buffers outgrew the cache (call after
-        adds that did not come through :meth:`after_batch`)."""
+        """Start a checkpoint if the entry-log write buffers outgrew the cache, and look at
+        free disk space if enough was written (call after adds that did not come through
+        :meth:`after_batch`)."""
         storage = self.storage
         if storage is not None and (
             storage.entry_logger.buffered_bytes > self.config.write_cache_max_bytes
         ):
             self._checkpoint_wanted.set()
+        self._check_disk_if_written_enough()
 
     def _add(self, request: Request, payload: bytes, conn: Responder, durable: list[Reply]) -> None:
         status, message = self.admit_add(

@@ -393,7 +393,12 @@ class BrokerService:
                     self._check_served(name)
             except BaseException as exc:
                 del self._topics[key]
-                fut.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    # the request that was loading it went away (its connection closed):
+                    # the others waiting for this load get a retriable answer
+                    fut.set_exception(ServiceNotReady(f"loading {key} was interrupted"))
+                else:
+                    fut.set_exception(exc)
                 fut.exception()
                 raise
             fut.set_result(topic)

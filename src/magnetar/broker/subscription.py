@@ -163,6 +163,10 @@ class Subscription:
         self.read_compacted = False
         """Set by the first consumer (Exclusive/Failover): read the compacted view."""
         self._compacted_reader: CompactedCursorReader | None = None
+        self._reset_done: asyncio.Event | None = None
+        """Set while :meth:`seek` moves the cursor; SUBSCRIBE waits for it to clear."""
+        self.waiting_for_reset = 0
+        """Callers of :meth:`wait_for_reset` now waiting (observable by tests)."""
 
     # --- consumers -----------------------------------------------------------------------
 
@@ -454,11 +458,43 @@ class Subscription:
         await self.topic.delete_subscription(self)
         return Success(request_id=request_id)
 
+    @property
+    def resetting(self) -> bool:
+        """True while a seek is moving the cursor (consumers are detached meanwhile)."""
+        return self._reset_done is not None
+
+    async def wait_for_reset(self) -> None:
+        """Return once no seek is moving the cursor. A consumer must not attach during a
+        reset: it would be fed from the read position the reset is about to replace, and
+        a dispatcher that found nothing there would stay parked after the reset (nothing
+        wakes it until the next append). Pulsar fences the subscription for the reset and
+        refuses SUBSCRIBE meanwhile; here the SUBSCRIBE waits, bounded by the reset."""
+        while (done := self._reset_done) is not None:
+            self.waiting_for_reset += 1
+            try:
+                await done.wait()
+            finally:
+                self.waiting_for_reset -= 1
+
     async def seek(self, cmd: Seek) -> Success:
         """Reset the cursor to the SEEK's target, as Pulsar does: the consumers are
         disconnected first (CLOSE_CONSUMER; they reconnect and resubscribe), so nothing is
         dispatched to them from the old read position while the cursor moves; SUCCESS once
-        the cursor is reset."""
+        the cursor is reset. Seeks of one subscription run one at a time; a SUBSCRIBE that
+        arrives meanwhile is answered once the reset is over (:meth:`wait_for_reset`)."""
+        await self.wait_for_reset()
+        done = asyncio.Event()
+        self._reset_done = done
+        try:
+            await self._reset_cursor(cmd)
+        finally:
+            self._reset_done = None
+            done.set()
+        if not self.consumers and not self.durable:
+            self._schedule_orphan_check()
+        return Success(request_id=cmd.request_id)
+
+    async def _reset_cursor(self, cmd: Seek) -> None:
         ledgers = self.topic.ml.ledgers
         self._epoch += 1
         self.keep_when_empty = True
@@ -484,9 +520,6 @@ class Subscription:
         self._tracker.clear()
         if self._delayed is not None:
             self._delayed.clear()
-        if not self.consumers and not self.durable:
-            self._schedule_orphan_check()
-        return Success(request_id=cmd.request_id)
 
     def _schedule_orphan_check(self) -> None:
         """A reader's subscription emptied by a seek waits for its consumer to come back;

@@ -168,12 +168,33 @@ class Topic:
         ml: ManagedLedger,
         policies: EffectivePolicies | None = None,
     ) -> Topic:
+        """The topic over ``ml``, with its stored state loaded. The topic owns ``ml`` from
+        here on: if loading fails or is cancelled, ``ml`` is closed before this raises (no
+        managed ledger stays open without an owner)."""
         topic = cls(service, name, ml, policies)
-        await topic._load_last_entry()
-        await topic._load_topic_epoch()
-        if topic.policies.deduplication_enabled:
-            await topic._load_dedup()
+        try:
+            await topic._load_last_entry()
+            await topic._load_topic_epoch()
+            if topic.policies.deduplication_enabled:
+                await topic._load_dedup()
+        except BaseException:
+            await topic._abandon()
+            raise
         return topic
+
+    async def _abandon(self) -> None:
+        """Loading failed: stop what it started and close the managed ledger, without
+        storing anything (the state is not fully loaded). Finishes even if the caller is
+        cancelled again meanwhile."""
+        self.closed = True
+        if self._dedup_task is not None:
+            self._dedup_task.cancel()
+        closing = asyncio.get_running_loop().create_task(self.ml.close())
+        self.service.track(closing)
+        try:
+            await asyncio.shield(closing)
+        except Exception as exc:  # the load's own error is the one to raise
+            log.warning("%s: closing after a failed load: %s", self.full_name, exc)
 
     # --- policies ------------------------------------------------------------------------
 
@@ -556,13 +577,18 @@ class Topic:
     async def subscribe(self, conn: ServerConnection, cmd: Subscribe) -> Consumer:
         """Create the subscription if needed and attach a consumer; answers SUCCESS.
         Raises ConsumerBusy / ConsumerAssignError / storage errors. Over the topic's
-        subscribe rate for the client's address, waits until the rate allows it first."""
+        subscribe rate for the client's address, waits until the rate allows it first.
+        While a seek resets the subscription's cursor, waits for the reset to end."""
         clock = self.service.clock
         wait_s = self.subscribe_limiter.on_subscribe(conn.peer_ip, clock.monotonic_s())
         if wait_s > 0:
             await clock.sleep(wait_s)
         async with self._sub_lock:
             sub = self.subscriptions.get(cmd.subscription)
+            while sub is not None and sub.resetting:
+                # attach to the reset cursor, never to the read position it replaces
+                await sub.wait_for_reset()
+                sub = self.subscriptions.get(cmd.subscription)
             read_compacted = await self.service.compactor.prepare_read_compacted(self, cmd)
             self._check_consumer_limits(sub)
             if sub is None:

@@ -8,8 +8,8 @@ the bundle state machine from the metadata store.
   newer load report in them (:mod:`magnetar.broker.load_report`): ``load_reported``;
 * ``/admin/policies/<tenant>/<ns>`` — every namespace gets its default bundles
   (``namespace_added``), so each bundle is assigned before any lookup asks;
-* the cluster's namespace isolation policies (:mod:`.isolation`): read every
-  ``tick_interval_ms`` while campaigning too, and at every sync, into
+* the cluster's namespace isolation policies (:mod:`.isolation`): read at every sync
+  while leading, and every ``tick_interval_ms`` while campaigning, into
   :attr:`ControllerRunner.isolation`, which the machine's bundle assignment consults;
 * ``/namespace/<tenant>/<ns>/<range>`` — ownership nodes: a node that appeared is the
   holder's acknowledgement (``ownership_acquired``), one that vanished its release
@@ -98,6 +98,8 @@ class ControllerRunner:
         """The namespace isolation policies in force (of ``cluster``)."""
         self._isolation_path = isolation_policies_path(cluster)
         self._isolation_value: bytes | None = None
+        self._leading = False
+        """In :meth:`_lead`: its syncs read the isolation policies (the follower need not)."""
         self._policy = replace(
             policy or ControllerPolicy(), broker_candidates=self.isolation.candidates
         )
@@ -201,13 +203,15 @@ class ControllerRunner:
             follower.cancel()
 
     async def _follow_isolation(self) -> None:
-        """Keep :attr:`isolation` current while campaigning too, so a broker that wins
-        assigns its first bundles by the policies in force (not by those of its start)."""
+        """Keep :attr:`isolation` current while campaigning, so a broker that wins assigns
+        its first bundles by the policies in force (not by those of its start). While
+        leading, every sync reads them: one read per tick is enough."""
         while True:
-            try:
-                await self._read_isolation()
-            except SessionExpired:
-                return
+            if not self._leading:
+                try:
+                    await self._read_isolation()
+                except SessionExpired:
+                    return
             await self._clock.sleep(self.tick_interval_ms / 1000)
 
     async def _campaign_forever(self) -> None:
@@ -248,6 +252,7 @@ class ControllerRunner:
                     changed.set()
 
         deposed = asyncio.create_task(election.election.wait_deposed())
+        self._leading = True
         try:
             for prefix in (
                 REGISTRATIONS_PATH,
@@ -279,6 +284,7 @@ class ControllerRunner:
                     timer.cancel()
             log.warning("%s is no longer the controller (epoch %s)", self.broker_id, election.epoch)
         finally:
+            self._leading = False
             deposed.cancel()
             for stream in streams:
                 stream.close()

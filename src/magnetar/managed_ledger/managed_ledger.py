@@ -538,34 +538,54 @@ class ManagedLedger:
         seg = self.ledgers.last_segment
         assert seg is not None
         cfg = self.config
-        while self._queue:
-            # a ledger takes no more than its limits, counting adds still in flight
-            full = seg.entries + len(self._inflight) >= cfg.ledger_entries_max or (
+        queue = self._queue
+        inflight = self._inflight
+        run: list[_AddOp] = []
+        roll = False
+        while queue:
+            # a ledger takes no more than its limits, counting adds still in flight: a
+            # run that would cross them is split, its rest waits for the next ledger
+            full = seg.entries + len(inflight) >= cfg.ledger_entries_max or (
                 seg.size_bytes + self._inflight_bytes >= cfg.ledger_size_max_bytes
             )
             if full and self._clock.now_ms() - seg.created_ms >= cfg.ledger_age_min_ms:
-                self._request_roll()
-                return
-            op = self._queue.popleft()
-            self._inflight.append(op)
+                roll = True
+                break
+            op = queue.popleft()
+            inflight.append(op)
             self._inflight_bytes += len(op.data)
-            writer.add_with_callback(op.data, partial(self._on_added, writer, op, op.attempt))
+            run.append(op)
+        if run:
+            # all queued adds go to the ledger as one run (one request per bookie)
+            writer.add_run(
+                [op.data for op in run],
+                partial(self._on_added, writer, run, [op.attempt for op in run]),
+            )
+        if roll:
+            self._request_roll()
 
     def _on_added(
         self,
         writer: LedgerWriter,
-        op: _AddOp,
-        attempt: int,
-        entry_id: int,
+        run: list[_AddOp],
+        attempts: list[int],
+        offset: int,
+        count: int,
+        first_entry_id: int,
         error: BaseException | None,
     ) -> None:
-        if op.attempt != attempt:
-            return  # re-sent to a newer ledger meanwhile; this copy is never counted
-        if error is not None:
-            op.error = error
-        else:
-            op.entry_id = entry_id
-        op.done = True
+        """Entries ``offset`` … ``offset + count - 1`` of ``run`` came back (stored as
+        ``first_entry_id`` …, or failed with ``error``)."""
+        entry_id = first_entry_id
+        for i in range(offset, offset + count):
+            op = run[i]
+            if op.attempt == attempts[i]:  # else re-sent to a newer ledger meanwhile
+                if error is not None:
+                    op.error = error
+                else:
+                    op.entry_id = entry_id
+                op.done = True
+            entry_id += 1
         self._complete(writer)
         progress = self._add_progress
         if progress is not None:

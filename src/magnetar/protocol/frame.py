@@ -305,8 +305,9 @@ class FrameDecoder:
                             continue
                 if sends:  # the run of SENDs ends here: hand it over first (stream order)
                     assert on_sends is not None
-                    on_sends(sends[:])
-                    sends.clear()
+                    run = sends[:]
+                    sends.clear()  # first: a handler that raises must not see them twice
+                    on_sends(run)
                 on_frame(self._parse(view[pos:end]))
                 pos = end
                 continue

@@ -8,9 +8,13 @@ Writing (handles from ``LedgerClient.create``):
   completed: completions (and :attr:`last_add_confirmed`) advance strictly in entry order.
   Each add carries the current last-add-confirmed (piggybacked), which is how readers and
   recovery learn it.
+* :meth:`add_run` (the managed ledger's path; the others are runs of one) gives a run of
+  entries consecutive ids; unless the ledger is striped (E > Qw: then per entry) the run
+  goes to each bookie of its write set as one request, is acknowledged as a whole and
+  completes with one call once ``Qa`` bookies stored all of it.
 * When a bookie fails (connection lost, timeout, read-only, error), the handle replaces it:
   it picks another available bookie, writes new ledger metadata (CAS) with a fragment
-  starting at ``last_add_confirmed + 1``, and re-sends the pending entries that bookie owed.
+  starting at ``last_add_confirmed + 1``, and re-sends the pending runs that bookie owed.
   New adds wait (queued, in order) while the metadata is written. No gap, no reordering.
 * If any bookie answers FENCED, or the metadata CAS shows the ledger in recovery, the handle
   is fenced: every pending and later add fails with :class:`LedgerFenced`.

@@ -242,6 +242,8 @@ class LedgerHandle:
         returns. The handle keeps ``datas``' items (``bytes``, never mutated)."""
         loop = self._client.loop
         n = len(datas)
+        if not n:
+            return
         error: MagnetarError | None = None
         if not self.writable or self._closing or self.metadata.state != LedgerState.OPEN:
             error = LedgerClosed(f"ledger {self.ledger_id} is not open for writing")

@@ -468,6 +468,8 @@ class ManagedLedger:
         goes on entry by entry through tasks that wait for room (order is kept); one that
         would pass a ledger's limits is split at the rollover."""
         n = len(datas)
+        if not n:
+            return
         room = self.config.pending_adds_max - len(self._queue) - len(self._inflight)
         fast = 0 if self._slow_adds else max(0, min(n, room))
         if fast and (

@@ -117,7 +117,8 @@ RunCallback = Callable[[int, int, Position | None, BaseException | None], None]
 """A run of appends' outcome, in pieces: ``(offset, count, first_position, None)`` once the
 entries ``offset`` … ``offset + count - 1`` of the run are stored at ``first_position`` and
 the positions after it in the same ledger, or ``(offset, count, None, error)`` when they
-failed. Each entry is in exactly one piece; pieces come in append order."""
+failed. Each entry is in exactly one piece; stored pieces come in append order (across
+runs too), a failed piece may come before earlier pieces are reported."""
 
 
 def _single(
@@ -462,8 +463,8 @@ class ManagedLedger:
     ) -> None:
         """Append ``datas`` (``messages[i]`` messages in ``datas[i]``), in order, after
         every earlier append (the broker's publish path): the outcome goes to ``callback``
-        in pieces (:data:`RunCallback`), directly from the storage's completion, in append
-        order, and never before this method returns (immediate refusals go through
+        in pieces (:data:`RunCallback`), directly from the storage's completion, and never
+        before this method returns (immediate refusals go through
         ``call_soon``). A run that would pass ``pending_adds_max`` adds queued or in flight
         goes on entry by entry through tasks that wait for room (order is kept); one that
         would pass a ledger's limits is split at the rollover."""

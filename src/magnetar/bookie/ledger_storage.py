@@ -220,16 +220,14 @@ class LedgerStorage:
         if rec is None:
             rec = self.ledgers[ledger_id] = LedgerRecord()
         locations = self.entry_logger.add_run(ledger_id, first_entry_id, lac, checksums, payloads)
-        entries = rec.entries
+        sizes = [HEADER_SIZE + len(payload) for payload in payloads]
+        for old in rec.entries.put_run(first_entry_id, locations, sizes):
+            self._unlive(*old)
         total = self.log_total_bytes
         live = self.log_live_bytes
         dirty = self._dirty_index  # a bytearray: += extends it in place
         entry_id = first_entry_id
-        for location, payload in zip(locations, payloads, strict=True):
-            size = HEADER_SIZE + len(payload)
-            old = entries.put(entry_id, location, size)
-            if old is not None:
-                self._unlive(*old)
+        for location, size in zip(locations, sizes, strict=True):
             lid = location >> 40
             total[lid] = total.get(lid, 0) + size
             live[lid] = live.get(lid, 0) + size

@@ -717,27 +717,24 @@ class ManagedLedger:
         """Account ``ops`` (consecutive entries of ``ledger_id`` and of one caller's run,
         taken off the in-flight queue) as stored, and report them as one piece."""
         first_entry_id = ops[0].entry_id
-        size = 0
-        cache = self.cache
         latency = self.add_latency
         started_s = ops[0].started_s
         same_start = 0
-        entry_id = first_entry_id
+        datas = []
+        counts = []
         for op in ops:
-            data = op.data
-            size += len(data)
-            cache.insert(Position(ledger_id, entry_id), data, op.messages)
+            datas.append(op.data)
+            counts.append(op.messages)
             if op.started_s != started_s:
                 latency.observe((now_s - started_s) * 1000, same_start)
                 started_s = op.started_s
                 same_start = 0
             same_start += 1
-            entry_id += 1
         latency.observe((now_s - started_s) * 1000, same_start)
+        size = sum(map(len, datas))
         self._inflight_bytes -= size
-        self.ledgers.record_appends(
-            ledger_id, first_entry_id, size, [op.messages for op in ops], now_ms
-        )
+        self.cache.insert_run(ledger_id, first_entry_id, datas, counts)
+        self.ledgers.record_appends(ledger_id, first_entry_id, size, counts, now_ms)
         self.stats_added += len(ops)
         self.last_added_data = ops[-1].data
         # reported once, after the state above (the callback may add or read at once)

@@ -78,3 +78,34 @@ def test_storage_holds_little_per_entry_after_a_checkpoint(tmp_path: Path) -> No
     assert rec.size_bytes == entries * len(payload)
     assert storage.location(7, entries - 1) is not None
     assert held / entries < INDEX_BYTES_PER_ENTRY_MAX, f"{held / entries:.0f} bytes an entry"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            entry_ids,
+            st.lists(
+                st.tuples(st.integers(0, 1 << 50), st.integers(0, 1 << 20)), min_size=1, max_size=20
+            ),
+        )
+    )
+)
+def test_runs_answer_as_puts_one_by_one_would(
+    runs: list[tuple[int, list[tuple[int, int]]]],
+) -> None:
+    by_runs = EntryIndex()
+    one_by_one = EntryIndex()
+    for first, entries in runs:
+        expected = [
+            old
+            for i, (location, size) in enumerate(entries)
+            if (old := one_by_one.put(first + i, location, size)) is not None
+        ]
+        locations = [location for location, _ in entries]
+        sizes = [size for _, size in entries]
+        assert by_runs.put_run(first, locations, sizes) == expected
+    assert len(by_runs) == len(one_by_one)
+    assert by_runs.size_total == one_by_one.size_total
+    assert sorted(by_runs.items()) == sorted(one_by_one.items())
+    assert by_runs.last_entry_id == one_by_one.last_entry_id

@@ -19,7 +19,7 @@ from magnetar.bookie.journal import ADD_ENTRY, JournalPosition, replay
 from magnetar.common.clock import SystemClock
 from magnetar.ledger.bookie_client import BookiePool
 from magnetar.ledger.local_transport import LocalBookieTransport
-from magnetar.ledger.transport import AddRequest, BookieTransport
+from magnetar.ledger.transport import AddRun, BookieTransport
 from magnetar.metadata import MetadataStore, connect
 from magnetar.testing import wait_until_async
 
@@ -55,21 +55,19 @@ async def pool(request: pytest.FixtureRequest, bookie: Bookie) -> AsyncIterator[
     await p.close()
 
 
-def add_request(
-    pool: BookiePool, ledger: int, entry: int, payload: bytes, **kw: object
-) -> AddRequest:
-    return AddRequest(
+def add_request(pool: BookiePool, ledger: int, entry: int, payload: bytes, **kw: object) -> AddRun:
+    return AddRun(
         pool.next_request_id(),
         ledger,
         entry,
         entry - 1,
-        crc32c.crc32c(payload),
-        payload,
+        [crc32c.crc32c(payload)],
+        [payload],
         **kw,  # type: ignore[arg-type]
     )
 
 
-async def add(transport: BookieTransport, request: AddRequest) -> Answer:
+async def add(transport: BookieTransport, request: AddRun) -> Answer:
     fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
     called_inside = True
 
@@ -152,7 +150,7 @@ async def test_reads_and_refusals_are_the_same_over_both_transports(
     resp, _ = await pool.call(bookie.bookie_id, Request(op=OpType.READ_LAC, ledger_id=99))
     assert resp.status == Status.NO_SUCH_LEDGER
 
-    bad_crc = AddRequest(pool.next_request_id(), 1, 1, 0, 12345, b"one")
+    bad_crc = AddRun(pool.next_request_id(), 1, 1, 0, [12345], [b"one"])
     assert await add(transport, bad_crc) == (Status.BAD_REQUEST, "payload checksum mismatch", None)
     too_big = add_request(pool, 1, 1, b"x" * 5000)
     assert await add(transport, too_big) == (

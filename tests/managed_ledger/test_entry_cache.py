@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import tracemalloc
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from magnetar.managed_ledger.entry_cache import EntryCache, EntryCacheBudget
 from magnetar.managed_ledger.position import Position
 
@@ -108,3 +111,33 @@ def test_an_emptied_cache_gives_its_tables_back() -> None:
         tracemalloc.stop()
     assert len(cache) == 0 and cache.size_bytes == 0
     assert held < 64 * 1024, held
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 5),  # gap after the previous run (appends: fresh positions)
+            st.lists(st.integers(0, 60), min_size=1, max_size=12),  # entry sizes
+        ),
+        max_size=12,
+    )
+)
+def test_a_run_is_cached_as_inserts_one_by_one_would(runs: list[tuple[int, list[int]]]) -> None:
+    by_runs = EntryCache(size_max_bytes=200, budget=EntryCacheBudget(1 << 20))
+    one_by_one = EntryCache(size_max_bytes=200, budget=EntryCacheBudget(1 << 20))
+    first = 0
+    for gap, sizes in runs:
+        first += gap
+        datas = [bytes([i % 256]) * size for i, size in enumerate(sizes)]
+        counts = [i + 1 for i in range(len(sizes))]
+        by_runs.insert_run(3, first, datas, counts)
+        for i, data in enumerate(datas):
+            one_by_one.insert(Position(3, first + i), data, counts[i])
+        first += len(sizes)
+    assert len(by_runs) == len(one_by_one)
+    assert by_runs.size_bytes == one_by_one.size_bytes <= 200
+    for e in range(first):
+        p = Position(3, e)
+        assert by_runs.get(p) == one_by_one.get(p)
+        assert by_runs.messages_of(p) == one_by_one.messages_of(p)

@@ -445,3 +445,51 @@ def test_fast_send_decoder_never_accepts_what_protobuf_rejects(
     fast = _convert.send_from_command_bytes(command_bytes)
     if fast is not None:
         assert fast == _upb_send(command_bytes)
+
+
+def _send(producer_id: int, sequence_id: int) -> bytes:
+    return _frame_bytes(
+        p.Send(producer_id=producer_id, sequence_id=sequence_id), b"%d" % sequence_id
+    )
+
+
+def test_consecutive_sends_come_as_runs_in_stream_order() -> None:
+    events: list[Any] = []
+
+    def on_sends(run: p.frame.SendRun) -> None:
+        events.append([(fields[0], fields[1], bytes(entry.data)[-1:]) for fields, entry in run])
+
+    def on_frame(frame: p.Frame) -> None:
+        events.append(type(frame.command).__name__)
+
+    decoder = p.FrameDecoder()
+    stream = _send(1, 0) + _send(2, 1) + p.encode(p.Ping()) + _send(1, 2) + _send(1, 3)
+    decoder.feed_each(stream + _send(1, 4)[:5], on_frame, on_sends)  # ends inside a frame
+    decoder.feed_each(_send(1, 4)[5:] + _send(1, 5), on_frame, on_sends)
+    assert events == [
+        [(1, 0, b"0"), (2, 1, b"1")],
+        "Ping",
+        [(1, 2, b"2"), (1, 3, b"3")],
+        "Send",  # completed from two reads: the general path, a run of its own
+        [(1, 5, b"5")],
+    ]
+
+
+def test_sends_before_malformed_input_are_handed_over_once() -> None:
+    runs: list[list[int]] = []
+
+    def on_sends(run: p.frame.SendRun) -> None:
+        runs.append([fields[1] for fields, _ in run])
+        if len(runs) == 1:
+            raise ProtocolError("unknown producer")  # as the connection does
+
+    with pytest.raises(ProtocolError, match="unknown producer"):
+        p.FrameDecoder().feed_each(_send(1, 0) + p.encode(p.Ping()), lambda f: None, on_sends)
+    assert runs == [[0]]  # not handed over a second time
+    runs.clear()
+    runs.append([])  # the handler raises no more
+    with pytest.raises(ProtocolError, match="lacks required fields"):
+        p.FrameDecoder().feed_each(
+            _send(1, 0) + _send(1, 1) + _raw_frame(b""), lambda f: None, on_sends
+        )
+    assert runs == [[], [0, 1]]

@@ -33,7 +33,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -536,8 +536,25 @@ class Bookie:
         payload: bytes,
         recovery: bool,
     ) -> tuple[int, str]:
-        """Check and store one add: ``(_OK, "")`` once it is in ledger storage and
-        appended to the journal, else an error status and message (nothing stored).
+        """:meth:`admit_adds` for one entry."""
+        return self.admit_adds(
+            ledger_id, entry_id, last_add_confirmed, (checksum,), (payload,), recovery
+        )
+
+    def admit_adds(
+        self,
+        ledger_id: int,
+        first_entry_id: int,
+        last_add_confirmed: int,
+        checksums: Sequence[int],
+        payloads: Sequence[bytes],
+        recovery: bool,
+    ) -> tuple[int, str]:
+        """Check and store a run of adds, entries ``first_entry_id``, ``+1``, ... of
+        ``ledger_id`` (``checksums[i]`` belongs to ``payloads[i]``): ``(_OK, "")`` once
+        all are in ledger storage and appended to the journal (one record each, in
+        order), else the error status and message of the first entry refused, and then
+        nothing of the run is stored.
 
         OK does not mean durable: the caller must acknowledge only from a
         ``journal.on_durable`` callback registered after this call. Raises nothing.
@@ -547,21 +564,26 @@ class Bookie:
         assert storage is not None and journal is not None
         if self.readonly:
             return _READ_ONLY, f"bookie {self.bookie_id} is read-only"
-        if len(payload) > self.config.entry_size_max_bytes:
-            return (
-                _TOO_LARGE,
-                f"entry of {len(payload)} bytes exceeds {self.config.entry_size_max_bytes}",
-            )
-        if entry_id < 0:
-            return _BAD_REQUEST, f"bad entry id {entry_id}"
-        if crc32c.crc32c(payload) != checksum:
-            return _BAD_REQUEST, "payload checksum mismatch"
+        if first_entry_id < 0:
+            return _BAD_REQUEST, f"bad entry id {first_entry_id}"
+        size_max = self.config.entry_size_max_bytes
+        crc = crc32c.crc32c
+        written_bytes = 0
+        for checksum, payload in zip(checksums, payloads, strict=True):
+            size = len(payload)
+            if size > size_max:
+                return _TOO_LARGE, f"entry of {size} bytes exceeds {size_max}"
+            written_bytes += size
+            if crc(payload) != checksum:
+                return _BAD_REQUEST, "payload checksum mismatch"
         rec = storage.ledgers.get(ledger_id)
         if rec is not None and rec.fenced and not recovery:
             return _FENCED, f"ledger {ledger_id} is fenced"
-        storage.add_entry(ledger_id, entry_id, last_add_confirmed, checksum, payload)
-        journal.append(ADD_ENTRY, ledger_id, entry_id, last_add_confirmed, checksum, payload)
-        self._disk_trigger.written_bytes += len(payload)
+        storage.add_entries(ledger_id, first_entry_id, last_add_confirmed, checksums, payloads)
+        journal.append_many(
+            ADD_ENTRY, ledger_id, first_entry_id, last_add_confirmed, checksums, payloads
+        )
+        self._disk_trigger.written_bytes += written_bytes
         return _OK, ""
 
     @property

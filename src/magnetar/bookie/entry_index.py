@@ -18,7 +18,7 @@ Plain data structure, not thread-safe (the event loop owns it).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 GAP_MAX_ENTRIES: Final = 65_536
@@ -90,6 +90,26 @@ class EntryIndex:
         self._count += 1
         self._size_total += size
         return None
+
+    def put_run(
+        self, first_entry_id: int, locations: Sequence[int], sizes: Sequence[int]
+    ) -> list[tuple[int, int]]:
+        """:meth:`put` of entries ``first_entry_id``, ``+1``, ... (``locations[i]`` and
+        ``sizes[i]`` of the i-th); returns the ``(location, size)`` pairs they replace, in
+        order (usually none). A run that starts at the arrays' end, with nothing sparse,
+        extends them at once (the writer's usual case)."""
+        if first_entry_id == len(self._locations) and not self._sparse:
+            self._locations.extend(locations)
+            self._sizes.extend(sizes)
+            self._count += len(locations)
+            self._size_total += sum(sizes)
+            return []
+        replaced = []
+        for i, (location, size) in enumerate(zip(locations, sizes, strict=True)):
+            old = self.put(first_entry_id + i, location, size)
+            if old is not None:
+                replaced.append(old)
+        return replaced
 
     def _adopt_sparse(self) -> None:
         """Move sparse entries the arrays now reach into them (rare: only after a gap)."""

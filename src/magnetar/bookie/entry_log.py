@@ -20,6 +20,7 @@ import contextlib
 import os
 import struct
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -100,18 +101,41 @@ class EntryLogger:
 
     def add(self, ledger_id: int, entry_id: int, lac: int, checksum: int, payload: bytes) -> int:
         """Append an entry to the active log's buffer; returns its location."""
-        size = HEADER_SIZE + len(payload)
-        if self._active_size and self._active_size + size > self._log_size_max_bytes:
-            self.roll()
-        buf = self._open_buffer()
-        location = location_of(self.active_log_id, self._active_size)
-        parts = buf.parts
-        buf.index[self._active_size] = len(parts)
-        parts.append(ENTRY_HEADER.pack(len(payload), ledger_id, entry_id, lac, checksum))
-        parts.append(payload)
-        buf.size += size
-        self._active_size += size
-        return location
+        return self.add_run(ledger_id, entry_id, lac, (checksum,), (payload,))[0]
+
+    def add_run(
+        self,
+        ledger_id: int,
+        first_entry_id: int,
+        lac: int,
+        checksums: Sequence[int],
+        payloads: Sequence[bytes],
+    ) -> list[int]:
+        """Append entries ``first_entry_id``, ``+1``, ... (``checksums[i]`` belongs to
+        ``payloads[i]``) to the active log's buffer, in order; returns their locations."""
+        log_max = self._log_size_max_bytes
+        locations: list[int] = []
+        buf: _Buffer | None = None
+        entry_id = first_entry_id
+        for checksum, payload in zip(checksums, payloads, strict=True):
+            n = len(payload)
+            size = HEADER_SIZE + n
+            active = self._active_size
+            if active and active + size > log_max:
+                self.roll()
+                active = self._active_size
+                buf = None
+            if buf is None:
+                buf = self._open_buffer()
+            locations.append((self.active_log_id << OFFSET_BITS) | active)
+            parts = buf.parts
+            buf.index[active] = len(parts)
+            parts.append(ENTRY_HEADER.pack(n, ledger_id, entry_id, lac, checksum))
+            parts.append(payload)
+            buf.size += size
+            self._active_size = active + size
+            entry_id += 1
+        return locations
 
     def _open_buffer(self) -> _Buffer:
         """The buffer that takes the next add: the last one, if it is not frozen and belongs

@@ -56,7 +56,7 @@ import os
 import queue
 import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -316,17 +316,49 @@ class Journal:
     def append(
         self, type_: int, ledger_id: int, entry_id: int, lac: int, checksum: int, payload: bytes
     ) -> None:
-        size = HEADER_SIZE + len(payload)
-        if self._file_offset and self._file_offset + size > self._file_size_max_bytes:
-            self._file_id += 1
-            self._file_offset = 0
-            self._segments.append((self._file_id, 0, []))
+        """Append one record (a run of one, see :meth:`append_many`)."""
+        self.append_many(type_, ledger_id, entry_id, lac, (checksum,), (payload,))
+
+    def append_many(
+        self,
+        type_: int,
+        ledger_id: int,
+        first_entry_id: int,
+        lac: int,
+        checksums: Sequence[int],
+        payloads: Sequence[bytes],
+    ) -> None:
+        """Append one record per payload, for entries ``first_entry_id``, ``+1``, ... of
+        ``ledger_id`` (``checksums[i]`` belongs to ``payloads[i]``), in that order. A record
+        never straddles two files: the run moves to a new file where the next record would
+        pass ``file_size_max_bytes``."""
+        file_max = self._file_size_max_bytes
+        offset = self._file_offset
         bufs = self._segments[-1][2]
-        bufs.append(encode_record(type_, ledger_id, entry_id, lac, checksum, len(payload)))
-        if payload:
-            bufs.append(payload)
-        self._file_offset += size
-        self._pending_bytes += size
+        added = 0
+        entry_id = first_entry_id
+        for checksum, payload in zip(checksums, payloads, strict=True):
+            n = len(payload)
+            size = HEADER_SIZE + n
+            if offset and offset + size > file_max:
+                self._file_id += 1
+                offset = 0
+                bufs = []
+                self._segments.append((self._file_id, 0, bufs))
+            # encode_record, inline (it runs per entry)
+            part = _CRC_PART.pack(type_, ledger_id, entry_id, lac, checksum)
+            bufs.append(
+                RECORD_HEADER.pack(
+                    n, crc32c.crc32c(part), type_, ledger_id, entry_id, lac, checksum
+                )
+            )
+            if n:
+                bufs.append(payload)
+            offset += size
+            added += size
+            entry_id += 1
+        self._file_offset = offset
+        self._pending_bytes += added
         if not self._woken:
             self._wake()
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -202,20 +203,38 @@ class LedgerStorage:
     def add_entry(
         self, ledger_id: int, entry_id: int, lac: int, checksum: int, payload: bytes
     ) -> None:
+        self.add_entries(ledger_id, entry_id, lac, (checksum,), (payload,))
+
+    def add_entries(
+        self,
+        ledger_id: int,
+        first_entry_id: int,
+        lac: int,
+        checksums: Sequence[int],
+        payloads: Sequence[bytes],
+    ) -> None:
+        """Store entries ``first_entry_id``, ``+1``, ... of ``ledger_id`` (``checksums[i]``
+        belongs to ``payloads[i]``) in the write cache and the index. An entry stored again
+        replaces the earlier copy."""
         rec = self.ledgers.get(ledger_id)
         if rec is None:
             rec = self.ledgers[ledger_id] = LedgerRecord()
-        location = self.entry_logger.add(ledger_id, entry_id, lac, checksum, payload)
-        size = HEADER_SIZE + len(payload)
-        old = rec.entries.put(entry_id, location, size)
-        if old is not None:
+        locations = self.entry_logger.add_run(ledger_id, first_entry_id, lac, checksums, payloads)
+        sizes = [HEADER_SIZE + len(payload) for payload in payloads]
+        for old in rec.entries.put_run(first_entry_id, locations, sizes):
             self._unlive(*old)
+        total = self.log_total_bytes
+        live = self.log_live_bytes
+        dirty = self._dirty_index  # a bytearray: += extends it in place
+        entry_id = first_entry_id
+        for location, size in zip(locations, sizes, strict=True):
+            lid = location >> 40
+            total[lid] = total.get(lid, 0) + size
+            live[lid] = live.get(lid, 0) + size
+            dirty += _pack_index(_ENTRY, ledger_id, entry_id, location, size)
+            entry_id += 1
         if lac > rec.lac:
             rec.lac = lac
-        lid = location >> 40
-        self.log_total_bytes[lid] = self.log_total_bytes.get(lid, 0) + size
-        self.log_live_bytes[lid] = self.log_live_bytes.get(lid, 0) + size
-        self._dirty_index += _pack_index(_ENTRY, ledger_id, entry_id, location, size)
         self._dirty_ledgers.add(ledger_id)
 
     def _unlive(self, location: int, size: int) -> None:

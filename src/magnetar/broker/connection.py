@@ -51,7 +51,6 @@ from magnetar.protocol import (
     Connect,
     Connected,
     ConsumerStats,
-    Entry,
     Error,
     Flow,
     Frame,
@@ -73,7 +72,7 @@ from magnetar.protocol import (
     Unsubscribe,
     encode,
 )
-from magnetar.protocol.frame import SendFields
+from magnetar.protocol.frame import SendRun, send_fields
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
@@ -187,7 +186,7 @@ class ServerConnection(asyncio.Protocol):
         self._traffic = True
         decoder = self._decoder
         try:
-            decoder.feed_each(data, self._on_frame, self._on_send)
+            decoder.feed_each(data, self._on_frame, self._on_sends)
         except ProtocolError as exc:
             log.info("connection %s: closing: %s", self.address, exc)
             self.close()
@@ -272,16 +271,26 @@ class ServerConnection(asyncio.Protocol):
         if not self.closed:
             self._handle(frame)
 
-    def _on_send(self, fields: SendFields, entry: Entry) -> None:
-        """A SEND of the usual shape, decoded without building a command (hot path)."""
+    def _on_sends(self, run: SendRun) -> None:
+        """SENDs of the usual shape, consecutive in the stream, decoded without building
+        commands (hot path): each producer's consecutive SENDs go to it as one run."""
         if self.closed:
             return
-        producer = self.producers.get(fields[0])
-        if producer is None:
-            if not self.connected:
-                raise ProtocolError("SEND before CONNECT")
-            raise ProtocolError(f"SEND for unknown producer {fields[0]}")
-        producer.handle_send(fields[1], fields[2], fields[5], fields[6], entry)
+        producers = self.producers
+        start = 0
+        n = len(run)
+        while start < n:
+            pid = run[start][0][0]
+            producer = producers.get(pid)
+            if producer is None:
+                if not self.connected:
+                    raise ProtocolError("SEND before CONNECT")
+                raise ProtocolError(f"SEND for unknown producer {pid}")
+            end = start + 1
+            while end < n and run[end][0][0] == pid:
+                end += 1
+            producer.handle_sends(run if start == 0 and end == n else run[start:end])
+            start = end
 
     # --- writing -------------------------------------------------------------------------
 
@@ -329,8 +338,9 @@ class ServerConnection(asyncio.Protocol):
 
     # --- send backpressure ---------------------------------------------------------------
 
-    def send_started(self) -> None:
-        self.pending_sends += 1
+    def send_started(self, count: int = 1) -> None:
+        """``count`` SENDs arrived (unanswered until :meth:`send_finished`)."""
+        self.pending_sends += count
         if (
             not self._paused_for_sends
             and self.pending_sends >= self.service.config.pending_sends_per_connection_max
@@ -338,8 +348,9 @@ class ServerConnection(asyncio.Protocol):
             self._paused_for_sends = True
             self._update_reading()
 
-    def send_finished(self) -> None:
-        self.pending_sends -= 1
+    def send_finished(self, count: int = 1) -> None:
+        """``count`` SENDs were answered."""
+        self.pending_sends -= count
         if (
             self._paused_for_sends
             and self.pending_sends <= self.service.config.pending_sends_per_connection_max // 2
@@ -424,13 +435,7 @@ class ServerConnection(asyncio.Protocol):
                 producer = self.producers.get(cmd.producer_id)
                 if producer is None or frame.entry is None:
                     raise ProtocolError(f"SEND for unknown producer {cmd.producer_id}")
-                producer.handle_send(
-                    cmd.sequence_id,
-                    cmd.num_messages,
-                    cmd.highest_sequence_id,
-                    cmd.is_chunk,
-                    frame.entry,
-                )
+                producer.handle_sends([(send_fields(cmd), frame.entry)])
             case Ack():
                 consumer = self.consumers.get(cmd.consumer_id)
                 if consumer is not None:

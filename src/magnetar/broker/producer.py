@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from functools import partial
 from typing import TYPE_CHECKING
 
 from magnetar.auth.rate_limit import PublishRateLimiter
@@ -20,8 +21,8 @@ from magnetar.broker.stats import ProducerMeters
 from magnetar.common.errors import MagnetarError, ProtocolError, ServerError, wire_error
 from magnetar.managed_ledger.errors import ManagedLedgerFenced
 from magnetar.managed_ledger.position import Position
-from magnetar.protocol import Entry, ProducerSuccess, SendError, encode
-from magnetar.protocol.frame import encode_send_receipt_at
+from magnetar.protocol import ProducerSuccess, SendError, encode
+from magnetar.protocol.frame import SendRun, encode_send_receipt_at
 
 if TYPE_CHECKING:
     from magnetar.broker.connection import ServerConnection
@@ -31,12 +32,18 @@ log = logging.getLogger(__name__)
 
 
 class _PendingSend:
-    __slots__ = ("reply", "sequence_id")
+    __slots__ = ("highest_sequence_id", "reply", "sequence_id")
 
-    def __init__(self, sequence_id: int) -> None:
+    def __init__(self, sequence_id: int, highest_sequence_id: int) -> None:
         self.sequence_id = sequence_id
+        self.highest_sequence_id = highest_sequence_id
         self.reply: bytes | None = None
         """The encoded SEND_RECEIPT or SEND_ERROR frame, once known."""
+
+
+_Persisted = tuple[int, int, int | None, int | None]
+"""What deduplication records of a stored SEND: sequence id, highest sequence id, chunk id,
+number of chunks."""
 
 
 class Producer:
@@ -90,92 +97,126 @@ class Producer:
 
     # --- publishing ----------------------------------------------------------------------
 
-    def handle_send(
-        self,
-        sequence_id: int,
-        num_messages: int,
-        highest_sequence_id: int,
-        is_chunk: bool,
-        entry: Entry,
-    ) -> None:
-        """One SEND (its fields as the connection decoded them), called inline by the
-        connection, in arrival order.
+    def handle_sends(self, sends: SendRun) -> None:
+        """This producer's SENDs (the command's fields as the connection decoded them, and
+        the entry), consecutive in arrival order, called inline by the connection.
 
-        The entry's metadata is parsed only when deduplication needs it (chunk ids): the
+        Each SEND is checked on its own (checksum, deduplication, rate accounting) and takes
+        its slot in the order of answers; those accepted go to the topic as one run. The
+        entry's metadata is parsed only when deduplication needs it (chunk ids): the
         message count comes from the SEND (``num_messages``) and chunking from its
         ``is_chunk``, as Pulsar's broker takes them."""
-        op = _PendingSend(sequence_id)
-        self._pending.append(op)
-        self.connection.send_started()
-        if self.topic.publish_limited:
-            pause_s = self._publish_pause_s(num_messages, len(entry.data))
-            if pause_s > 0:
-                self.connection.pause_reading_for(pause_s)
-        if not entry.verify_checksum():
-            self._answer(op, self._error(op, ServerError.ChecksumError, "Checksum failed"))
-            return
+        pending = self._pending
         topic = self.topic
         dedup = topic.dedup
-        chunk_id: int | None = None
-        num_chunks: int | None = None
-        if dedup is not None:
-            try:
-                md = entry.metadata
-                chunk_id = md.chunk_id
-                num_chunks = md.num_chunks_from_msg
-            except ProtocolError as exc:
-                self._answer(op, self._error(op, ServerError.UnknownError, f"bad metadata: {exc}"))
-                return
-            status = dedup.check(self.name, sequence_id, highest_sequence_id, chunk_id, num_chunks)
-            if status is DupStatus.DUP:
-                self._answer(
-                    op,
-                    encode_send_receipt_at(
-                        self.producer_id, sequence_id, -1, -1, highest_sequence_id
-                    ),
-                )
-                return
-            if status is DupStatus.UNKNOWN:
-                self._answer(
-                    op,
-                    self._error(op, ServerError.PersistenceError, "Sequence id not yet persisted"),
-                )
-                return
-        data = bytes(entry.data)
-        self.meters.msg_in.record(num_messages, len(data))
-        if is_chunk:
-            self.meters.chunked.record(1)
-
-        def done(position: Position | None, err: BaseException | None) -> None:
-            if err is not None or position is None:
-                if dedup is not None:
-                    dedup.reset_pushed()
-                if isinstance(err, ManagedLedgerFenced):
-                    # Another broker took the topic over: tell its clients to look it up
-                    # again (CLOSE_PRODUCER / CLOSE_CONSUMER), not to retry here.
-                    topic.service.spawn(topic.service.topic_taken_over(topic))
-                code, message = wire_error(err or MagnetarError("publish failed"))
-                if code is ServerError.UnknownError:
-                    code = ServerError.PersistenceError
-                self._answer(op, self._error(op, code, message))
-                return
+        limited = topic.publish_limited
+        datas: list[bytes] = []
+        counts: list[int] = []
+        accepted: list[_PendingSend] = []
+        persisted: list[_Persisted] = []
+        size = 0
+        messages = 0
+        chunks = 0
+        refused = False
+        self.connection.send_started(len(sends))
+        for fields, entry in sends:
+            sequence_id = fields[1]
+            num_messages = fields[2]
+            highest_sequence_id = fields[5]
+            op = _PendingSend(sequence_id, highest_sequence_id)
+            pending.append(op)
+            if limited:
+                pause_s = self._publish_pause_s(num_messages, len(entry.data))
+                if pause_s > 0:
+                    self.connection.pause_reading_for(pause_s)
+            if not entry.verify_checksum():
+                op.reply = self._error(op, ServerError.ChecksumError, "Checksum failed")
+                refused = True
+                continue
             if dedup is not None:
-                dedup.record_persisted(
+                try:
+                    md = entry.metadata
+                    chunk_id = md.chunk_id
+                    num_chunks = md.num_chunks_from_msg
+                except ProtocolError as exc:
+                    op.reply = self._error(op, ServerError.UnknownError, f"bad metadata: {exc}")
+                    refused = True
+                    continue
+                status = dedup.check(
                     self.name, sequence_id, highest_sequence_id, chunk_id, num_chunks
                 )
-                topic.dedup_advanced(position)
-            self._answer(
-                op,
-                encode_send_receipt_at(
-                    self.producer_id,
-                    sequence_id,
-                    position[0],
-                    position[1],
-                    highest_sequence_id,
-                ),
+                if status is DupStatus.DUP:
+                    op.reply = encode_send_receipt_at(
+                        self.producer_id, sequence_id, -1, -1, highest_sequence_id
+                    )
+                    refused = True
+                    continue
+                if status is DupStatus.UNKNOWN:
+                    op.reply = self._error(
+                        op, ServerError.PersistenceError, "Sequence id not yet persisted"
+                    )
+                    refused = True
+                    continue
+                persisted.append((sequence_id, highest_sequence_id, chunk_id, num_chunks))
+            data = bytes(entry.data)
+            datas.append(data)
+            counts.append(num_messages)
+            accepted.append(op)
+            size += len(data)
+            messages += num_messages
+            if fields[6]:
+                chunks += 1
+        if datas:
+            self.meters.msg_in.record(messages, size)
+            if chunks:
+                self.meters.chunked.record(chunks)
+            topic.publish_run(
+                datas, counts, messages, size, partial(self._stored, accepted, persisted)
             )
+        if refused:
+            self._flush_answers()
 
-        topic.publish_callback(data, num_messages, done)
+    def _stored(
+        self,
+        accepted: list[_PendingSend],
+        persisted: list[_Persisted],
+        offset: int,
+        count: int,
+        first: Position | None,
+        err: BaseException | None,
+    ) -> None:
+        """The outcome of ``accepted[offset:offset + count]`` (a piece of a run given to
+        the topic): receipts at ``first`` and the positions after it, or errors."""
+        topic = self.topic
+        dedup = topic.dedup
+        if err is not None or first is None:
+            if dedup is not None:
+                dedup.reset_pushed()
+            if isinstance(err, ManagedLedgerFenced):
+                # Another broker took the topic over: tell its clients to look it up
+                # again (CLOSE_PRODUCER / CLOSE_CONSUMER), not to retry here.
+                topic.service.spawn(topic.service.topic_taken_over(topic))
+            code, message = wire_error(err or MagnetarError("publish failed"))
+            if code is ServerError.UnknownError:
+                code = ServerError.PersistenceError
+            for i in range(offset, offset + count):
+                op = accepted[i]
+                op.reply = self._error(op, code, message)
+        else:
+            ledger_id, entry_id = first
+            producer_id = self.producer_id
+            for i in range(offset, offset + count):
+                op = accepted[i]
+                op.reply = encode_send_receipt_at(
+                    producer_id, op.sequence_id, ledger_id, entry_id, op.highest_sequence_id
+                )
+                entry_id += 1
+            if dedup is not None:
+                name = self.name
+                for i in range(offset, offset + count):
+                    dedup.record_persisted(name, *persisted[i])
+                topic.dedup_advanced(Position(ledger_id, entry_id - 1))
+        self._flush_answers()
 
     def _publish_pause_s(self, messages: int, size_bytes: int) -> float:
         """Account one publish against the topic's, the namespace's and this producer's
@@ -210,21 +251,19 @@ class Producer:
             )
         )
 
-    def _answer(self, op: _PendingSend, reply: bytes) -> None:
-        op.reply = reply
+    def _flush_answers(self) -> None:
+        """Write the answers known at the head of the queue, in SEND order, in one go."""
         pending = self._pending
-        conn = self.connection
-        if pending[0] is op:  # the usual case: answers come in SEND order
-            pending.popleft()
-            if not self.closed:
-                conn.send_frame(reply)
-            conn.send_finished()
+        out: list[bytes | memoryview] = []
         while pending and pending[0].reply is not None:
-            head = pending.popleft()
-            assert head.reply is not None
+            reply = pending.popleft().reply
+            assert reply is not None
+            out.append(reply)
+        if out:
+            conn = self.connection
             if not self.closed:
-                conn.send_frame(head.reply)
-            conn.send_finished()
+                conn.write_buffers(out)
+            conn.send_finished(len(out))
         if not pending and self._drain_waiters:
             waiters, self._drain_waiters = self._drain_waiters, []
             for waiter in waiters:

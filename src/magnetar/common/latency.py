@@ -20,10 +20,11 @@ class LatencyHistogram:
         """Per bucket, not cumulative; the last is the overflow bucket."""
         self.sum_ms = 0.0
 
-    def observe(self, latency_ms: float) -> None:
+    def observe(self, latency_ms: float, times: int = 1) -> None:
+        """Count ``times`` observations of ``latency_ms``."""
         # the first bucket whose bound is >= the latency (the overflow bucket past them all)
-        self.counts[bisect_left(self.bounds_ms, latency_ms)] += 1
-        self.sum_ms += latency_ms
+        self.counts[bisect_left(self.bounds_ms, latency_ms)] += times
+        self.sum_ms += latency_ms * times
 
     @property
     def count(self) -> int:

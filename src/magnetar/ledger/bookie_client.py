@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 from collections.abc import Callable
 from typing import Final, cast
@@ -29,6 +28,7 @@ from magnetar.bookie.codec import (
     Request,
     Response,
     ResponseDecoder,
+    Status,
     encode_frame,
 )
 from magnetar.bookie.errors import BookieUnavailable
@@ -36,7 +36,7 @@ from magnetar.common.clock import Clock
 from magnetar.common.errors import ProtocolError
 from magnetar.ledger.transport import (
     AddCallback,
-    AddRequest,
+    AddRun,
     BookieTransport,
     Callback,
     Pending,
@@ -47,6 +47,28 @@ from magnetar.ledger.transport import (
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S: Final = 5.0
+_OK: Final = int(Status.OK)  # a plain int: protobuf enum attributes run Python code
+
+
+class _RunAnswers:
+    """Folds the answers to the requests of one run into the run's single answer."""
+
+    __slots__ = ("_callback", "_remaining")
+
+    def __init__(self, count: int, callback: AddCallback) -> None:
+        self._remaining = count
+        self._callback: AddCallback | None = callback
+
+    def on_answer(self, status: int | None, message: str, exc: BaseException | None) -> None:
+        callback = self._callback
+        if callback is None:
+            return  # answered already (a refusal came first)
+        if exc is None and status == _OK:
+            self._remaining -= 1
+            if self._remaining:
+                return
+        self._callback = None
+        callback(status, message, exc)
 
 
 class BookieClient(asyncio.Protocol):
@@ -90,8 +112,26 @@ class BookieClient(asyncio.Protocol):
 
     # -- requests --------------------------------------------------------------------------
 
-    def add(self, request: AddRequest, callback: AddCallback) -> None:
-        self._send(request.request_id, request.frame(), callback, True)
+    def add(self, run: AddRun, callback: AddCallback) -> None:
+        """One ADD_ENTRY request per entry of ``run`` (their frames go out in one
+        ``writelines``); ``callback`` once, when the last is answered OK or the first is
+        not."""
+        if run.count == 1:
+            self._send(run.first_request_id, run.frames(), callback, True)
+            return
+        if self.closed:
+            exc = BookieUnavailable(f"connection to {self.bookie_id} is closed")
+            self._loop.call_soon(fail, (callback, 0.0, True), exc)
+            return
+        answers = _RunAnswers(run.count, callback)
+        deadline = self._clock.monotonic_s() + self._timeout_s
+        pending = self._pending
+        for rid in range(run.first_request_id, run.first_request_id + run.count):
+            pending[rid] = (answers.on_answer, deadline, True)
+        self._outbox.extend(run.frames())
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
     def request(self, request: Request, payload: bytes, callback: Callback) -> None:
         self._send(
@@ -161,10 +201,16 @@ class BookiePool:
         self._request_timeout_ms = request_timeout_ms
         self._clients: dict[str, BookieTransport] = {}
         self._connecting: dict[str, asyncio.Future[BookieTransport]] = {}
-        self._ids = itertools.count(1)
+        self._next_id = 1
 
     def next_request_id(self) -> int:
-        return next(self._ids)
+        return self.next_request_ids(1)
+
+    def next_request_ids(self, count: int) -> int:
+        """Reserve ``count`` consecutive request ids; returns the first."""
+        first = self._next_id
+        self._next_id = first + count
+        return first
 
     def add_local(self, transport: BookieTransport) -> None:
         """Serve ``transport.bookie_id`` with ``transport`` (an in-process bookie) instead

@@ -60,7 +60,7 @@ from magnetar.ledger.metadata import (
     LedgerState,
     ledger_path,
 )
-from magnetar.ledger.transport import AddRequest
+from magnetar.ledger.transport import AddRun
 from magnetar.metadata.store import MUST_NOT_EXIST, BadVersion, MetadataStore, NotFound
 
 log = logging.getLogger(__name__)
@@ -334,13 +334,13 @@ class LedgerClient:
                 client = await self.pool.get(bookie_id)
             except BookieUnavailable:
                 return False
-            req = AddRequest(
+            req = AddRun(
                 self.pool.next_request_id(),
                 md.ledger_id,
                 entry_id,
                 lac,
-                crc32c.crc32c(payload),
-                payload,
+                [crc32c.crc32c(payload)],
+                [payload],
                 recovery=True,
             )
             fut: asyncio.Future[bool] = self.loop.create_future()

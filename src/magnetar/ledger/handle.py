@@ -8,9 +8,13 @@ Writing (handles from ``LedgerClient.create``):
   completed: completions (and :attr:`last_add_confirmed`) advance strictly in entry order.
   Each add carries the current last-add-confirmed (piggybacked), which is how readers and
   recovery learn it.
+* :meth:`add_run` (the managed ledger's path; the others are runs of one) gives a run of
+  entries consecutive ids; unless the ledger is striped (E > Qw: then per entry) the run
+  goes to each bookie of its write set as one request, is acknowledged as a whole and
+  completes with one call once ``Qa`` bookies stored all of it.
 * When a bookie fails (connection lost, timeout, read-only, error), the handle replaces it:
   it picks another available bookie, writes new ledger metadata (CAS) with a fragment
-  starting at ``last_add_confirmed + 1``, and re-sends the pending entries that bookie owed.
+  starting at ``last_add_confirmed + 1``, and re-sends the pending runs that bookie owed.
   New adds wait (queued, in order) while the metadata is written. No gap, no reordering.
 * If any bookie answers FENCED, or the metadata CAS shows the ledger in recovery, the handle
   is fenced: every pending and later add fails with :class:`LedgerFenced`.
@@ -27,8 +31,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Final
 
 import crc32c
@@ -47,7 +52,7 @@ from magnetar.bookie.errors import (
 )
 from magnetar.common.errors import MagnetarError
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState, ledger_path
-from magnetar.ledger.transport import AddCallback, AddRequest
+from magnetar.ledger.transport import AddCallback, AddRun
 from magnetar.metadata.store import BadVersion
 
 if TYPE_CHECKING:
@@ -73,34 +78,59 @@ AddDone = Callable[[int, BaseException | None], None]
 """An add's completion: ``(entry_id, None)`` once stored by an ack quorum, or
 ``(-1, error)``."""
 
+RunDone = Callable[[int, int, int, BaseException | None], None]
+"""A run's completion, in pieces: ``(offset, count, first_entry_id, None)`` once the
+entries ``offset`` … ``offset + count - 1`` of the run are stored by an ack quorum as
+``first_entry_id`` …, or ``(offset, count, -1, error)`` when they failed. Each entry of the
+run is in exactly one piece. Stored pieces come in entry order (and in the order of every
+other run's); a failed piece may come before earlier pieces complete."""
 
-class _PendingAdd:
+
+class _PendingRun:
+    """Consecutive entries written and acknowledged together (one write set)."""
+
     __slots__ = (
         "acked",
         "callback",
-        "checksum",
+        "checksums",
+        "count",
         "entry_id",
         "finished",
-        "payload",
+        "offset",
+        "payloads",
         "request",
         "sent",
+        "size",
     )
 
-    def __init__(self, entry_id: int, payload: bytes, checksum: int, callback: AddDone) -> None:
+    def __init__(
+        self,
+        entry_id: int,
+        offset: int,
+        payloads: Sequence[bytes],
+        checksums: list[int],
+        size: int,
+        callback: RunDone,
+    ) -> None:
         self.entry_id = entry_id
-        self.payload = payload
-        self.checksum = checksum
+        """The first entry's id."""
+        self.offset = offset
+        """Where the run starts in the caller's run (see :data:`RunDone`)."""
+        self.count = len(payloads)
+        self.payloads = payloads
+        self.checksums = checksums
+        self.size = size
         self.callback = callback
         self.finished = False
         self.acked: set[int] = set()
         self.sent = False
-        self.request: AddRequest | None = None
+        self.request: AddRun | None = None
 
     def finish(self, entry_id: int, error: BaseException | None) -> None:
         """Report the outcome once (later calls are ignored)."""
         if not self.finished:
             self.finished = True
-            self.callback(entry_id, error)
+            self.callback(self.offset, self.count, entry_id, error)
 
 
 def _future_callback(fut: asyncio.Future[int]) -> AddDone:
@@ -113,6 +143,12 @@ def _future_callback(fut: asyncio.Future[int]) -> AddDone:
             fut.set_result(entry_id)
 
     return done
+
+
+def _one_entry(
+    callback: AddDone, _offset: int, _count: int, entry_id: int, error: BaseException | None
+) -> None:
+    callback(entry_id, error)
 
 
 class LedgerHandle:
@@ -138,7 +174,8 @@ class LedgerHandle:
             self._lac = last_add_confirmed if last_add_confirmed is not None else -1
         self._next_entry_id = self._lac + 1
         self._length = max(metadata.length, 0)
-        self._pending: dict[int, _PendingAdd] = {}
+        self._pending: dict[int, _PendingRun] = {}
+        """Runs written and not yet completed, by their first entry id."""
         self._ensemble: list[str] = list(metadata.current_ensemble)
         self._failed: dict[int, str] = {}  # ensemble index -> failed bookie id
         self._changing: asyncio.Task[None] | None = None
@@ -152,6 +189,9 @@ class LedgerHandle:
         e, qw = metadata.ensemble_size, metadata.write_quorum
         # Ensemble indexes each entry goes to, by entry_id % E (round-robin striping).
         self._write_sets = [tuple((first + i) % e for i in range(qw)) for first in range(e)]
+        # Striped (E > Qw): consecutive entries go to different bookies, so runs are
+        # split back into entries.
+        self._striped = e != qw
 
     # -- state ---------------------------------------------------------------------------
 
@@ -191,58 +231,85 @@ class LedgerHandle:
         the entry is stored by an ack quorum (called directly, in entry order, from the
         completion that confirmed it), ``callback(-1, error)`` on failure. Never called
         before this method returns (an immediate refusal goes through ``call_soon``)."""
+        self.add_run((data,), partial(_one_entry, callback))
+
+    def add_run(self, datas: Sequence[bytes], callback: RunDone) -> None:
+        """Append ``datas`` as consecutive entries (ids follow call order, dense) and report
+        them to ``callback`` in pieces (see :data:`RunDone`): unless the ledger is striped,
+        a run goes to each bookie of its write set as one request and completes with one
+        call. An entry larger than ``entry_size_max_bytes`` fails alone, before it takes an
+        entry id (the others go on). ``callback`` is never called before this method
+        returns. The handle keeps ``datas``' items (``bytes``, never mutated)."""
         loop = self._client.loop
+        n = len(datas)
+        if not n:
+            return
         error: MagnetarError | None = None
         if not self.writable or self._closing or self.metadata.state != LedgerState.OPEN:
             error = LedgerClosed(f"ledger {self.ledger_id} is not open for writing")
         elif self._error is not None:
             error = self._error
-        elif len(data) > self._entry_size_max_bytes:
-            error = EntryTooLarge(
-                f"entry of {len(data)} bytes exceeds {self._entry_size_max_bytes}"
-            )
         if error is not None:
-            loop.call_soon(callback, -1, error)
+            loop.call_soon(callback, 0, n, -1, error)
             return
+        size_max = self._entry_size_max_bytes
+        if not self._striped and max(map(len, datas)) <= size_max:
+            self._start_run(datas, 0, callback)
+            return
+        start = 0
+        for i, data in enumerate(datas):
+            if len(data) > size_max:
+                if start < i:
+                    self._start_run(datas[start:i], start, callback)
+                too_large = EntryTooLarge(f"entry of {len(data)} bytes exceeds {size_max}")
+                loop.call_soon(callback, i, 1, -1, too_large)
+                start = i + 1
+            elif self._striped:
+                self._start_run(datas[i : i + 1], i, callback)
+                start = i + 1
+        if start < n:
+            self._start_run(datas[start:], start, callback)
+
+    def _start_run(self, payloads: Sequence[bytes], offset: int, callback: RunDone) -> None:
         entry_id = self._next_entry_id
-        self._next_entry_id = entry_id + 1
-        pending = _PendingAdd(entry_id, bytes(data), crc32c.crc32c(data), callback)
-        self._pending[entry_id] = pending
+        self._next_entry_id = entry_id + len(payloads)
+        crc = crc32c.crc32c
+        checksums = [crc(p) for p in payloads]
+        run = _PendingRun(entry_id, offset, payloads, checksums, sum(map(len, payloads)), callback)
+        self._pending[entry_id] = run
         self._drained.clear()
         if self._changing is None:
-            self._send_add(pending)
+            self._send_run(run)
 
-    def _send_add(self, pending: _PendingAdd, only_index: int | None = None) -> None:
+    def _send_run(self, run: _PendingRun, only_index: int | None = None) -> None:
         pool = self._client.pool
-        request = pending.request
+        request = run.request
         if request is None or only_index is None:
-            request = pending.request = AddRequest(
-                pool.next_request_id(),
+            request = run.request = AddRun(
+                pool.next_request_ids(run.count),
                 self.ledger_id,
-                pending.entry_id,
+                run.entry_id,
                 self._lac,
-                pending.checksum,
-                pending.payload,
+                run.checksums,
+                run.payloads,
             )
-            pending.sent = True
+            run.sent = True
         indexes = (
             (only_index,)
             if only_index is not None
-            else self._write_sets[pending.entry_id % self.metadata.ensemble_size]
+            else self._write_sets[run.entry_id % self.metadata.ensemble_size]
         )
         for idx in indexes:
             bookie_id = self._ensemble[idx]
             client = pool.cached(bookie_id)
-            cb = self._add_callback(pending, idx, bookie_id)
+            cb = self._add_callback(run, idx, bookie_id)
             if client is None:
                 # Not connected (yet, or any more): connect in the background.
                 self._client.loop.create_task(self._send_when_connected(bookie_id, request, cb))
             else:
                 client.add(request, cb)
 
-    async def _send_when_connected(
-        self, bookie_id: str, request: AddRequest, cb: AddCallback
-    ) -> None:
+    async def _send_when_connected(self, bookie_id: str, request: AddRun, cb: AddCallback) -> None:
         try:
             client = await self._client.pool.get(bookie_id)
         except BookieUnavailable as exc:
@@ -250,7 +317,7 @@ class LedgerHandle:
             return
         client.add(request, cb)
 
-    def _add_callback(self, pending: _PendingAdd, idx: int, bookie_id: str) -> AddCallback:
+    def _add_callback(self, pending: _PendingRun, idx: int, bookie_id: str) -> AddCallback:
         def on_response(status: int | None, message: str, exc: BaseException | None) -> None:
             if self._ensemble[idx] != bookie_id or pending.finished:
                 return  # replaced bookie or already failed/completed entry
@@ -282,17 +349,17 @@ class LedgerHandle:
         pending = self._pending
         qa = self._qa
         while True:
-            lac = self._lac + 1
-            p = pending.get(lac)
+            first = self._lac + 1
+            p = pending.get(first)
             if p is None or len(p.acked) < qa:
                 break
-            del pending[lac]
+            del pending[first]
             # state first: the callback runs inline and may add or read at once
-            self._lac = lac
-            self._length += len(p.payload)
-            if not p.finished:  # p.finish(lac, None), inline: this runs per entry
+            self._lac = first + p.count - 1
+            self._length += p.size
+            if not p.finished:  # p.finish(first, None), inline
                 p.finished = True
-                p.callback(lac, None)
+                p.callback(p.offset, p.count, first, None)
         if not pending:
             self._drained.set()
 
@@ -361,12 +428,12 @@ class LedgerHandle:
                     for idx in failed:
                         if idx in ws:
                             p.acked.discard(idx)
-                            self._send_add(p, only_index=idx)
+                            self._send_run(p, only_index=idx)
             if self._error is None:
                 for entry_id in sorted(self._pending):
                     p = self._pending[entry_id]
                     if not p.sent:
-                        self._send_add(p)
+                        self._send_run(p)
         finally:
             self._changing = None
         if self._failed and self._error is None:

@@ -4,11 +4,12 @@ The standalone runs its bookie on the broker's event loop; going through a loopb
 would cost two system calls, a protobuf encoding and a decoding each way per entry. This
 transport calls the :class:`~magnetar.bookie.Bookie` directly instead:
 
-* adds go to :meth:`Bookie.admit_add <magnetar.bookie.Bookie.admit_add>` at once (so they
-  reach the journal in call order) and are acknowledged from a journal ``on_durable``
-  callback — after the fdatasync that covers them, exactly like an ADD_ENTRY response.
-  Adds appended while the journal's :attr:`~magnetar.bookie.journal.Journal.groups_taken`
-  does not change share one callback (they are in the same sync);
+* a run of adds goes to :meth:`Bookie.admit_adds <magnetar.bookie.Bookie.admit_adds>` at
+  once, in one call (so runs reach the journal in call order) and is acknowledged with one
+  callback from a journal ``on_durable`` callback — after the fdatasync that covers it,
+  exactly like the ADD_ENTRY responses over TCP. Runs appended while the journal's
+  :attr:`~magnetar.bookie.journal.Journal.groups_taken` does not change share one
+  ``on_durable`` callback (they are in the same sync);
 * other requests are handed to :meth:`Bookie.handle <magnetar.bookie.Bookie.handle>` on the
   next loop turn with this transport as the responder (typed responses, no encoding);
 * refusals come back as the same statuses and messages as over TCP, on a later loop turn;
@@ -35,7 +36,7 @@ from magnetar.bookie.server import Reply
 from magnetar.common.clock import Clock
 from magnetar.ledger.transport import (
     AddCallback,
-    AddRequest,
+    AddRun,
     Callback,
     Pending,
     answer,
@@ -76,23 +77,23 @@ class LocalBookieTransport:
 
     # -- requests -----------------------------------------------------------------------
 
-    def add(self, request: AddRequest, callback: AddCallback) -> None:
+    def add(self, run: AddRun, callback: AddCallback) -> None:
         if self.closed:
             self._refuse(callback, True)
             return
         bookie = self._bookie
-        status, message = bookie.admit_add(
-            request.ledger_id,
-            request.entry_id,
-            request.last_add_confirmed,
-            request.checksum,
-            request.payload,
-            request.recovery,
+        status, message = bookie.admit_adds(
+            run.ledger_id,
+            run.first_entry_id,
+            run.last_add_confirmed,
+            run.checksums,
+            run.payloads,
+            run.recovery,
         )
         if status != _OK:
             self._loop.call_soon(callback, status, message, None)
             return
-        rid = request.request_id
+        rid = run.first_request_id
         self._pending[rid] = (callback, self._generation, True)
         journal = bookie.journal
         assert journal is not None

@@ -23,7 +23,7 @@ from magnetar.bookie.errors import BookieUnavailable, NoSuchEntry, error_for_sta
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.fragments import RereplicationPlan, plan_rereplication, replace_replica
 from magnetar.ledger.metadata import LedgerMetadata, ledger_path
-from magnetar.ledger.transport import AddRequest
+from magnetar.ledger.transport import AddRun
 from magnetar.metadata.store import BadVersion
 
 COPIES_IN_FLIGHT_MAX = 64
@@ -87,13 +87,13 @@ async def _copy_window(client: LedgerClient, plan: RereplicationPlan, window: li
 async def _copy_entry(client: LedgerClient, plan: RereplicationPlan, entry_id: int) -> None:
     payload, checksum, lac = await _read_from_sources(client, plan, entry_id)
     target = await client.pool.get(plan.target_bookie)
-    request = AddRequest(
+    request = AddRun(
         client.pool.next_request_id(),
         plan.ledger_id,
         entry_id,
         lac,
-        checksum,
-        payload,
+        [checksum],
+        [payload],
         recovery=True,
     )
     done: asyncio.Future[None] = client.loop.create_future()

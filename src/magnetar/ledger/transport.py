@@ -22,7 +22,7 @@ Contract for both:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from magnetar.bookie.codec import OpType, Request, Response, encode_frame
@@ -34,57 +34,75 @@ AddCallback = Callable[[int | None, str, BaseException | None], None]
 """``callback(status, message, error)`` for adds (``status`` a ``Status`` value)."""
 
 
-class AddRequest:
-    """One entry to store, shared by every bookie of its write set.
+class AddRun:
+    """Consecutive entries of one ledger to store, ``first_entry_id`` … ``last_entry_id``,
+    shared by every bookie of their write set (a run of one for a single add).
 
-    ``payload`` must not change after construction. The TCP encoding is made once, on first
-    use, and reused for every replica (one request id for all of them)."""
+    ``payloads`` and ``checksums`` must not change after construction (``checksums[i]`` is
+    the CRC32C of ``payloads[i]``). Over TCP each entry is one ADD_ENTRY request, request
+    id ``first_request_id + i``; the encoding is made once, on first use, and reused for
+    every replica."""
 
     __slots__ = (
-        "_frame",
-        "checksum",
-        "entry_id",
+        "_frames",
+        "checksums",
+        "first_entry_id",
+        "first_request_id",
         "last_add_confirmed",
         "ledger_id",
-        "payload",
+        "payloads",
         "recovery",
-        "request_id",
     )
 
     def __init__(
         self,
-        request_id: int,
+        first_request_id: int,
         ledger_id: int,
-        entry_id: int,
+        first_entry_id: int,
         last_add_confirmed: int,
-        checksum: int,
-        payload: bytes,
+        checksums: Sequence[int],
+        payloads: Sequence[bytes],
         recovery: bool = False,
     ) -> None:
-        self.request_id = request_id
+        assert len(checksums) == len(payloads) > 0
+        self.first_request_id = first_request_id
         self.ledger_id = ledger_id
-        self.entry_id = entry_id
+        self.first_entry_id = first_entry_id
         self.last_add_confirmed = last_add_confirmed
-        self.checksum = checksum
-        self.payload = payload
+        self.checksums = checksums
+        self.payloads = payloads
         self.recovery = recovery
-        self._frame: list[bytes] | None = None
+        self._frames: list[bytes] | None = None
 
-    def frame(self) -> list[bytes]:
-        """The bookie-protocol frame (buffers for ``writelines``; the payload is not copied)."""
-        frame = self._frame
-        if frame is None:
-            header = Request(
-                request_id=self.request_id,
-                op=OpType.ADD_ENTRY,
-                ledger_id=self.ledger_id,
-                entry_id=self.entry_id,
-                last_add_confirmed=self.last_add_confirmed,
-                checksum=self.checksum,
-                recovery=self.recovery,
-            ).SerializeToString()
-            frame = self._frame = encode_frame(header, self.payload)
-        return frame
+    @property
+    def count(self) -> int:
+        return len(self.payloads)
+
+    @property
+    def last_entry_id(self) -> int:
+        return self.first_entry_id + len(self.payloads) - 1
+
+    def frames(self) -> list[bytes]:
+        """The bookie-protocol frames, one per entry in order (buffers for ``writelines``;
+        the payloads are not copied)."""
+        frames = self._frames
+        if frames is None:
+            frames = []
+            for i, (checksum, payload) in enumerate(
+                zip(self.checksums, self.payloads, strict=True)
+            ):
+                header = Request(
+                    request_id=self.first_request_id + i,
+                    op=OpType.ADD_ENTRY,
+                    ledger_id=self.ledger_id,
+                    entry_id=self.first_entry_id + i,
+                    last_add_confirmed=self.last_add_confirmed,
+                    checksum=checksum,
+                    recovery=self.recovery,
+                ).SerializeToString()
+                frames.extend(encode_frame(header, payload))
+            self._frames = frames
+        return frames
 
 
 Pending = tuple[Callable[..., None], float, bool]
@@ -121,8 +139,9 @@ class BookieTransport(Protocol):
         """Requests sent and not yet answered."""
         ...
 
-    def add(self, request: AddRequest, callback: AddCallback) -> None:
-        """Store one entry on this bookie."""
+    def add(self, run: AddRun, callback: AddCallback) -> None:
+        """Store a run of entries on this bookie: ``callback`` once, OK when every entry
+        of the run is durable, else the first refusal (or the error) of any of them."""
         ...
 
     def request(self, request: Request, payload: bytes, callback: Callback) -> None:
@@ -136,7 +155,7 @@ class BookieTransport(Protocol):
 
 __all__ = [
     "AddCallback",
-    "AddRequest",
+    "AddRun",
     "BookieTransport",
     "Callback",
     "Pending",

@@ -24,6 +24,7 @@ the process's event loop. Returned ``bytes`` are shared (immutable), never copie
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Final
 
 from magnetar.managed_ledger.position import Position
@@ -125,21 +126,45 @@ class EntryCache:
     def insert(self, position: Position, data: bytes, messages: int | None = None) -> None:
         """Cache one entry (with its message count if known); evicts the oldest inserted
         entries beyond the byte bound."""
+        self.insert_run(
+            position[0], position[1], (data,), None if messages is None else (messages,)
+        )
+
+    def insert_run(
+        self,
+        ledger_id: int,
+        first_entry_id: int,
+        datas: Sequence[bytes],
+        messages: Sequence[int] | None = None,
+    ) -> None:
+        """Cache entries ``ledger_id:first_entry_id`` … (``messages[i]`` messages in
+        ``datas[i]``, if known), as :meth:`insert` of each in order would; the byte bounds
+        are enforced once, after the run (the oldest inserted go first)."""
         budget = self._budget
-        size = len(data)
-        if size > self.size_max_bytes or size > budget.size_max_bytes:
-            return
-        if position in self._entries:
-            return
-        if not self._entries:
+        entries = self._entries
+        counts = self._messages
+        size_max = min(self.size_max_bytes, budget.size_max_bytes)
+        if not entries:
             budget._caches.add(self)
-        self._entries[position] = data
-        if messages is not None:
-            self._messages[position] = messages
-        self._size_bytes += size
-        budget.size_bytes += size
+        added = 0
+        entry_id = first_entry_id
+        for i, data in enumerate(datas):
+            size = len(data)
+            position = Position(ledger_id, entry_id)
+            entry_id += 1
+            if size > size_max or position in entries:
+                continue
+            entries[position] = data
+            if messages is not None:
+                counts[position] = messages[i]
+            added += size
+        if not entries:
+            budget._caches.discard(self)
+            return
+        self._size_bytes += added
+        budget.size_bytes += added
         if self._floor is not None:
-            self._evict_below_floor(_EVICT_PER_INSERT)
+            self._evict_below_floor(_EVICT_PER_INSERT * len(datas))
         if self._size_bytes > self.size_max_bytes:
             self.drop_oldest(self._size_bytes - self.size_max_bytes)
         if budget.size_bytes > budget.size_max_bytes:

@@ -141,18 +141,34 @@ class LedgerList:
         self, ledger_id: int, entry_id: int, size_bytes: int, messages: int, now_ms: int = 0
     ) -> None:
         """Account one appended entry of the open (last) ledger, in entry-id order."""
+        self.record_appends(ledger_id, entry_id, size_bytes, (messages,), now_ms)
+
+    def record_appends(
+        self,
+        ledger_id: int,
+        first_entry_id: int,
+        size_bytes: int,
+        messages: Sequence[int],
+        now_ms: int = 0,
+    ) -> None:
+        """Account appended entries ``first_entry_id`` … of the open (last) ledger, in
+        entry-id order: ``size_bytes`` in all, ``messages[i]`` messages in the i-th."""
         segment = self._segments[-1]
-        if segment.ledger_id != ledger_id or entry_id != segment.entries:
-            raise ValueError(f"append {ledger_id}:{entry_id} out of order for {segment}")
-        if segment.message_prefix is None:
+        if segment.ledger_id != ledger_id or first_entry_id != segment.entries:
+            raise ValueError(f"append {ledger_id}:{first_entry_id} out of order for {segment}")
+        prefix = segment.message_prefix
+        if prefix is None:
             if segment.entries:
                 raise ValueError("per-entry counts unknown for a ledger with entries")
-            segment.message_prefix = array("q", (0,))
-        segment.entries += 1
+            prefix = segment.message_prefix = array("q", (0,))
+        start = total = prefix[-1]
+        for m in messages:
+            total += m
+            prefix.append(total)
+        segment.entries += len(messages)
         segment.last_add_ms = now_ms
         segment.size_bytes += size_bytes
-        segment.messages += messages
-        segment.message_prefix.append(segment.message_prefix[-1] + messages)
+        segment.messages += total - start
 
     def ledger_pairs(self) -> list[tuple[int, int]]:
         """``(ledger_id, entry_count)`` for every ledger, in order."""

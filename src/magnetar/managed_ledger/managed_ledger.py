@@ -113,6 +113,23 @@ May raise :class:`MagnetarError` for an entry it cannot parse."""
 AddCallback = Callable[[Position | None, BaseException | None], None]
 """An append's outcome: ``(position, None)`` once stored, or ``(None, error)``."""
 
+RunCallback = Callable[[int, int, Position | None, BaseException | None], None]
+"""A run of appends' outcome, in pieces: ``(offset, count, first_position, None)`` once the
+entries ``offset`` … ``offset + count - 1`` of the run are stored at ``first_position`` and
+the positions after it in the same ledger, or ``(offset, count, None, error)`` when they
+failed. Each entry is in exactly one piece; stored pieces come in append order (across
+runs too), a failed piece may come before earlier pieces are reported."""
+
+
+def _single(
+    callback: AddCallback,
+    _offset: int,
+    _count: int,
+    position: Position | None,
+    error: BaseException | None,
+) -> None:
+    callback(position, error)
+
 
 class _AddOp:
     __slots__ = (
@@ -124,13 +141,18 @@ class _AddOp:
         "error",
         "finished",
         "messages",
+        "offset",
         "started_s",
     )
 
-    def __init__(self, data: bytes, messages: int, callback: AddCallback, started_s: float) -> None:
+    def __init__(
+        self, data: bytes, messages: int, callback: RunCallback, offset: int, started_s: float
+    ) -> None:
         self.data = data
         self.messages = messages
         self.callback = callback
+        self.offset = offset
+        """This entry's place in its caller's run."""
         self.started_s = started_s
         self.finished = False
         self.attempt = 0
@@ -143,13 +165,15 @@ class _AddOp:
         """Report the outcome to the caller once (later calls are ignored)."""
         if not self.finished:
             self.finished = True
-            self.callback(position, error)
+            self.callback(self.offset, 1, position, error)
 
 
-def _resolve(future: asyncio.Future[Position]) -> AddCallback:
-    """An :data:`AddCallback` that completes ``future``."""
+def _resolve(future: asyncio.Future[Position]) -> RunCallback:
+    """A :data:`RunCallback` of a run of one that completes ``future``."""
 
-    def done(position: Position | None, error: BaseException | None) -> None:
+    def done(
+        _offset: int, _count: int, position: Position | None, error: BaseException | None
+    ) -> None:
         if future.done():
             return
         if error is not None:
@@ -162,13 +186,13 @@ def _resolve(future: asyncio.Future[Position]) -> AddCallback:
     return done
 
 
-def _task_outcome(callback: AddCallback, task: asyncio.Task[Position]) -> None:
+def _task_outcome(callback: RunCallback, offset: int, task: asyncio.Task[Position]) -> None:
     if task.cancelled():
-        callback(None, ManagedLedgerError("add cancelled"))
+        callback(offset, 1, None, ManagedLedgerError("add cancelled"))
     elif (exc := task.exception()) is not None:
-        callback(None, exc)
+        callback(offset, 1, None, exc)
     else:
-        callback(task.result(), None)
+        callback(offset, 1, task.result(), None)
 
 
 class ManagedLedger:
@@ -400,7 +424,9 @@ class ManagedLedger:
         try:
             self._check_usable()
             future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-            self._queue.append(_AddOp(data, messages, _resolve(future), self._clock.monotonic_s()))
+            self._queue.append(
+                _AddOp(data, messages, _resolve(future), 0, self._clock.monotonic_s())
+            )
             self._pump()
             return await future
         finally:
@@ -423,36 +449,54 @@ class ManagedLedger:
         except MagnetarError as exc:
             future.set_exception(exc)
             return future
-        self._queue.append(_AddOp(data, messages, _resolve(future), self._clock.monotonic_s()))
+        self._queue.append(_AddOp(data, messages, _resolve(future), 0, self._clock.monotonic_s()))
         self._pump()
         return future
 
     def add_entry_callback(self, data: bytes, messages: int, callback: AddCallback) -> None:
-        """:meth:`add_entry_nowait` without a future (the broker's publish path):
-        ``callback(position, None)`` once stored, ``callback(None, error)`` on failure.
-        Called in append order, directly from the storage's completion, and never before
-        this method returns (immediate refusals go through ``call_soon``)."""
-        if self._slow_adds or (
-            len(self._queue) + len(self._inflight) >= self.config.pending_adds_max
-        ):
-            self._slow_adds += 1
-            task = asyncio.get_running_loop().create_task(self._add_entry_waiting(data, messages))
-            task.add_done_callback(partial(_task_outcome, callback))
+        """:meth:`add_run` of one entry with an :data:`AddCallback`:
+        ``callback(position, None)`` once stored, ``callback(None, error)`` on failure."""
+        self.add_run((data,), (messages,), partial(_single, callback))
+
+    def add_run(
+        self, datas: Sequence[bytes], messages: Sequence[int], callback: RunCallback
+    ) -> None:
+        """Append ``datas`` (``messages[i]`` messages in ``datas[i]``), in order, after
+        every earlier append (the broker's publish path): the outcome goes to ``callback``
+        in pieces (:data:`RunCallback`), directly from the storage's completion, and never
+        before this method returns (immediate refusals go through
+        ``call_soon``). A run that would pass ``pending_adds_max`` adds queued or in flight
+        goes on entry by entry through tasks that wait for room (order is kept); one that
+        would pass a ledger's limits is split at the rollover."""
+        n = len(datas)
+        if not n:
             return
-        if (
+        room = self.config.pending_adds_max - len(self._queue) - len(self._inflight)
+        fast = 0 if self._slow_adds else max(0, min(n, room))
+        if fast and (
             self._fenced is not None
             or self._closed
             or self._terminated
             or self._quota_exceeded
             or self._write_error is not None
-        ):  # only then can _check_add refuse (four calls fewer per entry otherwise)
+        ):  # only then can _check_add refuse (four calls fewer per run otherwise)
             try:
                 self._check_add()
             except MagnetarError as exc:
-                asyncio.get_running_loop().call_soon(callback, None, exc)
+                asyncio.get_running_loop().call_soon(callback, 0, n, None, exc)
                 return
-        self._queue.append(_AddOp(data, messages, callback, self._clock.monotonic_s()))
-        self._pump()
+        if fast:
+            started_s = self._clock.monotonic_s()
+            queue = self._queue
+            for i in range(fast):
+                queue.append(_AddOp(datas[i], messages[i], callback, i, started_s))
+            self._pump()
+        if fast < n:
+            loop = asyncio.get_running_loop()
+            for i in range(fast, n):
+                self._slow_adds += 1
+                task = loop.create_task(self._add_entry_waiting(datas[i], messages[i]))
+                task.add_done_callback(partial(_task_outcome, callback, i))
 
     def _check_add(self) -> None:
         self._check_usable()
@@ -512,7 +556,7 @@ class ManagedLedger:
                 self._check_usable()
                 future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
                 self._queue.append(
-                    _AddOp(data, messages, _resolve(future), self._clock.monotonic_s())
+                    _AddOp(data, messages, _resolve(future), 0, self._clock.monotonic_s())
                 )
                 self._slow_adds -= 1
                 queued = True
@@ -538,34 +582,54 @@ class ManagedLedger:
         seg = self.ledgers.last_segment
         assert seg is not None
         cfg = self.config
-        while self._queue:
-            # a ledger takes no more than its limits, counting adds still in flight
-            full = seg.entries + len(self._inflight) >= cfg.ledger_entries_max or (
+        queue = self._queue
+        inflight = self._inflight
+        run: list[_AddOp] = []
+        roll = False
+        while queue:
+            # a ledger takes no more than its limits, counting adds still in flight: a
+            # run that would cross them is split, its rest waits for the next ledger
+            full = seg.entries + len(inflight) >= cfg.ledger_entries_max or (
                 seg.size_bytes + self._inflight_bytes >= cfg.ledger_size_max_bytes
             )
             if full and self._clock.now_ms() - seg.created_ms >= cfg.ledger_age_min_ms:
-                self._request_roll()
-                return
-            op = self._queue.popleft()
-            self._inflight.append(op)
+                roll = True
+                break
+            op = queue.popleft()
+            inflight.append(op)
             self._inflight_bytes += len(op.data)
-            writer.add_with_callback(op.data, partial(self._on_added, writer, op, op.attempt))
+            run.append(op)
+        if run:
+            # all queued adds go to the ledger as one run (one request per bookie)
+            writer.add_run(
+                [op.data for op in run],
+                partial(self._on_added, writer, run, [op.attempt for op in run]),
+            )
+        if roll:
+            self._request_roll()
 
     def _on_added(
         self,
         writer: LedgerWriter,
-        op: _AddOp,
-        attempt: int,
-        entry_id: int,
+        run: list[_AddOp],
+        attempts: list[int],
+        offset: int,
+        count: int,
+        first_entry_id: int,
         error: BaseException | None,
     ) -> None:
-        if op.attempt != attempt:
-            return  # re-sent to a newer ledger meanwhile; this copy is never counted
-        if error is not None:
-            op.error = error
-        else:
-            op.entry_id = entry_id
-        op.done = True
+        """Entries ``offset`` … ``offset + count - 1`` of ``run`` came back (stored as
+        ``first_entry_id`` …, or failed with ``error``)."""
+        entry_id = first_entry_id
+        for i in range(offset, offset + count):
+            op = run[i]
+            if op.attempt == attempts[i]:  # else re-sent to a newer ledger meanwhile
+                if error is not None:
+                    op.error = error
+                else:
+                    op.entry_id = entry_id
+                op.done = True
+            entry_id += 1
         self._complete(writer)
         progress = self._add_progress
         if progress is not None:
@@ -581,15 +645,23 @@ class ManagedLedger:
         await progress
 
     def _complete(self, writer: LedgerWriter) -> None:
-        """Account finished adds strictly in order; stop at the first unfinished one."""
-        appended = False
+        """Account finished adds strictly in order; stop at the first unfinished one.
+        Consecutive entries of one caller's run are accounted and reported as one piece."""
         ledger_id = writer.ledger_id
         inflight = self._inflight
+        appended = False
         now_ms = 0
         now_s = 0.0
+        # the piece being gathered: its callback, offset, first entry id, ops
+        piece: list[_AddOp] = []
+        piece_cb: RunCallback | None = None
+        piece_offset = 0
         while inflight and inflight[0].done:
             op = inflight[0]
             if op.error is not None:
+                if piece:
+                    self._stored(ledger_id, piece, piece_cb, piece_offset, now_ms, now_s)
+                    piece = []
                 if never_fits(op.error):
                     # refused before it took an entry id: the ledger is fine, go on
                     inflight.popleft()
@@ -603,17 +675,19 @@ class ManagedLedger:
                 now_s = self._clock.monotonic_s()
                 appended = True
             inflight.popleft()
-            data = op.data
-            self._inflight_bytes -= len(data)
-            self.ledgers.record_append(ledger_id, op.entry_id, len(data), op.messages, now_ms)
-            position = Position(ledger_id, op.entry_id)
-            self.cache.insert(position, data, op.messages)
-            self.stats_added += 1
-            self.last_added_data = data
-            self.add_latency.observe((now_s - op.started_s) * 1000)
-            if not op.finished:  # op.finish(position, None), inline: this runs per entry
-                op.finished = True
-                op.callback(position, None)
+            if piece and (
+                op.callback is not piece_cb
+                or op.offset != piece_offset + len(piece)
+                or op.entry_id != piece[0].entry_id + len(piece)
+            ):
+                self._stored(ledger_id, piece, piece_cb, piece_offset, now_ms, now_s)
+                piece = []
+            if not piece:
+                piece_cb = op.callback
+                piece_offset = op.offset
+            piece.append(op)
+        if piece:
+            self._stored(ledger_id, piece, piece_cb, piece_offset, now_ms, now_s)
         if appended:
             self._write_failures = 0
             self._notify_waiters()
@@ -630,6 +704,49 @@ class ManagedLedger:
                 and self._should_roll()
             ):
                 self._request_roll()
+
+    def _stored(
+        self,
+        ledger_id: int,
+        ops: list[_AddOp],
+        callback: RunCallback | None,
+        offset: int,
+        now_ms: int,
+        now_s: float,
+    ) -> None:
+        """Account ``ops`` (consecutive entries of ``ledger_id`` and of one caller's run,
+        taken off the in-flight queue) as stored, and report them as one piece."""
+        first_entry_id = ops[0].entry_id
+        latency = self.add_latency
+        started_s = ops[0].started_s
+        same_start = 0
+        datas = []
+        counts = []
+        for op in ops:
+            datas.append(op.data)
+            counts.append(op.messages)
+            if op.started_s != started_s:
+                latency.observe((now_s - started_s) * 1000, same_start)
+                started_s = op.started_s
+                same_start = 0
+            same_start += 1
+        latency.observe((now_s - started_s) * 1000, same_start)
+        size = sum(map(len, datas))
+        self._inflight_bytes -= size
+        self.cache.insert_run(ledger_id, first_entry_id, datas, counts)
+        self.ledgers.record_appends(ledger_id, first_entry_id, size, counts, now_ms)
+        self.stats_added += len(ops)
+        self.last_added_data = ops[-1].data
+        # reported once, after the state above (the callback may add or read at once)
+        unfinished = [op for op in ops if not op.finished]
+        if len(unfinished) == len(ops):
+            for op in ops:
+                op.finished = True
+            assert callback is not None
+            callback(offset, len(ops), Position(ledger_id, first_entry_id), None)
+            return
+        for op in unfinished:  # some were answered already (rare): one by one
+            op.finish(Position(ledger_id, op.entry_id), None)
 
     def _on_add_failure(self, error: BaseException) -> None:
         """The current ledger failed a write (an error other than :func:`never_fits`):

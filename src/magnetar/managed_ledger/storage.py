@@ -62,12 +62,17 @@ class LedgerWriter(LedgerReader, Protocol):
         before it uses an entry id, and the ledger goes on taking later entries."""
         ...
 
-    def add_with_callback(
-        self, data: bytes, callback: Callable[[int, BaseException | None], None]
+    def add_run(
+        self,
+        datas: Sequence[bytes],
+        callback: Callable[[int, int, int, BaseException | None], None],
     ) -> None:
-        """:meth:`add_nowait` without a future (the managed ledger's hot path):
-        ``callback(entry_id, None)`` once stored, ``callback(-1, error)`` on failure; called
-        in entry order, never before this method returns."""
+        """Append ``datas`` as consecutive entries without a future (the managed ledger's
+        hot path). ``callback(offset, count, first_entry_id, error)`` reports pieces of the
+        run: entries ``offset`` … ``offset + count - 1`` stored as ``first_entry_id`` …
+        (``error`` None) or failed (``first_entry_id`` -1). Every entry is in one piece;
+        stored pieces come in entry order; never called before this method returns. An
+        entry refused because it can never fit (:func:`never_fits`) takes no entry id."""
         ...
 
 

@@ -82,8 +82,26 @@ _new_frame = _convert.fast_constructor(Frame)
 SendFields = tuple[int, int, int, int, int, int, bool, bool]
 """A SEND command's fields 1-8: producer_id, sequence_id, num_messages, txnid_least_bits,
 txnid_most_bits, highest_sequence_id, is_chunk, marker."""
-SendHandler = Callable[[SendFields, Entry], object]
-"""``on_send(fields, entry)`` of :meth:`FrameDecoder.feed_each`."""
+
+
+def send_fields(cmd: Send) -> SendFields:
+    """The :data:`SendFields` of a SEND decoded the general way."""
+    return (
+        cmd.producer_id,
+        cmd.sequence_id,
+        cmd.num_messages,
+        cmd.txnid_least_bits,
+        cmd.txnid_most_bits,
+        cmd.highest_sequence_id,
+        cmd.is_chunk,
+        cmd.marker,
+    )
+
+
+SendRun = list[tuple[SendFields, Entry]]
+"""SENDs of the usual shape that follow each other in the stream, in order."""
+SendHandler = Callable[[SendRun], object]
+"""``on_sends(run)`` of :meth:`FrameDecoder.feed_each`."""
 _PAYLOAD_TYPES = frozenset(int(t) for t in PAYLOAD_COMMANDS)
 
 
@@ -163,27 +181,46 @@ class FrameDecoder:
         self,
         data: BytesLike,
         on_frame: Callable[[Frame], object],
-        on_send: SendHandler | None = None,
+        on_sends: SendHandler | None = None,
     ) -> None:
-        """:meth:`feed` handing each frame over as it completes, in stream order, instead of
-        returning a list: ``on_frame(frame)``, or for a SEND of the usual shape (see
-        :func:`~magnetar.protocol._convert.send_fields_from_command_bytes`), when
-        ``on_send`` is given, ``on_send(fields, entry)`` with the command's eight field
-        values and the entry, no :class:`Send` or :class:`Frame` built (the broker's hot
-        path). ProtocolError on malformed input is raised after the frames before it were
-        handed over. An exception raised by a handler propagates and fails the decoder
-        like malformed input (the caller closes the connection).
+        """:meth:`feed` handing frames over as they complete, in stream order, instead of
+        returning a list: ``on_frame(frame)``, or, when ``on_sends`` is given, for SENDs
+        of the usual shape (see
+        :func:`~magnetar.protocol._convert.send_fields_from_command_bytes`)
+        ``on_sends(run)``: the consecutive such SENDs of this read as one list of ``(the
+        command's eight field values, entry)``, no :class:`Send` or :class:`Frame` built
+        (the broker's hot path). A run is handed over before the next other frame and at
+        the end of the read; the list then belongs to the handler. ProtocolError on
+        malformed input is raised after the frames before it were handed over. An
+        exception raised by a handler propagates and fails the decoder like malformed
+        input (the caller closes the connection).
         """
         if self._failed is not None:
             raise ProtocolError(f"decoder failed earlier: {self._failed}")
+        sends: SendRun | None = [] if on_sends is not None else None
         try:
-            self._feed(data if isinstance(data, bytes) else bytes(data), on_frame, on_send)
+            try:
+                self._feed(
+                    data if isinstance(data, bytes) else bytes(data), on_frame, sends, on_sends
+                )
+            except ProtocolError:
+                if sends:  # the SENDs before the malformed frame still count
+                    assert on_sends is not None
+                    on_sends(sends)
+                raise
+            if sends:
+                assert on_sends is not None
+                on_sends(sends)
         except BaseException as exc:
             self.release(str(exc) or type(exc).__name__)
             raise
 
     def _feed(
-        self, data: bytes, on_frame: Callable[[Frame], object], on_send: SendHandler | None
+        self,
+        data: bytes,
+        on_frame: Callable[[Frame], object],
+        sends: SendRun | None,
+        on_sends: SendHandler | None,
     ) -> None:
         n = len(data)
         if not self._needed and not self._head and n >= 4:
@@ -198,7 +235,11 @@ class FrameDecoder:
                     if end < n - 1 and not (data[end] == 0x0E and data[end + 1] == 0x02):
                         fields = _convert.send_fields_from_command_bytes(data[8:end])
                         if fields is not None:
-                            _hand_send(fields, Entry(memoryview(data)[end:]), on_frame, on_send)
+                            entry = Entry(memoryview(data)[end:])
+                            if sends is not None:
+                                sends.append((fields, entry))
+                            else:
+                                on_frame(_new_frame(_convert.new_send(*fields, None), entry, None))
                             return
                 on_frame(self._parse(memoryview(data)[4:]))
                 return
@@ -255,9 +296,18 @@ class FrameDecoder:
                     ):
                         fields = _convert.send_fields_from_command_bytes(data[pos + 4 : cmd_end])
                         if fields is not None:
-                            _hand_send(fields, Entry(view[cmd_end:end]), on_frame, on_send)
+                            entry = Entry(view[cmd_end:end])
+                            if sends is not None:
+                                sends.append((fields, entry))
+                            else:
+                                on_frame(_new_frame(_convert.new_send(*fields, None), entry, None))
                             pos = end
                             continue
+                if sends:  # the run of SENDs ends here: hand it over first (stream order)
+                    assert on_sends is not None
+                    run = sends[:]
+                    sends.clear()  # first: a handler that raises must not see them twice
+                    on_sends(run)
                 on_frame(self._parse(view[pos:end]))
                 pos = end
                 continue
@@ -308,18 +358,6 @@ class FrameDecoder:
                 raise ProtocolError("broker entry metadata overruns the frame")
             bem = _parse_broker_entry_metadata(frame[start:end])
         return _new_frame(command, Entry(frame[end:]), bem)
-
-
-def _hand_send(
-    fields: SendFields,
-    entry: Entry,
-    on_frame: Callable[[Frame], object],
-    on_send: SendHandler | None,
-) -> None:
-    if on_send is not None:
-        on_send(fields, entry)
-    else:
-        on_frame(_new_frame(_convert.new_send(*fields, None), entry, None))
 
 
 def _parse_broker_entry_metadata(data: memoryview) -> BrokerEntryMetadata:

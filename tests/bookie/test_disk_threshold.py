@@ -23,7 +23,7 @@ from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.codec import Status
 from magnetar.common.clock import SystemClock
 from magnetar.ledger.local_transport import LocalBookieTransport
-from magnetar.ledger.transport import AddRequest
+from magnetar.ledger.transport import AddRun
 from magnetar.testing.disk import Tmpfs
 
 MIB = 1024 * 1024
@@ -39,7 +39,7 @@ def small_disk(tmp_path: Path) -> Iterator[Tmpfs]:
         yield disk
 
 
-async def _add(transport: LocalBookieTransport, request: AddRequest) -> tuple[int | None, str]:
+async def _add(transport: LocalBookieTransport, request: AddRun) -> tuple[int | None, str]:
     """One add; its status and message once the bookie answered."""
     fut: asyncio.Future[tuple[int | None, str]] = asyncio.get_running_loop().create_future()
 
@@ -68,8 +68,8 @@ async def test_the_threshold_turns_the_bookie_read_only_before_the_disk_fills(
         assert not bookie.readonly
         # twice the disk: the writes must stop long before that, one way or the other
         for entry_id in range(2 * DISK_MIB * MIB // len(PAYLOAD)):
-            request = AddRequest(
-                entry_id, 1, entry_id, entry_id - 1, crc32c.crc32c(PAYLOAD), PAYLOAD
+            request = AddRun(
+                entry_id, 1, entry_id, entry_id - 1, (crc32c.crc32c(PAYLOAD),), (PAYLOAD,)
             )
             status, message = await _add(transport, request)
             if status != Status.OK:

@@ -241,7 +241,7 @@ def test_a_grouped_ack_costs_the_same_calls_for_10_or_1000_entries() -> None:
         cursor = CursorState("sub", ledgers, Position(10, -1))
         cursor.ack(Position(10, 0))
         positions = [Position(10, e) for e in range(n + 1, 2 * n)][::-1]
-        calls = calls_made(lambda: cursor.ack_positions(positions))
+        calls = calls_made(lambda: cursor.ack_many(positions))
         assert cursor.backlog_entries == n
         assert cursor.first_unacked() == Position(10, 1)
         return calls

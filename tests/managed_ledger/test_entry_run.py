@@ -45,6 +45,9 @@ def test_a_cache_run_costs_the_same_calls_for_10_or_1000_entries() -> None:
     few = calls_made(lambda: cache.run(3, 0, 9))
     many = calls_made(lambda: cache.run(3, 0, 999))
     assert many == few
+    assert calls_made(lambda: cache.get_run(3, 0, 9)) == calls_made(
+        lambda: cache.get_run(3, 0, 999)
+    )
 
 
 async def test_cursor_reads_runs_with_counts_and_skips_acknowledged(cluster: Cluster) -> None:

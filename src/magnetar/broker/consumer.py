@@ -52,17 +52,21 @@ class PendingEntries(dict[Position, int]):
     (an Exclusive/Failover consumer gets entries in log order), which lets a cumulative
     acknowledgement drop a prefix instead of scanning every pending entry."""
 
-    __slots__ = ("messages", "ordered")
+    __slots__ = ("_last", "messages", "ordered")
 
     def __init__(self) -> None:
         super().__init__()
         self.messages = 0
         self.ordered = True
+        self._last: Position | None = None
+        """The last key added (maybe removed since): while ordered, no key is above it."""
 
     # dict's own methods called directly: super() costs a lookup per call (hot path)
     def __setitem__(self, position: Position, messages: int) -> None:
-        if self.ordered and self and position <= next(reversed(self)):
+        last = self._last
+        if last is not None and position <= last:
             self.ordered = False
+        self._last = position
         self.messages += messages - _dict_get(self, position, 0)
         _dict_set(self, position, messages)
 
@@ -80,6 +84,7 @@ class PendingEntries(dict[Position, int]):
         super().clear()
         self.messages = 0
         self.ordered = True
+        self._last = None
 
     def add_run(self, positions: list[Position], counts: list[int], messages: int) -> None:
         """Remember a run of sent entries; ``messages`` is ``sum(counts)``. Positions
@@ -87,8 +92,10 @@ class PendingEntries(dict[Position, int]):
         if not positions:
             return
         size_before = len(self)
-        if size_before and self.ordered and positions[0] <= next(reversed(self)):
+        last = self._last
+        if last is not None and positions[0] <= last:
             self.ordered = False
+        self._last = positions[-1]
         _dict_update(self, zip(positions, counts, strict=True))
         if len(self) == size_before + len(positions):
             self.messages += messages

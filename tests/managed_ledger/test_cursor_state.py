@@ -20,6 +20,7 @@ from magnetar.managed_ledger.cursor import (
 from magnetar.managed_ledger.errors import InvalidCursorPosition
 from magnetar.managed_ledger.ledger_list import LedgerList, LedgerSegment
 from magnetar.managed_ledger.position import Position
+from tests.call_count import calls_made
 
 
 class Model:
@@ -81,7 +82,23 @@ op = st.one_of(
     st.tuples(st.just("skip"), st.integers(0, 6)),
     st.tuples(st.just("reset"), st.integers(0, 10_000)),
     st.tuples(st.just("restore"), st.none()),
+    st.tuples(st.just("many"), st.lists(st.integers(0, 10_000), max_size=12), st.integers(0, 2)),
+    st.tuples(st.just("many"), st.lists(st.integers(0, 10_000), max_size=12), st.integers(0, 2)),
 )
+
+
+def invalid_position(model: Model, kind: int) -> Position | None:
+    """None (kind 0), after the last entry (1), or in a ledger id the log lacks (2)."""
+    ids = [s.ledger_id for s in model.ledgers]
+    if kind == 2:
+        gaps = [i for i in range(ids[0], ids[-1]) if i not in ids]
+        if gaps:
+            return Position(gaps[0], 0)
+    if kind == 0:
+        return None
+    last = model.ledgers.last_segment
+    assert last is not None
+    return Position(last.ledger_id, last.entries + 1)
 
 
 @settings(max_examples=400, deadline=None)
@@ -126,6 +143,27 @@ def test_cursor_matches_naive_model(script: list[tuple]) -> None:
                 for q in log:
                     if q <= todo[-1]:
                         model.ack_full(q)
+        elif kind == "many":
+            # one pass over a client's grouped acknowledgement: as ack() one at a time in
+            # log order, stopping at the first position that does not exist
+            named = [log[i % len(log)] for i in step[1]]
+            bad = invalid_position(model, step[2])
+            todo = sorted(set(named))
+            if bad is not None:
+                named.append(bad)
+                if bad <= cursor.mark_delete:
+                    bad = None  # acknowledged already, as ack() takes it: no error
+                else:
+                    todo = [q for q in todo if q < bad]
+            expected = len({q for q in todo if not model.full(q)})
+            messages = sum(model.batch[q] for q in todo)
+            if bad is None:
+                assert cursor.ack_positions(named) == (expected, messages)
+            else:
+                with pytest.raises(InvalidCursorPosition):
+                    cursor.ack_positions(named)
+            for q in todo:
+                model.ack_full(q)
         elif kind == "reset":
             p = log[step[1] % len(log)]
             cursor.reset(p)
@@ -190,3 +228,22 @@ def test_estimated_message_counts_add_up() -> None:
         c.ack(Position(5, e))
     assert c.backlog_messages == 0
     assert c.backlog_entries == 0
+
+
+def test_a_grouped_ack_costs_the_same_calls_for_10_or_1000_entries() -> None:
+    """A client's grouped acknowledgement of consecutive entries (in any order) is one run
+    for the cursor: the calls it costs do not grow with its length."""
+
+    def cost(n: int) -> int:
+        ledgers = LedgerList([LedgerSegment(10)])
+        for e in range(2 * n):
+            ledgers.record_append(10, e, 10, 1)
+        cursor = CursorState("sub", ledgers, Position(10, -1))
+        cursor.ack(Position(10, 0))
+        positions = [Position(10, e) for e in range(n + 1, 2 * n)][::-1]
+        calls = calls_made(lambda: cursor.ack_many(positions))
+        assert cursor.backlog_entries == n
+        assert cursor.first_unacked() == Position(10, 1)
+        return calls
+
+    assert cost(10) == cost(1000)

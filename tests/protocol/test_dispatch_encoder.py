@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import magnetar.protocol as p
+from tests.call_count import calls_made
 
 ids = st.integers(-1, (1 << 63) - 1)
 
@@ -45,3 +46,67 @@ def test_decodes_back_to_the_message() -> None:
     (frame,) = p.FrameDecoder().feed(b"".join(p.encode_message_at(7, 123_456, 70_000, 2, entry)))
     assert frame.command == p.Message(consumer_id=7, message_id=p.MessageId(123_456, 70_000, 2))
     assert frame.entry is not None and bytes(frame.entry.data) == bytes(entry)
+
+
+@given(
+    consumer_id=st.integers(0, (1 << 64) - 1),
+    partition=st.integers(-1, 1 << 20),
+    ledger_id=ids,
+    entry_ids=st.lists(ids, min_size=1, max_size=8),
+    ledger_steps=st.lists(st.booleans(), min_size=8, max_size=8),
+    redelivery=st.one_of(st.none(), st.lists(st.integers(0, 1 << 32), min_size=8, max_size=8)),
+    entry=st.binary(max_size=64),
+)
+def test_a_run_encodes_as_each_entry_alone(
+    consumer_id: int,
+    partition: int,
+    ledger_id: int,
+    entry_ids: list[int],
+    ledger_steps: list[bool],
+    redelivery: list[int] | None,
+    entry: bytes,
+) -> None:
+    """``encode_messages_at`` writes, per entry of a run, the bytes of
+    ``encode_message_at`` (runs may cross ledgers and varint lengths of entry ids)."""
+    positions = []
+    for entry_id, step in zip(entry_ids, ledger_steps, strict=False):
+        ledger_id += step
+        positions.append((ledger_id, entry_id))
+    entries = [entry + b"%d" % i for i in range(len(positions))]
+    counts = None if redelivery is None else redelivery[: len(positions)]
+    run = p.encode_messages_at(
+        consumer_id, partition, positions, entries, [len(e) for e in entries], counts
+    )
+    alone: list[bytes | memoryview] = []
+    for i, ((ledger, entry_id), data) in enumerate(zip(positions, entries, strict=True)):
+        rc = 0 if counts is None else counts[i]
+        alone += p.encode_message_at(consumer_id, ledger, entry_id, partition, data, rc)
+    assert [bytes(b) for b in run] == [bytes(b) for b in alone]
+    assert run[1::2] == entries and all(a is b for a, b in zip(run[1::2], entries, strict=True))
+
+
+def test_a_run_costs_one_call_per_entry() -> None:
+    """Per entry of a run the encoder makes one call (the header's ``pack``), across the
+    one- to three-byte entry ids."""
+
+    def calls(first: int, n: int) -> int:
+        positions = [(7, e) for e in range(first, first + n)]
+        entries = [b"x"] * n
+        sizes = [1] * n
+        return calls_made(lambda: p.encode_messages_at(3, 0, positions, entries, sizes))
+
+    for first in (0, 100, 16_000):
+        assert calls(first, 1000) - calls(first, 10) <= 990 + 16  # + a new prefix or two
+
+
+def test_a_run_across_varint_lengths_of_entry_ids() -> None:
+    edges = [0, 127, 128, 16_383, 16_384, 16_511, 50_000, (1 << 21) - 1, 1 << 21, 1 << 28]
+    positions = [(9, e) for e in edges]
+    entries = [b"%d" % e for e in edges]
+    run = p.encode_messages_at(4, 1, positions, entries, [len(e) for e in entries])
+    alone = [
+        b
+        for e, data in zip(edges, entries, strict=True)
+        for b in p.encode_message_at(4, 9, e, 1, data)
+    ]
+    assert [bytes(b) for b in run] == [bytes(b) for b in alone]

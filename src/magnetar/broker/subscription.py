@@ -29,6 +29,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
+from itertools import repeat
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from magnetar.auth.rate_limit import DispatchRateLimiter
@@ -51,6 +53,7 @@ from magnetar.broker.shared_dispatch import SharedConsumerRing
 from magnetar.common.clock import Timer
 from magnetar.common.errors import MagnetarError
 from magnetar.managed_ledger.compaction import CompactedCursorReader
+from magnetar.managed_ledger.entry_run import EntryRun
 from magnetar.managed_ledger.errors import InvalidCursorPosition, ManagedLedgerError
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
 from magnetar.managed_ledger.position import Position
@@ -71,11 +74,17 @@ from magnetar.protocol import (
 
 if TYPE_CHECKING:
     from magnetar.broker.topic import Topic
-    from magnetar.managed_ledger.managed_ledger import Entry as LogEntry
 
 log = logging.getLogger(__name__)
 
 _ACTIVE_CONSUMER_CHANGE_MIN_PROTOCOL = 12
+
+
+_DELIVER_AT_TIME_TAG = b"\x98\x01"
+"""The key of MessageMetadata's ``deliver_at_time`` (field 19, varint) as it appears on
+the wire."""
+_tuple_new = tuple.__new__
+_ledger_and_entry_ids = attrgetter("ledger_id", "entry_id")
 
 
 def _popcount(words: Sequence[int]) -> int:
@@ -343,6 +352,10 @@ class Subscription:
         self._wake.set()
 
     def handle_ack(self, consumer: Consumer, ack: Ack) -> None:
+        """Apply an ACK. Individual acknowledgements of whole entries (a client groups
+        them: often hundreds per ACK) are applied in one pass: the cursor takes them as
+        runs, the consumer's pending entries, the replay set and the redelivery counts
+        drop them at once."""
         cursor = self.cursor
         state = cursor.state
         mark_delete_before = state.mark_delete
@@ -350,6 +363,7 @@ class Subscription:
         # messageAckRate counts messages (batch-aware), not message ids
         cumulative = ack.ack_type is AckType.Cumulative
         backlog_before = cursor.backlog_messages if cumulative else 0
+        acked_messages = 0
         try:
             if cumulative:
                 if self.sub_type in (SubType.Exclusive, SubType.Failover) and ack.message_id:
@@ -361,30 +375,31 @@ class Subscription:
                     else:
                         cursor.ack_cumulative(pos)
                     for c in self.consumers.values():
-                        for p in [p for p in c.pending if p <= state.mark_delete]:
-                            del c.pending[p]
+                        c.pending.remove_up_to(state.mark_delete)
             else:
-                for mid in ack.message_id:
-                    pos = Position(mid.ledger_id, mid.entry_id)
-                    if mid.ack_set:
-                        self._ack_batch(consumer, pos, mid)
-                        continue
-                    cursor.ack(pos)
-                    consumer.pending.pop(pos, None)
-                    self._replay.pop(pos, None)
-                    self._tracker.remove(pos)
+                mids = ack.message_id
+                batch_mids = [mid for mid in mids if mid.ack_set]
+                whole = [mid for mid in mids if not mid.ack_set] if batch_mids else mids
+                positions = list(
+                    map(_tuple_new, repeat(Position), map(_ledger_and_entry_ids, whole))
+                )
+                applied = False
+                try:
+                    acked_messages = cursor.ack_positions(positions)
+                    applied = True
+                finally:  # also after an invalid position: drop what is acknowledged now
+                    if not applied:
+                        positions = [p for p in positions if state.is_acked(p)]
+                    self._forget_acked(consumer, positions)
+                for mid in batch_mids:
+                    acked_messages += 1
+                    self._ack_batch(consumer, Position(mid.ledger_id, mid.entry_id), mid)
         except InvalidCursorPosition as exc:
             log.info("%s/%s: ignoring ack: %s", self.topic.full_name, self.name, exc)
         if cumulative:
             consumer.meters.ack.record(max(backlog_before - cursor.backlog_messages, 0))
         else:
-            messages_at = self.topic.ml.ledgers.messages_at
-            consumer.meters.ack.record(
-                sum(
-                    1 if mid.ack_set else messages_at(Position(mid.ledger_id, mid.entry_id))
-                    for mid in ack.message_id
-                )
-            )
+            consumer.meters.ack.record(acked_messages)
         if cursor.state.mark_delete != mark_delete_before:
             consumer.subscription_meters.last_mark_delete_advanced_ms = (
                 consumer.meters.ack.last_record_ms
@@ -399,6 +414,17 @@ class Subscription:
             state = cursor.state
             if self._router.recently_joined.release(state.first_unacked()) or self._replay:
                 self._wake.set()
+
+    def _forget_acked(self, consumer: Consumer, positions: list[Position]) -> None:
+        """Drop acknowledged ``positions`` from ``consumer``'s pending entries, the replay
+        set and the redelivery counts."""
+        consumer.pending.remove_many(positions)
+        replay = self._replay
+        if replay:
+            for p in positions:
+                replay.pop(p, None)
+        if len(self._tracker):
+            self._tracker.remove_many(positions)
 
     def _ack_batch(self, consumer: Consumer, pos: Position, mid: MessageId) -> None:
         size = mid.batch_size
@@ -667,8 +693,8 @@ class Subscription:
                 return False  # a wake-up is scheduled for when the rate allows
             budget = min(budget, rate_permits)
         epoch = self._epoch
-        entries = await self._read_single_active(budget, epoch)
-        if not entries:
+        runs = await self._read_single_active(budget, epoch)
+        if not runs:
             return False
         current = selector.active
         if (
@@ -679,41 +705,71 @@ class Subscription:
         ):
             return True  # state changed during the read; the cursor was rewound meanwhile
         messages = size_bytes = sent = 0
-        # Entries appended by this broker come with their message count; without a key
-        # router or partly acknowledged batches they need no preparing (no _Item per entry).
-        plain = self._router is None and not self.cursor.state.partial_batches
-        for e in entries:
-            data = e.data
-            count = e.messages
-            if plain and count:
-                consumer.send(e.position, data, count, 0, None)
+        # Entries appended by this broker come with their message count; without partly
+        # acknowledged batches a run of them goes out as it was read (no object per entry).
+        plain = not self.cursor.state.partial_batches
+        for run in runs:
+            if plain and run.counts_known:
+                m, b = consumer.send_run(run.positions, run.data, run.messages)  # type: ignore[arg-type]
+                sent += len(run)
             else:
-                item = _Item(e.position, data, count)
-                if not self._prepare(item):
-                    continue
-                consumer.send(item.position, data, item.messages, 0, item.ack_set)
-                count = item.messages
-            messages += count
-            size_bytes += len(data)
-            sent += 1
+                m, b, n = self._send_prepared(consumer, run)
+                sent += n
+            messages += m
+            size_bytes += b
         self._account_dispatch(messages, size_bytes, sent)
         return True
 
-    async def _read_single_active(self, max_entries: int, epoch: int) -> list[LogEntry]:
+    def _send_prepared(self, consumer: Consumer, run: EntryRun) -> tuple[int, int, int]:
+        """Send a run whose entries need preparing (message counts to parse, partly
+        acknowledged batches): entries without an ack set still go in runs, in log order.
+        Returns ``(messages, bytes, entries)`` sent (unparsable entries are skipped)."""
+        messages = size_bytes = sent = 0
+        positions: list[Position] = []
+        data: list[bytes] = []
+        counts: list[int] = []
+        for pos, entry, count in zip(run.positions, run.data, run.messages, strict=True):
+            item = _Item(pos, entry, count)
+            if not self._prepare(item):
+                continue
+            sent += 1
+            if item.ack_set is None:
+                positions.append(pos)
+                data.append(entry)
+                counts.append(item.messages)
+                continue
+            m, b = consumer.send_run(positions, data, counts)
+            messages += m + item.messages
+            size_bytes += b + len(entry)
+            positions, data, counts = [], [], []
+            consumer.send(pos, entry, item.messages, 0, item.ack_set)
+        m, b = consumer.send_run(positions, data, counts)
+        return messages + m, size_bytes + b, sent
+
+    async def _read_single_active(self, max_entries: int, epoch: int) -> list[EntryRun]:
         """The cursor's next entries; through the compacted view for ``read_compacted``
         (:mod:`magnetar.broker.compactor`)."""
         if not self.read_compacted:
-            return await self.cursor.read_entries(max_entries)
+            return await self.cursor.read_runs(max_entries)
         reader = self._compacted_reader
         if reader is None:
             reader = CompactedCursorReader(self.cursor, self.topic.ml.ledgers)
             self._compacted_reader = reader
         topic = self.topic
-        return await reader.read_entries(
+        entries = await reader.read_entries(
             lambda: topic.service.compactor.view(topic),
             max_entries,
             lambda: epoch == self._epoch,
         )
+        if not entries:
+            return []
+        return [
+            EntryRun(
+                [e.position for e in entries],
+                [e.data for e in entries],
+                [e.messages for e in entries],
+            )
+        ]
 
     async def _read_replay(self, budget: int) -> list[_Item]:
         positions = sorted(self._replay)[:budget]
@@ -790,16 +846,73 @@ class Subscription:
                 sent = self._dispatch_items(items, replay=True)
                 if sent:
                     return True
-        entries = await self.cursor.read_entries(budget)
+        runs = await self.cursor.read_runs(budget)
         if epoch != self._epoch:
             return True
-        if not entries:
+        if not runs:
             self._schedule_delayed_wake()
             return sent
-        items = [_Item(e.position, e.data, e.messages) for e in entries]
-        for item in items:
-            item.key_hash = 0
+        if self._ring is not None and self._dispatch_runs_shared(runs):
+            return True
+        items = [
+            _Item(p, d, m)
+            for run in runs
+            for p, d, m in zip(run.positions, run.data, run.messages, strict=True)
+        ]
         self._dispatch_items(items, replay=False)
+        return True
+
+    def _dispatch_runs_shared(self, runs: list[EntryRun]) -> bool:
+        """Shared, the common case: entries with known message counts, no partly
+        acknowledged batch, no ``deliver_at_time``, no max-unacked limit. The ring picks a
+        consumer per group of consecutive entries and each group goes out as one run.
+        False (nothing done) when the round needs the per-entry path."""
+        policies = self.topic.policies
+        if (
+            policies.max_unacked_messages_per_consumer > 0
+            or policies.max_unacked_messages_per_subscription > 0
+            or self.cursor.state.partial_batches
+        ):
+            return False
+        if len(runs) == 1:
+            positions, data, counts = runs[0].positions, runs[0].data, runs[0].messages
+        else:
+            positions, data, counts = [], [], []
+            for run in runs:
+                positions += run.positions
+                data += run.data
+                counts += run.messages
+        if not all(counts):
+            return False  # counts to parse (entries read from bookies)
+        # deliver_at_time's tag: where these bytes appear nowhere in the entries none has
+        # the field (where they do, maybe in a payload, the per-entry path parses the
+        # metadata). One search over the joined bytes: a generator would be a call per entry.
+        if self._delayed is not None and _DELIVER_AT_TIME_TAG in b"".join(data):
+            return False
+        assert self._ring is not None
+        known: list[int] = counts  # type: ignore[assignment]  # all(counts): no None
+        tracker = self._tracker
+        sent_messages = sent_bytes = sent_entries = assigned = 0
+        for uid, indexes in self._ring.assign(known):
+            if not indexes:
+                continue
+            lo, hi = indexes[0], indexes[-1] + 1
+            assigned = hi
+            consumer = self.consumers.get(uid)
+            if consumer is None:  # not expected: the ring holds the subscription's consumers
+                for p in positions[lo:hi]:
+                    self._replay[p] = 0
+                continue
+            group = positions[lo:hi]
+            rcs = list(map(tracker.count, group)) if len(tracker) else None
+            m, b = consumer.send_run(group, data[lo:hi], known[lo:hi], rcs)
+            sent_messages += m
+            sent_bytes += b
+            sent_entries += hi - lo
+        for p in positions[assigned:]:
+            self._replay[p] = 0
+        self._schedule_delayed_wake()
+        self._account_dispatch(sent_messages, sent_bytes, sent_entries)
         return True
 
     def _dispatch_items(self, items: list[_Item], *, replay: bool) -> bool:
@@ -810,7 +923,7 @@ class Subscription:
             from_replay = item.key_hash == -1
             if not self._prepare(item):
                 continue
-            if delayed is not None and not from_replay:
+            if delayed is not None and not from_replay and _DELIVER_AT_TIME_TAG in item.data:
                 at = Entry(item.data).metadata.deliver_at_time
                 if at is not None:
                     if now_cutoff is None:

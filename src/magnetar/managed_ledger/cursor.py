@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from magnetar.managed_ledger.errors import InvalidCursorPosition
-from magnetar.managed_ledger.ledger_list import LedgerList
+from magnetar.managed_ledger.ledger_list import LedgerList, LedgerSegment
 from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.range_set import PositionRangeSet
 
@@ -259,8 +259,83 @@ class CursorState:
         return True
 
     def ack_many(self, positions: Iterable[Position]) -> int:
-        """Acknowledge several entries; returns how many changed the state."""
-        return sum(1 for p in positions if self.ack(p))
+        """Acknowledge several entries (as :meth:`ack` each, in one pass); returns how many
+        changed the state. Raises :class:`InvalidCursorPosition` at the first position (in
+        log order) that does not exist; the positions before it are acknowledged."""
+        return self.ack_positions(positions)[0]
+
+    def ack_positions(self, positions: Iterable[Position]) -> tuple[int, int]:
+        """:meth:`ack_many` that also counts the messages of the distinct existing entries
+        named (acknowledged now or before): ``(entries changed, messages named)``.
+
+        Sorted, the positions fall into runs of consecutive entries of one ledger (a
+        client's grouped acknowledgement is mostly one run): each run is checked, counted
+        and added to the acknowledged ranges at once, and the mark-delete position moves
+        at most once."""
+        ordered = sorted(set(positions))
+        runs: list[tuple[int, int, int]] = []
+        if ordered:
+            run_ledger, run_first = ordered[0]
+            run_last = run_first - 1
+            for ledger_id, entry_id in ordered:
+                if ledger_id == run_ledger and entry_id == run_last + 1:
+                    run_last = entry_id
+                    continue
+                runs.append((run_ledger, run_first, run_last))
+                run_ledger, run_first, run_last = ledger_id, entry_id, entry_id
+            runs.append((run_ledger, run_first, run_last))
+        changed = named = 0
+        bad: Position | None = None
+        for ledger_id, first, last in runs:
+            seg = self._ledgers.get(ledger_id)
+            if (ledger_id, last) <= self.mark_delete:
+                named += 0 if seg is None else seg.messages_in(first, last)
+                continue  # acknowledged already: as ack(), no check that they exist
+            if seg is None or (first < 0 and (ledger_id, first) > self.mark_delete):
+                bad = Position(ledger_id, first)
+                break
+            valid_last = min(last, seg.entries - 1)
+            named += seg.messages_in(first, valid_last)
+            changed += self._ack_run(seg, first, valid_last)
+            if valid_last < last:
+                bad = Position(ledger_id, valid_last + 1)
+                break
+        if changed:
+            self._advance()
+            self.version += 1
+        if bad is not None:
+            raise InvalidCursorPosition(f"ack of {bad}: no such entry")
+        return changed, named
+
+    def _ack_run(self, seg: LedgerSegment, first: int, last: int) -> int:
+        """Acknowledge existing entries ``first..last`` of ``seg``'s ledger; the caller
+        advances the mark-delete position and bumps the version. Returns how many changed."""
+        ledger_id = seg.ledger_id
+        md = self.mark_delete
+        if md[0] == ledger_id:
+            first = max(first, md[1] + 1)
+        elif md[0] > ledger_id:
+            return 0
+        if last < first:
+            return 0
+        start, end = Position(ledger_id, first), Position(ledger_id, last)
+        acked = self.acked
+        if acked.count_in(start, end):  # some acknowledged already: one at a time
+            changed = 0
+            for e in range(first, last + 1):
+                p = Position(ledger_id, e)
+                if acked.add(p):
+                    changed += 1
+                    self._acked_messages += seg.messages_in(e, e)
+                    if self._batch:
+                        self._batch.pop(p, None)
+            return changed
+        acked.add_range(start, end)
+        self._acked_messages += seg.messages_in(first, last)
+        if self._batch:
+            for p in [p for p in self._batch if start <= p <= end]:
+                del self._batch[p]
+        return last - first + 1
 
     def ack_batch_indexes(
         self, position: Position, batch_size: int, indexes: Iterable[int]

@@ -17,10 +17,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
+from itertools import compress
 from typing import TYPE_CHECKING
 
 from magnetar.common.errors import MagnetarError
 from magnetar.managed_ledger.cursor import CursorSnapshot, CursorState
+from magnetar.managed_ledger.entry_run import EntryRun
 from magnetar.managed_ledger.errors import ManagedLedgerFenced
 from magnetar.managed_ledger.metadata_layout import CursorInfo, cursor_path
 from magnetar.managed_ledger.position import Position
@@ -111,6 +113,19 @@ class ManagedCursor:
     async def read_entries(self, max_entries: int) -> list[Entry]:
         """Up to ``max_entries`` entries from the read position, skipping acknowledged
         ones; ``[]`` at the end of the log. Advances the read position."""
+        from magnetar.managed_ledger.managed_ledger import Entry
+
+        async with self._read_lock:
+            runs = await self._read(max_entries)
+        return [
+            Entry(p, d, m)
+            for run in runs
+            for p, d, m in zip(run.positions, run.data, run.messages, strict=True)
+        ]
+
+    async def read_runs(self, max_entries: int) -> list[EntryRun]:
+        """Like :meth:`read_entries`, as runs (the dispatch path: no object per entry).
+        Each run holds entries of one ledger, in log order; ``[]`` at the end of the log."""
         async with self._read_lock:
             return await self._read(max_entries)
 
@@ -126,18 +141,17 @@ class ManagedCursor:
                 continue  # a seek or an append happened meanwhile
             await self._ml.register_waiter()
 
-    async def _read(self, max_entries: int) -> list[Entry]:
-        from magnetar.managed_ledger.managed_ledger import Entry
-
+    async def _read(self, max_entries: int) -> list[EntryRun]:
         ml = self._ml
         ledgers = ml.ledgers
         state = self.state
-        out: list[Entry] = []
+        out: list[EntryRun] = []
+        read = 0
         epoch = self._epoch
         # The read position is committed once, after the last await: a read cancelled
         # midway (a consumer's timeout) must not skip entries it never returned.
         cursor_at = state.read_position
-        while len(out) < max_entries:
+        while read < max_entries:
             pos = ledgers.normalize(cursor_at)
             if not ledgers.exists(pos):
                 break
@@ -150,26 +164,31 @@ class ManagedCursor:
                 continue
             seg = ledgers.get(pos[0])
             assert seg is not None
-            last = min(seg.entries - 1, pos[1] + (max_entries - len(out)) - 1)
+            last = min(seg.entries - 1, pos[1] + (max_entries - read) - 1)
             next_acked = state.acked.next_start_after(pos)
             if next_acked is not None:
                 last = min(last, next_acked - 1)
-            data = await ml.read_range(pos[0], pos[1], last)
+            # No entry of pos..last was acknowledged when the run was chosen; an ack that
+            # arrives during the read's await bumps the state's version.
+            version = state.version
+            run = await ml.read_run(pos[0], pos[1], last)
             if epoch != self._epoch:
                 return []  # a seek/rewind raced this read; the caller reads again
-            if not data:
+            if not run:
                 break
-            messages_of = ml.cache.messages_of
-            # Nothing individually acknowledged and the mark-delete position before the run
-            # (also after the read's await): no entry of it is acknowledged, so no check
-            # per entry (the usual case of a consumer keeping up).
-            none_acked = not state.acked and state.mark_delete < pos
-            ledger_id, first = pos
-            for i, d in enumerate(data):
-                p = Position(ledger_id, first + i)
-                if none_acked or not state.is_acked(p):
-                    out.append(Entry(p, d, messages_of(p)))
-            cursor_at = ledgers.next_position(Position(pos[0], pos[1] + len(data) - 1))
+            n = len(run)
+            if state.version != version:
+                keep = [not state.is_acked(p) for p in run.positions]
+                if not all(keep):
+                    run = EntryRun(
+                        list(compress(run.positions, keep)),
+                        list(compress(run.data, keep)),
+                        list(compress(run.messages, keep)),
+                    )
+            if run:
+                out.append(run)
+                read += len(run)
+            cursor_at = ledgers.next_position(Position(pos[0], pos[1] + n - 1))
         state.advance_read_to(cursor_at)
         return out
 
@@ -181,6 +200,11 @@ class ManagedCursor:
 
     def ack_many(self, positions: Iterable[Position]) -> None:
         self.state.ack_many(positions)
+
+    def ack_positions(self, positions: Iterable[Position]) -> int:
+        """Acknowledge several entries in one pass; returns the messages of the entries
+        named (see :meth:`CursorState.ack_positions`)."""
+        return self.state.ack_positions(positions)[1]
 
     def ack_cumulative(self, position: Position) -> None:
         self.state.ack_cumulative(position)

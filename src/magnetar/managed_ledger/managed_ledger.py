@@ -53,6 +53,7 @@ from magnetar.common.latency import LatencyHistogram
 from magnetar.managed_ledger.config import BacklogQuotaPolicy, ManagedLedgerConfig
 from magnetar.managed_ledger.cursor import CursorState
 from magnetar.managed_ledger.entry_cache import EntryCache, EntryCacheBudget
+from magnetar.managed_ledger.entry_run import EntryRun, positions_of
 from magnetar.managed_ledger.errors import (
     BacklogQuotaExceeded,
     CursorNotFound,
@@ -973,6 +974,23 @@ class ManagedLedger:
                 self.cache.insert(Position(ledger_id, start + i), data[i])
             start = upto + 1
         return out
+
+    async def read_run(self, ledger_id: int, first: int, last: int) -> EntryRun:
+        """Entries ``first..last`` of one ledger (clipped to what exists) as one
+        :class:`EntryRun`: the cached prefix in one lookup, the rest as :meth:`read_range`
+        reads it (message counts unknown for entries read from storage)."""
+        seg = self.ledgers.get(ledger_id)
+        if seg is None:
+            raise ManagedLedgerError(f"{self.name}: ledger {ledger_id} is not in the log")
+        last = min(last, seg.entries - 1)
+        positions, data, messages = self.cache.run(ledger_id, first, last)
+        start = first + len(data)
+        if start <= last:
+            rest = await self.read_range(ledger_id, start, last)
+            positions += positions_of(ledger_id, start, len(rest))
+            data += rest
+            messages += [None] * len(rest)
+        return EntryRun(positions, data, messages)
 
     async def _read_storage(self, seg: LedgerSegment, first: int, last: int) -> Sequence[bytes]:
         writer = self._writer

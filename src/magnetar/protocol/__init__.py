@@ -136,6 +136,7 @@ from magnetar.protocol.frame import (
     encode,
     encode_message,
     encode_message_at,
+    encode_messages_at,
     encode_payload_command,
     encode_send,
 )
@@ -258,6 +259,7 @@ __all__ = [
     "encode",
     "encode_message",
     "encode_message_at",
+    "encode_messages_at",
     "encode_metadata",
     "encode_payload_command",
     "encode_send",

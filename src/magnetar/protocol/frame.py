@@ -33,6 +33,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 
 from magnetar.common.errors import FrameTooLarge, ProtocolError
 from magnetar.protocol import _convert
@@ -476,6 +477,9 @@ _VARINT_TABLE = [
     bytes([i]) if i < 0x80 else bytes([(i & 0x7F) | 0x80, i >> 7]) for i in range(1 << 14)
 ]
 _TABLE_LIMIT = 1 << 14
+_VARINT_LOW14_MORE = [bytes([(i & 0x7F) | 0x80, (i >> 7) | 0x80]) for i in range(1 << 14)]
+"""The first two bytes of a three-byte varint by its low 14 bits: entry ids of 2**14 up to
+2**21 (a ledger holds 50 000 entries by default) are then two lookups, not a call."""
 _INT64_MIN = -(1 << 63)
 
 
@@ -638,6 +642,76 @@ def encode_message_at(
     body = _MESSAGE_TYPE + t[len(msg)] + msg
     cmd_size = len(body)
     return [_HEADER.pack(4 + cmd_size + len(entry), cmd_size) + body, entry]
+
+
+def encode_messages_at(
+    consumer_id: int,
+    partition: int,
+    positions: Sequence[tuple[int, int]],
+    entries: Sequence[bytes],
+    sizes: Sequence[int],
+    redelivery_counts: Sequence[int] | None = None,
+) -> list[bytes | memoryview]:
+    """The MESSAGE frames of a run of entries, for one ``writelines``: ``[header, entry,
+    header, entry, ...]``, each pair the same bytes as :func:`encode_message_at` for
+    ``positions[i]``, ``entries[i]`` (of ``sizes[i]`` bytes) and ``redelivery_counts[i]``
+    (None: all 0). Entries are passed through uncopied.
+
+    The command bytes before the entry id depend only on the ledger and on how many bytes
+    the entry id's varint takes, so they are built once per ledger and varint length, not
+    once per entry: per entry this is one ``pack`` and two concatenations."""
+    t, limit = _VARINT_TABLE, _TABLE_LIMIT
+    if not (-1 <= partition < limit and 0 <= consumer_id < limit):
+        return [
+            part
+            for (ledger_id, entry_id), entry, rc in zip(
+                positions, entries, redelivery_counts or repeat(0, len(entries)), strict=True
+            )
+            for part in encode_message_at(consumer_id, ledger_id, entry_id, partition, entry, rc)
+        ]
+    pack = _HEADER.pack
+    low14_more = _VARINT_LOW14_MORE
+    cid = b"\x08" + t[consumer_id] + b"\x12"
+    tail = b"" if partition == -1 else b"\x18" + t[partition]
+    out: list[bytes | memoryview] = []
+    ledger = lo = hi = -1  # the prefix below is good for entry ids lo <= id < hi of ledger
+    head = b""
+    cmd_size = 0
+    for i, ((ledger_id, entry_id), entry, size) in enumerate(
+        zip(positions, entries, sizes, strict=True)
+    ):
+        if redelivery_counts is not None and redelivery_counts[i]:
+            out += encode_message_at(
+                consumer_id, ledger_id, entry_id, partition, entry, redelivery_counts[i]
+            )
+            continue
+        if ledger_id != ledger or not lo <= entry_id < hi:
+            if ledger_id < 0 or entry_id < 0:
+                out += encode_message_at(consumer_id, ledger_id, entry_id, partition, entry)
+                continue
+            ledger = ledger_id
+            if entry_id < 0x80:
+                lo, hi = 0, 0x80
+            elif entry_id < limit:
+                lo, hi = 0x80, limit
+            elif entry_id < 1 << 21:
+                lo, hi = limit, 1 << 21
+            else:
+                lo, hi = entry_id, entry_id + 1  # ids of 4 varint bytes or more: rare
+            entry_var = t[entry_id] if entry_id < limit else _varint(entry_id)
+            mid_head = b"\x08" + (t[ledger_id] if ledger_id < limit else _varint(ledger_id))
+            mid_len = len(mid_head) + 1 + len(entry_var) + len(tail)
+            msg_len = len(cid) + len(t[mid_len]) + mid_len
+            head = _MESSAGE_TYPE + t[msg_len] + cid + t[mid_len] + mid_head + b"\x10"
+            cmd_size = len(_MESSAGE_TYPE) + len(t[msg_len]) + msg_len
+        if entry_id < limit:
+            entry_var = t[entry_id]
+        elif entry_id < 1 << 21:
+            entry_var = low14_more[entry_id & 0x3FFF] + t[entry_id >> 14]
+        else:
+            entry_var = _varint(entry_id)
+        out += (pack(4 + cmd_size + size, cmd_size) + head + entry_var + tail, entry)
+    return out
 
 
 def encode_message(

@@ -1,0 +1,82 @@
+"""Entries read as runs: the cache and the cursor hand the dispatcher a run of entries in
+one call, with a number of function calls that does not grow with the run's length."""
+
+from __future__ import annotations
+
+from magnetar.managed_ledger.entry_cache import EntryCache
+from magnetar.managed_ledger.entry_run import EntryRun, positions_of
+from magnetar.managed_ledger.position import Position
+from tests.call_count import calls_made
+
+from .conftest import Cluster
+from .test_managed_ledger import open_ml
+
+
+def filled(count: int) -> EntryCache:
+    cache = EntryCache(size_max_bytes=1 << 30)
+    for e in range(count):
+        cache.insert(Position(3, e), b"e%d" % e, e % 4 + 1)
+    return cache
+
+
+def test_positions_of_builds_positions() -> None:
+    got = positions_of(7, 5, 3)
+    assert got == [Position(7, 5), Position(7, 6), Position(7, 7)]
+    assert all(type(p) is Position for p in got)
+    assert positions_of(7, 5, 0) == []
+
+
+def test_cache_run_returns_the_cached_prefix_with_counts() -> None:
+    cache = filled(10)
+    cache.insert(Position(3, 12), b"e12", None)
+    positions, data, messages = cache.run(3, 8, 14)
+    assert positions == [Position(3, 8), Position(3, 9)]  # stops at the miss of 3:10
+    assert data == [b"e8", b"e9"]
+    assert messages == [1, 2]
+    assert (cache.hits, cache.misses) == (2, 1)
+    assert cache.run(3, 12, 12) == ([Position(3, 12)], [b"e12"], [None])
+    assert cache.run(4, 0, 5) == ([], [], [])
+    assert cache.run(3, 5, 4) == ([], [], [])
+    assert cache.get_run(3, 0, 2) == [b"e0", b"e1", b"e2"]
+
+
+def test_a_cache_run_costs_the_same_calls_for_10_or_1000_entries() -> None:
+    cache = filled(1000)
+    few = calls_made(lambda: cache.run(3, 0, 9))
+    many = calls_made(lambda: cache.run(3, 0, 999))
+    assert many == few
+    assert calls_made(lambda: cache.get_run(3, 0, 9)) == calls_made(
+        lambda: cache.get_run(3, 0, 999)
+    )
+
+
+async def test_cursor_reads_runs_with_counts_and_skips_acknowledged(cluster: Cluster) -> None:
+    ml = await open_ml(cluster)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    positions = [await ml.add_entry(b"m%d" % i, i % 3 + 1) for i in range(10)]
+    runs = await cursor.read_runs(100)
+    assert [(r.positions, r.data, r.messages) for r in runs] == [
+        (positions, [b"m%d" % i for i in range(10)], [i % 3 + 1 for i in range(10)])
+    ]
+    assert await cursor.read_runs(100) == []
+    cursor.ack(positions[4])
+    cursor.rewind()
+    runs = await cursor.read_runs(100)
+    assert [r.positions for r in runs] == [positions[:4], positions[5:]]
+    assert all(r.counts_known for r in runs)
+    cursor.rewind()
+    runs = await cursor.read_runs(6)  # the budget counts entries across runs
+    assert [r.positions for r in runs] == [positions[:4], positions[5:7]]
+    await ml.close()
+
+
+async def test_entries_read_from_bookies_come_with_unknown_counts(cluster: Cluster) -> None:
+    ml = await open_ml(cluster, cache_size_max_bytes=0)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    positions = [await ml.add_entry(b"m%d" % i, 2) for i in range(5)]
+    (run,) = await cursor.read_runs(100)
+    assert run.positions == positions
+    assert run.messages == [None] * 5
+    assert not run.counts_known
+    assert not EntryRun([positions[0]], [b"x"], [0]).counts_known
+    await ml.close()

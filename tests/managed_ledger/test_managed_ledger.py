@@ -350,3 +350,23 @@ async def test_an_entry_acknowledged_while_its_read_is_in_flight_is_not_returned
     got = [e.position for e in await read]
     assert got == [p for i, p in enumerate(positions) if i != 4]
     await ml.close()
+
+
+async def test_an_idle_topics_cache_empties_by_age(cluster: Cluster) -> None:
+    """Entries nobody reads (a backlog, a consumer gone) do not stay cached for good: the
+    maintenance rounds drop what is older than ``cache_eviction_age_ms``, and nothing
+    younger. The entries are still read, from the bookies."""
+    clock = ManualClock()
+    ml = await open_ml(cluster, clock=clock, cache_eviction_age_ms=1000)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    positions = [await ml.add_entry(b"z" * 100) for _ in range(20)]
+    assert len(ml.cache) == 20
+    await ml.maintain(force=True)
+    clock.advance(0.5)
+    await ml.maintain(force=True)
+    assert len(ml.cache) == 20  # half a second old: kept
+    clock.advance(0.5)
+    await ml.maintain(force=True)
+    assert len(ml.cache) == 0 and ml.cache.size_bytes == 0
+    assert [e.position for e in await cursor.read_entries(20)] == positions
+    await ml.close()

@@ -44,6 +44,10 @@ class ManagedLedgerConfig:
 
     # reads
     cache_size_max_bytes: int = 64 * 1024 * 1024
+    cache_eviction_age_ms: int = 1000
+    """Cached entries older than this are dropped at the next maintenance rounds (between
+    this and about twice this after they came; -1: only the byte bounds evict). Pulsar's
+    ``managedLedgerCacheEvictionTimeThresholdMillis``, 1000 by default."""
     read_ahead_entries: int = 100
     """Catch-up reads fetch at least this many entries from bookies per request."""
     read_batch_max_entries: int = 1000

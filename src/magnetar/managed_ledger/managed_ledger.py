@@ -1138,7 +1138,12 @@ class ManagedLedger:
 
     def evict_cache(self) -> None:
         """Drop cached entries every cursor has already read (a bounded number now, the
-        rest as new entries arrive: see :mod:`~magnetar.managed_ledger.entry_cache`)."""
+        rest as new entries arrive: see :mod:`~magnetar.managed_ledger.entry_cache`), and
+        those cached longer than ``cache_eviction_age_ms`` (read or not: an idle topic's
+        cache empties instead of holding its last burst until the shared budget wants room)."""
+        self.cache.evict_older_than(
+            int(self._clock.monotonic_s() * 1000), self.config.cache_eviction_age_ms
+        )
         if not self.cursors:
             self.cache.evict_before_gradually(self.ledgers.end_position)
             return

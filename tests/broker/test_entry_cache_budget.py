@@ -1,6 +1,6 @@
 """``--managed-ledger-cache-size-mb``: the tailing-read caches of all topics of a standalone
 hold no more than it together (they held 64 MiB each), and a consumer that fell behind
-still gets every message, read back from the bookie."""
+still gets every message, read back from the bookie; an idle topic's cache empties by age."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pulsar
 
-from magnetar.testing import StandaloneProcess
+from magnetar.testing import StandaloneProcess, wait_until
 
 MIB = 1024 * 1024
 TOPICS = 4
@@ -58,5 +58,34 @@ def test_caches_of_all_topics_stay_within_the_budget(
             assert [m.data() for m in got] == [PAYLOAD + str(i).encode() for i in range(MESSAGES)]
             consumer.acknowledge_cumulative(got[-1])
             consumer.close()
+    finally:
+        client.close()
+
+
+def test_an_idle_topics_cache_empties_and_its_messages_are_still_read(
+    standalone_factory: Callable[..., StandaloneProcess],
+) -> None:
+    """Entries nobody reads leave the cache by age (Pulsar's
+    ``managedLedgerCacheEvictionTimeThresholdMillis``, 1 s), not only when the budget
+    wants room: an idle topic's cache used to hold them for good."""
+    node = standalone_factory()
+    client = pulsar.Client(node.url, operation_timeout_seconds=30)
+    try:
+        topic = "persistent://public/default/cache-idle"
+        client.subscribe(topic, "late").close()
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(MESSAGES):
+            producer.send_async(PAYLOAD + str(i).encode(), None)
+        producer.flush()
+        producer.close()
+        wait_until(
+            lambda: cache_metrics(node)["pulsar_ml_cache_used_size"] == 0,
+            timeout_s=30,
+            what="the idle topic's cache emptied",
+        )
+        consumer = client.subscribe(topic, "late")
+        got = [consumer.receive(30_000) for _ in range(MESSAGES)]
+        assert [m.data() for m in got] == [PAYLOAD + str(i).encode() for i in range(MESSAGES)]
+        consumer.close()
     finally:
         client.close()

@@ -141,3 +141,48 @@ def test_a_run_is_cached_as_inserts_one_by_one_would(runs: list[tuple[int, list[
         p = Position(3, e)
         assert by_runs.get(p) == one_by_one.get(p)
         assert by_runs.messages_of(p) == one_by_one.messages_of(p)
+
+
+def test_entries_leave_by_age_between_the_threshold_and_twice_it() -> None:
+    budget = EntryCacheBudget(size_max_bytes=1 << 30)
+    cache = EntryCache(size_max_bytes=1 << 30, budget=budget)
+    fill(cache, 1, 0, 10)  # t=0
+    assert cache.evict_older_than(0, 1000) == 0  # marks entry 9
+    fill(cache, 1, 10, 5)  # t=500: after the mark
+    assert cache.evict_older_than(500, 1000) == 0
+    assert cache.evict_older_than(999, 1000) == 0
+    assert cache.evict_older_than(1000, 1000) == 10  # 0..9 are a second old; marks 14
+    assert cache.get(Position(1, 9)) is None and cache.get(Position(1, 10)) is not None
+    assert cache.evict_older_than(1999, 1000) == 0
+    assert cache.evict_older_than(2000, 1000) == 5
+    assert len(cache) == 0 and cache.size_bytes == 0 and budget.size_bytes == 0
+    assert budget.caches == 0
+    assert cache.evict_older_than(5000, 1000) == 0  # empty: nothing marked
+    fill(cache, 1, 15, 3)
+    assert cache.evict_older_than(5000, 1000) == 0
+    assert cache.evict_older_than(6000, 1000) == 3
+
+
+def test_age_eviction_drops_a_bounded_number_per_call() -> None:
+    cache = EntryCache(size_max_bytes=1 << 30)
+    fill(cache, 1, 0, 2500)
+    cache.evict_older_than(0, 10)
+    assert cache.evict_older_than(10, 10, now_max=1000) == 1000
+    assert cache.evict_older_than(11, 10, now_max=1000) == 1000
+    fill(cache, 1, 2500, 10)  # after the mark, which is not reached yet: they stay
+    assert cache.evict_older_than(12, 10, now_max=1000) == 500
+    assert len(cache) == 10 and cache.get(Position(1, 2500)) is not None
+
+
+def test_age_eviction_skips_a_mark_already_evicted_and_can_be_off() -> None:
+    cache = EntryCache(size_max_bytes=1 << 30)
+    fill(cache, 1, 0, 10)
+    cache.evict_older_than(0, 100)
+    cache.evict_before_gradually(Position(1, 10))  # the mark (entry 9) goes another way
+    fill(cache, 1, 10, 4)
+    assert cache.evict_older_than(100, 100) == 0  # marks entry 13 now
+    assert cache.evict_older_than(200, 100) == 4
+    fill(cache, 1, 20, 4)
+    assert cache.evict_older_than(10**9, -1) == 0
+    assert cache.evict_older_than(2 * 10**9, -1) == 0
+    assert len(cache) == 4

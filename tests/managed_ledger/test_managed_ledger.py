@@ -350,3 +350,65 @@ async def test_an_entry_acknowledged_while_its_read_is_in_flight_is_not_returned
     got = [e.position for e in await read]
     assert got == [p for i, p in enumerate(positions) if i != 4]
     await ml.close()
+
+
+async def test_an_idle_topics_cache_empties_by_age(cluster: Cluster) -> None:
+    """Entries nobody reads (a backlog, a consumer gone) do not stay cached for good: the
+    maintenance rounds drop what is older than ``cache_eviction_age_ms``, and nothing
+    younger. The entries are still read, from the bookies."""
+    clock = ManualClock()
+    ml = await open_ml(cluster, clock=clock, cache_eviction_age_ms=1000)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    positions = [await ml.add_entry(b"z" * 100) for _ in range(20)]
+    assert len(ml.cache) == 20
+    await ml.maintain(force=True)
+    clock.advance(0.5)
+    await ml.maintain(force=True)
+    assert len(ml.cache) == 20  # half a second old: kept
+    clock.advance(0.5)
+    await ml.maintain(force=True)
+    assert len(ml.cache) == 0 and ml.cache.size_bytes == 0
+    assert [e.position for e in await cursor.read_entries(20)] == positions
+    await ml.close()
+
+
+async def test_an_idle_ledger_rolls_over_so_consumed_entries_are_trimmed(
+    cluster: Cluster,
+) -> None:
+    """A topic that stops taking appends does not keep its consumed ledger open (and its
+    entries in the bookies' and the broker's memory) until the age limit: after
+    ``ledger_inactive_rollover_ms`` maintenance starts a new, empty ledger and trimming
+    removes the old one. An empty ledger is never rolled for inactivity."""
+    clock = ManualClock()
+    ml = await open_ml(cluster, clock=clock, ledger_inactive_rollover_ms=10_000)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    for _ in range(5):
+        await ml.add_entry(b"q" * 10)
+    cursor.ack_cumulative((await cursor.read_entries(5))[-1].position)
+    first = ml.ledger_ids()
+    assert len(first) == 1
+    clock.advance(9)
+    await ml.maintain(force=True)
+    await wait_rolled(ml)
+    assert ml.ledger_ids() == first  # active 9 s ago: kept
+    clock.advance(1)
+    await ml.maintain(force=True)
+    await wait_rolled(ml)
+    await ml.maintain(force=True)  # trims the consumed ledger
+    rolled = ml.ledger_ids()
+    assert len(rolled) == 1 and rolled != first
+    await cluster.collect_garbage()
+    assert first[0] not in cluster.bookie_ledgers()
+    clock.advance(60)
+    await ml.maintain(force=True)
+    await wait_rolled(ml)
+    assert ml.ledger_ids() == rolled  # empty: not rolled again
+    position = await ml.add_entry(b"after")
+    assert position.ledger_id == rolled[0]
+    assert [e.position for e in await cursor.read_entries(5)] == [position]
+    await ml.close()
+
+
+async def wait_rolled(ml: ManagedLedger) -> None:
+    """Until a rollover maintenance requested (if any) is done."""
+    await ml._drain_adds()

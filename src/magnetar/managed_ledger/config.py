@@ -23,6 +23,14 @@ class ManagedLedgerConfig:
     ledger_entries_max: int = 50_000
     ledger_size_max_bytes: int = 1024 * 1024 * 1024
     ledger_age_max_ms: int = 4 * 3600 * 1000
+    ledger_inactive_rollover_ms: int = 60_000
+    """A ledger holding entries that took no append for this long is closed and a new,
+    empty one started at the next maintenance round (0: never), so an idle topic's consumed
+    ledger can be trimmed and its bookies can drop it. Pulsar's
+    ``managedLedgerInactiveLedgerRolloverTimeSeconds`` (off there by default); on here: an
+    open ledger costs the broker 8 bytes and our bookies 12 bytes of memory per entry, and
+    without it an idle topic kept up to ``ledger_entries_max`` entries' worth until the age
+    limit, hours later."""
     ledger_age_min_ms: int = 0
     """A ledger younger than this does not roll over for entries/size (Pulsar's min time)."""
     ledger_properties: tuple[tuple[str, str], ...] = ()
@@ -44,6 +52,10 @@ class ManagedLedgerConfig:
 
     # reads
     cache_size_max_bytes: int = 64 * 1024 * 1024
+    cache_eviction_age_ms: int = 1000
+    """Cached entries older than this are dropped at the next maintenance rounds (between
+    this and about twice this after they came; -1: only the byte bounds evict). Pulsar's
+    ``managedLedgerCacheEvictionTimeThresholdMillis``, 1000 by default."""
     read_ahead_entries: int = 100
     """Catch-up reads fetch at least this many entries from bookies per request."""
     read_batch_max_entries: int = 1000

@@ -817,6 +817,15 @@ class ManagedLedger:
             return False
         return seg.entries >= cfg.ledger_entries_max or seg.size_bytes >= cfg.ledger_size_max_bytes
 
+    def _inactive_too_long(self) -> bool:
+        """Whether the current ledger holds entries and took none for
+        ``ledger_inactive_rollover_ms`` (checked by maintenance only, not per append)."""
+        seg = self.ledgers.last_segment
+        inactive_ms = self.config.ledger_inactive_rollover_ms
+        if seg is None or self._writer is None or inactive_ms <= 0 or seg.entries <= 0:
+            return False
+        return self._clock.now_ms() - seg.last_add_ms >= inactive_ms
+
     def _request_roll(self, *, start_new: bool = True) -> None:
         if self._rolling is None and self._fenced is None and not self._closed:
             self._rolling = asyncio.create_task(self._roll_task(start_new))
@@ -1135,7 +1144,7 @@ class ManagedLedger:
         if not force and now_s - self._last_maintenance_s < cfg.maintenance_interval_ms / 1000:
             return
         self._last_maintenance_s = now_s
-        if self._should_roll():
+        if self._should_roll() or self._inactive_too_long():
             self._request_roll()
         await self.apply_ttl()
         self.apply_backlog_quota()
@@ -1273,7 +1282,12 @@ class ManagedLedger:
 
     def evict_cache(self) -> None:
         """Drop cached entries every cursor has already read (a bounded number now, the
-        rest as new entries arrive: see :mod:`~magnetar.managed_ledger.entry_cache`)."""
+        rest as new entries arrive: see :mod:`~magnetar.managed_ledger.entry_cache`), and
+        those cached longer than ``cache_eviction_age_ms`` (read or not: an idle topic's
+        cache empties instead of holding its last burst until the shared budget wants room)."""
+        self.cache.evict_older_than(
+            int(self._clock.monotonic_s() * 1000), self.config.cache_eviction_age_ms
+        )
         if not self.cursors:
             self.cache.evict_before_gradually(self.ledgers.end_position)
             return

@@ -7,8 +7,12 @@ import tracemalloc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magnetar.managed_ledger.entry_cache import EntryCache, EntryCacheBudget
+from magnetar.managed_ledger.entry_cache import ENTRY_OVERHEAD_BYTES, EntryCache, EntryCacheBudget
 from magnetar.managed_ledger.position import Position
+
+U = 10 + ENTRY_OVERHEAD_BYTES
+"""What one entry of :func:`fill` counts against the bounds (10 payload bytes and the
+cache's own structures)."""
 
 
 def fill(cache: EntryCache, ledger_id: int, first: int, count: int) -> None:
@@ -17,9 +21,9 @@ def fill(cache: EntryCache, ledger_id: int, first: int, count: int) -> None:
 
 
 def test_byte_bound_drops_oldest_inserted() -> None:
-    cache = EntryCache(size_max_bytes=100)
+    cache = EntryCache(size_max_bytes=10 * U)
     fill(cache, 1, 0, 15)
-    assert len(cache) == 10 and cache.size_bytes == 100
+    assert len(cache) == 10 and cache.size_bytes == 10 * U
     assert cache.get(Position(1, 4)) is None
     assert cache.get(Position(1, 5)) == b"x" * 10
 
@@ -38,7 +42,7 @@ def test_gradual_eviction_drops_a_bounded_number_now_and_the_rest_per_insert() -
     assert len(cache) == 1000 + 100 + 2000
     assert cache.get(Position(1, 3999)) is None
     assert cache.get(Position(1, 4000)) is not None
-    assert cache.size_bytes == len(cache) * 10
+    assert cache.size_bytes == len(cache) * U
     assert cache.messages_of(Position(1, 3999)) is None
     assert cache.messages_of(Position(1, 4000)) == 1
 
@@ -55,37 +59,37 @@ def test_floor_at_or_before_the_first_entry_drops_nothing() -> None:
 
 
 def test_caches_sharing_a_budget_hold_no_more_than_it_together() -> None:
-    budget = EntryCacheBudget(size_max_bytes=1000, eviction_watermark=0.5)
+    budget = EntryCacheBudget(size_max_bytes=100 * U, eviction_watermark=0.5)
     big = EntryCache(size_max_bytes=1 << 30, budget=budget)
     small = EntryCache(size_max_bytes=1 << 30, budget=budget)
-    fill(small, 1, 0, 20)  # 200 bytes
-    fill(big, 2, 0, 80)  # 1000 bytes in all: at the budget, nothing evicted yet
-    assert budget.size_bytes == 1000 and budget.evicted_bytes == 0
+    fill(small, 1, 0, 20)  # 20 entries
+    fill(big, 2, 0, 80)  # 100 in all: at the budget, nothing evicted yet
+    assert budget.size_bytes == 100 * U and budget.evicted_bytes == 0
     fill(big, 2, 80, 1)  # over it: down to half, the larger cache giving up the most
-    assert budget.size_bytes <= 500
+    assert budget.size_bytes <= 50 * U
     assert budget.size_bytes == big.size_bytes + small.size_bytes
-    assert 810 - big.size_bytes > 200 - small.size_bytes > 0  # in proportion to size
-    assert budget.evicted_bytes == 1010 - budget.size_bytes
+    assert 81 * U - big.size_bytes > 20 * U - small.size_bytes > 0  # in proportion to size
+    assert budget.evicted_bytes == 101 * U - budget.size_bytes
     # the oldest entries went first, in both
     assert big.get(Position(2, 0)) is None and big.get(Position(2, 80)) is not None
     assert small.get(Position(1, 0)) is None and small.get(Position(1, 19)) is not None
     for _ in range(50):
         fill(small, 1, 1000 + _ * 7, 7)
         fill(big, 2, 1000 + _ * 13, 13)
-        assert budget.size_bytes <= 1000
+        assert budget.size_bytes <= 100 * U
         assert budget.size_bytes == big.size_bytes + small.size_bytes
 
 
 def test_every_way_out_gives_bytes_back_to_the_budget() -> None:
     budget = EntryCacheBudget(size_max_bytes=1 << 30)
-    a = EntryCache(size_max_bytes=100, budget=budget)
+    a = EntryCache(size_max_bytes=10 * U, budget=budget)
     b = EntryCache(size_max_bytes=1 << 30, budget=budget)
     fill(a, 1, 0, 15)  # its own bound drops the oldest
     fill(b, 2, 0, 50)
-    assert budget.size_bytes == 100 + 500 and budget.caches == 2
+    assert budget.size_bytes == (10 + 50) * U and budget.caches == 2
     b.evict_before_gradually(Position(2, 30), now_max=10)
     fill(b, 2, 50, 5)  # two more below the floor per insert
-    assert budget.size_bytes == a.size_bytes + b.size_bytes == 100 + 500 - 100 + 50 - 100
+    assert budget.size_bytes == a.size_bytes + b.size_bytes == (10 + 50 - 10 + 5 - 10) * U
     a.clear()
     b.clear()
     assert budget.size_bytes == 0 and budget.caches == 0
@@ -124,8 +128,9 @@ def test_an_emptied_cache_gives_its_tables_back() -> None:
     )
 )
 def test_a_run_is_cached_as_inserts_one_by_one_would(runs: list[tuple[int, list[int]]]) -> None:
-    by_runs = EntryCache(size_max_bytes=200, budget=EntryCacheBudget(1 << 20))
-    one_by_one = EntryCache(size_max_bytes=200, budget=EntryCacheBudget(1 << 20))
+    bound = 200 + 3 * ENTRY_OVERHEAD_BYTES  # a few entries fit
+    by_runs = EntryCache(size_max_bytes=bound, budget=EntryCacheBudget(1 << 20))
+    one_by_one = EntryCache(size_max_bytes=bound, budget=EntryCacheBudget(1 << 20))
     first = 0
     for gap, sizes in runs:
         first += gap
@@ -136,7 +141,7 @@ def test_a_run_is_cached_as_inserts_one_by_one_would(runs: list[tuple[int, list[
             one_by_one.insert(Position(3, first + i), data, counts[i])
         first += len(sizes)
     assert len(by_runs) == len(one_by_one)
-    assert by_runs.size_bytes == one_by_one.size_bytes <= 200
+    assert by_runs.size_bytes == one_by_one.size_bytes <= bound
     for e in range(first):
         p = Position(3, e)
         assert by_runs.get(p) == one_by_one.get(p)

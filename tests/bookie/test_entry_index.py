@@ -40,6 +40,20 @@ def test_answers_as_a_dict_would(puts: list[tuple[int, int, int]]) -> None:
         assert index.get(absent) == (model[absent][0] if absent in model else None)
 
 
+def test_sparse_entries_brought_within_reach_one_after_another_are_all_adopted() -> None:
+    """Two far entries, then entry 0: adopting the first far one brings the second within
+    reach. It stayed sparse below the arrays' end, so the next put of an id past it landed
+    one slot off and a put of it again was counted twice (found by the property test)."""
+    far = GAP_MAX_ENTRIES + 1
+    index = EntryIndex()
+    for entry_id in (far, far + 1, 0, far + 2):
+        assert index.put(entry_id, entry_id, 1) is None
+    assert sorted(index.items()) == [(e, e, 1) for e in (0, far, far + 1, far + 2)]
+    assert [index.get(e) for e in (far, far + 1, far + 2)] == [far, far + 1, far + 2]
+    assert index.put(far + 1, 7, 2) == (far + 1, 1)
+    assert len(index) == 4 and index.size_total == 5
+
+
 def test_a_far_entry_id_does_not_grow_the_arrays() -> None:
     index = EntryIndex()
     tracemalloc.start()

@@ -112,19 +112,24 @@ class EntryIndex:
         return replaced
 
     def _adopt_sparse(self) -> None:
-        """Move sparse entries the arrays now reach into them (rare: only after a gap)."""
-        if not self._sparse:
-            return
-        reach = len(self._locations) + GAP_MAX_ENTRIES
-        for entry_id in sorted(e for e in self._sparse if 0 <= e <= reach):
-            location, size = self._sparse.pop(entry_id)
-            end = len(self._locations)
-            if entry_id > end:
-                gap = entry_id - end
-                self._locations.extend(array("q", [_ABSENT]) * gap)
-                self._sizes.extend(array("I", [0]) * gap)
-            self._locations.append(location)
-            self._sizes.append(size)
+        """Move sparse entries the arrays now reach into them (rare: only after a gap).
+        Each adopted entry grows the arrays and so their reach: repeat until no sparse entry
+        is within it, so that no sparse id is ever below the arrays' end (an id there would
+        be looked up, replaced and counted in the arrays while its sparse copy lingered)."""
+        sparse = self._sparse
+        while sparse:
+            reach = len(self._locations) + GAP_MAX_ENTRIES
+            near = sorted(e for e in sparse if 0 <= e <= reach)
+            if not near:
+                return
+            for entry_id in near:  # ascending, each at or past the end the previous left
+                location, size = sparse.pop(entry_id)
+                gap = entry_id - len(self._locations)
+                if gap > 0:
+                    self._locations.extend(array("q", [_ABSENT]) * gap)
+                    self._sizes.extend(array("I", [0]) * gap)
+                self._locations.append(location)
+                self._sizes.append(size)
 
     def items(self) -> Iterator[tuple[int, int, int]]:
         """``(entry id, location, size)`` of every entry held, array part in id order."""

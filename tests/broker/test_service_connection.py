@@ -175,11 +175,13 @@ def producer_cmd(raw: AsyncRawClient, topic: str, producer_id: int, **fields: An
     return Producer(topic=topic, producer_id=producer_id, request_id=raw.next_id(), **fields)
 
 
-def subscribe_cmd(raw: AsyncRawClient, topic: str, consumer_id: int) -> Subscribe:
+def subscribe_cmd(
+    raw: AsyncRawClient, topic: str, consumer_id: int, sub_type: SubType = SubType.Shared
+) -> Subscribe:
     return Subscribe(
         topic=topic,
         subscription="s",
-        sub_type=SubType.Shared,
+        sub_type=sub_type,
         consumer_id=consumer_id,
         request_id=raw.next_id(),
     )

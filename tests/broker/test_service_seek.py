@@ -46,6 +46,7 @@ from .test_service_connection import (
     new_topic,
     producer_cmd,
     running_broker,
+    subscribe_cmd,
 )
 
 CONSUMER_ID = 1
@@ -53,13 +54,7 @@ ENTRIES = 3
 
 
 def _subscribe(raw: AsyncRawClient, topic: str) -> Subscribe:
-    return Subscribe(
-        topic=topic,
-        subscription="s",
-        sub_type=SubType.Exclusive,
-        consumer_id=CONSUMER_ID,
-        request_id=raw.next_id(),
-    )
+    return subscribe_cmd(raw, topic, CONSUMER_ID, SubType.Exclusive)
 
 
 async def _next_message(raw: AsyncRawClient) -> Position:

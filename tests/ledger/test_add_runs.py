@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.bookie import Bookie, BookieConfig
+from magnetar.bookie import Bookie
 from magnetar.ledger import EntryTooLarge, LedgerClient, LedgerClientConfig
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.metadata import MetadataStore, connect
+
+from .test_ledger import start_bookies
 
 Piece = tuple[int, int, int, BaseException | None]
 
@@ -27,11 +29,7 @@ async def store() -> AsyncIterator[MetadataStore]:
 
 @pytest.fixture
 async def bookies(store: MetadataStore, tmp_path: Path) -> AsyncIterator[list[Bookie]]:
-    out = []
-    for i in range(4):
-        b = Bookie(BookieConfig(data_dir=tmp_path / f"b{i}", port=0, disk_free_min_bytes=0), store)
-        await b.start()
-        out.append(b)
+    out = await start_bookies(store, tmp_path, 4)
     yield out
     for b in out:
         await b.stop()

@@ -344,8 +344,18 @@ def test_word_count_effectively_once_across_a_worker_kill(
             producer.send(text.encode())
         received = {out.receive(30_000).data().decode() for _ in range(30)}
         # Kill the worker whose instance is consuming (the Failover subscription's active one).
-        busy = next(
-            i["status"]["workerId"] for i in status()["instances"] if i["status"]["numReceived"]
+        # (Instances write their status every 250 ms: the count can lag what came out.)
+        busy = wait_until(
+            lambda: next(
+                (
+                    i["status"]["workerId"]
+                    for i in status()["instances"]
+                    if i["status"]["numReceived"]
+                ),
+                None,
+            ),
+            10,
+            what="an instance that received",
         )
         victim = next(p for p in workers if p.worker_id == busy)
         victim.proc.send_signal(signal.SIGKILL)

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magnetar.bookie.entry_index import GAP_MAX_ENTRIES, EntryIndex
+from magnetar.bookie.entry_log import log_of
 from magnetar.bookie.journal import JournalPosition
 from magnetar.bookie.ledger_storage import LedgerStorage
 
@@ -33,6 +34,11 @@ def test_answers_as_a_dict_would(puts: list[tuple[int, int, int]]) -> None:
     assert len(index) == len(model)
     assert index.size_total == sum(size for _, size in model.values())
     assert sorted(index.items()) == sorted((e, loc, size) for e, (loc, size) in model.items())
+    assert sorted(zip(*index.columns(), strict=True)) == sorted(index.items())
+    copied = index.copy()
+    assert sorted(copied.items()) == sorted(index.items()) and len(copied) == len(index)
+    copied.put(0, 1, 1)  # the copy is independent
+    assert index.get(0) == (model[0][0] if 0 in model else None)
     assert index.last_entry_id == max(model, default=-1)
     for entry_id, _location, _size in puts:
         assert index.get(entry_id) == model[entry_id][0]
@@ -123,3 +129,45 @@ def test_runs_answer_as_puts_one_by_one_would(
     assert by_runs.size_total == one_by_one.size_total
     assert sorted(by_runs.items()) == sorted(one_by_one.items())
     assert by_runs.last_entry_id == one_by_one.last_entry_id
+
+
+def live_bytes_recounted(storage: LedgerStorage) -> dict[int, int]:
+    """Every log's live bytes counted from the index, entry by entry."""
+    live: dict[int, int] = dict.fromkeys(storage.log_live_bytes, 0)
+    for rec in storage.ledgers.values():
+        for _entry, location, size in rec.entries.items():
+            live[log_of(location)] = live.get(log_of(location), 0) + size
+    return live
+
+
+def test_live_bytes_per_log_hold_through_rewrites_rolls_and_deletes(tmp_path: Path) -> None:
+    """A deleted ledger's bytes leave the logs' live bytes by its per-log totals (not entry by
+    entry); those totals stay right when entries are stored again, when a run of adds
+    spans a log roll, and across a restart; the rewritten index (packed off the loop from
+    copies) loads back as it was."""
+    storage = LedgerStorage(tmp_path, log_size_max_bytes=4096)
+    storage.load()
+    payload = b"p" * 100
+    for ledger in (1, 2, 3):
+        for first in range(0, 120, 30):  # runs of 30 entries: several cross a roll
+            storage.add_entries(ledger, first, first - 1, [0] * 30, [payload] * 30)
+    storage.add_entries(2, 10, 9, [0] * 5, [b"again" * 40] * 5)  # stored again
+    assert len(storage.log_live_bytes) > 3
+    assert storage.log_live_bytes == live_bytes_recounted(storage)
+    storage.delete_ledgers([1, 3])
+    assert storage.log_live_bytes == live_bytes_recounted(storage)
+    assert sum(storage.log_live_bytes.values()) == storage.ledgers[2].entries.size_total
+    job = storage.begin_checkpoint(JournalPosition(1, 0))
+    assert job.rewrite and job.snapshot is not None
+    storage.add_entries(2, 120, 119, [0], [payload])  # after the snapshot: not in it
+    storage.run_checkpoint_io(job)
+    storage.finish_checkpoint(job)
+    held = sorted(storage.ledgers[2].entries.items())
+    storage.close()
+
+    again = LedgerStorage(tmp_path, log_size_max_bytes=4096)
+    again.load()
+    assert sorted(again.ledgers) == [2]
+    assert sorted(again.ledgers[2].entries.items()) == held[:-1]  # 120 waits for the journal
+    assert again.log_live_bytes == live_bytes_recounted(again)
+    again.close()

@@ -18,7 +18,8 @@ Plain data structure, not thread-safe (the event loop owns it).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, compress
 from typing import Final
 
 GAP_MAX_ENTRIES: Final = 65_536
@@ -139,6 +140,34 @@ class EntryIndex:
                 yield entry_id, location, sizes[entry_id]
         for entry_id, (location, size) in self._sparse.items():
             yield entry_id, location, size
+
+    def columns(self) -> tuple[Iterable[int], Iterable[int], Iterable[int]]:
+        """The entries of :meth:`items` as three parallel iterables (ids, locations,
+        sizes), for ``map`` over a C function without a Python call per entry."""
+        locations = self._locations
+        ids: Iterable[int] = range(len(locations))
+        locs: Iterable[int] = locations
+        sizes: Iterable[int] = self._sizes
+        if self._count - len(self._sparse) != len(locations):  # holes in the arrays
+            ids = compress(ids, map(_ABSENT.__ne__, locations))
+            locs = compress(locs, map(_ABSENT.__ne__, locations))
+            sizes = compress(sizes, map(_ABSENT.__ne__, locations))
+        if self._sparse:
+            sparse = sorted(self._sparse.items())
+            ids = chain(ids, (e for e, _ in sparse))
+            locs = chain(locs, (loc for _, (loc, _) in sparse))
+            sizes = chain(sizes, (size for _, (_, size) in sparse))
+        return ids, locs, sizes
+
+    def copy(self) -> EntryIndex:
+        """An independent copy (the arrays are copied in C: ~12 bytes an entry)."""
+        other = EntryIndex.__new__(EntryIndex)
+        other._locations = array("q", self._locations)
+        other._sizes = array("I", self._sizes)
+        other._sparse = dict(self._sparse)
+        other._count = self._count
+        other._size_total = self._size_total
+        return other
 
     @property
     def last_entry_id(self) -> int:

@@ -28,8 +28,9 @@ from __future__ import annotations
 import json
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Final
 
@@ -56,6 +57,10 @@ class LedgerRecord:
     """entry id → location and record size in the entry log (header + payload)."""
     lac: int = -1
     fenced: bool = False
+    log_bytes: dict[int, int] = field(default_factory=dict)
+    """entry-log id → record bytes of this ledger's entries held there: deleting the ledger
+    takes them off the logs' live bytes in one step per log, not one per entry (a ledger of
+    300 000 entries held the event loop ~100 ms)."""
 
     @property
     def last_entry_id(self) -> int:
@@ -78,6 +83,10 @@ class CheckpointJob:
     """The index records of entries added since the previous checkpoint (also in
     ``index_bytes`` unless ``rewrite``): given back by :meth:`LedgerStorage.abort_checkpoint`."""
     dirty_ledgers: frozenset[int] = frozenset()
+    snapshot: list[tuple[int, EntryIndex, int, bool]] | None = None
+    """For a rewrite: ``(ledger, entries, lac, fenced)`` of every ledger, copied on the loop;
+    :meth:`LedgerStorage.run_checkpoint_io` packs them into ``index_bytes`` in its thread
+    (packing a record per entry on the loop stalled it for tens of milliseconds)."""
     freed_bytes: int = 0
     """Set by :meth:`LedgerStorage.run_checkpoint_io` once it removed ``logs_to_remove``."""
 
@@ -193,8 +202,11 @@ class LedgerStorage:
             self.log_total_bytes[log_id] = self.entry_logger.path(log_id).stat().st_size
             self.log_live_bytes.setdefault(log_id, 0)
         for rec in self.ledgers.values():
+            log_bytes = rec.log_bytes
             for _entry, loc, size in rec.entries.items():
                 lid = log_of(loc)
+                log_bytes[lid] = log_bytes.get(lid, 0) + size
+            for lid, size in log_bytes.items():
                 self.log_live_bytes[lid] = self.log_live_bytes.get(lid, 0) + size
         return self._state.journal_position
 
@@ -221,25 +233,42 @@ class LedgerStorage:
             rec = self.ledgers[ledger_id] = LedgerRecord()
         locations = self.entry_logger.add_run(ledger_id, first_entry_id, lac, checksums, payloads)
         sizes = [HEADER_SIZE + len(payload) for payload in payloads]
-        for old in rec.entries.put_run(first_entry_id, locations, sizes):
-            self._unlive(*old)
+        for old_location, old_size in rec.entries.put_run(first_entry_id, locations, sizes):
+            self._unlive(rec, old_location, old_size)
+        # (a bytearray: += extends it in place)
+        self._dirty_index += b"".join(
+            map(
+                _pack_index,
+                repeat(_ENTRY),
+                repeat(ledger_id),
+                range(first_entry_id, first_entry_id + len(locations)),
+                locations,
+                sizes,
+            )
+        )
         total = self.log_total_bytes
         live = self.log_live_bytes
-        dirty = self._dirty_index  # a bytearray: += extends it in place
-        entry_id = first_entry_id
-        for location, size in zip(locations, sizes, strict=True):
-            lid = location >> 40
+        log_bytes = rec.log_bytes
+        first_lid = log_of(locations[0]) if locations else 0
+        if locations and log_of(locations[-1]) == first_lid:  # a run lands in one log
+            runs: Iterable[tuple[int, int]] = ((first_lid, sum(sizes)),)
+        else:
+            runs = (
+                (log_of(location), size) for location, size in zip(locations, sizes, strict=True)
+            )
+        for lid, size in runs:
             total[lid] = total.get(lid, 0) + size
             live[lid] = live.get(lid, 0) + size
-            dirty += _pack_index(_ENTRY, ledger_id, entry_id, location, size)
-            entry_id += 1
+            log_bytes[lid] = log_bytes.get(lid, 0) + size
         if lac > rec.lac:
             rec.lac = lac
         self._dirty_ledgers.add(ledger_id)
 
-    def _unlive(self, location: int, size: int) -> None:
+    def _unlive(self, rec: LedgerRecord, location: int, size: int) -> None:
+        """An entry of ``rec`` at ``location`` is no longer held there (stored again)."""
         lid = log_of(location)
         self.log_live_bytes[lid] = self.log_live_bytes.get(lid, 0) - size
+        rec.log_bytes[lid] -= size
 
     def fence(self, ledger_id: int) -> LedgerRecord:
         """Fence the ledger (creating an empty record if this bookie has none)."""
@@ -259,8 +288,9 @@ class LedgerStorage:
             if rec is None:
                 continue
             n += 1
-            for _entry, loc, size in rec.entries.items():
-                self._unlive(loc, size)
+            live = self.log_live_bytes
+            for lid, size in rec.log_bytes.items():
+                live[lid] = live.get(lid, 0) - size
             self._dirty_ledgers.discard(ledger_id)
             self._rewrite = True
         return n
@@ -293,12 +323,12 @@ class LedgerStorage:
         rewrite = self._rewrite
         pack = INDEX_RECORD.pack
         parts: list[bytes] = []
+        snapshot = None
         if rewrite:
-            for ledger, rec in self.ledgers.items():
-                parts.extend(
-                    pack(_ENTRY, ledger, e, loc, size) for e, loc, size in rec.entries.items()
-                )
-                parts.append(pack(_LEDGER, ledger, rec.lac, int(rec.fenced), 0))
+            snapshot = [
+                (ledger, rec.entries.copy(), rec.lac, rec.fenced)
+                for ledger, rec in self.ledgers.items()
+            ]
             generation = self._state.generation + 1
         else:
             # Entries of ledgers deleted since are harmless here: deleting sets _rewrite.
@@ -324,6 +354,7 @@ class LedgerStorage:
             removals,
             dirty_index,
             dirty_ledgers,
+            snapshot,
         )
 
     def abort_checkpoint(self, job: CheckpointJob) -> None:
@@ -347,6 +378,9 @@ class LedgerStorage:
         """Worker thread: entry logs, then index, then the checkpoint file."""
         if job.frozen:
             self.entry_logger.write_frozen(job.frozen)
+        if job.snapshot is not None:
+            job.index_bytes = _pack_snapshot(job.snapshot)
+            job.snapshot = None
         path = self._index_path(job.generation)
         created = not path.exists()
         if job.rewrite:
@@ -444,3 +478,15 @@ class LedgerStorage:
 
     def close(self) -> None:
         self.entry_logger.close()
+
+
+def _pack_snapshot(snapshot: list[tuple[int, EntryIndex, int, bool]]) -> bytes:
+    """A whole index generation: each ledger's entry records, then its ledger record."""
+    parts: list[bytes] = []
+    for ledger, entries, lac, fenced in snapshot:
+        ids, locations, sizes = entries.columns()
+        parts.append(
+            b"".join(map(_pack_index, repeat(_ENTRY), repeat(ledger), ids, locations, sizes))
+        )
+        parts.append(_pack_index(_LEDGER, ledger, lac, int(fenced), 0))
+    return b"".join(parts)

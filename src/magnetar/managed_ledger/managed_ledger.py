@@ -424,10 +424,7 @@ class ManagedLedger:
         await self._add_room.acquire()
         try:
             self._check_usable()
-            future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-            self._queue.append(
-                _AddOp(data, messages, _resolve(future), 0, self._clock.monotonic_s())
-            )
+            future = self._enqueue(data, messages)
             self._pump()
             return await future
         finally:
@@ -444,14 +441,21 @@ class ManagedLedger:
         ):
             self._slow_adds += 1
             return loop.create_task(self._add_entry_waiting(data, messages))
-        future: asyncio.Future[Position] = loop.create_future()
         try:
             self._check_add()
         except MagnetarError as exc:
-            future.set_exception(exc)
-            return future
-        self._queue.append(_AddOp(data, messages, _resolve(future), 0, self._clock.monotonic_s()))
+            failed: asyncio.Future[Position] = loop.create_future()
+            failed.set_exception(exc)
+            return failed
+        future = self._enqueue(data, messages)
         self._pump()
+        return future
+
+    def _enqueue(self, data: bytes, messages: int) -> asyncio.Future[Position]:
+        """Queue one add (after the caller's checks) whose position or error comes back in
+        the returned future; the caller pumps the queue."""
+        future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        self._queue.append(_AddOp(data, messages, _resolve(future), 0, self._clock.monotonic_s()))
         return future
 
     def add_entry_callback(self, data: bytes, messages: int, callback: AddCallback) -> None:
@@ -555,10 +559,7 @@ class ManagedLedger:
             await self._add_room.acquire()
             try:
                 self._check_usable()
-                future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-                self._queue.append(
-                    _AddOp(data, messages, _resolve(future), 0, self._clock.monotonic_s())
-                )
+                future = self._enqueue(data, messages)
                 self._slow_adds -= 1
                 queued = True
                 self._pump()

@@ -11,12 +11,18 @@ import pytest
 from magnetar.common.clock import ManualClock
 from magnetar.common.errors import ProtocolError
 from magnetar.ledger import LedgerClient
+from magnetar.ledger.handle import LedgerHandle
 from magnetar.managed_ledger.config import BacklogQuotaPolicy, ManagedLedgerConfig
-from magnetar.managed_ledger.errors import BacklogQuotaExceeded, ManagedLedgerFenced
+from magnetar.managed_ledger.errors import (
+    BacklogQuotaExceeded,
+    ManagedLedgerError,
+    ManagedLedgerFenced,
+)
 from magnetar.managed_ledger.managed_ledger import ManagedLedger
 from magnetar.managed_ledger.metadata_layout import ManagedLedgerInfo, ledger_path
 from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.storage import LedgerClientStorage
+from magnetar.testing import wait_until_async
 
 from .conftest import Cluster
 
@@ -412,3 +418,48 @@ async def test_an_idle_ledger_rolls_over_so_consumed_entries_are_trimmed(
 async def wait_rolled(ml: ManagedLedger) -> None:
     """Until a rollover maintenance requested (if any) is done."""
     await ml._drain_adds()
+
+
+async def test_a_rollover_whose_close_fails_leaves_no_ledger_behind(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rollover creates the next ledger while the current one closes. When the close fails
+    (here its metadata write), the rollover fails, and the ledger created for it is deleted:
+    the store ends up holding only the ledgers the managed ledger lists."""
+    ml = await open_ml(cluster, ledger_entries_max=3, write_retry_backoff_min_ms=10)
+    first = [await ml.add_entry(b"m%d" % i) for i in range(3)]
+    full = first[0].ledger_id
+    real_close = LedgerHandle.close
+
+    async def close_failing_once(handle: LedgerHandle) -> None:
+        if handle.ledger_id == full and not failed:
+            failed.append(handle.ledger_id)
+            raise OSError("metadata store unavailable")
+        await real_close(handle)
+
+    failed: list[int] = []
+    monkeypatch.setattr(LedgerHandle, "close", close_failing_once)
+    with pytest.raises(ManagedLedgerError, match="closing ledger"):
+        await ml.add_entry(b"refused")  # the full ledger's rollover fails
+    assert failed == [full]
+    after = await wait_until_async(
+        lambda: _add_or_none(ml, b"after"), timeout_s=10, what="an add once closing works"
+    )
+    assert after.ledger_id > full
+    await wait_until_async(
+        lambda: _ledgers_match(cluster, ml), timeout_s=10, what="no ledger left behind"
+    )
+    await ml.close()
+
+
+async def _add_or_none(ml: ManagedLedger, data: bytes) -> Position | None:
+    try:
+        return await ml.add_entry(data)
+    except ManagedLedgerError:
+        return None
+
+
+async def _ledgers_match(cluster: Cluster, ml: ManagedLedger) -> bool:
+    return (
+        await cluster.client.list_ledgers() == ml.ledger_ids() == await stored_ledger_ids(cluster)
+    )

@@ -93,6 +93,9 @@ from magnetar.metadata.store import (
 
 log = logging.getLogger(__name__)
 
+_DISCARDING: set[asyncio.Future[None]] = set()
+"""Deletions of ledgers created for rollovers that did not happen (kept from collection)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -855,7 +858,56 @@ class ManagedLedger:
 
     async def _roll(self, *, start_new: bool = True) -> None:
         """Close the current ledger (after its in-flight adds finish) and start a new one
-        (``start_new=False``: only close it)."""
+        (``start_new=False``: only close it).
+
+        The new ledger is created while the current one drains and closes: its metadata
+        writes were the longest step of a rollover (2-13 ms of the 3-30 measured at 40 000
+        appends a second, a rollover every 1.25 s), and appends wait for the whole of it.
+        Its id is still above the current one's (ids only grow). If the current ledger
+        cannot be closed, the new one is deleted once it exists."""
+        created: asyncio.Future[LedgerWriter] | None = None
+        if start_new:
+            props = dict(self.config.ledger_properties)
+            props.setdefault("managed-ledger", self.name)
+            created = asyncio.ensure_future(self._storage.create_ledger(props))
+        try:
+            await self._close_current()
+        except BaseException:
+            if created is not None:
+                created.add_done_callback(self._discard_created)
+            raise
+        if created is None:
+            return
+        try:
+            writer = await created
+        except BaseException:
+            created.add_done_callback(self._discard_created)  # (runs at once if done)
+            raise
+        self.ledgers.add_ledger(LedgerSegment(writer.ledger_id, created_ms=self._clock.now_ms()))
+        try:
+            await self._write_info()
+        except ManagedLedgerFenced:
+            await self._delete_unused(writer)
+            raise
+        self._writer = writer
+
+    def _discard_created(self, created: asyncio.Future[LedgerWriter]) -> None:
+        """Done-callback of a ledger created for a rollover that did not happen."""
+        if created.cancelled() or created.exception() is not None:
+            return
+        task = asyncio.ensure_future(self._delete_unused(created.result()))
+        _DISCARDING.add(task)
+        task.add_done_callback(_DISCARDING.discard)
+
+    async def _delete_unused(self, writer: LedgerWriter) -> None:
+        """Close and delete a ledger that never made it into the ledger list."""
+        with contextlib.suppress(Exception):
+            await writer.close()
+            await self._storage.delete_ledger(writer.ledger_id)
+
+    async def _close_current(self) -> None:
+        """Close the current ledger once its in-flight adds are done (they finish or fail
+        first); the log must not move past a ledger whose metadata still says OPEN."""
         while self._inflight and not all(op.done for op in self._inflight):
             await self._wait_add_progress()
         old = self._writer or self._unclosed
@@ -875,24 +927,9 @@ class ManagedLedger:
                     f"{self.name}: closing ledger {old.ledger_id} failed: {exc}"
                 ) from exc
             self._unclosed = None
-        now = self._clock.now_ms()
         last = self.ledgers.last_segment
         if last is not None and last.closed_ms is None:
-            last.closed_ms = now
-        if not start_new:
-            return
-        props = dict(self.config.ledger_properties)
-        props.setdefault("managed-ledger", self.name)
-        writer = await self._storage.create_ledger(props)
-        self.ledgers.add_ledger(LedgerSegment(writer.ledger_id, created_ms=now))
-        try:
-            await self._write_info()
-        except ManagedLedgerFenced:
-            with contextlib.suppress(Exception):
-                await writer.close()
-                await self._storage.delete_ledger(writer.ledger_id)
-            raise
-        self._writer = writer
+            last.closed_ms = self._clock.now_ms()
 
     async def _write_info(self) -> None:
         """CAS the ledger list; ``BadVersion`` means another owner: fence."""

@@ -37,7 +37,10 @@ def _read_all(client: pulsar.Client, topic: str) -> list[bytes]:
 def test_retention_keeps_consumed_ledgers_until_lifted(
     standalone_factory: Callable[..., StandaloneProcess], name: str
 ) -> None:
-    node = standalone_factory("--managed-ledger-max-entries-per-ledger", str(ENTRIES_PER_LEDGER))
+    node = standalone_factory(
+        "--managed-ledger-max-entries-per-ledger", str(ENTRIES_PER_LEDGER),
+        "--managed-ledger-min-ledger-rollover-time-ms", "0",
+    )  # fmt: skip
     http = Http(node.http_url)
     kept, trimmed = f"public/{name}-kept", f"public/{name}-trimmed"
     for namespace, retention in ((kept, UNLIMITED), (trimmed, NONE)):

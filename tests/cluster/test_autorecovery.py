@@ -99,6 +99,8 @@ def test_a_killed_bookies_ledgers_return_to_their_write_quorum(
         2,
         "--managed-ledger-max-entries-per-ledger",
         ENTRIES_PER_LEDGER,
+        "--managed-ledger-min-ledger-rollover-time-ms",
+        "0",
     )
     # Keep consumed ledgers (no trimming), so the closed ones stay to be healed.
     request = urllib.request.Request(
@@ -231,6 +233,8 @@ def test_a_bookie_without_autorecovery_is_never_a_target(
         2,
         "--managed-ledger-max-entries-per-ledger",
         ENTRIES_PER_LEDGER,
+        "--managed-ledger-min-ledger-rollover-time-ms",
+        "0",
     )
     request = urllib.request.Request(
         f"{brokers[0].http_url}/admin/v2/namespaces/public/default/retention",

@@ -463,3 +463,21 @@ async def _ledgers_match(cluster: Cluster, ml: ManagedLedger) -> bool:
     return (
         await cluster.client.list_ledgers() == ml.ledger_ids() == await stored_ledger_ids(cluster)
     )
+
+
+async def test_a_young_ledger_takes_more_than_its_entry_count_until_its_minimum_age(
+    cluster: Cluster,
+) -> None:
+    """Pulsar's minimum rollover time: a full ledger younger than ``ledger_age_min_ms``
+    keeps taking appends; the first append after that age goes to a new ledger."""
+    clock = ManualClock()
+    ml = await open_ml(cluster, clock=clock, ledger_entries_max=3, ledger_age_min_ms=10_000)
+    young = [await ml.add_entry(b"m%d" % i) for i in range(8)]
+    assert {p.ledger_id for p in young} == {young[0].ledger_id}
+    clock.advance(10)
+    later = await ml.add_entry(b"later")
+    assert later.ledger_id > young[0].ledger_id and later.entry_id == 0
+    assert (
+        await stored_ledger_ids(cluster) == ml.ledger_ids() == [young[0].ledger_id, later.ledger_id]
+    )
+    await ml.close()

@@ -26,7 +26,10 @@ def stream(spark: SparkSession, url: str, topic: str, **options: str) -> Any:
 def test_max_entries_per_trigger_caps_every_micro_batch_across_ledgers(
     spark: SparkSession, standalone_factory: Any, topic: str
 ) -> None:
-    node: StandaloneProcess = standalone_factory("--managed-ledger-max-entries-per-ledger", "10")
+    node: StandaloneProcess = standalone_factory(
+        "--managed-ledger-max-entries-per-ledger", "10",
+        "--managed-ledger-min-ledger-rollover-time-ms", "0",
+    )  # fmt: skip
     # Keep read ledgers (no subscription here): the point is ledgers, not retention.
     admin(
         node,

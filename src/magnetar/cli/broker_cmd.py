@@ -87,6 +87,14 @@ def _zk_url(_ctx: click.Context, _param: click.Parameter, url: str) -> str:
     type=click.IntRange(min=1),
 )
 @click.option(
+    "--managed-ledger-min-ledger-rollover-time-ms",
+    default=10_000,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="A ledger rolls over for its entry count no sooner than this after it was created "
+    "(managedLedgerMinLedgerRolloverTimeMinutes; 0: at the count).",
+)
+@click.option(
     "--log-level",
     default="WARNING",
     show_default=True,
@@ -116,6 +124,7 @@ def broker(
     max_message_size: int,
     managed_ledger_cache_size_mb: int,
     managed_ledger_max_entries_per_ledger: int,
+    managed_ledger_min_ledger_rollover_time_ms: int,
     log_level: str,
 ) -> None:
     """A broker (binary protocol on 6650, HTTP on 8080) for a cluster on ZooKeeper."""
@@ -142,6 +151,7 @@ def broker(
         session_timeout_s=session_timeout_s,
         overload_cpu_percent=overload_threshold_cpu_percent,
         managed_ledger_max_entries_per_ledger=managed_ledger_max_entries_per_ledger,
+        managed_ledger_min_ledger_rollover_time_ms=managed_ledger_min_ledger_rollover_time_ms,
         broker_client_auth=server_auth.broker_client,
         broker=BrokerConfig(
             host=host,

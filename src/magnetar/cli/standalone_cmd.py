@@ -116,6 +116,14 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     help="A topic's ledger rolls over after this many entries (managedLedgerMaxEntriesPerLedger).",
 )
 @click.option(
+    "--managed-ledger-min-ledger-rollover-time-ms",
+    default=10_000,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="A ledger rolls over for its entry count no sooner than this after it was created "
+    "(managedLedgerMinLedgerRolloverTimeMinutes; 0: at the count).",
+)
+@click.option(
     "--journal-skip-invalid-records/--no-journal-skip-invalid-records",
     default=False,
     show_default=True,
@@ -171,6 +179,7 @@ def standalone(
     managed_ledger_cache_size_mb: int,
     bookie_write_cache_size_mb: int,
     managed_ledger_max_entries_per_ledger: int,
+    managed_ledger_min_ledger_rollover_time_ms: int,
     journal_skip_invalid_records: bool,
     functions_worker: bool,
     functions_runtime: str,
@@ -208,6 +217,7 @@ def standalone(
         http_port=http_port,
         https_port=https_port,
         managed_ledger_max_entries_per_ledger=managed_ledger_max_entries_per_ledger,
+        managed_ledger_min_ledger_rollover_time_ms=managed_ledger_min_ledger_rollover_time_ms,
         bookie_write_cache_size_mb=bookie_write_cache_size_mb,
         bookie_journal_skip_invalid_records=journal_skip_invalid_records,
         functions_worker=functions_worker,

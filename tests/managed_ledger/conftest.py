@@ -13,6 +13,9 @@ import pytest
 
 from magnetar.bookie import Bookie, BookieConfig
 from magnetar.ledger import LedgerClient
+from magnetar.managed_ledger.errors import ManagedLedgerError
+from magnetar.managed_ledger.managed_ledger import ManagedLedger
+from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata import MetadataStore, connect
 
@@ -67,3 +70,12 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         for b in bookies:
             await b.stop()
         await store.close()
+
+
+async def try_add(ml: ManagedLedger, data: bytes) -> Position | None:
+    """The append's position, or None if the managed ledger refused it (for waiting until
+    appends work again)."""
+    try:
+        return await ml.add_entry(data)
+    except ManagedLedgerError:
+        return None

@@ -24,7 +24,7 @@ from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.testing import wait_until_async
 
-from .conftest import Cluster
+from .conftest import Cluster, try_add
 
 NAME = "public/default/persistent/t1"
 
@@ -443,20 +443,13 @@ async def test_a_rollover_whose_close_fails_leaves_no_ledger_behind(
         await ml.add_entry(b"refused")  # the full ledger's rollover fails
     assert failed == [full]
     after = await wait_until_async(
-        lambda: _add_or_none(ml, b"after"), timeout_s=10, what="an add once closing works"
+        lambda: try_add(ml, b"after"), timeout_s=10, what="an add once closing works"
     )
     assert after.ledger_id > full
     await wait_until_async(
         lambda: _ledgers_match(cluster, ml), timeout_s=10, what="no ledger left behind"
     )
     await ml.close()
-
-
-async def _add_or_none(ml: ManagedLedger, data: bytes) -> Position | None:
-    try:
-        return await ml.add_entry(data)
-    except ManagedLedgerError:
-        return None
 
 
 async def _ledgers_match(cluster: Cluster, ml: ManagedLedger) -> bool:

@@ -13,11 +13,12 @@ from magnetar.ledger import LedgerClient
 from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.managed_ledger.errors import ManagedLedgerError
 from magnetar.managed_ledger.managed_ledger import ManagedLedger
-from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata import MetadataStore, connect
 from magnetar.testing import wait_until_async
 from magnetar.testing.disk import Tmpfs, fill_disk
+
+from .conftest import try_add
 
 CONFIG = ManagedLedgerConfig(write_retry_backoff_min_ms=1, write_retry_backoff_max_ms=1)
 
@@ -53,7 +54,7 @@ async def test_a_ledger_that_could_not_be_closed_is_closed_before_the_log_moves_
         filler.unlink()
         await bookie.set_readonly(False)
         stored = await wait_until_async(
-            lambda: _try_add(ml, b"after"), timeout_s=10, what="an add once storage works"
+            lambda: try_add(ml, b"after"), timeout_s=10, what="an add once storage works"
         )
         assert stored.ledger_id != first[0].ledger_id
         await ml.close()
@@ -69,10 +70,3 @@ async def test_a_ledger_that_could_not_be_closed_is_closed_before_the_log_moves_
         await client.close()
         await bookie.stop()
         await store.close()
-
-
-async def _try_add(ml: ManagedLedger, data: bytes) -> Position | None:
-    try:
-        return await ml.add_entry(data)
-    except ManagedLedgerError:
-        return None

@@ -115,6 +115,7 @@ def broker(
     deduplication: bool,
     max_message_size: int,
     managed_ledger_cache_size_mb: int,
+    max_message_publish_buffer_size_mb: int,
     managed_ledger_max_entries_per_ledger: int,
     log_level: str,
 ) -> None:
@@ -156,6 +157,7 @@ def broker(
             deduplication_enabled=deduplication,
             max_message_size_bytes=max_message_size,
             managed_ledger_cache_size_mb=managed_ledger_cache_size_mb,
+            max_message_publish_buffer_size_mb=max_message_publish_buffer_size_mb,
             ensemble_size=ensemble_size,
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,

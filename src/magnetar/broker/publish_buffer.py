@@ -21,11 +21,13 @@ from typing import Generic, TypeVar
 
 R = TypeVar("R")
 
-DEFAULT_PUBLISH_BUFFER_SIZE_MB = 16
+DEFAULT_PUBLISH_BUFFER_SIZE_MB = 8
 """Default bound (MiB) of the bytes of publishes in flight across a broker. Pulsar's
 default is half its direct memory (gigabytes); here the broker's whole resident memory is
-budgeted (under 150 MB for ``magnetar standalone`` at full load), and 16 MiB keeps the
-journal's group commit fed: at 300 MB/s of entries it is 50 ms of writes, several syncs."""
+budgeted (``magnetar standalone`` aims at under 150 MB at full load). 8 MiB still keeps the
+journal's group commit fed: at 300 MB/s of entries it is 27 ms of writes, several syncs;
+in ``benchmarks/broker.py`` 4, 8 and 16 MiB gave the same rates (batched 1 KiB messages,
+~100 KB entries, are the only phase that reaches it), unbounded took 50 MB more at peak."""
 
 
 class PublishBuffer(Generic[R]):

@@ -898,8 +898,8 @@ class Bookie:
                 moved += 1
                 if logger.buffered_bytes > cache_bytes:
                     # The moved entries wait in the write buffers like adds do: written
-                    # out a cache at a time, not a whole log's live data (up to half of
-                    # 256 MiB) held in memory until the end of the collection.
+                    # out a cache at a time, not a sparse log's whole live data (up to
+                    # half a log) held in memory until the end of the collection.
                     await self.checkpoint()
             log.info(
                 "bookie %s: compacted entry log %d (%d live entries moved)",

@@ -72,7 +72,7 @@ class StandaloneConfig:
     bookie_disk_check_interval_ms: int = 1_000
     """How often the bookie checks free space and, when read-only after a storage fault,
     retries a checkpoint to turn writable again."""
-    bookie_write_cache_size_mb: int = 8
+    bookie_write_cache_size_mb: int = 16
     """MiB of written entries the bookie buffers before a checkpoint writes them to its
     entry logs (BookKeeper's ``dbStorage_writeCacheMaxSizeMb``; a checkpoint also runs
     every second). Smaller than a dedicated bookie's 64 MiB: the standalone's broker caches

@@ -102,7 +102,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 @memory_options
 @click.option(
     "--bookie-write-cache-size-mb",
-    default=8,
+    default=16,
     show_default=True,
     type=click.IntRange(min=1),
     help="MiB of written entries the bookie buffers before writing them to its entry logs "

@@ -11,6 +11,7 @@ out several times.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +134,80 @@ async def test_a_bookie_serves_entries_added_after_a_garbage_collection_that_rol
             await bookie.checkpoint()
         for entry, payload in written.items():
             resp, data = await call(OpType.READ_ENTRY, 1, entry)
+            assert (resp.status, data) == (Status.OK, payload), (entry, resp.message)
+    finally:
+        conn.close()
+        await bookie.stop()
+        await store.close()
+
+
+async def test_compaction_writes_moved_entries_out_a_write_cache_at_a_time(
+    tmp_path: Path,
+) -> None:
+    """Compaction moves a sparse log's live entries to the active log through the write
+    buffers; they are written out whenever the buffers pass ``write_cache_max_bytes``, as
+    adds are. Before, a sparse log's whole live data (up to half a log) waited in memory
+    until the collection's last checkpoint: 2 MB here, with a 64 KiB cache. The entries are
+    still read back."""
+    store = await connect("memory:")
+    await store.put("/ledgers/L0000000001", b"")
+    never_ms = 3_600_000
+    cache_bytes = 64 * 1024
+    bookie = Bookie(
+        BookieConfig(
+            data_dir=tmp_path,
+            port=0,
+            disk_free_min_bytes=0,
+            checkpoint_interval_ms=never_ms,
+            disk_check_interval_ms=never_ms,
+            gc_interval_ms=never_ms,
+            write_cache_max_bytes=cache_bytes,
+        ),
+        store,
+    )
+    await bookie.start()
+    conn = await RawConnection.open(bookie.port)
+    entry_bytes = 10_000
+    written: dict[int, bytes] = {}
+    try:
+        for entry in range(200):
+            for ledger, size in ((1, entry_bytes), (2, 3 * entry_bytes)):
+                payload = f"{ledger}:{entry}:".encode().ljust(size, b"x")
+                request = Request(
+                    request_id=entry * 2 + ledger,
+                    op=OpType.ADD_ENTRY,
+                    ledger_id=ledger,
+                    entry_id=entry,
+                    last_add_confirmed=entry - 1,
+                    checksum=crc32c.crc32c(payload),
+                )
+                resp, _ = await conn.call(request, payload)
+                assert resp.status == Status.OK, resp.message
+                if ledger == 1:
+                    written[entry] = payload
+        await bookie.checkpoint()  # ledger 2 (not in the store: deleted) is 3/4 of the log
+        storage = bookie.storage
+        assert storage is not None
+        seen: list[int] = []
+        done = False
+
+        async def watch() -> None:
+            while not done:
+                seen.append(storage.entry_logger.buffered_bytes)
+                await asyncio.sleep(0)
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await bookie.collect_garbage()
+        finally:
+            done = True
+            await watcher
+        assert 2 not in storage.ledgers
+        assert max(seen) <= cache_bytes + entry_bytes + 64, max(seen)
+        for entry, payload in written.items():
+            request = Request(request_id=10_000 + entry, op=OpType.READ_ENTRY, ledger_id=1,
+                              entry_id=entry)  # fmt: skip
+            resp, data = await conn.call(request, b"")
             assert (resp.status, data) == (Status.OK, payload), (entry, resp.message)
     finally:
         conn.close()

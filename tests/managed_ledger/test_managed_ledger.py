@@ -473,4 +473,28 @@ async def test_a_young_ledger_takes_more_than_its_entry_count_until_its_minimum_
     assert (
         await stored_ledger_ids(cluster) == ml.ledger_ids() == [young[0].ledger_id, later.ledger_id]
     )
+
+
+async def test_reads_are_capped_in_bytes_by_the_average_entry_size(cluster: Cluster) -> None:
+    """``read_runs(max_entries, max_bytes)`` (Pulsar's ``dispatcherMaxReadSizeBytes``) asks
+    each ledger for as many entries as fit by its average size, at least one; and a catch-up
+    read's read-ahead stops at ``read_ahead_bytes_max``, so a backlog of large entries is not
+    read into memory a hundred at a time."""
+    clock = ManualClock()
+    ml = await open_ml(cluster, clock=clock, cache_eviction_age_ms=1000, read_ahead_bytes_max=3_000)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    positions = [await ml.add_entry(bytes([i]) * 1000) for i in range(10)]
+    await ml.maintain(force=True)
+    clock.advance(1)
+    await ml.maintain(force=True)
+    assert len(ml.cache) == 0  # every read below goes to the bookies
+    got = [p for run in await cursor.read_runs(100, 3_500) for p in run.positions]
+    assert got == positions[:3]  # 3 of 1000 bytes fit in 3500
+    assert len(ml.cache) == 0  # read ahead: 3000 bytes, the 3 entries asked for
+    got = [p for run in await cursor.read_runs(100, 500) for p in run.positions]
+    assert got == positions[3:4]  # at least one
+    got = [p for run in await cursor.read_runs(2, 10_000) for p in run.positions]
+    assert got == positions[4:6]  # the count still applies
+    got = [p for run in await cursor.read_runs(100) for p in run.positions]
+    assert got == positions[6:]  # 0: no bound in bytes
     await ml.close()

@@ -18,8 +18,10 @@ topics' meters:
   ``…_subscriptions_count``, ``…_producers_count``, ``…_consumers_count``, ``…_rate_in``,
   ``…_rate_out``, ``…_throughput_in``, ``…_throughput_out``, ``…_storage_size``,
   ``…_msg_backlog`` (sums over the topics this broker serves);
-* broker-wide: ``pulsar_active_connections``, ``pulsar_topics_count``, and
-  ``magnetar_publish_latency_ms`` — a proper histogram over every loaded topic;
+* broker-wide: ``pulsar_active_connections``, ``pulsar_topics_count``,
+  ``pulsar_broker_throttled_connections_global_limit`` (connections stopped by the publish
+  buffer's bound), ``magnetar_publish_buffer_used_bytes`` and ``magnetar_publish_buffer_full_total``,
+  and ``magnetar_publish_latency_ms`` — a proper histogram over every loaded topic;
 * the host's extra collectors (standalone: ``bookie_journal_sync_latency_seconds``,
   a summary of the bookie journal's write+fdatasync time), and ``process_*``.
 """
@@ -218,6 +220,25 @@ class BrokerCollector(Collector):
             "magnetar_ml_cache_evicted_bytes",
             "Bytes dropped from the tailing-read caches because they were full",
             value=cache.evicted_bytes,
+        )
+        publish = ctx.service.publish_buffer
+        throttled = GaugeMetricFamily(
+            "pulsar_broker_throttled_connections_global_limit",
+            "Connections not read because the bytes of publishes in flight passed "
+            "maxMessagePublishBufferSizeInMB",
+            labels=["cluster"],
+        )
+        throttled.add_metric([cluster], publish.stopped)
+        yield throttled
+        yield GaugeMetricFamily(
+            "magnetar_publish_buffer_used_bytes",
+            "Bytes of publishes handed to storage and not yet answered, broker-wide",
+            value=publish.held_bytes,
+        )
+        yield CounterMetricFamily(
+            "magnetar_publish_buffer_full",
+            "Times the bytes of publishes in flight passed maxMessagePublishBufferSizeInMB",
+            value=publish.full_times,
         )
         yield CounterMetricFamily(
             "magnetar_connections_refused",

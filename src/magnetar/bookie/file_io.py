@@ -48,7 +48,7 @@ def pwritev_all(fd: int, bufs: Sequence[bytes], offset: int, *, sync_every_bytes
             unsynced = 0
 
 
-def write_file_synced(path: Path, data: bytes) -> None:
+def write_file_synced(path: Path, data: bytes | bytearray) -> None:
     """Create or truncate ``path``, write ``data`` and fsync it (not its directory)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -61,7 +61,7 @@ def write_file_synced(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def write_at_synced(path: Path, data: bytes, offset: int) -> None:
+def write_at_synced(path: Path, data: bytes | bytearray, offset: int) -> None:
     """Write ``data`` at ``offset`` of ``path`` (created if missing, never truncated) and
     fdatasync it (not its directory)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)

@@ -10,6 +10,7 @@ from magnetar.broker.partial_frames import (
     DEFAULT_PARTIAL_FRAME_BYTES_MAX,
     DEFAULT_PARTIAL_FRAME_TIMEOUT_MS,
 )
+from magnetar.broker.publish_buffer import DEFAULT_PUBLISH_BUFFER_SIZE_MB
 from magnetar.managed_ledger.entry_cache import DEFAULT_CACHE_SIZE_MAX_BYTES
 from magnetar.protocol import DEFAULT_MAX_MESSAGE_SIZE_BYTES
 
@@ -55,6 +56,11 @@ class BrokerConfig:
     """Pulsar's ``activeConsumerFailoverDelayTimeMillis``."""
     pending_sends_per_connection_max: int = 1_000
     """Beyond this many unanswered SENDs a connection stops reading until half are done."""
+    max_message_publish_buffer_size_mb: int = DEFAULT_PUBLISH_BUFFER_SIZE_MB
+    """Pulsar's ``maxMessagePublishBufferSizeInMB`` (0 = no bound; Pulsar's -1): MiB of
+    SENDs all connections together may have handed to storage and not yet had answered;
+    past it every publishing connection stops reading until half is answered
+    (:mod:`magnetar.broker.publish_buffer`)."""
     partial_frame_bytes_max: int = DEFAULT_PARTIAL_FRAME_BYTES_MAX
     """Bytes all connections together may hold in frames not yet completely read; past
     it, a connection holding part of a frame stops reading until the total falls below."""
@@ -71,6 +77,10 @@ class BrokerConfig:
     entries (:class:`~magnetar.managed_ledger.entry_cache.EntryCacheBudget`)."""
     dispatch_entries_max: int = 100
     """Entries read per dispatch round of one subscription."""
+    dispatcher_max_read_size_bytes: int = 5 * 1024 * 1024
+    """Pulsar's ``dispatcherMaxReadSizeBytes`` (0 = no bound): bytes read per dispatch round
+    of one subscription, estimated from the ledger's average entry size (at least one
+    entry); with ``dispatch_entries_max`` alone a round of 100 entries of 5 MB read 500 MB."""
     unacked_entries_per_consumer_max: int = 50_000
     """A Shared consumer holding this many unacknowledged entries gets no more."""
     max_unacked_messages_per_consumer: int = 50_000

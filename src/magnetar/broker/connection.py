@@ -14,8 +14,10 @@ byte closes the connection. A closed connection's partial frame is dropped at on
 
 Writing: ``transport.write``/``writelines``; MESSAGE frames carry stored entry bytes
 without copying. Backpressure both ways: past ``pending_sends_per_connection_max``
-unanswered SENDs the transport stops reading until half of them are answered; dispatchers
-wait on :meth:`ServerConnection.wait_writable` while the transport's write buffer is full.
+unanswered SENDs the transport stops reading until half of them are answered; past
+``max_message_publish_buffer_size_mb`` of SENDs not yet answered broker-wide every publishing
+connection stops reading until half of those bytes are answered
+(:mod:`magnetar.broker.publish_buffer`); dispatchers wait on :meth:`ServerConnection.wait_writable` while the transport's write buffer is full.
 
 Authentication and authorization: :class:`~magnetar.broker.connection_auth.ConnectionAuth`
 checks CONNECT's credentials (refused: Error ``AuthenticationError``, then closed), refreshes
@@ -121,6 +123,7 @@ class ServerConnection(asyncio.Protocol):
         self._paused_for_sends = False
         self._paused_for_budget = False
         self._paused_for_rate = False  # a topic published to is over its publish rate
+        self._paused_for_publish_buffer = False  # the broker's publishes in flight: too many bytes
         self._rate_resume_at_s = 0.0
         self._rate_timer: Timer | None = None
         self._partial_held_bytes = 0  # what the budget counts for this connection
@@ -158,6 +161,7 @@ class ServerConnection(asyncio.Protocol):
         self.closed = True
         self._writable.set()
         self._release_partial_frame()
+        self.service.publish_buffer.forget(self)
         if self._keepalive is not None:
             self._keepalive.cancel()
         self.auth.close()
@@ -259,7 +263,12 @@ class ServerConnection(asyncio.Protocol):
         transport = self.transport
         if transport is None or self.closed:
             return
-        paused = self._paused_for_sends or self._paused_for_budget or self._paused_for_rate
+        paused = (
+            self._paused_for_sends
+            or self._paused_for_budget
+            or self._paused_for_rate
+            or self._paused_for_publish_buffer
+        )
         if paused != self._reading_paused:
             self._reading_paused = paused
             if paused:
@@ -357,6 +366,22 @@ class ServerConnection(asyncio.Protocol):
         ):
             self._paused_for_sends = False
             self._update_reading()
+
+    def hold_publish_bytes(self, size_bytes: int) -> None:
+        """``size_bytes`` of this connection's SENDs went to storage: they count against
+        the broker's publish buffer (:mod:`magnetar.broker.publish_buffer`) until
+        :meth:`release_publish_bytes`; past its bound every publishing connection stops
+        reading."""
+        for conn in self.service.publish_buffer.hold(self, size_bytes):
+            conn._paused_for_publish_buffer = True
+            conn._update_reading()
+
+    def release_publish_bytes(self, size_bytes: int) -> None:
+        """Storage answered ``size_bytes`` held by :meth:`hold_publish_bytes` (stored or
+        failed; called whether or not this connection is still open)."""
+        for conn in self.service.publish_buffer.release(size_bytes):
+            conn._paused_for_publish_buffer = False
+            conn._update_reading()
 
     # --- keep-alive ----------------------------------------------------------------------
 

@@ -32,13 +32,15 @@ log = logging.getLogger(__name__)
 
 
 class _PendingSend:
-    __slots__ = ("highest_sequence_id", "reply", "sequence_id")
+    __slots__ = ("highest_sequence_id", "reply", "sequence_id", "size_bytes")
 
     def __init__(self, sequence_id: int, highest_sequence_id: int) -> None:
         self.sequence_id = sequence_id
         self.highest_sequence_id = highest_sequence_id
         self.reply: bytes | None = None
         """The encoded SEND_RECEIPT or SEND_ERROR frame, once known."""
+        self.size_bytes = 0
+        """The entry's bytes held in the broker's publish buffer while it is stored."""
 
 
 _Persisted = tuple[int, int, int | None, int | None]
@@ -162,11 +164,13 @@ class Producer:
             datas.append(data)
             counts.append(num_messages)
             accepted.append(op)
-            size += len(data)
+            op.size_bytes = n = len(data)
+            size += n
             messages += num_messages
             if fields[6]:
                 chunks += 1
         if datas:
+            self.connection.hold_publish_bytes(size)
             self.meters.msg_in.record(messages, size)
             if chunks:
                 self.meters.chunked.record(chunks)
@@ -189,6 +193,9 @@ class Producer:
         the topic): receipts at ``first`` and the positions after it, or errors."""
         topic = self.topic
         dedup = topic.dedup
+        self.connection.release_publish_bytes(
+            sum([op.size_bytes for op in accepted[offset : offset + count]])
+        )
         if err is not None or first is None:
             if dedup is not None:
                 dedup.reset_pushed()

@@ -54,6 +54,7 @@ from magnetar.broker.controller.bundles import BundleId
 from magnetar.broker.ownership import ClusterOwnership
 from magnetar.broker.partial_frames import PartialFrameBudget
 from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
+from magnetar.broker.publish_buffer import PublishBuffer
 from magnetar.broker.stats import MeterSampler
 from magnetar.broker.tls import TLS_HANDSHAKE_TIMEOUT_S, server_ssl_context
 from magnetar.broker.topic import Topic
@@ -167,6 +168,11 @@ class BrokerService:
         )
         """Bytes all connections hold in frames not yet completely read (see
         :mod:`magnetar.broker.partial_frames`); overdue frames close their connection."""
+        self.publish_buffer: PublishBuffer[ServerConnection] = PublishBuffer(
+            config.max_message_publish_buffer_size_mb * 1024 * 1024
+        )
+        """Bytes of SENDs handed to storage and not yet answered, broker-wide (see
+        :mod:`magnetar.broker.publish_buffer`)."""
         self.schemas = TopicSchemas(self)
         """The schema registry and the rules for clients' schemas (:mod:`magnetar.schema`)."""
         self.authentication = AuthenticationService(config.auth)

@@ -750,7 +750,9 @@ class Subscription:
         """The cursor's next entries; through the compacted view for ``read_compacted``
         (:mod:`magnetar.broker.compactor`)."""
         if not self.read_compacted:
-            return await self.cursor.read_runs(max_entries)
+            return await self.cursor.read_runs(
+                max_entries, self._config.dispatcher_max_read_size_bytes
+            )
         reader = self._compacted_reader
         if reader is None:
             reader = CompactedCursorReader(self.cursor, self.topic.ml.ledgers)
@@ -846,7 +848,7 @@ class Subscription:
                 sent = self._dispatch_items(items, replay=True)
                 if sent:
                     return True
-        runs = await self.cursor.read_runs(budget)
+        runs = await self.cursor.read_runs(budget, self._config.dispatcher_max_read_size_bytes)
         if epoch != self._epoch:
             return True
         if not runs:

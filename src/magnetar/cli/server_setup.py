@@ -127,8 +127,20 @@ def listener_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def memory_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """``--managed-ledger-cache-size-mb``: the bound of what a broker keeps in memory for
-    tailing reads (Pulsar's ``managedLedgerCacheSizeMB``)."""
+    tailing reads (Pulsar's ``managedLedgerCacheSizeMB``); ``--max-message-publish-buffer-size-mb``:
+    the bound of publishes in flight (Pulsar's ``maxMessagePublishBufferSizeInMB``)."""
+    from magnetar.broker.publish_buffer import DEFAULT_PUBLISH_BUFFER_SIZE_MB
     from magnetar.managed_ledger.entry_cache import DEFAULT_CACHE_SIZE_MAX_BYTES
+
+    f = click.option(
+        "--max-message-publish-buffer-size-mb",
+        default=DEFAULT_PUBLISH_BUFFER_SIZE_MB,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="MiB of published messages all connections together may have in flight to "
+        "storage (maxMessagePublishBufferSizeInMB); past it the broker stops reading from "
+        "every connection that publishes until half of it is stored (0: no bound).",
+    )(f)
 
     f = click.option(
         "--managed-ledger-cache-size-mb",

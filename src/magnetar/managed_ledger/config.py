@@ -59,6 +59,10 @@ class ManagedLedgerConfig:
     read_ahead_entries: int = 100
     """Catch-up reads fetch at least this many entries from bookies per request."""
     read_batch_max_entries: int = 1000
+    read_ahead_bytes_max: int = 5 * 1024 * 1024
+    """A catch-up read's read-ahead (``read_ahead_entries``) stops at about this many bytes,
+    estimated from the ledger's average entry size: 100 entries of 5 MB would be 500 MB
+    read at once. The entries asked for are read whatever their size."""
     open_readers_max: int = 32
     """Read handles of closed ledgers kept open (LRU)."""
 

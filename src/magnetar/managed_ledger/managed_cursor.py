@@ -123,11 +123,17 @@ class ManagedCursor:
             for p, d, m in zip(run.positions, run.data, run.messages, strict=True)
         ]
 
-    async def read_runs(self, max_entries: int) -> list[EntryRun]:
+    async def read_runs(self, max_entries: int, max_bytes: int = 0) -> list[EntryRun]:
         """Like :meth:`read_entries`, as runs (the dispatch path: no object per entry).
-        Each run holds entries of one ledger, in log order; ``[]`` at the end of the log."""
+        Each run holds entries of one ledger, in log order; ``[]`` at the end of the log.
+
+        ``max_bytes`` (0: no bound) caps the bytes read as Pulsar's
+        ``dispatcherMaxReadSizeBytes`` does: the entries asked of each ledger are as many as
+        fit by its average entry size in the bytes left, and none once not even one fits;
+        at least one entry is read (a read may pass the cap by entries larger than the
+        average)."""
         async with self._read_lock:
-            return await self._read(max_entries)
+            return await self._read(max_entries, max_bytes)
 
     async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
         """Like :meth:`read_entries`, but at the end of the log park until an entry
@@ -141,12 +147,13 @@ class ManagedCursor:
                 continue  # a seek or an append happened meanwhile
             await self._ml.register_waiter()
 
-    async def _read(self, max_entries: int) -> list[EntryRun]:
+    async def _read(self, max_entries: int, max_bytes: int = 0) -> list[EntryRun]:
         ml = self._ml
         ledgers = ml.ledgers
         state = self.state
         out: list[EntryRun] = []
         read = 0
+        read_bytes = 0
         epoch = self._epoch
         # The read position is committed once, after the last await: a read cancelled
         # midway (a consumer's timeout) must not skip entries it never returned.
@@ -165,6 +172,17 @@ class ManagedCursor:
             seg = ledgers.get(pos[0])
             assert seg is not None
             last = min(seg.entries - 1, pos[1] + (max_entries - read) - 1)
+            if max_bytes:
+                room = max_bytes - read_bytes
+                if room <= 0:
+                    break
+                if seg.entries and seg.size_bytes:
+                    fit = room * seg.entries // seg.size_bytes
+                    if fit < 1:
+                        if read:
+                            break  # not even an average entry fits any more
+                        fit = 1
+                    last = min(last, pos[1] + fit - 1)
             next_acked = state.acked.next_start_after(pos)
             if next_acked is not None:
                 last = min(last, next_acked - 1)
@@ -188,6 +206,8 @@ class ManagedCursor:
             if run:
                 out.append(run)
                 read += len(run)
+                if max_bytes:
+                    read_bytes += sum(map(len, run.data))
             cursor_at = ledgers.next_position(Position(pos[0], pos[1] + n - 1))
         state.advance_read_to(cursor_at)
         return out

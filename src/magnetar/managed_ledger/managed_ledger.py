@@ -1009,9 +1009,14 @@ class ManagedLedger:
             upto = min(last, start + self.config.read_batch_max_entries - 1)
             fetch_last = upto
             if read_ahead and upto == last:
+                ahead = self.config.read_ahead_entries
+                if seg.size_bytes:  # by bytes too, from the ledger's average entry size
+                    ahead = min(
+                        ahead, self.config.read_ahead_bytes_max * seg.entries // seg.size_bytes
+                    )
                 fetch_last = min(
                     seg.entries - 1,
-                    max(upto, start + self.config.read_ahead_entries - 1),
+                    max(upto, start + ahead - 1),
                     start + self.config.read_batch_max_entries - 1,
                 )
             data = await self._read_storage(seg, start, fetch_last)

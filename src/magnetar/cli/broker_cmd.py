@@ -14,6 +14,7 @@ from magnetar.cli.server_setup import (
     check_tls,
     configure_logging,
     install_uvloop,
+    ledger_options,
     listener_options,
     memory_options,
     parse_listeners,
@@ -80,20 +81,7 @@ def _zk_url(_ctx: click.Context, _param: click.Parameter, url: str) -> str:
 )
 @click.option("--max-message-size", default=5 * 1024 * 1024, show_default=True, type=int)
 @memory_options
-@click.option(
-    "--managed-ledger-max-entries-per-ledger",
-    default=50_000,
-    show_default=True,
-    type=click.IntRange(min=1),
-)
-@click.option(
-    "--managed-ledger-min-ledger-rollover-time-ms",
-    default=10_000,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="A ledger rolls over for its entry count no sooner than this after it was created "
-    "(managedLedgerMinLedgerRolloverTimeMinutes; 0: at the count).",
-)
+@ledger_options
 @click.option(
     "--log-level",
     default="WARNING",

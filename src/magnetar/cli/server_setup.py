@@ -125,6 +125,29 @@ def listener_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def ledger_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """When a topic's ledger rolls over: ``--managed-ledger-max-entries-per-ledger`` (Pulsar's
+    ``managedLedgerMaxEntriesPerLedger``) once it is ``--managed-ledger-min-ledger-rollover-time-ms``
+    old (``managedLedgerMinLedgerRolloverTimeMinutes``)."""
+    f = click.option(
+        "--managed-ledger-min-ledger-rollover-time-ms",
+        default=10_000,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="A ledger rolls over for its entry count no sooner than this after it was "
+        "created (managedLedgerMinLedgerRolloverTimeMinutes; 0: at the count).",
+    )(f)
+    f = click.option(
+        "--managed-ledger-max-entries-per-ledger",
+        default=50_000,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="A topic's ledger rolls over after this many entries "
+        "(managedLedgerMaxEntriesPerLedger).",
+    )(f)
+    return f
+
+
 def memory_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """``--managed-ledger-cache-size-mb``: the bound of what a broker keeps in memory for
     tailing reads (Pulsar's ``managedLedgerCacheSizeMB``); ``--max-message-publish-buffer-size-mb``:

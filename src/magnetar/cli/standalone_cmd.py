@@ -13,6 +13,7 @@ from magnetar.cli.server_setup import (
     check_tls,
     configure_logging,
     install_uvloop,
+    ledger_options,
     listener_options,
     memory_options,
     parse_listeners,
@@ -108,21 +109,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     help="MiB of written entries the bookie buffers before writing them to its entry logs "
     "(dbStorage_writeCacheMaxSizeMb; they are also written every second).",
 )
-@click.option(
-    "--managed-ledger-max-entries-per-ledger",
-    default=50_000,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="A topic's ledger rolls over after this many entries (managedLedgerMaxEntriesPerLedger).",
-)
-@click.option(
-    "--managed-ledger-min-ledger-rollover-time-ms",
-    default=10_000,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="A ledger rolls over for its entry count no sooner than this after it was created "
-    "(managedLedgerMinLedgerRolloverTimeMinutes; 0: at the count).",
-)
+@ledger_options
 @click.option(
     "--journal-skip-invalid-records/--no-journal-skip-invalid-records",
     default=False,

@@ -20,7 +20,7 @@ import crc32c
 from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.codec import OpType, Request, Status
 from magnetar.bookie.entry_log import EntryLogger, log_of
-from magnetar.metadata import connect
+from magnetar.metadata import MetadataStore, connect
 
 from .test_bookie import RawConnection
 
@@ -84,21 +84,7 @@ async def test_a_bookie_serves_entries_added_after_a_garbage_collection_that_rol
     """The same through a bookie and its protocol: a deleted ledger makes the active log
     mostly garbage, so the collection rolls it and compacts it away; entries added after
     that (as a new owner's ledger recovery re-adds them) are read back after checkpoints."""
-    store = await connect("memory:")
-    await store.put("/ledgers/L0000000001", b"")
-    never_ms = 3_600_000  # the test runs checkpoints and the collection itself
-    bookie = Bookie(
-        BookieConfig(
-            data_dir=tmp_path,
-            port=0,
-            disk_free_min_bytes=0,
-            checkpoint_interval_ms=never_ms,
-            disk_check_interval_ms=never_ms,
-            gc_interval_ms=never_ms,
-        ),
-        store,
-    )
-    await bookie.start()
+    store, bookie = await _bookie_collected_by_hand(tmp_path)
     conn = await RawConnection.open(bookie.port)
     rid = 0
 
@@ -149,23 +135,8 @@ async def test_compaction_writes_moved_entries_out_a_write_cache_at_a_time(
     adds are. Before, a sparse log's whole live data (up to half a log) waited in memory
     until the collection's last checkpoint: 2 MB here, with a 64 KiB cache. The entries are
     still read back."""
-    store = await connect("memory:")
-    await store.put("/ledgers/L0000000001", b"")
-    never_ms = 3_600_000
     cache_bytes = 64 * 1024
-    bookie = Bookie(
-        BookieConfig(
-            data_dir=tmp_path,
-            port=0,
-            disk_free_min_bytes=0,
-            checkpoint_interval_ms=never_ms,
-            disk_check_interval_ms=never_ms,
-            gc_interval_ms=never_ms,
-            write_cache_max_bytes=cache_bytes,
-        ),
-        store,
-    )
-    await bookie.start()
+    store, bookie = await _bookie_collected_by_hand(tmp_path, write_cache_max_bytes=cache_bytes)
     conn = await RawConnection.open(bookie.port)
     entry_bytes = 10_000
     written: dict[int, bytes] = {}
@@ -213,3 +184,25 @@ async def test_compaction_writes_moved_entries_out_a_write_cache_at_a_time(
         conn.close()
         await bookie.stop()
         await store.close()
+
+
+async def _bookie_collected_by_hand(tmp_path: Path, **config: Any) -> tuple[MetadataStore, Bookie]:
+    """A started bookie whose checkpoints, disk checks and collections the test runs itself,
+    over an in-memory store holding ledger 1."""
+    store = await connect("memory:")
+    await store.put("/ledgers/L0000000001", b"")
+    never_ms = 3_600_000
+    bookie = Bookie(
+        BookieConfig(
+            data_dir=tmp_path,
+            port=0,
+            disk_free_min_bytes=0,
+            checkpoint_interval_ms=never_ms,
+            disk_check_interval_ms=never_ms,
+            gc_interval_ms=never_ms,
+            **config,
+        ),
+        store,
+    )
+    await bookie.start()
+    return store, bookie

@@ -305,13 +305,13 @@ class LedgerStorage:
 
     def delete_ledgers(self, ledger_ids: list[int]) -> int:
         """Forget ledgers (deleted from metadata). Returns how many were known."""
+        live = self.log_live_bytes
         n = 0
         for ledger_id in ledger_ids:
             rec = self.ledgers.pop(ledger_id, None)
             if rec is None:
                 continue
             n += 1
-            live = self.log_live_bytes
             for lid, size in rec.log_bytes.items():
                 live[lid] = live.get(lid, 0) - size
             self._dirty_ledgers.discard(ledger_id)
@@ -344,8 +344,6 @@ class LedgerStorage:
         this instant (every record before it has been applied here)."""
         frozen = self.entry_logger.freeze()
         rewrite = self._rewrite
-        pack = INDEX_RECORD.pack
-        parts: list[bytes] = []
         snapshot = None
         index_bytes: bytes | bytearray = b""  # a rewrite's: packed by run_checkpoint_io
         if rewrite:
@@ -361,7 +359,7 @@ class LedgerStorage:
             for lg in self._dirty_ledgers:
                 dirty = ledgers.get(lg)
                 if dirty is not None:
-                    parts.append(pack(_LEDGER, lg, dirty.lac, int(dirty.fenced), 0))
+                    parts.append(_pack_index(_LEDGER, lg, dirty.lac, int(dirty.fenced), 0))
             index_bytes = b"".join(parts)
             generation = self._state.generation
         dirty_index = bytes(self._dirty_index)

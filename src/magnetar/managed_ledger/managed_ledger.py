@@ -93,9 +93,6 @@ from magnetar.metadata.store import (
 
 log = logging.getLogger(__name__)
 
-_DISCARDING: set[asyncio.Future[None]] = set()
-"""Deletions of ledgers created for rollovers that did not happen (kept from collection)."""
-
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -872,16 +869,12 @@ class ManagedLedger:
             created = asyncio.ensure_future(self._storage.create_ledger(props))
         try:
             await self._close_current()
-        except BaseException:
-            if created is not None:
-                created.add_done_callback(self._discard_created)
-            raise
-        if created is None:
-            return
-        try:
+            if created is None:
+                return
             writer = await created
         except BaseException:
-            created.add_done_callback(self._discard_created)  # (runs at once if done)
+            if created is not None:  # (the callback runs at once if it is done)
+                created.add_done_callback(self._discard_created)
             raise
         self.ledgers.add_ledger(LedgerSegment(writer.ledger_id, created_ms=self._clock.now_ms()))
         try:
@@ -896,8 +889,8 @@ class ManagedLedger:
         if created.cancelled() or created.exception() is not None:
             return
         task = asyncio.ensure_future(self._delete_unused(created.result()))
-        _DISCARDING.add(task)
-        task.add_done_callback(_DISCARDING.discard)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _delete_unused(self, writer: LedgerWriter) -> None:
         """Close and delete a ledger that never made it into the ledger list."""

@@ -20,7 +20,9 @@ IOV_MAX: Final = 1024
 """Buffers per ``pwritev`` system call (Linux's limit)."""
 
 
-def pwritev_all(fd: int, bufs: Sequence[bytes], offset: int, *, sync_every_bytes: int = 0) -> None:
+def pwritev_all(
+    fd: int, bufs: Sequence[bytes | bytearray], offset: int, *, sync_every_bytes: int = 0
+) -> None:
     """Write ``bufs`` back to back at ``offset``, IOV_MAX buffers per system call. No join:
     a big buffer is never copied while holding the GIL, which the event loop needs.
 

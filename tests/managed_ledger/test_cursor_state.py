@@ -230,6 +230,34 @@ def test_estimated_message_counts_add_up() -> None:
     assert c.backlog_entries == 0
 
 
+def test_one_message_entries_keep_no_prefix_array_and_count_exactly() -> None:
+    """Unbatched appends keep no per-entry array; the first batch builds it, and every span
+    counts the same as a naive sum before and after."""
+    seg = LedgerSegment(3)
+    ledgers = LedgerList([seg])
+    counts: list[int] = []
+
+    def append(messages: list[int]) -> None:
+        ledgers.record_appends(3, seg.entries, 10 * len(messages), messages)
+        counts.extend(messages)
+
+    def spans_agree() -> None:
+        for first in range(len(counts)):
+            for last in range(first, len(counts)):
+                assert seg.messages_in(first, last) == sum(counts[first : last + 1])
+
+    append([1])
+    append([1, 1, 1])
+    assert seg.message_prefix is None
+    spans_agree()
+    append([1, 5, 1])
+    assert seg.message_prefix is not None
+    assert list(seg.message_prefix) == [0, 1, 2, 3, 4, 5, 10, 11]
+    append([1])
+    spans_agree()
+    assert seg.messages == sum(counts) and seg.entries == len(counts)
+
+
 def test_a_grouped_ack_costs_the_same_calls_for_10_or_1000_entries() -> None:
     """A client's grouped acknowledgement of consecutive entries (in any order) is one run
     for the cursor: the calls it costs do not grow with its length."""

@@ -40,7 +40,9 @@ class LedgerSegment:
     """True once a tiered-storage copy exists (see :mod:`magnetar.managed_ledger.offload`)."""
     message_prefix: array[int] | None = field(default=None, repr=False)
     """``message_prefix[i]`` = messages in entries ``< i`` (length ``entries + 1``), or
-    ``None`` when per-entry counts are unknown (ledger known only from metadata)."""
+    ``None`` when per-entry counts are unknown (ledger known only from metadata) or every
+    entry so far holds one message (``messages == entries``: unbatched publishing, where
+    the array would cost 8 bytes an entry to say what the counts already say)."""
 
     def messages_in(self, first: int, last: int) -> int:
         """Messages in entries ``first..last`` (inclusive, clipped to the ledger)."""
@@ -158,9 +160,18 @@ class LedgerList:
             raise ValueError(f"append {ledger_id}:{first_entry_id} out of order for {segment}")
         prefix = segment.message_prefix
         if prefix is None:
-            if segment.entries:
+            if segment.messages != segment.entries:
                 raise ValueError("per-entry counts unknown for a ledger with entries")
-            prefix = segment.message_prefix = array("q", (0,))
+            n = len(messages)
+            if messages.count(1) == n:
+                # One message an entry so far: no prefix array (8 bytes an entry), the
+                # proportional count of :meth:`LedgerSegment.messages_in` is exact.
+                segment.entries += n
+                segment.messages += n
+                segment.last_add_ms = now_ms
+                segment.size_bytes += size_bytes
+                return
+            prefix = segment.message_prefix = array("q", range(segment.entries + 1))
         start = total = prefix[-1]
         for m in messages:
             total += m

@@ -12,10 +12,13 @@ out several times.
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 from pathlib import Path
 from typing import Any
 
 import crc32c
+import pytest
 
 from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.codec import OpType, Request, Status
@@ -206,3 +209,63 @@ async def _bookie_collected_by_hand(tmp_path: Path, **config: Any) -> tuple[Meta
     )
     await bookie.start()
     return store, bookie
+
+
+def test_a_checkpoint_drops_payloads_as_they_are_synced_and_a_retry_writes_only_the_rest(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A checkpoint's write syncs a log a chunk at a time; each synced chunk's payloads leave
+    memory (read from the file from then on). A write that fails midway hands back only what
+    was not synced, and the retry starts there."""
+    from magnetar.bookie import entry_log, file_io
+
+    logger = EntryLogger(tmp_path)
+    added = []
+    for entry in range(3000):
+        payload = entry.to_bytes(4, "big") * 300
+        added.append((logger.add(5, entry, entry - 1, crc32c.crc32c(payload), payload), payload))
+    total = logger.buffered_bytes
+    assert total > 4 * entry_log.SYNC_CHUNK_BYTES
+    real_fdatasync = os.fdatasync
+    syncs = 0
+
+    def failing_third_sync(fd: int) -> None:
+        nonlocal syncs
+        syncs += 1
+        if syncs == 3:
+            raise OSError(errno.ENOSPC, "No space left on device (injected)")
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", failing_third_sync)
+    frozen = logger.freeze()
+    with pytest.raises(OSError):
+        logger.write_frozen(frozen)
+    monkeypatch.setattr(os, "fdatasync", real_fdatasync)
+    (buf,) = frozen
+    assert 0 < buf.released < len(added)
+    assert logger.buffered_bytes == total - buf.released_bytes
+    assert buf.released_bytes >= 2 * entry_log.SYNC_CHUNK_BYTES
+    for location, payload in added[: buf.released]:
+        assert logger.read_buffered(location) is None
+        assert logger.read_file(location).payload == payload
+    for location, payload in added[buf.released :]:
+        stored = logger.read_buffered(location)
+        assert stored is not None and stored.payload == payload
+
+    logger.unfreeze(frozen)
+    writes: list[int] = []
+    real_pwritev_all = file_io.pwritev_all
+
+    def recording(fd: int, bufs: Any, offset: int, **kw: Any) -> None:
+        writes.append(offset)
+        real_pwritev_all(fd, bufs, offset, **kw)
+
+    monkeypatch.setattr(file_io, "pwritev_all", recording)
+    first_unsynced = added[buf.released][0]
+    _checkpoint(logger)
+    assert writes == [first_unsynced & entry_log.OFFSET_MASK]
+    assert logger.buffered_bytes == 0
+    for location, payload in added:
+        assert logger.read_buffered(location) is None
+        assert logger.read_file(location).payload == payload
+    logger.close()

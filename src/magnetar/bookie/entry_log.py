@@ -21,10 +21,10 @@ import os
 import struct
 import threading
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Final, overload
 
@@ -65,17 +65,26 @@ class _Buffer:
     its header packed into one ``bytearray`` and its offset in one ``array``: 48 bytes and
     no Python object of its own. One ``bytes`` header and one index-dict item per record cost
     ~190 bytes in three small objects each; 70 000 unbatched adds a second left Python's
-    small-object arenas fragmented long after the buffers were written."""
+    small-object arenas fragmented long after the buffers were written.
+
+    A checkpoint writing a frozen buffer drops its payloads as soon as they are synced to
+    the log, a sync chunk at a time (:meth:`release_synced`): the first ``released``
+    records are then read from the file, and a failed checkpoint's retry writes the rest."""
 
     log_id: int
     base_offset: int
     headers: bytearray = field(default_factory=bytearray)
     """``HEADER_SIZE`` bytes per record, in order."""
-    payloads: list[bytes] = field(default_factory=list)
+    payloads: list[bytes | None] = field(default_factory=list)
+    """``None`` for the ``released`` first records."""
     offsets: array[int] = field(default_factory=lambda: array("q"))
     """Offset (within the log) of each record, increasing."""
     size: int = 0
+    """Bytes of all its records in the log (released ones too)."""
     frozen: bool = False
+    released: int = 0
+    """Records at the front written and synced to the log, their payloads dropped."""
+    released_bytes: int = 0
 
     def find(self, offset: int) -> int | None:
         """The number of the record at ``offset`` in this buffer, if one starts there."""
@@ -83,25 +92,47 @@ class _Buffer:
         i = bisect_left(offsets, offset)
         return i if i < len(offsets) and offsets[i] == offset else None
 
-    def parts(self) -> _RecordParts:
-        """The records as header, payload, header, payload … for a vectored write."""
-        return _RecordParts(self.headers, self.payloads)
+    def unwritten(self) -> tuple[int, _RecordParts]:
+        """Where the records not yet released start in the log, and them as header,
+        payload, header, payload … for a vectored write."""
+        start = self.released
+        offset = self.offsets[start] if start < len(self.offsets) else self.base_offset + self.size
+        return offset, _RecordParts(self.headers, self.payloads, start)
+
+    def release_synced(self, end_offset: int) -> None:
+        """Worker thread: the log is synced up to ``end_offset``; drop the payloads of the
+        records that end there or before (the event loop then reads them from the file)."""
+        offsets = self.offsets
+        n = len(offsets)
+        # record i ends where record i + 1 starts (the last where the buffer ends)
+        done = bisect_right(offsets, end_offset, 1) - 1 if n else 0
+        if done == n - 1 and self.base_offset + self.size <= end_offset:
+            done = n
+        start = self.released
+        if done <= start:
+            return
+        end = self.base_offset + self.size if done == n else offsets[done]
+        self.payloads[start:done] = repeat(None, done - start)
+        self.released_bytes += end - offsets[start]
+        self.released = done
 
 
 class _RecordParts(Sequence["bytes | bytearray"]):
-    """A frozen buffer's records as the sequence header, payload, header, … that
-    :func:`~magnetar.bookie.file_io.pwritev_all` writes, built a slice at a time (a copy of
-    each header while its ``pwritev`` runs, none kept for the whole buffer; copies, not views,
-    so no export pins the ``bytearray`` of a buffer that a failed write hands back for adds)."""
+    """A frozen buffer's records from ``start`` on as the sequence header, payload, header, …
+    that :func:`~magnetar.bookie.file_io.pwritev_all` writes, built a slice at a time (a copy
+    of each header while its ``pwritev`` runs, none kept for the whole buffer; copies, not
+    views, so no export pins the ``bytearray`` of a buffer that a failed write hands back for
+    adds)."""
 
-    __slots__ = ("_headers", "_payloads")
+    __slots__ = ("_headers", "_payloads", "_start")
 
-    def __init__(self, headers: bytearray, payloads: list[bytes]) -> None:
+    def __init__(self, headers: bytearray, payloads: list[bytes | None], start: int) -> None:
         self._headers = headers
         self._payloads = payloads
+        self._start = start
 
     def __len__(self) -> int:
-        return 2 * len(self._payloads)
+        return 2 * (len(self._payloads) - self._start)
 
     @overload
     def __getitem__(self, index: int) -> bytes | bytearray: ...
@@ -114,7 +145,8 @@ class _RecordParts(Sequence["bytes | bytearray"]):
             start, stop, step = index.indices(len(self))
             if step != 1 or start % 2 or stop % 2:
                 return [self[i] for i in range(start, stop, step)]
-            first, end = start // 2, max(stop, start) // 2
+            first = self._start + start // 2
+            end = self._start + max(stop, start) // 2
             heads = map(
                 self._headers.__getitem__,
                 map(
@@ -123,14 +155,18 @@ class _RecordParts(Sequence["bytes | bytearray"]):
                     range((first + 1) * HEADER_SIZE, (end + 1) * HEADER_SIZE, HEADER_SIZE),
                 ),
             )
-            return list(chain.from_iterable(zip(heads, self._payloads[first:end], strict=True)))
+            payloads = self._payloads[first:end]
+            return list(chain.from_iterable(zip(heads, payloads, strict=True)))  # type: ignore[arg-type]  # unreleased: no None
         if index < 0:
             index += len(self)
         if not 0 <= index < len(self):
             raise IndexError(index)
         record, is_payload = divmod(index, 2)
+        record += self._start
         if is_payload:
-            return self._payloads[record]
+            payload = self._payloads[record]
+            assert payload is not None, "a released record is not written again"
+            return payload
         return self._headers[record * HEADER_SIZE : (record + 1) * HEADER_SIZE]
 
 
@@ -166,7 +202,8 @@ class EntryLogger:
 
     @property
     def buffered_bytes(self) -> int:
-        return sum(b.size for b in self._buffers)
+        """Bytes of the records held in memory (released ones are only in the files)."""
+        return sum(b.size - b.released_bytes for b in self._buffers)
 
     def add(self, ledger_id: int, entry_id: int, lac: int, checksum: int, payload: bytes) -> int:
         """Append an entry to the active log's buffer; returns its location."""
@@ -238,10 +275,13 @@ class EntryLogger:
             if buf.log_id == log_id:
                 i = buf.find(offset)
                 if i is not None:
+                    payload = buf.payloads[i]
+                    if payload is None:  # released: synced to the file
+                        return None
                     _, ledger, entry, lac, crc = ENTRY_HEADER.unpack_from(
                         buf.headers, i * HEADER_SIZE
                     )
-                    return StoredEntry(ledger, entry, lac, crc, buf.payloads[i])
+                    return StoredEntry(ledger, entry, lac, crc, payload)
         return None
 
     def freeze(self) -> list[_Buffer]:
@@ -263,10 +303,17 @@ class EntryLogger:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
                 for b in bufs:
+                    offset, parts = b.unwritten()
                     file_io.pwritev_all(
-                        fd, b.parts(), b.base_offset, sync_every_bytes=SYNC_CHUNK_BYTES
+                        fd,
+                        parts,
+                        offset,
+                        sync_every_bytes=SYNC_CHUNK_BYTES,
+                        on_synced=b.release_synced,
                     )
                 os.fdatasync(fd)
+                for b in bufs:
+                    b.release_synced(b.base_offset + b.size)
             finally:
                 os.close(fd)
         if created:  # a new file's directory entry; otherwise no directory sync (a commit)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -21,7 +21,12 @@ IOV_MAX: Final = 1024
 
 
 def pwritev_all(
-    fd: int, bufs: Sequence[bytes | bytearray], offset: int, *, sync_every_bytes: int = 0
+    fd: int,
+    bufs: Sequence[bytes | bytearray],
+    offset: int,
+    *,
+    sync_every_bytes: int = 0,
+    on_synced: Callable[[int], None] | None = None,
 ) -> None:
     """Write ``bufs`` back to back at ``offset``, IOV_MAX buffers per system call. No join:
     a big buffer is never copied while holding the GIL, which the event loop needs.
@@ -29,7 +34,8 @@ def pwritev_all(
     ``sync_every_bytes`` > 0: ``fdatasync`` each time at least that much was written since
     the last one (the caller syncs the end). A long write then reaches the disk as a series
     of small flushes that another file's syncs can slip between, instead of one burst that
-    every sync queued behind it waits for."""
+    every sync queued behind it waits for. ``on_synced(end)`` is called after each of those
+    syncs with the file offset up to which the data is now durable."""
     unsynced = 0
     for i in range(0, len(bufs), IOV_MAX):
         chunk = bufs[i : i + IOV_MAX]
@@ -48,6 +54,8 @@ def pwritev_all(
         if sync_every_bytes and unsynced >= sync_every_bytes:
             os.fdatasync(fd)
             unsynced = 0
+            if on_synced is not None:
+                on_synced(offset)
 
 
 def write_file_synced(path: Path, data: bytes | bytearray) -> None:

@@ -224,12 +224,12 @@ async def test_local_transport_needs_a_serving_bookie(tmp_path: Path) -> None:
         LocalBookieTransport(b, SystemClock(), 1000)
 
 
-async def test_local_acks_wait_for_the_checkpoint_once_the_write_cache_is_twice_full(
+async def test_local_acks_wait_for_the_checkpoint_once_the_write_cache_is_full(
     tmp_path: Path, store: MetadataStore
 ) -> None:
-    """Adds go on while a checkpoint writes; past twice the write cache, the in-process
-    transport acknowledges only once that checkpoint ends, so the callers' windows stop
-    further adds (the write buffers grew without bound while a slow checkpoint ran)."""
+    """Adds go on while a checkpoint writes; past a quarter more than the write cache, the
+    in-process transport acknowledges only once that checkpoint ends, so the callers' windows
+    stop further adds (the write buffers grew without bound while a slow checkpoint ran)."""
     cache_bytes = 16 * 1024
     b = Bookie(
         BookieConfig(
@@ -250,16 +250,13 @@ async def test_local_acks_wait_for_the_checkpoint_once_the_write_cache_is_twice_
         async with b._checkpoint_lock:  # a checkpoint that cannot write yet (a slow disk)
             storage = b.storage
             assert storage is not None
-            entry = 0  # acknowledged at once up to twice the cache
-            while (
-                storage.entry_logger.buffered_bytes + HEADER_SIZE + len(payload) <= 2 * cache_bytes
-            ):
+            entry = 0  # acknowledged at once up to a quarter more than the cache
+            full_bytes = b.write_cache_full_bytes
+            assert full_bytes == cache_bytes * 5 // 4
+            while storage.entry_logger.buffered_bytes + HEADER_SIZE + len(payload) <= full_bytes:
                 assert (await add(transport, add_request(pool, 1, entry, payload)))[0] == 0
                 entry += 1
-            assert (
-                not b.write_cache_full
-                and entry > 2 * cache_bytes // (len(payload) + HEADER_SIZE) - 1
-            )
+            assert not b.write_cache_full and entry > full_bytes // (len(payload) + HEADER_SIZE) - 1
             answers: list[int | None] = []
             transport.add(
                 add_request(pool, 1, entry, payload), lambda status, _m, _e: answers.append(status)

@@ -190,6 +190,9 @@ class Bookie:
         self.storage = LedgerStorage(
             self._data_dir, log_size_max_bytes=cfg.entry_log_size_max_bytes
         )
+        self.storage.entry_logger.on_released = partial(
+            _call_soon_threadsafe, loop, self._write_cache_released
+        )
         start_pos = await loop.run_in_executor(self._storage_executor, self.storage.load)
         journal_dir = self._data_dir / "journal"
         journal_dir.mkdir(exist_ok=True)
@@ -588,20 +591,32 @@ class Bookie:
 
     @property
     def write_cache_full(self) -> bool:
-        """The write buffers hold more than twice ``write_cache_max_bytes``: a checkpoint is
-        writing and the adds since have filled another cache."""
+        """The write buffers hold a quarter more than ``write_cache_max_bytes`` not yet synced
+        to the entry logs: a checkpoint is writing and the adds since have filled another
+        quarter of the cache."""
         storage = self.storage
-        return (
-            storage is not None
-            and storage.entry_logger.buffered_bytes > 2 * self.config.write_cache_max_bytes
+        return storage is not None and (
+            storage.entry_logger.buffered_bytes > self.write_cache_full_bytes
         )
 
+    @property
+    def write_cache_full_bytes(self) -> int:
+        """Past this many bytes in the write buffers, :attr:`write_cache_full`."""
+        return self.config.write_cache_max_bytes * 5 // 4
+
     def on_write_cache_room(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` (once) when the next checkpoint attempt ends, whatever its outcome,
-        at the latest after ``checkpoint_interval_ms`` (a bookie that cannot checkpoint, say
-        read-only after a fault, holds nobody up longer), or when the bookie stops."""
+        """Call ``callback`` (once) when the write cache is no longer full (the checkpoint
+        writing has synced enough), when the next checkpoint attempt ends, whatever its
+        outcome, at the latest after ``checkpoint_interval_ms`` (a bookie that cannot
+        checkpoint, say read-only after a fault, holds nobody up longer), or when the bookie
+        stops."""
         self._write_cache_waiters.append(callback)
         self._checkpoint_wanted.set()
+
+    def _write_cache_released(self) -> None:
+        """A checkpoint dropped synced payloads from the write buffers."""
+        if self._write_cache_waiters and not self.write_cache_full:
+            self._release_write_cache_waiters()
 
     def _release_write_cache_waiters(self) -> None:
         waiters, self._write_cache_waiters = self._write_cache_waiters, []
@@ -935,3 +950,9 @@ def _settle_checkpoint(
         storage.abort_checkpoint(job)
     else:
         storage.finish_checkpoint(job)
+
+
+def _call_soon_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    """From a worker thread; nothing if the loop has closed (the bookie stopped)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback)

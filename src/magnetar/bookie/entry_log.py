@@ -22,8 +22,9 @@ import struct
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain, repeat
 from pathlib import Path
 from typing import Final, overload
@@ -193,6 +194,9 @@ class EntryLogger:
         self._buffers: list[_Buffer] = [_Buffer(self.active_log_id, 0)]
         self._read_fds: dict[int, int] = {}
         self._fd_lock = threading.Lock()
+        self.on_released: Callable[[], None] | None = None
+        """Called from the writing thread after a checkpoint dropped synced payloads (the
+        owner's hook to let adds waiting for room go on before the checkpoint ends)."""
 
     def path(self, log_id: int) -> Path:
         return self._dir / f"{log_id:010d}{_SUFFIX}"
@@ -309,15 +313,20 @@ class EntryLogger:
                         parts,
                         offset,
                         sync_every_bytes=SYNC_CHUNK_BYTES,
-                        on_synced=b.release_synced,
+                        on_synced=partial(self._release_synced, b),
                     )
                 os.fdatasync(fd)
                 for b in bufs:
-                    b.release_synced(b.base_offset + b.size)
+                    self._release_synced(b, b.base_offset + b.size)
             finally:
                 os.close(fd)
         if created:  # a new file's directory entry; otherwise no directory sync (a commit)
             file_io.fsync_dir(self._dir)
+
+    def _release_synced(self, buf: _Buffer, end_offset: int) -> None:
+        buf.release_synced(end_offset)
+        if self.on_released is not None:
+            self.on_released()
 
     def unfreeze(self, frozen: list[_Buffer]) -> None:
         """A checkpoint failed to write ``frozen``: the next :meth:`freeze` takes them again

@@ -22,7 +22,7 @@ import pytest
 
 from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.codec import OpType, Request, Status
-from magnetar.bookie.entry_log import EntryLogger, log_of
+from magnetar.bookie.entry_log import HEADER_SIZE, EntryLogger, log_of
 from magnetar.metadata import MetadataStore, connect
 
 from .test_bookie import RawConnection
@@ -211,21 +211,26 @@ async def _bookie_collected_by_hand(tmp_path: Path, **config: Any) -> tuple[Meta
     return store, bookie
 
 
-def test_a_checkpoint_drops_payloads_as_they_are_synced_and_a_retry_writes_only_the_rest(
+def test_a_checkpoint_drops_big_payloads_as_they_are_synced_and_a_retry_writes_only_the_rest(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    """A checkpoint's write syncs a log a chunk at a time; each synced chunk's payloads leave
-    memory (read from the file from then on). A write that fails midway hands back only what
-    was not synced, and the retry starts there."""
+    """A checkpoint's write syncs a log a chunk at a time; each synced chunk's big payloads
+    leave memory (read from the file from then on; small ones live in the buffer's bytes
+    until the checkpoint ends). A write that fails midway hands back only what was not
+    synced, the retry starts there, and adds meanwhile go to a new buffer."""
     from magnetar.bookie import entry_log, file_io
 
     logger = EntryLogger(tmp_path)
     added = []
-    for entry in range(3000):
-        payload = entry.to_bytes(4, "big") * 300
+    big_bytes = 0
+    for entry in range(1500):
+        size = entry_log.INLINE_MAX_BYTES + 2000 if entry % 3 == 0 else 1200
+        payload = (entry.to_bytes(4, "big") * size)[:size]
         added.append((logger.add(5, entry, entry - 1, crc32c.crc32c(payload), payload), payload))
+        if entry % 3 == 0:
+            big_bytes += HEADER_SIZE + size
     total = logger.buffered_bytes
-    assert total > 4 * entry_log.SYNC_CHUNK_BYTES
+    assert total > 6 * entry_log.SYNC_CHUNK_BYTES
     real_fdatasync = os.fdatasync
     syncs = 0
 
@@ -242,30 +247,39 @@ def test_a_checkpoint_drops_payloads_as_they_are_synced_and_a_retry_writes_only_
         logger.write_frozen(frozen)
     monkeypatch.setattr(os, "fdatasync", real_fdatasync)
     (buf,) = frozen
-    assert 0 < buf.released < len(added)
-    assert logger.buffered_bytes == total - buf.released_bytes
-    assert buf.released_bytes >= 2 * entry_log.SYNC_CHUNK_BYTES
-    for location, payload in added[: buf.released]:
-        assert logger.read_buffered(location) is None
-        assert logger.read_file(location).payload == payload
-    for location, payload in added[buf.released :]:
-        stored = logger.read_buffered(location)
-        assert stored is not None and stored.payload == payload
+    released = buf.released
+    assert 0 < released < len(added)
+    synced_big = sum(
+        HEADER_SIZE + len(p) for e, (_, p) in enumerate(added[:released]) if e % 3 == 0
+    )
+    assert buf.released_bytes == synced_big > entry_log.SYNC_CHUNK_BYTES
+    assert logger.buffered_bytes == total - synced_big
+    for entry, (location, payload) in enumerate(added):
+        buffered = logger.read_buffered(location)
+        if entry < released and entry % 3 == 0:
+            assert buffered is None
+        else:
+            assert buffered is not None and buffered.payload == payload
+        if entry < released:
+            assert logger.read_file(location).payload == payload
 
     logger.unfreeze(frozen)
+    late_payload = b"late" * 100
+    late = logger.add(5, 1500, 1499, crc32c.crc32c(late_payload), late_payload)
+    assert buf.find(late & entry_log.OFFSET_MASK) is None  # a new buffer took it
     writes: list[int] = []
     real_pwritev_all = file_io.pwritev_all
 
-    def recording(fd: int, bufs: Any, offset: int, **kw: Any) -> None:
+    def recording(fd: int, bufs: Any, offset: int) -> None:
         writes.append(offset)
-        real_pwritev_all(fd, bufs, offset, **kw)
+        real_pwritev_all(fd, bufs, offset)
 
     monkeypatch.setattr(file_io, "pwritev_all", recording)
-    first_unsynced = added[buf.released][0]
     _checkpoint(logger)
-    assert writes == [first_unsynced & entry_log.OFFSET_MASK]
+    assert writes[0] == added[released][0] & entry_log.OFFSET_MASK
+    assert writes == sorted(writes) and len(writes) > 1
     assert logger.buffered_bytes == 0
-    for location, payload in added:
+    for location, payload in [*added, (late, late_payload)]:
         assert logger.read_buffered(location) is None
         assert logger.read_file(location).payload == payload
     logger.close()

@@ -21,13 +21,11 @@ import os
 import struct
 import threading
 from array import array
-from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from itertools import chain, repeat
 from pathlib import Path
-from typing import Final, overload
+from typing import Final
 
 from magnetar.bookie import file_io
 
@@ -58,34 +56,50 @@ class StoredEntry:
     payload: bytes
 
 
+INLINE_MAX_BYTES: Final = 4096
+"""Payloads up to this size are copied into a write buffer's bytes; bigger ones are kept by
+reference (never copied)."""
+
+
 @dataclass(slots=True)
 class _Buffer:
     """Records of one log waiting to be written, from ``base_offset`` on.
 
-    Per record it holds a reference to the payload (shared with the callers, never copied),
-    its header packed into one ``bytearray`` and its offset in one ``array``: 48 bytes and
-    no Python object of its own. One ``bytes`` header and one index-dict item per record cost
-    ~190 bytes in three small objects each; 70 000 unbatched adds a second left Python's
-    small-object arenas fragmented long after the buffers were written.
+    ``data`` holds the records as the log will, except that the payloads bigger than
+    :data:`INLINE_MAX_BYTES` are kept by reference in ``big``. A small record then costs its
+    bytes plus 16 in two arrays, and no Python object of its own: one ``bytes`` header and
+    one index-dict item per record (~190 bytes in three small objects) left Python's
+    small-object arenas fragmented long after 70 000 unbatched adds a second were written,
+    and building the vectored write record by record held the GIL the event loop wanted. A
+    checkpoint writes ``data`` in a few big pieces.
 
-    A checkpoint writing a frozen buffer drops its payloads as soon as they are synced to
-    the log, a sync chunk at a time (:meth:`release_synced`): the first ``released``
-    records are then read from the file, and a failed checkpoint's retry writes the rest."""
+    A checkpoint writes a frozen buffer a sync chunk at a time and drops each big payload
+    once it is synced (:meth:`release_through`): the first ``released`` records are then on
+    disk, their big payloads read from the file, and a failed checkpoint's retry writes the
+    rest. A buffer once frozen never takes adds again (``sealed``): the writing thread's views
+    of ``data`` stay valid."""
 
     log_id: int
     base_offset: int
-    headers: bytearray = field(default_factory=bytearray)
-    """``HEADER_SIZE`` bytes per record, in order."""
-    payloads: list[bytes | None] = field(default_factory=list)
-    """``None`` for the ``released`` first records."""
+    data: bytearray = field(default_factory=bytearray)
     offsets: array[int] = field(default_factory=lambda: array("q"))
     """Offset (within the log) of each record, increasing."""
+    heads: array[int] = field(default_factory=lambda: array("q"))
+    """Position in ``data`` of each record's header."""
+    big: dict[int, bytes | None] = field(default_factory=dict)
+    """Record number -> its payload, for payloads bigger than :data:`INLINE_MAX_BYTES`
+    (``None`` once released)."""
+    big_records: array[int] = field(default_factory=lambda: array("q"))
+    """The keys of ``big``, increasing."""
     size: int = 0
-    """Bytes of all its records in the log (released ones too)."""
+    """Bytes of all its records in the log."""
     frozen: bool = False
+    sealed: bool = False
+    """Frozen once: adds go to a new buffer (see the class docstring)."""
     released: int = 0
-    """Records at the front written and synced to the log, their payloads dropped."""
+    """Records at the front written and synced to the log."""
     released_bytes: int = 0
+    """Bytes of big payloads dropped after they were synced."""
 
     def find(self, offset: int) -> int | None:
         """The number of the record at ``offset`` in this buffer, if one starts there."""
@@ -93,82 +107,70 @@ class _Buffer:
         i = bisect_left(offsets, offset)
         return i if i < len(offsets) and offsets[i] == offset else None
 
-    def unwritten(self) -> tuple[int, _RecordParts]:
-        """Where the records not yet released start in the log, and them as header,
-        payload, header, payload … for a vectored write."""
-        start = self.released
-        offset = self.offsets[start] if start < len(self.offsets) else self.base_offset + self.size
-        return offset, _RecordParts(self.headers, self.payloads, start)
+    def read(self, record: int) -> StoredEntry | None:
+        """Record number ``record``; ``None`` if its payload was released (read the file)."""
+        head = self.heads[record]
+        n, ledger, entry, lac, crc = ENTRY_HEADER.unpack_from(self.data, head)
+        payload: bytes | None
+        if record in self.big:
+            payload = self.big[record]
+            if payload is None:
+                return None
+        else:
+            start = head + HEADER_SIZE
+            payload = bytes(self.data[start : start + n])
+        return StoredEntry(ledger, entry, lac, crc, payload)
 
-    def release_synced(self, end_offset: int) -> None:
-        """Worker thread: the log is synced up to ``end_offset``; drop the payloads of the
-        records that end there or before (the event loop then reads them from the file)."""
+    def _log_end(self, record: int) -> int:
+        """Where record ``record`` starts in the log (the buffer's end for one past the last)."""
+        return self.offsets[record] if record < len(self.offsets) else self.base_offset + self.size
+
+    def sync_chunks(self, chunk_bytes: int) -> Iterator[tuple[int, int, list[memoryview | bytes]]]:
+        """Worker thread, frozen buffer: the records not yet released in runs of about
+        ``chunk_bytes`` (at least one record each): ``(log offset, end record, pieces)``,
+        the pieces to write back to back at that offset."""
+        view = memoryview(self.data)
         offsets = self.offsets
+        heads = self.heads
+        big = self.big
+        big_records = self.big_records
         n = len(offsets)
-        # record i ends where record i + 1 starts (the last where the buffer ends)
-        done = bisect_right(offsets, end_offset, 1) - 1 if n else 0
-        if done == n - 1 and self.base_offset + self.size <= end_offset:
-            done = n
-        start = self.released
-        if done <= start:
-            return
-        end = self.base_offset + self.size if done == n else offsets[done]
-        self.payloads[start:done] = repeat(None, done - start)
-        self.released_bytes += end - offsets[start]
-        self.released = done
+        data_end = len(self.data)
+        first = self.released
+        while first < n:
+            start = offsets[first]
+            end = max(bisect_left(offsets, start + chunk_bytes), first + 1)
+            pieces: list[memoryview | bytes] = []
+            pos = heads[first]
+            lo = bisect_left(big_records, first)
+            hi = bisect_left(big_records, end, lo)
+            for record in big_records[lo:hi]:
+                payload = big[record]
+                assert payload is not None, "a released record is not written again"
+                cut = heads[record] + HEADER_SIZE
+                pieces.append(view[pos:cut])
+                pieces.append(payload)
+                pos = cut
+            stop = heads[end] if end < n else data_end
+            if stop > pos:
+                pieces.append(view[pos:stop])
+            yield start, end, pieces
+            first = end
 
-
-class _RecordParts(Sequence["bytes | bytearray"]):
-    """A frozen buffer's records from ``start`` on as the sequence header, payload, header, …
-    that :func:`~magnetar.bookie.file_io.pwritev_all` writes, built a slice at a time (a copy
-    of each header while its ``pwritev`` runs, none kept for the whole buffer; copies, not
-    views, so no export pins the ``bytearray`` of a buffer that a failed write hands back for
-    adds)."""
-
-    __slots__ = ("_headers", "_payloads", "_start")
-
-    def __init__(self, headers: bytearray, payloads: list[bytes | None], start: int) -> None:
-        self._headers = headers
-        self._payloads = payloads
-        self._start = start
-
-    def __len__(self) -> int:
-        return 2 * (len(self._payloads) - self._start)
-
-    @overload
-    def __getitem__(self, index: int) -> bytes | bytearray: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[bytes | bytearray]: ...
-
-    def __getitem__(self, index: int | slice) -> bytes | bytearray | list[bytes | bytearray]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(len(self))
-            if step != 1 or start % 2 or stop % 2:
-                return [self[i] for i in range(start, stop, step)]
-            first = self._start + start // 2
-            end = self._start + max(stop, start) // 2
-            heads = map(
-                self._headers.__getitem__,
-                map(
-                    slice,
-                    range(first * HEADER_SIZE, end * HEADER_SIZE, HEADER_SIZE),
-                    range((first + 1) * HEADER_SIZE, (end + 1) * HEADER_SIZE, HEADER_SIZE),
-                ),
-            )
-            payloads = self._payloads[first:end]
-            return list(chain.from_iterable(zip(heads, payloads, strict=True)))  # type: ignore[arg-type]  # unreleased: no None
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        record, is_payload = divmod(index, 2)
-        record += self._start
-        if is_payload:
-            payload = self._payloads[record]
-            assert payload is not None, "a released record is not written again"
-            return payload
-        return self._headers[record * HEADER_SIZE : (record + 1) * HEADER_SIZE]
+    def release_through(self, end: int) -> None:
+        """Worker thread: records before ``end`` are synced to the log; drop their big
+        payloads (the event loop then reads them from the file)."""
+        big = self.big
+        big_records = self.big_records
+        freed = 0
+        lo = bisect_left(big_records, self.released)
+        for record in big_records[lo : bisect_left(big_records, end, lo)]:
+            payload = big[record]
+            if payload is not None:
+                freed += HEADER_SIZE + len(payload)
+                big[record] = None
+        self.released_bytes += freed
+        self.released = end
 
 
 def log_ids(directory: Path) -> list[int]:
@@ -195,8 +197,8 @@ class EntryLogger:
         self._read_fds: dict[int, int] = {}
         self._fd_lock = threading.Lock()
         self.on_released: Callable[[], None] | None = None
-        """Called from the writing thread after a checkpoint dropped synced payloads (the
-        owner's hook to let adds waiting for room go on before the checkpoint ends)."""
+        """Called from the writing thread after each sync chunk of a checkpoint (the owner's
+        hook to let adds waiting for room go on before the checkpoint ends)."""
 
     def path(self, log_id: int) -> Path:
         return self._dir / f"{log_id:010d}{_SUFFIX}"
@@ -206,7 +208,8 @@ class EntryLogger:
 
     @property
     def buffered_bytes(self) -> int:
-        """Bytes of the records held in memory (released ones are only in the files)."""
+        """Bytes of the records held in memory (released big payloads are only in the
+        files)."""
         return sum(b.size - b.released_bytes for b in self._buffers)
 
     def add(self, ledger_id: int, entry_id: int, lac: int, checksum: int, payload: bytes) -> int:
@@ -238,9 +241,16 @@ class EntryLogger:
             if buf is None:
                 buf = self._open_buffer()
             locations.append((self.active_log_id << OFFSET_BITS) | active)
+            data = buf.data
+            buf.heads.append(len(data))
+            data += ENTRY_HEADER.pack(n, ledger_id, entry_id, lac, checksum)
+            if n <= INLINE_MAX_BYTES:
+                data += payload
+            else:
+                record = len(buf.offsets)
+                buf.big[record] = payload
+                buf.big_records.append(record)
             buf.offsets.append(active)
-            buf.headers += ENTRY_HEADER.pack(n, ledger_id, entry_id, lac, checksum)
-            buf.payloads.append(payload)
             buf.size += size
             self._active_size = active + size
             entry_id += 1
@@ -256,7 +266,7 @@ class EntryLogger:
         bytes went to the old log's file (recreated after compaction removed it): entries
         unreadable at their locations."""
         buf = self._buffers[-1] if self._buffers else None
-        if buf is None or buf.frozen or buf.log_id != self.active_log_id:
+        if buf is None or buf.sealed or buf.log_id != self.active_log_id:
             buf = _Buffer(self.active_log_id, self._active_size)
             self._buffers.append(buf)
         assert buf.base_offset + buf.size == self._active_size, "buffer not at the log's end"
@@ -279,20 +289,14 @@ class EntryLogger:
             if buf.log_id == log_id:
                 i = buf.find(offset)
                 if i is not None:
-                    payload = buf.payloads[i]
-                    if payload is None:  # released: synced to the file
-                        return None
-                    _, ledger, entry, lac, crc = ENTRY_HEADER.unpack_from(
-                        buf.headers, i * HEADER_SIZE
-                    )
-                    return StoredEntry(ledger, entry, lac, crc, payload)
+                    return buf.read(i)
         return None
 
     def freeze(self) -> list[_Buffer]:
         """Mark every buffer so far for writing; later adds go to a new buffer."""
         frozen = [b for b in self._buffers if not b.frozen and b.size]
         for b in frozen:
-            b.frozen = True
+            b.frozen = b.sealed = True
         return frozen
 
     def write_frozen(self, frozen: list[_Buffer]) -> None:
@@ -307,26 +311,19 @@ class EntryLogger:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
                 for b in bufs:
-                    offset, parts = b.unwritten()
-                    file_io.pwritev_all(
-                        fd,
-                        parts,
-                        offset,
-                        sync_every_bytes=SYNC_CHUNK_BYTES,
-                        on_synced=partial(self._release_synced, b),
-                    )
-                os.fdatasync(fd)
-                for b in bufs:
-                    self._release_synced(b, b.base_offset + b.size)
+                    # a sync per chunk: the journal, on the same disk, then waits behind at
+                    # most a chunk of entry-log data, not a whole checkpoint's, and a big
+                    # payload leaves memory as soon as it is on disk
+                    for start, end, pieces in b.sync_chunks(SYNC_CHUNK_BYTES):
+                        file_io.pwritev_all(fd, pieces, start)
+                        os.fdatasync(fd)
+                        b.release_through(end)
+                        if self.on_released is not None:
+                            self.on_released()
             finally:
                 os.close(fd)
         if created:  # a new file's directory entry; otherwise no directory sync (a commit)
             file_io.fsync_dir(self._dir)
-
-    def _release_synced(self, buf: _Buffer, end_offset: int) -> None:
-        buf.release_synced(end_offset)
-        if self.on_released is not None:
-            self.on_released()
 
     def unfreeze(self, frozen: list[_Buffer]) -> None:
         """A checkpoint failed to write ``frozen``: the next :meth:`freeze` takes them again

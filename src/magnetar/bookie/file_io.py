@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from bisect import bisect_left
-from collections.abc import Callable, Sequence
-from itertools import accumulate
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -22,36 +20,12 @@ IOV_MAX: Final = 1024
 """Buffers per ``pwritev`` system call (Linux's limit)."""
 
 
-def pwritev_all(
-    fd: int,
-    bufs: Sequence[bytes | bytearray],
-    offset: int,
-    *,
-    sync_every_bytes: int = 0,
-    on_synced: Callable[[int], None] | None = None,
-) -> None:
-    """Write ``bufs`` back to back at ``offset``, at most IOV_MAX buffers per system call. No
-    join: a big buffer is never copied while holding the GIL, which the event loop needs.
-
-    ``sync_every_bytes`` > 0: ``fdatasync`` each time at least that much was written since
-    the last one (the caller syncs the end). A long write then reaches the disk as a series
-    of small flushes that another file's syncs can slip between, instead of one burst that
-    every sync queued behind it waits for. ``on_synced(end)`` is called after each of those
-    syncs with the file offset up to which the data is now durable."""
-    unsynced = 0
-    i = 0
-    n = len(bufs)
-    while i < n:
+def pwritev_all(fd: int, bufs: Sequence[bytes | bytearray | memoryview], offset: int) -> None:
+    """Write ``bufs`` back to back at ``offset``, IOV_MAX buffers per system call. No join:
+    a big buffer is never copied while holding the GIL, which the event loop needs."""
+    for i in range(0, len(bufs), IOV_MAX):
         chunk = bufs[i : i + IOV_MAX]
-        sums = list(accumulate(map(len, chunk)))
-        if sync_every_bytes:
-            # a chunk ends where the next sync is due: big buffers are not written (and
-            # held by the chunk) IOV_MAX at a time between syncs
-            k = bisect_left(sums, sync_every_bytes - unsynced) + 1
-            if k < len(chunk):
-                chunk = chunk[:k]
-        i += len(chunk)
-        total = sums[len(chunk) - 1]
+        total = sum(map(len, chunk))
         written = os.pwritev(fd, chunk, offset)
         if written < total:
             # Short write (rare): finish this chunk byte-exactly.
@@ -62,12 +36,6 @@ def pwritev_all(
                 rest = rest[k:]
                 pos += k
         offset += total
-        unsynced += total
-        if sync_every_bytes and unsynced >= sync_every_bytes:
-            os.fdatasync(fd)
-            unsynced = 0
-            if on_synced is not None:
-                on_synced(offset)
 
 
 def write_file_synced(path: Path, data: bytes | bytearray) -> None:

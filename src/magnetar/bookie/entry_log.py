@@ -37,6 +37,10 @@ _SUFFIX: Final = ".log"
 SYNC_CHUNK_BYTES: Final = 512 * 1024
 """A checkpoint writes the buffers and syncs every this many bytes: the journal, on the same
 disk, then waits behind at most this much entry-log data, not a whole checkpoint's."""
+SYNC_CHUNK_RECORDS_MIN: Final = 32
+"""...and every this many records at least: 100 KB entries synced five at a time made
+batched publishing 10-20 % slower (each sync has a cost of its own), while small entries
+still go 512 KiB at a time."""
 
 
 def location_of(log_id: int, offset: int) -> int:
@@ -125,10 +129,12 @@ class _Buffer:
         """Where record ``record`` starts in the log (the buffer's end for one past the last)."""
         return self.offsets[record] if record < len(self.offsets) else self.base_offset + self.size
 
-    def sync_chunks(self, chunk_bytes: int) -> Iterator[tuple[int, int, list[memoryview | bytes]]]:
+    def sync_chunks(
+        self, chunk_bytes: int, records_min: int = 1
+    ) -> Iterator[tuple[int, int, list[memoryview | bytes]]]:
         """Worker thread, frozen buffer: the records not yet released in runs of about
-        ``chunk_bytes`` (at least one record each): ``(log offset, end record, pieces)``,
-        the pieces to write back to back at that offset."""
+        ``chunk_bytes`` and at least ``records_min`` records: ``(log offset, end record,
+        pieces)``, the pieces to write back to back at that offset."""
         view = memoryview(self.data)
         offsets = self.offsets
         heads = self.heads
@@ -139,7 +145,7 @@ class _Buffer:
         first = self.released
         while first < n:
             start = offsets[first]
-            end = max(bisect_left(offsets, start + chunk_bytes), first + 1)
+            end = min(max(bisect_left(offsets, start + chunk_bytes), first + records_min), n)
             pieces: list[memoryview | bytes] = []
             pos = heads[first]
             lo = bisect_left(big_records, first)
@@ -314,7 +320,8 @@ class EntryLogger:
                     # a sync per chunk: the journal, on the same disk, then waits behind at
                     # most a chunk of entry-log data, not a whole checkpoint's, and a big
                     # payload leaves memory as soon as it is on disk
-                    for start, end, pieces in b.sync_chunks(SYNC_CHUNK_BYTES):
+                    chunks = b.sync_chunks(SYNC_CHUNK_BYTES, SYNC_CHUNK_RECORDS_MIN)
+                    for start, end, pieces in chunks:
                         file_io.pwritev_all(fd, pieces, start)
                         os.fdatasync(fd)
                         b.release_through(end)

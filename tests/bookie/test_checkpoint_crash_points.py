@@ -63,6 +63,7 @@ class CrashPoints:
         for name, half in (
             ("pwritev_all", self._half_pwritev),
             ("write_file_synced", self._half_write),
+            ("write_chunks_synced", self._half_chunks),
             ("write_at_synced", self._half_write_at),
             ("fsync_dir", None),
             ("replace", None),
@@ -76,6 +77,8 @@ class CrashPoints:
         self, name: str, original: Callable[..., Any], half: Callable[..., None] | None
     ) -> Callable[..., Any]:
         def wrapped(*args: Any, **kwargs: Any) -> Any:
+            if name == "write_chunks_synced":  # written (half, then whole) more than once
+                args = (args[0], [b"".join(args[1])])
             if not self.recording:
                 return original(*args, **kwargs)
             n = self.operations
@@ -102,6 +105,11 @@ class CrashPoints:
     @staticmethod
     def _half_write(original: Callable[..., Any], path: Path, data: bytes) -> None:
         original(path, data[: len(data) // 2])
+
+    @staticmethod
+    def _half_chunks(original: Callable[..., Any], path: Path, chunks: list[bytes]) -> None:
+        (data,) = chunks
+        original(path, [data[: len(data) // 2]])
 
     @staticmethod
     def _half_write_at(original: Callable[..., Any], path: Path, data: bytes, offset: int) -> None:

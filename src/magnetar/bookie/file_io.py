@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -46,6 +46,21 @@ def write_file_synced(path: Path, data: bytes | bytearray) -> None:
         pos = 0
         while pos < len(view):
             pos += os.write(fd, view[pos:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_chunks_synced(path: Path, chunks: Iterable[bytes | bytearray]) -> None:
+    """Create or truncate ``path``, write ``chunks`` back to back and fsync it (not its
+    directory): a big file written without all of it in memory at once."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for chunk in chunks:
+            view = memoryview(chunk)
+            pos = 0
+            while pos < len(view):
+                pos += os.write(fd, view[pos:])
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -29,9 +29,9 @@ import json
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import islice, repeat
 from pathlib import Path
 from typing import Final
 
@@ -96,8 +96,8 @@ class CheckpointJob:
     dirty_ledgers: frozenset[int] = frozenset()
     snapshot: list[tuple[int, EntryIndex, int, bool]] | None = None
     """For a rewrite: ``(ledger, entries, lac, fenced)`` of every ledger, copied on the loop;
-    :meth:`LedgerStorage.run_checkpoint_io` packs them into ``index_bytes`` in its thread
-    (packing a record per entry on the loop stalled it for tens of milliseconds)."""
+    :meth:`LedgerStorage.run_checkpoint_io` packs and writes them a chunk at a time in its
+    thread (packing a record per entry on the loop stalled it for tens of milliseconds)."""
     freed_bytes: int = 0
     """Set by :meth:`LedgerStorage.run_checkpoint_io` once it removed ``logs_to_remove``."""
 
@@ -345,7 +345,7 @@ class LedgerStorage:
         frozen = self.entry_logger.freeze()
         rewrite = self._rewrite
         snapshot = None
-        index_bytes: bytes | bytearray = b""  # a rewrite's: packed by run_checkpoint_io
+        index_bytes: bytes | bytearray = b""  # a rewrite's: written by run_checkpoint_io
         if rewrite:
             snapshot = [
                 (ledger, rec.entries.copy(), rec.lac, rec.fenced)
@@ -401,15 +401,24 @@ class LedgerStorage:
         """Worker thread: entry logs, then index, then the checkpoint file."""
         if job.frozen:
             self.entry_logger.write_frozen(job.frozen)
-        if job.snapshot is not None:
-            job.index_bytes = _pack_snapshot(job.snapshot)
-            job.snapshot = None
         path = self._index_path(job.generation)
         created = not path.exists()
+        crc: int | None
         if job.rewrite:
-            length = len(job.index_bytes)
-            crc: int | None = crc32c.crc32c(job.index_bytes)
-            file_io.write_file_synced(path, job.index_bytes)
+            assert job.snapshot is not None
+            length = 0
+            written_crc = 0
+
+            def counted(chunks: Iterator[bytearray]) -> Iterator[bytearray]:
+                nonlocal length, written_crc
+                for chunk in chunks:
+                    length += len(chunk)
+                    written_crc = crc32c.crc32c(chunk, written_crc)
+                    yield chunk
+
+            file_io.write_chunks_synced(path, counted(_packed_snapshot(job.snapshot)))
+            crc = written_crc
+            job.snapshot = None
         else:
             file_io.write_at_synced(path, job.index_bytes, self._state.index_length)
             length = self._state.index_length + len(job.index_bytes)
@@ -503,34 +512,50 @@ class LedgerStorage:
         self.entry_logger.close()
 
 
-def _pack_snapshot(snapshot: list[tuple[int, EntryIndex, int, bool]]) -> bytearray:
+_REWRITE_CHUNK_RECORDS: Final = 64 * 1024
+"""Index records packed and written at a time by an index rewrite (~1.9 MB)."""
+
+
+def _packed_snapshot(snapshot: list[tuple[int, EntryIndex, int, bool]]) -> Iterator[bytearray]:
     """A whole index generation (each ledger's entry records, then its ledger record),
-    packed in place into one buffer, its only copy, with no Python call or ``bytes`` per
-    record: one ``bytes`` per record and a join peaked at 179 bytes an entry instead of 29
-    (tracemalloc; ~110 MB spikes of the standalone's memory in ``benchmarks/broker.py
-    --repeat 3``)."""
+    packed in place a chunk of :data:`_REWRITE_CHUNK_RECORDS` records at a time, with no
+    Python call or ``bytes`` per record. One ``bytes`` per record and a join peaked at 179
+    bytes an entry; the whole generation in one buffer at 29 (a ~100 MB spike of the
+    standalone's memory after three passes of ``benchmarks/broker.py``): now a chunk."""
     size = INDEX_RECORD.size
-    count = sum(len(entries) for _, entries, _, _ in snapshot) + len(snapshot)
-    out = bytearray(count * size)
     pack_into = INDEX_RECORD.pack_into
-    offset = 0
+    capacity = _REWRITE_CHUNK_RECORDS * size
+    out = bytearray(capacity)
+    pos = 0
     for ledger, entries, lac, fenced in snapshot:
-        ids, locations, sizes = entries.columns()
-        end = offset + len(entries) * size
-        deque(
-            map(
-                pack_into,
-                repeat(out),
-                range(offset, end, size),
-                repeat(_ENTRY),
-                repeat(ledger),
-                ids,
-                locations,
-                sizes,
-            ),
-            maxlen=0,
-        )
-        pack_into(out, end, _LEDGER, ledger, lac, int(fenced), 0)
-        offset = end + size
-    assert offset == len(out)
-    return out
+        ids, locations, sizes = (iter(column) for column in entries.columns())
+        remaining = len(entries)
+        while True:
+            if pos == capacity:
+                yield out
+                out = bytearray(capacity)
+                pos = 0
+            if not remaining:
+                break
+            k = min(remaining, (capacity - pos) // size)
+            end = pos + k * size
+            deque(
+                map(
+                    pack_into,
+                    repeat(out),
+                    range(pos, end, size),
+                    repeat(_ENTRY),
+                    repeat(ledger),
+                    islice(ids, k),
+                    islice(locations, k),
+                    islice(sizes, k),
+                ),
+                maxlen=0,
+            )
+            pos = end
+            remaining -= k
+        pack_into(out, pos, _LEDGER, ledger, lac, int(fenced), 0)
+        pos += size
+    if pos:
+        del out[pos:]
+        yield out

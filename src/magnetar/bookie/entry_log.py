@@ -63,33 +63,41 @@ class StoredEntry:
 INLINE_MAX_BYTES: Final = 4096
 """Payloads up to this size are copied into a write buffer's bytes; bigger ones are kept by
 reference (never copied)."""
+_SEGMENT_BYTES: Final = 256 * 1024
+"""A write buffer's bytes are segments of about this size: one growing ``bytearray`` was
+copied whole on the event loop each time ``realloc`` moved it (megabytes, every 12 % of
+growth)."""
+_SEGMENT_SHIFT: Final = 20
+"""A position in a buffer's bytes is ``segment << _SEGMENT_SHIFT | offset in the segment``
+(a segment stays under ``_SEGMENT_BYTES`` plus one record, far below 1 MiB)."""
+_SEGMENT_MASK: Final = (1 << _SEGMENT_SHIFT) - 1
 
 
 @dataclass(slots=True)
 class _Buffer:
     """Records of one log waiting to be written, from ``base_offset`` on.
 
-    ``data`` holds the records as the log will, except that the payloads bigger than
+    ``segments`` hold the records as the log will, except that the payloads bigger than
     :data:`INLINE_MAX_BYTES` are kept by reference in ``big``. A small record then costs its
     bytes plus 16 in two arrays, and no Python object of its own: one ``bytes`` header and
     one index-dict item per record (~190 bytes in three small objects) left Python's
     small-object arenas fragmented long after 70 000 unbatched adds a second were written,
     and building the vectored write record by record held the GIL the event loop wanted. A
-    checkpoint writes ``data`` in a few big pieces.
+    checkpoint writes the segments in a few big pieces.
 
     A checkpoint writes a frozen buffer a sync chunk at a time and drops each big payload
     once it is synced (:meth:`release_through`): the first ``released`` records are then on
     disk, their big payloads read from the file, and a failed checkpoint's retry writes the
     rest. A buffer once frozen never takes adds again (``sealed``): the writing thread's views
-    of ``data`` stay valid."""
+    of its segments stay valid."""
 
     log_id: int
     base_offset: int
-    data: bytearray = field(default_factory=bytearray)
+    segments: list[bytearray] = field(default_factory=lambda: [bytearray()])
     offsets: array[int] = field(default_factory=lambda: array("q"))
     """Offset (within the log) of each record, increasing."""
     heads: array[int] = field(default_factory=lambda: array("q"))
-    """Position in ``data`` of each record's header."""
+    """Position in ``segments`` of each record's header (see :data:`_SEGMENT_SHIFT`)."""
     big: dict[int, bytes | None] = field(default_factory=dict)
     """Record number -> its payload, for payloads bigger than :data:`INLINE_MAX_BYTES`
     (``None`` once released)."""
@@ -114,7 +122,9 @@ class _Buffer:
     def read(self, record: int) -> StoredEntry | None:
         """Record number ``record``; ``None`` if its payload was released (read the file)."""
         head = self.heads[record]
-        n, ledger, entry, lac, crc = ENTRY_HEADER.unpack_from(self.data, head)
+        segment = self.segments[head >> _SEGMENT_SHIFT]
+        head &= _SEGMENT_MASK
+        n, ledger, entry, lac, crc = ENTRY_HEADER.unpack_from(segment, head)
         payload: bytes | None
         if record in self.big:
             payload = self.big[record]
@@ -122,7 +132,7 @@ class _Buffer:
                 return None
         else:
             start = head + HEADER_SIZE
-            payload = bytes(self.data[start : start + n])
+            payload = bytes(segment[start : start + n])
         return StoredEntry(ledger, entry, lac, crc, payload)
 
     def _log_end(self, record: int) -> int:
@@ -135,13 +145,13 @@ class _Buffer:
         """Worker thread, frozen buffer: the records not yet released in runs of about
         ``chunk_bytes`` and at least ``records_min`` records: ``(log offset, end record,
         pieces)``, the pieces to write back to back at that offset."""
-        view = memoryview(self.data)
         offsets = self.offsets
         heads = self.heads
         big = self.big
         big_records = self.big_records
         n = len(offsets)
-        data_end = len(self.data)
+        segments = self.segments
+        data_end = (len(segments) - 1) << _SEGMENT_SHIFT | len(segments[-1])
         first = self.released
         while first < n:
             start = offsets[first]
@@ -154,14 +164,26 @@ class _Buffer:
                 payload = big[record]
                 assert payload is not None, "a released record is not written again"
                 cut = heads[record] + HEADER_SIZE
-                pieces.append(view[pos:cut])
+                pieces += self._views(pos, cut)
                 pieces.append(payload)
                 pos = cut
-            stop = heads[end] if end < n else data_end
-            if stop > pos:
-                pieces.append(view[pos:stop])
+            pieces += self._views(pos, heads[end] if end < n else data_end)
             yield start, end, pieces
             first = end
+
+    def _views(self, start: int, stop: int) -> list[memoryview]:
+        """Views of the bytes from position ``start`` to ``stop``, a piece per segment."""
+        views = []
+        segment_no, pos = start >> _SEGMENT_SHIFT, start & _SEGMENT_MASK
+        last_no, last_pos = stop >> _SEGMENT_SHIFT, stop & _SEGMENT_MASK
+        while segment_no <= last_no:
+            segment = self.segments[segment_no]
+            end = last_pos if segment_no == last_no else len(segment)
+            if end > pos:
+                views.append(memoryview(segment)[pos:end])
+            segment_no += 1
+            pos = 0
+        return views
 
     def release_through(self, end: int) -> None:
         """Worker thread: records before ``end`` are synced to the log; drop their big
@@ -247,8 +269,12 @@ class EntryLogger:
             if buf is None:
                 buf = self._open_buffer()
             locations.append((self.active_log_id << OFFSET_BITS) | active)
-            data = buf.data
-            buf.heads.append(len(data))
+            segments = buf.segments
+            data = segments[-1]
+            if len(data) >= _SEGMENT_BYTES:
+                data = bytearray()
+                segments.append(data)
+            buf.heads.append((len(segments) - 1) << _SEGMENT_SHIFT | len(data))
             data += ENTRY_HEADER.pack(n, ledger_id, entry_id, lac, checksum)
             if n <= INLINE_MAX_BYTES:
                 data += payload

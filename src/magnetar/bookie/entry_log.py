@@ -135,10 +135,6 @@ class _Buffer:
             payload = bytes(segment[start : start + n])
         return StoredEntry(ledger, entry, lac, crc, payload)
 
-    def _log_end(self, record: int) -> int:
-        """Where record ``record`` starts in the log (the buffer's end for one past the last)."""
-        return self.offsets[record] if record < len(self.offsets) else self.base_offset + self.size
-
     def sync_chunks(
         self, chunk_bytes: int, records_min: int = 1
     ) -> Iterator[tuple[int, int, list[memoryview | bytes]]]:

@@ -40,20 +40,18 @@ def pwritev_all(fd: int, bufs: Sequence[bytes | bytearray | memoryview], offset:
 
 def write_file_synced(path: Path, data: bytes | bytearray) -> None:
     """Create or truncate ``path``, write ``data`` and fsync it (not its directory)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        pos = 0
-        while pos < len(view):
-            pos += os.write(fd, view[pos:])
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _write_synced(path, (data,))
 
 
 def write_chunks_synced(path: Path, chunks: Iterable[bytes | bytearray]) -> None:
     """Create or truncate ``path``, write ``chunks`` back to back and fsync it (not its
     directory): a big file written without all of it in memory at once."""
+    _write_synced(path, chunks)
+
+
+def _write_synced(path: Path, chunks: Iterable[bytes | bytearray]) -> None:
+    """The body of :func:`write_file_synced` and :func:`write_chunks_synced` (each a step of
+    the crash tests on its own, so neither calls the other through the module)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         for chunk in chunks:

@@ -190,9 +190,7 @@ class Bookie:
         self.storage = LedgerStorage(
             self._data_dir, log_size_max_bytes=cfg.entry_log_size_max_bytes
         )
-        self.storage.entry_logger.on_released = partial(
-            _call_soon_threadsafe, loop, self._write_cache_released
-        )
+        self.storage.entry_logger.on_released = partial(self._write_cache_synced, loop)
         start_pos = await loop.run_in_executor(self._storage_executor, self.storage.load)
         journal_dir = self._data_dir / "journal"
         journal_dir.mkdir(exist_ok=True)
@@ -613,6 +611,14 @@ class Bookie:
         self._write_cache_waiters.append(callback)
         self._checkpoint_wanted.set()
 
+    def _write_cache_synced(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Writing thread, after each sync piece of a checkpoint: wake the loop only if adds
+        wait for room (a waiter added just after this look is let go when the checkpoint
+        ends, as before)."""
+        if self._write_cache_waiters:
+            with contextlib.suppress(RuntimeError):  # the loop closed: the bookie stopped
+                loop.call_soon_threadsafe(self._write_cache_released)
+
     def _write_cache_released(self) -> None:
         """A checkpoint dropped synced payloads from the write buffers."""
         if self._write_cache_waiters and not self.write_cache_full:
@@ -950,9 +956,3 @@ def _settle_checkpoint(
         storage.abort_checkpoint(job)
     else:
         storage.finish_checkpoint(job)
-
-
-def _call_soon_threadsafe(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
-    """From a worker thread; nothing if the loop has closed (the bookie stopped)."""
-    with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(callback)

@@ -159,27 +159,25 @@ class LedgerList:
         if segment.ledger_id != ledger_id or first_entry_id != segment.entries:
             raise ValueError(f"append {ledger_id}:{first_entry_id} out of order for {segment}")
         prefix = segment.message_prefix
-        if prefix is None:
-            if segment.messages != segment.entries:
-                raise ValueError("per-entry counts unknown for a ledger with entries")
-            n = len(messages)
-            if messages.count(1) == n:
-                # One message an entry so far: no prefix array (8 bytes an entry), the
-                # proportional count of :meth:`LedgerSegment.messages_in` is exact.
-                segment.entries += n
-                segment.messages += n
-                segment.last_add_ms = now_ms
-                segment.size_bytes += size_bytes
-                return
-            prefix = segment.message_prefix = array("q", range(segment.entries + 1))
-        start = total = prefix[-1]
-        for m in messages:
-            total += m
-            prefix.append(total)
-        segment.entries += len(messages)
+        n = len(messages)
+        if prefix is None and segment.messages != segment.entries:
+            raise ValueError("per-entry counts unknown for a ledger with entries")
+        if prefix is None and messages.count(1) == n:
+            # One message an entry so far: no prefix array (8 bytes an entry), the
+            # proportional count of :meth:`LedgerSegment.messages_in` is exact.
+            added = n
+        else:
+            if prefix is None:
+                prefix = segment.message_prefix = array("q", range(segment.entries + 1))
+            start = total = prefix[-1]
+            for m in messages:
+                total += m
+                prefix.append(total)
+            added = total - start
+        segment.entries += n
         segment.last_add_ms = now_ms
         segment.size_bytes += size_bytes
-        segment.messages += total - start
+        segment.messages += added
 
     def ledger_pairs(self) -> list[tuple[int, int]]:
         """``(ledger_id, entry_count)`` for every ledger, in order."""

@@ -26,7 +26,11 @@ from typing import TYPE_CHECKING
 
 from magnetar.auth.client_credentials import NO_CREDENTIALS, ClientCredentials
 from magnetar.bookie import Bookie, BookieConfig
-from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
+from magnetar.bookie.gc_tuning import (
+    fix_mmap_threshold,
+    start_heap_trimmer,
+    tune_gc_for_serving,
+)
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
 from magnetar.common.gil import tune_gil_for_serving
@@ -305,6 +309,7 @@ async def run(config: StandaloneConfig, started_at: float | None = None) -> None
         assert node.broker is not None and node.http is not None
         tune_gc_for_serving()
         tune_gil_for_serving()
+        fix_mmap_threshold()
         start_heap_trimmer()
         elapsed_ms = (time.perf_counter() - t0) * 1000
         tls_url = node.broker.service_url_tls

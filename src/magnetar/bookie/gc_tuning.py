@@ -28,6 +28,32 @@ def tune_gc_for_serving() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+MMAP_THRESHOLD_BYTES: Final = 128 * 1024
+"""Heap blocks at least this big are mapped on their own (glibc's initial default, kept)."""
+_M_MMAP_THRESHOLD: Final = -3
+"""``mallopt`` parameter number of ``M_MMAP_THRESHOLD`` (glibc's ``malloc.h``)."""
+
+
+def fix_mmap_threshold(threshold_bytes: int = MMAP_THRESHOLD_BYTES) -> bool:
+    """Map every heap block of ``threshold_bytes`` or more on its own, for the life of the
+    process (``mallopt(M_MMAP_THRESHOLD)``; call at start-up). Returns False where there
+    is no glibc.
+
+    glibc starts at 128 KiB but raises the threshold to the size of each mapped block freed
+    (up to 32 MiB): after the first 256 KiB write-buffer segment or 100 KB entry went, every
+    later one came from the main heap, where long-lived small blocks between them kept the
+    freed space from being returned. Fixed, such blocks go back to the system when freed
+    (measured in ``benchmarks/broker.py``: peak resident memory over three passes of the
+    matrix 232-235 -> 195-197 MB, the first pass's 160-161 -> 153-155 MB)."""
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, threshold_bytes))
+
+
 HEAP_TRIM_INTERVAL_S: Final = 2.0
 
 

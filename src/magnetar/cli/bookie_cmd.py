@@ -12,7 +12,11 @@ import click
 
 from magnetar.bookie import Bookie, BookieConfig
 from magnetar.bookie.errors import CookieMismatch, IndexCorrupt, JournalCorrupt
-from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
+from magnetar.bookie.gc_tuning import (
+    fix_mmap_threshold,
+    start_heap_trimmer,
+    tune_gc_for_serving,
+)
 from magnetar.cli.server_setup import configure_logging, install_uvloop
 from magnetar.common.gil import tune_gil_for_serving
 
@@ -107,6 +111,7 @@ def bookie(
     install_uvloop()
     tune_gc_for_serving()
     tune_gil_for_serving()
+    fix_mmap_threshold()
     start_heap_trimmer()
     try:
         asyncio.run(

@@ -163,10 +163,15 @@ def broker(
         ),
     )
     install_uvloop()
-    from magnetar.bookie.gc_tuning import start_heap_trimmer, tune_gc_for_serving
+    from magnetar.bookie.gc_tuning import (
+        fix_mmap_threshold,
+        start_heap_trimmer,
+        tune_gc_for_serving,
+    )
     from magnetar.common.gil import tune_gil_for_serving
 
     tune_gc_for_serving()
     tune_gil_for_serving()
+    fix_mmap_threshold()
     start_heap_trimmer()
     sys.exit(asyncio.run(run(config, started)))

@@ -4,8 +4,10 @@ memory per entry (it is held for every stored entry until its ledger is deleted)
 from __future__ import annotations
 
 import tracemalloc
+from array import array
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -215,3 +217,134 @@ def test_a_checkpoint_rewriting_the_whole_index_holds_only_a_chunk_of_what_it_wr
     assert len(reopened.ledgers[7].entries) == entries
     assert reopened.location(7, entries - 1) == storage.location(7, entries - 1)
     reopened.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(entry_ids, st.integers(0, 1 << 50), st.integers(0, 1 << 20))),
+    st.lists(st.tuples(entry_ids, st.integers(0, 1 << 50), st.integers(0, 1 << 20))),
+)
+def test_a_spilled_index_answers_as_before_and_takes_changes_after(
+    tmp_path_factory: pytest.TempPathFactory,
+    puts: list[tuple[int, int, int]],
+    later: list[tuple[int, int, int]],
+) -> None:
+    """Out of memory and read back, an index gives the same answers (holes and sparse
+    entries too), and changes after that land as they would have without the spill."""
+    path = tmp_path_factory.mktemp("spill") / "1.ent"
+    index, model = EntryIndex(), EntryIndex()
+    for entry_id, location, size in puts:
+        index.put(entry_id, location, size)
+        model.put(entry_id, location, size)
+    assert index.drop_arrays(index.write_spill(path))
+    assert index.spilled and index._locations == array("q")
+    assert (len(index), index.size_total) == (len(model), model.size_total)
+    assert index.last_entry_id == model.last_entry_id
+    copied = index.copy()  # shares the file
+    assert sorted(index.items()) == sorted(model.items())
+    assert not index.spilled and index.spill_file is not None  # read back, file still equal
+    for entry_id, location, size in later:
+        assert index.put(entry_id, location, size) == model.put(entry_id, location, size)
+    assert sorted(index.items()) == sorted(model.items())
+    assert (len(index), index.size_total) == (len(model), model.size_total)
+    if later:
+        assert index.spill_file is None and index.stale_spill() == path
+    assert sorted(zip(*copied.columns(), strict=True)) == sorted(
+        (e, loc, size) for e, (loc, size) in _as_dict(puts).items()
+    )
+
+
+def _as_dict(puts: list[tuple[int, int, int]]) -> dict[int, tuple[int, int]]:
+    return {entry_id: (location, size) for entry_id, location, size in puts}
+
+
+def test_arrays_changed_after_their_spill_was_written_stay_in_memory(tmp_path: Path) -> None:
+    """The spill file is written from a thread while adds go on: an add in between makes
+    the file stale, and the arrays are not dropped for it."""
+    index = EntryIndex()
+    index.put_run(0, range(100, 110), [1] * 10)
+    spill = index.write_spill(tmp_path / "1.ent")
+    index.put_run(10, [200], [1])
+    assert not index.drop_arrays(spill)
+    assert index.get(10) == 200 and not index.spilled
+    index.put(3, 7, 1)  # a change of an entry held, not only an append
+    spill = index.write_spill(tmp_path / "2.ent")
+    index.put(3, 8, 1)
+    assert not index.drop_arrays(spill)
+
+
+def test_a_spill_file_that_cannot_be_read_back_fails_the_lookup_and_keeps_the_index(
+    tmp_path: Path,
+) -> None:
+    index = EntryIndex()
+    index.put_run(0, range(100, 110), [1] * 10)
+    path = tmp_path / "1.ent"
+    assert index.drop_arrays(index.write_spill(path))
+    path.write_bytes(path.read_bytes()[:20])  # short
+    with pytest.raises(OSError, match="not as written"):
+        index.get(3)
+    path.unlink()
+    with pytest.raises(OSError):
+        index.put(10, 1, 1)
+    assert index.spilled and len(index) == 10
+
+
+def test_idle_ledgers_leave_memory_and_come_back_on_use(tmp_path: Path) -> None:
+    """Ledgers idle for the scans asked for (and big enough) go to spill files; reads and
+    adds bring them back; an index rewrite writes spilled ledgers from their files (they
+    stay out of memory); a deleted ledger's file goes with the next checkpoint; a restart
+    starts with no spill files and the same index."""
+    storage = LedgerStorage(tmp_path)
+    storage.load()
+    n = ledger_storage.SPILL_ENTRIES_MIN
+    for ledger in (1, 2, 3):
+        storage.add_entries(ledger, 0, -1, [0] * n, [b"p"] * n)
+    storage.add_entries(4, 0, -1, [0] * 10, [b"p"] * 10)  # too small to spill
+    held = {lg: sorted(rec.entries.items()) for lg, rec in storage.ledgers.items()}
+    job = storage.begin_checkpoint(JournalPosition(1, 0))
+    storage.run_checkpoint_io(job)
+    storage.finish_checkpoint(job)
+
+    def scan() -> int:
+        return storage.finish_spills(storage.write_spills(storage.spill_candidates(2)))
+
+    assert scan() == 0  # the adds touched them all
+    assert scan() == 0  # idle once
+    storage.location(2, 5)  # in use
+    assert scan() == 2
+    spill_dir = tmp_path / "index-spill"
+    assert {rec.entries.spilled for rec in storage.ledgers.values()} == {True, False}
+    assert [lg for lg, rec in storage.ledgers.items() if rec.entries.spilled] == [1, 3]
+    assert len(list(spill_dir.iterdir())) == 2
+    assert storage.location(1, n - 1) == held[1][-1][1]  # read back on use
+    assert not storage.ledgers[1].entries.spilled
+    assert scan() == 0  # 2 idle once, 1 in use
+    assert scan() == 1 and storage.ledgers[2].entries.spilled
+    assert scan() == 0 and storage.ledgers[1].entries.spilled  # its file again: no write
+    assert len(list(spill_dir.iterdir())) == 3
+    file_of_1 = storage.ledgers[1].entries.spill_file
+    assert file_of_1 is not None
+
+    storage.add_entries(3, n, n - 1, [0], [b"q"])  # read back and changed: file stale
+    held[3] = sorted(storage.ledgers[3].entries.items())
+    storage.delete_ledgers([1])  # the next checkpoint rewrites the index
+    job = storage.begin_checkpoint(JournalPosition(1, 0))
+    assert job.rewrite and job.spill_files_to_remove == [file_of_1.path]
+    storage.run_checkpoint_io(job)
+    storage.finish_checkpoint(job)
+    assert storage.ledgers[2].entries.spilled  # the rewrite read its file, left it out
+    assert len(list(spill_dir.iterdir())) == 2  # 3's stale file waits for a scan
+    scan()
+    job = storage.begin_checkpoint(JournalPosition(1, 0))
+    storage.run_checkpoint_io(job)
+    storage.finish_checkpoint(job)
+    file_of_2 = storage.ledgers[2].entries.spill_file
+    assert file_of_2 is not None and list(spill_dir.iterdir()) == [file_of_2.path]
+    storage.close()
+
+    again = LedgerStorage(tmp_path)
+    again.load()
+    assert list(spill_dir.iterdir()) == []
+    del held[1]
+    assert {lg: sorted(rec.entries.items()) for lg, rec in again.ledgers.items()} == held
+    again.close()

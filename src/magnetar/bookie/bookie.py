@@ -103,8 +103,8 @@ class BookieConfig:
     journal_pending_bytes_max: int = 64 * 1024 * 1024
     entry_log_size_max_bytes: int = 512 * 1024 * 1024
     write_cache_max_bytes: int = 64 * 1024 * 1024
-    """A checkpoint starts when the entry-log write buffers exceed this. Past twice this
-    (adds go on while a checkpoint writes), acknowledgements through the in-process
+    """A checkpoint starts when the entry-log write buffers exceed this. Past a quarter more
+    than this (adds go on while a checkpoint writes), acknowledgements through the in-process
     transport wait for the checkpoint in flight (BookKeeper throttles adds when its write
     cache is full): the callers' windows then hold further adds back."""
     checkpoint_interval_ms: int = 1_000
@@ -113,6 +113,12 @@ class BookieConfig:
     up the journal's syncs behind it (5 s worth at 20k entries/s took 100-400 ms to sync and
     doubled the p99 of publish latency; 1 s worth takes 20-40 ms)."""
     gc_interval_ms: int = 60_000
+    index_spill_interval_ms: int = 5_000
+    """How often the bookie looks for idle ledgers whose index can leave memory (0: never;
+    see :mod:`magnetar.bookie.entry_index`)."""
+    index_spill_idle_scans: int = 2
+    """A ledger neither read nor written for this many looks in a row (10-15 s with the
+    default interval) has its index moved to a spill file; the next use reads it back."""
     compaction_live_fraction_max: float = 0.5
     disk_free_min_bytes: int = 1024 * 1024 * 1024
     disk_check_interval_ms: int = 5_000
@@ -226,6 +232,8 @@ class Bookie:
         ]
         if self._metadata is not None:
             self._tasks.append(loop.create_task(self._gc_loop(), name="bookie-gc"))
+        if self.config.index_spill_interval_ms > 0:
+            self._tasks.append(loop.create_task(self._spill_loop(), name="bookie-index-spill"))
         log.info("bookie %s serving (data dir %s)", self.bookie_id, self._data_dir)
 
     async def stop(self) -> None:
@@ -578,8 +586,14 @@ class Bookie:
             if crc(payload) != checksum:
                 return _BAD_REQUEST, "payload checksum mismatch"
         rec = storage.ledgers.get(ledger_id)
-        if rec is not None and rec.fenced and not recovery:
-            return _FENCED, f"ledger {ledger_id} is fenced"
+        if rec is not None:
+            if rec.fenced and not recovery:
+                return _FENCED, f"ledger {ledger_id} is fenced"
+            try:
+                rec.entries.read_back()  # a spilled index: before anything is stored
+            except OSError as exc:
+                log.error("index of ledger %d cannot be read back: %s", ledger_id, exc)
+                return _INTERNAL_ERROR, f"index of ledger {ledger_id} unreadable: {exc}"
         storage.add_entries(ledger_id, first_entry_id, last_add_confirmed, checksums, payloads)
         journal.append_many(
             ADD_ENTRY, ledger_id, first_entry_id, last_add_confirmed, checksums, payloads
@@ -748,7 +762,16 @@ class Bookie:
         if rec is None:
             conn.reply(self._error(request, Status.NO_SUCH_LEDGER, f"no ledger {ledger_id}"))
             return
-        location = rec.entries.get(request.entry_id)
+        try:
+            location = rec.entries.get(request.entry_id)
+        except OSError as exc:  # a spilled index whose file cannot be read
+            log.error("index of ledger %d cannot be read back: %s", ledger_id, exc)
+            conn.reply(
+                self._error(
+                    request, Status.INTERNAL_ERROR, f"index of ledger {ledger_id} unreadable"
+                )
+            )
+            return
         if location is None:
             err = self._error(
                 request, Status.NO_SUCH_ENTRY, f"no entry {ledger_id}:{request.entry_id}"
@@ -935,6 +958,28 @@ class Bookie:
         await self.checkpoint()
         self.gc_runs += 1
         return max(0, before - sum(storage.log_total_bytes.values()))
+
+    async def spill_idle_indexes(self) -> int:
+        """One look for idle ledgers: the indexes of those idle long enough leave memory
+        (written to spill files in a storage thread). Returns how many left."""
+        storage = self.storage
+        assert storage is not None
+        candidates = storage.spill_candidates(self.config.index_spill_idle_scans)
+        if not candidates:
+            return 0
+        loop = asyncio.get_running_loop()
+        written = await loop.run_in_executor(
+            self._storage_executor, storage.write_spills, candidates
+        )
+        return storage.finish_spills(written)
+
+    async def _spill_loop(self) -> None:
+        while True:
+            await self._clock.sleep(self.config.index_spill_interval_ms / 1000)
+            try:
+                await self.spill_idle_indexes()
+            except Exception:
+                log.exception("spilling idle ledger indexes failed")
 
     async def _gc_loop(self) -> None:
         while True:

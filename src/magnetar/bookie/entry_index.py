@@ -12,14 +12,27 @@ Entry ids far beyond the end (more than :data:`GAP_MAX_ENTRIES` past it: only a 
 hostile writer sends those) go to a small dict instead, so one request cannot make the
 arrays grow by gigabytes.
 
-Plain data structure, not thread-safe (the event loop owns it).
+Idle ledgers' arrays leave memory (BookKeeper's interleaved storage keeps its per-ledger
+index on disk with a bounded cache in memory, DbLedgerStorage in RocksDB): a writer thread
+puts them in a *spill file* (:meth:`EntryIndex.write_spill`), the loop then drops them
+(:meth:`EntryIndex.drop_arrays`, refused if an entry changed meanwhile), and the next use
+reads them back (one read of 12 bytes an entry). A spill file is a cache, never needed for
+durability: the index files of :mod:`magnetar.bookie.ledger_storage` are, and a restart
+removes every spill file. Without this, a bookie's memory grew with every entry of every
+ledger not yet deleted (the topics of each pass of ``benchmarks/broker.py`` kept ~15 MB
+until their ledgers rolled over, were trimmed and collected, minutes later).
+
+Plain data structure, not thread-safe (the event loop owns it; :meth:`EntryIndex.write_spill`
+only reads it, from a thread, and :meth:`EntryIndex.drop_arrays` checks nothing changed).
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import chain, compress
+from pathlib import Path
 from typing import Final
 
 GAP_MAX_ENTRIES: Final = 65_536
@@ -28,10 +41,32 @@ _ABSENT: Final = -1
 """Location of an id inside the arrays that this bookie does not hold (locations are >= 0)."""
 
 
+@dataclass(frozen=True, slots=True)
+class SpillFile:
+    """An :class:`EntryIndex`'s arrays in a file: ``length`` locations (``q``), then as many
+    sizes (``I``), as they were at mutation ``version``."""
+
+    path: Path
+    length: int
+    version: int
+    last_entry_id: int
+
+
 class EntryIndex:
     """entry id -> ``(location, size)`` for the entries of one ledger this bookie holds."""
 
-    __slots__ = ("_count", "_locations", "_size_total", "_sizes", "_sparse")
+    __slots__ = (
+        "_count",
+        "_kept",
+        "_locations",
+        "_size_total",
+        "_sizes",
+        "_sparse",
+        "_spilled",
+        "_version",
+        "idle_scans",
+        "touched",
+    )
 
     def __init__(self) -> None:
         self._locations = array("q")
@@ -42,6 +77,17 @@ class EntryIndex:
         """Entries with ids far past the arrays (see the module docstring)."""
         self._count = 0
         self._size_total = 0
+        self._version = 0
+        """Bumped by every change of the arrays or the sparse dict."""
+        self._spilled: SpillFile | None = None
+        """Where the arrays are while they are out of memory (then both are empty)."""
+        self._kept: SpillFile | None = None
+        """The file the arrays were read back from: still equal to them while its version
+        is :attr:`_version` (dropping them again then needs no write)."""
+        self.touched = False
+        """Set by every lookup and change; the owner's idle scans clear it."""
+        self.idle_scans = 0
+        """Idle scans in a row that found it untouched (kept by the owner)."""
 
     def __len__(self) -> int:
         """Entries held."""
@@ -53,7 +99,11 @@ class EntryIndex:
         return self._size_total
 
     def get(self, entry_id: int) -> int | None:
-        """The location of ``entry_id``, or None if not held."""
+        """The location of ``entry_id``, or None if not held. Reads spilled arrays back
+        (``OSError`` if their file cannot be read; nothing changes then)."""
+        self.touched = True
+        if self._spilled is not None:
+            self.read_back()
         if 0 <= entry_id < len(self._locations):
             location = self._locations[entry_id]
             return None if location == _ABSENT else location
@@ -64,6 +114,10 @@ class EntryIndex:
         """Record where ``entry_id`` is stored; returns the ``(location, size)`` it replaces
         (an entry written again, or copied by compaction), or None."""
         assert location >= 0 and size >= 0, (location, size)
+        self.touched = True
+        if self._spilled is not None:
+            self.read_back()
+        self._version += 1
         locations = self._locations
         end = len(locations)
         if 0 <= entry_id < end:
@@ -99,7 +153,11 @@ class EntryIndex:
         ``sizes[i]`` of the i-th); returns the ``(location, size)`` pairs they replace, in
         order (usually none). A run that starts at the arrays' end, with nothing sparse,
         extends them at once (the writer's usual case)."""
+        self.touched = True
+        if self._spilled is not None:
+            self.read_back()
         if first_entry_id == len(self._locations) and not self._sparse:
+            self._version += 1
             self._locations.extend(locations)
             self._sizes.extend(sizes)
             self._count += len(locations)
@@ -134,6 +192,8 @@ class EntryIndex:
 
     def items(self) -> Iterator[tuple[int, int, int]]:
         """``(entry id, location, size)`` of every entry held, array part in id order."""
+        if self._spilled is not None:
+            self.read_back()
         sizes = self._sizes
         for entry_id, location in enumerate(self._locations):
             if location != _ABSENT:
@@ -144,6 +204,8 @@ class EntryIndex:
     def columns(self) -> tuple[Iterable[int], Iterable[int], Iterable[int]]:
         """The entries of :meth:`items` as three parallel iterables (ids, locations,
         sizes), for ``map`` over a C function without a Python call per entry."""
+        if self._spilled is not None:
+            self.read_back()
         locations = self._locations
         ids: Iterable[int] = range(len(locations))
         locs: Iterable[int] = locations
@@ -160,21 +222,98 @@ class EntryIndex:
         return ids, locs, sizes
 
     def copy(self) -> EntryIndex:
-        """An independent copy (the arrays are copied in C: ~12 bytes an entry)."""
-        other = EntryIndex.__new__(EntryIndex)
+        """An independent copy (the arrays are copied in C: ~12 bytes an entry; a spilled
+        index's copy shares its file, which the owner must keep until the copy is used)."""
+        other = EntryIndex()
         other._locations = array("q", self._locations)
         other._sizes = array("I", self._sizes)
         other._sparse = dict(self._sparse)
         other._count = self._count
         other._size_total = self._size_total
+        other._spilled = self._spilled
         return other
 
     @property
     def last_entry_id(self) -> int:
         """The highest entry id held, or -1."""
+        if self._spilled is not None:
+            return self._spilled.last_entry_id
         last = max(self._sparse, default=-1)
         locations = self._locations
         for entry_id in range(len(locations) - 1, max(last, -1), -1):
             if locations[entry_id] != _ABSENT:
                 return entry_id
         return last
+
+    # -- spilling ---------------------------------------------------------------------------
+
+    @property
+    def spilled(self) -> bool:
+        """The arrays are out of memory (in :attr:`spill_file`)."""
+        return self._spilled is not None
+
+    @property
+    def spill_file(self) -> SpillFile | None:
+        """The file holding the arrays, or the one they were read back from while it still
+        equals them (the owner removes neither: see :meth:`stale_spill`)."""
+        if self._spilled is not None:
+            return self._spilled
+        kept = self._kept
+        return kept if kept is not None and kept.version == self._version else None
+
+    def stale_spill(self) -> Path | None:
+        """A file this index was read back from and changed since: no longer needed by
+        it (forgotten here; the owner removes it once no copy can read it)."""
+        kept = self._kept
+        if kept is None or kept.version == self._version:
+            return None
+        self._kept = None
+        return kept.path
+
+    def write_spill(self, path: Path) -> SpillFile:
+        """Worker thread: write the arrays to ``path`` as they are now (they may change
+        meanwhile: :meth:`drop_arrays` then refuses the file). Raises ``OSError``."""
+        version = self._version
+        locations = self._locations
+        length = len(locations)
+        last = self.last_entry_id
+        with path.open("wb") as f:
+            # tofile copies a block at a time from the array's current buffer: safe while
+            # the loop appends (and reallocates); any change bumps the version.
+            locations.tofile(f)
+            self._sizes.tofile(f)
+        return SpillFile(path, length, version, last)
+
+    def drop_arrays(self, spill: SpillFile) -> bool:
+        """Loop: hand the arrays over to ``spill`` (from :meth:`write_spill`, or
+        :attr:`spill_file`) and free them, unless they changed since it was written."""
+        if self._spilled is not None or spill.version != self._version:
+            return False
+        if spill.length != len(self._locations):
+            return False
+        self._spilled = spill
+        self._kept = None
+        self._locations = array("q")
+        self._sizes = array("I")
+        return True
+
+    def read_back(self) -> None:
+        """Read spilled arrays back into memory, if spilled (every lookup and change does
+        it first; call it where an ``OSError`` must come early). ``OSError`` if the file
+        cannot be read: the index then stays spilled."""
+        spill = self._spilled
+        if spill is None:
+            return
+        locations = array("q")
+        sizes = array("I")
+        split = spill.length * locations.itemsize
+        data = spill.path.read_bytes()
+        if len(data) != split + spill.length * sizes.itemsize:
+            raise OSError(f"spill file {spill.path} holds {len(data)} bytes, not as written")
+        with memoryview(data) as view:
+            locations.frombytes(view[:split])
+            sizes.frombytes(view[split:])
+        self._locations = locations
+        self._sizes = sizes
+        self._spilled = None
+        self._kept = spill

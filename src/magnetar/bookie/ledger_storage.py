@@ -18,6 +18,13 @@ the CRC (a missing, short or changed index refuses to start: the journal before 
 is gone) and the caller replays the journal from that position. When ledgers were deleted, the next checkpoint writes a whole new generation
 instead of a delta, which drops them.
 
+Idle ledgers' index arrays leave memory for spill files under ``index-spill/`` (a cache,
+emptied at start-up; see :mod:`magnetar.bookie.entry_index`): the bookie calls
+:meth:`LedgerStorage.spill_candidates` on the loop, :meth:`LedgerStorage.write_spills` in a
+thread and :meth:`LedgerStorage.finish_spills` on the loop. A file no index needs any more
+is removed by the next checkpoint's thread, never while a checkpoint runs (an index
+rewrite's snapshot reads the files of the ledgers spilled when it was taken).
+
 Garbage: every entry log's total and live bytes are tracked; :meth:`dead_logs` are logs with
 no live entry (removed whole), :meth:`sparse_logs` logs worth compacting (live entries are
 copied to the active log, then the old log is removed after the next checkpoint).
@@ -26,7 +33,9 @@ copied to the active log, then the old log is removed after the next checkpoint)
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shutil
 import struct
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -38,7 +47,7 @@ from typing import Final
 import crc32c
 
 from magnetar.bookie import file_io
-from magnetar.bookie.entry_index import EntryIndex
+from magnetar.bookie.entry_index import EntryIndex, SpillFile
 from magnetar.bookie.entry_log import (
     HEADER_SIZE,
     OFFSET_BITS,
@@ -50,10 +59,14 @@ from magnetar.bookie.entry_log import (
 from magnetar.bookie.errors import IndexCorrupt
 from magnetar.bookie.journal import JournalPosition
 
+log = logging.getLogger(__name__)
+
 INDEX_RECORD: Final = struct.Struct("<BQqQI")
 _PACK_RUN_MIN: Final = 8
 """Runs of adds at least this long pack their index records with one ``map`` (cheaper per
 entry from about 5 on; a run of one costs ~400 ns more that way)."""
+SPILL_ENTRIES_MIN: Final = 4096
+"""Ledgers with fewer entries keep their index in memory (48 KiB at most: not worth a file)."""
 _pack_index: Final = INDEX_RECORD.pack
 _ENTRY: Final = 1
 _LEDGER: Final = 2
@@ -100,6 +113,8 @@ class CheckpointJob:
     thread (packing a record per entry on the loop stalled it for tens of milliseconds)."""
     freed_bytes: int = 0
     """Set by :meth:`LedgerStorage.run_checkpoint_io` once it removed ``logs_to_remove``."""
+    spill_files_to_remove: list[Path] = field(default_factory=list)
+    """Spill files no index and no snapshot reads any more (removed first by the I/O)."""
 
 
 @dataclass(slots=True)
@@ -134,6 +149,11 @@ class LedgerStorage:
         self.log_total_bytes: dict[int, int] = {}
         self.log_live_bytes: dict[int, int] = {}
         self._logs_pending_removal: list[int] = []
+        self._spill_dir = data_dir / "index-spill"
+        shutil.rmtree(self._spill_dir, ignore_errors=True)  # a cache: what is left is stale
+        self._spill_dir.mkdir()
+        self._spill_serial = 0
+        self._spill_files_to_remove: list[Path] = []
 
     # -- startup ----------------------------------------------------------------------------
 
@@ -314,9 +334,76 @@ class LedgerStorage:
             n += 1
             for lid, size in rec.log_bytes.items():
                 live[lid] = live.get(lid, 0) - size
+            self._forget_spill_files(rec.entries)
             self._dirty_ledgers.discard(ledger_id)
             self._rewrite = True
         return n
+
+    def _forget_spill_files(self, entries: EntryIndex) -> None:
+        """Queue for removal the spill files of an index that is gone."""
+        for path in (
+            entries.stale_spill(),
+            None if entries.spill_file is None else entries.spill_file.path,
+        ):
+            if path is not None:
+                self._spill_files_to_remove.append(path)
+
+    # -- spilling idle indexes (loop, thread, loop) -----------------------------------------
+
+    def spill_candidates(self, idle_scans: int) -> list[tuple[int, EntryIndex, Path]]:
+        """Loop, once per idle scan: the indexes of ledgers neither read nor written for
+        ``idle_scans`` scans in a row and worth a file, each with a new spill file's path
+        for :meth:`write_spills`. Indexes read back and unchanged since drop their arrays
+        here at once (their file still holds them)."""
+        out = []
+        removals = self._spill_files_to_remove
+        for ledger, rec in self.ledgers.items():
+            entries = rec.entries
+            stale = entries.stale_spill()
+            if stale is not None:
+                removals.append(stale)
+            if entries.spilled:
+                continue
+            if entries.touched:
+                entries.touched = False
+                entries.idle_scans = 0
+                continue
+            entries.idle_scans += 1
+            if entries.idle_scans < idle_scans or len(entries) < SPILL_ENTRIES_MIN:
+                continue
+            kept = entries.spill_file
+            if kept is not None:
+                entries.drop_arrays(kept)
+                continue
+            self._spill_serial += 1
+            out.append((ledger, entries, self._spill_dir / f"{ledger}-{self._spill_serial}.ent"))
+        return out
+
+    def write_spills(
+        self, candidates: list[tuple[int, EntryIndex, Path]]
+    ) -> list[tuple[int, EntryIndex, SpillFile]]:
+        """Worker thread: write the candidates' spill files (one that fails is left out,
+        its index stays in memory)."""
+        out = []
+        for ledger, entries, path in candidates:
+            try:
+                out.append((ledger, entries, entries.write_spill(path)))
+            except OSError as exc:
+                log.warning("index of ledger %d stays in memory: %s", ledger, exc)
+                _remove_spill_files([path])
+        return out
+
+    def finish_spills(self, written: list[tuple[int, EntryIndex, SpillFile]]) -> int:
+        """Loop: free the arrays of the indexes written and unchanged since; returns how
+        many. The files of the others are removed by the next checkpoint."""
+        dropped = 0
+        for ledger, entries, spill in written:
+            rec = self.ledgers.get(ledger)
+            if rec is not None and rec.entries is entries and entries.drop_arrays(spill):
+                dropped += 1
+            else:
+                self._spill_files_to_remove.append(spill.path)
+        return dropped
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -368,6 +455,7 @@ class LedgerStorage:
         self._dirty_ledgers = set()
         self._rewrite = False
         removals, self._logs_pending_removal = self._logs_pending_removal, []
+        spill_removals, self._spill_files_to_remove = self._spill_files_to_remove, []
         return CheckpointJob(
             journal_position,
             frozen,
@@ -378,6 +466,7 @@ class LedgerStorage:
             dirty_index,
             dirty_ledgers,
             snapshot,
+            spill_files_to_remove=spill_removals,
         )
 
     def abort_checkpoint(self, job: CheckpointJob) -> None:
@@ -399,6 +488,7 @@ class LedgerStorage:
 
     def run_checkpoint_io(self, job: CheckpointJob) -> None:
         """Worker thread: entry logs, then index, then the checkpoint file."""
+        _remove_spill_files(job.spill_files_to_remove)  # read by no snapshot (module doc)
         if job.frozen:
             self.entry_logger.write_frozen(job.frozen)
         path = self._index_path(job.generation)
@@ -484,6 +574,8 @@ class LedgerStorage:
         """``(ledger, entry, location)`` of every live entry stored in ``log_id``."""
         out = []
         for ledger, rec in self.ledgers.items():
+            if rec.log_bytes.get(log_id, 0) <= 0:  # none there (a spilled index stays out)
+                continue
             for entry, loc, _size in rec.entries.items():
                 if loc >> 40 == log_id:
                     out.append((ledger, entry, loc))
@@ -510,6 +602,16 @@ class LedgerStorage:
 
     def close(self) -> None:
         self.entry_logger.close()
+
+
+def _remove_spill_files(paths: Iterable[Path]) -> None:
+    """Worker thread: remove spill files; one that cannot be is left (a cache: start-up
+    removes it), never a reason to fail the checkpoint."""
+    for path in paths:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("cannot remove index spill file %s: %s", path, exc)
 
 
 _REWRITE_CHUNK_RECORDS: Final = 64 * 1024

@@ -348,3 +348,38 @@ def test_idle_ledgers_leave_memory_and_come_back_on_use(tmp_path: Path) -> None:
     del held[1]
     assert {lg: sorted(rec.entries.items()) for lg, rec in again.ledgers.items()} == held
     again.close()
+
+
+def test_an_index_rewrite_reads_spilled_ledgers_back_one_at_a_time(tmp_path: Path) -> None:
+    """The rewrite's snapshot of a spilled (or read back and unchanged) ledger is its file;
+    the checkpoint's thread reads each back to pack it and frees it after, so its memory
+    holds about one ledger's arrays and two chunks, not every spilled index at once (kept
+    in the snapshot list they all came back: +39 MB for 3 million entries)."""
+    storage = LedgerStorage(tmp_path)
+    storage.load()
+    ledgers, per_ledger = 30, 20_000
+    for ledger in range(ledgers):
+        for first in range(0, per_ledger, 1000):
+            storage.add_entries(ledger, first, first - 1, [0] * 1000, [b"p"] * 1000)
+    job = storage.begin_checkpoint(JournalPosition(1, 0))
+    storage.run_checkpoint_io(job)
+    storage.finish_checkpoint(job)
+    for _ in range(3):
+        storage.finish_spills(storage.write_spills(storage.spill_candidates(2)))
+    assert all(rec.entries.spilled for rec in storage.ledgers.values())
+    storage.location(1, 0)  # read back, unchanged: its copy is its file too
+    storage.delete_ledgers([0])
+    tracemalloc.start()
+    try:
+        job = storage.begin_checkpoint(JournalPosition(1, 0))
+        assert job.rewrite
+        storage.run_checkpoint_io(job)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    storage.finish_checkpoint(job)
+    one_ledger = per_ledger * 12
+    chunk_bytes = ledger_storage._REWRITE_CHUNK_RECORDS * 29
+    assert peak < 4 * one_ledger + 2 * chunk_bytes, f"{peak / one_ledger:.1f} ledgers"
+    assert storage._state.index_length == (ledgers - 1) * (per_ledger + 1) * 29
+    storage.close()

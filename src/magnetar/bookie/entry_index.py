@@ -1,8 +1,8 @@
 """Where a bookie stored each entry of one ledger: entry id -> (location, record size).
 
-The whole index of a bookie lives in memory (persisted at checkpoints, see
+A bookie's index lives in memory (persisted at checkpoints, see
 :mod:`magnetar.bookie.ledger_storage`), one :class:`EntryIndex` per ledger, so its cost per
-entry is the bookie's memory per stored entry until the ledger is deleted. Two ``dict``\\ s of
+entry is the bookie's memory per stored entry of every ledger in use (idle ones spill, below). Two ``dict``\\ s of
 ``int`` cost about 150 bytes an entry (measured: 37 MB for the 250 000 entries of one pass of
 ``benchmarks/broker.py``, held until the topics' ledgers rolled over); here an entry costs
 12 bytes: entry ids of a ledger are dense (0, 1, 2, ... as the writer numbers them; a bookie
@@ -222,15 +222,19 @@ class EntryIndex:
         return ids, locs, sizes
 
     def copy(self) -> EntryIndex:
-        """An independent copy (the arrays are copied in C: ~12 bytes an entry; a spilled
-        index's copy shares its file, which the owner must keep until the copy is used)."""
+        """An independent copy: of an index with a :attr:`spill_file`, a spilled index
+        sharing that file (the owner keeps the file until the copy has been read); else
+        the arrays are copied in C (~12 bytes an entry)."""
         other = EntryIndex()
-        other._locations = array("q", self._locations)
-        other._sizes = array("I", self._sizes)
         other._sparse = dict(self._sparse)
         other._count = self._count
         other._size_total = self._size_total
-        other._spilled = self._spilled
+        spill = self.spill_file
+        if spill is not None:
+            other._spilled = spill
+        else:
+            other._locations = array("q", self._locations)
+            other._sizes = array("I", self._sizes)
         return other
 
     @property

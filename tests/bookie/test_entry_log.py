@@ -12,6 +12,7 @@ out several times.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import os
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 import crc32c
 import pytest
 
-from magnetar.bookie import Bookie, BookieConfig
+from magnetar.bookie import Bookie, BookieConfig, ledger_storage
 from magnetar.bookie.codec import OpType, Request, Status
 from magnetar.bookie.entry_log import HEADER_SIZE, EntryLogger, log_of
 from magnetar.metadata import MetadataStore, connect
@@ -283,3 +284,77 @@ def test_a_checkpoint_drops_big_payloads_as_they_are_synced_and_a_retry_writes_o
         assert logger.read_buffered(location) is None
         assert logger.read_file(location).payload == payload
     logger.close()
+
+
+async def test_a_bookie_serves_reads_and_adds_of_a_ledger_whose_index_was_spilled(
+    tmp_path: Path,
+) -> None:
+    """An idle ledger's index leaves memory; reads and adds over the protocol bring it back
+    with the same answers; a spill file that cannot be read back fails that read with an
+    error (the bookie keeps serving), and a restart rebuilds the index from its files."""
+    store, bookie = await _bookie_collected_by_hand(tmp_path, index_spill_interval_ms=0)
+    n = ledger_storage.SPILL_ENTRIES_MIN
+    payloads = [f"entry {i}".encode() for i in range(n)]
+    status, message = bookie.admit_adds(
+        1, 0, -1, [crc32c.crc32c(p) for p in payloads], payloads, False
+    )
+    assert status == Status.OK, message
+    await bookie.checkpoint()
+    storage = bookie.storage
+    assert storage is not None
+    for _ in range(3):
+        await bookie.spill_idle_indexes()
+    assert storage.ledgers[1].entries.spilled
+    conn = await RawConnection.open(bookie.port)
+    rid = 0
+
+    async def call(op: OpType, entry: int, payload: bytes = b"") -> tuple[Any, bytes]:
+        nonlocal rid
+        rid += 1
+        request = Request(
+            request_id=rid,
+            op=op,
+            ledger_id=1,
+            entry_id=entry,
+            last_add_confirmed=entry - 1,
+            checksum=crc32c.crc32c(payload),
+        )
+        return await conn.call(request, payload)
+
+    try:
+        for entry in (0, n // 2, n - 1):
+            resp, data = await call(OpType.READ_ENTRY, entry)
+            assert (resp.status, data) == (Status.OK, payloads[entry])
+        assert not storage.ledgers[1].entries.spilled
+        for _ in range(3):
+            await bookie.spill_idle_indexes()
+        assert storage.ledgers[1].entries.spilled
+        resp, _ = await call(OpType.ADD_ENTRY, n, b"one more")
+        assert resp.status == Status.OK, resp.message
+        resp, data = await call(OpType.READ_ENTRY, n)
+        assert (resp.status, data) == (Status.OK, b"one more")
+        await bookie.checkpoint()
+        for _ in range(3):
+            await bookie.spill_idle_indexes()
+        spill = storage.ledgers[1].entries.spill_file
+        assert spill is not None and storage.ledgers[1].entries.spilled
+        spill.path.write_bytes(b"broken")
+        resp, _ = await call(OpType.READ_ENTRY, 5)
+        assert resp.status == Status.INTERNAL_ERROR and "unreadable" in resp.message
+        resp, _ = await call(OpType.ADD_ENTRY, n + 1, b"refused")
+        assert resp.status == Status.INTERNAL_ERROR
+        resp, _ = await call(OpType.READ_LAC, 0)
+        assert resp.status == Status.OK  # still serving
+    finally:
+        conn.close()
+        await bookie.stop()
+    again = Bookie(dataclasses.replace(bookie.config, port=bookie.port), store)
+    await again.start()
+    try:
+        assert again.storage is not None
+        assert not any((tmp_path / "index-spill").iterdir())
+        assert again.storage.location(1, n) is not None
+        assert len(again.storage.ledgers[1].entries) == n + 1
+    finally:
+        await again.stop()
+        await store.close()

@@ -936,15 +936,18 @@ class Bookie:
         cache_bytes = self.config.write_cache_max_bytes
         for log_id in storage.sparse_logs(self.config.compaction_live_fraction_max):
             moved = 0
-            for ledger_id, entry_id, loc in storage.live_locations(log_id):
-                stored = await loop.run_in_executor(self._storage_executor, storage.read_file, loc)
-                storage.relocate(ledger_id, entry_id, loc, stored)
-                moved += 1
-                if logger.buffered_bytes > cache_bytes:
-                    # The moved entries wait in the write buffers like adds do: written
-                    # out a cache at a time, not a sparse log's whole live data (up to
-                    # half a log) held in memory until the end of the collection.
-                    await self.checkpoint()
+            for ledger_id, entry_ids, locations in storage.live_locations(log_id):
+                for entry_id, loc in zip(entry_ids, locations, strict=True):
+                    stored = await loop.run_in_executor(
+                        self._storage_executor, storage.read_file, loc
+                    )
+                    storage.relocate(ledger_id, entry_id, loc, stored)
+                    moved += 1
+                    if logger.buffered_bytes > cache_bytes:
+                        # The moved entries wait in the write buffers like adds do: written
+                        # out a cache at a time, not a sparse log's whole live data (up to
+                        # half a log) held in memory until the end of the collection.
+                        await self.checkpoint()
             log.info(
                 "bookie %s: compacted entry log %d (%d live entries moved)",
                 self.bookie_id,

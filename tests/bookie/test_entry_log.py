@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import errno
 import os
+import random
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,13 @@ import pytest
 
 from magnetar.bookie import Bookie, BookieConfig, ledger_storage
 from magnetar.bookie.codec import OpType, Request, Status
-from magnetar.bookie.entry_log import HEADER_SIZE, EntryLogger, log_of
+from magnetar.bookie.entry_log import (
+    HEADER_SIZE,
+    INLINE_MAX_BYTES,
+    SEGMENT_POOL_MAX,
+    EntryLogger,
+    log_of,
+)
 from magnetar.metadata import MetadataStore, connect
 
 from .test_bookie import RawConnection
@@ -358,3 +365,29 @@ async def test_a_bookie_serves_reads_and_adds_of_a_ledger_whose_index_was_spille
     finally:
         await again.stop()
         await store.close()
+
+
+def test_segments_of_written_buffers_are_reused_and_hold_only_the_new_records(
+    tmp_path: Path,
+) -> None:
+    """A written buffer's segments go to a small pool and take later adds over the old
+    bytes: every record reads back as added, from the buffer and then from the file, and
+    the pool stays bounded."""
+    logger = EntryLogger(tmp_path)
+    rng = random.Random(7)
+    written: dict[int, bytes] = {}
+    entry = 0
+    for _round in range(4):
+        for _ in range(3000):  # ~3 segments of mixed small, inline-max and big payloads
+            size = rng.choice([1, 100, 1000, INLINE_MAX_BYTES, INLINE_MAX_BYTES + 1, 9000])
+            payload = bytes([entry % 251]) * size
+            location = logger.add(1, entry, entry - 1, crc32c.crc32c(payload), payload)
+            written[location] = payload
+            stored = logger.read_buffered(location)
+            assert stored is not None and stored.payload == payload
+            entry += 1
+        _checkpoint(logger)
+        assert 0 < len(logger._segment_pool) <= SEGMENT_POOL_MAX
+    for location, payload in written.items():
+        assert logger.read_file(location).payload == payload
+    logger.close()

@@ -31,6 +31,7 @@ from magnetar.bookie import file_io
 
 ENTRY_HEADER: Final = struct.Struct("<IQqqI")
 HEADER_SIZE: Final = ENTRY_HEADER.size
+pack_header: Final = ENTRY_HEADER.pack_into
 OFFSET_BITS: Final = 40
 OFFSET_MASK: Final = (1 << OFFSET_BITS) - 1
 _SUFFIX: Final = ".log"
@@ -64,9 +65,16 @@ INLINE_MAX_BYTES: Final = 4096
 """Payloads up to this size are copied into a write buffer's bytes; bigger ones are kept by
 reference (never copied)."""
 _SEGMENT_BYTES: Final = 256 * 1024
-"""A write buffer's bytes are segments of about this size: one growing ``bytearray`` was
-copied whole on the event loop each time ``realloc`` moved it (megabytes, every 12 % of
-growth)."""
+"""A write buffer's bytes are segments of this size (plus room for one record): one growing
+``bytearray`` was copied whole on the event loop each time ``realloc`` moved it (megabytes,
+every 12 % of growth)."""
+_SEGMENT_CAPACITY: Final = _SEGMENT_BYTES + HEADER_SIZE + INLINE_MAX_BYTES
+"""A segment's allocation: records start below :data:`_SEGMENT_BYTES` and, copied ones, are
+at most a header and :data:`INLINE_MAX_BYTES` long."""
+SEGMENT_POOL_MAX: Final = 8
+"""Segments of written buffers kept for reuse (2 MiB). Past the serving processes' mmap
+threshold each new segment was mapped, faulted in page by page, grown by ``mremap`` and
+unmapped: 10 % more broker CPU per unbatched 1 KiB message (6 passes each, 2026-11-25)."""
 _SEGMENT_SHIFT: Final = 20
 """A position in a buffer's bytes is ``segment << _SEGMENT_SHIFT | offset in the segment``
 (a segment stays under ``_SEGMENT_BYTES`` plus one record, far below 1 MiB)."""
@@ -89,11 +97,16 @@ class _Buffer:
     once it is synced (:meth:`release_through`): the first ``released`` records are then on
     disk, their big payloads read from the file, and a failed checkpoint's retry writes the
     rest. A buffer once frozen never takes adds again (``sealed``): the writing thread's views
-    of its segments stay valid."""
+    of its segments stay valid.
+
+    Segments are allocated whole (:data:`_SEGMENT_CAPACITY`) and filled up to
+    ``segment_ends``; those of a written buffer go back to the logger's pool."""
 
     log_id: int
     base_offset: int
-    segments: list[bytearray] = field(default_factory=lambda: [bytearray()])
+    segments: list[bytearray] = field(default_factory=list)
+    segment_ends: list[int] = field(default_factory=list)
+    """How much of each segment holds records."""
     offsets: array[int] = field(default_factory=lambda: array("q"))
     """Offset (within the log) of each record, increasing."""
     heads: array[int] = field(default_factory=lambda: array("q"))
@@ -146,8 +159,8 @@ class _Buffer:
         big = self.big
         big_records = self.big_records
         n = len(offsets)
-        segments = self.segments
-        data_end = (len(segments) - 1) << _SEGMENT_SHIFT | len(segments[-1])
+        ends = self.segment_ends
+        data_end = (len(ends) - 1) << _SEGMENT_SHIFT | ends[-1] if ends else 0
         first = self.released
         while first < n:
             start = offsets[first]
@@ -174,7 +187,7 @@ class _Buffer:
         last_no, last_pos = stop >> _SEGMENT_SHIFT, stop & _SEGMENT_MASK
         while segment_no <= last_no:
             segment = self.segments[segment_no]
-            end = last_pos if segment_no == last_no else len(segment)
+            end = last_pos if segment_no == last_no else self.segment_ends[segment_no]
             if end > pos:
                 views.append(memoryview(segment)[pos:end])
             segment_no += 1
@@ -220,6 +233,7 @@ class EntryLogger:
         self._buffers: list[_Buffer] = [_Buffer(self.active_log_id, 0)]
         self._read_fds: dict[int, int] = {}
         self._fd_lock = threading.Lock()
+        self._segment_pool: list[bytearray] = []
         self.on_released: Callable[[], None] | None = None
         """Called from the writing thread after each sync chunk of a checkpoint (the owner's
         hook to let adds waiting for room go on before the checkpoint ends)."""
@@ -266,18 +280,24 @@ class EntryLogger:
                 buf = self._open_buffer()
             locations.append((self.active_log_id << OFFSET_BITS) | active)
             segments = buf.segments
+            ends = buf.segment_ends
+            if not ends or ends[-1] >= _SEGMENT_BYTES:
+                pool = self._segment_pool
+                segments.append(pool.pop() if pool else bytearray(_SEGMENT_CAPACITY))
+                ends.append(0)
             data = segments[-1]
-            if len(data) >= _SEGMENT_BYTES:
-                data = bytearray()
-                segments.append(data)
-            buf.heads.append((len(segments) - 1) << _SEGMENT_SHIFT | len(data))
-            data += ENTRY_HEADER.pack(n, ledger_id, entry_id, lac, checksum)
+            pos = ends[-1]
+            buf.heads.append((len(segments) - 1) << _SEGMENT_SHIFT | pos)
+            pack_header(data, pos, n, ledger_id, entry_id, lac, checksum)
+            pos += HEADER_SIZE
             if n <= INLINE_MAX_BYTES:
-                data += payload
+                data[pos : pos + n] = payload
+                pos += n
             else:
                 record = len(buf.offsets)
                 buf.big[record] = payload
                 buf.big_records.append(record)
+            ends[-1] = pos
             buf.offsets.append(active)
             buf.size += size
             self._active_size = active + size
@@ -361,9 +381,17 @@ class EntryLogger:
             b.frozen = False
 
     def release(self, frozen: list[_Buffer]) -> None:
-        """Drop buffers now safely on disk."""
+        """Drop buffers now safely on disk (their segments go to the pool: the writing
+        thread is done with them, and a released buffer is no longer read)."""
         ids = {id(b) for b in frozen}
         self._buffers = [b for b in self._buffers if id(b) not in ids]
+        pool = self._segment_pool
+        for b in frozen:
+            room = SEGMENT_POOL_MAX - len(pool)
+            if room > 0:
+                pool.extend(b.segments[:room])
+            b.segments = []
+            b.segment_ends = []
         self._open_buffer()
 
     def read_file(self, location: int) -> StoredEntry:

@@ -43,8 +43,10 @@ def fix_mmap_threshold(threshold_bytes: int = MMAP_THRESHOLD_BYTES) -> bool:
     (up to 32 MiB): after the first 256 KiB write-buffer segment or 100 KB entry went, every
     later one came from the main heap, where long-lived small blocks between them kept the
     freed space from being returned. Fixed, such blocks go back to the system when freed
-    (measured in ``benchmarks/broker.py``: peak resident memory over three passes of the
-    matrix 232-235 -> 195-197 MB, the first pass's 160-161 -> 153-155 MB)."""
+    (measured in ``benchmarks/broker.py``, before the bookie's index spill: peak resident
+    memory over three passes of the matrix 232-235 -> 195-197 MB, the first pass's 160-161
+    -> 153-155 MB). The bookie's write-buffer segments are pooled so that they are not
+    mapped and unmapped at this threshold (:mod:`magnetar.bookie.entry_log`)."""
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):

@@ -178,6 +178,20 @@ def test_live_bytes_per_log_hold_through_rewrites_rolls_and_deletes(tmp_path: Pa
     again.close()
 
 
+def _peak_of_an_index_rewrite(storage: LedgerStorage) -> int:
+    """Run a checkpoint that rewrites the whole index; the peak of traced memory meanwhile."""
+    tracemalloc.start()
+    try:
+        job = storage.begin_checkpoint(JournalPosition(1, 0))
+        assert job.rewrite
+        storage.run_checkpoint_io(job)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    storage.finish_checkpoint(job)
+    return peak
+
+
 def test_a_checkpoint_rewriting_the_whole_index_holds_only_a_chunk_of_what_it_writes(
     tmp_path: Path,
 ) -> None:
@@ -199,15 +213,7 @@ def test_a_checkpoint_rewriting_the_whole_index_holds_only_a_chunk_of_what_it_wr
     storage.finish_checkpoint(job)
     del job
     storage.delete_ledgers([8])  # the next checkpoint rewrites the index
-    tracemalloc.start()
-    try:
-        job = storage.begin_checkpoint(JournalPosition(1, 0))
-        assert job.rewrite
-        storage.run_checkpoint_io(job)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    storage.finish_checkpoint(job)
+    peak = _peak_of_an_index_rewrite(storage)
     index_bytes = storage._state.index_length
     assert index_bytes == (entries + 1) * 29  # and the ledger record
     chunk_bytes = ledger_storage._REWRITE_CHUNK_RECORDS * 29
@@ -371,15 +377,7 @@ def test_an_index_rewrite_reads_spilled_ledgers_back_one_at_a_time(tmp_path: Pat
     assert all(rec.entries.spilled for rec in storage.ledgers.values())
     storage.location(1, 0)  # read back, unchanged: its copy is its file too
     storage.delete_ledgers([0])
-    tracemalloc.start()
-    try:
-        job = storage.begin_checkpoint(JournalPosition(1, 0))
-        assert job.rewrite
-        storage.run_checkpoint_io(job)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    storage.finish_checkpoint(job)
+    peak = _peak_of_an_index_rewrite(storage)
     one_ledger = per_ledger * 12
     chunk_bytes = ledger_storage._REWRITE_CHUNK_RECORDS * 29
     assert peak < 4 * one_ledger + 2 * chunk_bytes, f"{peak / one_ledger:.1f} ledgers"

@@ -269,10 +269,17 @@ class LocalCluster:
             "brokers": (cfg.broker_port, brokers or cfg.brokers),
             "http": (cfg.http_port, brokers or cfg.brokers),
         }
+        taken = {port for ports in saved.values() for port in ports}
         for key, (base, count) in wanted.items():
             have = saved.setdefault(key, [])
             while len(have) < count:
-                have.append(free_port() if base == 0 else base + len(have))
+                port = base + len(have) if base else free_port()
+                if not base and port in taken:
+                    # free_port() closes its probe socket, so it can name a port it named
+                    # before for another process (seen: ZooKeeper's and a broker's HTTP)
+                    continue
+                have.append(port)
+                taken.add(port)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(saved))
         tmp.replace(path)

@@ -342,10 +342,9 @@ class LedgerStorage:
 
     def _forget_spill_files(self, entries: EntryIndex) -> None:
         """Queue for removal the spill files of an index that is gone."""
-        for path in (
-            entries.stale_spill(),
-            None if entries.spill_file is None else entries.spill_file.path,
-        ):
+        stale = entries.stale_spill()
+        current = entries.spill_file
+        for path in (stale, None if current is None else current.path):
             if path is not None:
                 self._spill_files_to_remove.append(path)
 

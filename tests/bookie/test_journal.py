@@ -50,31 +50,25 @@ async def test_callbacks_after_sync_and_group_commit(tmp_path: Path) -> None:
 
 
 async def test_records_reach_the_disk_while_the_event_loop_is_busy(tmp_path: Path) -> None:
-    """Once woken, the writer thread takes, writes and syncs batches on its own: a loop busy
-    with other work (here: blocked in this test) delays the callbacks, not the syncs. Each
+    """The writer thread takes, writes and syncs batches on its own: a loop busy with other
+    work (here: blocked in this test) delays only the callbacks, not the syncs. Each
     sync used to wait for the loop to hand the batch over, and the loop's turn after the
     previous sync was most of the publish latency at half the maximum rate."""
     j = Journal(tmp_path, clock=SystemClock(), group_wait_ms=1.0)
     j.start()
     await asyncio.sleep(0)  # the writer is waiting on its doorbell
     durable: list[int] = []
-
-    def batch(n: int) -> None:
-        for i in range(n * 10, n * 10 + 10):
-            _add(j, 3, i, b"y" * 200)
-        j.on_durable(lambda: durable.append(n))
-
-    def on_disk() -> bool:
-        return [r.entry_id for r in replay(tmp_path, JournalPosition(0, 0))] == list(range(30))
-
     try:
-        batch(0)
-        await asyncio.sleep(0)  # one loop turn: it rings the writer's doorbell
-        # From here the loop is blocked (this test holds it): no turn until the records of
-        # all three batches are on disk.
-        batch(1)
-        batch(2)
-        wait_until(on_disk, timeout_s=10, what="every batch on disk, the loop blocked")
+        for batch in range(3):  # three batches, the loop blocked from the first append on
+            for i in range(batch * 10, batch * 10 + 10):
+                _add(j, 3, i, b"y" * 200)
+            j.on_durable(lambda batch=batch: durable.append(batch))
+
+            def on_disk(last: int = batch * 10 + 9) -> bool:
+                got = [r.entry_id for r in replay(tmp_path, JournalPosition(0, 0))]
+                return got[-1:] == [last]
+
+            wait_until(on_disk, timeout_s=10, what=f"batch {batch} on disk, loop blocked")
         assert durable == []  # callbacks run on the loop, which has not had a turn
         await wait_until_async(lambda: durable == [0, 1, 2], what="the callbacks, in order")
     finally:

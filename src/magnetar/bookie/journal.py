@@ -296,7 +296,6 @@ class Journal:
         self._closing = False
         self._doorbell: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped: asyncio.Future[None] | None = None
         self._fds: dict[int, int] = {}
         self.failed: BaseException | None = None
@@ -382,7 +381,7 @@ class Journal:
             wake = self._writer_idle
             self._writer_idle = False
         if wake:
-            self._ring_soon()
+            self._doorbell.put(None)
 
     @staticmethod
     def _queue_segment(pending: list[_Segment], seg: _Segment) -> None:
@@ -407,24 +406,13 @@ class Journal:
             wake = self._writer_idle
             self._writer_idle = False
         if wake:
-            self._ring_soon()
-
-    def _ring_soon(self) -> None:
-        """Wake the idle writer once the loop has run what is ready now, not at the first
-        append: a request or a read of the socket appends many records in one callback,
-        and a writer woken at the first would take some of them, sync, and take the rest
-        with a second sync (a burst's adds waited for two syncs instead of one: 20 % fewer
-        bursts a second and 45 % more bookie CPU per add, 500-add bursts to 3 bookies)."""
-        if self._loop is None:
             self._doorbell.put(None)
-        else:
-            self._loop.call_soon(self._doorbell.put, None)
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
         """Start the writer thread (on the event loop that is to run the callbacks)."""
-        loop = self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
         self._stopped = loop.create_future()
         self._thread = threading.Thread(
             target=self._writer_loop, args=(loop, self._stopped), name=self._thread_name,

@@ -22,7 +22,6 @@ from magnetar.bookie.journal import (
     replay,
 )
 from magnetar.common.clock import SystemClock
-from magnetar.testing import wait_until, wait_until_async
 
 
 def _add(j: Journal, ledger: int, entry: int, payload: bytes) -> None:
@@ -47,32 +46,6 @@ async def test_callbacks_after_sync_and_group_commit(tmp_path: Path) -> None:
     records = list(replay(tmp_path, JournalPosition(0, 0)))
     assert [(r.ledger_id, r.entry_id) for r in records] == [(1, i) for i in range(2000)]
     assert all(r.payload == b"x" * 100 for r in records)
-
-
-async def test_records_reach_the_disk_while_the_event_loop_is_busy(tmp_path: Path) -> None:
-    """The writer thread takes, writes and syncs batches on its own: a loop busy with other
-    work (here: blocked in this test) delays only the callbacks, not the syncs. Each
-    sync used to wait for the loop to hand the batch over, and the loop's turn after the
-    previous sync was most of the publish latency at half the maximum rate."""
-    j = Journal(tmp_path, clock=SystemClock(), group_wait_ms=1.0)
-    j.start()
-    await asyncio.sleep(0)  # the writer is waiting on its doorbell
-    durable: list[int] = []
-    try:
-        for batch in range(3):  # three batches, the loop blocked from the first append on
-            for i in range(batch * 10, batch * 10 + 10):
-                _add(j, 3, i, b"y" * 200)
-            j.on_durable(lambda batch=batch: durable.append(batch))
-
-            def on_disk(last: int = batch * 10 + 9) -> bool:
-                got = [r.entry_id for r in replay(tmp_path, JournalPosition(0, 0))]
-                return got[-1:] == [last]
-
-            wait_until(on_disk, timeout_s=10, what=f"batch {batch} on disk, loop blocked")
-        assert durable == []  # callbacks run on the loop, which has not had a turn
-        await wait_until_async(lambda: durable == [0, 1, 2], what="the callbacks, in order")
-    finally:
-        await j.close()
 
 
 async def test_torn_tail_ends_replay(tmp_path: Path) -> None:

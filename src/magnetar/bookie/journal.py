@@ -24,14 +24,11 @@ of two things:
   ``skipReplayJournalInvalidRecord``): then it logs an error, counts the damaged span in
   :attr:`ReplayStats.corrupt_spans` and goes on at the next valid record.
 
-Group commit: :meth:`Journal.append` only adds the record to an in-memory batch. The
-journal's own writer thread takes the whole batch, writes and fdatasyncs it and hands its
-callbacks to the event loop, then takes the next batch at once: everything appended while
-one sync runs is covered by the next, and a busy journal goes from sync to sync without
-waiting for the loop (a round trip through a busy loop and a GIL hand-over per sync, which
-were most of the publish latency at half the maximum rate: see ``docs/storage.md``). An
-idle writer waits on a doorbell the next append rings. When ``group_wait_ms`` > 0 syncs are
-paced: one starts no sooner than ``group_wait_ms`` after the previous one started (unless
+Group commit: :meth:`Journal.append` only copies the record into an in-memory batch. One
+flusher task hands the batch to the journal's own writer thread, which writes and
+fdatasyncs it, so the event loop keeps accepting adds meanwhile; everything appended while
+one sync runs is covered by the next. When ``group_wait_ms`` > 0 syncs are paced: one
+starts no sooner than ``group_wait_ms`` after the previous one started (unless
 ``group_bytes_max`` are pending), so an idle journal syncs at once and a busy one gathers
 more records per sync; with 0 it syncs as soon as the previous sync returns.
 ``pending_bytes_max`` bounds memory: callers check :attr:`Journal.over_limit` and stop
@@ -59,7 +56,6 @@ import os
 import queue
 import struct
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -268,7 +264,7 @@ class Journal:
         self._dir = directory
         self._dir.mkdir(parents=True, exist_ok=True)
         self._clock = clock
-        self._thread_name = f"journal-{directory.name}"
+        self._writer = _WriterThread(self._write_and_sync, f"journal-{directory.name}")
         self._file_size_max_bytes = file_size_max_bytes
         self._group_bytes_max = group_bytes_max
         self._group_wait_s = group_wait_ms / 1000.0
@@ -279,33 +275,28 @@ class Journal:
             start_file_id if start_file_id is not None else (existing[-1] + 1 if existing else 1)
         )
         self._file_offset = 0
-        # Shared with the writer thread, under _lock: the records it has not taken yet (by
-        # file, in order), their bytes, the callbacks due after them, and its state.
-        self._lock = threading.Lock()
-        self._segments: list[_Segment] = []
+        # Segments waiting for the flusher: [file_id, [buffers], bytes].
+        self._segments: list[_Segment] = [(self._file_id, 0, [])]
         self._prealloc_bytes = prealloc_bytes
         self._allocated: dict[int, int] = {}  # file id -> bytes zero-filled (writer thread)
         self._pending_bytes = 0
         self._callbacks: list[_Callback] = []
         self._on_write_failure = on_write_failure
-        self._writer_idle = False
-        """The writer waits on ``_doorbell``: the next append or callback rings it."""
-        self._halted = False
-        """A write failed: the writer takes nothing until the loop has dropped the records
-        appended behind it."""
-        self._closing = False
-        self._doorbell: queue.SimpleQueue[None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._stopped: asyncio.Future[None] | None = None
+        self._wakeup = asyncio.Event()
+        self._woken = False
+        """Mirrors ``_wakeup.is_set()`` as a plain attribute (read on every append)."""
+        self._task: asyncio.Task[None] | None = None
         self._fds: dict[int, int] = {}
         self.failed: BaseException | None = None
         self.syncs = 0
         self.groups_taken = 0
-        """Incremented each time the writer takes the pending records and callbacks: a
+        """Incremented each time the flusher takes the pending records and callbacks: a
         callback registered while this value is unchanged covers every record appended
         meanwhile (they go to the same sync)."""
         self.sync_seconds_total = 0.0
         """Time spent writing and fdatasync'ing batches (for the sync latency metric)."""
+        self._closing = False
+        self._last_sync_s = float("-inf")
 
     # -- appending (event loop) ----------------------------------------------------------
 
@@ -342,21 +333,18 @@ class Journal:
         never straddles two files: the run moves to a new file where the next record would
         pass ``file_size_max_bytes``."""
         file_max = self._file_size_max_bytes
-        file_id = self._file_id
-        offset = start = self._file_offset
-        bufs: list[bytes] = []
-        earlier: list[_Segment] = []  # records that went to files before the last one
+        offset = self._file_offset
+        bufs = self._segments[-1][2]
         added = 0
         entry_id = first_entry_id
         for checksum, payload in zip(checksums, payloads, strict=True):
             n = len(payload)
             size = HEADER_SIZE + n
             if offset and offset + size > file_max:
-                if bufs:
-                    earlier.append((file_id, start, bufs))
-                    bufs = []
-                file_id += 1
-                offset = start = 0
+                self._file_id += 1
+                offset = 0
+                bufs = []
+                self._segments.append((self._file_id, 0, bufs))
             # encode_record, inline (it runs per entry)
             part = _CRC_PART.pack(type_, ledger_id, entry_id, lac, checksum)
             bufs.append(
@@ -369,29 +357,10 @@ class Journal:
             offset += size
             added += size
             entry_id += 1
-        with self._lock:
-            self._file_id = file_id
-            self._file_offset = offset
-            pending = self._segments
-            for seg in earlier:
-                self._queue_segment(pending, seg)
-            if bufs:
-                self._queue_segment(pending, (file_id, start, bufs))
-            self._pending_bytes += added
-            wake = self._writer_idle
-            self._writer_idle = False
-        if wake:
-            self._doorbell.put(None)
-
-    @staticmethod
-    def _queue_segment(pending: list[_Segment], seg: _Segment) -> None:
-        """Add ``seg`` to the records not yet taken by the writer (under the lock): to the
-        last pending segment when it is of the same file (records are appended in order,
-        so it ends where ``seg`` starts), else as a segment of its own."""
-        if pending and pending[-1][0] == seg[0]:
-            pending[-1][2].extend(seg[2])
-        else:
-            pending.append(seg)
+        self._file_offset = offset
+        self._pending_bytes += added
+        if not self._woken:
+            self._wake()
 
     def on_durable(
         self,
@@ -401,35 +370,27 @@ class Journal:
         """Run ``callback`` once everything appended so far is synced, or ``on_failure``
         (if given) with the error if the write covering it fails (then nothing appended
         before the registration is acknowledged)."""
-        with self._lock:
-            self._callbacks.append((callback, on_failure))
-            wake = self._writer_idle
-            self._writer_idle = False
-        if wake:
-            self._doorbell.put(None)
+        self._callbacks.append((callback, on_failure))
+        if not self._woken:
+            self._wake()
+
+    def _wake(self) -> None:
+        self._woken = True
+        self._wakeup.set()
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the writer thread (on the event loop that is to run the callbacks)."""
-        loop = asyncio.get_running_loop()
-        self._stopped = loop.create_future()
-        self._thread = threading.Thread(
-            target=self._writer_loop, args=(loop, self._stopped), name=self._thread_name,
-            daemon=True,
-        )  # fmt: skip
-        self._thread.start()
+        self._task = asyncio.get_running_loop().create_task(self._flusher(), name="journal")
 
     async def close(self) -> None:
         """Flush and sync what is pending, then stop."""
-        with self._lock:
-            self._closing = True
-            wake = self._writer_idle
-            self._writer_idle = False
-        if wake:
-            self._doorbell.put(None)
-        if self._stopped is not None:
-            await self._stopped
+        self._closing = True
+        self._wake()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._writer.stop()
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
@@ -459,103 +420,100 @@ class Journal:
             if file_id < position.file_id
         ]
 
-    # -- the writer thread ----------------------------------------------------------------
+    # -- the flusher ----------------------------------------------------------------------
 
-    def _writer_loop(self, loop: asyncio.AbstractEventLoop, stopped: asyncio.Future[None]) -> None:
-        """Writer thread: take everything pending, write and sync it, hand the batch's
-        callbacks to the loop, and take the next batch at once (pacing permitting), so a
-        busy journal goes from one sync to the next without waiting for the event loop; wait
-        on the doorbell when nothing is pending. After a failed write it takes nothing until
-        the loop has dropped what was appended behind it (:meth:`_write_failed`)."""
-        clock = self._clock
-        group_wait_s = self._group_wait_s
-        last_sync_s = float("-inf")
+    async def _flusher(self) -> None:
+        """One sync in flight at a time. When a sync comes back, the next one is handed to
+        the writer thread before the finished one's callbacks run (pacing permitting), so
+        the disk works while the loop answers: records that arrived during a sync wait for
+        that sync and their own, not also for the callbacks in between."""
+        loop = asyncio.get_running_loop()
+        inflight: _Sync | None = None
         while True:
-            if group_wait_s > 0 and self._segments and self._pending_bytes < self._group_bytes_max:
-                # Paced: at most one sync per group_wait_s (an idle journal syncs at once; a
-                # busy one gathers more records per sync instead of spending a GIL
-                # hand-over, an fdatasync and a loop callback on every few entries).
-                wait_s = last_sync_s + group_wait_s - clock.monotonic_s()
+            if inflight is None:
+                if not self._has_work():
+                    if self._closing:
+                        return
+                    await self._wakeup.wait()
+                    self._wakeup.clear()
+                    self._woken = False
+                    continue
+                wait_s = self._pacing_wait_s()
                 if wait_s > 0:
-                    time.sleep(wait_s)
-            with self._lock:
-                if self._halted or not (self._segments or self._callbacks):
-                    if self._closing and not self._halted:
-                        break
-                    self._writer_idle = True
-                    segments = None
-                else:
-                    self.groups_taken += 1
-                    segments, self._segments = self._segments, []
-                    callbacks, self._callbacks = self._callbacks, []
-                    self._pending_bytes = 0
-            if segments is None:
-                self._doorbell.get()
+                    await self._clock.sleep(wait_s)
+                inflight = self._submit(loop)
                 continue
-            exc: BaseException | None = None
-            sync_s: float | None = None
-            if segments:
-                started_s = last_sync_s = clock.monotonic_s()
-                try:
-                    self._write_and_sync(segments)
-                except BaseException as e:  # handed to the loop: the journal turns failed
-                    exc = e
-                    self._halted = True
-                sync_s = clock.monotonic_s() - started_s
+            future, callbacks, started_s = inflight
             try:
-                loop.call_soon_threadsafe(self._batch_done, callbacks, exc, sync_s)
-            except RuntimeError:  # the loop is closed: nobody waits
-                return
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(_settle, stopped, None)
-
-    def _batch_done(
-        self, callbacks: list[_Callback], exc: BaseException | None, sync_s: float | None
-    ) -> None:
-        """Event loop: a batch the writer took is synced (``sync_s`` is None when it held
-        callbacks only: due once the batch before them was synced, which it was), or
-        failed with ``exc``."""
-        if exc is not None:
-            self._write_failed(exc, callbacks)
-            return
-        if sync_s is not None:
-            if self.failed is not None:
+                await future
+            except Exception as exc:
+                inflight = None
+                self._write_failed(exc, callbacks)
+                continue
+            if started_s is not None and self.failed is not None:
                 log.warning("journal writes work again (file %d)", self._file_id)
                 self.failed = None
-            self.syncs += 1
-            self.sync_seconds_total += sync_s
-        for cb, _ in callbacks:
-            cb()
+            if started_s is not None:
+                self.syncs += 1
+                self.sync_seconds_total += self._clock.monotonic_s() - started_s
+            inflight = None
+            if self._has_work() and self._pacing_wait_s() <= 0:
+                inflight = self._submit(loop)
+            for cb, _ in callbacks:
+                cb()
 
     def _write_failed(self, exc: BaseException, callbacks: list[_Callback]) -> None:
         """A batch failed: drop it and everything appended since (none of it was synced),
         fail their callbacks, and go on in a new file."""
-        self.failed = exc
-        with self._lock:
-            dropped = self._pending_bytes
-            failed = callbacks + self._callbacks
-            self._callbacks = []
-            self._segments = []
-            self._pending_bytes = 0
-            self._file_id += 1
-            self._file_offset = 0
-            self._halted = False
-            wake = self._writer_idle and self._closing
-            if wake:
-                self._writer_idle = False
-        if wake:
-            self._doorbell.put(None)
         log.error(
             "journal write to file %d failed: %s; %d pending bytes dropped (not acknowledged)",
-            self._file_id - 1,
+            self._file_id,
             exc,
-            dropped,
+            self._pending_bytes,
         )
+        self.failed = exc
+        failed = callbacks + self._callbacks
+        self._callbacks = []
+        self._file_id += 1
+        self._file_offset = 0
+        self._segments = [(self._file_id, 0, [])]
+        self._pending_bytes = 0
         for _, on_failure in failed:
             if on_failure is not None:
                 on_failure(exc)
         if self._on_write_failure is not None:
             self._on_write_failure(exc)
+
+    def _has_work(self) -> bool:
+        return bool(self._segments[-1][2] or len(self._segments) > 1 or self._callbacks)
+
+    def _pacing_wait_s(self) -> float:
+        """How long to wait before the next sync: at most one per ``group_wait_s`` (an idle
+        journal syncs at once; a busy one gathers more records per sync instead of spending
+        a thread hand-off and an fdatasync on every few entries)."""
+        if self._group_wait_s <= 0 or self._pending_bytes >= self._group_bytes_max:
+            return 0.0
+        return self._last_sync_s + self._group_wait_s - self._clock.monotonic_s()
+
+    def _submit(self, loop: asyncio.AbstractEventLoop) -> _Sync:
+        """Take the pending records and callbacks and start their write + sync."""
+        segments, callbacks = self._take_batch()
+        if not segments:  # callbacks only: due once the sync before them is done (it is)
+            done: asyncio.Future[None] = loop.create_future()
+            done.set_result(None)
+            return done, callbacks, None
+        started_s = self._last_sync_s = self._clock.monotonic_s()
+        return self._writer.run(loop, segments), callbacks, started_s
+
+    def _take_batch(self) -> tuple[list[_Segment], list[_Callback]]:
+        """Take every pending record and every callback (all registered before the take).
+        Memory is bounded by callers honouring :attr:`over_limit`."""
+        self.groups_taken += 1
+        segments = [seg for seg in self._segments if seg[2]]
+        self._segments = [(self._file_id, self._file_offset, [])]
+        self._pending_bytes = 0
+        callbacks, self._callbacks = self._callbacks, []
+        return segments, callbacks
 
     def _fd(self, file_id: int) -> int:
         """Writer thread: the descriptor of ``file_id``, opened on first use; opening one
@@ -591,6 +549,56 @@ class Journal:
                 self._allocated[file_id] = _zero_fill(fd, allocated, max(end, target))
             pwritev_all(fd, bufs, offset)
             os.fdatasync(fd)
+
+
+_Sync = tuple[asyncio.Future[None], list[_Callback], float | None]
+"""A sync handed to the writer: its future, the callbacks due after it, its start time."""
+_Job = tuple[asyncio.AbstractEventLoop, asyncio.Future[None], list[_Segment]]
+
+
+class _WriterThread:
+    """The journal's writer: one daemon thread running ``work(segments)`` per batch.
+
+    Cheaper per batch than ``run_in_executor`` (no ``concurrent.futures`` future, no lock
+    and condition per call): a queue put, and one ``call_soon_threadsafe`` back. Batches run
+    one at a time, in submission order. Started on first use, stopped by :meth:`stop`."""
+
+    def __init__(self, work: Callable[[list[_Segment]], None], name: str) -> None:
+        self._work = work
+        self._name = name
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def run(
+        self, loop: asyncio.AbstractEventLoop, segments: list[_Segment]
+    ) -> asyncio.Future[None]:
+        """A future that completes (or fails with the writer's exception) after ``work``."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+            self._thread.start()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._jobs.put((loop, fut, segments))
+        return fut
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            loop, fut, segments = job
+            exc: BaseException | None = None
+            try:
+                self._work(segments)
+            except BaseException as e:  # handed to the loop: the journal turns failed
+                exc = e
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(_settle, fut, exc)
+
+    def stop(self) -> None:
+        """Let the thread finish what it was given, then end (does not wait)."""
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread = None
 
 
 def _settle(fut: asyncio.Future[None], exc: BaseException | None) -> None:

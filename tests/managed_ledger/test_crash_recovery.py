@@ -216,6 +216,11 @@ async def check_after_kill(url: str, log: WorkerLog, kills_ms: list[int]) -> Non
 
 
 @pytest.mark.slow
+# The suite's 600 s per test is not enough on a slow day: on 2026-11-25 this machine ran the
+# test past 600 s with the code that passed in CI the day before (everything appended at
+# 266 s, the slow cursor still draining at 600 s). The work is fixed (the 1 000 000
+# entries), so the bound is doubled rather than the work cut.
+@pytest.mark.timeout(1200)
 async def test_sigkill_at_random_points_loses_nothing(
     zk_cluster: ZkCluster, tmp_path: Path
 ) -> None:

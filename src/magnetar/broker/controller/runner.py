@@ -318,6 +318,20 @@ class ControllerRunner:
         """Feed the machine what changed in registrations, namespaces, isolation policies and
         ownership nodes."""
         await self._read_isolation()
+        # Namespaces are listed before registrations: every broker registered before a
+        # namespace was created is then known when its bundles are assigned (listed the
+        # other way round, a namespace created just after a broker joined could be read
+        # with registrations from before the join, and go to the older brokers only).
+        created: list[str] = []
+        for tenant in await self._children(NAMESPACE_POLICIES_ROOT):
+            for local in await self._children(paths.join(NAMESPACE_POLICIES_ROOT, tenant)):
+                try:
+                    namespace = str(NamespaceName.parse(f"{tenant}/{local}"))
+                except MagnetarError:
+                    continue
+                if election.machine.namespace(namespace) is None:
+                    created.append(namespace)
+
         live = set(await self._children(REGISTRATIONS_PATH))
         known = election.machine.live_brokers
         for broker in sorted(live - known):
@@ -335,22 +349,15 @@ class ControllerRunner:
                 await election.load_reported(report)
                 self._reported[broker] = report.reported_ms
 
-        for tenant in await self._children(NAMESPACE_POLICIES_ROOT):
-            for local in await self._children(paths.join(NAMESPACE_POLICIES_ROOT, tenant)):
-                try:
-                    namespace = str(NamespaceName.parse(f"{tenant}/{local}"))
-                except MagnetarError:
-                    continue
-                if election.machine.namespace(namespace) is not None:
-                    continue
-                try:
-                    await election.namespace_added(
-                        NamespaceBundles.default(namespace, self._policy.default_bundle_count)
-                    )
-                except NamespaceLimitReached as exc:
-                    if not self._namespace_limit_logged:
-                        log.error("namespace %s gets no bundles: %s", namespace, exc)
-                        self._namespace_limit_logged = True
+        for namespace in created:
+            try:
+                await election.namespace_added(
+                    NamespaceBundles.default(namespace, self._policy.default_bundle_count)
+                )
+            except NamespaceLimitReached as exc:
+                if not self._namespace_limit_logged:
+                    log.error("namespace %s gets no bundles: %s", namespace, exc)
+                    self._namespace_limit_logged = True
 
         owners: dict[BundleId, str] = {}
         for ns in election.machine.namespaces:

@@ -8,10 +8,14 @@ them with one ``LedgerClient`` in this process (uvloop), keeping a window of add
   the same directory the bookies use;
 * a bookie in this process (as in ``magnetar standalone``), 150 B entries, reached over
   loopback TCP and through the in-process transport (``LedgerClient(local_bookies=...)``):
-  adds/s and this process's CPU per entry.
+  adds/s and this process's CPU per entry;
+* catch-up reads from the bookie processes: a closed ledger of ``READ_ENTRIES`` entries of
+  1 KiB (E=Qw=Qa=1 on one bookie, E=Qw=3 Qa=2 on three) read back from the start in reads
+  of ``READ_BATCH`` entries, as a cursor far behind does after its entries left the cache:
+  entries/s and this process's CPU per entry.
 
 Prints a table and writes ``benchmarks/results/bookie.json``. Run: ``python benchmarks/bookie.py``
-(``--seconds`` per case, default 4).
+(``--seconds`` per case, default 4; ``--reads-only`` for the catch-up reads alone).
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from magnetar.metadata import connect
 from magnetar.metadata.zookeeper_server import ZooKeeperServer, free_port
 
 SIZES = (1024, 64 * 1024)
+READ_ENTRIES = 50_000
+READ_BATCH = 1000
+READ_SIZE = 1024
 WINDOW = {150: 500, 1024: 2000, 64 * 1024: 64}
 IN_PROCESS_SIZE = 150
 
@@ -131,6 +138,32 @@ async def run_case(
     }
 
 
+async def catch_up_read(client: LedgerClient, e: int, qw: int, qa: int) -> dict[str, float]:
+    """Write a ledger of READ_ENTRIES entries, close it, then time reading it back."""
+    handle = await client.create(e, qw, qa)
+    payload = os.urandom(READ_SIZE)
+    window = WINDOW[READ_SIZE]
+    for first in range(0, READ_ENTRIES, window):
+        await asyncio.gather(
+            *(handle.add_nowait(payload) for _ in range(min(window, READ_ENTRIES - first)))
+        )
+    await handle.close()
+    reader = await client.open(handle.ledger_id)
+    cpu0 = time.process_time()
+    start = time.perf_counter()
+    got = 0
+    for first in range(0, READ_ENTRIES, READ_BATCH):
+        got += len(await reader.read(first, min(first + READ_BATCH, READ_ENTRIES) - 1))
+    dt = time.perf_counter() - start
+    assert got == READ_ENTRIES
+    await client.delete(handle.ledger_id)
+    return {
+        "entries_per_s": got / dt,
+        "mb_per_s": got * READ_SIZE / dt / 1e6,
+        "cpu_us_per_entry": (time.process_time() - cpu0) / got * 1e6,
+    }
+
+
 async def in_process(work: Path, seconds: float) -> dict[str, dict[str, float]]:
     """One in-process bookie, E=Qw=Qa=1: TCP vs the local transport."""
     out: dict[str, dict[str, float]] = {}
@@ -159,12 +192,13 @@ async def in_process(work: Path, seconds: float) -> dict[str, dict[str, float]]:
     return out
 
 
-async def main(seconds: float) -> dict[str, object]:
+async def main(seconds: float, reads_only: bool) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="magnetar-bench-", dir=os.environ.get("BENCH_DIR")))
-    results: dict[str, object] = {"raw_disk": {}, "bookie": {}}
-    for size in SIZES:
-        results["raw_disk"][str(size)] = raw_disk(work, size, seconds)  # type: ignore[index]
-    results["in_process"] = await in_process(work, seconds)
+    results: dict[str, object] = {"raw_disk": {}, "bookie": {}, "reads": {}}
+    if not reads_only:
+        for size in SIZES:
+            results["raw_disk"][str(size)] = raw_disk(work, size, seconds)  # type: ignore[index]
+        results["in_process"] = await in_process(work, seconds)
     zk = ZooKeeperServer(fsync=False)
     zk.start()
     procs: list[subprocess.Popen[bytes]] = []
@@ -183,7 +217,7 @@ async def main(seconds: float) -> dict[str, object]:
                 ids.append(bid)
             await wait_bookies(store, ids)
             client = LedgerClient(store)
-            for size in SIZES:
+            for size in () if reads_only else SIZES:
                 key = f"{bookies}_bookies_{size}"
                 r = await run_case(client, e, qw, qa, size, seconds)
                 r.update({"ensemble": e, "write_quorum": qw, "ack_quorum": qa, "entry_bytes": size})
@@ -193,12 +227,22 @@ async def main(seconds: float) -> dict[str, object]:
                     f"p50 {r['latency_p50_ms']:.2f} ms p99 {r['latency_p99_ms']:.2f} ms",
                     flush=True,
                 )
+            key = f"{bookies}_bookies_catch_up_read_{READ_SIZE}"
+            r = await catch_up_read(client, e, e, qa)
+            results["reads"][key] = r  # type: ignore[index]
+            print(
+                f"{key}: {r['entries_per_s']:.0f} entries/s {r['mb_per_s']:.1f} MB/s "
+                f"{r['cpu_us_per_entry']:.1f} us CPU/entry in this process",
+                flush=True,
+            )
             await client.close()
         await store.close()
     finally:
         for p in procs:
             p.kill()
         zk.stop()
+    if reads_only:
+        return results
     for size in SIZES:
         raw = results["raw_disk"][str(size)]  # type: ignore[index]
         print(
@@ -217,10 +261,16 @@ async def main(seconds: float) -> dict[str, object]:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=4.0)
+    ap.add_argument(
+        "--reads-only",
+        action="store_true",
+        help="only the catch-up reads (results/bookie-reads.json)",
+    )
     args = ap.parse_args()
     uvloop.install()
-    res = asyncio.run(main(args.seconds))
-    out = Path(__file__).parent / "results" / "bookie.json"
+    res = asyncio.run(main(args.seconds, args.reads_only))
+    name = "bookie-reads.json" if args.reads_only else "bookie.json"
+    out = Path(__file__).parent / "results" / name
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(res, indent=2))
     print(f"wrote {out}")

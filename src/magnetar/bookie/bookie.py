@@ -88,6 +88,39 @@ _BAD_REQUEST: Final = int(Status.BAD_REQUEST)
 _FENCED: Final = int(Status.FENCED)
 
 
+READ_ENTRIES_MAX: Final = 1_000
+"""Most entries one READ_ENTRIES response carries, whatever the request asks."""
+
+
+def _take_run(
+    wanted: Sequence[StoredEntry | int],
+    budget: int,
+    read_file: Callable[[int], StoredEntry],
+) -> list[StoredEntry]:
+    """The entries of ``wanted`` in order (locations read with ``read_file``), stopping
+    before the one that would take the payload past ``budget`` bytes (the first is always
+    taken). A location that fails to read after the first ends the run (the caller asks
+    again from there); the first one's error propagates. Runs on the loop when nothing is
+    to be read from a file, else in a storage thread."""
+    out: list[StoredEntry] = []
+    total = 0
+    for w in wanted:
+        if isinstance(w, StoredEntry):
+            stored = w
+        else:
+            try:
+                stored = read_file(w)
+            except (OSError, ValueError):
+                if not out:
+                    raise
+                break
+        total += len(stored.payload)
+        if out and total > budget:
+            break
+        out.append(stored)
+    return out
+
+
 @dataclass(slots=True)
 class BookieConfig:
     data_dir: Path
@@ -480,6 +513,8 @@ class Bookie:
             self._add(request, payload, conn, durable)
         elif op == OpType.READ_ENTRY or op == OpType.RECOVERY_READ:
             self._read(request, conn, durable)
+        elif op == OpType.READ_ENTRIES:
+            self._read_entries(request, conn)
         elif op == OpType.READ_LAC:
             self._read_lac(request, conn)
         elif op == OpType.FENCE:
@@ -816,6 +851,82 @@ class Bookie:
                 conn.reply(*out)
 
         fut.add_done_callback(done)
+
+    def _read_entries(self, request: Request, conn: Responder) -> None:
+        """READ_ENTRIES: entries ``entry_id..last_entry_id`` (at most
+        :data:`READ_ENTRIES_MAX` of them, and no more than ``max_bytes`` of payload beyond
+        the first) in one response. Entries still in a write buffer are taken on the loop;
+        the rest are read from the entry logs in one storage-thread job. The run ends early
+        at the first entry not stored here (NO_SUCH_ENTRY if that is the first one)."""
+        storage = self.storage
+        assert storage is not None
+        ledger_id = request.ledger_id
+        first = request.entry_id
+        last = min(request.last_entry_id, first + READ_ENTRIES_MAX - 1)
+        rec = storage.ledgers.get(ledger_id)
+        if rec is None:
+            conn.reply(self._error(request, Status.NO_SUCH_LEDGER, f"no ledger {ledger_id}"))
+            return
+        if first < 0 or last < first:
+            conn.reply(self._error(request, Status.BAD_REQUEST, f"no entries in {first}..{last}"))
+            return
+        # Each wanted entry, in order: what the write buffers still hold, or its location.
+        wanted: list[StoredEntry | int] = []
+        try:
+            for entry_id in range(first, last + 1):
+                location = rec.entries.get(entry_id)
+                if location is None:
+                    break
+                stored = storage.read_buffered(location)
+                wanted.append(location if stored is None else stored)
+        except OSError as exc:  # a spilled index whose file cannot be read
+            log.error("index of ledger %d cannot be read back: %s", ledger_id, exc)
+            if not wanted:
+                conn.reply(
+                    self._error(
+                        request, Status.INTERNAL_ERROR, f"index of ledger {ledger_id} unreadable"
+                    )
+                )
+                return
+        if not wanted:
+            conn.reply(self._error(request, Status.NO_SUCH_ENTRY, f"no entry {ledger_id}:{first}"))
+            return
+        budget = request.max_bytes
+        fenced = rec.fenced
+        if all(isinstance(w, StoredEntry) for w in wanted):
+            got = _take_run(wanted, budget, storage.read_file)
+            conn.reply(*self._entries_response(request, got, fenced))
+            return
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(
+            self._storage_executor, _take_run, wanted, budget, storage.read_file
+        )
+
+        def done(f: asyncio.Future[list[StoredEntry]]) -> None:
+            exc = f.exception()
+            if exc is not None:
+                log.error("read of %s:%s failed: %s", ledger_id, first, exc)
+                conn.reply(self._error(request, Status.INTERNAL_ERROR, f"read failed: {exc}"))
+            else:
+                conn.reply(*self._entries_response(request, f.result(), fenced))
+
+        fut.add_done_callback(done)
+
+    @staticmethod
+    def _entries_response(request: Request, run: list[StoredEntry], fenced: bool) -> Reply:
+        return (
+            Response(
+                request_id=request.request_id,
+                op=request.op,
+                ledger_id=request.ledger_id,
+                entry_id=request.entry_id,
+                last_add_confirmed=max(s.last_add_confirmed for s in run),
+                fenced=fenced,
+                entry_sizes=[len(s.payload) for s in run],
+                checksums=[s.checksum for s in run],
+            ),
+            b"".join(s.payload for s in run),
+        )
 
     @staticmethod
     def _entry_response(

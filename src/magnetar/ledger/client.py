@@ -76,6 +76,9 @@ class LedgerClientConfig:
     speculative_read_timeout_ms: int = 1_000
     """A read also goes to the next replica when the first is slower than this."""
     read_concurrency_max: int = 1_000
+    """Most entries one read asks for at once (requests in flight, or one run's length)."""
+    read_run_bytes_max: int = 1024 * 1024
+    """Payload bytes one READ_ENTRIES response may carry beyond its first entry."""
 
 
 class LedgerClient:

@@ -22,8 +22,13 @@ Writing (handles from ``LedgerClient.create``):
   entry.
 
 Reading (any handle): :meth:`read` returns entries ``first..last`` (inclusive) up to the
-last confirmed entry, each from the first replica of its write set, falling back to the next
-one when a replica errs or is slower than ``speculative_read_timeout_ms``.
+last confirmed entry. Unless the ledger is striped, every bookie of a fragment's ensemble
+holds its entries, so the range is asked for in runs (READ_ENTRIES: up to
+``read_run_bytes_max`` bytes per response) from the first replica of each run's first entry;
+a run that fails, is short of an entry, has a bad checksum or is slower than
+``speculative_read_timeout_ms`` is read entry by entry instead: each entry from the first
+replica of its write set, falling back to the next one when a replica errs or is slower than
+``speculative_read_timeout_ms``.
 """
 
 from __future__ import annotations
@@ -518,11 +523,71 @@ class LedgerHandle:
                 f"(last confirmed {self._lac})"
             )
         window = self._client.config.read_concurrency_max
+        md = self.metadata
         out: list[Entry] = []
-        for start in range(first, last + 1, window):
-            stop = min(last, start + window - 1)
-            out.extend(await asyncio.gather(*(self.read_entry(e) for e in range(start, stop + 1))))
+        start = first
+        while start <= last:
+            stop = min(last, start + window - 1, md.fragment_last(start))
+            run = [] if md.ensemble_size > md.write_quorum else await self._read_run(start, stop)
+            if not run:
+                run = await asyncio.gather(*(self.read_entry(e) for e in range(start, stop + 1)))
+            out.extend(run)
+            start += len(run)
         return out
+
+    async def _read_run(self, first: int, last: int) -> list[Entry]:
+        """Entries ``first..`` (``last`` at most) in one READ_ENTRIES, from the first replica
+        of ``first``'s write set, or the next one if that fails, is slower than
+        ``speculative_read_timeout_ms`` or has ``first`` missing or damaged: the good entries
+        before anything goes wrong, ``[]`` if no replica gave one (the caller then reads
+        entry by entry)."""
+        md = self.metadata
+        ensemble = md.ensemble_for(first)
+        for i in md.write_set(first):
+            run = await self._read_run_from(ensemble[i], first, last)
+            if run:
+                return run
+        return []
+
+    async def _read_run_from(self, bookie_id: str, first: int, last: int) -> list[Entry]:
+        cfg = self._client.config
+        request = Request(
+            op=OpType.READ_ENTRIES,
+            ledger_id=self.ledger_id,
+            entry_id=first,
+            last_entry_id=last,
+            max_bytes=cfg.read_run_bytes_max,
+        )
+        try:
+            resp, payload = await asyncio.wait_for(
+                self._client.pool.call(bookie_id, request),
+                cfg.speculative_read_timeout_ms / 1000,
+            )
+        except (BookieError, TimeoutError) as exc:
+            log.debug("entries %d:%d.. from %s: %s", self.ledger_id, first, bookie_id, exc)
+            return []
+        sizes = resp.entry_sizes
+        checksums = resp.checksums
+        if (
+            resp.status != _OK
+            or len(sizes) != len(checksums)
+            or len(sizes) > last - first + 1
+            or sum(sizes) != len(payload)
+        ):
+            return []
+        run: list[Entry] = []
+        view = memoryview(payload)
+        at = 0
+        for i, (size, checksum) in enumerate(zip(sizes, checksums, strict=True)):
+            data = bytes(view[at : at + size])
+            at += size
+            if crc32c.crc32c(data) != checksum:
+                log.warning(
+                    "entry %d:%d from %s: checksum mismatch", self.ledger_id, first + i, bookie_id
+                )
+                break
+            run.append(Entry(self.ledger_id, first + i, data))
+        return run
 
     async def read_entry(self, entry_id: int, *, recovery: bool = False) -> Entry:
         payload, _ = await self._read_from_replicas(

@@ -20,6 +20,7 @@ LEDGERS_PATH: Final = "/ledgers"
 AVAILABLE_PATH: Final = "/ledgers/available"
 READONLY_NAME: Final = "readonly"
 IDGEN_PATH: Final = "/ledgers/idgen"
+_NO_END: Final = 2**63 - 1
 
 
 def ledger_path(ledger_id: int) -> str:
@@ -54,6 +55,14 @@ class LedgerMetadata:
         firsts = [first for first, _ in self.ensembles]
         i = bisect.bisect_right(firsts, entry_id) - 1
         return self.ensembles[max(i, 0)][1]
+
+    def fragment_last(self, entry_id: int) -> int:
+        """The last entry id of the fragment ``entry_id`` is in (a large number for the
+        last fragment, which ends where the ledger does)."""
+        for first, _ in self.ensembles:
+            if first > entry_id:
+                return first - 1
+        return _NO_END
 
     @property
     def current_ensemble(self) -> tuple[str, ...]:

@@ -8,14 +8,16 @@ read entry, read last-add-confirmed, fencing, recovery reads); the encoding is o
 Framing (see magnetar/bookie/codec.py):
   [u32 frame_size][u32 header_size][header: Request|Response][payload bytes]
 frame_size counts everything after itself. The payload is the entry body for ADD_ENTRY
-requests and for READ_ENTRY / RECOVERY_READ responses, empty otherwise; keeping it out of
-the protobuf lets the bookie journal it without re-encoding.
+requests and for READ_ENTRY / RECOVERY_READ / READ_ENTRIES responses, empty otherwise;
+keeping it out of the protobuf lets the bookie journal it without re-encoding.
 
 Flat messages (no oneof, no nesting) keep encode/decode cheap in Python.
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
@@ -47,6 +49,8 @@ class _OpTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_OpType.ValueTy
     """fence (if not yet) and read one entry, even beyond the LAC"""
     LEDGER_INFO: _OpType.ValueType  # 6
     """what this bookie holds of a ledger"""
+    READ_ENTRIES: _OpType.ValueType  # 7
+    """read a run of entries from entry_id on, in one response"""
 
 class OpType(_OpType, metaclass=_OpTypeEnumTypeWrapper): ...
 
@@ -63,6 +67,8 @@ RECOVERY_READ: OpType.ValueType  # 5
 """fence (if not yet) and read one entry, even beyond the LAC"""
 LEDGER_INFO: OpType.ValueType  # 6
 """what this bookie holds of a ledger"""
+READ_ENTRIES: OpType.ValueType  # 7
+"""read a run of entries from entry_id on, in one response"""
 Global___OpType: _TypeAlias = OpType  # noqa: Y015
 
 class _Status:
@@ -103,6 +109,8 @@ class Request(_message.Message):
     LAST_ADD_CONFIRMED_FIELD_NUMBER: _builtins.int
     CHECKSUM_FIELD_NUMBER: _builtins.int
     RECOVERY_FIELD_NUMBER: _builtins.int
+    LAST_ENTRY_ID_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
     request_id: _builtins.int
     """chosen by the client; echoed in the response"""
     op: Global___OpType.ValueType
@@ -114,6 +122,10 @@ class Request(_message.Message):
     """ADD_ENTRY: CRC32C of the payload, stored with the entry"""
     recovery: _builtins.bool
     """ADD_ENTRY: a recovery add, allowed on a fenced ledger"""
+    last_entry_id: _builtins.int
+    """READ_ENTRIES: the last entry wanted (inclusive)"""
+    max_bytes: _builtins.int
+    """READ_ENTRIES: payload bytes wanted at most (the first"""
     def __init__(
         self,
         *,
@@ -124,10 +136,12 @@ class Request(_message.Message):
         last_add_confirmed: _builtins.int = ...,
         checksum: _builtins.int = ...,
         recovery: _builtins.bool = ...,
+        last_entry_id: _builtins.int = ...,
+        max_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checksum", b"checksum", "entry_id", b"entry_id", "last_add_confirmed", b"last_add_confirmed", "ledger_id", b"ledger_id", "op", b"op", "recovery", b"recovery", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checksum", b"checksum", "entry_id", b"entry_id", "last_add_confirmed", b"last_add_confirmed", "last_entry_id", b"last_entry_id", "ledger_id", b"ledger_id", "max_bytes", b"max_bytes", "op", b"op", "recovery", b"recovery", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -149,6 +163,8 @@ class Response(_message.Message):
     LAST_ENTRY_ID_FIELD_NUMBER: _builtins.int
     ENTRY_COUNT_FIELD_NUMBER: _builtins.int
     SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    ENTRY_SIZES_FIELD_NUMBER: _builtins.int
+    CHECKSUMS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.int
     op: Global___OpType.ValueType
     status: Global___Status.ValueType
@@ -168,6 +184,16 @@ class Response(_message.Message):
     """LEDGER_INFO"""
     size_bytes: _builtins.int
     """LEDGER_INFO: payload bytes stored"""
+    @_builtins.property
+    def entry_sizes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """READ_ENTRIES: the entries entry_id, entry_id+1, ... in order, their bodies concatenated
+        in the payload; entry i is entry_sizes[i] bytes long with CRC32C checksums[i]. At least
+        one entry when status is OK; fewer than asked when the byte bound was reached or the
+        next entry is not stored here.
+        """
+
+    @_builtins.property
+    def checksums(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
         self,
         *,
@@ -183,10 +209,12 @@ class Response(_message.Message):
         last_entry_id: _builtins.int = ...,
         entry_count: _builtins.int = ...,
         size_bytes: _builtins.int = ...,
+        entry_sizes: _abc.Iterable[_builtins.int] | None = ...,
+        checksums: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checksum", b"checksum", "entry_count", b"entry_count", "entry_id", b"entry_id", "fenced", b"fenced", "last_add_confirmed", b"last_add_confirmed", "last_entry_id", b"last_entry_id", "ledger_id", b"ledger_id", "message", b"message", "op", b"op", "request_id", b"request_id", "size_bytes", b"size_bytes", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checksum", b"checksum", "checksums", b"checksums", "entry_count", b"entry_count", "entry_id", b"entry_id", "entry_sizes", b"entry_sizes", "fenced", b"fenced", "last_add_confirmed", b"last_add_confirmed", "last_entry_id", b"last_entry_id", "ledger_id", b"ledger_id", "message", b"message", "op", b"op", "request_id", b"request_id", "size_bytes", b"size_bytes", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -10,7 +10,7 @@ them with one ``LedgerClient`` in this process (uvloop), keeping a window of add
   loopback TCP and through the in-process transport (``LedgerClient(local_bookies=...)``):
   adds/s and this process's CPU per entry;
 * catch-up reads from the bookie processes: a closed ledger of ``READ_ENTRIES`` entries of
-  1 KiB (E=Qw=Qa=1 on one bookie, E=Qw=3 Qa=2 on three) read back from the start in reads
+  1 KiB (E=Qw=Qa=1 on one bookie, E=3 Qw=Qa=2 on three) read back from the start in reads
   of ``READ_BATCH`` entries, as a cursor far behind does after its entries left the cache:
   entries/s and this process's CPU per entry.
 
@@ -228,7 +228,7 @@ async def main(seconds: float, reads_only: bool) -> dict[str, object]:
                     flush=True,
                 )
             key = f"{bookies}_bookies_catch_up_read_{READ_SIZE}"
-            r = await catch_up_read(client, e, e, qa)
+            r = await catch_up_read(client, e, qw, qa)
             results["reads"][key] = r  # type: ignore[index]
             print(
                 f"{key}: {r['entries_per_s']:.0f} entries/s {r['mb_per_s']:.1f} MB/s "

@@ -48,7 +48,12 @@ async def store_entries(conn: RawConnection, first: int, last: int) -> None:
 
 
 async def read_entries(
-    conn: RawConnection, first: int, last: int, max_bytes: int = 1 << 20, ledger: int = LEDGER
+    conn: RawConnection,
+    first: int,
+    last: int,
+    max_bytes: int = 1 << 20,
+    ledger: int = LEDGER,
+    stride: int = 0,
 ) -> tuple[Response, list[bytes]]:
     resp, payload = await conn.call(
         Request(
@@ -58,6 +63,7 @@ async def read_entries(
             entry_id=first,
             last_entry_id=last,
             max_bytes=max_bytes,
+            stride=stride,
         )
     )
     assert len(resp.entry_sizes) == len(resp.checksums)
@@ -91,6 +97,20 @@ async def test_a_run_from_buffers_files_and_both(bookie: Bookie) -> None:
     await store_entries(conn, 200, 260)
     resp, got = await read_entries(conn, 150, 260)
     assert got == [body(i) for i in range(150, 261)]
+    conn.close()
+
+
+async def test_a_run_with_a_stride_takes_every_nth_entry(bookie: Bookie) -> None:
+    conn = await RawConnection.open(bookie.port)
+    await store_entries(conn, 0, 99)
+    _, got = await read_entries(conn, 2, 99, stride=3)
+    assert got == [body(i) for i in range(2, 100, 3)]
+    _, got = await read_entries(conn, 2, 97, stride=3)  # the last one on the stride
+    assert got == [body(i) for i in range(2, 98, 3)]
+    _, got = await read_entries(conn, 98, 200, stride=3)  # ends at the first one not stored
+    assert got == [body(98)]
+    _, got = await read_entries(conn, 5, 5, stride=7)
+    assert got == [body(5)]
     conn.close()
 
 

@@ -853,27 +853,29 @@ class Bookie:
         fut.add_done_callback(done)
 
     def _read_entries(self, request: Request, conn: Responder) -> None:
-        """READ_ENTRIES: entries ``entry_id..last_entry_id`` (at most
-        :data:`READ_ENTRIES_MAX` of them, and no more than ``max_bytes`` of payload beyond
-        the first) in one response. Entries still in a write buffer are taken on the loop;
-        the rest are read from the entry logs in one storage-thread job. The run ends early
-        at the first entry not stored here (NO_SUCH_ENTRY if that is the first one)."""
+        """READ_ENTRIES: entries ``entry_id``, ``entry_id + stride``, ... up to
+        ``last_entry_id`` (at most :data:`READ_ENTRIES_MAX` of them, and no more than
+        ``max_bytes`` of payload beyond the first) in one response. Entries still in a write
+        buffer are taken on the loop; the rest are read from the entry logs in one
+        storage-thread job. The run ends early at the first entry not stored here
+        (NO_SUCH_ENTRY if that is the first one)."""
         storage = self.storage
         assert storage is not None
         ledger_id = request.ledger_id
         first = request.entry_id
-        last = min(request.last_entry_id, first + READ_ENTRIES_MAX - 1)
+        last = request.last_entry_id
+        ids = range(first, last + 1, max(request.stride, 1))[:READ_ENTRIES_MAX]
         rec = storage.ledgers.get(ledger_id)
         if rec is None:
             conn.reply(self._error(request, Status.NO_SUCH_LEDGER, f"no ledger {ledger_id}"))
             return
-        if first < 0 or last < first:
+        if first < 0 or not ids:
             conn.reply(self._error(request, Status.BAD_REQUEST, f"no entries in {first}..{last}"))
             return
         # Each wanted entry, in order: what the write buffers still hold, or its location.
         wanted: list[StoredEntry | int] = []
         try:
-            for entry_id in range(first, last + 1):
+            for entry_id in ids:
                 location = rec.entries.get(entry_id)
                 if location is None:
                     break

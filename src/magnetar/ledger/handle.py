@@ -22,11 +22,13 @@ Writing (handles from ``LedgerClient.create``):
   entry.
 
 Reading (any handle): :meth:`read` returns entries ``first..last`` (inclusive) up to the
-last confirmed entry. Unless the ledger is striped, every bookie of a fragment's ensemble
-holds its entries, so the range is asked for in runs (READ_ENTRIES: up to
-``read_run_bytes_max`` bytes per response) from the first replica of each run's first entry;
-a run that fails, is short of an entry, has a bad checksum or is slower than
-``speculative_read_timeout_ms`` is read entry by entry instead: each entry from the first
+last confirmed entry. Entries with the same id modulo the ensemble size share a write set, so
+each such class within a fragment is asked for as one run (READ_ENTRIES with that stride: up
+to ``read_run_bytes_max`` bytes per response), the classes at once, each from the first
+replica of its write set, then the next one if a replica fails, is slower than
+``speculative_read_timeout_ms`` or lacks the run's first entry. A run may end early (byte
+bound, an entry missing or damaged there): reading goes on from the first entry no run
+brought. A class no replica gave a run of is read entry by entry: each entry from the first
 replica of its write set, falling back to the next one when a replica errs or is slower than
 ``speculative_read_timeout_ms``.
 """
@@ -523,39 +525,63 @@ class LedgerHandle:
                 f"(last confirmed {self._lac})"
             )
         window = self._client.config.read_concurrency_max
-        md = self.metadata
         out: list[Entry] = []
         start = first
         while start <= last:
-            stop = min(last, start + window - 1, md.fragment_last(start))
-            run = [] if md.ensemble_size > md.write_quorum else await self._read_run(start, stop)
-            if not run:
-                run = await asyncio.gather(*(self.read_entry(e) for e in range(start, stop + 1)))
-            out.extend(run)
-            start += len(run)
+            stop = min(last, start + window - 1, self.metadata.fragment_last(start))
+            out.extend(await self._read_chunk(start, stop))
+            start = first + len(out)
         return out
 
-    async def _read_run(self, first: int, last: int) -> list[Entry]:
-        """Entries ``first..`` (``last`` at most) in one READ_ENTRIES, from the first replica
-        of ``first``'s write set, or the next one if that fails, is slower than
-        ``speculative_read_timeout_ms`` or has ``first`` missing or damaged: the good entries
-        before anything goes wrong, ``[]`` if no replica gave one (the caller then reads
-        entry by entry)."""
+    async def _read_chunk(self, start: int, stop: int) -> list[Entry]:
+        """Entries ``start..`` (``stop`` at most, in one fragment): a non-empty prefix.
+
+        Entries ``e`` with the same ``e % E`` have the same write set, so each such class is
+        asked for as one run (READ_ENTRIES with stride E, :meth:`_read_run`), the E runs at
+        once; a class no replica gave a run of is read entry by entry. A run may end early
+        (byte bound, an entry missing or damaged on that bookie): the prefix ends before the
+        first entry no run brought, and the caller asks again from there."""
+        stride = self.metadata.ensemble_size
+        classes = [range(start + r, stop + 1, stride) for r in range(min(stride, stop - start + 1))]
+        runs = await asyncio.gather(*(self._read_run(ids) for ids in classes))
+        got: dict[int, Entry] = {}
+        singles: list[int] = []
+        for ids, run in zip(classes, runs, strict=True):
+            if run:
+                got.update((e.entry_id, e) for e in run)
+            else:
+                singles.extend(ids)
+        for single in await asyncio.gather(*(self.read_entry(e) for e in singles)):
+            got[single.entry_id] = single
+        out: list[Entry] = []
+        for entry_id in range(start, stop + 1):
+            entry = got.get(entry_id)
+            if entry is None:
+                break
+            out.append(entry)
+        return out
+
+    async def _read_run(self, ids: range) -> list[Entry]:
+        """The entries ``ids`` (one class of the same write set) in one READ_ENTRIES, from
+        the first replica of their write set, or the next one if that fails, is slower than
+        ``speculative_read_timeout_ms`` or has ``ids[0]`` missing or damaged: the good
+        entries before anything goes wrong, ``[]`` if no replica gave one."""
         md = self.metadata
-        ensemble = md.ensemble_for(first)
-        for i in md.write_set(first):
-            run = await self._read_run_from(ensemble[i], first, last)
+        ensemble = md.ensemble_for(ids.start)
+        for i in md.write_set(ids.start):
+            run = await self._read_run_from(ensemble[i], ids)
             if run:
                 return run
         return []
 
-    async def _read_run_from(self, bookie_id: str, first: int, last: int) -> list[Entry]:
+    async def _read_run_from(self, bookie_id: str, ids: range) -> list[Entry]:
         cfg = self._client.config
         request = Request(
             op=OpType.READ_ENTRIES,
             ledger_id=self.ledger_id,
-            entry_id=first,
-            last_entry_id=last,
+            entry_id=ids.start,
+            last_entry_id=ids[-1],
+            stride=ids.step,
             max_bytes=cfg.read_run_bytes_max,
         )
         try:
@@ -564,29 +590,29 @@ class LedgerHandle:
                 cfg.speculative_read_timeout_ms / 1000,
             )
         except (BookieError, TimeoutError) as exc:
-            log.debug("entries %d:%d.. from %s: %s", self.ledger_id, first, bookie_id, exc)
+            log.debug("entries %d:%d.. from %s: %s", self.ledger_id, ids.start, bookie_id, exc)
             return []
         sizes = resp.entry_sizes
         checksums = resp.checksums
         if (
             resp.status != _OK
             or len(sizes) != len(checksums)
-            or len(sizes) > last - first + 1
+            or len(sizes) > len(ids)
             or sum(sizes) != len(payload)
         ):
             return []
         run: list[Entry] = []
         view = memoryview(payload)
         at = 0
-        for i, (size, checksum) in enumerate(zip(sizes, checksums, strict=True)):
+        for entry_id, size, checksum in zip(ids, sizes, checksums, strict=False):
             data = bytes(view[at : at + size])
             at += size
             if crc32c.crc32c(data) != checksum:
                 log.warning(
-                    "entry %d:%d from %s: checksum mismatch", self.ledger_id, first + i, bookie_id
+                    "entry %d:%d from %s: checksum mismatch", self.ledger_id, entry_id, bookie_id
                 )
                 break
-            run.append(Entry(self.ledger_id, first + i, data))
+            run.append(Entry(self.ledger_id, entry_id, data))
         return run
 
     async def read_entry(self, entry_id: int, *, recovery: bool = False) -> Entry:

@@ -111,6 +111,7 @@ class Request(_message.Message):
     RECOVERY_FIELD_NUMBER: _builtins.int
     LAST_ENTRY_ID_FIELD_NUMBER: _builtins.int
     MAX_BYTES_FIELD_NUMBER: _builtins.int
+    STRIDE_FIELD_NUMBER: _builtins.int
     request_id: _builtins.int
     """chosen by the client; echoed in the response"""
     op: Global___OpType.ValueType
@@ -126,6 +127,10 @@ class Request(_message.Message):
     """READ_ENTRIES: the last entry wanted (inclusive)"""
     max_bytes: _builtins.int
     """READ_ENTRIES: payload bytes wanted at most (the first"""
+    stride: _builtins.int
+    """entry is always sent, whatever its size)
+    READ_ENTRIES: entry_id, entry_id + stride, ... up to
+    """
     def __init__(
         self,
         *,
@@ -138,10 +143,11 @@ class Request(_message.Message):
         recovery: _builtins.bool = ...,
         last_entry_id: _builtins.int = ...,
         max_bytes: _builtins.int = ...,
+        stride: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checksum", b"checksum", "entry_id", b"entry_id", "last_add_confirmed", b"last_add_confirmed", "last_entry_id", b"last_entry_id", "ledger_id", b"ledger_id", "max_bytes", b"max_bytes", "op", b"op", "recovery", b"recovery", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checksum", b"checksum", "entry_id", b"entry_id", "last_add_confirmed", b"last_add_confirmed", "last_entry_id", b"last_entry_id", "ledger_id", b"ledger_id", "max_bytes", b"max_bytes", "op", b"op", "recovery", b"recovery", "request_id", b"request_id", "stride", b"stride"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -186,8 +192,9 @@ class Response(_message.Message):
     """LEDGER_INFO: payload bytes stored"""
     @_builtins.property
     def entry_sizes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
-        """READ_ENTRIES: the entries entry_id, entry_id+1, ... in order, their bodies concatenated
-        in the payload; entry i is entry_sizes[i] bytes long with CRC32C checksums[i]. At least
+        """READ_ENTRIES: the entries entry_id, entry_id + stride, ... in order, their bodies
+        concatenated in the payload; the i-th is entry_sizes[i] bytes long with CRC32C
+        checksums[i]. At least
         one entry when status is OK; fewer than asked when the byte bound was reached or the
         next entry is not stored here.
         """

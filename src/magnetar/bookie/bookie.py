@@ -916,19 +916,16 @@ class Bookie:
 
     @staticmethod
     def _entries_response(request: Request, run: list[StoredEntry], fenced: bool) -> Reply:
-        return (
-            Response(
-                request_id=request.request_id,
-                op=request.op,
-                ledger_id=request.ledger_id,
-                entry_id=request.entry_id,
-                last_add_confirmed=max(s.last_add_confirmed for s in run),
-                fenced=fenced,
-                entry_sizes=[len(s.payload) for s in run],
-                checksums=[s.checksum for s in run],
-            ),
+        response, payload = Bookie._entry_response(
+            request,
+            max(s.last_add_confirmed for s in run),
+            0,
+            fenced,
             b"".join(s.payload for s in run),
         )
+        response.entry_sizes.extend(len(s.payload) for s in run)
+        response.checksums.extend(s.checksum for s in run)
+        return response, payload
 
     @staticmethod
     def _entry_response(

@@ -111,12 +111,31 @@ def wait_quiet(pid: int, timeout_s: float = 30.0) -> None:
         before = now
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (the standalone's journal writer among them)."""
+    out = [pid]
+    for parent in out:
+        for children in Path(f"/proc/{parent}/task").glob("*/children"):
+            try:
+                out.extend(int(c) for c in children.read_text().split())
+            except OSError:  # the thread or process ended meanwhile
+                continue
+    return out
+
+
 def rss_mb(pid: int, field: str = "VmRSS") -> float:
-    """Resident memory (``VmHWM``: its peak so far)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    """Resident memory of ``pid`` and its descendants (``VmHWM``: the sum of their peaks so
+    far, which bounds the peak of the whole from above)."""
+    total_kb = 0
+    for member in process_tree(pid):
+        try:
+            lines = Path(f"/proc/{member}/status").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if line.startswith(field + ":"):
+                total_kb += int(line.split()[1])
+    return total_kb / 1024
 
 
 def settled_rss_mb(pid: int, timeout_s: float = 30.0) -> float:

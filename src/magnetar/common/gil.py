@@ -1,19 +1,19 @@
 """How long a serving process's event loop may keep the GIL from its helper threads.
 
-The journal's writer thread (``magnetar.bookie.journal``) needs the GIL for a few
-microseconds at three points of every group commit: after taking the batch, after the
-write and after the ``fdatasync`` (to hand the completion back to the loop). CPython makes
-a thread that wants the GIL wait until the holder releases it, or until the *switch
-interval* passes and the holder is asked to let go: 5 ms by default. A busy event loop
-seldom releases it on its own, so each of the three points could wait up to 5 ms, and every
-publish's receipt waits for its commit. In same-run A/B passes of ``benchmarks/broker.py``
-on a loaded 2-core machine (docs/broker.md) the shorter interval came with lower publish
-latency percentiles in every pass; how much of that is this change alone was not
-separable from the machine's noise.
+A helper thread (the storage thread's entry reads and checkpoints, the metadata store's
+thread, the heap trimmer) needs the GIL for a few microseconds at each step of its work,
+and every time it hands a result back to the loop. CPython makes a thread that wants the
+GIL wait until the holder releases it, or until the *switch interval* passes and the holder
+is asked to let go: 5 ms by default. A busy event loop seldom releases it on its own, so
+each step could wait up to 5 ms, and whatever waits on that work (a read from storage, a
+metadata answer) waits that much longer. The interval was chosen when the journal's writer
+was a thread (three such waits in every group commit; it is a process now, see
+``magnetar.bookie.journal``): in same-run A/B passes of ``benchmarks/broker.py`` on a
+loaded 2-core machine (docs/broker.md) the shorter interval came with lower publish latency
+percentiles in every pass.
 
 A shorter interval only costs when another thread actually waits: the holder then drops
-the GIL at the next check (tens of microseconds of hand-over). The storage thread
-(checkpoints), the metadata store's thread and the heap trimmer get the GIL sooner too.
+the GIL at the next check (tens of microseconds of hand-over).
 """
 
 from __future__ import annotations

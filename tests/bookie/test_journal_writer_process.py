@@ -1,0 +1,133 @@
+"""The journal's writer process (:mod:`magnetar.bookie.journal_writer`): it lives as long
+as its journal, a dead one fails only what it had not answered and is replaced by the next
+write, and it ends by itself when its bookie is killed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import crc32c
+
+from magnetar.bookie.journal import ADD_ENTRY, Journal, JournalPosition, replay
+from magnetar.common.clock import SystemClock
+from magnetar.testing import wait_until
+
+
+def _add(j: Journal, entry: int) -> None:
+    payload = b"w%d" % entry
+    j.append(ADD_ENTRY, 1, entry, entry - 1, crc32c.crc32c(payload), payload)
+
+
+async def _sync(j: Journal) -> BaseException | None:
+    outcome: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+    j.on_durable(lambda: outcome.set_result(None), outcome.set_result)
+    return await asyncio.wait_for(outcome, 10)
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie left for an init that does not reap counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def test_the_writer_process_ends_with_its_journal(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "j", clock=SystemClock())
+    j.start()
+    assert j.writer_pid is None  # started by the first write
+    _add(j, 0)
+    assert await _sync(j) is None
+    pid = j.writer_pid
+    assert pid is not None and _alive(pid)
+    await j.close()
+    assert j.writer_pid is None
+    assert not _alive(pid)  # reaped, not a zombie
+
+
+async def test_a_killed_writer_fails_what_it_had_and_the_next_write_starts_another(
+    tmp_path: Path,
+) -> None:
+    failures: list[BaseException] = []
+    j = Journal(tmp_path / "j", clock=SystemClock(), on_write_failure=failures.append)
+    j.start()
+    try:
+        _add(j, 0)
+        assert await _sync(j) is None
+        first = j.writer_pid
+        assert first is not None
+        os.kill(first, signal.SIGSTOP)  # holds the next batch unanswered
+        _add(j, 1)
+        pending = asyncio.ensure_future(_sync(j))
+        await asyncio.sleep(0.05)
+        assert not pending.done()
+        os.kill(first, signal.SIGKILL)
+        error = await pending
+        assert isinstance(error, OSError) and "journal writer process exited" in str(error)
+        assert failures == [error] and j.failed is error
+        _add(j, 2)
+        assert await _sync(j) is None
+        assert j.failed is None
+        assert j.writer_pid not in (None, first)
+    finally:
+        await j.close()
+    # Entry 1 was never acknowledged; 0 and 2 replay.
+    assert [r.entry_id for r in replay(tmp_path / "j", JournalPosition(0, 0))] == [0, 2]
+
+
+async def test_the_writer_ignores_an_interrupt_meant_for_the_terminal(tmp_path: Path) -> None:
+    j = Journal(tmp_path / "j", clock=SystemClock())
+    j.start()
+    try:
+        _add(j, 0)
+        assert await _sync(j) is None
+        pid = j.writer_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGINT)
+        os.kill(pid, signal.SIGTERM)
+        _add(j, 1)
+        assert await _sync(j) is None
+        assert j.writer_pid == pid
+    finally:
+        await j.close()
+
+
+def test_the_writer_of_a_killed_bookie_ends_by_itself(tmp_path: Path) -> None:
+    """SIGKILL the process that owns the journal: its writer reads the end of its input
+    and exits (nothing to reap it: it is re-parented, so look for it gone)."""
+    script = textwrap.dedent(
+        f"""
+        import asyncio, sys
+        import crc32c
+        from magnetar.bookie.journal import ADD_ENTRY, Journal
+        from magnetar.common.clock import SystemClock
+
+        async def main():
+            j = Journal(__import__("pathlib").Path({str(tmp_path / "j")!r}), clock=SystemClock())
+            j.start()
+            done = asyncio.get_running_loop().create_future()
+            j.append(ADD_ENTRY, 1, 0, -1, crc32c.crc32c(b"x"), b"x")
+            j.on_durable(lambda: done.set_result(None))
+            await done
+            print(j.writer_pid, flush=True)
+            await asyncio.sleep(60)
+
+        asyncio.run(main())
+        """
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        assert owner.stdout is not None
+        writer = int(owner.stdout.readline())
+        assert _alive(writer)
+    finally:
+        owner.kill()
+        owner.wait()
+    wait_until(lambda: not _alive(writer), timeout_s=10, what="the writer process gone")

@@ -16,7 +16,8 @@ Protocol (little-endian), over the child's stdin and stdout:
   (UTF-8). Requests are answered in order, one at a time.
 
 End of input (the bookie closed the pipe, or died) ends the process; a request cut short by
-it is not written. SIGINT and SIGTERM are ignored: the process ends with its bookie.
+it is written no further (what was written of it is a torn tail, never acknowledged). After
+a failed segment the rest of its request is read and not written. SIGINT and SIGTERM are ignored: the process ends with its bookie.
 
 Files are zero-filled ahead of the records (``prealloc bytes`` at a time), so the file's
 size and block map do not change at each sync: an fdatasync then flushes data only,
@@ -37,8 +38,11 @@ from typing import BinaryIO, Final
 REQUEST: Final = struct.Struct("<I")
 SEGMENT: Final = struct.Struct("<QQQ")
 ANSWER: Final = struct.Struct("<iI")
-IOV_MAX: Final = 1024
-_ZEROS: Final = bytes(1024 * 1024)
+PIECE_BYTES: Final = 256 * 1024
+"""A segment is read from the pipe and written in pieces of this size at most, so this
+process holds little more than one piece whatever the batch (its memory counts as the
+bookie's)."""
+_ZEROS: Final = bytes(PIECE_BYTES)
 
 
 def journal_path(directory: str, file_id: int) -> str:
@@ -88,15 +92,34 @@ class Writer:
                 os.close(dir_fd)
         return fd
 
-    def write(self, file_id: int, offset: int, data: memoryview) -> None:
-        fd = self.fd(file_id)
-        end = offset + len(data)
-        allocated = self.allocated.get(file_id, 0)
-        if end > allocated:
-            target = min(allocated + self.prealloc, self.file_size_max)
-            self.allocated[file_id] = zero_fill(fd, allocated, max(end, target))
-        write_all(fd, data, offset)
-        os.fdatasync(fd)
+    def write(self, inp: BinaryIO, file_id: int, offset: int, length: int) -> OSError | None:
+        """Copy ``length`` bytes from ``inp`` to ``offset`` of the file and fdatasync it;
+        the error if that failed (the segment's bytes are read from ``inp`` either way).
+        Raises :class:`EOFError` if the input ended first (nothing more will come)."""
+        end = offset + length
+        try:
+            fd = self.fd(file_id)
+            allocated = self.allocated.get(file_id, 0)
+            if end > allocated:
+                target = min(allocated + self.prealloc, self.file_size_max)
+                self.allocated[file_id] = zero_fill(fd, allocated, max(end, target))
+            while offset < end:
+                piece = read_piece(inp, end - offset)
+                offset += len(piece)
+                write_all(fd, memoryview(piece), offset - len(piece))
+            os.fdatasync(fd)
+        except OSError as exc:
+            while offset < end:
+                offset += len(read_piece(inp, end - offset))
+            return exc
+        return None
+
+
+def read_piece(inp: BinaryIO, left: int) -> bytes:
+    piece = inp.read(min(PIECE_BYTES, left))
+    if not piece:
+        raise EOFError
+    return piece
 
 
 def answer(out: BinaryIO, errno: int, message: str) -> None:
@@ -106,35 +129,35 @@ def answer(out: BinaryIO, errno: int, message: str) -> None:
 
 
 def serve(inp: BinaryIO, out: BinaryIO, writer: Writer) -> None:
+    """Answer requests until the input ends (:class:`EOFError`)."""
     while True:
-        head = inp.read(REQUEST.size)
-        if len(head) < REQUEST.size:
-            return
-        (count,) = REQUEST.unpack(head)
-        segments: list[tuple[int, int, memoryview]] = []
+        (count,) = REQUEST.unpack(read_exactly(inp, REQUEST.size))
+        error: OSError | None = None
         for _ in range(count):
-            seg = inp.read(SEGMENT.size)
-            if len(seg) < SEGMENT.size:
-                return
-            file_id, offset, length = SEGMENT.unpack(seg)
-            data = inp.read(length)
-            if len(data) < length:
-                return
-            segments.append((file_id, offset, memoryview(data)))
-        try:
-            for file_id, offset, records in segments:
-                writer.write(file_id, offset, records)
-        except OSError as exc:
-            answer(out, exc.errno or -1, exc.strerror or str(exc))
-        else:
+            file_id, offset, length = SEGMENT.unpack(read_exactly(inp, SEGMENT.size))
+            if error is None:
+                error = writer.write(inp, file_id, offset, length)
+            else:  # as a thread would: nothing after the failed segment is written
+                while length:
+                    length -= len(read_piece(inp, length))
+        if error is None:
             answer(out, 0, "")
+        else:
+            answer(out, error.errno or -1, error.strerror or str(error))
+
+
+def read_exactly(inp: BinaryIO, size: int) -> bytes:
+    data = inp.read(size)
+    if len(data) < size:
+        raise EOFError
+    return data
 
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     directory, file_size_max, prealloc = argv[1], int(argv[2]), int(argv[3])
-    with contextlib.suppress(BrokenPipeError):  # the bookie is gone
+    with contextlib.suppress(EOFError, BrokenPipeError):  # the bookie is gone
         serve(sys.stdin.buffer, sys.stdout.buffer, Writer(directory, file_size_max, prealloc))
     return 0
 

@@ -124,18 +124,24 @@ def process_tree(pid: int) -> list[int]:
 
 
 def rss_mb(pid: int, field: str = "VmRSS") -> float:
-    """Resident memory of ``pid`` and its descendants (``VmHWM``: the sum of their peaks so
-    far, which bounds the peak of the whole from above)."""
-    total_kb = 0
-    for member in process_tree(pid):
-        try:
-            lines = Path(f"/proc/{member}/status").read_text().splitlines()
-        except OSError:
-            continue
-        for line in lines:
-            if line.startswith(field + ":"):
-                total_kb += int(line.split()[1])
+    """Resident memory of ``pid`` (``VmHWM``: its peak so far) plus what its descendants
+    (the journal's writer process) hold of their own: their anonymous resident memory. The
+    interpreter's file pages they map are the ones ``pid`` maps, counted once."""
+    total_kb = _status_kb(pid, field)
+    for child in process_tree(pid)[1:]:
+        total_kb += _status_kb(child, "RssAnon")
     return total_kb / 1024
+
+
+def _status_kb(pid: int, field: str) -> int:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:  # it ended meanwhile
+        return 0
+    for line in lines:
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
 
 
 def settled_rss_mb(pid: int, timeout_s: float = 30.0) -> float:

@@ -15,9 +15,11 @@ Protocol (little-endian), over the child's stdin and stdout:
   ``i32`` errno (0: done; -1: an error without one), ``u32`` message length, the message
   (UTF-8). Requests are answered in order, one at a time.
 
-End of input (the bookie closed the pipe, or died) ends the process; a request cut short by
-it is written no further (what was written of it is a torn tail, never acknowledged). After
-a failed segment the rest of its request is read and not written. SIGINT and SIGTERM are ignored: the process ends with its bookie.
+Records go from the pipe to the file with ``splice`` (no copy through this process). End of
+input (the bookie closed the pipe, or died) ends the process; a request cut short by it is
+written no further (what was written of it is a torn tail, never acknowledged). After a
+failed segment the rest of its request is read and not written. SIGINT and SIGTERM are
+ignored: the process ends with its bookie.
 
 Files are zero-filled ahead of the records (``prealloc bytes`` at a time), so the file's
 size and block map do not change at each sync: an fdatasync then flushes data only,
@@ -33,15 +35,14 @@ import os
 import signal
 import struct
 import sys
-from typing import BinaryIO, Final
+from typing import Final
 
 REQUEST: Final = struct.Struct("<I")
 SEGMENT: Final = struct.Struct("<QQQ")
 ANSWER: Final = struct.Struct("<iI")
 PIECE_BYTES: Final = 256 * 1024
-"""A segment is read from the pipe and written in pieces of this size at most, so this
-process holds little more than one piece whatever the batch (its memory counts as the
-bookie's)."""
+"""Reads past a failed segment's bytes, and zero-fills, go in pieces of this size at most:
+this process holds little more than one piece (its memory counts as the bookie's)."""
 _ZEROS: Final = bytes(PIECE_BYTES)
 
 
@@ -56,13 +57,6 @@ def zero_fill(fd: int, start: int, end: int) -> int:
     while pos < end:
         pos += os.pwrite(fd, memoryview(_ZEROS)[: min(len(_ZEROS), end - pos)], pos)
     return end
-
-
-def write_all(fd: int, data: memoryview, offset: int) -> None:
-    while data:
-        written = os.pwrite(fd, data, offset)
-        data = data[written:]
-        offset += written
 
 
 class Writer:
@@ -92,10 +86,11 @@ class Writer:
                 os.close(dir_fd)
         return fd
 
-    def write(self, inp: BinaryIO, file_id: int, offset: int, length: int) -> OSError | None:
-        """Copy ``length`` bytes from ``inp`` to ``offset`` of the file and fdatasync it;
-        the error if that failed (the segment's bytes are read from ``inp`` either way).
-        Raises :class:`EOFError` if the input ended first (nothing more will come)."""
+    def write(self, inp: int, file_id: int, offset: int, length: int) -> OSError | None:
+        """Move ``length`` bytes from the pipe ``inp`` to ``offset`` of the file (``splice``:
+        no copy through this process) and fdatasync it; the error if that failed (the
+        segment's bytes are taken from ``inp`` either way). Raises :class:`EOFError` if the
+        input ended first (nothing more will come)."""
         end = offset + length
         try:
             fd = self.fd(file_id)
@@ -104,31 +99,34 @@ class Writer:
                 target = min(allocated + self.prealloc, self.file_size_max)
                 self.allocated[file_id] = zero_fill(fd, allocated, max(end, target))
             while offset < end:
-                piece = read_piece(inp, end - offset)
-                offset += len(piece)
-                write_all(fd, memoryview(piece), offset - len(piece))
+                moved = os.splice(inp, fd, end - offset, offset_dst=offset)
+                if not moved:
+                    raise EOFError
+                offset += moved
             os.fdatasync(fd)
         except OSError as exc:
-            while offset < end:
-                offset += len(read_piece(inp, end - offset))
+            skip(inp, end - offset)
             return exc
         return None
 
 
-def read_piece(inp: BinaryIO, left: int) -> bytes:
-    piece = inp.read(min(PIECE_BYTES, left))
-    if not piece:
-        raise EOFError
-    return piece
+def skip(inp: int, length: int) -> None:
+    """Read past ``length`` bytes of ``inp``."""
+    while length:
+        piece = os.read(inp, min(PIECE_BYTES, length))
+        if not piece:
+            raise EOFError
+        length -= len(piece)
 
 
-def answer(out: BinaryIO, errno: int, message: str) -> None:
+def answer(out: int, errno: int, message: str) -> None:
     text = message.encode("utf-8", "replace")
-    out.write(ANSWER.pack(errno, len(text)) + text)
-    out.flush()
+    data = memoryview(ANSWER.pack(errno, len(text)) + text)
+    while data:
+        data = data[os.write(out, data) :]
 
 
-def serve(inp: BinaryIO, out: BinaryIO, writer: Writer) -> None:
+def serve(inp: int, out: int, writer: Writer) -> None:
     """Answer requests until the input ends (:class:`EOFError`)."""
     while True:
         (count,) = REQUEST.unpack(read_exactly(inp, REQUEST.size))
@@ -138,18 +136,20 @@ def serve(inp: BinaryIO, out: BinaryIO, writer: Writer) -> None:
             if error is None:
                 error = writer.write(inp, file_id, offset, length)
             else:  # as a thread would: nothing after the failed segment is written
-                while length:
-                    length -= len(read_piece(inp, length))
+                skip(inp, length)
         if error is None:
             answer(out, 0, "")
         else:
             answer(out, error.errno or -1, error.strerror or str(error))
 
 
-def read_exactly(inp: BinaryIO, size: int) -> bytes:
-    data = inp.read(size)
-    if len(data) < size:
-        raise EOFError
+def read_exactly(inp: int, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        piece = os.read(inp, size - len(data))
+        if not piece:
+            raise EOFError
+        data += piece
     return data
 
 
@@ -158,7 +158,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     directory, file_size_max, prealloc = argv[1], int(argv[2]), int(argv[3])
     with contextlib.suppress(EOFError, BrokenPipeError):  # the bookie is gone
-        serve(sys.stdin.buffer, sys.stdout.buffer, Writer(directory, file_size_max, prealloc))
+        serve(0, 1, Writer(directory, file_size_max, prealloc))
     return 0
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import crc32c
 
@@ -28,6 +29,17 @@ async def _sync(j: Journal) -> BaseException | None:
     outcome: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
     j.on_durable(lambda: outcome.set_result(None), outcome.set_result)
     return await asyncio.wait_for(outcome, 10)
+
+
+async def _started(path: Path, **kw: Any) -> tuple[Journal, int]:
+    """A started journal whose writer process runs (after one synced record)."""
+    j = Journal(path, clock=SystemClock(), **kw)
+    j.start()
+    _add(j, 0)
+    assert await _sync(j) is None
+    pid = j.writer_pid
+    assert pid is not None
+    return j, pid
 
 
 def _alive(pid: int) -> bool:
@@ -56,13 +68,8 @@ async def test_a_killed_writer_fails_what_it_had_and_the_next_write_starts_anoth
     tmp_path: Path,
 ) -> None:
     failures: list[BaseException] = []
-    j = Journal(tmp_path / "j", clock=SystemClock(), on_write_failure=failures.append)
-    j.start()
+    j, first = await _started(tmp_path / "j", on_write_failure=failures.append)
     try:
-        _add(j, 0)
-        assert await _sync(j) is None
-        first = j.writer_pid
-        assert first is not None
         os.kill(first, signal.SIGSTOP)  # holds the next batch unanswered
         _add(j, 1)
         pending = asyncio.ensure_future(_sync(j))
@@ -83,13 +90,8 @@ async def test_a_killed_writer_fails_what_it_had_and_the_next_write_starts_anoth
 
 
 async def test_the_writer_ignores_an_interrupt_meant_for_the_terminal(tmp_path: Path) -> None:
-    j = Journal(tmp_path / "j", clock=SystemClock())
-    j.start()
+    j, pid = await _started(tmp_path / "j")
     try:
-        _add(j, 0)
-        assert await _sync(j) is None
-        pid = j.writer_pid
-        assert pid is not None
         os.kill(pid, signal.SIGINT)
         os.kill(pid, signal.SIGTERM)
         _add(j, 1)

@@ -800,12 +800,7 @@ class Bookie:
         try:
             location = rec.entries.get(request.entry_id)
         except OSError as exc:  # a spilled index whose file cannot be read
-            log.error("index of ledger %d cannot be read back: %s", ledger_id, exc)
-            conn.reply(
-                self._error(
-                    request, Status.INTERNAL_ERROR, f"index of ledger {ledger_id} unreadable"
-                )
-            )
+            conn.reply(self._index_unreadable(request, exc))
             return
         if location is None:
             err = self._error(
@@ -872,28 +867,32 @@ class Bookie:
         if first < 0 or not ids:
             conn.reply(self._error(request, Status.BAD_REQUEST, f"no entries in {first}..{last}"))
             return
+        budget = request.max_bytes
         # Each wanted entry, in order: what the write buffers still hold, or its location.
+        # The buffered ones are copies: the walk ends once they alone pass the budget.
         wanted: list[StoredEntry | int] = []
+        buffered_bytes = 0
         try:
             for entry_id in ids:
                 location = rec.entries.get(entry_id)
                 if location is None:
                     break
                 stored = storage.read_buffered(location)
-                wanted.append(location if stored is None else stored)
+                if stored is None:
+                    wanted.append(location)
+                    continue
+                wanted.append(stored)
+                buffered_bytes += len(stored.payload)
+                if buffered_bytes > budget:
+                    break
         except OSError as exc:  # a spilled index whose file cannot be read
-            log.error("index of ledger %d cannot be read back: %s", ledger_id, exc)
             if not wanted:
-                conn.reply(
-                    self._error(
-                        request, Status.INTERNAL_ERROR, f"index of ledger {ledger_id} unreadable"
-                    )
-                )
+                conn.reply(self._index_unreadable(request, exc))
                 return
+            log.error("index of ledger %d cannot be read back: %s", ledger_id, exc)
         if not wanted:
             conn.reply(self._error(request, Status.NO_SUCH_ENTRY, f"no entry {ledger_id}:{first}"))
             return
-        budget = request.max_bytes
         fenced = rec.fenced
         if all(isinstance(w, StoredEntry) for w in wanted):
             got = _take_run(wanted, budget, storage.read_file)
@@ -913,6 +912,15 @@ class Bookie:
                 conn.reply(*self._entries_response(request, f.result(), fenced))
 
         fut.add_done_callback(done)
+
+    @staticmethod
+    def _index_unreadable(request: Request, exc: OSError) -> Response:
+        """The answer to a read whose ledger's spilled index cannot be read back (logged)."""
+        ledger_id = request.ledger_id
+        log.error("index of ledger %d cannot be read back: %s", ledger_id, exc)
+        return Bookie._error(
+            request, Status.INTERNAL_ERROR, f"index of ledger {ledger_id} unreadable"
+        )
 
     @staticmethod
     def _entries_response(request: Request, run: list[StoredEntry], fenced: bool) -> Reply:

@@ -73,7 +73,13 @@ import crc32c
 from magnetar.bookie import file_io
 from magnetar.bookie.errors import JournalCorrupt
 from magnetar.bookie.file_io import IOV_MAX
-from magnetar.bookie.journal_writer import ANSWER, REQUEST, SEGMENT
+from magnetar.bookie.journal_writer import (
+    ANSWER,
+    JOURNAL_SUFFIX,
+    REQUEST,
+    SEGMENT,
+    journal_path,
+)
 from magnetar.common.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -100,8 +106,6 @@ _KIND_BYTES: Final = tuple(bytes([k]) for k in sorted(_KINDS))
 record looks for these bytes with ``bytes.find`` (memchr: a 4 MiB zero-filled tail takes
 well under a millisecond; a regular expression's character class took 70 ms)."""
 _TYPE_OFFSET: Final = 8
-
-_SUFFIX: Final = ".jnl"
 
 _Callback = tuple[Callable[[], None], Callable[[BaseException], None] | None]
 """A durability callback and its failure callback."""
@@ -139,14 +143,14 @@ def encode_record(
 
 def journal_file_ids(directory: Path) -> list[int]:
     ids = []
-    for p in directory.glob(f"*{_SUFFIX}"):
+    for p in directory.glob(f"*{JOURNAL_SUFFIX}"):
         with contextlib.suppress(ValueError):
             ids.append(int(p.stem))
     return sorted(ids)
 
 
 def _path(directory: Path, file_id: int) -> Path:
-    return directory / f"{file_id:020d}{_SUFFIX}"
+    return Path(journal_path(str(directory), file_id))
 
 
 @dataclass(slots=True)
@@ -647,17 +651,7 @@ class _WriterProcess:
         del buf[:pos]
 
     def _died(self) -> None:
-        proc = self._proc
-        assert proc is not None and self._loop is not None
-        self._loop.remove_reader(self._out_fd)
-        if self._writing:
-            self._loop.remove_writer(self._in_fd)
-            self._writing = False
-        code = proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
-        self._proc = None
+        code = self._detach()
         self._out.clear()
         self._answers.clear()
         error = OSError(errno_module.EIO, f"journal writer process exited with code {code}")
@@ -667,25 +661,32 @@ class _WriterProcess:
                 fut.set_exception(error)
 
     def stop(self) -> None:
-        """Close its input once everything queued is written (the process then ends)."""
-        proc = self._proc
-        if proc is None:
+        """Close its input (the process then ends) and reap it; nothing should be queued:
+        the journal's close waited for every sync."""
+        if self._proc is None:
             return
-        assert self._loop is not None
-        if self._out:  # close() waited for every sync: nothing should be queued
+        if self._out:
             log.warning("journal writer stopped with %d buffers unwritten", len(self._out))
+        self._detach(wait_s=10.0)
+
+    def _detach(self, wait_s: float | None = None) -> int:
+        """Stop watching the process's pipes, close them and reap it (killed if it has not
+        ended within ``wait_s``); returns its exit code."""
+        proc = self._proc
+        assert proc is not None and self._loop is not None
         self._loop.remove_reader(self._out_fd)
         if self._writing:
             self._loop.remove_writer(self._in_fd)
+            self._writing = False
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
                 stream.close()
+        self._proc = None
         try:
-            proc.wait(timeout=10)
+            return proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
-        self._proc = None
+            return proc.wait()
 
 
 _F_SETPIPE_SZ: Final = 1031

@@ -46,8 +46,13 @@ this process holds little more than one piece (its memory counts as the bookie's
 _ZEROS: Final = bytes(PIECE_BYTES)
 
 
+JOURNAL_SUFFIX: Final = ".jnl"
+
+
 def journal_path(directory: str, file_id: int) -> str:
-    return os.path.join(directory, f"{file_id:020d}.jnl")
+    """Where journal file ``file_id`` is (the one naming of journal files, the journal's
+    too)."""
+    return os.path.join(directory, f"{file_id:020d}{JOURNAL_SUFFIX}")
 
 
 def zero_fill(fd: int, start: int, end: int) -> int:

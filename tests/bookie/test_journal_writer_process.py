@@ -17,7 +17,7 @@ import crc32c
 
 from magnetar.bookie.journal import ADD_ENTRY, Journal, JournalPosition, replay
 from magnetar.common.clock import SystemClock
-from magnetar.testing import wait_until
+from magnetar.testing import wait_until, wait_until_async
 
 
 def _add(j: Journal, entry: int) -> None:
@@ -71,9 +71,11 @@ async def test_a_killed_writer_fails_what_it_had_and_the_next_write_starts_anoth
     j, first = await _started(tmp_path / "j", on_write_failure=failures.append)
     try:
         os.kill(first, signal.SIGSTOP)  # holds the next batch unanswered
+        taken = j.groups_taken
         _add(j, 1)
         pending = asyncio.ensure_future(_sync(j))
-        await asyncio.sleep(0.05)
+        # Handed to the stopped writer (down its pipe), and not answered.
+        await wait_until_async(lambda: j.groups_taken > taken, 10, what="the batch handed over")
         assert not pending.done()
         os.kill(first, signal.SIGKILL)
         error = await pending
@@ -119,7 +121,7 @@ def test_the_writer_of_a_killed_bookie_ends_by_itself(tmp_path: Path) -> None:
             j.on_durable(lambda: done.set_result(None))
             await done
             print(j.writer_pid, flush=True)
-            await asyncio.sleep(60)
+            await asyncio.Event().wait()  # until killed
 
         asyncio.run(main())
         """

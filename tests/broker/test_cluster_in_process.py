@@ -7,6 +7,7 @@ Brokers here have no topics: ``unload_bundle`` records what it was asked to clos
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from magnetar.broker.ownership import (
 )
 from magnetar.broker.policies import NAMESPACE_POLICIES_ROOT
 from magnetar.common.clock import SystemClock
+from magnetar.common.names import TopicName
 from magnetar.metadata import MetadataStore, SetOp, connect
 from magnetar.testing import wait_until_async
 
@@ -223,3 +225,39 @@ async def test_a_release_finished_between_two_controllers_is_seen_by_the_new_one
         return (await owners(second.store)).get(bundle) == "b2"
 
     await wait_until_async(served, timeout_s=10, what=f"{bundle} served again, by b2")
+
+
+async def test_a_lookup_waits_out_an_earlier_process_s_node_under_its_own_id(
+    url: str, started: list[Broker]
+) -> None:
+    """A broker restarted under its id while its earlier process's ownership node lingers
+    (that session not expired yet): the node names this broker, which cannot take the
+    bundle yet. Its lookup answers only once it serves the bundle; before, it answered
+    "here" at once and the client's SUBSCRIBE was refused as not served, which leaves the
+    official C++ client waiting out its operation timeout (the local-cluster restart test
+    failed 1 run in 5 so)."""
+    bundle = BUNDLES[0]
+    topic = next(
+        name
+        for name in (TopicName.parse(f"persistent://{NAMESPACE}/t{i}") for i in range(1000))
+        if NamespaceBundles.default(NAMESPACE).bundle_for_topic(name) == bundle
+    )
+    earlier = await connect(url)  # the earlier process's session
+    address = BrokerAddress("b1", "pulsar://b1", None, "http://b1")
+    path = ownership_path(bundle)
+    await earlier.create(path, address.ownership_json(0), ephemeral=True)
+
+    first = await start(url, "b1", started)
+    await first.store.put(f"{NAMESPACE_POLICIES_ROOT}/{NAMESPACE}", b"{}")
+    await wait_until_async(
+        lambda: first.ownership.core.held == frozenset(BUNDLES[1:]),
+        timeout_s=10,
+        what="b1 holds every bundle but the one still held by the earlier session",
+    )
+    lookup = asyncio.create_task(first.ownership.owner(topic, timeout_ms=10_000))
+    # Before, it answered within a few in-memory reads; half a second shows it waits.
+    done, _ = await asyncio.wait([lookup], timeout=0.5)
+    assert not done, "answered while the bundle is not served here"
+    await earlier.close()  # that session ends: its node goes, b1 takes the bundle
+    owner = await asyncio.wait_for(lookup, 10)
+    assert owner.broker_id == "b1" and first.ownership.core.serves(bundle)

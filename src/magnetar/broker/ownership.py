@@ -252,7 +252,8 @@ class ClusterOwnership:
         An owner whose binary port refuses connections (its process is gone; its
         ownership node lingers until its session expires) counts as none: the lookup
         waits for the bundle to move instead of sending the client to a dead broker,
-        whose refusal would put the client into its reconnect backoff."""
+        whose refusal would put the client into its reconnect backoff. A node naming this
+        broker counts only while this broker serves the bundle (see the comment below)."""
         deadline_s = self._clock.monotonic_s() + timeout_ms / 1000
         what = f"the namespace {name.namespace_name}"
         while True:
@@ -267,9 +268,21 @@ class ClusterOwnership:
                     pass
                 else:
                     address = BrokerAddress.from_json(got.value)
-                    if address.broker_id == self.broker_id or not await self._refuses(address):
+                    if address.broker_id == self.broker_id:
+                        if self.core.serves(bundle) and not self._closing:
+                            return address
+                        # The node names this broker, which does not serve the bundle: it
+                        # is an earlier process's under the same id (killed or cut off
+                        # while stopping; its session not expired yet), or this broker is
+                        # between creating the node and serving. A client sent here now
+                        # would be refused its SUBSCRIBE or PRODUCER ("not served"), and
+                        # the official C++ client then waits out its operation timeout
+                        # instead of looking the topic up again.
+                        what = f"the bundle {bundle} (not served here yet)"
+                    elif not await self._refuses(address):
                         return address
-                    what = f"the bundle {bundle} (its owner {address.broker_id} is down)"
+                    else:
+                        what = f"the bundle {bundle} (its owner {address.broker_id} is down)"
             remaining_s = deadline_s - self._clock.monotonic_s()
             if remaining_s <= 0 or self._closing:
                 raise ServiceNotReady(f"no broker owns {what} yet; try again")
@@ -336,9 +349,14 @@ class ClusterOwnership:
 
     async def _pump(self, stream: NotificationStream) -> None:
         async for _ in stream:
-            self._changed.set()
-            self._changed = asyncio.Event()
+            self._wake_lookups()
             self._dirty.set()
+
+    def _wake_lookups(self) -> None:
+        """Lookups waiting in :meth:`owner` read again (a change under the watched roots, or
+        this broker began or stopped serving a bundle)."""
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     async def _run(self) -> None:
         while not self._closing:
@@ -431,7 +449,9 @@ class ClusterOwnership:
             log.warning("taking %s failed: %s", bundle, exc)
             return self.core.acquire_failed(bundle, effect.epoch, now_ms, fenced=False)
         log.info("now serving bundle %s (controller epoch %d)", bundle, effect.epoch)
-        return self.core.acquired(bundle, now_ms)
+        effects = self.core.acquired(bundle, now_ms)
+        self._wake_lookups()
+        return effects
 
     async def _release(self, bundle: BundleId) -> list[OwnershipEffect]:
         # Serving stopped when the core left HELD; close the topics, then let go of the node.

@@ -21,17 +21,24 @@ written no further (what was written of it is a torn tail, never acknowledged). 
 failed segment the rest of its request is read and not written. SIGINT and SIGTERM are
 ignored: the process ends with its bookie.
 
-Files are zero-filled ahead of the records (``prealloc bytes`` at a time), so the file's
-size and block map do not change at each sync: an fdatasync then flushes data only,
-instead of also writing the inode (and, on a journaling file system, waiting for a
-metadata commit). Opening a file closes those of earlier files (synced first: a failed
-file's sync error must not fail the next file's writes) and syncs the directory.
+Files are zero-filled ahead of the records, so the file's size and block map do not change
+at each sync: an fdatasync then flushes data only, instead of also writing the inode (and,
+on a journaling file system, waiting for a metadata commit). The fill is done between
+requests: while no request waits in the pipe and fewer than ``prealloc bytes`` are filled
+ahead of the last record, a piece of up to 256 KiB is written and synced on its own. A
+request fills (``prealloc bytes`` past what it writes) only when its records outrun that.
+Filled inside a request, the zeros went to disk in that request's sync: with 4 MiB at a
+time, one sync in about a thousand took 8-13 ms instead of 0.4 ms on the test machine, and
+the publishes waiting behind it made most of the publish latency's 99th percentile.
+Opening a file closes those of earlier files (synced first: a failed file's sync error must
+not fail the next file's writes) and syncs the directory.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import struct
 import sys
@@ -73,6 +80,9 @@ class Writer:
         self.prealloc = prealloc
         self.fds: dict[int, int] = {}
         self.allocated: dict[int, int] = {}
+        """Per open file: the end of its zero-filled (or written) part."""
+        self.written: dict[int, int] = {}
+        """Per open file: the end of its last record."""
 
     def fd(self, file_id: int) -> int:
         fd = self.fds.get(file_id)
@@ -82,6 +92,7 @@ class Writer:
                     os.fdatasync(self.fds[old])
                 os.close(self.fds.pop(old))
                 self.allocated.pop(old, None)
+                self.written.pop(old, None)
             fd = os.open(journal_path(self.directory, file_id), os.O_WRONLY | os.O_CREAT, 0o644)
             self.fds[file_id] = fd
             dir_fd = os.open(self.directory, os.O_RDONLY)
@@ -112,7 +123,29 @@ class Writer:
         except OSError as exc:
             skip(inp, end - offset)
             return exc
+        self.written[file_id] = max(self.written.get(file_id, 0), end)
         return None
+
+    def fill_ahead(self, inp: int) -> None:
+        """Between requests: zero-fill the newest file until ``prealloc`` bytes past its
+        last record are filled, a piece at a time, each piece synced on its own; stops as
+        soon as a request is waiting in ``inp`` (it then waits for one piece at most). A
+        failed piece ends the filling until the next request (whose own write reports the
+        fault, if it lasts)."""
+        if not self.fds:
+            return
+        file_id = max(self.fds)
+        fd = self.fds[file_id]
+        allocated = self.allocated.get(file_id, 0)
+        target = min(self.written.get(file_id, 0) + self.prealloc, self.file_size_max)
+        piece = min(PIECE_BYTES, self.prealloc)
+        while allocated < target and not select.select([inp], [], [], 0)[0]:
+            try:
+                allocated = zero_fill(fd, allocated, min(allocated + piece, target))
+                os.fdatasync(fd)
+            except OSError:
+                return
+            self.allocated[file_id] = allocated
 
 
 def skip(inp: int, length: int) -> None:
@@ -134,6 +167,7 @@ def answer(out: int, errno: int, message: str) -> None:
 def serve(inp: int, out: int, writer: Writer) -> None:
     """Answer requests until the input ends (:class:`EOFError`)."""
     while True:
+        writer.fill_ahead(inp)
         (count,) = REQUEST.unpack(read_exactly(inp, REQUEST.size))
         error: OSError | None = None
         for _ in range(count):

@@ -19,7 +19,7 @@ on new topics against the same standalone, so growth across passes shows). Usage
 
     python benchmarks/broker.py [--seconds S] [--sizes 100,1024] [--partitions 1,4]
         [--modes unbatched,batched,latency] [--wheel-messages N] [--repeat N] [--profile DIR]
-        [--compare-to TREE [--rounds N]] [--nats]
+        [--compare-to TREE [--rounds N]] [--latency-rate MSG_PER_S] [--nats]
 
 Writes ``benchmarks/results/broker.json``. With ``--compare-to`` (a checkout's directory, or
 a commit of this repository, exported with ``git archive``) the standalone of that tree and
@@ -718,8 +718,19 @@ def main() -> None:
         help="also measure NATS JetStream (nats-server -js) unbatched, in the same run, and "
         "print Magnetar's rates as ratios to it",
     )
+    parser.add_argument(
+        "--latency-rate",
+        type=float,
+        default=None,
+        metavar="MSG_PER_S",
+        help="measure publish latency at this rate (every size) instead of half the maximum "
+        "unbatched rate measured (with --compare-to: half the first tree's first maximum)",
+    )
     args = parser.parse_args()
+    fixed_rate = args.latency_rate
     args.latency_rate = {}
+    if fixed_rate is not None:
+        args.latency_rate = {int(x): fixed_rate for x in args.sizes.split(",")}
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
     out = Path(__file__).parent / "results" / "broker.json"

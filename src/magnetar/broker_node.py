@@ -114,6 +114,7 @@ class BrokerNode:
         self.address: BrokerAddress | None = None
         self.session_lost = asyncio.Event()
         self._session_task: asyncio.Task[None] | None = None
+        self._route_matching: asyncio.Task[None] | None = None
         self._reporter: asyncio.Task[None] | None = None
 
     @property
@@ -251,6 +252,7 @@ class BrokerNode:
         from magnetar.admin import AdminContext, AdminServer
         from magnetar.admin.app import create_app
         from magnetar.admin.cluster_metrics import ClusterCollector
+        from magnetar.admin.server import build_route_matching_off_loop
 
         assert self.broker is not None
         ctx = AdminContext(
@@ -289,9 +291,12 @@ class BrokerNode:
         )
         ctx.internal_client_credentials = cfg.broker_client_auth
         self.admin = ctx
-        self.http = AdminServer(create_app(ctx), self.config.http_host, self.config.http_port)
+        app = create_app(ctx)
+        self.http = AdminServer(app, self.config.http_host, self.config.http_port)
         await self.http.start()
         ctx.http_port = self.http.port
+        # built off the loop, not on it by the first request (see build_route_matching)
+        self._route_matching = asyncio.create_task(build_route_matching_off_loop(app))
 
     async def stop(self) -> None:
         """Resign as controller, give up the bundles (their clients are told to go and
@@ -324,6 +329,8 @@ class BrokerNode:
             await stop_step("ledger client", ledger_client.close(), deadline_s)
         if self._session_task is not None:
             self._session_task.cancel()
+        if self._route_matching is not None:
+            self._route_matching.cancel()
         self.store = None
         if store is not None:
             await stop_step("metadata store", store.close(), deadline_s)

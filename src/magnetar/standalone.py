@@ -236,6 +236,11 @@ class Standalone:
         assert self._worker_routes is not None and self._app is not None
         self._worker_slot = ServiceSlot()
         self._worker_routes.install(self._app, router(self._worker_slot))
+        from magnetar.admin.server import build_route_matching_off_loop
+
+        # the routes are complete now: their matching is built off the loop, not by the
+        # first request (the worker's own stats polls among them) on it
+        await build_route_matching_off_loop(self._app)
         from magnetar.functions.runtime_manager import runtime_factory
         from magnetar.functions.worker_config import WorkerConfig
         from magnetar.functions.worker_info import WorkerInfo

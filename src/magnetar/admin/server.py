@@ -95,6 +95,33 @@ class _WithPeerCertificates:
         await self._app(scope, receive, send)
 
 
+def build_route_matching(app: Any) -> None:
+    """Build now what FastAPI otherwise builds when the first request is matched against each
+    included router: the analysis of every endpoint's parameters and models (FastAPI 0.165
+    does it lazily, on the event loop, inside that request). For the standalone's admin API
+    that first request held the loop for 0.1-0.4 s, and every publish and dispatch waited
+    behind it (a 0.4 s stall a few seconds after start, when the Functions Worker's first
+    stats poll came in). Meant for a worker thread (:func:`build_route_matching_off_loop`):
+    the framework guards these caches with a lock, and the loop keeps running between the
+    thread's GIL turns. Does nothing with a FastAPI that builds them eagerly."""
+    pending = list(getattr(getattr(app, "router", None), "routes", []))
+    while pending:
+        route = pending.pop()
+        for name in ("effective_candidates", "effective_low_priority_routes"):
+            build = getattr(route, name, None)
+            if callable(build):
+                pending.extend(build())
+
+
+async def build_route_matching_off_loop(app: Any) -> None:
+    """:func:`build_route_matching` in the loop's default executor; a failure is logged, not
+    raised (the first request then builds what is missing, as it would have)."""
+    try:
+        await asyncio.get_running_loop().run_in_executor(None, build_route_matching, app)
+    except Exception as exc:  # the framework's internals: never worth failing a server for
+        log.warning("building the HTTP routes ahead of the first request failed: %s", exc)
+
+
 def _server_class() -> Any:
     """The uvicorn server subclass (built on first use: uvicorn is imported lazily)."""
     import uvicorn

@@ -30,7 +30,7 @@ pieces of up to 256 KiB are written, each synced on its own, until ``prealloc by
 request fills (``prealloc bytes`` past what it writes) only when its records outrun that.
 Filled inside a request, the zeros went to disk in that request's sync: with 4 MiB at a
 time, one sync in about a thousand took 8-13 ms instead of 0.4 ms on the test machine, and
-the publishes waiting behind it made most of the publish latency's 99th percentile.
+every publish waiting behind it waited as long.
 Opening a file closes those of earlier files (synced first: a failed file's sync error must
 not fail the next file's writes) and syncs the directory.
 """

@@ -720,6 +720,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--latency-rate",
+        dest="fixed_latency_rate",
         type=float,
         default=None,
         metavar="MSG_PER_S",
@@ -727,10 +728,9 @@ def main() -> None:
         "unbatched rate measured (with --compare-to: half the first tree's first maximum)",
     )
     args = parser.parse_args()
-    fixed_rate = args.latency_rate
-    args.latency_rate = {}
-    if fixed_rate is not None:
-        args.latency_rate = {int(x): fixed_rate for x in args.sizes.split(",")}
+    args.latency_rate = {}  # per size; filled from the first run unless fixed
+    if args.fixed_latency_rate is not None:
+        args.latency_rate = {int(x): args.fixed_latency_rate for x in args.sizes.split(",")}
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
     out = Path(__file__).parent / "results" / "broker.json"

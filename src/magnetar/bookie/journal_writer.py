@@ -23,15 +23,14 @@ ignored: the process ends with its bookie.
 
 Files are zero-filled ahead of the records, so the file's size and block map do not change
 at each sync: an fdatasync then flushes data only, instead of also writing the inode (and,
-on a journaling file system, waiting for a metadata commit). The fill is done between
-requests smaller than a piece (a busier writer fills inside them, as below): once fewer
-than half of ``prealloc bytes`` are filled ahead of the last record,
-pieces of up to 256 KiB are written, each synced on its own, until ``prealloc bytes`` are
-(stopping whenever a request waits in the pipe). A
-request fills (``prealloc bytes`` past what it writes) only when its records outrun that.
-Filled inside a request, the zeros went to disk in that request's sync: with 4 MiB at a
-time, one sync in about a thousand took 8-13 ms instead of 0.4 ms on the test machine, and
-every publish waiting behind it waited as long.
+on a journaling file system, waiting for a metadata commit). While requests are smaller
+than a piece (256 KiB), the fill is done between them: once less than half of ``prealloc
+bytes`` is filled past the last record, pieces are written, each synced on its own, until
+``prealloc bytes`` are, stopping whenever a request waits in the pipe. Bigger requests, and
+a request whose records outrun the fill, fill inside the request (``prealloc bytes`` past
+what it writes). Filled inside a request, the zeros went to disk in that request's sync:
+with 4 MiB at a time, one sync in about a thousand took 8-13 ms instead of 0.4 ms on the
+test machine, and every publish waiting behind it waited as long.
 Opening a file closes those of earlier files (synced first: a failed file's sync error must
 not fail the next file's writes) and syncs the directory.
 """
@@ -85,8 +84,6 @@ class Writer:
         """Per open file: the end of its zero-filled (or written) part."""
         self.written: dict[int, int] = {}
         """Per open file: the end of its last record."""
-        self.last_request_bytes = 0
-        """The records of the last request (all its segments)."""
 
     def fd(self, file_id: int) -> int:
         fd = self.fds.get(file_id)
@@ -130,17 +127,18 @@ class Writer:
         self.written[file_id] = max(self.written.get(file_id, 0), end)
         return None
 
-    def fill_ahead(self, inp: int) -> None:
-        """Between requests smaller than a piece (a writer with time between them): once
-        fewer than half of ``prealloc`` bytes past the newest file's last record are filled, zero-fill it until ``prealloc`` are, a piece at a
-        time, each piece synced on its own (so a fill is a few pieces now and then, not a
-        sliver and an extra sync after every request); stops as soon as a request is
-        waiting in ``inp`` (it then waits for one piece at most). A failed piece ends the
-        filling until the next request (whose own write reports the fault, if it lasts)."""
-        if not self.fds or self.last_request_bytes >= PIECE_BYTES:
-            # requests this big come back to back: the next one would wait for a piece, and
-            # each piece's own sync is one more (batched 1 KiB publishing: 0.95x); such a
-            # writer fills inside its requests, as it always did
+    def fill_ahead(self, inp: int, last_request_bytes: int) -> None:
+        """Between requests: if the last one held fewer bytes than a piece and less than half
+        of ``prealloc`` bytes past the newest file's last record are filled, zero-fill it
+        until ``prealloc`` are, a piece at a time, each piece synced on its own (a few pieces
+        now and then, not a sliver and an extra sync after every request). Stops as soon as
+        a request waits in ``inp`` (which then waits for one piece at most). A failed piece
+        ends the filling until the next request (whose own write reports the fault, if it
+        lasts)."""
+        if not self.fds or last_request_bytes >= PIECE_BYTES:
+            # requests this big come back to back: the next would wait for a piece, and each
+            # piece's own sync is one more; such a writer fills inside its requests, as it
+            # always did
             return
         file_id = max(self.fds)
         fd = self.fds[file_id]
@@ -177,14 +175,15 @@ def answer(out: int, errno: int, message: str) -> None:
 
 def serve(inp: int, out: int, writer: Writer) -> None:
     """Answer requests until the input ends (:class:`EOFError`)."""
+    request_bytes = 0
     while True:
-        writer.fill_ahead(inp)
+        writer.fill_ahead(inp, request_bytes)
         (count,) = REQUEST.unpack(read_exactly(inp, REQUEST.size))
         error: OSError | None = None
-        writer.last_request_bytes = 0
+        request_bytes = 0
         for _ in range(count):
             file_id, offset, length = SEGMENT.unpack(read_exactly(inp, SEGMENT.size))
-            writer.last_request_bytes += length
+            request_bytes += length
             if error is None:
                 error = writer.write(inp, file_id, offset, length)
             else:  # as a thread would: nothing after the failed segment is written

@@ -269,7 +269,7 @@ class ClusterOwnership:
                 else:
                     address = BrokerAddress.from_json(got.value)
                     if address.broker_id == self.broker_id:
-                        if self.core.serves(bundle) and not self._closing:
+                        if self.serves(name):
                             return address
                         # The node names this broker, which does not serve the bundle: it
                         # is an earlier process's under the same id (killed or cut off

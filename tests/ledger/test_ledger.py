@@ -24,6 +24,7 @@ from magnetar.ledger import (
     NotEnoughBookies,
 )
 from magnetar.metadata import MetadataStore, connect
+from magnetar.testing.wait import wait_until_async
 
 
 @pytest.fixture
@@ -193,7 +194,14 @@ async def test_ledgers_are_read_in_runs(
     assert await asyncio.gather(*(h.add(d) for d in data[:300])) == list(range(300))
     victim = next(b for b in bookies if b.bookie_id == h.metadata.current_ensemble[0])
     await victim.stop()
-    assert await asyncio.gather(*(h.add(d) for d in data[300:])) == list(range(300, 600))
+    # The add that finds the victim gone starts the ensemble change; with Qw = E the other
+    # two acknowledge it (Qa = 2) without waiting for the change, so wait for the change
+    # before the rest: they are to make a second fragment.
+    assert await h.add(data[300]) == 300
+    await wait_until_async(
+        lambda: len(h.metadata.ensembles) == 2, timeout_s=30, what="the ensemble change"
+    )
+    assert await asyncio.gather(*(h.add(d) for d in data[301:])) == list(range(301, 600))
     assert len(h.metadata.ensembles) == 2
     await h.close()
     r = await client.open(h.ledger_id)

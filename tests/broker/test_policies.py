@@ -198,3 +198,36 @@ async def test_store_updates_and_cache_follows_changes() -> None:
     finally:
         await cache.close()
         await store.close()
+
+
+async def test_a_write_through_a_store_told_of_it_is_applied_before_it_returns() -> None:
+    """The admin API's writes (``PolicyStore(on_written=PolicyCache.written)``): when the write
+    returns, the listeners (the broker's loaded topics) are done with it and the cache serves
+    the new value, without waiting for the store's notification and its listeners."""
+    store = await connect(f"memory:policies-{next(_names)}")
+    cache = PolicyCache(store, BrokerDefaults())
+    seen: list[tuple[NamespaceName | None, TopicName | None]] = []
+
+    async def listener(ns: NamespaceName | None, topic: TopicName | None) -> None:
+        await asyncio.sleep(0.05)  # as the broker's fresh reads of the policies take time
+        seen.append((ns, topic))
+
+    cache.add_listener(listener)
+    await cache.start()
+    policies = PolicyStore(store, on_written=cache.written)
+    try:
+        await policies.create_namespace(NS, Policies())
+        topic = TopicName.parse("persistent://public/default/y")
+        assert (await cache.effective(topic)).message_ttl_ms == -1  # now cached
+        await policies.update_namespace(NS, lambda p: p.with_(message_ttl_in_seconds=5))
+        assert seen[-1] == (NS, None)
+        assert (await cache.effective(topic)).message_ttl_ms == 5000
+        await policies.update_topic(topic, lambda p: p.with_(messageTTLInSeconds=1))
+        assert seen[-1] == (NS, topic)
+        assert (await cache.effective(topic)).message_ttl_ms == 1000
+        await policies.delete_topic(topic)
+        assert seen[-1] == (NS, topic)
+        assert (await cache.effective(topic)).message_ttl_ms == 5000
+    finally:
+        await cache.close()
+        await store.close()

@@ -40,7 +40,8 @@ class AdminContext:
     policies: PolicyStore = field(init=False)
 
     def __post_init__(self) -> None:
-        self.policies = PolicyStore(self.service.store)
+        # a write answers once this broker's loaded topics apply it (see PolicyStore)
+        self.policies = PolicyStore(self.service.store, on_written=self.service.policies.written)
 
     @property
     def store(self) -> Any:

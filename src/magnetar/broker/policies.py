@@ -807,10 +807,25 @@ def parse_policy_path(path: str) -> tuple[NamespaceName, TopicName | None] | Non
 
 
 class PolicyStore:
-    """Reads and writes policies in the metadata store (no caching)."""
+    """Reads and writes policies in the metadata store (no caching).
 
-    def __init__(self, store: MetadataStore) -> None:
+    ``on_written`` (the admin API's: :meth:`PolicyCache.written` of the broker it runs in)
+    is awaited after each successful write, before the write returns: a REST answer then
+    means that broker's loaded topics already apply the change (the store's notification
+    reaches them, and every other broker, a moment later; until then a consumer subscribed
+    right after a new dispatch rate could be sent its whole backlog unthrottled)."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        on_written: Callable[[NamespaceName, TopicName | None], Awaitable[None]] | None = None,
+    ) -> None:
         self.store = store
+        self._on_written = on_written
+
+    async def _written(self, namespace: NamespaceName, topic: TopicName | None) -> None:
+        if self._on_written is not None:
+            await self._on_written(namespace, topic)
 
     async def get_namespace(self, namespace: NamespaceName) -> Policies | None:
         """``None`` when the namespace does not exist. Raises :class:`PolicyError`."""
@@ -835,9 +850,10 @@ class PolicyStore:
             new = change(Policies.decode(got.value))
             try:
                 await self.store.put(path, new.encode(), got.stat.version)
-                return new
             except BadVersion:
                 continue
+            await self._written(namespace, None)
+            return new
         raise MetadataError(f"{path}: too many concurrent updates")
 
     async def get_topic(self, topic: TopicName) -> TopicPolicies | None:
@@ -861,15 +877,19 @@ class PolicyStore:
             new = change(current)
             try:
                 await self.store.put(path, new.encode(), version)
-                return new
             except (BadVersion, NodeExists):
                 continue
+            await self._written(topic.namespace_name, topic)
+            return new
         raise MetadataError(f"{path}: too many concurrent updates")
 
     async def delete_topic(self, topic: TopicName) -> None:
         """Forget a topic's overrides (no error when there are none)."""
-        with contextlib.suppress(NotFound):
+        try:
             await self.store.delete(topic_path(topic))
+        except NotFound:
+            return
+        await self._written(topic.namespace_name, topic)
 
 
 PolicyListener = Callable[[NamespaceName | None, TopicName | None], Awaitable[None]]
@@ -888,6 +908,9 @@ class PolicyCache:
         self._topics = MetadataCache(store, TOPIC_POLICIES_ROOT)
         self._listeners: list[PolicyListener] = []
         self._tasks: list[asyncio.Task[None]] = []
+        # one change at a time, whether a notification or this process's own write told of
+        # it: a slow fresh read for an earlier change never lands after a later one's
+        self._notifying = asyncio.Lock()
 
     def add_listener(self, listener: PolicyListener) -> None:
         """``listener`` (see :data:`PolicyListener`) runs after each change, one at a time."""
@@ -930,12 +953,24 @@ class PolicyCache:
             await stream.wait_ready()
             await self._notify(None, None)
 
+    async def written(self, namespace: NamespaceName, topic: TopicName | None) -> None:
+        """This process has just written ``namespace``'s policies (``topic`` None) or
+        ``topic``'s overrides: drop the cached value and tell the listeners now, as the
+        store's notification will again (listeners re-read fresh values, so twice is
+        harmless). The :data:`PolicyListener` the admin API's :class:`PolicyStore` calls."""
+        if topic is None:
+            self._namespaces.invalidate(namespace_path(namespace))
+        else:
+            self._topics.invalidate(topic_path(topic))
+        await self._notify(namespace, topic)
+
     async def _notify(self, namespace: NamespaceName | None, topic: TopicName | None) -> None:
-        for listener in list(self._listeners):
-            try:
-                await listener(namespace, topic)
-            except Exception:
-                log.exception("policy listener failed for %s %s", namespace, topic)
+        async with self._notifying:
+            for listener in list(self._listeners):
+                try:
+                    await listener(namespace, topic)
+                except Exception:
+                    log.exception("policy listener failed for %s %s", namespace, topic)
 
     async def namespace(self, namespace: NamespaceName, *, fresh: bool = False) -> Policies | None:
         """The namespace's policies (``None`` if it does not exist). ``fresh`` bypasses the

@@ -80,6 +80,13 @@ class MetadataCache:
             stream = self.store.notifications(self.prefix)
             await stream.wait_ready()
 
+    def invalidate(self, path: str) -> None:
+        """Forget ``path``'s value (a write this process has just made): the next read goes
+        to the store, and a read already in flight does not install what it got. Its
+        notification, when it comes, does the same again."""
+        self._bump(path)
+        self._values.pop(path, None)
+
     def _bump(self, path: str) -> None:
         self._generation[path] = self._generation.get(path, 0) + 1
 

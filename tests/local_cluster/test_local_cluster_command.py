@@ -28,6 +28,7 @@ class LocalClusterCommand:
     """One ``magnetar local-cluster`` subprocess; its stdout is collected by a thread."""
 
     def __init__(self, data_dir: Path, *args: str) -> None:
+        self.data_dir = data_dir
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "magnetar.cli.main", "local-cluster",
              "--data-dir", str(data_dir), *args],
@@ -69,6 +70,28 @@ class LocalClusterCommand:
             self.proc.kill()
             self.proc.wait()
 
+    def stop_everything(self) -> None:
+        """Teardown, whatever state a failed test left: Ctrl+C (the command stops its
+        children, ZooKeeper last), SIGKILL if it does not exit in time, then SIGKILL every
+        process still running over the data directory (the children are in their own
+        sessions; ZooKeeper's java is not in the printed pid list)."""
+        pids = self.child_pids()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        for pid in pids.values():
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        left = subprocess.run(
+            ["pgrep", "-f", str(self.data_dir)], capture_output=True, text=True
+        ).stdout.split()
+        for pid in map(int, left):
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
 
 def _alive(pid: int) -> bool:
     try:
@@ -85,11 +108,7 @@ def commands() -> Iterator[list[LocalClusterCommand]]:
     started: list[LocalClusterCommand] = []
     yield started
     for cmd in started:
-        pids = cmd.child_pids()
-        cmd.kill()
-        for pid in pids.values():  # the children are in their own sessions
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        cmd.stop_everything()
 
 
 FREE_PORTS = ("--zookeeper-port", "0", "--broker-port", "0", "--http-port", "0",

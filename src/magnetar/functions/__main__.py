@@ -116,7 +116,10 @@ async def run_worker(
 ) -> int:
     """Serve HTTP, join, run until SIGTERM/SIGINT. Returns the exit status. ``auth``: what
     the REST API checks of its callers (nothing when None or disabled)."""
-    from magnetar.admin.server import AdminServer  # a generic ASGI host on this loop
+    from magnetar.admin.server import (  # a generic ASGI host on this loop
+        AdminServer,
+        build_route_matching_off_loop,
+    )
 
     slot = ServiceSlot()
     access = None
@@ -127,12 +130,16 @@ async def run_worker(
             credentials=config.client_credentials,
             clock=SystemClock(),
         )
-    http = AdminServer(create_worker_app(slot, access), config.worker.host, config.worker.port)
+    app = create_worker_app(slot, access)
+    http = AdminServer(app, config.worker.host, config.worker.port)
     try:
         await http.start()
     except OSError as exc:
         print(f"error: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    # the routes' matching is built off the loop while the worker joins, not on the loop by
+    # the first request (which would hold the function instances' loop as long)
+    route_matching = asyncio.create_task(build_route_matching_off_loop(app))
     worker = dataclasses.replace(
         config.worker, port=http.port
     )  # the bound port, when 0 was asked for
@@ -154,6 +161,7 @@ async def run_worker(
         slot.service = None
         await service.close()
         await http.close()
+        await route_matching  # logs its own failure; done long before a stop, as a rule
     return 0
 
 

@@ -456,13 +456,18 @@ def run_wheel(url: str, n: int) -> dict[str, float]:
     return out
 
 
+def py_spy_path() -> Path:
+    """The ``py-spy`` beside this interpreter (``--profile`` records with it; it is not one
+    of the project's dependencies: ``pip install py-spy`` into the same environment)."""
+    return Path(sys.executable).parent / "py-spy"
+
+
 def start_profile(directory: Path | None, pid: int, name: str) -> subprocess.Popen[bytes] | None:
     if directory is None:
         return None
     directory.mkdir(parents=True, exist_ok=True)
-    spy = Path(sys.executable).parent / "py-spy"
     return subprocess.Popen(
-        [str(spy), "record", "--pid", str(pid), "--format", "raw", "--threads", "--nonblocking", "--rate", "400",
+        [str(py_spy_path()), "record", "--pid", str(pid), "--format", "raw", "--threads", "--nonblocking", "--rate", "400",
          "-o", str(directory / f"{name}.txt")],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -728,6 +733,10 @@ def main() -> None:
         "unbatched rate measured (with --compare-to: half the first tree's first maximum)",
     )
     args = parser.parse_args()
+    if args.profile is not None and not py_spy_path().exists():
+        parser.error(
+            f"--profile needs py-spy in this environment ({py_spy_path()}): pip install py-spy"
+        )
     args.latency_rate = {}  # per size; filled from the first run unless fixed
     if args.fixed_latency_rate is not None:
         args.latency_rate = {int(x): args.fixed_latency_rate for x in args.sizes.split(",")}

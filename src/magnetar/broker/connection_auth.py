@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,11 @@ class ConnectionAuth:
     """The identity of one connection and the refresh of its credentials."""
 
     def __init__(self, conn: ServerConnection, server_version: str) -> None:
-        self._conn = conn
+        # Weak: the connection holds this object, and a strong reference back made each
+        # closed connection a cycle that only the cyclic collector frees; with the serving
+        # thresholds (gc_tuning) that was hours away on a quiet broker: ~5 KB held per
+        # connection ever made. Everything here is called through the live connection.
+        self._conn_ref = weakref.ref(conn)
         self._server_version = server_version
         self.identity = UNAUTHENTICATED
         """Who the client authenticated as (role None while authentication is off)."""
@@ -48,6 +53,12 @@ class ConnectionAuth:
         too, besides the proxy role (:attr:`roles`)."""
         self._refresh: CredentialRefresh | None = None
         self._timer: Timer | None = None
+
+    @property
+    def _conn(self) -> ServerConnection:
+        conn = self._conn_ref()
+        assert conn is not None, "ConnectionAuth used after its connection was freed"
+        return conn
 
     def _now_s(self) -> float:
         return self._conn.service.clock.now_ms() / 1000

@@ -75,20 +75,16 @@ class LocalClusterCommand:
         children, ZooKeeper last), SIGKILL if it does not exit in time, then SIGKILL every
         process still running over the data directory (the children are in their own
         sessions; ZooKeeper's java is not in the printed pid list)."""
-        pids = self.child_pids()
+        pids = set(self.child_pids().values())
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
             try:
-                self.proc.wait(STOP_TIMEOUT_S)
+                self.interrupt()
             except subprocess.TimeoutExpired:
                 self.kill()
-        for pid in pids.values():
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
         left = subprocess.run(
             ["pgrep", "-f", str(self.data_dir)], capture_output=True, text=True
         ).stdout.split()
-        for pid in map(int, left):
+        for pid in pids | set(map(int, left)):
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
 

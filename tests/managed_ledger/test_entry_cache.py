@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import tracemalloc
 
 from hypothesis import given, settings
@@ -191,3 +192,48 @@ def test_age_eviction_skips_a_mark_already_evicted_and_can_be_off() -> None:
     assert cache.evict_older_than(10**9, -1) == 0
     assert cache.evict_older_than(2 * 10**9, -1) == 0
     assert len(cache) == 4
+
+
+def test_a_large_budget_eviction_is_spread_over_the_following_inserts() -> None:
+    """Over the budget by a lot, an insert drops a bounded amount (twice its own bytes and a
+    fixed step) and leaves the rest of the eviction to the next inserts; the caches never
+    grow meanwhile and end at the watermark."""
+    budget = EntryCacheBudget(size_max_bytes=4000 * U, eviction_watermark=0.5)
+    cache = EntryCache(size_max_bytes=1 << 30, budget=budget)
+    fill(cache, 1, 0, 4000)
+    assert budget.size_bytes == 4000 * U and not budget.evicting
+    fill(cache, 1, 4000, 1)  # over it: 2 001 entries to drop, more than one insert may
+    first = budget.evicted_bytes
+    assert 0 < first < 1000 * U
+    assert budget.evicting
+    sizes = [budget.size_bytes]
+    e = 4001
+    while budget.evicting:
+        fill(cache, 1, e, 1)
+        e += 1
+        sizes.append(budget.size_bytes)
+        assert e < 4100, "the eviction should end within a few inserts"
+    assert all(b <= a for a, b in itertools.pairwise(sizes))
+    # at the watermark, give or take what came in during the eviction
+    assert budget.size_bytes <= (2000 + e - 4001) * U
+    assert budget.size_bytes == cache.size_bytes == len(cache) * U
+    # the oldest went, in order
+    oldest = e - len(cache)
+    assert cache.get(Position(1, oldest - 1)) is None and cache.get(Position(1, oldest)) is not None
+    assert budget.evicted_bytes == (e - len(cache)) * U
+
+
+def test_an_eviction_under_way_survives_a_cache_that_is_cleared() -> None:
+    budget = EntryCacheBudget(size_max_bytes=4000 * U, eviction_watermark=0.5)
+    a = EntryCache(size_max_bytes=1 << 30, budget=budget)
+    b = EntryCache(size_max_bytes=1 << 30, budget=budget)
+    fill(a, 1, 0, 2500)
+    fill(b, 2, 0, 1500)
+    fill(b, 2, 1500, 1)
+    assert budget.evicting
+    a.clear()
+    fill(b, 2, 1501, 1)
+    while budget.evicting:
+        fill(b, 2, 1502 + len(b), 1)
+    assert budget.size_bytes == b.size_bytes < 4000 * U
+    assert budget.caches == 1

@@ -358,6 +358,28 @@ async def test_an_entry_acknowledged_while_its_read_is_in_flight_is_not_returned
     await ml.close()
 
 
+async def test_read_entries_leave_the_cache_as_new_ones_come(cluster: Cluster) -> None:
+    """No maintenance round needed: each append moves the cache's floor to the slowest
+    reader, and the inserts after it drop what is below; what a reader has not read stays."""
+    clock = ManualClock()
+    ml = await open_ml(cluster, clock=clock)
+    fast = await ml.open_cursor("fast")
+    slow = await ml.open_cursor("slow")
+    first = [await ml.add_entry(b"a" * 100) for _ in range(50)]
+    assert len(await fast.read_entries(50)) == 50
+    assert len(await slow.read_entries(20)) == 20
+    for _ in range(50):
+        await ml.add_entry(b"b" * 100)
+    # read by both: gone; read by one only, or by none: kept
+    assert all(ml.cache.get(p) is None for p in first[:20])
+    assert all(ml.cache.get(p) is not None for p in first[20:])
+    assert len(ml.cache) == 80
+    assert len(await slow.read_entries(100)) == 80
+    await ml.add_entry(b"c" * 100)
+    assert all(ml.cache.get(p) is None for p in first[20:22])
+    await ml.close()
+
+
 async def test_an_idle_topics_cache_empties_by_age(cluster: Cluster) -> None:
     """Entries nobody reads (a backlog, a consumer gone) do not stay cached for good: the
     maintenance rounds drop what is older than ``cache_eviction_age_ms``, and nothing

@@ -735,7 +735,10 @@ class ManagedLedger:
         latency.observe((now_s - started_s) * 1000, same_start)
         size = sum(map(len, datas))
         self._inflight_bytes -= size
-        self.cache.insert_run(ledger_id, first_entry_id, datas, counts)
+        cache = self.cache
+        if self.cursors:  # what every reader has read goes as new entries come
+            cache.set_floor(min(c.state.read_position for c in self.cursors.values()))
+        cache.insert_run(ledger_id, first_entry_id, datas, counts)
         self.ledgers.record_appends(ledger_id, first_entry_id, size, counts, now_ms)
         self.stats_added += len(ops)
         self.last_added_data = ops[-1].data

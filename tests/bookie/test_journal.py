@@ -49,6 +49,37 @@ async def test_callbacks_after_sync_and_group_commit(tmp_path: Path) -> None:
     assert all(r.payload == b"x" * 100 for r in records)
 
 
+async def test_small_and_big_batches_alike_replay_as_appended(tmp_path: Path) -> None:
+    """Batches go to the writer process as one joined buffer when small and as their
+    records' own buffers when big; both, across file rollovers, replay byte for byte."""
+    j = Journal(tmp_path, clock=SystemClock(), file_size_max_bytes=2 * 1024 * 1024)
+    j.start()
+    payloads = [bytes([i % 251]) * (300 if i % 7 else 700_000) for i in range(40)]
+    for round_ in range(2):
+        for i, payload in enumerate(payloads):
+            _add(j, 4 + round_, i, payload)
+        done = asyncio.Event()
+        j.on_durable(done.set)
+        await asyncio.wait_for(done.wait(), 30)
+        for i in range(200):  # then many small batches
+            _add(j, 6 + round_, i, b"s%d" % i)
+            if i % 20 == 19:
+                await asyncio.sleep(0)
+    done = asyncio.Event()
+    j.on_durable(done.set)
+    await asyncio.wait_for(done.wait(), 30)
+    await j.close()
+    assert len(journal_file_ids(tmp_path)) > 3
+    records = [
+        (r.ledger_id, r.entry_id, r.payload) for r in replay(tmp_path, JournalPosition(0, 0))
+    ]
+    expected = []
+    for round_ in range(2):
+        expected += [(4 + round_, i, p) for i, p in enumerate(payloads)]
+        expected += [(6 + round_, i, b"s%d" % i) for i in range(200)]
+    assert records == expected
+
+
 async def test_torn_tail_ends_replay(tmp_path: Path) -> None:
     j = Journal(tmp_path, clock=SystemClock())
     j.start()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_right
 from collections.abc import Iterable
-from itertools import islice, repeat
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 from magnetar.broker.stats import ConsumerMeters
@@ -112,11 +112,18 @@ class PendingEntries(dict[Position, int]):
                 return
             keys = list(self)
             cut = bisect_right(keys, position)
-            if cut:
-                kept = list(islice(self.items(), cut, None))
-                self.messages -= sum(islice(self.values(), cut))
+            if not cut:
+                return
+            # the cheaper side, in C loops: drop the prefix, or keep the suffix in a fresh
+            # table (no tuple per entry; a cumulative ack every few thousand messages over
+            # 20 000 pending took 2-3 ms rebuilding it through items())
+            if cut <= len(keys) - cut:
+                self.messages -= sum(map(_dict_pop, repeat(self), keys[:cut]))
+            else:
+                counts = list(self.values())
+                self.messages -= sum(counts[:cut])
                 dict.clear(self)
-                _dict_update(self, kept)
+                _dict_update(self, zip(keys[cut:], counts[cut:], strict=True))
             return
         for p in [p for p in self if p <= position]:
             del self[p]

@@ -104,9 +104,10 @@ class CheckpointJob:
     generation: int
     rewrite: bool
     logs_to_remove: list[int]
-    dirty_index: bytes = b""
-    """The index records of entries added since the previous checkpoint (also in
-    ``index_bytes`` unless ``rewrite``): given back by :meth:`LedgerStorage.abort_checkpoint`."""
+    dirty_index: bytes | bytearray | memoryview = b""
+    """The index records of entries added since the previous checkpoint (the start of
+    ``index_bytes`` unless ``rewrite``, then a view of it): given back by
+    :meth:`LedgerStorage.abort_checkpoint`."""
     dirty_ledgers: frozenset[int] = frozenset()
     snapshot: list[tuple[int, EntryIndex, int, bool]] | None = None
     """For a rewrite: ``(ledger, entries, lac, fenced)`` of every ledger, copied on the loop;
@@ -433,6 +434,12 @@ class LedgerStorage:
         rewrite = self._rewrite
         snapshot = None
         index_bytes: bytes | bytearray = b""  # a rewrite's: written by run_checkpoint_io
+        # The dirty records are taken, not copied: a second's worth at 25 000 entries/s is
+        # ~0.8 MB, and copying it twice (fresh pages each time) took 1.5-2 ms of the loop
+        # every checkpoint.
+        taken = self._dirty_index
+        self._dirty_index = bytearray()
+        dirty_index: bytes | bytearray | memoryview = taken
         if rewrite:
             snapshot = [
                 (ledger, rec.entries.copy(), rec.lac, rec.fenced)
@@ -442,16 +449,15 @@ class LedgerStorage:
         else:
             # Entries of ledgers deleted since are harmless here: deleting sets _rewrite.
             ledgers = self.ledgers
-            parts = [bytes(self._dirty_index)]
+            entries_length = len(taken)
             for lg in self._dirty_ledgers:
                 dirty = ledgers.get(lg)
                 if dirty is not None:
-                    parts.append(_pack_index(_LEDGER, lg, dirty.lac, int(dirty.fenced), 0))
-            index_bytes = b"".join(parts)
+                    taken += _pack_index(_LEDGER, lg, dirty.lac, int(dirty.fenced), 0)
+            index_bytes = taken
+            dirty_index = memoryview(taken)[:entries_length]  # no resizing from here on
             generation = self._state.generation
-        dirty_index = bytes(self._dirty_index)
         dirty_ledgers = frozenset(self._dirty_ledgers)
-        self._dirty_index = bytearray()
         self._dirty_ledgers = set()
         self._rewrite = False
         removals, self._logs_pending_removal = self._logs_pending_removal, []

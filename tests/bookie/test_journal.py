@@ -61,10 +61,12 @@ async def test_small_and_big_batches_alike_replay_as_appended(tmp_path: Path) ->
         done = asyncio.Event()
         j.on_durable(done.set)
         await asyncio.wait_for(done.wait(), 30)
-        for i in range(200):  # then many small batches
+        for i in range(200):  # then many small batches, each synced before the next
             _add(j, 6 + round_, i, b"s%d" % i)
             if i % 20 == 19:
-                await asyncio.sleep(0)
+                synced = asyncio.Event()
+                j.on_durable(synced.set)
+                await asyncio.wait_for(synced.wait(), 30)
     done = asyncio.Event()
     j.on_durable(done.set)
     await asyncio.wait_for(done.wait(), 30)

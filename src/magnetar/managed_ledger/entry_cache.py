@@ -7,14 +7,14 @@ from bookies put only their read-ahead surplus here.
 
 Eviction of read entries is spread out: :meth:`evict_before_gradually` drops a bounded
 number at once and records the position as a floor (:meth:`set_floor` only records it); each
-later :meth:`insert` drops a few more below it. The managed ledger moves the floor to its
-slowest reader on every append (Pulsar evicts read entries every 10 ms), so a cache whose
-readers keep up holds little more than the entries in flight: the alternative, read entries
-piling up for the second between maintenance rounds, kept ~40 000 entries at 25 000 msg/s,
-and the tables of that many take 3-8 ms to resize (a stall of the loop every few hundred
-milliseconds, measured at that rate). A topic taking 30 000 entries a second would otherwise drop 30 000 in one
-go each maintenance round, a 10 ms stall of the event loop every second (the p99 of
-publish latency).
+later :meth:`insert` drops a few more below it. A topic taking 30 000 entries a second would
+otherwise drop 30 000 in one go each maintenance round, a 10 ms stall of the event loop every
+second (the p99 of publish latency). The managed ledger moves the floor to its slowest reader
+on every append (Pulsar evicts read entries every 10 ms), so a cache whose readers keep up
+holds little more than the entries in flight: with the floor moved only by the
+once-a-second maintenance, read entries piled up, ~40 000 at 25 000 msg/s, and resizing the
+tables of that many took 3-8 ms (a stall of the loop every few hundred milliseconds,
+measured at that rate).
 
 Entries also leave by age (Pulsar's ``managedLedgerCacheEvictionTimeThresholdMillis``):
 :meth:`EntryCache.evict_older_than`, called each maintenance round, drops what has stayed
@@ -112,11 +112,11 @@ class EntryCacheBudget:
         """Whether the caches are over the budget or an eviction is under way."""
         return self.size_bytes > self.size_max_bytes or bool(self._plan)
 
-    def evict(self, now_max_bytes: int | None = None) -> int:
+    def evict(self, now_max_bytes: int) -> int:
         """Bring the caches under the watermark: the largest caches, oldest entries first,
         each giving up its share of the excess in proportion to its size. Returns the bytes
-        dropped. With ``now_max_bytes`` it drops about that much at most now and keeps the
-        rest of the plan for the next calls (:attr:`evicting` says one is due). Sorts the
+        dropped. It drops about ``now_max_bytes`` at most now and keeps the rest of the
+        plan for the next calls (:attr:`evicting` says one is due). Sorts the
         caches that hold entries once per eviction (as Pulsar's eviction policy does): with
         the watermark that is once per tenth of the budget inserted, not per insert."""
         target = int(self.size_max_bytes * self.eviction_watermark)
@@ -134,11 +134,10 @@ class EntryCacheBudget:
                 planned += share
             self._plan.reverse()
         plan = self._plan
-        limit = now_max_bytes if now_max_bytes is not None else self.size_bytes
         freed = 0
-        while plan and freed < limit and self.size_bytes > target:
+        while plan and freed < now_max_bytes and self.size_bytes > target:
             cache, share = plan.pop()
-            dropped = cache.drop_oldest(min(share, limit - freed))
+            dropped = cache.drop_oldest(min(share, now_max_bytes - freed))
             freed += dropped
             if 0 < dropped < share:
                 plan.append((cache, share - dropped))
@@ -300,7 +299,7 @@ class EntryCache:
     def evict_before_gradually(self, position: Position, now_max: int = 1024) -> int:
         """Drop at most ``now_max`` entries before ``position`` now (oldest inserted first)
         and the rest a few per later insert. Returns how many were dropped now."""
-        self._floor = position
+        self.set_floor(position)
         return self._evict_below_floor(now_max)
 
     def set_floor(self, position: Position) -> None:

@@ -737,7 +737,7 @@ class ManagedLedger:
         self._inflight_bytes -= size
         cache = self.cache
         if self.cursors:  # what every reader has read goes as new entries come
-            cache.set_floor(min(c.state.read_position for c in self.cursors.values()))
+            cache.set_floor(self._slowest_read_position())
         cache.insert_run(ledger_id, first_entry_id, datas, counts)
         self.ledgers.record_appends(ledger_id, first_entry_id, size, counts, now_ms)
         self.stats_added += len(ops)
@@ -1330,8 +1330,11 @@ class ManagedLedger:
         if not self.cursors:
             self.cache.evict_before_gradually(self.ledgers.end_position)
             return
-        slowest_read = min(c.state.read_position for c in self.cursors.values())
-        self.cache.evict_before_gradually(slowest_read)
+        self.cache.evict_before_gradually(self._slowest_read_position())
+
+    def _slowest_read_position(self) -> Position:
+        """The read position of the cursor furthest behind (there is at least one)."""
+        return min(c.state.read_position for c in self.cursors.values())
 
     # --- offload hook ----------------------------------------------------------------------
 

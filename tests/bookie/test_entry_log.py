@@ -391,3 +391,40 @@ def test_segments_of_written_buffers_are_reused_and_hold_only_the_new_records(
     for location, payload in written.items():
         assert logger.read_file(location).payload == payload
     logger.close()
+
+
+def test_runs_are_stored_as_the_same_records_added_one_at_a_time(tmp_path: Path) -> None:
+    """A run takes the same locations and writes the same bytes as its entries added one
+    by one, whichever way it is stored (C loops for a run of copied payloads in one
+    segment; record by record across segments, rolls and big payloads)."""
+    rng = random.Random(11)
+    by_run = EntryLogger(tmp_path / "runs", log_size_max_bytes=3 * 1024 * 1024)
+    by_one = EntryLogger(tmp_path / "ones", log_size_max_bytes=3 * 1024 * 1024)
+    entry = 0
+    locations: dict[int, bytes] = {}
+    for round_ in range(400):
+        n = rng.choice([1, 2, 3, 30, 200])
+        sizes = [1, 100, 1000, INLINE_MAX_BYTES] + ([INLINE_MAX_BYTES + 1] if round_ % 9 else [])
+        payloads = [bytes([(entry + i) % 251]) * rng.choice(sizes) for i in range(n)]
+        checksums = [crc32c.crc32c(p) for p in payloads]
+        lac = entry - 1
+        got = by_run.add_run(1, entry, lac, checksums, payloads)
+        want = [by_one.add(1, entry + i, lac, checksums[i], payloads[i]) for i in range(n)]
+        assert got == want
+        for location, payload in zip(got, payloads, strict=True):
+            stored = by_run.read_buffered(location)
+            assert stored is not None and stored.payload == payload
+            locations[location] = payload
+        entry += n
+        if round_ % 50 == 49:
+            _checkpoint(by_run)
+            _checkpoint(by_one)
+    _checkpoint(by_run)
+    _checkpoint(by_one)
+    assert by_run.log_ids() == by_one.log_ids() and len(by_run.log_ids()) > 2
+    for log_id in by_run.log_ids():
+        assert by_run.path(log_id).read_bytes() == by_one.path(log_id).read_bytes()
+    for location, payload in locations.items():
+        assert by_run.read_file(location).payload == payload
+    by_run.close()
+    by_one.close()

@@ -612,14 +612,18 @@ class Bookie:
             return _BAD_REQUEST, f"bad entry id {first_entry_id}"
         size_max = self.config.entry_size_max_bytes
         crc = crc32c.crc32c
-        written_bytes = 0
-        for checksum, payload in zip(checksums, payloads, strict=True):
-            size = len(payload)
-            if size > size_max:
-                return _TOO_LARGE, f"entry of {size} bytes exceeds {size_max}"
-            written_bytes += size
-            if crc(payload) != checksum:
-                return _BAD_REQUEST, "payload checksum mismatch"
+        sizes = list(map(len, payloads))
+        if (
+            len(checksums) != len(sizes)
+            or (sizes and max(sizes) > size_max)
+            or any(map(int.__ne__, map(crc, payloads), checksums))
+        ):  # which entry is refused first, and why: record by record (C loops above)
+            for checksum, payload, size in zip(checksums, payloads, sizes, strict=True):
+                if size > size_max:
+                    return _TOO_LARGE, f"entry of {size} bytes exceeds {size_max}"
+                if crc(payload) != checksum:
+                    return _BAD_REQUEST, "payload checksum mismatch"
+        written_bytes = sum(sizes)
         rec = storage.ledgers.get(ledger_id)
         if rec is not None:
             if rec.fenced and not recovery:

@@ -12,7 +12,8 @@ the broker and its bookie are the standalone process.
 Matrix: 100 B and 1 KiB messages, unbatched and batched, 1 and 4 partitions (maximum rates,
 produced and consumed end to end, with the broker's and the generator's CPU per message);
 publish latency p50/p99/p99.9 at half the maximum unbatched rate of one partition (SEND
-written to receipt read), measured once the broker is idle again; the official wheel's
+written to receipt read), measured once the broker is idle again, with the disk's own
+fdatasync latency (p50/p99 of 4 KiB write + sync, just before: the floor under it); the official wheel's
 rates beside them; standalone ready time and resident memory (idle at start, the peak of
 each phase and of all, and settled after each pass: ``--repeat N`` runs the matrix N times
 on new topics against the same standalone, so growth across passes shows). Usage::
@@ -109,6 +110,38 @@ def wait_quiet(pid: int, timeout_s: float = 30.0) -> None:
         if now - before < 0.05:  # under 10% of a core
             return
         before = now
+
+
+def disk_sync_ms(directory: Path, seconds: float = 1.0) -> dict[str, float]:
+    """The disk's own floor under publish latency, measured beside it: ``seconds`` of 4 KiB
+    writes each followed by an fdatasync, 1 ms apart, into a zero-filled file in
+    ``directory`` (as the journal writes its preallocated files); p50 and p99 in ms. A
+    receipt waits for at least one such sync, and for the one in flight when its SEND came:
+    on a shared virtual disk whose p99 is milliseconds, that bounds the publish p99 from
+    below whatever the broker does."""
+    path = directory / "disk-sync-probe"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, bytes(8 * 1024 * 1024))
+        os.fsync(fd)
+        os.lseek(fd, 0, os.SEEK_SET)
+        block = b"x" * 4096
+        syncs: list[float] = []
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline and len(syncs) < 2000:  # 8 MiB
+            os.write(fd, block)
+            t0 = time.perf_counter()
+            os.fdatasync(fd)
+            syncs.append(time.perf_counter() - t0)
+            time.sleep(0.001)
+    finally:
+        os.close(fd)
+        path.unlink()
+    syncs.sort()
+    return {
+        "p50": syncs[len(syncs) // 2] * 1000,
+        "p99": syncs[int(len(syncs) * 0.99) - 1] * 1000,
+    }
 
 
 def process_tree(pid: int) -> list[int]:
@@ -547,6 +580,8 @@ def run_matrix(
                 half = args.latency_rate.get(size) or results[half_key] / 2
                 key = f"latency_{size}B"
                 wait_quiet(pid)
+                for q, ms in disk_sync_ms(node.data_dir).items():
+                    results[f"{key}_disk_fdatasync_{q}_ms"] = ms
                 r = uvloop.run(
                     run_raw(node.port, [f"raw-{key}{suffix}"], frames, args.seconds, half)
                 )

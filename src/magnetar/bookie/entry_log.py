@@ -266,9 +266,9 @@ class EntryLogger:
     ) -> list[int]:
         """Append entries ``first_entry_id``, ``+1``, ... (``checksums[i]`` belongs to
         ``payloads[i]``) to the active log's buffer, in order; returns their locations."""
-        in_segment = self._add_run_in_segment(ledger_id, first_entry_id, lac, checksums, payloads)
-        if in_segment is not None:
-            return in_segment
+        copied = self._add_copied_run(ledger_id, first_entry_id, lac, checksums, payloads)
+        if copied is not None:
+            return copied
         log_max = self._log_size_max_bytes
         locations: list[int] = []
         buf: _Buffer | None = None
@@ -309,7 +309,7 @@ class EntryLogger:
             entry_id += 1
         return locations
 
-    def _add_run_in_segment(
+    def _add_copied_run(
         self,
         ledger_id: int,
         first_entry_id: int,
@@ -318,10 +318,10 @@ class EntryLogger:
         payloads: Sequence[bytes],
     ) -> list[int] | None:
         """:meth:`add_run` for the usual run, with C loops instead of a Python step per
-        record (a run of unbatched adds is tens of small entries): the same bytes and
-        bookkeeping as record by record, when every payload is copied (at most
-        :data:`INLINE_MAX_BYTES`), no record rolls the log and every record starts in the
-        buffer's last segment. Otherwise ``None``, and nothing was added."""
+        record (a run of unbatched adds is tens to hundreds of small entries): the same
+        bytes, segments and bookkeeping as record by record, when every payload is copied
+        (at most :data:`INLINE_MAX_BYTES`) and no record rolls the log. Otherwise ``None``,
+        and nothing was added."""
         n = len(payloads)
         if n < 2 or len(checksums) != n:
             return None
@@ -333,18 +333,6 @@ class EntryLogger:
         active = self._active_size
         if active + total > self._log_size_max_bytes:
             return None
-        buf = self._open_buffer()
-        segments = buf.segments
-        ends = buf.segment_ends
-        pos = ends[-1] if ends else _SEGMENT_BYTES
-        if pos >= _SEGMENT_BYTES:
-            pos = 0
-        if pos + total - record_sizes[-1] >= _SEGMENT_BYTES:
-            return None  # a record would start in a new segment: record by record
-        if not ends or ends[-1] >= _SEGMENT_BYTES:
-            pool = self._segment_pool
-            segments.append(pool.pop() if pool else bytearray(_SEGMENT_CAPACITY))
-            ends.append(0)
         headers = map(
             _header,
             sizes,
@@ -353,19 +341,42 @@ class EntryLogger:
             repeat(lac),
             checksums,
         )
-        segments[-1][pos : pos + total] = b"".join(
-            chain.from_iterable(zip(headers, payloads, strict=True))
-        )
-        ends[-1] = pos + total
-        buf.heads.extend(
-            islice(accumulate(record_sizes, initial=(len(segments) - 1) << _SEGMENT_SHIFT | pos), n)
-        )
+        records = b"".join(chain.from_iterable(zip(headers, payloads, strict=True)))
+        buf = self._open_buffer()
+        segments = buf.segments
+        ends = buf.segment_ends
+        if not ends or ends[-1] >= _SEGMENT_BYTES:
+            pool = self._segment_pool
+            segments.append(pool.pop() if pool else bytearray(_SEGMENT_CAPACITY))
+            ends.append(0)
+        pos = ends[-1]
+        if pos + total - record_sizes[-1] < _SEGMENT_BYTES:  # all start in this segment
+            segments[-1][pos : pos + total] = records
+            ends[-1] = pos + total
+            head = (len(segments) - 1) << _SEGMENT_SHIFT | pos
+            buf.heads.extend(islice(accumulate(record_sizes, initial=head), n))
+        else:  # a segment at a time: records start in one below _SEGMENT_BYTES
+            starts = list(accumulate(record_sizes, initial=0))  # starts[n]: total
+            view = memoryview(records)
+            first = 0
+            while first < n:
+                if ends[-1] >= _SEGMENT_BYTES:
+                    pool = self._segment_pool
+                    segments.append(pool.pop() if pool else bytearray(_SEGMENT_CAPACITY))
+                    ends.append(0)
+                pos = ends[-1]
+                skew = pos - starts[first]  # a record's start in the run -> in the segment
+                end = bisect_left(starts, _SEGMENT_BYTES - skew, first + 1, n)
+                segments[-1][pos : starts[end] + skew] = view[starts[first] : starts[end]]
+                ends[-1] = starts[end] + skew
+                head = ((len(segments) - 1) << _SEGMENT_SHIFT) + skew
+                buf.heads.extend(map(int.__add__, islice(starts, first, end), repeat(head)))
+                first = end
         buf.offsets.extend(islice(accumulate(record_sizes, initial=active), n))
         buf.size += total
         self._active_size = active + total
-        return list(
-            islice(accumulate(record_sizes, initial=self.active_log_id << OFFSET_BITS | active), n)
-        )
+        base = self.active_log_id << OFFSET_BITS | active
+        return list(islice(accumulate(record_sizes, initial=base), n))
 
     def _open_buffer(self) -> _Buffer:
         """The buffer that takes the next add: the last one, if it is not frozen and belongs

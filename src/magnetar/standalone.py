@@ -22,7 +22,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from magnetar.auth.client_credentials import NO_CREDENTIALS, ClientCredentials
 from magnetar.bookie import Bookie, BookieConfig
@@ -33,7 +33,9 @@ from magnetar.bookie.gc_tuning import (
 )
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
+from magnetar.common.errors import MagnetarError
 from magnetar.common.gil import tune_gil_for_serving
+from magnetar.common.names import TopicName
 from magnetar.common.shutdown import STOP_TIMEOUT_S, stop_requested, stop_step
 from magnetar.ledger import LedgerClient, LedgerClientConfig
 from magnetar.managed_ledger.config import ManagedLedgerConfig
@@ -44,7 +46,7 @@ from magnetar.protocol import FRAME_PADDING_BYTES
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from magnetar.admin import AdminServer
+    from magnetar.admin import AdminContext, AdminServer
     from magnetar.admin.deferred_routes import DeferredRoutes
     from magnetar.functions.rest import ServiceSlot
     from magnetar.functions.worker_service import WorkerService
@@ -122,6 +124,7 @@ class Standalone:
         self._worker_slot: ServiceSlot | None = None
         self._worker_routes: DeferredRoutes | None = None
         self._app: FastAPI | None = None
+        self._admin_ctx: AdminContext | None = None
         self._worker_task: asyncio.Task[None] | None = None
         self.https: AdminServer | None = None
 
@@ -209,6 +212,7 @@ class Standalone:
             self._worker_routes = DeferredRoutes(WORKER_PATH_PREFIXES, WORKER_ROUTES_WAIT_MS)
             app.router.routes.insert(0, self._worker_routes)
         self._app = app
+        self._admin_ctx = ctx
         self.http = AdminServer(app, self.config.http_host, self.config.http_port)
         await self.http.start()
         ctx.http_port = self.http.port
@@ -256,7 +260,9 @@ class Standalone:
             client_credentials=self.config.broker_client_auth,
         )
         service = WorkerService(
-            config, runtime_factory=runtime_factory(self.config.functions_runtime)
+            config,
+            runtime_factory=runtime_factory(self.config.functions_runtime),
+            topic_stats=self._read_topic_stats,
         )
         try:
             await service.start()
@@ -269,6 +275,19 @@ class Standalone:
         if self._worker_slot is not None:
             self._worker_slot.service = service
         log.info("functions worker %s joined", config.worker.consumer_name)
+
+    async def _read_topic_stats(self, topic: str) -> dict[str, Any]:
+        """The functions worker's member list source: the coordination topic's stats read
+        in this process, as ``GET .../stats`` answers them (an HTTP request to ourselves
+        cost ~2 ms of the event loop, once a second). Raises MembershipUnavailable."""
+        from magnetar.admin.topics import loaded_topic_stats
+        from magnetar.functions.errors import MembershipUnavailable
+
+        assert self._admin_ctx is not None
+        try:
+            return await loaded_topic_stats(self._admin_ctx, TopicName.parse(topic))
+        except MagnetarError as exc:
+            raise MembershipUnavailable(f"stats of {topic}: {exc}") from None
 
     async def stop(self) -> None:
         """Stop every part, all within ``STOP_TIMEOUT_S``: a part that fails to stop in its

@@ -35,7 +35,7 @@ from magnetar.admin import (
 )
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import http_error
-from magnetar.admin.owner_redirect import owner_redirect
+from magnetar.admin.owner_redirect import OwnerRedirect
 from magnetar.admin.path_names import check_path_names
 from magnetar.admin.responses import error_response
 from magnetar.admin.security import request_guard
@@ -89,7 +89,7 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
         log.exception("%s %s failed", request.method, request.url.path)
         return error_response(500, f"Internal error: {exc.__class__.__name__}")
 
-    app.middleware("http")(owner_redirect(ctx))
+    app.add_middleware(OwnerRedirect, ctx=ctx)
 
     registry = metrics.registry_for(ctx)
 

@@ -61,6 +61,14 @@ def owner_broker(ctx: AdminContext) -> str:
     return f"{ctx.advertised_host}:{ctx.http_port}"
 
 
+async def loaded_topic_stats(ctx: AdminContext, name: TopicName) -> dict[str, Any]:
+    """The TopicStats JSON object of a topic this broker serves (``GET .../stats``; also read
+    in-process by the standalone's functions worker). Raises ResourceNotFound."""
+    t = await loaded_topic(ctx, name)
+    times = await topic_stats.backlog_publish_times(t)
+    return topic_stats.topic_stats(t, owner_broker(ctx), times)
+
+
 async def _check_namespace(ctx: AdminContext, name: TopicName) -> None:
     await namespace_policies(ctx, name.namespace_name)
 
@@ -324,9 +332,8 @@ def router(ctx: AdminContext) -> APIRouter:
 
     @r.get(TOPIC + "/stats", summary="Topic stats")
     async def stats(domain: str, tenant: str, namespace: str, topic: str) -> Response:
-        t = await loaded_topic(ctx, topic_name(domain, tenant, namespace, topic))
-        times = await topic_stats.backlog_publish_times(t)
-        return json_response(topic_stats.topic_stats(t, owner_broker(ctx), times))
+        name = topic_name(domain, tenant, namespace, topic)
+        return json_response(await loaded_topic_stats(ctx, name))
 
     @r.get(TOPIC + "/internalStats", summary="Managed-ledger internal stats")
     async def internal(domain: str, tenant: str, namespace: str, topic: str) -> Response:

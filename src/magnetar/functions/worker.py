@@ -47,7 +47,7 @@ from magnetar.client import Client, Consumer, ConsumerType, MessageId
 from magnetar.client.backoff import Backoff
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError, ProducerFenced
-from magnetar.functions.admin_stats import fetch_topic_stats
+from magnetar.functions.admin_stats import TopicStatsReader, fetch_topic_stats
 from magnetar.functions.errors import FunctionsWorkerError, NotLeader
 from magnetar.functions.fenced_producer import FencedProducer
 from magnetar.functions.leadership import (
@@ -88,7 +88,9 @@ class FunctionsWorker:
     """One worker's membership in its worker cluster, and its leader duties.
 
     ``client`` defaults to a new :class:`Client` on ``config.service_url``, owned (and closed)
-    by the worker; a given client stays the caller's."""
+    by the worker; a given client stays the caller's. ``topic_stats`` reads a topic's stats
+    (the admin API's TopicStats object) for the member list; by default they are fetched
+    from ``config.admin_url``."""
 
     def __init__(
         self,
@@ -97,8 +99,10 @@ class FunctionsWorker:
         client: Client | None = None,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        topic_stats: TopicStatsReader | None = None,
     ) -> None:
         self.config = config
+        self._topic_stats = topic_stats
         self._clock = clock or SystemClock()
         self._rng = rng or random.Random()
         self._owns_client = client is None
@@ -161,12 +165,16 @@ class FunctionsWorker:
         """The worker cluster as the broker sees it: the coordination subscription's
         consumers and its active consumer. Raises
         :class:`~magnetar.functions.errors.MembershipUnavailable`."""
-        stats = await fetch_topic_stats(
-            self.config.admin_url,
-            self.config.coordination_topic,
-            self.config.admin_request_timeout_ms,
-            self.config.client_credentials.http_headers(),
-        )
+        topic = self.config.coordination_topic
+        if self._topic_stats is not None:
+            stats = await self._topic_stats(topic)
+        else:
+            stats = await fetch_topic_stats(
+                self.config.admin_url,
+                topic,
+                self.config.admin_request_timeout_ms,
+                self.config.client_credentials.http_headers(),
+            )
         return membership_from_stats(stats, self.config.coordination_subscription)
 
     # ------------------------------------------------------------ lifecycle

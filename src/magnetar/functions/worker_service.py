@@ -38,7 +38,7 @@ from magnetar.client import Timeout as ClientTimeout
 from magnetar.common.clock import Clock, SystemClock, Timer
 from magnetar.common.errors import InvalidTopicName, MagnetarError, ProducerFenced
 from magnetar.common.names import TopicName
-from magnetar.functions.admin_stats import topic_stats_url
+from magnetar.functions.admin_stats import TopicStatsReader, topic_stats_url
 from magnetar.functions.assignment_table import AssignmentTable, assignment_payload
 from magnetar.functions.connectors.connector import InvalidConnectorConfig
 from magnetar.functions.connectors.registry import builtin_name
@@ -91,10 +91,11 @@ class WorkerService:
         *,
         runtime_factory: RuntimeFactory | None = None,
         clock: Clock | None = None,
+        topic_stats: TopicStatsReader | None = None,
     ) -> None:
         self.config = config
         self._clock = clock or SystemClock()
-        self.worker = FunctionsWorker(config, clock=self._clock)
+        self.worker = FunctionsWorker(config, clock=self._clock, topic_stats=topic_stats)
         self.registry = FunctionRegistry()
         self.assignments = AssignmentTable()
         self.scheduler = Scheduler(config.reschedule_grace_ms)

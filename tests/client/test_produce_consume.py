@@ -19,7 +19,7 @@ from magnetar.client import (
     StringSchema,
     Timeout,
 )
-from magnetar.testing import StandaloneProcess
+from magnetar.testing import StandaloneProcess, wait_until_async
 
 
 async def test_send_receive_ack_with_keys_and_properties(
@@ -199,3 +199,27 @@ async def test_plain_and_optioned_sends_share_batches_in_order(
         assert [m.data() for m in got] == [b"%d" % i for i in range(11)]
         assert [m.partition_key() for m in got[:4]] == ["k", "", "", "k"]
         assert [m.sequence_id() for m in got] == list(range(11))
+
+
+async def test_an_idle_producer_waits_without_ticking_and_still_meets_its_timers(
+    standalone: StandaloneProcess, topic: str
+) -> None:
+    """Between sends the producer's timer task waits instead of ticking every batching
+    delay; the first message after an idle spell is still flushed on the batching delay,
+    and one the broker never answers still fails on the send timeout."""
+    async with Client(standalone.url) as client:
+        consumer = await client.subscribe(topic, "s")
+        producer = await client.create_producer(
+            topic, batching_max_messages=100, batching_max_publish_delay_ms=20
+        )
+        for round_ in range(3):
+            await wait_until_async(lambda: producer._timers_idle is not None, 10)
+            # a lone message: only the batching delay sends it
+            sent = await asyncio.wait_for(producer.send_async(b"m%d" % round_), 10)
+            got = await consumer.receive(timeout_ms=5000)
+            assert got.data() == b"m%d" % round_ and got.message_id() == sent
+        quiet = await client.create_producer(topic, batching_enabled=False, send_timeout_millis=300)
+        await wait_until_async(lambda: quiet._timers_idle is not None, 10)
+        quiet._cnx = None  # written nowhere: the broker never answers it
+        with pytest.raises(Timeout):
+            await asyncio.wait_for(quiet.send_async(b"lost"), 10)

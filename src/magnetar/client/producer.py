@@ -171,6 +171,8 @@ class Producer:
         self._fatal: MagnetarError | None = None
         self._reconnect_task: asyncio.Task[None] | None = None
         self._timer_task: asyncio.Task[None] | None = None
+        self._timers_idle: asyncio.Future[None] | None = None
+        """Set while the timer task waits for a batch or a send to watch (see _timers)."""
         self._max_message_size = DEFAULT_MAX_MESSAGE_SIZE_BYTES
         self._flush_waiters: list[tuple[OpSend, asyncio.Future[None]]] = []
         self._backoff = Backoff(100, 60_000, ctx.rng)
@@ -298,6 +300,7 @@ class Producer:
         self._fatal = exc
         self._state = _State.CLOSED
         self._fail_everything(exc)
+        self._wake_timers()  # to see CLOSED and end
 
     # ------------------------------------------------------------ sending
 
@@ -346,6 +349,8 @@ class Producer:
             self._pending_messages += 1
             if self._batch_started_s < 0:
                 self._batch_started_s = self._ctx.clock.monotonic_s()
+                if self._timers_idle is not None:
+                    self._wake_timers()
             full = batch.try_add_plain(payload, seq, handle)
             if full is None:  # it does not fit: the open batch goes first
                 self._flush_batch()
@@ -400,6 +405,8 @@ class Producer:
                 self._flush_batch()
             if self._batch_started_s < 0:
                 self._batch_started_s = self._ctx.clock.monotonic_s()
+                if self._timers_idle is not None:
+                    self._wake_timers()
             if (
                 properties is None
                 and partition_key is None
@@ -481,6 +488,8 @@ class Producer:
 
     def _enqueue(self, op: OpSend) -> None:
         self._pending.append(op)
+        if self._timers_idle is not None:
+            self._wake_timers()
         cnx = self._cnx
         if cnx is not None and self._state == _State.READY:
             self._write(cnx, op)
@@ -601,10 +610,23 @@ class Producer:
     # ------------------------------------------------------------ timers
 
     async def _timers(self) -> None:
+        """Flush a batch ``batching_max_publish_delay_ms`` after its first message; fail
+        sends unanswered for ``send_timeout_ms``. Ticks only while a batch is open or a send
+        is in flight, and waits for one otherwise: an idle producer ticking every 10 ms
+        forever was ~100 wake-ups a second each (the standalone's functions worker holds
+        several, on the broker's own event loop)."""
         clock = self._ctx.clock
         delay_s = max(0.001, self._conf.batching_max_publish_delay_ms / 1000)
         timeout_s = self._conf.send_timeout_ms / 1000
+        loop = asyncio.get_running_loop()
         while self._state not in (_State.CLOSED,):
+            if self._batch_started_s < 0 and not self._pending:
+                self._timers_idle = loop.create_future()
+                try:
+                    await self._timers_idle
+                finally:
+                    self._timers_idle = None
+                continue
             await clock.sleep(delay_s)
             now = clock.monotonic_s()
             batch = self._batch
@@ -612,6 +634,12 @@ class Producer:
                 self._flush_batch()
             if timeout_s > 0 and self._pending and now - self._pending[0].created_s >= timeout_s:
                 self._expire(now - timeout_s)
+
+    def _wake_timers(self) -> None:
+        """The timer task has something to watch again (or the producer closed)."""
+        idle = self._timers_idle
+        if idle is not None and not idle.done():
+            idle.set_result(None)
 
     def _expire(self, cutoff_s: float) -> None:
         expired = Timeout(

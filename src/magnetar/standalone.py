@@ -243,7 +243,7 @@ class Standalone:
         from magnetar.admin.server import build_route_matching_off_loop
 
         # the routes are complete now: their matching is built off the loop, not by the
-        # first request (the worker's own stats polls among them) on it
+        # first request (a user's, or the worker's REST calls) on it
         await build_route_matching_off_loop(self._app)
         from magnetar.functions.runtime_manager import runtime_factory
         from magnetar.functions.worker_config import WorkerConfig

@@ -286,10 +286,7 @@ class EntryLogger:
             locations.append((self.active_log_id << OFFSET_BITS) | active)
             segments = buf.segments
             ends = buf.segment_ends
-            if not ends or ends[-1] >= _SEGMENT_BYTES:
-                pool = self._segment_pool
-                segments.append(pool.pop() if pool else bytearray(_SEGMENT_CAPACITY))
-                ends.append(0)
+            self._make_room(buf)
             data = segments[-1]
             pos = ends[-1]
             buf.heads.append((len(segments) - 1) << _SEGMENT_SHIFT | pos)
@@ -345,10 +342,7 @@ class EntryLogger:
         buf = self._open_buffer()
         segments = buf.segments
         ends = buf.segment_ends
-        if not ends or ends[-1] >= _SEGMENT_BYTES:
-            pool = self._segment_pool
-            segments.append(pool.pop() if pool else bytearray(_SEGMENT_CAPACITY))
-            ends.append(0)
+        self._make_room(buf)
         pos = ends[-1]
         if pos + total - record_sizes[-1] < _SEGMENT_BYTES:  # all start in this segment
             segments[-1][pos : pos + total] = records
@@ -360,10 +354,7 @@ class EntryLogger:
             view = memoryview(records)
             first = 0
             while first < n:
-                if ends[-1] >= _SEGMENT_BYTES:
-                    pool = self._segment_pool
-                    segments.append(pool.pop() if pool else bytearray(_SEGMENT_CAPACITY))
-                    ends.append(0)
+                self._make_room(buf)
                 pos = ends[-1]
                 skew = pos - starts[first]  # a record's start in the run -> in the segment
                 end = bisect_left(starts, _SEGMENT_BYTES - skew, first + 1, n)
@@ -377,6 +368,15 @@ class EntryLogger:
         self._active_size = active + total
         base = self.active_log_id << OFFSET_BITS | active
         return list(islice(accumulate(record_sizes, initial=base), n))
+
+    def _make_room(self, buf: _Buffer) -> None:
+        """Give ``buf`` a new last segment (from the pool if it holds one) unless its last
+        segment can take another record (records start below :data:`_SEGMENT_BYTES`)."""
+        ends = buf.segment_ends
+        if not ends or ends[-1] >= _SEGMENT_BYTES:
+            pool = self._segment_pool
+            buf.segments.append(pool.pop() if pool else bytearray(_SEGMENT_CAPACITY))
+            ends.append(0)
 
     def _open_buffer(self) -> _Buffer:
         """The buffer that takes the next add: the last one, if it is not frozen and belongs

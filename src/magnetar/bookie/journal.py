@@ -350,46 +350,43 @@ class Journal:
         file_max = self._file_size_max_bytes
         offset = self._file_offset
         bufs = self._segments[-1][2]
-        n = len(payloads)
-        if n > 1 and len(checksums) == n:
+        count = len(payloads)
+        run = count > 1 and len(checksums) == count
+        sizes = list(map(len, payloads)) if run else []
+        added = sum(sizes) + HEADER_SIZE * count
+        if run and min(sizes) > 0 and offset + added <= file_max:
             # the usual run (tens of unbatched adds) in C loops, when it stays in this file
-            sizes = list(map(len, payloads))
-            added = sum(sizes) + HEADER_SIZE * n
-            if min(sizes) and offset + added <= file_max:
-                ids = range(first_entry_id, first_entry_id + n)
-                types = repeat(type_)
-                ledgers = repeat(ledger_id)
-                lacs = repeat(lac)
-                crcs = map(crc32c.crc32c, map(_CRC_PART.pack, types, ledgers, ids, lacs, checksums))
-                headers = map(RECORD_HEADER.pack, sizes, crcs, types, ledgers, ids, lacs, checksums)
-                bufs.extend(chain.from_iterable(zip(headers, payloads, strict=True)))
-                self._file_offset = offset + added
-                self._pending_bytes += added
-                if not self._woken:
-                    self._wake()
-                return
-        added = 0
-        entry_id = first_entry_id
-        for checksum, payload in zip(checksums, payloads, strict=True):
-            n = len(payload)
-            size = HEADER_SIZE + n
-            if offset and offset + size > file_max:
-                self._file_id += 1
-                offset = 0
-                bufs = []
-                self._segments.append((self._file_id, 0, bufs))
-            # encode_record, inline (it runs per entry)
-            part = _CRC_PART.pack(type_, ledger_id, entry_id, lac, checksum)
-            bufs.append(
-                RECORD_HEADER.pack(
-                    n, crc32c.crc32c(part), type_, ledger_id, entry_id, lac, checksum
+            ids = range(first_entry_id, first_entry_id + count)
+            types = repeat(type_)
+            ledgers = repeat(ledger_id)
+            lacs = repeat(lac)
+            crcs = map(crc32c.crc32c, map(_CRC_PART.pack, types, ledgers, ids, lacs, checksums))
+            headers = map(RECORD_HEADER.pack, sizes, crcs, types, ledgers, ids, lacs, checksums)
+            bufs.extend(chain.from_iterable(zip(headers, payloads, strict=True)))
+            offset += added
+        else:
+            added = 0
+            entry_id = first_entry_id
+            for checksum, payload in zip(checksums, payloads, strict=True):
+                n = len(payload)
+                size = HEADER_SIZE + n
+                if offset and offset + size > file_max:
+                    self._file_id += 1
+                    offset = 0
+                    bufs = []
+                    self._segments.append((self._file_id, 0, bufs))
+                # encode_record, inline (it runs per entry)
+                part = _CRC_PART.pack(type_, ledger_id, entry_id, lac, checksum)
+                bufs.append(
+                    RECORD_HEADER.pack(
+                        n, crc32c.crc32c(part), type_, ledger_id, entry_id, lac, checksum
+                    )
                 )
-            )
-            if n:
-                bufs.append(payload)
-            offset += size
-            added += size
-            entry_id += 1
+                if n:
+                    bufs.append(payload)
+                offset += size
+                added += size
+                entry_id += 1
         self._file_offset = offset
         self._pending_bytes += added
         if not self._woken:

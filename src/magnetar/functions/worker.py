@@ -102,7 +102,7 @@ class FunctionsWorker:
         topic_stats: TopicStatsReader | None = None,
     ) -> None:
         self.config = config
-        self._topic_stats = topic_stats
+        self._topic_stats = topic_stats or self._fetch_topic_stats
         self._clock = clock or SystemClock()
         self._rng = rng or random.Random()
         self._owns_client = client is None
@@ -165,17 +165,17 @@ class FunctionsWorker:
         """The worker cluster as the broker sees it: the coordination subscription's
         consumers and its active consumer. Raises
         :class:`~magnetar.functions.errors.MembershipUnavailable`."""
-        topic = self.config.coordination_topic
-        if self._topic_stats is not None:
-            stats = await self._topic_stats(topic)
-        else:
-            stats = await fetch_topic_stats(
-                self.config.admin_url,
-                topic,
-                self.config.admin_request_timeout_ms,
-                self.config.client_credentials.http_headers(),
-            )
+        stats = await self._topic_stats(self.config.coordination_topic)
         return membership_from_stats(stats, self.config.coordination_subscription)
+
+    async def _fetch_topic_stats(self, topic: str) -> Any:
+        """The default stats reader: ``GET`` them from ``config.admin_url``."""
+        return await fetch_topic_stats(
+            self.config.admin_url,
+            topic,
+            self.config.admin_request_timeout_ms,
+            self.config.client_credentials.http_headers(),
+        )
 
     # ------------------------------------------------------------ lifecycle
 

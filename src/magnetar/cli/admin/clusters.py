@@ -9,10 +9,11 @@ from urllib.parse import quote
 import click
 
 from magnetar.cli.admin.context import rest
+from magnetar.cli.command_group import SuggestingGroup
 from magnetar.cli.output import output_option, printer
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def clusters() -> None:
     """Clusters known to the metadata store."""
 
@@ -32,7 +33,7 @@ def get(cluster: str) -> None:
     printer().result(rest().get(f"/admin/v2/clusters/{quote(cluster, safe='')}"))
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def brokers() -> None:
     """Brokers: health, the active brokers, the leader (controller)."""
 
@@ -72,7 +73,7 @@ def healthcheck() -> None:
         click.echo(answer if isinstance(answer, str) and answer else "ok")
 
 
-@click.group("broker-stats")
+@click.group("broker-stats", cls=SuggestingGroup)
 def broker_stats() -> None:
     """Broker statistics: the load report the controller places bundles by."""
 
@@ -85,7 +86,7 @@ def load_report() -> None:
     printer().result(rest().get("/admin/v2/broker-stats/load-report"))
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def bookies() -> None:
     """Bookies: the registered storage nodes and their rack placement."""
 

@@ -31,6 +31,7 @@ import click
 
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.rest import FormPart
+from magnetar.cli.command_group import SuggestingGroup
 from magnetar.cli.output import fail, output_option, printer
 
 _CONFIG_PART = {"functions": "functionConfig", "sources": "sourceConfig", "sinks": "sinkConfig"}
@@ -205,7 +206,9 @@ def component_group(kinds: str) -> click.Group:
     """The ``functions``, ``sources`` or ``sinks`` group."""
     title = _TITLE[kinds]
 
-    @click.group(kinds, help=f"{title}s of the Functions Worker (/admin/v3/{kinds}).")
+    @click.group(
+        kinds, cls=SuggestingGroup, help=f"{title}s of the Functions Worker (/admin/v3/{kinds})."
+    )
     def group() -> None:
         pass
 
@@ -324,7 +327,7 @@ sources = component_group("sources")
 sinks = component_group("sinks")
 
 
-@click.group("functions-worker")
+@click.group("functions-worker", cls=SuggestingGroup)
 def functions_worker() -> None:
     """The Functions Worker cluster (/admin/v2/worker)."""
 

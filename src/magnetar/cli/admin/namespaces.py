@@ -13,13 +13,17 @@ import click
 
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import namespace_path, tenant_path
+from magnetar.cli.admin.rest import AdminHttpError
 from magnetar.cli.admin.units import duration_s, size_bytes
-from magnetar.cli.output import output_option, printer
+from magnetar.cli.command_group import SuggestingGroup
+from magnetar.cli.output import fail, output_option, printer
 
 NAMESPACE = click.argument("namespace", metavar="TENANT/NAMESPACE")
+PRECONDITION_FAILED = 412
+"""What the admin API answers when a namespace still has topics."""
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def namespaces() -> None:
     """Namespaces: groups of topics sharing policies."""
 
@@ -69,7 +73,12 @@ def delete(namespace: str, force: bool) -> None:
     if force:
         rest().delete(namespace_path(namespace), force=True)
     else:
-        rest().delete(namespace_path(namespace))
+        try:
+            rest().delete(namespace_path(namespace))
+        except AdminHttpError as e:
+            if e.status != PRECONDITION_FAILED:
+                raise
+            fail(f"{e} - use -f/--force to delete its topics too")
     printer().done(f"Namespace {namespace} deleted", namespace=namespace)
 
 

@@ -18,6 +18,7 @@ from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import TOPIC, Topic, namespace_path
 from magnetar.cli.admin.rest import AdminHttpError, RawResponse
 from magnetar.cli.admin.units import duration_s
+from magnetar.cli.command_group import SuggestingGroup
 from magnetar.cli.output import fail, output_option, printer
 
 #: Java MessageId.latest / earliest as the REST API spells them.
@@ -55,7 +56,7 @@ def message_id(text: str) -> dict[str, int]:
     raise click.BadParameter(f"invalid message id {text!r} (latest, earliest or ledgerId:entryId)")
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def topics() -> None:
     """Topics and their subscriptions."""
 

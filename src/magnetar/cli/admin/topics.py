@@ -2,7 +2,9 @@
 
 Paths are Pulsar's REST v2 (``T`` = ``/admin/v2/{domain}/{tenant}/{ns}/{topic}``, §8.1).
 Options mirror ``pulsar-admin topics``: ``-p`` partitions, ``-s`` subscription, ``-n``
-count, ``-t`` time, ``-m`` message id, ``-f`` force.
+count, ``-t`` time, ``-m`` message id, ``-f`` force. Topic-level policies
+(``set-|get-|remove-retention``, ``…-message-ttl``, ``…-backlog-quota``, ``…-max-producers``,
+…) come from :mod:`magnetar.cli.admin.policy_commands`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ import click
 
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import TOPIC, Topic, namespace_path
+from magnetar.cli.admin.policy_commands import (
+    TOPIC_POLICIES,
+    TOPIC_TARGET,
+    add_backlog_quota_commands,
+    add_policy_commands,
+)
 from magnetar.cli.admin.rest import AdminHttpError, RawResponse
 from magnetar.cli.admin.units import duration_s
 from magnetar.cli.command_group import SuggestingGroup
@@ -489,3 +497,10 @@ def unload(topic: Topic) -> None:
     """Unload a topic from its broker (clients reconnect, possibly elsewhere)."""
     rest().put(f"{topic.path}/unload")
     printer().done(f"Topic {topic.full} unloaded", topic=topic.full)
+
+
+# ------------------------------------------------------------------ topic-level policies
+
+add_backlog_quota_commands(topics, TOPIC_TARGET)
+for _policy in TOPIC_POLICIES:
+    add_policy_commands(topics, TOPIC_TARGET, _policy)

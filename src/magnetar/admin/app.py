@@ -22,6 +22,7 @@ from magnetar.admin import (
     bundles,
     clusters,
     isolation_policies,
+    message_inspection,
     metrics,
     namespaces,
     permissions,
@@ -112,6 +113,7 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
         namespaces,
         schemas,
         subscriptions,
+        message_inspection,  # before topics: T/ledger/…, T/examinemessage
         topic_policies,
         topics,
     ):

@@ -398,6 +398,11 @@ def peek_messages(topic: Topic, subscription: str, count: int) -> None:
             raise
         records.extend(_peeked(answer))
     del records[count:]
+    _show(records)
+
+
+def _show(records: list[dict[str, Any]]) -> None:
+    """Peeked or examined messages: a JSON list, or for people one block per message."""
     out = printer()
     if out.json:
         out.result(records)
@@ -416,6 +421,51 @@ def peek_messages(topic: Topic, subscription: str, count: int) -> None:
         else:
             click.echo(_hexdump(base64.b64decode(r["payloadBase64"])))
         click.echo("")
+
+
+@topics.command("examine-message")
+@TOPIC_ARG
+@click.option(
+    "--initialPosition", "-i", "initial_position", default="latest", show_default=True,
+    type=click.Choice(["latest", "earliest"], case_sensitive=False), help="Count from here.",
+)  # fmt: skip
+@click.option(
+    "--messagePosition", "-m", "message_position", default=1, show_default=True,
+    type=click.IntRange(min=1), help="The n-th entry from the initial position (1: it).",
+)  # fmt: skip
+@output_option
+def examine_message(topic: Topic, initial_position: str, message_position: int) -> None:
+    """Show a message counted from the first or the last one, no subscription needed."""
+    answer = rest().request(
+        "GET", f"{topic.path}/examinemessage", raw=True,
+        query={"initialPosition": initial_position.lower(), "messagePosition": message_position},
+    )  # fmt: skip
+    _show(_peeked(answer))
+
+
+@topics.command("get-message-by-id")
+@TOPIC_ARG
+@click.option("--ledgerId", "-l", "ledger_id", required=True, type=int)
+@click.option("--entryId", "-e", "entry_id", required=True, type=int)
+@output_option
+def get_message_by_id(topic: Topic, ledger_id: int, entry_id: int) -> None:
+    """Show the message stored at ledgerId:entryId."""
+    answer = rest().request("GET", f"{topic.path}/ledger/{ledger_id}/entry/{entry_id}", raw=True)
+    _show(_peeked(answer))
+
+
+@topics.command("analyze-backlog")
+@TOPIC_ARG
+@SUBSCRIPTION
+@click.option(
+    "--messageId", "-m", "position", default=None,
+    help="Start here (ledgerId:entryId) instead of the first unacknowledged message.",
+)  # fmt: skip
+@output_option
+def analyze_backlog(topic: Topic, subscription: str, position: str | None) -> None:
+    """Count the entries and messages of a subscription's backlog."""
+    body = None if position is None else message_id(position)
+    printer().result(rest().post(f"{_sub(topic, subscription)}/analyzeBacklog", body))
 
 
 # ------------------------------------------------------------------ compaction and lifecycle

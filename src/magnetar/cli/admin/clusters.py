@@ -61,6 +61,42 @@ def get_runtime_config() -> None:
     printer().result(rest().get("/admin/v2/brokers/configuration/runtime"))
 
 
+_CONFIGURATION = "/admin/v2/brokers/configuration"
+
+
+@brokers.command("list-dynamic-config")
+@output_option
+def list_dynamic_config() -> None:
+    """List the settings update-dynamic-config can change."""
+    printer().result(rest().get(_CONFIGURATION))
+
+
+@brokers.command("get-all-dynamic-config")
+@output_option
+def get_all_dynamic_config() -> None:
+    """Show the dynamic configuration values set (name -> value)."""
+    printer().result(rest().get(f"{_CONFIGURATION}/values"))
+
+
+@brokers.command("update-dynamic-config")
+@click.option("--config", "config", required=True, help="The setting (list-dynamic-config).")
+@click.option("--value", required=True, help="Its new value.")
+@output_option
+def update_dynamic_config(config: str, value: str) -> None:
+    """Change a setting on every broker of the cluster, without a restart."""
+    rest().post(f"{_CONFIGURATION}/{quote(config, safe='')}/{quote(value, safe='')}")
+    printer().done(f"{config} set to {value}", config=config, value=value)
+
+
+@brokers.command("delete-dynamic-config")
+@click.option("--config", "config", required=True, help="The setting.")
+@output_option
+def delete_dynamic_config(config: str) -> None:
+    """Remove a setting's dynamic value (the broker's configured one applies again)."""
+    rest().delete(f"{_CONFIGURATION}/{quote(config, safe='')}")
+    printer().done(f"Dynamic value of {config} removed", config=config)
+
+
 @brokers.command()
 @output_option
 def healthcheck() -> None:

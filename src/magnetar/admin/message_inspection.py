@@ -79,12 +79,12 @@ async def analyze_backlog(
     ledgers = topic.ml.ledgers
     pos = ledgers.normalize(state.first_unacked() if start is None else start)
     end = ledgers.end_position
-    entries = messages = 0
+    entries = messages = scanned = 0
     first: Position | None = None
     last: Position | None = None
     aborted = False
     while pos < end and ledgers.exists(pos):
-        if entries >= BACKLOG_SCAN_ENTRIES_MAX:
+        if scanned >= BACKLOG_SCAN_ENTRIES_MAX:  # acknowledged entries are read too
             aborted = True
             break
         segment = ledgers.get(pos[0])
@@ -92,9 +92,10 @@ async def analyze_backlog(
         last_entry = min(
             segment.entries - 1,
             pos[1] + BACKLOG_READ_ENTRIES_MAX - 1,
-            pos[1] + BACKLOG_SCAN_ENTRIES_MAX - entries - 1,
+            pos[1] + BACKLOG_SCAN_ENTRIES_MAX - scanned - 1,
         )
         batch = await topic.ml.read_range(pos[0], pos[1], last_entry, read_ahead=False)
+        scanned += last_entry - pos[1] + 1
         for offset, data in enumerate(batch):
             here = Position(pos[0], pos[1] + offset)
             if state.is_acked(here):

@@ -372,7 +372,7 @@ def router(slot: ServiceSlot) -> APIRouter:
     # Before the instance routes: ``{name}/state/status`` is a state key, not instance "state".
     from magnetar.functions.state_rest import add_state_routes  # it builds on this module
 
-    add_state_routes(r, slot, fqfn)
+    add_state_routes(r, slot, fqfn, kind_of)
 
     @r.get("/admin/v2/worker/cluster", summary="The worker cluster's members")
     async def cluster() -> Response:

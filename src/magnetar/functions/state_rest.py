@@ -31,7 +31,6 @@ from starlette.responses import Response
 from magnetar.functions.errors import FunctionNotFound, InvalidRequest
 from magnetar.functions.function_config import ComponentKind
 from magnetar.functions.rest import (
-    _KINDS,
     MULTIPART_OVERHEAD_BYTES,
     ServiceSlot,
     _answer,
@@ -90,7 +89,15 @@ def state_value_of(key: str, body: Any) -> bytes:
         raise InvalidRequest("byteValue is not valid base64") from None
 
 
-def add_state_routes(r: APIRouter, slot: ServiceSlot, fqfn: Callable[[str, str, str], str]) -> None:
+def add_state_routes(
+    r: APIRouter,
+    slot: ServiceSlot,
+    fqfn: Callable[[str, str, str], str],
+    kind_of: Callable[[str], ComponentKind],
+) -> None:
+    """The state and download routes on ``r`` (``fqfn`` checks a name, ``kind_of`` a
+    ``{kinds}`` path segment; both raise what :func:`~magnetar.functions.rest._answer`
+    turns into 400/404)."""
     base = "/admin/v3/functions/{tenant}/{namespace}/{name}"
 
     async def state_topic_of(tenant: str, namespace: str, name: str) -> tuple[Any, str]:
@@ -141,9 +148,7 @@ def add_state_routes(r: APIRouter, slot: ServiceSlot, fqfn: Callable[[str, str, 
         async def run() -> Response:
             from magnetar.functions.package_store import fetch_package  # the client library
 
-            kind = _KINDS.get(kinds)
-            if kind is None:
-                raise FunctionNotFound(f"unknown component type {kinds!r}")
+            kind = kind_of(kinds)
             service = await slot.get()
             record = service.get(fqfn(tenant, namespace, name), kind)
             if record.package is None:

@@ -98,19 +98,23 @@ def add_state_routes(
     """The state and download routes on ``r`` (``fqfn`` checks a name, ``kind_of`` a
     ``{kinds}`` path segment; both raise what :func:`~magnetar.functions.rest._answer`
     turns into 400/404)."""
-    base = "/admin/v3/functions/{tenant}/{namespace}/{name}"
+    # ``{kinds}`` (functions only) so that authorization treats these routes as the other
+    # functions routes: tenant admin or the namespace's "functions" action.
+    base = "/admin/v3/{kinds}/{tenant}/{namespace}/{name}"
 
-    async def state_topic_of(tenant: str, namespace: str, name: str) -> tuple[Any, str]:
+    async def state_topic_of(kinds: str, tenant: str, namespace: str, name: str) -> tuple[Any, str]:
+        if kind_of(kinds) is not ComponentKind.FUNCTION:
+            raise FunctionNotFound(f"{kinds} have no state (functions do)")
         service = await slot.get()
         service.get(fqfn(tenant, namespace, name), ComponentKind.FUNCTION)  # 404 if unknown
         return service.worker.client, state_topic_name(tenant, namespace, name)
 
     @r.get(base + "/state/{key}", summary="A key of a function's state")
-    async def query(tenant: str, namespace: str, name: str, key: str) -> Response:
+    async def query(kinds: str, tenant: str, namespace: str, name: str, key: str) -> Response:
         async def run() -> Response:
             from magnetar.functions.state_topic import query_state  # the client library
 
-            client, topic = await state_topic_of(tenant, namespace, name)
+            client, topic = await state_topic_of(kinds, tenant, namespace, name)
             entry = await query_state(client, topic, key)
             if entry is None:
                 raise FunctionNotFound(f"key '{key}' doesn't exist.")
@@ -119,11 +123,13 @@ def add_state_routes(
         return await _answer(run)
 
     @r.post(base + "/state/{key}", summary="Store a value in a function's state")
-    async def put(tenant: str, namespace: str, name: str, key: str, request: Request) -> Response:
+    async def put(
+        kinds: str, tenant: str, namespace: str, name: str, key: str, request: Request
+    ) -> Response:
         async def run() -> Response:
             from magnetar.functions.state_topic import put_state  # the client library
 
-            client, topic = await state_topic_of(tenant, namespace, name)
+            client, topic = await state_topic_of(kinds, tenant, namespace, name)
             content_type = request.headers.get("content-type", "")
             raw = await read_body(request, STATE_BODY_BYTES_MAX)
             if content_type.startswith("multipart/form-data"):
@@ -143,7 +149,7 @@ def add_state_routes(
 
         return await _answer(run)
 
-    @r.get("/admin/v3/{kinds}/{tenant}/{namespace}/{name}/download", summary="The package")
+    @r.get(base + "/download", summary="The package")
     async def download(kinds: str, tenant: str, namespace: str, name: str) -> Response:
         async def run() -> Response:
             from magnetar.functions.package_store import fetch_package  # the client library

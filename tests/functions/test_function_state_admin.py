@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -84,10 +85,29 @@ def test_querystate_and_putstate_against_a_running_function(
     assert set(seen) == {"key", "numberValue", "version"} and seen["key"] == "seen"
     assert _query(node, "last") == {"key": "last", "stringValue": "c", "version": 2}
 
-    # putstate then querystate round-trips; the running function sees the value
-    state = json.dumps({"key": "greeting", "stringValue": "hello"})
-    done = _admin(node, "functions", "putstate", "--name", "count", "--state", state)
-    assert done.returncode == 0, done.stderr
+    # querystate --watch keeps reading a key that is not there yet, until Ctrl+C
+    watched, complaints = tmp_path / "watch.out", tmp_path / "watch.err"
+    with watched.open("w") as out, complaints.open("w") as err:
+        watch = subprocess.Popen(
+            [sys.executable, "-m", "magnetar.cli.main", "admin", "--admin-url", node.http_url,
+             "--output", "json", "functions", "querystate", "--name", "count", "--key",
+             "greeting", "--watch"],
+            stdout=out, stderr=err,
+        )  # fmt: skip
+    try:
+        wait_until(
+            lambda: "key 'greeting' doesn't exist." in complaints.read_text(), 30, what="404"
+        )
+        # putstate then querystate round-trips; the running function sees the value
+        state = json.dumps({"key": "greeting", "stringValue": "hello"})
+        done = _admin(node, "functions", "putstate", "--name", "count", "--state", state)
+        assert done.returncode == 0, done.stderr
+        wait_until(lambda: '"stringValue":"hello"' in watched.read_text(), 30, what="watched")
+    finally:
+        watch.send_signal(signal.SIGINT)
+        watch.wait(30)
+    assert "Traceback" not in complaints.read_text()
+
     assert _query(node, "greeting") == {"key": "greeting", "stringValue": "hello", "version": 0}
     assert _trigger(node, "d") == "hello:d"
     wait_until(lambda: _query(node, "seen").get("numberValue") == 4, 30, what="counter at 4")

@@ -95,13 +95,6 @@ def local_cluster(
     except ServerAuthError as exc:
         click.echo(f"magnetar local-cluster: {exc}", err=True)
         sys.exit(2)
-    broker_args = forwarded_args(settings)
-    for flag, value in (
-        ("--broker-max-connections", broker_max_connections),
-        ("--broker-max-connections-per-ip", broker_max_connections_per_ip),
-    ):
-        if value is not None:
-            broker_args += (flag, str(value))
     try:
         config = LocalClusterConfig(
             data_dir=data_dir,
@@ -115,7 +108,9 @@ def local_cluster(
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,
             log_level=log_level,
-            broker_args=broker_args,
+            broker_args=broker_args(
+                settings, broker_max_connections, broker_max_connections_per_ip
+            ),
             tokens=tokens,
         )
     except ValueError as exc:
@@ -154,6 +149,23 @@ def local_cluster(
         click.echo("stopping the local cluster", err=True)
     finally:
         cluster.stop()
+
+
+def broker_args(
+    security: dict[str, Any],
+    broker_max_connections: int | None,
+    broker_max_connections_per_ip: int | None,
+) -> tuple[str, ...]:
+    """The options every broker gets: the security settings that differ from their
+    defaults, and the connection limits that were given."""
+    args = forwarded_args(security)
+    for flag, value in (
+        ("--broker-max-connections", broker_max_connections),
+        ("--broker-max-connections-per-ip", broker_max_connections_per_ip),
+    ):
+        if value is not None:
+            args += (flag, str(value))
+    return args
 
 
 def _echo_super_user(cluster: LocalCluster, tokens: ClusterTokens) -> None:

@@ -609,8 +609,8 @@ def _new_client(
 
 async def _start(client: KazooClient, hosts: str, timeout_s: float) -> None:
     """Start ``client`` and wait until it is connected, at most ``timeout_s``, without a
-    thread blocked on it (kazoo's own ``start`` blocks one): a cancelled wait leaves
-    nothing behind. On timeout or cancellation the client is stopped. Raises
+    thread blocked on it (kazoo's own ``start`` blocks one): a cancelled wait returns at
+    once. On timeout or cancellation the client is stopped. Raises
     :class:`MetadataError` on timeout."""
     loop = asyncio.get_running_loop()
     connected: asyncio.Future[None] = loop.create_future()
@@ -631,6 +631,13 @@ async def _start(client: KazooClient, hosts: str, timeout_s: float) -> None:
         client.start_async()
         async with asyncio.timeout(timeout_s):
             await connected
+    except asyncio.CancelledError:
+        client.remove_listener(listener)
+        # Not awaited, nor on the loop's executor (which the end of asyncio.run waits
+        # for): kazoo's stop waits out a connection attempt in progress, up to the session
+        # timeout against a server that accepted the connection but does not answer.
+        threading.Thread(target=_stop_client, args=(client,), daemon=True).start()
+        raise
     except BaseException as exc:
         client.remove_listener(listener)
         await asyncio.to_thread(_stop_client, client)

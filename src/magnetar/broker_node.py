@@ -38,7 +38,13 @@ from magnetar.broker.ownership import BrokerAddress, ClusterOwnership
 from magnetar.broker.service import BrokerService
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError
-from magnetar.common.shutdown import STOP_TIMEOUT_S, stop_requested, stop_step
+from magnetar.common.shutdown import (
+    STOP_TIMEOUT_S,
+    StopRequested,
+    stop_requested,
+    stop_step,
+    unless_stopped,
+)
 from magnetar.common.task_crash import report_crash
 from magnetar.ledger import LedgerClient, LedgerClientConfig
 from magnetar.managed_ledger.config import ManagedLedgerConfig
@@ -346,7 +352,10 @@ async def run(config: BrokerNodeConfig, started_at: float | None = None) -> int:
     node = BrokerNode(config)
     stop = stop_requested()
     try:
-        await node.start()
+        try:
+            await unless_stopped(node.start(), stop)
+        except StopRequested:
+            return 0
         assert node.broker is not None and node.http is not None and node.address is not None
         elapsed_ms = (time.perf_counter() - t0) * 1000
         tls_url = node.broker.service_url_tls

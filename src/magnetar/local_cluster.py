@@ -4,19 +4,31 @@ its own process with its own data directory, for demos and tests.
     cluster = LocalCluster(LocalClusterConfig(data_dir=Path("cluster"), brokers=3, bookies=3))
     cluster.start()                 # ZooKeeper, then bookies, then brokers, each waited for
     cluster.service_url             # pulsar://127.0.0.1:6650,127.0.0.1:6651,127.0.0.1:6652
+    cluster.web_service_url         # http://127.0.0.1:8080,127.0.0.1:8081,127.0.0.1:8082
     cluster.brokers[1].kill()       # SIGKILL one; .start() brings it back on its ports
     cluster.add_broker()            # one more broker; the controller moves bundles onto it
     cluster.stop()                  # brokers, then bookies, then ZooKeeper; bounded
 
 Layout under ``data_dir``: ``zookeeper/``, ``bookie-<i>/`` (the bookie's data), one
-``<name>.log`` per process (its stdout and stderr), and ``ports.json``: the ports picked at
-the first start. A bookie's id is ``host:port`` and is written into every ledger's ensemble,
-so ports are picked once and reused on every later start over the same directory.
+``<name>.log`` per process (its stdout and stderr), ``ports.json``: the ports picked at
+the first start, ``client.conf``: the cluster's URLs (and the super user's token, when the
+cluster signs its own: :mod:`magnetar.local_cluster_security`) for the CLI's ``--config``,
+and ``local-cluster.lock``. A bookie's id is ``host:port`` and is written into every
+ledger's ensemble, so ports are picked once and reused on every later start over the same
+directory.
+
+No orphans: every process is tied to the one that started the cluster by a lifeline
+(:mod:`magnetar.common.lifeline`): if that process ends in any way (SIGKILL, the OOM
+killer), ZooKeeper, the bookies and the brokers stop too. The data directory is locked
+(``flock`` on ``local-cluster.lock``) by the starting process and, inherited, by every
+process it starts: a second cluster over a directory in use is refused, even while the
+processes of a killed one are still stopping.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -24,10 +36,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from magnetar.common.errors import MagnetarError
+from magnetar.common.lifeline import Lifeline, lifeline_command
+from magnetar.local_cluster_security import ClusterTokens
 from magnetar.metadata.zookeeper_server import ZooKeeperServer, free_port
 
 READY_TIMEOUT_S = 60.0
@@ -35,14 +50,44 @@ READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
 """How long a process may take to exit after SIGTERM before it gets SIGKILL."""
 POLL_INTERVAL_S = 0.05
+LIFELINE_GRACE_MS = 10_000
+"""How long a process whose local-cluster died may take to stop before it exits hard."""
 CHROOT = "/magnetar"
+LOCK_FILE = "local-cluster.lock"
+CLIENT_CONF_FILE = "client.conf"
 _BROKER_READY = re.compile(r"magnetar broker ready: broker (\S+) .*http (\S+)")
 _BOOKIE_READY = re.compile(r"bookie (\S+) ready")
 
 
 class LocalClusterError(MagnetarError):
-    """A process of the local cluster failed to start; the message names it and quotes the
-    tail of its log."""
+    """A process of the local cluster failed to start (the message names it and quotes the
+    tail of its log), or the data directory is in use by another local cluster."""
+
+
+class DataDirLock:
+    """An exclusive ``flock`` on ``<data dir>/local-cluster.lock``, which holds the pid of the
+    process that took it. The lock belongs to the open file, so children given :attr:`fd`
+    (``pass_fds``) hold it too, until the last of them ends. :meth:`release` is idempotent."""
+
+    def __init__(self, data_dir: Path) -> None:
+        path = data_dir / LOCK_FILE
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(self.fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(self.fd)
+            raise LocalClusterError(
+                f"data directory {data_dir} is in use by another local-cluster (pid {holder}, "
+                "or the processes it started); stop it or choose another --data-dir"
+            ) from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+
+    def release(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)  # children that inherited it may hold the lock a little longer
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +112,10 @@ class LocalClusterConfig:
     broker_args: tuple[str, ...] = ()
     """More options for every ``magnetar broker`` (e.g. its authentication settings,
     ``("--authentication-enabled", "--authentication-providers", "token", ...)``)."""
+    tokens: ClusterTokens | None = None
+    """Whether the cluster signs its own tokens: the key and the super user's token are
+    made at start (:class:`~magnetar.local_cluster_security.ClusterTokens`) and every broker
+    gets them; ``broker_args`` turn token authentication on."""
 
     def __post_init__(self) -> None:
         if self.brokers < 1 or self.bookies < 1:
@@ -83,14 +132,24 @@ class LocalClusterConfig:
 class ClusterProcess:
     """One child process (a bookie or a broker): started in its own session (so a Ctrl+C
     in the terminal reaches only ``local-cluster``, which stops the children in order),
-    output appended to ``log_path``, ready once its ready line appears there."""
+    tied to this process by a lifeline, given the fds ``inherited`` (the data directory's
+    lock), output appended to ``log_path``, ready once its ready line appears there."""
 
-    def __init__(self, name: str, args: list[str], log_path: Path, ready: re.Pattern[str]):
+    def __init__(
+        self,
+        name: str,
+        args: list[str],
+        log_path: Path,
+        ready: re.Pattern[str],
+        inherited: Sequence[int] = (),
+    ):
         self.name = name
         self.args = args
         self.log_path = log_path
         self._ready = ready
+        self._inherited = tuple(inherited)
         self.proc: subprocess.Popen[bytes] | None = None
+        self._lifeline: Lifeline | None = None
         self.ready_match: re.Match[str] | None = None
         self._offset = 0
 
@@ -112,14 +171,24 @@ class ClusterProcess:
             return
         self._offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         self.ready_match = None
+        self._close_lifeline()
+        self._lifeline = lifeline = Lifeline()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                self.args,
+                lifeline_command(lifeline.child_fd, self.args, grace_ms=LIFELINE_GRACE_MS),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
+                pass_fds=(lifeline.child_fd, *self._inherited),
             )
+        lifeline.child_started()
+
+    def _close_lifeline(self) -> None:
+        """Once the process has ended (a live one would take it as its parent's end)."""
+        lifeline, self._lifeline = self._lifeline, None
+        if lifeline is not None:
+            lifeline.close()
 
     def wait_ready(self, ready_timeout_s: float = READY_TIMEOUT_S) -> None:
         """Wait for the ready line printed since :meth:`launch`; raises
@@ -165,6 +234,7 @@ class ClusterProcess:
         self.signal(signal.SIGKILL)
         if self.proc is not None:
             self.proc.wait()
+        self._close_lifeline()
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM; SIGKILL if it has not exited within ``timeout_s``."""
@@ -176,6 +246,7 @@ class ClusterProcess:
             self.proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
             self.kill()
+        self._close_lifeline()
 
 
 class LocalCluster:
@@ -187,6 +258,7 @@ class LocalCluster:
         self.zookeeper: ZooKeeperServer | None = None
         self.bookies: list[ClusterProcess] = []
         self.brokers: list[ClusterProcess] = []
+        self._lock: DataDirLock | None = None
 
     @property
     def metadata_url(self) -> str:
@@ -200,8 +272,21 @@ class LocalCluster:
         return "pulsar://" + ",".join(hosts)
 
     @property
+    def web_service_url(self) -> str:
+        """All brokers' HTTP addresses in one URL, as Pulsar's ``webServiceUrl`` takes it."""
+        hosts = [_host_port(self._broker_urls(b)[1]) for b in self.brokers]
+        return "http://" + ",".join(hosts)
+
+    @property
     def admin_url(self) -> str:
+        """The first broker's HTTP URL."""
         return self._broker_urls(self.brokers[0])[1]
+
+    @property
+    def client_conf(self) -> Path:
+        """``client.conf`` for the CLI's ``--config``: the URLs and, when the cluster signs
+        its own tokens, the super user's token."""
+        return self.data_dir / CLIENT_CONF_FILE
 
     def broker_service_url(self, index: int) -> str:
         return self._broker_urls(self.brokers[index])[0]
@@ -215,15 +300,28 @@ class LocalCluster:
         return broker.ready_match.group(1), broker.ready_match.group(2)
 
     def processes(self) -> list[ClusterProcess]:
+        """The bookies and the brokers (ZooKeeper is :attr:`zookeeper`)."""
         return [*self.bookies, *self.brokers]
+
+    def process_table(self) -> list[tuple[str, int | None, Path]]:
+        """(name, pid, log) of every process, ZooKeeper first; ZooKeeper's pid is its
+        supervisor's (:attr:`ZooKeeperServer.pid`)."""
+        rows = [(p.name, p.pid, p.log_path) for p in self.processes()]
+        if self.zookeeper is not None:
+            rows.insert(0, ("zookeeper", self.zookeeper.pid, self.zookeeper.log_file))
+        return rows
 
     def start(self) -> None:
         """Start everything, in order; on a failure, stop what started and raise
-        :class:`LocalClusterError`."""
+        :class:`LocalClusterError` (also when another local cluster uses the data
+        directory)."""
         cfg = self.config
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        ports = self._ports()
+        self._lock = DataDirLock(self.data_dir)
         try:
+            ports = self._ports()
+            if cfg.tokens is not None:
+                cfg.tokens.ensure(self.data_dir)
             self.zookeeper = ZooKeeperServer(
                 self.data_dir / "zookeeper",
                 port=ports["zookeeper"][0],
@@ -236,9 +334,23 @@ class LocalCluster:
                 self._broker(i, ports["brokers"][i], ports["http"][i]) for i in range(cfg.brokers)
             ]
             _start_all(self.brokers)
+            self._write_client_conf()
         except BaseException:
             self.stop()
             raise
+
+    def _write_client_conf(self) -> None:
+        lines = [
+            "# written by magnetar local-cluster: magnetar --config <this file> admin ...",
+            f"webServiceUrl={self.web_service_url}",
+            f"brokerServiceUrl={self.service_url}",
+        ]
+        if self.config.tokens is not None:
+            lines += [
+                "authPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken",
+                f"authParams={ClusterTokens.token_file(self.data_dir).as_uri()}",
+            ]
+        self.client_conf.write_text("\n".join(lines) + "\n")
 
     def add_broker(self) -> ClusterProcess:
         """Start one more broker on the next ports (kept in ``ports.json`` like the
@@ -299,8 +411,9 @@ class LocalCluster:
             "--session-timeout-s", str(cfg.session_timeout_s),
         )  # fmt: skip
         return ClusterProcess(
-            f"bookie-{index}", args, self.data_dir / f"bookie-{index}.log", _BOOKIE_READY
-        )
+            f"bookie-{index}", args, self.data_dir / f"bookie-{index}.log", _BOOKIE_READY,
+            self._inherited(),
+        )  # fmt: skip
 
     def _broker(self, index: int, port: int, http_port: int) -> ClusterProcess:
         cfg = self.config
@@ -315,10 +428,16 @@ class LocalCluster:
             "--session-timeout-s", str(cfg.session_timeout_s),
             "--log-level", cfg.log_level,
             *cfg.broker_args,
+            *(() if cfg.tokens is None else cfg.tokens.broker_args(self.data_dir)),
         )  # fmt: skip
         return ClusterProcess(
-            f"broker-{index}", args, self.data_dir / f"broker-{index}.log", _BROKER_READY
-        )
+            f"broker-{index}", args, self.data_dir / f"broker-{index}.log", _BROKER_READY,
+            self._inherited(),
+        )  # fmt: skip
+
+    def _inherited(self) -> tuple[int, ...]:
+        """The data directory's lock, held by every child too (see the module docstring)."""
+        return () if self._lock is None else (self._lock.fd,)
 
     def exited(self) -> list[ClusterProcess]:
         """The children that have exited (killed, crashed or stopped one by one)."""
@@ -335,6 +454,9 @@ class LocalCluster:
         zookeeper, self.zookeeper = self.zookeeper, None
         if zookeeper is not None:
             zookeeper.stop()
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
 
 
 def _start_all(group: list[ClusterProcess]) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from magnetar.bookie.gc_tuning import (
 )
 from magnetar.cli.server_setup import configure_logging, install_uvloop
 from magnetar.common.gil import tune_gil_for_serving
+from magnetar.common.shutdown import StopRequested, stop_requested, unless_stopped
 
 METADATA_URL_SCHEMES = ("zk://", "sqlite://", "memory:")
 
@@ -136,12 +136,14 @@ async def _run(
     from magnetar.ledger.replication_worker import ReplicationWorker
     from magnetar.metadata import connect
 
-    store = await connect(metadata_url, session_timeout_s=session_timeout_s)
+    stop = stop_requested()
+    try:
+        store = await unless_stopped(
+            connect(metadata_url, session_timeout_s=session_timeout_s), stop
+        )
+    except StopRequested:
+        return
     node = Bookie(config, store)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     client: LedgerClient | None = None
     worker: ReplicationWorker | None = None
     try:

@@ -1,18 +1,29 @@
 """``magnetar local-cluster``: ZooKeeper, bookies and brokers on loopback until Ctrl+C
-(see :mod:`magnetar.local_cluster`)."""
+(see :mod:`magnetar.local_cluster`).
+
+The servers' security options (one declaration:
+:data:`magnetar.auth.server_options.SERVER_AUTH_OPTIONS`) and the brokers' connection limits
+are passed on to every broker (:mod:`magnetar.local_cluster_security`); settings that cannot
+work end the command before anything starts, in one line with exit status 2.
+"""
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 
+from magnetar.auth.server_options import ServerAuthError
+from magnetar.cli.server_auth import server_auth_option_values
 from magnetar.cli.standalone_cmd import LOG_LEVELS
 from magnetar.local_cluster import LocalCluster, LocalClusterConfig
+from magnetar.local_cluster_security import ClusterTokens, forwarded_args, plan_security
 
 CHILD_CHECK_INTERVAL_S = 0.5
 
@@ -42,6 +53,21 @@ CHILD_CHECK_INTERVAL_S = 0.5
 @click.option("--write-quorum", default=2, show_default=True, type=click.IntRange(1))
 @click.option("--ack-quorum", default=2, show_default=True, type=click.IntRange(1))
 @click.option("--log-level", default="INFO", show_default=True, type=click.Choice(LOG_LEVELS))
+@click.option(
+    "--broker-max-connections",
+    default=None,
+    type=click.IntRange(min=0),
+    help="Passed on to every broker: refuse client connections beyond this many "
+    "(brokerMaxConnections; 0: no limit; unset: the broker's default).",
+)
+@click.option(
+    "--broker-max-connections-per-ip",
+    default=None,
+    type=click.IntRange(min=0),
+    help="Passed on to every broker: refuse a client IP's connections beyond this many "
+    "(brokerMaxConnectionsPerIp).",
+)
+@server_auth_option_values
 def local_cluster(
     brokers: int,
     bookies: int,
@@ -54,10 +80,21 @@ def local_cluster(
     write_quorum: int,
     ack_quorum: int,
     log_level: str,
+    broker_max_connections: int | None,
+    broker_max_connections_per_ip: int | None,
+    server_auth_values: dict[str, Any],
 ) -> None:
     """A real ZooKeeper plus N brokers and M bookies on 127.0.0.1, each its own process,
-    until Ctrl+C or SIGTERM (then all stop: brokers, bookies, ZooKeeper)."""
+    until Ctrl+C or SIGTERM (then all stop: brokers, bookies, ZooKeeper). They stop too if
+    this command is killed. The security options are passed on to every broker; with
+    --authentication-enabled --authentication-providers token and no key, the cluster makes
+    its own key and a super user's token (docs/cluster.md)."""
     t0 = time.perf_counter()
+    try:
+        settings, tokens = plan_security(server_auth_values)
+    except ServerAuthError as exc:
+        click.echo(f"magnetar local-cluster: {exc}", err=True)
+        sys.exit(2)
     try:
         config = LocalClusterConfig(
             data_dir=data_dir,
@@ -71,6 +108,10 @@ def local_cluster(
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,
             log_level=log_level,
+            broker_args=broker_args(
+                settings, broker_max_connections, broker_max_connections_per_ip
+            ),
+            tokens=tokens,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
@@ -85,11 +126,13 @@ def local_cluster(
     try:
         cluster.start()  # raises LocalClusterError (one line, via CliGroup) and stops all
         elapsed_s = time.perf_counter() - t0
-        for p in cluster.processes():
-            click.echo(f"  {p.name:<10} pid {p.pid:<8} log {p.log_path}")
+        for name, pid, log_path in cluster.process_table():
+            click.echo(f"  {name:<10} pid {pid!s:<8} log {log_path}")
+        if tokens is not None:
+            _echo_super_user(cluster, tokens)
         click.echo(
             f"magnetar local-cluster ready: service {cluster.service_url} "
-            f"admin {cluster.admin_url} metadata {cluster.metadata_url} "
+            f"admin {cluster.web_service_url} metadata {cluster.metadata_url} "
             f"data {cluster.data_dir} ({elapsed_s:.1f} s)"
         )
         reported: set[str] = set()
@@ -106,3 +149,28 @@ def local_cluster(
         click.echo("stopping the local cluster", err=True)
     finally:
         cluster.stop()
+
+
+def broker_args(
+    security: dict[str, Any],
+    broker_max_connections: int | None,
+    broker_max_connections_per_ip: int | None,
+) -> tuple[str, ...]:
+    """The options every broker gets: the security settings that differ from their
+    defaults, and the connection limits that were given."""
+    args = forwarded_args(security)
+    for flag, value in (
+        ("--broker-max-connections", broker_max_connections),
+        ("--broker-max-connections-per-ip", broker_max_connections_per_ip),
+    ):
+        if value is not None:
+            args += (flag, str(value))
+    return args
+
+
+def _echo_super_user(cluster: LocalCluster, tokens: ClusterTokens) -> None:
+    click.echo(
+        f"  super user {tokens.super_user!r}: token in "
+        f"{ClusterTokens.token_file(cluster.data_dir)} (key {ClusterTokens.key_file(cluster.data_dir)});"
+        f" the CLI with it: magnetar --config {cluster.client_conf} admin tenants list"
+    )

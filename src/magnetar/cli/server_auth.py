@@ -28,7 +28,7 @@ from magnetar.auth.server_options import (
     server_auth_from,
 )
 
-__all__ = ["ServerAuth", "server_auth_options"]
+__all__ = ["ServerAuth", "server_auth_option_values", "server_auth_options"]
 
 
 def _click_option(spec: OptionSpec) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -57,16 +57,28 @@ def server_auth_options(f: Callable[..., Any]) -> Callable[..., Any]:
     ``server_auth: ServerAuth`` argument."""
 
     @functools.wraps(f)
-    def command(*args: Any, **kwargs: Any) -> Any:
-        values = {spec.key: kwargs.pop(spec.key) for spec in SERVER_AUTH_OPTIONS}
+    def command(*args: Any, server_auth_values: dict[str, Any], **kwargs: Any) -> Any:
         try:
-            server_auth = server_auth_from(values)
+            server_auth = server_auth_from(server_auth_values)
         except ServerAuthError as exc:
             ctx = click.get_current_context(silent=True)
             name = f"magnetar {ctx.info_name}" if ctx is not None else "magnetar"
             click.echo(f"{name}: {exc}", err=True)
             sys.exit(2)
         return f(*args, server_auth=server_auth, **kwargs)
+
+    return server_auth_option_values(command)
+
+
+def server_auth_option_values(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Adds the same options to a command that passes them on to the servers it starts
+    (``magnetar local-cluster``): it receives them unchecked, as one
+    ``server_auth_values: dict[str, Any]`` keyed by :attr:`OptionSpec.key`."""
+
+    @functools.wraps(f)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        values = {spec.key: kwargs.pop(spec.key) for spec in SERVER_AUTH_OPTIONS}
+        return f(*args, server_auth_values=values, **kwargs)
 
     decorated: Callable[..., Any] = command
     for spec in reversed(SERVER_AUTH_OPTIONS):

@@ -8,7 +8,7 @@ process imports the function, runs the instance until SIGTERM or SIGINT, and kee
 ``STATUS.json`` (an :class:`InstanceStatus` document) current: at start, when the input
 subscription exists, every :data:`STATUS_INTERVAL_MS`, and last when it ends. With
 ``--lifeline-fd`` it also stops when that pipe reaches end-of-file, that is when the worker
-that started it has ended (see :mod:`magnetar.functions.lifeline`).
+that started it has ended (see :mod:`magnetar.common.lifeline`).
 
 Exit codes: 0 stopped by a signal; :data:`EXIT_PACKAGE_ERROR` the package cannot be
 imported (permanent: the runtime does not restart it); 1 the instance failed (the runtime
@@ -28,12 +28,12 @@ import sys
 from pathlib import Path
 
 from magnetar.common.clock import SystemClock
+from magnetar.common.lifeline import watch_lifeline
 from magnetar.functions.function_loader import PackageError, PreparedPackage
 from magnetar.functions.instance_factory import InstanceMaker, load_instance
 from magnetar.functions.instance_spec import InstanceSpec
 from magnetar.functions.instance_stats import InstanceStats
 from magnetar.functions.instance_status import InstanceStatus
-from magnetar.functions.lifeline import watch_lifeline
 
 STATUS_INTERVAL_MS = 250
 EXIT_PACKAGE_ERROR = 3

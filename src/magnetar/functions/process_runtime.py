@@ -15,7 +15,7 @@ starts the process and supervises it:
   :data:`EXIT_PACKAGE_ERROR`) is not restarted.
 * stop: SIGTERM, then SIGKILL after ``stop_timeout_ms``.
 * a worker that dies (even by SIGKILL) takes its instance processes with it: each holds the
-  read end of a :class:`~magnetar.functions.lifeline.Lifeline` pipe whose end-of-file stops
+  read end of a :class:`~magnetar.common.lifeline.Lifeline` pipe whose end-of-file stops
   it, so the instances the leader reassigns elsewhere never run twice.
 """
 
@@ -29,12 +29,12 @@ import signal
 from pathlib import Path
 
 from magnetar.common.clock import Clock, SystemClock
+from magnetar.common.lifeline import Lifeline
 from magnetar.functions.function_loader import PackageError
 from magnetar.functions.instance_factory import prepare_instance
 from magnetar.functions.instance_main import EXIT_PACKAGE_ERROR, read_status
 from magnetar.functions.instance_spec import InstanceSpec
 from magnetar.functions.instance_status import InstanceStatus
-from magnetar.functions.lifeline import Lifeline
 from magnetar.functions.restart_backoff import RestartBackoff
 
 STOP_TIMEOUT_MS = 5_000

@@ -7,7 +7,10 @@ kazoo's blocking start/stop in a worker thread.
 
 Session states map one to one from kazoo's: ``CONNECTED``, ``SUSPENDED`` (connection lost,
 session maybe alive; requests queue until reconnection or fail with :class:`ConnectionLoss`
-after ``2 x session timeout``), ``LOST`` (session expired). On LOST the kazoo client is
+after ``2 x session timeout``; but once the process is stopping, SIGTERM or SIGINT
+(:mod:`magnetar.common.shutdown`), they fail at once: a process that is leaving does not wait
+for an unreachable ZooKeeper, whose session and ephemeral nodes go without it), ``LOST``
+(session expired). On LOST the kazoo client is
 stopped, so this store never silently continues under a fresh session: every later call
 raises :class:`SessionExpired`.
 
@@ -38,6 +41,7 @@ from kazoo.retry import KazooRetry
 
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MetadataError
+from magnetar.common.shutdown import on_stop_requested, stopping
 from magnetar.metadata import path as paths
 from magnetar.metadata.notifications import NotificationStream, SessionStateStream, StreamHub
 from magnetar.metadata.store import (
@@ -135,7 +139,11 @@ class ZooKeeperStore:
         self._known_children: dict[str, set[str]] = {}
         self._watched: set[str] = set()
         self._pump = asyncio.create_task(self._pump_watches(), name="zk-watch-pump")
+        # Requests waiting on the server (loop thread only), failed at once when the
+        # process stops while the server is unreachable.
+        self._pending: set[asyncio.Future[Any]] = set()
         client.add_listener(self._on_kazoo_state)
+        self._unregister_stop = on_stop_requested(self._on_process_stop)
 
     @classmethod
     async def open(
@@ -147,16 +155,13 @@ class ZooKeeperStore:
         value_size_max_bytes: int = VALUE_SIZE_MAX_BYTES,
     ) -> ZooKeeperStore:
         """Connect (within ``session_timeout_s``) and create the chroot if missing.
-        Raises :class:`MetadataError` when the ensemble cannot be reached."""
+        Raises :class:`MetadataError` when the ensemble cannot be reached. Cancellable: no
+        thread is left waiting for the connection."""
         hosts, chroot = parse_url(url)
         if chroot:
             await _ensure_chroot(hosts, chroot, session_timeout_s)
         client = _new_client(hosts + chroot, session_timeout_s)
-        try:
-            await asyncio.to_thread(client.start, session_timeout_s)
-        except Exception as exc:
-            await asyncio.to_thread(_stop_client, client)
-            raise MetadataError(f"cannot connect to ZooKeeper {hosts}: {exc}") from exc
+        await _start(client, hosts, session_timeout_s)
         return cls(
             client,
             hosts,
@@ -194,6 +199,7 @@ class ZooKeeperStore:
         if new is self._state:
             return
         self._state = new
+        self._fail_pending_if_leaving()
         self._hub.publish_state(new, threadsafe=False)
         if new is SessionState.LOST:
             self._hub.end_all(threadsafe=False)  # nothing more can happen in this session
@@ -205,6 +211,28 @@ class ZooKeeperStore:
     def _check_alive(self) -> None:
         if self._closed or self._lost.is_set():
             raise SessionExpired(f"session {self._session_id:#x} is lost")
+        if self._leaving():
+            raise self._unreachable()
+
+    def _leaving(self) -> bool:
+        """Stopping while the server is unreachable (see the module docstring)."""
+        return self._state is SessionState.SUSPENDED and stopping()
+
+    def _unreachable(self) -> ConnectionLoss:
+        return ConnectionLoss(
+            f"ZooKeeper {self._hosts} is unreachable and this process is stopping"
+        )
+
+    def _on_process_stop(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing waits
+            self._loop.call_soon_threadsafe(self._fail_pending_if_leaving)
+
+    def _fail_pending_if_leaving(self) -> None:
+        if not self._leaving():
+            return
+        for future in self._pending:
+            if not future.done():
+                future.set_exception(self._unreachable())
 
     def _check_value(self, value: bytes) -> bytes:
         if len(value) > self._value_size_max_bytes:
@@ -255,12 +283,15 @@ class ZooKeeperStore:
             start(*args, **kwargs).rawlink(completed)
         except kz.KazooException as exc:
             raise self._translate(exc) from exc
+        self._pending.add(future)
         try:
             async with asyncio.timeout(self._request_timeout_s):
                 return await future
         except TimeoutError:
             self._check_alive()
             raise ConnectionLoss(f"no reply in {self._request_timeout_s} s") from None
+        finally:
+            self._pending.discard(future)
 
     # -- MetadataStore -----------------------------------------------------------------------
 
@@ -551,6 +582,7 @@ class ZooKeeperStore:
         if self._closed:
             return
         self._closed = True
+        self._unregister_stop()
         self._pump.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._pump
@@ -575,6 +607,47 @@ def _new_client(
     )
 
 
+async def _start(client: KazooClient, hosts: str, timeout_s: float) -> None:
+    """Start ``client`` and wait until it is connected, at most ``timeout_s``, without a
+    thread blocked on it (kazoo's own ``start`` blocks one): a cancelled wait returns at
+    once. On timeout or cancellation the client is stopped. Raises
+    :class:`MetadataError` on timeout."""
+    loop = asyncio.get_running_loop()
+    connected: asyncio.Future[None] = loop.create_future()
+
+    def on_connected() -> None:
+        if not connected.done():
+            connected.set_result(None)
+
+    def listener(state: str) -> bool:  # kazoo's thread; True removes the listener
+        if state != KazooState.CONNECTED:
+            return False
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(on_connected)
+        return True
+
+    client.add_listener(listener)
+    try:
+        client.start_async()
+        async with asyncio.timeout(timeout_s):
+            await connected
+    except asyncio.CancelledError:
+        client.remove_listener(listener)
+        # Not awaited, nor on the loop's executor (which the end of asyncio.run waits
+        # for): kazoo's stop waits out a connection attempt in progress, up to the session
+        # timeout against a server that accepted the connection but does not answer.
+        threading.Thread(target=_stop_client, args=(client,), daemon=True).start()
+        raise
+    except BaseException as exc:
+        client.remove_listener(listener)
+        await asyncio.to_thread(_stop_client, client)
+        if isinstance(exc, TimeoutError):
+            raise MetadataError(
+                f"cannot connect to ZooKeeper {hosts}: Connection time-out"
+            ) from None
+        raise
+
+
 def _stop_client(client: KazooClient) -> None:
     with contextlib.suppress(Exception):
         client.stop()
@@ -583,15 +656,11 @@ def _stop_client(client: KazooClient) -> None:
 
 
 async def _ensure_chroot(hosts: str, chroot: str, session_timeout_s: float) -> None:
-    def ensure() -> None:
-        client = _new_client(hosts, session_timeout_s)
-        try:
-            client.start(session_timeout_s)
-            client.ensure_path(chroot)
-        finally:
-            _stop_client(client)
-
+    client = _new_client(hosts, session_timeout_s)
+    await _start(client, hosts, session_timeout_s)
     try:
-        await asyncio.to_thread(ensure)
+        await asyncio.to_thread(client.ensure_path, chroot)
     except Exception as exc:
         raise MetadataError(f"cannot connect to ZooKeeper {hosts}: {exc}") from exc
+    finally:
+        await asyncio.to_thread(_stop_client, client)

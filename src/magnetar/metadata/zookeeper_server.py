@@ -2,7 +2,9 @@
 
 Used by the test suite, the benchmarks and ``magnetar local-cluster``. The server runs as a
 child process (``java ... QuorumPeerMain zoo.cfg``) listening on ``127.0.0.1`` only, with its
-configuration, data and log in one directory (a fresh temporary one unless given).
+configuration, data and log in one directory (a fresh temporary one unless given). It is tied
+to the process that started it by a lifeline (:mod:`magnetar.common.lifeline`; ``java`` runs
+under its small supervisor): it ends when that process ends, SIGKILL included.
 
 Settings chosen for local use: ``tickTime`` 200 ms with ``minSessionTimeout`` 1 s, so tests
 can use short sessions and expiry is detected within a tick or two; ``jute.maxbuffer`` 4 MiB
@@ -24,6 +26,7 @@ import time
 from pathlib import Path
 
 from magnetar.common.errors import MetadataError
+from magnetar.common.lifeline import Lifeline, lifeline_command
 
 JAVA_LIB_DIR = Path("/usr/share/java")
 _JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-log4j12.jar", "log4j-1.2.jar")
@@ -95,6 +98,7 @@ class ZooKeeperServer:
         self._java = java
         self._heap_max_mb = heap_max_mb
         self._process: subprocess.Popen[bytes] | None = None
+        self._lifeline: Lifeline | None = None
 
     @property
     def address(self) -> str:
@@ -110,6 +114,8 @@ class ZooKeeperServer:
 
     @property
     def pid(self) -> int | None:
+        """The pid of ZooKeeper's supervisor (:mod:`magnetar.common.lifeline_child`):
+        SIGTERM, SIGINT and SIGHUP reach ZooKeeper through it, and ZooKeeper dies with it."""
         return None if self._process is None else self._process.pid
 
     def _write_config(self) -> Path:
@@ -174,13 +180,18 @@ class ZooKeeperServer:
             if not self._requested_port:
                 self.port = free_port()
             cfg = self._write_config()
-            self._process = subprocess.Popen(
-                self._command(cfg),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=open(self.directory / "stderr.log", "ab"),  # noqa: SIM115
-                start_new_session=True,  # a Ctrl-C in a terminal is ours to forward
-            )
+            command = self._command(cfg)
+            self._lifeline = lifeline = Lifeline()
+            with open(self.directory / "stderr.log", "ab") as stderr:
+                self._process = subprocess.Popen(
+                    lifeline_command(lifeline.child_fd, command),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    start_new_session=True,  # a Ctrl-C in a terminal is ours to forward
+                    pass_fds=(lifeline.child_fd,),
+                )
+            lifeline.child_started()
             try:
                 self._wait_ready(start_timeout_s)
                 return
@@ -215,15 +226,16 @@ class ZooKeeperServer:
 
     def _kill(self) -> None:
         process, self._process = self._process, None
-        if process is None:
-            return
-        if process.poll() is None:
+        lifeline, self._lifeline = self._lifeline, None
+        if process is not None and process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                process.kill()
+                process.kill()  # ZooKeeper gets the parent-death signal
                 process.wait(timeout=10)
+        if lifeline is not None:
+            lifeline.close()
 
     def stop(self) -> None:
         self._kill()

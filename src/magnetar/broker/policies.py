@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 from urllib.parse import quote, unquote
 
-from magnetar.auth.rate_limit import (
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.rate_limit import (
     NO_DISPATCH_LIMIT,
     NO_LIMIT,
     NO_SUBSCRIBE_LIMIT,
@@ -53,7 +54,6 @@ from magnetar.auth.rate_limit import (
     PublishRate,
     SubscribeRate,
 )
-from magnetar.broker.config import BrokerConfig
 from magnetar.common.errors import MagnetarError, MetadataError
 from magnetar.common.names import NamespaceName, TopicName
 from magnetar.managed_ledger.config import BacklogQuotaPolicy as MlQuotaPolicy

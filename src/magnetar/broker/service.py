@@ -44,17 +44,17 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from magnetar.auth import AuthenticationService
-from magnetar.auth.connection_limit import ConnectionLimiter
-from magnetar.auth.rate_limit import PublishRateLimiter
 from magnetar.broker.access import AccessControl
 from magnetar.broker.compactor import Compactor
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
+from magnetar.broker.connection_limit import ConnectionLimiter
 from magnetar.broker.controller.bundles import BundleId
 from magnetar.broker.ownership import ClusterOwnership
 from magnetar.broker.partial_frames import PartialFrameBudget
 from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
 from magnetar.broker.publish_buffer import PublishBuffer
+from magnetar.broker.rate_limit import PublishRateLimiter
 from magnetar.broker.stats import MeterSampler
 from magnetar.broker.tls import TLS_HANDSHAKE_TIMEOUT_S, server_ssl_context
 from magnetar.broker.topic import Topic

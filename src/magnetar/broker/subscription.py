@@ -33,7 +33,6 @@ from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from magnetar.auth.rate_limit import DispatchRateLimiter
 from magnetar.broker import subscription_rules as rules
 from magnetar.broker.consumer import Consumer, PendingEntries
 from magnetar.broker.delayed_delivery import DelayedDeliveryFull, DelayedDeliveryTracker
@@ -48,6 +47,7 @@ from magnetar.broker.failover import (
     StartDispatch,
 )
 from magnetar.broker.key_shared import HashRange, KeySharedRouter, sticky_key, sticky_key_hash
+from magnetar.broker.rate_limit import DispatchRateLimiter
 from magnetar.broker.redelivery_tracker import RedeliveryTracker, redelivery_tracker_for
 from magnetar.broker.shared_dispatch import SharedConsumerRing
 from magnetar.common.clock import Timer

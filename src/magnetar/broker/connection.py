@@ -133,7 +133,7 @@ class ServerConnection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._writable.set()
         self._traffic = True
-        self._keepalive: asyncio.TimerHandle | None = None
+        self._keepalive: Timer | None = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------
 
@@ -388,8 +388,7 @@ class ServerConnection(asyncio.Protocol):
     def _schedule_keepalive(self) -> None:
         interval_s = self.service.config.keep_alive_interval_ms / 1000
         if interval_s > 0:
-            loop = asyncio.get_running_loop()
-            self._keepalive = loop.call_later(interval_s, self._on_keepalive)
+            self._keepalive = self.service.clock.call_later(interval_s, self._on_keepalive)
 
     def _on_keepalive(self) -> None:
         if self.closed:

@@ -162,11 +162,15 @@ class ServerConnection(asyncio.Protocol):
         self._writable.set()
         self._release_partial_frame()
         self.service.publish_buffer.forget(self)
+        # a clock's timer keeps its callback (a method of this connection) after cancel():
+        # dropped here, so no cycle outlives the connection (freed by reference counting)
         if self._keepalive is not None:
             self._keepalive.cancel()
+            self._keepalive = None
         self.auth.close()
         if self._rate_timer is not None:
             self._rate_timer.cancel()
+            self._rate_timer = None
         for task in [*self._pending_producers.values(), *self._pending_consumers.values()]:
             task.cancel()
         for producer in [*self.producers.values(), *self.queued_producers.values()]:

@@ -50,15 +50,6 @@ class Member:
     blocked_on_unacked: bool = False
     sent: list[Sent] = field(default_factory=list)
 
-    def check_unacked(self, limit: int) -> bool:
-        if limit <= 0:
-            self.blocked_on_unacked = False
-        elif self.blocked_on_unacked:
-            self.blocked_on_unacked = self.pending.messages > limit // 2
-        else:
-            self.blocked_on_unacked = self.pending.messages >= limit
-        return self.blocked_on_unacked
-
     def send(
         self,
         position: Position,

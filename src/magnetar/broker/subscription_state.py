@@ -89,7 +89,7 @@ position, tell a consumer whether it is active, run the dispatcher."""
 class DispatchConsumer(Protocol):
     """A consumer as the core sees it. ``uid`` keys it in the subscription; ``permits`` and
     ``pending`` change as it is sent entries (by its own :meth:`send` / :meth:`send_run`)
-    and as it acknowledges them (here)."""
+    and as it acknowledges them (here); ``blocked_on_unacked`` is kept here."""
 
     uid: int
     name: str
@@ -97,11 +97,6 @@ class DispatchConsumer(Protocol):
     permits: int
     pending: PendingEntries
     blocked_on_unacked: bool
-
-    def check_unacked(self, limit: int) -> bool:
-        """Whether the unacked-messages ``limit`` (0 = none) blocks it now (hysteresis:
-        blocked at the limit, released at half)."""
-        ...
 
     def send(
         self,
@@ -167,6 +162,17 @@ def key_shared_policy_of(meta: KeySharedMeta | None) -> rules.KeySharedPolicy:
     return rules.KeySharedPolicy(
         rules.KeySharedMode(int(meta.key_shared_mode)), meta.allow_out_of_order_delivery
     )
+
+
+def unacked_limit_blocks(blocked: bool, unacked_messages: int, limit: int) -> bool:
+    """Whether a max-unacked-messages ``limit`` (0 or less: none) blocks a consumer or a
+    subscription holding ``unacked_messages``, ``blocked`` before: Java's hysteresis,
+    blocked at the limit, released at half of it."""
+    if limit <= 0:
+        return False
+    if blocked:
+        return unacked_messages > limit // 2
+    return unacked_messages >= limit
 
 
 def _popcount(words: Sequence[int]) -> int:
@@ -511,17 +517,19 @@ class SubscriptionState(Generic[C]):
     def unacked_gate(self, limit_per_subscription: int, limit_per_consumer: int) -> bool:
         """Apply the max-unacked-messages limits (Shared/Key_Shared, as Java; 0 = none):
         True when the whole subscription is blocked; marks blocked consumers."""
-        if limit_per_subscription <= 0:
-            self.blocked_on_unacked = False
-        else:
-            total = sum(c.pending.messages for c in self.consumers.values())
-            if self.blocked_on_unacked:
-                self.blocked_on_unacked = total > limit_per_subscription // 2
-            else:
-                self.blocked_on_unacked = total >= limit_per_subscription
+        total = (
+            sum(c.pending.messages for c in self.consumers.values())
+            if limit_per_subscription > 0
+            else 0
+        )
+        self.blocked_on_unacked = unacked_limit_blocks(
+            self.blocked_on_unacked, total, limit_per_subscription
+        )
         ring = self.ring
         for c in self.consumers.values():
-            blocked = c.check_unacked(limit_per_consumer)
+            blocked = c.blocked_on_unacked = unacked_limit_blocks(
+                c.blocked_on_unacked, c.pending.messages, limit_per_consumer
+            )
             if ring is not None:
                 ring.set_blocked(c.uid, blocked)
         return self.blocked_on_unacked

@@ -6,6 +6,7 @@ message names the field, so a malformed admin value is refused with a one-line r
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from magnetar.common.errors import MetadataError
@@ -46,3 +47,16 @@ def opt_bool(body: dict[str, Any], key: str) -> bool | None:
     if value is not None and not isinstance(value, bool):
         raise PolicyError(f"{key} must be true or false")
     return value
+
+
+def json_value(data: bytes, what: str) -> Any:
+    """The JSON value a stored node holds (empty bytes: ``{}``)."""
+    try:
+        return json.loads(data) if data.strip() else {}
+    except ValueError as exc:
+        raise PolicyError(f"{what} are not JSON: {exc}") from exc
+
+
+def json_bytes(value: dict[str, Any]) -> bytes:
+    """``value`` as stored: canonical JSON (sorted keys)."""
+    return json.dumps(value, sort_keys=True).encode()

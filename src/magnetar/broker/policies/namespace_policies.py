@@ -5,7 +5,6 @@ by the admin API round-trips unchanged; ``None`` means "not set here"."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -18,7 +17,9 @@ from magnetar.broker.policies.backlog_quota import (
 )
 from magnetar.broker.policies.json_fields import (
     PolicyError,
+    json_bytes,
     json_object,
+    json_value,
     opt_bool,
     opt_int,
 )
@@ -92,7 +93,7 @@ class Policies:
         return body
 
     def encode(self) -> bytes:
-        return json.dumps(self.to_json(), sort_keys=True).encode()
+        return json_bytes(self.to_json())
 
     @classmethod
     def from_json(cls, value: Any) -> Policies:
@@ -138,8 +139,4 @@ class Policies:
 
     @classmethod
     def decode(cls, data: bytes) -> Policies:
-        try:
-            value = json.loads(data) if data.strip() else {}
-        except ValueError as exc:
-            raise PolicyError(f"namespace policies are not JSON: {exc}") from exc
-        return cls.from_json(value)
+        return cls.from_json(json_value(data, "namespace policies"))

@@ -5,7 +5,6 @@ modelled is kept in ``extra``; ``None`` means "not set here" (the namespace's va
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -16,8 +15,9 @@ from magnetar.broker.policies.backlog_quota import (
     quota_map_json,
 )
 from magnetar.broker.policies.json_fields import (
-    PolicyError,
+    json_bytes,
     json_object,
+    json_value,
     opt_bool,
     opt_int,
     opt_str,
@@ -62,7 +62,7 @@ class TopicPolicies:
         return body
 
     def encode(self) -> bytes:
-        return json.dumps(self.to_json(), sort_keys=True).encode()
+        return json_bytes(self.to_json())
 
     @classmethod
     def from_json(cls, value: Any) -> TopicPolicies:
@@ -88,8 +88,4 @@ class TopicPolicies:
 
     @classmethod
     def decode(cls, data: bytes) -> TopicPolicies:
-        try:
-            value = json.loads(data) if data.strip() else {}
-        except ValueError as exc:
-            raise PolicyError(f"topic policies are not JSON: {exc}") from exc
-        return cls.from_json(value)
+        return cls.from_json(json_value(data, "topic policies"))

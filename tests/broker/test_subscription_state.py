@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 import pytest
 
 from magnetar.broker.consumer import PendingEntries
-from magnetar.broker.failover import NotifyActiveConsumer, RewindCursor, StartDispatch
+from magnetar.broker.failover import (
+    NotifyActiveConsumer,
+    RewindCursor,
+    ScheduleActivation,
+    StartDispatch,
+)
 from magnetar.broker.subscription_state import (
     Dispatched,
     DispatchItem,
@@ -360,3 +365,40 @@ def test_key_shared_keeps_a_key_on_one_consumer() -> None:
         for p in m.positions:
             assert owner.setdefault(keys[p.entry_id], m.uid) == m.uid
     assert sorted(a.positions + b.positions) == [Position(LEDGER, i) for i in range(len(keys))]
+
+
+def test_a_delayed_failover_switch_runs_on_the_timer() -> None:
+    log = Log([entry()], SubType.Failover)
+    log.state = SubscriptionState(
+        "persistent://t/n/topic",
+        -1,
+        SubType.Failover,
+        log.cursor,
+        log.ledgers,
+        log.clock,
+        failover_delay_ms=1_000,
+        delayed_delivery_tick_ms=0,
+    )
+    a = Member(1, name="a")
+    effects = log.join(a, SubType.Failover)
+    assert effects == [ScheduleActivation(log.now_ms() + 1_000)]
+    assert log.state.single_active_target() is None  # paused until the switch
+    log.clock.advance(1)
+    effects = log.state.on_failover_timer(log.now_ms())
+    assert effects[:2] == [RewindCursor(), RunDispatcher()]
+    a.permits = 1
+    assert log.state.single_active_target() is a
+
+
+def test_a_seek_drops_what_was_read_and_every_replay() -> None:
+    log = Log([entry() for _ in range(2)], SubType.Shared)
+    a = Member(1)
+    log.join(a, SubType.Shared)
+    log.state.flow(a, 2)
+    log.state.dispatch_runs_shared(log.run(0, 1), False, Dispatched())
+    log.state.redeliver(a, [])
+    epoch = log.state.epoch
+    log.state.on_reset()
+    assert log.state.epoch == epoch + 1
+    log.state.after_reset()
+    assert not log.state.has_replay() and len(log.state.tracker) == 0

@@ -134,6 +134,10 @@ class Log:
             )
         ]
 
+    def take_replay(self, budget: int) -> list[Position]:
+        """What the shell reads for replay: the candidates still to be sent, in order."""
+        return [p for p in self.state.replay_candidates(budget) if self.state.take_for_replay(p)]
+
     def items(self, *ids: int, replay: bool = False) -> list[DispatchItem]:
         out = []
         for i in ids:
@@ -172,7 +176,7 @@ def test_shared_sends_each_entry_once_within_permits() -> None:
     assert a.permits == b.permits == 0
     assert (sent.entries, sent.messages) == (4, 4)
     # no permits left: the rest waits for replay, in log order
-    assert log.state.take_replay(10) == [Position(LEDGER, 4), Position(LEDGER, 5)]
+    assert log.take_replay(10) == [Position(LEDGER, 4), Position(LEDGER, 5)]
 
 
 def test_shared_unacked_entries_of_a_leaver_are_replayed_to_the_others() -> None:
@@ -187,9 +191,8 @@ def test_shared_unacked_entries_of_a_leaver_are_replayed_to_the_others() -> None
     assert log.state.remove_consumer(a, log.now_ms()) == []
     assert a.pending == {}
     assert log.state.has_replay()
-    replay = log.state.take_replay(10)
+    replay = log.take_replay(10)
     assert replay == [Position(LEDGER, 0), Position(LEDGER, 2), Position(LEDGER, 3)]
-    assert all(log.state.replayable(p) for p in replay)
     log.state.flow(b, 10)
     assert log.dispatch(log.items(0, 2, 3, replay=True), replay=True)
     assert b.positions == replay
@@ -205,7 +208,7 @@ def test_shared_redelivery_counts_and_replay() -> None:
     effects, entries = log.state.redeliver(a, [mid(1)])
     assert effects == [RunDispatcher()] and entries == 1
     assert Position(LEDGER, 1) not in a.pending
-    assert log.state.take_replay(10) == [Position(LEDGER, 1)]
+    assert log.take_replay(10) == [Position(LEDGER, 1)]
     log.state.flow(a, 1)
     log.dispatch(log.items(1, replay=True), replay=True)
     assert a.sent[-1] == Sent(Position(LEDGER, 1), 1, 1, None)
@@ -213,7 +216,7 @@ def test_shared_redelivery_counts_and_replay() -> None:
     log.state.redeliver(a, [mid(1)])
     log.state.ack_individual(a, [mid(1)])
     assert not log.state.replay and len(log.state.tracker) == 0
-    assert not log.state.replayable(Position(LEDGER, 1))
+    assert not log.state.take_for_replay(Position(LEDGER, 1))
 
 
 def test_individual_ack_past_the_end_applies_what_came_before() -> None:
@@ -348,7 +351,7 @@ def test_delayed_entries_wait_until_due() -> None:
     assert not log.state.has_replay()
     log.clock.advance(5)
     assert log.state.has_replay()
-    assert log.state.take_replay(10) == [Position(LEDGER, 0)]
+    assert log.take_replay(10) == [Position(LEDGER, 0)]
 
 
 def test_key_shared_keeps_a_key_on_one_consumer() -> None:

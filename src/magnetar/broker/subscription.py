@@ -500,8 +500,8 @@ class Subscription:
         ml = self.topic.ml
         state = self.state
         items: list[DispatchItem] = []
-        for pos in state.take_replay(budget):
-            if not state.replayable(pos):  # acknowledged or trimmed while reading others
+        for pos in state.replay_candidates(budget):
+            if not state.take_for_replay(pos):  # acknowledged or trimmed meanwhile
                 continue
             data = await ml.read_range(pos[0], pos[1], pos[1], read_ahead=False)
             if data:

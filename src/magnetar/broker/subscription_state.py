@@ -542,23 +542,21 @@ class SubscriptionState(Generic[C]):
         """Entries wait to be sent again, or delayed ones are due."""
         return bool(self.replay) or (self.delayed is not None and self.delayed.has_due())
 
-    def take_replay(self, budget: int) -> list[Position]:
-        """Up to ``budget`` entries to send again plus the delayed ones now due, in log
-        order, taken out of the replay set. The shell reads each that is still
-        :meth:`replayable` when its turn comes."""
+    def replay_candidates(self, budget: int) -> list[Position]:
+        """Up to ``budget`` entries of the replay set plus the delayed ones now due (taken
+        out of the delayed-delivery tracker), in log order. The shell reads each that
+        :meth:`take_for_replay` still wants, when its turn comes."""
         positions = sorted(self.replay)[:budget]
         if self.delayed is not None:
             for due in self.delayed.pop_due(budget):
                 positions.append(Position(*due))
             positions.sort()
-        replay = self.replay
-        for pos in positions:
-            replay.pop(pos, None)
         return positions
 
-    def replayable(self, position: Position) -> bool:
-        """Whether an entry taken for replay is still to be sent (not acknowledged, not
-        trimmed from the log)."""
+    def take_for_replay(self, position: Position) -> bool:
+        """Take ``position`` out of the replay set; True if it is still to be sent (not
+        acknowledged, not trimmed from the log meanwhile)."""
+        self.replay.pop(position, None)
         return not self.cursor.is_acked(position) and self.ledgers.exists(position)
 
     def next_delayed_delivery_ms(self) -> int | None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pulsar
 
-from magnetar.auth.rate_limit import BURST_MS
+from magnetar.broker.rate_limit import BURST_MS
 from magnetar.testing import StandaloneProcess, wait_until
 
 from .conftest import http

@@ -7,6 +7,7 @@ import pytest
 
 from magnetar.broker.error_reply import MESSAGE_LENGTH_MAX_CHARS, failure_reply
 from magnetar.common.errors import MetadataError, ServerError, TopicNotFound
+from magnetar.metadata.store import SessionExpired
 from magnetar.protocol import (
     Command,
     Error,
@@ -98,3 +99,25 @@ def test_a_message_that_cannot_be_encoded_is_escaped_and_bounded() -> None:
 
 def test_a_command_without_request_id_has_no_answer() -> None:
     assert failure_reply(Flow(consumer_id=1, message_permits=1), TopicNotFound("x")) is None
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        LookupTopic(topic=TOPIC, request_id=7),
+        PartitionedTopicMetadata(topic=TOPIC, request_id=7),
+        Producer(topic=TOPIC, producer_id=1, request_id=7),
+    ],
+)
+def test_the_end_of_the_metadata_session_is_answered_service_not_ready(
+    request_: Command,
+) -> None:
+    # The store raises SessionExpired (its wire code: MetadataError) from the moment the
+    # session ends, a moment before the broker sees the LOST state: the answer is still
+    # the retriable ServiceNotReady that sends the client to look the topic up again.
+    reply = failure_reply(request_, SessionExpired("session 0x1 is lost"))
+    code = reply.error if isinstance(reply, Error | LookupTopicResponse) else None
+    if isinstance(reply, PartitionedTopicMetadataResponse):
+        code = reply.error
+    assert code is ServerError.ServiceNotReady
+    assert reply is not None and "session 0x1 is lost" in str(reply)

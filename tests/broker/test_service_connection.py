@@ -28,7 +28,7 @@ from magnetar.bookie import Bookie, BookieConfig
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.service import BrokerService
-from magnetar.common.clock import Clock
+from magnetar.common.clock import Clock, ManualClock
 from magnetar.common.errors import ServerError
 from magnetar.common.names import TopicName
 from magnetar.ledger import LedgerClient
@@ -234,6 +234,42 @@ async def test_ping_pong_and_keep_alive_close(tmp_path: Path) -> None:
                 await raw._read()
         assert not raw.eof
         raw.answer_pings = False
+        assert await raw.closed_by_broker()
+
+
+async def test_keep_alive_runs_on_the_injected_clock(tmp_path: Path) -> None:
+    # The keep-alive timer is the broker's clock's: a manual clock decides exactly when a
+    # PING goes out and when a silent connection is dropped.
+    clock = ManualClock()
+    async with running_broker(tmp_path, clock=clock, keep_alive_interval_ms=30_000) as broker:
+        raw = await AsyncRawClient.open(broker.port)
+
+        async def round_trip() -> None:
+            # A PONG to our PING comes after everything the broker wrote before it, and
+            # shows that everything we wrote before it was read; a PONG we sent to a PING
+            # read meanwhile went out after our PING, so one more round trip covers it.
+            pings = raw.pings
+            raw.send(Ping())
+            await raw.wait_for(lambda f: isinstance(f.command, Pong))
+            if raw.pings != pings:
+                await round_trip()
+
+        clock.advance(29.9)
+        await round_trip()
+        assert raw.pings == 0
+        clock.advance(0.1)
+        await round_trip()
+        assert raw.pings == 1  # answered: the connection stays open across intervals
+        clock.advance(30)
+        await round_trip()
+        assert raw.pings == 2
+        raw.answer_pings = False
+        clock.advance(30)  # the round trip above was traffic: a PING, not a close
+        async with asyncio.timeout(TIMEOUT_S):
+            while raw.pings < 3:
+                await raw._read()
+        assert not raw.eof
+        clock.advance(30)  # a whole interval of silence after a PING
         assert await raw.closed_by_broker()
 
 

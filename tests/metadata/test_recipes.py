@@ -113,17 +113,33 @@ async def test_lock_excludes_and_hands_over(open_store: OpenStore) -> None:
     assert await lock1.try_acquire()  # re-entrant within the session that holds it
     assert not await lock2.try_acquire()
     assert await lock2.holder() == b"owner-1"
-    waiter = asyncio.create_task(lock2.acquire())
-    async with asyncio.timeout(1.0):
-        await asyncio.sleep(0.2)  # give the waiter a chance to (wrongly) acquire
-    assert not waiter.done()
+    waiting = _AttemptsSeen(s2, "/locks/l", b"owner-2")
+    waiter = asyncio.create_task(waiting.acquire())
+    await wait_until_async(lambda: waiting.attempts == [False], WAIT_S, what="a refused try")
+    assert not waiter.done() and not waiting.held
     await lock1.release()
     async with asyncio.timeout(WAIT_S):
         await waiter
-    assert lock2.held and await lock2.holder() == b"owner-2"
+    # one more try, on the holder's release: the waiter waits without polling
+    assert waiting.attempts == [False, True]
+    assert waiting.held and await waiting.holder() == b"owner-2"
     await s2.expire_session()  # type: ignore[attr-defined]
-    assert not lock2.held
+    assert not waiting.held
     assert await lock1.try_acquire()
+
+
+class _AttemptsSeen(Lock):
+    """A lock that records the outcome of each of its tries (the waiter's progress, which
+    a test waits on instead of sleeping)."""
+
+    def __init__(self, store: MetadataStore, path: str, owner: bytes) -> None:
+        super().__init__(store, path, owner)
+        self.attempts: list[bool] = []
+
+    async def try_acquire(self) -> bool:
+        acquired = await super().try_acquire()
+        self.attempts.append(acquired)
+        return acquired
 
 
 async def test_cache_reads_through_and_stays_fresh(open_store: OpenStore) -> None:

@@ -186,7 +186,7 @@ def subscription_stats(topic: Topic, name: str, earliest_publish_ms: int = 0) ->
         "filterRejectedMsgCount": 0,
         "filterRescheduledMsgCount": 0,
         "consumers": consumer_stats,
-        # dispatch throttling (``magnetar.auth.rate_limit``): the topic's counts are the
+        # dispatch throttling (``magnetar.broker.rate_limit``): the topic's counts are the
         # topic's limiter's, shared by all its subscriptions
         "dispatchThrottledMsgEventsBySubscriptionLimit": 0
         if sub is None

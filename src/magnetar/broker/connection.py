@@ -133,7 +133,7 @@ class ServerConnection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._writable.set()
         self._traffic = True
-        self._keepalive: asyncio.TimerHandle | None = None
+        self._keepalive: Timer | None = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------
 
@@ -162,11 +162,15 @@ class ServerConnection(asyncio.Protocol):
         self._writable.set()
         self._release_partial_frame()
         self.service.publish_buffer.forget(self)
+        # a clock's timer keeps its callback (a method of this connection) after cancel():
+        # dropped here, so no cycle outlives the connection (freed by reference counting)
         if self._keepalive is not None:
             self._keepalive.cancel()
+            self._keepalive = None
         self.auth.close()
         if self._rate_timer is not None:
             self._rate_timer.cancel()
+            self._rate_timer = None
         for task in [*self._pending_producers.values(), *self._pending_consumers.values()]:
             task.cancel()
         for producer in [*self.producers.values(), *self.queued_producers.values()]:
@@ -388,8 +392,7 @@ class ServerConnection(asyncio.Protocol):
     def _schedule_keepalive(self) -> None:
         interval_s = self.service.config.keep_alive_interval_ms / 1000
         if interval_s > 0:
-            loop = asyncio.get_running_loop()
-            self._keepalive = loop.call_later(interval_s, self._on_keepalive)
+            self._keepalive = self.service.clock.call_later(interval_s, self._on_keepalive)
 
     def _on_keepalive(self) -> None:
         if self.closed:

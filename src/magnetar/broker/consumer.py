@@ -167,7 +167,9 @@ class Consumer:
         self.pending = PendingEntries()
         """Entries sent and not acknowledged -> their message count."""
         self.blocked_on_unacked = False
-        """Set when the unacked messages reached the limit; cleared at half the limit."""
+        """Set when the unacked messages reached the limit; cleared at half the limit
+        (kept by :meth:`SubscriptionState.unacked_gate
+        <magnetar.broker.subscription_state.SubscriptionState.unacked_gate>`)."""
         self.msg_out_counter = 0
         self.bytes_out_counter = 0
         clock = subscription.topic.service.clock
@@ -176,17 +178,6 @@ class Consumer:
         self.meters = ConsumerMeters(clock, sampler)
         self.subscription_meters = subscription.topic.meters_of_subscription(subscription.name)
         self.closed = False
-
-    def check_unacked(self, limit: int) -> bool:
-        """Whether this consumer is blocked by the unacked-messages ``limit`` (0 = none);
-        Java's hysteresis: blocked at the limit, unblocked at half of it."""
-        if limit <= 0:
-            self.blocked_on_unacked = False
-        elif self.blocked_on_unacked:
-            self.blocked_on_unacked = self.pending.messages > limit // 2
-        else:
-            self.blocked_on_unacked = self.pending.messages >= limit
-        return self.blocked_on_unacked
 
     def send(
         self,

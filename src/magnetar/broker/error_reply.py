@@ -7,7 +7,11 @@ expects for that command: LOOKUP and PARTITIONED_METADATA are answered with thei
 response type marked ``Failed`` (that is how Pulsar answers them), GET_SCHEMA and
 GET_OR_CREATE_SCHEMA with their response's error fields, everything else with ERROR.
 
-A :class:`~magnetar.common.errors.MagnetarError` is answered with its wire code and message.
+A :class:`~magnetar.common.errors.MagnetarError` is answered with its wire code and message,
+except :class:`~magnetar.metadata.store.SessionExpired`: a request that ran into the end of
+this broker's metadata session is answered ServiceNotReady, as every request for a topic is
+once the session is lost (the broker can no longer vouch for the topic; the client looks
+it up again and finds the owner), not with the store's MetadataError.
 Anything else is a bug: it is logged with its traceback and answered ``UnknownError``
 "Internal error: <class>", without the exception's text (which may hold internal paths).
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 import logging
 
 from magnetar.common.errors import MagnetarError, ServerError
+from magnetar.metadata.store import SessionExpired
 from magnetar.protocol import (
     Command,
     Error,
@@ -41,7 +46,10 @@ MESSAGE_LENGTH_MAX_CHARS = 1024
 def failure(exc: BaseException, what: str) -> tuple[ServerError, str]:
     """The wire code and message answering a request that raised ``exc``; logs unexpected
     exceptions (``what`` says which request, for the log)."""
-    if isinstance(exc, MagnetarError):
+    if isinstance(exc, SessionExpired):
+        code = ServerError.ServiceNotReady
+        message = f"this broker lost its metadata session ({exc.message}); look it up again"
+    elif isinstance(exc, MagnetarError):
         code, message = exc.code, exc.message
     else:
         log.error("%s failed", what, exc_info=exc)

@@ -60,6 +60,7 @@ from magnetar.metadata.store import (
     NodeExists,
     NotFound,
     SessionExpired,
+    SessionState,
 )
 
 log = logging.getLogger(__name__)
@@ -234,9 +235,25 @@ class ClusterOwnership:
         bundles = self._namespaces.get(str(name.namespace_name))
         return None if bundles is None else bundles.bundle_for_topic(name)
 
+    @property
+    def session_lost(self) -> bool:
+        """True once the metadata session is LOST: the ownership nodes went with it and
+        the controller may have given the bundles to another broker, so this broker
+        vouches for no topic any more (it serves nothing; lookups and requests for topics
+        are answered ServiceNotReady)."""
+        return self.store.session_state is SessionState.LOST
+
+    def require_session(self) -> None:
+        """Raises :class:`ServiceNotReady` once :attr:`session_lost`."""
+        if self.session_lost:
+            raise ServiceNotReady(
+                "this broker lost its metadata session and serves no topic; look it up again"
+            )
+
     def serves(self, name: TopicName) -> bool:
-        """True while this broker holds the topic's bundle."""
-        if self._closing or self.address is None:
+        """True while this broker holds the topic's bundle (never once the session is
+        lost)."""
+        if self._closing or self.address is None or self.session_lost:
             return False
         bundle = self.bundle_of(name)
         return bundle is not None and self.core.serves(bundle)
@@ -253,7 +270,10 @@ class ClusterOwnership:
         ownership node lingers until its session expires) counts as none: the lookup
         waits for the bundle to move instead of sending the client to a dead broker,
         whose refusal would put the client into its reconnect backoff. A node naming this
-        broker counts only while this broker serves the bundle (see the comment below)."""
+        broker counts only while this broker serves the bundle (see the comment below).
+        Once this broker's session is lost it raises :class:`ServiceNotReady` at once: it
+        cannot read the current owner."""
+        self.require_session()
         deadline_s = self._clock.monotonic_s() + timeout_ms / 1000
         what = f"the namespace {name.namespace_name}"
         while True:

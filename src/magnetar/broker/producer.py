@@ -14,9 +14,9 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING
 
-from magnetar.auth.rate_limit import PublishRateLimiter
 from magnetar.broker.deduplication import DupStatus
 from magnetar.broker.producer_access import AccessMode, ProducerKey
+from magnetar.broker.rate_limit import PublishRateLimiter
 from magnetar.broker.stats import ProducerMeters
 from magnetar.common.errors import MagnetarError, ProtocolError, ServerError, wire_error
 from magnetar.managed_ledger.errors import ManagedLedgerFenced

@@ -44,17 +44,17 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from magnetar.auth import AuthenticationService
-from magnetar.auth.connection_limit import ConnectionLimiter
-from magnetar.auth.rate_limit import PublishRateLimiter
 from magnetar.broker.access import AccessControl
 from magnetar.broker.compactor import Compactor
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
+from magnetar.broker.connection_limit import ConnectionLimiter
 from magnetar.broker.controller.bundles import BundleId
 from magnetar.broker.ownership import ClusterOwnership
 from magnetar.broker.partial_frames import PartialFrameBudget
 from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
 from magnetar.broker.publish_buffer import PublishBuffer
+from magnetar.broker.rate_limit import PublishRateLimiter
 from magnetar.broker.stats import MeterSampler
 from magnetar.broker.tls import TLS_HANDSHAKE_TIMEOUT_S, server_ssl_context
 from magnetar.broker.topic import Topic
@@ -532,10 +532,17 @@ class BrokerService:
     # Each handler raises for a failed request; the connection answers that request with
     # the matching failure reply (magnetar.broker.error_reply).
 
+    def _require_session(self) -> None:
+        """Cluster mode: raises :class:`ServiceNotReady` once the metadata session is lost
+        (see :attr:`ClusterOwnership.session_lost`), before any metadata is read."""
+        if self.ownership is not None:
+            self.ownership.require_session()
+
     async def handle_partitioned_metadata(
         self, cmd: PartitionedTopicMetadata
     ) -> PartitionedTopicMetadataResponse:
         name = TopicName.parse(cmd.topic)
+        self._require_session()
         await self.require_namespace(name)
         partitions = await self.partitions_of(name)
         policies = await self.policies.effective(name)
@@ -556,6 +563,7 @@ class BrokerService:
     async def handle_lookup(self, cmd: LookupTopic) -> LookupTopicResponse:
         name = TopicName.parse(cmd.topic)
         url, url_tls = self.lookup_urls(cmd.advertised_listener_name)
+        self._require_session()
         await self.require_namespace(name)
         if self.ownership is not None:
             owner = await self.ownership.owner(name, self.config.lookup_owner_wait_ms)
@@ -587,6 +595,7 @@ class BrokerService:
 
     async def _topic_for_client(self, topic: str) -> Topic:
         name = TopicName.parse(topic)
+        self._require_session()
         if name.full_name in self._topics:
             return await self.get_topic(name)
         policies = await self.policies.effective(name)

@@ -21,11 +21,6 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from magnetar.auth.rate_limit import (
-    DispatchRateLimiter,
-    PublishRateLimiter,
-    SubscribeRateLimiter,
-)
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.deduplication import DeduplicationState, SnapshotError, is_checked_send
 from magnetar.broker.policies import (
@@ -45,6 +40,11 @@ from magnetar.broker.producer_access import (
     ProducerKey,
     ProducerReady,
     ProducerRequest,
+)
+from magnetar.broker.rate_limit import (
+    DispatchRateLimiter,
+    PublishRateLimiter,
+    SubscribeRateLimiter,
 )
 from magnetar.broker.stats import SubscriptionMeters, TopicMeters
 from magnetar.broker.subscription import Subscription
@@ -102,7 +102,7 @@ class Topic:
         """What applies now; replaced by :meth:`apply_policies` when an admin changes it."""
         self.publish_limiter = PublishRateLimiter()
         """The topic's publish rate (policy ``publishRate``): over it, the publishing
-        connection stops being read for a while (``magnetar.auth.rate_limit``)."""
+        connection stops being read for a while (``magnetar.broker.rate_limit``)."""
         self.namespace_publish_limiter = service.namespace_publish_limiters.setdefault(
             str(name.namespace_name), PublishRateLimiter()
         )

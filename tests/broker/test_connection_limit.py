@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pulsar
 import pytest
 
-from magnetar.auth.connection_limit import ConnectionLimiter
+from magnetar.broker.connection_limit import ConnectionLimiter
 from magnetar.client import Client
 from magnetar.common.errors import NotAllowed
 from magnetar.testing import StandaloneProcess, wait_until

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.auth.rate_limit import (
+from magnetar.broker.rate_limit import (
     BURST_MS,
     DispatchRate,
     DispatchRateLimiter,

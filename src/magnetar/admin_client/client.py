@@ -33,7 +33,12 @@ from urllib.parse import quote, urlencode
 
 from magnetar.admin_client.errors import AdminError, error_for_status
 from magnetar.admin_client.service_url import ServiceUrl
-from magnetar.admin_client.transport import CONNECT_TIMEOUT_S, HttpAnswer, Transport
+from magnetar.admin_client.transport import (
+    ANSWER_BYTES_MAX,
+    CONNECT_TIMEOUT_S,
+    HttpAnswer,
+    Transport,
+)
 from magnetar.common.names import TopicName
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -101,6 +106,7 @@ class AdminClient:
         headers: Mapping[str, str] | None = None,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         ssl_context: ssl.SSLContext | None = None,
+        answer_bytes_max: int = ANSWER_BYTES_MAX,
     ) -> None:
         """``headers`` go with every request (e.g. ``ClientCredentials.http_headers()``).
         Raises :class:`AdminError` for a malformed ``service_url``."""
@@ -109,6 +115,7 @@ class AdminClient:
             timeout_s=timeout_s,
             connect_timeout_s=connect_timeout_s,
             ssl_context=ssl_context,
+            answer_bytes_max=answer_bytes_max,
         )
         self.timeout_s = timeout_s
         self._headers = {"Accept": "application/json", **(headers or {})}

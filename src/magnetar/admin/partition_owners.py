@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.admin.context import AdminContext
-from magnetar.admin.errors import RestError
-from magnetar.admin.security import Forbidden, Unauthenticated
+from magnetar.admin.errors import Forbidden, RestError, Unauthenticated
 from magnetar.admin_client import AdminClient, AdminError, topic_path
 from magnetar.common.names import TopicName
 

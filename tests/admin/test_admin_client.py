@@ -91,9 +91,7 @@ def test_dead_first_host_is_passed_over(standalone: StandaloneProcess) -> None:
     assert "public" in admin.get("/admin/v2/tenants")
     assert time.monotonic() - started < 5
     # the host that answered is asked first from then on
-    assert admin.transport.service_url.base_url(admin.transport._preferred) == (
-        standalone.http_url
-    )
+    assert admin.transport.service_url.base_url(admin.transport._preferred) == (standalone.http_url)
 
 
 def test_every_host_dead_names_each_cause() -> None:

@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from magnetar.admin_client import AdminClient, AdminNotFound
+from magnetar.functions.admin_stats import topic_stats_url
 from magnetar.testing import StandaloneProcess
 
 ELECTION_TIMEOUT_S = 30.0
@@ -90,9 +90,12 @@ class WorkerProcess:
 def topic_stats(node: StandaloneProcess, topic: str) -> Any:
     """The topic's stats; ``{}`` while the topic does not exist yet."""
     try:
-        return AdminClient(node.http_url, timeout_s=10).topic_stats(topic)
-    except AdminNotFound:
-        return {}
+        with urllib.request.urlopen(topic_stats_url(node.http_url, topic), timeout=10) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return {}
+        raise
 
 
 def http(

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from magnetar.admin_client import AdminClient, AdminError
+from magnetar.admin_client import AdminClient, AdminError, topic_path
 from magnetar.functions.errors import MembershipUnavailable
 
 TopicStatsReader = Callable[[str], Awaitable[Any]]
@@ -20,6 +20,11 @@ TopicStatsReader = Callable[[str], Awaitable[Any]]
 :func:`fetch_topic_stats` on the worker's admin URL; a worker inside a broker's process
 reads them in-process (an HTTP request to its own process took ~2 ms of the event loop
 it shares with the broker, once a second)."""
+
+
+def topic_stats_url(admin_url: str, topic: str) -> str:
+    """The stats URL of ``topic`` (any spelling :class:`TopicName` accepts) on one host."""
+    return admin_url.rstrip("/") + topic_path(topic, "stats")
 
 
 async def fetch_topic_stats(

@@ -5,10 +5,13 @@ failed; the CLI only after its 30 s timeout when the host did not refuse)."""
 
 from __future__ import annotations
 
+import http.server
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -117,3 +120,61 @@ def test_cli_url_list_with_a_dead_first_host(standalone: StandaloneProcess) -> N
     )
     assert done.returncode == 0, done.stderr
     assert "public" in done.stdout.split()
+
+
+class _Broker(http.server.BaseHTTPRequestHandler):
+    """Redirects its first ``redirects`` requests to ``owner_url``, then answers JSON."""
+
+    redirects = 0
+    owner_url = ""
+    seen = 0
+
+    def do_GET(self) -> None:
+        cls = type(self)
+        cls.seen += 1
+        if cls.seen <= cls.redirects:
+            self.send_response(307)
+            self.send_header("Location", cls.owner_url + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        body = b'{"publishers": []}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def broker() -> Iterator[tuple[str, type[_Broker]]]:
+    handler = type("Handler", (_Broker,), {"owner_url": f"http://127.0.0.1:{closed_port()}"})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_redirect_to_a_dead_owner_is_asked_again(broker: tuple[str, type[_Broker]]) -> None:
+    url, handler = broker
+    handler.redirects = 2  # the owner moves after two answers naming the dead one
+    admin = AdminClient(url, timeout_s=10)
+    assert admin.topic_stats("t") == {"publishers": []}
+    assert handler.seen == 3
+
+
+def test_redirects_to_a_dead_owner_end_at_the_deadline(broker: tuple[str, type[_Broker]]) -> None:
+    url, handler = broker
+    handler.redirects = 1_000_000
+    admin = AdminClient(url, timeout_s=1.5)
+    started = time.monotonic()
+    with pytest.raises(AdminUnreachable, match=r"the owner broker at .* cannot be reached"):
+        admin.topic_stats("t")
+    assert time.monotonic() - started < 3

@@ -51,8 +51,6 @@ from magnetar.broker.policies import (
 from magnetar.common.names import NamespaceName
 from magnetar.protocol import TopicsMode
 
-__all__ = ["SETTINGS", "router", "schema_strategy"]
-
 SCHEMA_COMPATIBILITY_STRATEGIES = (
     "UNDEFINED",
     "ALWAYS_INCOMPATIBLE",

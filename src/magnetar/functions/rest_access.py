@@ -38,6 +38,7 @@ from magnetar.common.errors import AuthenticationError
 OPEN_PATHS = frozenset({"/ready", "/openapi.json"})
 FACTS_TIMEOUT_MS = 10_000
 """Bound of one admin REST read of the brokers (tenant info, namespace permissions)."""
+FACTS_BYTES_MAX = 1024 * 1024
 
 T = TypeVar("T")
 
@@ -77,7 +78,10 @@ class WorkerRestAccess:
         self.authentication = AuthenticationService(config)
         self.authorizer = Authorizer(config.authorization_enabled, config.super_user_roles)
         self._admin = AdminClient(
-            admin_url, timeout_s=FACTS_TIMEOUT_MS / 1000, headers=credentials.http_headers()
+            admin_url,
+            timeout_s=FACTS_TIMEOUT_MS / 1000,
+            headers=credentials.http_headers(),
+            answer_bytes_max=FACTS_BYTES_MAX,
         )
         self._clock = clock
 

@@ -203,6 +203,13 @@ class LocalCluster:
     def admin_url(self) -> str:
         return self._broker_urls(self.brokers[0])[1]
 
+    @property
+    def admin_service_url(self) -> str:
+        """All brokers' admin URLs in one (``http://h1:p1,h2:p2``), as the admin CLI and
+        :class:`magnetar.admin_client.AdminClient` take it."""
+        hosts = [_host_port(self._broker_urls(b)[1]) for b in self.brokers]
+        return "http://" + ",".join(hosts)
+
     def broker_service_url(self, index: int) -> str:
         return self._broker_urls(self.brokers[index])[0]
 

@@ -117,8 +117,10 @@ def test_two_brokers_three_bookies_serve_the_official_client_and_stop_on_ctrl_c(
     data_dir = tmp_path / "cluster"
     cmd = LocalClusterCommand(data_dir, "--brokers", "2", "--bookies", "3", *FREE_PORTS)
     commands.append(cmd)
-    service_url = cmd.wait_ready().group(1)
+    ready = cmd.wait_ready()
+    service_url, admin_url = ready.group(1), ready.group(2)
     assert service_url.startswith("pulsar://") and service_url.count(",") == 1
+    assert admin_url.startswith("http://") and admin_url.count(",") == 1
     assert set(cmd.child_pids()) == {"bookie-0", "bookie-1", "bookie-2", "broker-0", "broker-1"}
 
     client = pulsar.Client(service_url, operation_timeout_seconds=30)
@@ -145,6 +147,13 @@ def test_two_brokers_three_bookies_serve_the_official_client_and_stop_on_ctrl_c(
         producer.send(b"after-kill")
     finally:
         client.close()
+    # The printed admin URL list still works for the CLI with its first broker dead.
+    stats = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli.main", "admin", "--url", admin_url,
+         "topics", "stats", topic],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert stats.returncode == 0, stats.stderr
 
     assert cmd.interrupt() == 0
     wait_until(lambda: not any(_alive(p) for p in pids.values()), timeout_s=STOP_TIMEOUT_S,

@@ -89,7 +89,7 @@ def local_cluster(
             click.echo(f"  {p.name:<10} pid {p.pid:<8} log {p.log_path}")
         click.echo(
             f"magnetar local-cluster ready: service {cluster.service_url} "
-            f"admin {cluster.admin_url} metadata {cluster.metadata_url} "
+            f"admin {cluster.admin_service_url} metadata {cluster.metadata_url} "
             f"data {cluster.data_dir} ({elapsed_s:.1f} s)"
         )
         reported: set[str] = set()

@@ -9,7 +9,7 @@ RUNTIME_STAMP := $(VENV)/.installed-runtime
 DEV_STAMP     := $(VENV)/.installed-dev
 PROTO_DIR := src/magnetar/protocol
 
-.PHONY: run test lint proto system-deps venv clean
+.PHONY: run test lint proto system-deps interop-deps venv clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -35,12 +35,20 @@ run: $(RUNTIME_STAMP)
 system-deps:
 	@bash scripts/ensure-system-deps.sh
 
+# The independent protocol clients the interop tests drive (pulsar-flex, from npm), as locked.
+INTEROP_STAMP := tests/interop/node_modules/.installed
+$(INTEROP_STAMP): tests/interop/package.json tests/interop/package-lock.json | system-deps
+	npm ci --prefix tests/interop --no-audit --no-fund --loglevel=error
+	@touch $(INTEROP_STAMP)
+
+interop-deps: $(INTEROP_STAMP)
+
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy src
 
 # Everything the suite needs, then the whole suite.
-test: $(DEV_STAMP) system-deps lint
+test: $(DEV_STAMP) system-deps interop-deps lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Regenerate the protobuf modules from our .proto files (the output is checked in).
@@ -51,4 +59,4 @@ proto: $(DEV_STAMP)
 	$(PY) -m grpc_tools.protoc -Isrc/magnetar/bookie/protocol --python_out=src/magnetar/bookie/protocol --plugin=protoc-gen-mypy=$(VENV)/bin/protoc-gen-mypy --mypy_out=src/magnetar/bookie/protocol src/magnetar/bookie/protocol/bookie.proto
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache tests/interop/node_modules

@@ -70,11 +70,18 @@ def test_every_route_answers_without_server_errors(
         "role": "some-role",
         "bookie": "127.0.0.1:1",
         "policy": "some-policy",
+        "key": "some-key",  # a function's state key
+        "ledgerId": "0",
+        "entryId": "0",
+        # a dynamic setting whose value here changes nothing the test relies on
+        "configName": "ttlDurationDefaultInSeconds",
+        "configValue": "0",
         **NUMERIC,
     }
     bad = dict(
         good, tenant="bad%20tenant!", topic="%2F", bundle="0x1_0x0", kinds="nope", name="%2F",
-        instance_id="x", bookie="%2F", **BAD_VALUES,
+        instance_id="x", bookie="%2F", ledgerId="x", entryId="-x", configName="%2F",
+        configValue="x", **BAD_VALUES,
     )  # fmt: skip
     statuses: dict[int, int] = {}
     operations = _operations(http)

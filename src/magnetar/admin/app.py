@@ -21,7 +21,9 @@ from magnetar.admin import (
     brokers,
     bundles,
     clusters,
+    dynamic_config,
     isolation_policies,
+    message_inspection,
     metrics,
     namespaces,
     permissions,
@@ -101,6 +103,7 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
         app.include_router(extra)
     for module in (
         bookies,
+        dynamic_config,  # before brokers: /brokers/{cluster} would match
         brokers,
         isolation_policies,  # before clusters: /clusters/{cluster}/... paths
         clusters,
@@ -112,6 +115,7 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
         namespaces,
         schemas,
         subscriptions,
+        message_inspection,  # before topics: T/ledger/…, T/examinemessage
         topic_policies,
         topics,
     ):

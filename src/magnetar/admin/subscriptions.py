@@ -61,7 +61,7 @@ async def _topics(ctx: AdminContext, name: TopicName) -> list[Topic]:
     return topics
 
 
-def _cursor(topic: Topic, subscription: str) -> ManagedCursor:
+def subscription_cursor(topic: Topic, subscription: str) -> ManagedCursor:
     sub = topic.subscriptions.get(subscription)
     if sub is not None:
         return sub.cursor
@@ -87,7 +87,7 @@ def _position(body: Any, topic: Topic) -> Position | None:
 
 async def expire(topic: Topic, subscription: str, seconds: int) -> int:
     """Mark-delete every message published more than ``seconds`` ago; returns how many."""
-    cursor = _cursor(topic, subscription)
+    cursor = subscription_cursor(topic, subscription)
     clock = topic.service.clock
     now_ms = clock.now_ms()
     ml = topic.ml
@@ -104,7 +104,7 @@ async def expire(topic: Topic, subscription: str, seconds: int) -> int:
 async def delete_subscription(topic: Topic, subscription: str, *, force: bool) -> None:
     sub = topic.subscriptions.get(subscription)
     if sub is None:
-        _cursor(topic, subscription)
+        subscription_cursor(topic, subscription)
         await topic.ml.delete_cursor(subscription)
         return
     if sub.consumers and not force:
@@ -121,7 +121,7 @@ async def reset(topic: Topic, subscription: str, seek: Seek) -> None:
     if sub is not None:
         await sub.seek(seek)
         return
-    cursor = _cursor(topic, subscription)
+    cursor = subscription_cursor(topic, subscription)
     if seek.message_publish_time is not None:
         await cursor.reset_to_publish_time(seek.message_publish_time, _publish_time_of)
         return
@@ -175,7 +175,7 @@ async def peek(topic: Topic, subscription: str, n: int) -> Response:
     """The ``n``-th (1-based) unacknowledged entry of the subscription, as raw payload."""
     if n < 1 or n > PEEK_POSITION_MAX:
         raise BadRequest(f"position must be between 1 and {PEEK_POSITION_MAX}")
-    state = _cursor(topic, subscription).state
+    state = subscription_cursor(topic, subscription).state
     ledgers = topic.ml.ledgers
     pos = state.first_unacked()
     seen = 0
@@ -189,6 +189,12 @@ async def peek(topic: Topic, subscription: str, n: int) -> Response:
             if seen == n:
                 break
         pos = ledgers.next_position(pos)
+    return await entry_response(topic, pos)
+
+
+async def entry_response(topic: Topic, pos: Position) -> Response:
+    """The entry at ``pos`` (which exists) as its payload, with Pulsar's ``X-Pulsar-*``
+    headers (peek, examine-message, get-message-by-id)."""
     data = await topic.ml.read_range(pos[0], pos[1], pos[1], read_ahead=False)
     try:
         entry = Entry(data[0])
@@ -251,7 +257,7 @@ def router(ctx: AdminContext) -> APIRouter:
     ) -> Response:
         topics = await _topics(ctx, topic_name(domain, tenant, namespace, topic))
         for t in topics:
-            _cursor(t, subscription)
+            subscription_cursor(t, subscription)
             sub = t.subscriptions.get(subscription)
             if sub is not None and sub.consumers and not force:
                 raise PreconditionFailed("Subscription has active connected consumers")
@@ -267,7 +273,7 @@ def router(ctx: AdminContext) -> APIRouter:
             raise BadRequest("the number of messages to skip must be >= 0")
 
         async def act(t: Topic) -> None:
-            _cursor(t, subscription).skip(count)
+            subscription_cursor(t, subscription).skip(count)
 
         return await each(domain, tenant, namespace, topic, act)
 
@@ -276,7 +282,7 @@ def router(ctx: AdminContext) -> APIRouter:
         domain: str, tenant: str, namespace: str, topic: str, subscription: str
     ) -> Response:
         async def act(t: Topic) -> None:
-            _cursor(t, subscription).clear_backlog()
+            subscription_cursor(t, subscription).clear_backlog()
 
         return await each(domain, tenant, namespace, topic, act)
 

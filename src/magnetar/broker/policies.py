@@ -54,6 +54,7 @@ from magnetar.auth.rate_limit import (
     SubscribeRate,
 )
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker.dynamic_config import DynamicConfigFollower, overridden
 from magnetar.common.errors import MagnetarError, MetadataError
 from magnetar.common.names import NamespaceName, TopicName
 from magnetar.managed_ledger.config import BacklogQuotaPolicy as MlQuotaPolicy
@@ -902,7 +903,10 @@ class PolicyCache:
 
     def __init__(self, store: MetadataStore, defaults: BrokerDefaults) -> None:
         self.store = store
+        self.configured_defaults = defaults
+        """The broker's own settings; :attr:`defaults` adds the dynamic configuration."""
         self.defaults = defaults
+        self._dynamic_config = DynamicConfigFollower(store, self._defaults_overridden)
         self.policy_store = PolicyStore(store)
         self._namespaces = MetadataCache(store, NAMESPACE_POLICIES_ROOT)
         self._topics = MetadataCache(store, TOPIC_POLICIES_ROOT)
@@ -917,6 +921,9 @@ class PolicyCache:
         self._listeners.append(listener)
 
     async def start(self) -> None:
+        """Follow the stored policies and the dynamic configuration (the broker defaults
+        changed at run time, :mod:`magnetar.broker.dynamic_config`)."""
+        await self._dynamic_config.start()
         for root, cache in (
             (NAMESPACE_POLICIES_ROOT, self._namespaces),
             (TOPIC_POLICIES_ROOT, self._topics),
@@ -928,7 +935,14 @@ class PolicyCache:
                 asyncio.create_task(self._follow(root, stream), name=f"policies-{root}")
             )
 
+    async def _defaults_overridden(self, values: dict[str, str]) -> None:
+        defaults = overridden(self.configured_defaults, values)
+        if defaults != self.defaults:
+            self.defaults = defaults
+            await self._notify(None, None)  # every loaded topic resolves its policies anew
+
     async def close(self) -> None:
+        await self._dynamic_config.close()
         for task in self._tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

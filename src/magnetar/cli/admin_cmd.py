@@ -26,12 +26,13 @@ from magnetar.cli.admin.schemas import schemas
 from magnetar.cli.admin.tenants import tenants
 from magnetar.cli.admin.topics import topics
 from magnetar.cli.auth_options import auth_options, parse_auth
+from magnetar.cli.command_group import SuggestingGroup
 from magnetar.cli.output import output_option
 
 DEFAULT_ADMIN_URL = "http://localhost:8080"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=SuggestingGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--admin-url",
     "--url",

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from magnetar.cli.auth_options import NO_AUTH, auth_options, parse_auth
+from magnetar.cli.command_group import SuggestingGroup
 from magnetar.cli.output import Printer, log_client_warnings, output_option, printer
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class ClientSettings:
         )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=SuggestingGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--url",
     "--service-url",

@@ -22,6 +22,7 @@ from typing import Any
 
 import click
 
+from magnetar.cli.command_group import SuggestingGroup
 from magnetar.cli.output import fail
 from magnetar.functions.function_config import FunctionConfig, ProcessingGuarantee
 from magnetar.functions.instance_spec import InstanceSpec
@@ -32,7 +33,7 @@ from magnetar.functions.thread_runtime import ThreadRuntime
 STATUS_POLL_INTERVAL_MS = 250
 
 
-@click.group("functions")
+@click.group("functions", cls=SuggestingGroup)
 def functions() -> None:
     """Develop Python functions: run them locally with localrun."""
 

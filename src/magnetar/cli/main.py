@@ -19,6 +19,7 @@ import click
 
 from magnetar import __version__
 from magnetar.cli.client_config import CONFIG_ENV, ClientConfigError, default_config_path
+from magnetar.cli.command_group import SuggestingGroup
 from magnetar.cli.output import CliGroup
 
 LAZY_COMMANDS: Final[dict[str, str]] = {
@@ -35,9 +36,10 @@ LAZY_COMMANDS: Final[dict[str, str]] = {
 """Sub-command name -> ``module:attribute`` of its click command, imported on first use."""
 
 
-class LazyCommandGroup(CliGroup):
+class LazyCommandGroup(CliGroup, SuggestingGroup):
     """A :class:`CliGroup` whose sub-commands in :data:`LAZY_COMMANDS` are imported only when
-    named (``magnetar --help`` imports them all, to show their help lines)."""
+    named (``magnetar --help`` imports them all, to show their help lines); a misspelt name
+    gets the closest ones (:class:`SuggestingGroup`) without importing any."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])

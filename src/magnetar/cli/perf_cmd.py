@@ -28,6 +28,7 @@ from magnetar.cli.client_cmd import (
     SUBSCRIPTION_TYPES,
     subscription_type_name,
 )
+from magnetar.cli.command_group import SuggestingGroup
 from magnetar.cli.output import log_client_warnings, output_option, printer
 
 MESSAGE_SIZE_MAX_BYTES = 5 * 1024 * 1024
@@ -50,7 +51,7 @@ _JSON_FILE = click.option(
 )  # fmt: skip
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=SuggestingGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @output_option
 def perf() -> None:
     """Measure publish and consume throughput and latency (mirrors pulsar-perf)."""

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import sys
 import time
 from pathlib import Path
 
 import click
+
+from magnetar.cli.command_group import SuggestingGroup
 
 _DURATION = re.compile(r"^(\d+)\s*([smhdwy]?)$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
@@ -54,18 +57,30 @@ def _key(value: str) -> bytes:
         raise click.ClickException(str(exc)) from None
 
 
-def _write(path: Path | None, data: bytes) -> None:
+SECRET_FILE_MODE = 0o600
+"""Secret and private keys are readable by their owner only, as ``ssh-keygen`` writes them."""
+
+
+def _write(path: Path | None, data: bytes, *, secret: bool = False) -> None:
+    """Write ``data`` to ``path`` (stdout when None); a ``secret`` file gets
+    :data:`SECRET_FILE_MODE` from its creation on (and an existing one is narrowed to it)."""
     if path is None:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         return
     try:
-        path.write_bytes(data)
+        if not secret:
+            path.write_bytes(data)
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, SECRET_FILE_MODE)
+        with os.fdopen(fd, "wb") as out:
+            os.fchmod(out.fileno(), SECRET_FILE_MODE)
+            out.write(data)
     except OSError as exc:
         raise click.ClickException(f"cannot write {path}: {exc.strerror}") from None
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def tokens() -> None:
     """Create and check JWT tokens (Pulsar's ``pulsar tokens``)."""
 
@@ -81,7 +96,7 @@ def create_secret_key(output: Path | None, as_base64: bool, algorithm: str) -> N
     if algorithm not in ("HS256", "HS384", "HS512"):
         raise click.BadParameter("secret keys are for HS256, HS384 or HS512", param_hint="-a")
     key = new_secret_key()
-    _write(output, base64.b64encode(key) if as_base64 else key)
+    _write(output, base64.b64encode(key) if as_base64 else key, secret=True)
 
 
 @tokens.command("create-key-pair")
@@ -97,7 +112,7 @@ def create_key_pair(output_private_key: Path, output_public_key: Path, algorithm
     from magnetar.auth.tokens import new_key_pair
 
     private, public = new_key_pair(algorithm)
-    _write(output_private_key, private)
+    _write(output_private_key, private, secret=True)
     _write(output_public_key, public)
 
 

@@ -6,6 +6,8 @@
   JSON body without a package), GET the definition, DELETE;
 * ``.../{name}/status``, ``.../{name}/stats``, ``.../{name}/{instanceId}/status``;
 * ``.../{name}/start|stop|restart`` and ``.../{name}/{instanceId}/start|stop|restart`` (POST);
+* ``/admin/v3/functions/{tenant}/{namespace}/{name}/state/{key}`` (GET, POST) and
+  ``.../{name}/download``: :mod:`magnetar.functions.state_rest`;
 * ``/admin/v2/worker/cluster`` and ``/admin/v2/worker/cluster/leader`` (WorkerInfo JSON:
   ``workerId``, ``workerHostname``, ``port``); ``PUT /admin/v2/worker/rebalance`` and
   ``PUT /admin/v2/worker/leader/drain?workerId=``.
@@ -357,6 +359,11 @@ def router(slot: ServiceSlot) -> APIRouter:
     def fqfn(tenant: str, namespace: str, name: str) -> str:
         check_named_entity("function", name)
         return f"{tenant}/{namespace}/{name}"
+
+    # Before the instance routes: ``{name}/state/status`` is a state key, not instance "state".
+    from magnetar.functions.state_rest import add_state_routes  # it builds on this module
+
+    add_state_routes(r, slot, fqfn, kind_of)
 
     @r.get("/admin/v2/worker/cluster", summary="The worker cluster's members")
     async def cluster() -> Response:

@@ -20,6 +20,11 @@ compaction keeps one record per key):
   batch as the state that message produced.
 
 Values are absolute, so applying a record twice changes nothing.
+
+Read and written from outside (REST ``…/state/{key}``, ``admin functions querystate|putstate``)
+through :meth:`StateStore.lookup` and :meth:`StateStore.put_state` on a store that read the
+topic: a value put from outside is a ``v/<key>`` record like an instance's, so the
+instances see it at their next catch-up.
 """
 
 from __future__ import annotations
@@ -52,6 +57,19 @@ class StateRecord:
     payload: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class StateEntry:
+    """What key ``key`` holds, as Pulsar's ``FunctionState`` tells it: a counter's sum
+    (``number``) or a value (``value``), never both. ``version`` counts the records of the key
+    this store applied, minus one (0 after the first write); compaction keeps the last
+    record per record key, so it restarts lower after a compaction."""
+
+    key: str
+    number: int | None
+    value: bytes | None
+    version: int
+
+
 def state_topic_name(tenant: str, namespace: str, name: str) -> str:
     """The state topic of function ``tenant/namespace/name``."""
     return f"persistent://{tenant}/{namespace}/__state__{name}"
@@ -71,6 +89,7 @@ class StateStore:
         self._counters: dict[str, dict[int, int]] = {}
         self._positions: dict[str, tuple[int, int, int]] = {}
         self._pending: dict[str, bytes] = {}
+        self._versions: dict[str, int] = {}
         self.records_applied = 0
 
     # ------------------------------------------------------------ reading the topic
@@ -85,6 +104,7 @@ class StateStore:
             return
         if key.startswith(_VALUE):
             name = key[len(_VALUE) :]
+            self._versions[name] = self._versions.get(name, -1) + 1
             if doc is None:
                 self._values.pop(name, None)
             elif isinstance(doc, dict) and isinstance(doc.get("v"), str):
@@ -93,6 +113,7 @@ class StateStore:
             name, _, writer = key[len(_COUNTER) :].rpartition("/")
             if not writer.isdigit():
                 return
+            self._versions[name] = self._versions.get(name, -1) + 1
             if doc is None:
                 self._counters.get(name, {}).pop(int(writer), None)
             elif isinstance(doc, dict) and isinstance(doc.get("c"), int):
@@ -138,6 +159,18 @@ class StateStore:
         """Deletes every instance's contribution to counter ``key``."""
         for writer in self._contributions(_check_key(key)):
             self._write(f"{_COUNTER}{key}/{writer}", b"")
+
+    def lookup(self, key: str) -> StateEntry | None:
+        """What ``key`` holds as read from the topic (None: nothing). A key that is both a
+        counter and a value (a function that used it both ways) answers the counter."""
+        _check_key(key)
+        version = self._versions.get(key, 0)
+        if self._counters.get(key):
+            return StateEntry(key, sum(self._counters[key].values()), None, version)
+        value = self._values.get(key)
+        if value is not None:
+            return StateEntry(key, None, value, version)
+        return None
 
     # ------------------------------------------------------------ effectively-once
 

@@ -9,10 +9,11 @@ from urllib.parse import quote
 import click
 
 from magnetar.cli.admin.context import rest
+from magnetar.cli.command_group import SuggestingGroup
 from magnetar.cli.output import output_option, printer
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def clusters() -> None:
     """Clusters known to the metadata store."""
 
@@ -32,7 +33,7 @@ def get(cluster: str) -> None:
     printer().result(rest().get(f"/admin/v2/clusters/{quote(cluster, safe='')}"))
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def brokers() -> None:
     """Brokers: health, the active brokers, the leader (controller)."""
 
@@ -60,6 +61,42 @@ def get_runtime_config() -> None:
     printer().result(rest().get("/admin/v2/brokers/configuration/runtime"))
 
 
+_CONFIGURATION = "/admin/v2/brokers/configuration"
+
+
+@brokers.command("list-dynamic-config")
+@output_option
+def list_dynamic_config() -> None:
+    """List the settings update-dynamic-config can change."""
+    printer().result(rest().get(_CONFIGURATION))
+
+
+@brokers.command("get-all-dynamic-config")
+@output_option
+def get_all_dynamic_config() -> None:
+    """Show the dynamic configuration values set (name -> value)."""
+    printer().result(rest().get(f"{_CONFIGURATION}/values"))
+
+
+@brokers.command("update-dynamic-config")
+@click.option("--config", "config", required=True, help="The setting (list-dynamic-config).")
+@click.option("--value", required=True, help="Its new value.")
+@output_option
+def update_dynamic_config(config: str, value: str) -> None:
+    """Change a setting on every broker of the cluster, without a restart."""
+    rest().post(f"{_CONFIGURATION}/{quote(config, safe='')}/{quote(value, safe='')}")
+    printer().done(f"{config} set to {value}", config=config, value=value)
+
+
+@brokers.command("delete-dynamic-config")
+@click.option("--config", "config", required=True, help="The setting.")
+@output_option
+def delete_dynamic_config(config: str) -> None:
+    """Remove a setting's dynamic value (the broker's configured one applies again)."""
+    rest().delete(f"{_CONFIGURATION}/{quote(config, safe='')}")
+    printer().done(f"Dynamic value of {config} removed", config=config)
+
+
 @brokers.command()
 @output_option
 def healthcheck() -> None:
@@ -72,7 +109,7 @@ def healthcheck() -> None:
         click.echo(answer if isinstance(answer, str) and answer else "ok")
 
 
-@click.group("broker-stats")
+@click.group("broker-stats", cls=SuggestingGroup)
 def broker_stats() -> None:
     """Broker statistics: the load report the controller places bundles by."""
 
@@ -85,7 +122,7 @@ def load_report() -> None:
     printer().result(rest().get("/admin/v2/broker-stats/load-report"))
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def bookies() -> None:
     """Bookies: the registered storage nodes and their rack placement."""
 

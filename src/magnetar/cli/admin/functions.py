@@ -12,6 +12,8 @@ spells them::
 ``--tenant``/``--namespace`` default to ``public``/``default``; ``--fqfn`` gives all three at
 once. ``--output`` of ``create``/``update`` is the output topic, as in pulsar-admin (choose
 the output format before the sub-command: ``magnetar admin --output json functions create``).
+``querystate``/``putstate`` read and write a key of a function's state (Pulsar's
+``FunctionState`` JSON); ``download`` fetches a function's package.
 ``--function-config-file`` (JSON) gives a whole definition; flags given beside it win.
 Sources and sinks take the same flags, plus pulsar-admin's spellings ``--archive`` (the
 package, or ``builtin://NAME`` for a built-in connector), ``--destination-topic-name`` (a
@@ -22,6 +24,7 @@ stored as the definition's ``userConfig``).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,13 +33,17 @@ from urllib.parse import quote
 import click
 
 from magnetar.cli.admin.context import rest
-from magnetar.cli.admin.rest import FormPart
+from magnetar.cli.admin.rest import AdminHttpError, FormPart
+from magnetar.cli.command_group import SuggestingGroup
 from magnetar.cli.output import fail, output_option, printer
 
 _CONFIG_PART = {"functions": "functionConfig", "sources": "sourceConfig", "sinks": "sinkConfig"}
 _TITLE = {"functions": "Function", "sources": "Source", "sinks": "Sink"}
 BUILTIN_PREFIX = "builtin://"
 PACKAGE_BYTES_MAX = 256 * 1024 * 1024
+WATCH_INTERVAL_S = 1.0
+"""How often ``querystate --watch`` reads the key again (pulsar-admin's pace)."""
+NOT_FOUND = 404
 """The largest package the CLI reads into memory to upload (the worker has its own limit)."""
 
 
@@ -205,7 +212,9 @@ def component_group(kinds: str) -> click.Group:
     """The ``functions``, ``sources`` or ``sinks`` group."""
     title = _TITLE[kinds]
 
-    @click.group(kinds, help=f"{title}s of the Functions Worker (/admin/v3/{kinds}).")
+    @click.group(
+        kinds, cls=SuggestingGroup, help=f"{title}s of the Functions Worker (/admin/v3/{kinds})."
+    )
     def group() -> None:
         pass
 
@@ -273,6 +282,8 @@ def component_group(kinds: str) -> click.Group:
             path = _path(kinds, *_resolve_name(tenant, namespace, name, fqfn)) + "/trigger"
             printer().result(rest().request("POST", path, form=parts))
 
+        _add_state_commands(group)
+
     for verb in ("status", "stats"):
         _add_read(group, kinds, verb)
     for verb in ("start", "stop", "restart"):
@@ -319,12 +330,79 @@ def _add_control(group: click.Group, kinds: str, verb: str) -> None:
         printer().done(f"{past} {what} successfully", name=n, instanceId=instance_id)
 
 
+def _add_state_commands(group: click.Group) -> None:
+    """``querystate``, ``putstate`` and ``download`` (functions only, as in pulsar-admin)."""
+
+    @group.command("querystate", help="Show a key of a function's state (FunctionState JSON).")
+    @_name_options
+    @click.option("--key", "-k", required=True, help="The state key.")
+    @click.option("--watch", "-w", is_flag=True, help="Show it again every second until Ctrl+C.")
+    @output_option
+    def querystate(
+        tenant: str | None, namespace: str | None, name: str | None, fqfn: str | None,
+        key: str, watch: bool,
+    ) -> None:  # fmt: skip
+        path = _path("functions", *_resolve_name(tenant, namespace, name, fqfn))
+        path += f"/state/{quote(key, safe='')}"
+        while True:
+            try:
+                printer().result(rest().get(path))
+            except AdminHttpError as e:
+                if not watch or e.status != NOT_FOUND:
+                    raise
+                click.echo(f"{e.reason or e}", err=True)  # not there yet: keep watching
+            if not watch:
+                return
+            time.sleep(WATCH_INTERVAL_S)
+
+    @group.command("putstate", help="Store a value in a function's state.")
+    @_name_options
+    @click.option(
+        "--state", "-s", "state", required=True,
+        help='FunctionState JSON: {"key": "k", "stringValue": "v"} (or "byteValue", base64).',
+    )  # fmt: skip
+    @output_option
+    def putstate(
+        tenant: str | None, namespace: str | None, name: str | None, fqfn: str | None, state: str
+    ) -> None:
+        try:
+            doc = json.loads(state)
+        except ValueError as e:
+            raise click.BadParameter(f"not JSON: {e}", param_hint="--state") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("key"), str):
+            raise click.BadParameter('a JSON object with a "key"', param_hint="--state")
+        t, ns, n = _resolve_name(tenant, namespace, name, fqfn)
+        path = f"{_path('functions', t, ns, n)}/state/{quote(doc['key'], safe='')}"
+        rest().request("POST", path, form=[FormPart("state", state.encode())])
+        printer().done(f"State of {n} updated for key {doc['key']}", name=n, key=doc["key"])
+
+    @group.command("download", help="Download a function's package.")
+    @_name_options
+    @click.option(
+        "--destination-file", "-d", required=True,
+        type=click.Path(dir_okay=False, path_type=Path), help="Where to write the package.",
+    )  # fmt: skip
+    @output_option
+    def download(
+        tenant: str | None, namespace: str | None, name: str | None, fqfn: str | None,
+        destination_file: Path,
+    ) -> None:  # fmt: skip
+        path = _path("functions", *_resolve_name(tenant, namespace, name, fqfn)) + "/download"
+        answer = rest().request("GET", path, raw=True)
+        destination_file.write_bytes(answer.body)
+        printer().done(
+            f"Downloaded successfully to {destination_file}",
+            file=str(destination_file),
+            sizeBytes=len(answer.body),
+        )
+
+
 functions = component_group("functions")
 sources = component_group("sources")
 sinks = component_group("sinks")
 
 
-@click.group("functions-worker")
+@click.group("functions-worker", cls=SuggestingGroup)
 def functions_worker() -> None:
     """The Functions Worker cluster (/admin/v2/worker)."""
 

@@ -8,6 +8,7 @@ from urllib.parse import quote
 import click
 
 from magnetar.cli.admin.context import rest
+from magnetar.cli.command_group import SuggestingGroup
 from magnetar.cli.output import output_option, printer
 
 
@@ -33,7 +34,7 @@ def _failover_params(value: str) -> dict[str, str]:
     return params
 
 
-@click.group("ns-isolation-policy")
+@click.group("ns-isolation-policy", cls=SuggestingGroup)
 def ns_isolation_policy() -> None:
     """Namespace isolation policies: pin namespaces to primary brokers, with secondaries
     to fail over to."""

@@ -13,13 +13,24 @@ import click
 
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import namespace_path, tenant_path
-from magnetar.cli.admin.units import duration_s, size_bytes
-from magnetar.cli.output import output_option, printer
+from magnetar.cli.admin.policy_commands import (
+    NAMESPACE_POLICIES,
+    NAMESPACE_TARGET,
+    add_backlog_quota_commands,
+    add_policy_commands,
+    retention_body,
+)
+from magnetar.cli.admin.rest import AdminHttpError
+from magnetar.cli.admin.units import duration_s
+from magnetar.cli.command_group import SuggestingGroup
+from magnetar.cli.output import fail, output_option, printer
 
 NAMESPACE = click.argument("namespace", metavar="TENANT/NAMESPACE")
+PRECONDITION_FAILED = 412
+"""What the admin API answers when a namespace still has topics."""
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def namespaces() -> None:
     """Namespaces: groups of topics sharing policies."""
 
@@ -69,7 +80,12 @@ def delete(namespace: str, force: bool) -> None:
     if force:
         rest().delete(namespace_path(namespace), force=True)
     else:
-        rest().delete(namespace_path(namespace))
+        try:
+            rest().delete(namespace_path(namespace))
+        except AdminHttpError as e:
+            if e.status != PRECONDITION_FAILED:
+                raise
+            fail(f"{e} - use -f/--force to delete its topics too")
     printer().done(f"Namespace {namespace} deleted", namespace=namespace)
 
 
@@ -139,11 +155,7 @@ def split_bundle(
 @output_option
 def set_retention(namespace: str, size: str, time_: str) -> None:
     """Keep acknowledged messages up to a size and an age."""
-    size_b, time_sec = size_bytes(size), duration_s(time_)
-    body = {
-        "retentionTimeInMinutes": -1 if time_sec < 0 else time_sec // 60,
-        "retentionSizeInMB": -1 if size_b < 0 else size_b // (1 << 20),
-    }
+    body = retention_body(size, time_)
     rest().post(f"{namespace_path(namespace)}/retention", body)
     printer().done(f"Retention of {namespace} set", namespace=namespace, retention=body)
 
@@ -229,73 +241,11 @@ def remove_deduplication(namespace: str) -> None:
     printer().done(f"Deduplication setting of {namespace} removed", namespace=namespace)
 
 
-# ------------------------------------------------------------------ backlog quota
+# ------------------------------------------------------------------ backlog quota and the rest
 
-_QUOTA_TYPES = click.Choice(["destination_storage", "message_age"], case_sensitive=False)
-
-
-@namespaces.command("set-backlog-quota")
-@NAMESPACE
-@click.option("--limit", "-l", default=None, help="Size limit: 2G, 500M (destination_storage).")
-@click.option("--limitTime", "-lt", "limit_time", default=None, help="Age limit: 3h (message_age).")
-@click.option(
-    "--policy",
-    "-p",
-    required=True,
-    type=click.Choice(
-        ["producer_request_hold", "producer_exception", "consumer_backlog_eviction"],
-        case_sensitive=False,
-    ),
-)
-@click.option(
-    "--type",
-    "-t",
-    "quota_type",
-    type=_QUOTA_TYPES,
-    default="destination_storage",
-    show_default=True,
-)
-@output_option
-def set_backlog_quota(
-    namespace: str, limit: str | None, limit_time: str | None, policy: str, quota_type: str
-) -> None:
-    """Limit the backlog of a namespace's subscriptions, by size or by age."""
-    if limit is None and limit_time is None:
-        raise click.UsageError("give --limit or --limitTime")
-    body: dict[str, object] = {"policy": policy.lower()}
-    if limit is not None:
-        body["limitSize"] = size_bytes(limit)
-    if limit_time is not None:
-        body["limitTime"] = duration_s(limit_time)
-    rest().post(
-        f"{namespace_path(namespace)}/backlogQuota", body, backlogQuotaType=quota_type.lower()
-    )
-    printer().done(f"Backlog quota of {namespace} set", namespace=namespace, quota=body)
-
-
-@namespaces.command("get-backlog-quotas")
-@NAMESPACE
-@output_option
-def get_backlog_quotas(namespace: str) -> None:
-    """Show a namespace's backlog quotas, by type."""
-    printer().result(rest().get(f"{namespace_path(namespace)}/backlogQuotaMap"))
-
-
-@namespaces.command("remove-backlog-quota")
-@NAMESPACE
-@click.option(
-    "--type",
-    "-t",
-    "quota_type",
-    type=_QUOTA_TYPES,
-    default="destination_storage",
-    show_default=True,
-)
-@output_option
-def remove_backlog_quota(namespace: str, quota_type: str) -> None:
-    """Remove a namespace's backlog quota of one type."""
-    rest().delete(f"{namespace_path(namespace)}/backlogQuota", backlogQuotaType=quota_type.lower())
-    printer().done(f"Backlog quota of {namespace} removed", namespace=namespace)
+add_backlog_quota_commands(namespaces, NAMESPACE_TARGET)
+for _policy in NAMESPACE_POLICIES:
+    add_policy_commands(namespaces, NAMESPACE_TARGET, _policy)
 
 
 # ------------------------------------------------------------------ schema policies

@@ -21,6 +21,7 @@ import click
 
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import parse_topic
+from magnetar.cli.command_group import SuggestingGroup
 from magnetar.cli.output import output_option, printer
 
 TOPIC = click.argument("topic")
@@ -62,7 +63,7 @@ def _payload(path: str) -> dict[str, Any]:
     return body
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def schemas() -> None:
     """Topic schemas: versions, uploads, compatibility checks."""
 

@@ -6,10 +6,11 @@ import click
 
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import tenant_path
+from magnetar.cli.command_group import SuggestingGroup
 from magnetar.cli.output import output_option, printer
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def tenants() -> None:
     """Tenants: the top level of the naming hierarchy."""
 

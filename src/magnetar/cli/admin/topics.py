@@ -2,7 +2,9 @@
 
 Paths are Pulsar's REST v2 (``T`` = ``/admin/v2/{domain}/{tenant}/{ns}/{topic}``, §8.1).
 Options mirror ``pulsar-admin topics``: ``-p`` partitions, ``-s`` subscription, ``-n``
-count, ``-t`` time, ``-m`` message id, ``-f`` force.
+count, ``-t`` time, ``-m`` message id, ``-f`` force. Topic-level policies
+(``set-|get-|remove-retention``, ``…-message-ttl``, ``…-backlog-quota``, ``…-max-producers``,
+…) come from :mod:`magnetar.cli.admin.policy_commands`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,15 @@ import click
 
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import TOPIC, Topic, namespace_path
+from magnetar.cli.admin.policy_commands import (
+    TOPIC_POLICIES,
+    TOPIC_TARGET,
+    add_backlog_quota_commands,
+    add_policy_commands,
+)
 from magnetar.cli.admin.rest import AdminHttpError, RawResponse
 from magnetar.cli.admin.units import duration_s
+from magnetar.cli.command_group import SuggestingGroup
 from magnetar.cli.output import fail, output_option, printer
 
 #: Java MessageId.latest / earliest as the REST API spells them.
@@ -55,7 +64,7 @@ def message_id(text: str) -> dict[str, int]:
     raise click.BadParameter(f"invalid message id {text!r} (latest, earliest or ledgerId:entryId)")
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def topics() -> None:
     """Topics and their subscriptions."""
 
@@ -389,6 +398,11 @@ def peek_messages(topic: Topic, subscription: str, count: int) -> None:
             raise
         records.extend(_peeked(answer))
     del records[count:]
+    _show(records)
+
+
+def _show(records: list[dict[str, Any]]) -> None:
+    """Peeked or examined messages: a JSON list, or for people one block per message."""
     out = printer()
     if out.json:
         out.result(records)
@@ -407,6 +421,51 @@ def peek_messages(topic: Topic, subscription: str, count: int) -> None:
         else:
             click.echo(_hexdump(base64.b64decode(r["payloadBase64"])))
         click.echo("")
+
+
+@topics.command("examine-message")
+@TOPIC_ARG
+@click.option(
+    "--initialPosition", "-i", "initial_position", default="latest", show_default=True,
+    type=click.Choice(["latest", "earliest"], case_sensitive=False), help="Count from here.",
+)  # fmt: skip
+@click.option(
+    "--messagePosition", "-m", "message_position", default=1, show_default=True,
+    type=click.IntRange(min=1), help="The n-th entry from the initial position (1: it).",
+)  # fmt: skip
+@output_option
+def examine_message(topic: Topic, initial_position: str, message_position: int) -> None:
+    """Show a message counted from the first or the last one, no subscription needed."""
+    answer = rest().request(
+        "GET", f"{topic.path}/examinemessage", raw=True,
+        query={"initialPosition": initial_position.lower(), "messagePosition": message_position},
+    )  # fmt: skip
+    _show(_peeked(answer))
+
+
+@topics.command("get-message-by-id")
+@TOPIC_ARG
+@click.option("--ledgerId", "-l", "ledger_id", required=True, type=int)
+@click.option("--entryId", "-e", "entry_id", required=True, type=int)
+@output_option
+def get_message_by_id(topic: Topic, ledger_id: int, entry_id: int) -> None:
+    """Show the message stored at ledgerId:entryId."""
+    answer = rest().request("GET", f"{topic.path}/ledger/{ledger_id}/entry/{entry_id}", raw=True)
+    _show(_peeked(answer))
+
+
+@topics.command("analyze-backlog")
+@TOPIC_ARG
+@SUBSCRIPTION
+@click.option(
+    "--messageId", "-m", "position", default=None,
+    help="Start here (ledgerId:entryId) instead of the first unacknowledged message.",
+)  # fmt: skip
+@output_option
+def analyze_backlog(topic: Topic, subscription: str, position: str | None) -> None:
+    """Count the entries and messages of a subscription's backlog."""
+    body = None if position is None else message_id(position)
+    printer().result(rest().post(f"{_sub(topic, subscription)}/analyzeBacklog", body))
 
 
 # ------------------------------------------------------------------ compaction and lifecycle
@@ -488,3 +547,10 @@ def unload(topic: Topic) -> None:
     """Unload a topic from its broker (clients reconnect, possibly elsewhere)."""
     rest().put(f"{topic.path}/unload")
     printer().done(f"Topic {topic.full} unloaded", topic=topic.full)
+
+
+# ------------------------------------------------------------------ topic-level policies
+
+add_backlog_quota_commands(topics, TOPIC_TARGET)
+for _policy in TOPIC_POLICIES:
+    add_policy_commands(topics, TOPIC_TARGET, _policy)

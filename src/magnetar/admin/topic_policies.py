@@ -33,7 +33,7 @@ from starlette.responses import Response
 
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import BadRequest, PreconditionFailed, ResourceNotFound
-from magnetar.admin.namespaces import namespace_policies, schema_strategy
+from magnetar.admin.namespaces import schema_strategy
 from magnetar.admin.policy_values import (
     message_ttl,
     non_negative,
@@ -41,6 +41,7 @@ from magnetar.admin.policy_values import (
     retention_policies,
 )
 from magnetar.admin.request_body import as_bool, read_json
+from magnetar.admin.resources.namespace_policies import namespace_policies
 from magnetar.admin.responses import json_response, no_content
 from magnetar.admin.topics import TOPIC, topic_name
 from magnetar.broker.policies import (

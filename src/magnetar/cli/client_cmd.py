@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from magnetar.cli.auth_options import NO_AUTH, auth_options, parse_auth
-from magnetar.cli.output import Printer, log_client_warnings, output_option, printer
+from magnetar.cli.output import Printer, fail, log_client_warnings, output_option, printer
 
 if TYPE_CHECKING:
     from magnetar.common.clock import Clock
@@ -215,13 +215,19 @@ def produce(
         raise click.UsageError("give messages with -m or files with -f")
     props = _properties(properties)
     out = printer()
-    ids = _run(
-        _produce(
-            settings, topic, bodies, num_produce, rate, key, props,
-            batching=not (disable_batching or chunking), chunking=chunking,
-            compression=compression.upper(), producer_name=producer_name,
-        )
-    )  # fmt: skip
+    from magnetar.client import MessageTooBig
+
+    try:
+        ids = _run(
+            _produce(
+                settings, topic, bodies, num_produce, rate, key, props,
+                batching=not (disable_batching or chunking), chunking=chunking,
+                compression=compression.upper(), producer_name=producer_name,
+            )
+        )  # fmt: skip
+    except MessageTooBig as exc:
+        # Only reachable without -c: a chunking producer splits what exceeds the limit.
+        fail(f"{exc}; send it in chunks with -c/--chunking")
     if out.json:
         out.result({"topic": topic, "produced": len(ids), "messageIds": ids})
     else:

@@ -28,8 +28,8 @@ from typing import Any
 
 from magnetar.client.auth import Authentication
 from magnetar.client.connection_pool import ConnectionPool
-from magnetar.client.consumer import (
-    Consumer,
+from magnetar.client.consumer import Consumer
+from magnetar.client.consumer_config import (
     ConsumerConfig,
     ConsumerEventListener,
     ConsumerType,

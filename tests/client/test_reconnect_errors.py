@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -22,6 +22,7 @@ from magnetar.protocol import (
     PROTOCOL_VERSION,
     CloseConsumer,
     CloseProducer,
+    Command,
     Connect,
     Connected,
     Error,
@@ -72,7 +73,7 @@ class RecoveringBroker:
                     if reply is not None:
                         writer.write(encode(reply))
 
-    def _answer(self, cmd: object) -> object | None:
+    def _answer(self, cmd: Command) -> Command | None:
         match cmd:
             case Connect():
                 return Connected(server_version="fake", protocol_version=PROTOCOL_VERSION)
@@ -96,7 +97,7 @@ class RecoveringBroker:
                 return Success(request_id=rid)
         return None
 
-    def _register(self, rid: int, handle: tuple[str, int], ok: object) -> object:
+    def _register(self, rid: int, handle: tuple[str, int], ok: Command) -> Command:
         self.registrations += 1
         if self.failing and self.refused < FAILURES:
             self.refused += 1
@@ -146,15 +147,14 @@ async def test_reconnect_retries_the_errors_of_a_recovering_broker(
     async with recovering_broker(error) as broker:
         client = Client(broker.url, operation_timeout_seconds=10)
         try:
+            is_connected: Callable[[], bool]
             if handle == "consumer":
-                registered: object = await client.subscribe("t", "s")
+                is_connected = (await client.subscribe("t", "s")).is_connected
             else:
-                registered = await client.create_producer("t")
+                is_connected = (await client.create_producer("t")).is_connected
             broker.fail_over()
             await asyncio.wait_for(broker.accepted_after_failures.wait(), 10)
             assert broker.refused == FAILURES
-            await wait_until_async(
-                registered.is_connected, 10, what=f"the {handle} reconnected"  # type: ignore[attr-defined]
-            )
+            await wait_until_async(is_connected, 10, what=f"the {handle} reconnected")
         finally:
             await client.close()

@@ -142,8 +142,5 @@ def test_a_message_over_the_limit_suggests_chunking(
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in refused.stderr, refused.stderr
     assert "-c/--chunking" in lines[0] and "200000" in lines[0], lines
-    chunked = _magnetar(
-        "client", "--url", standalone.url, "produce", topic, "-f", str(big), "-c"
-    )
+    chunked = _magnetar("client", "--url", standalone.url, "produce", topic, "-f", str(big), "-c")
     assert chunked.returncode == 0, chunked.stderr
-

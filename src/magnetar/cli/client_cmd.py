@@ -87,7 +87,8 @@ class ClientSettings:
     default=DEFAULT_SERVICE_URL,
     show_default=True,
     show_envvar=True,
-    help="The broker's binary protocol URL.",
+    help="The service URL: pulsar://host:port, several hosts (pulsar://h1:6650,h2:6650; each "
+    "is tried in turn), or http://host:port for HTTP lookups.",
 )
 @click.option("--auth-token", envvar="MAGNETAR_AUTH_TOKEN", default=None, help="Token auth.")
 @auth_options

@@ -102,8 +102,20 @@ def standalone(
             f"--ensemble-size {ensemble_size} needs other bookies: with the embedded store "
             "the standalone has one; give --metadata-url"
         )
+    import dataclasses
     import sys
 
+    if functions_worker:
+        from magnetar.auth.server_options import ServerAuthError, own_client_credentials
+
+        try:
+            worker_credentials = own_client_credentials(
+                broker_server.broker.auth, broker_server.broker_client_auth
+            )
+        except ServerAuthError as exc:
+            click.echo(f"magnetar standalone: {exc}", err=True)
+            sys.exit(2)
+        broker_server = dataclasses.replace(broker_server, broker_client_auth=worker_credentials)
     from magnetar.standalone import StandaloneConfig, run
 
     configure_logging(log_level)

@@ -10,7 +10,7 @@ import click
 
 from magnetar.broker.controller.load import DEFAULT_OVERLOAD_CPU_PERCENT
 from magnetar.cli.broker_options import broker_options, run_server
-from magnetar.cli.server_setup import configure_logging, log_level_option, restore_stop_signals
+from magnetar.cli.server_setup import configure_logging, log_level_option
 
 if TYPE_CHECKING:
     from magnetar.broker_server import BrokerServerConfig
@@ -69,7 +69,6 @@ def broker(
 ) -> None:
     """A broker (binary protocol on 6650, HTTP on 8080) for a cluster on ZooKeeper."""
     started = time.perf_counter()
-    restore_stop_signals()
     if broker_id is not None and (not broker_id or "/" in broker_id):
         raise click.UsageError(f"--broker-id {broker_id!r}: must be non-empty, without '/'")
     from magnetar.broker_node import BrokerNodeConfig, run

@@ -101,6 +101,9 @@ def functions_worker(ctx: click.Context) -> None:
 
 
 def main() -> None:
+    from magnetar.cli.server_setup import restore_stop_signals
+
+    restore_stop_signals()  # first: a Ctrl+C during the imports below must count
     cli()
 
 

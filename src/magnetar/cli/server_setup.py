@@ -30,7 +30,8 @@ log_level_option = click.option(
 
 
 def restore_stop_signals() -> None:
-    """SIGINT raises KeyboardInterrupt until the server's loop takes it over (a stop then).
+    """SIGINT raises KeyboardInterrupt (until a server's loop takes it over: a stop then);
+    ``magnetar`` calls this first.
 
     A shell starts a background job (``magnetar standalone &``) with SIGINT ignored, and an
     ignored signal stays ignored across exec: without this, a Ctrl+C or ``kill -INT`` before

@@ -13,7 +13,6 @@ from magnetar.cli.server_setup import (
     LOG_LEVELS,
     configure_logging,
     log_level_option,
-    restore_stop_signals,
 )
 
 if TYPE_CHECKING:
@@ -91,7 +90,6 @@ def standalone(
 ) -> None:
     """One process: embedded metadata store, a bookie, a broker and a Functions Worker."""
     started = time.perf_counter()
-    restore_stop_signals()
     if metadata_url is not None and not metadata_url.startswith("zk://"):
         raise click.UsageError(
             f"--metadata-url {metadata_url!r}: not a ZooKeeper URL (zk://host:port/chroot)"

@@ -167,6 +167,9 @@ class BrokerServer:
         )
         ctx.host_settings.update(
             managedLedgerMaxEntriesPerLedger=cfg.managed_ledger_max_entries_per_ledger,
+            managedLedgerMinLedgerRolloverTimeMinutes=(
+                cfg.managed_ledger_min_ledger_rollover_time_ms / 60_000
+            ),
             webServiceHost=cfg.http_host,
         )
         ctx.internal_client_credentials = cfg.broker_client_auth
@@ -190,6 +193,7 @@ class BrokerServer:
             )
             self.https = AdminServer(app, cfg.http_host, cfg.https_port, tls=tls)
             await self.https.start()
+            ctx.host_settings["webServicePortTls"] = self.https.port
         if not self._first_routes:
             # built off the loop, not on it by the first request (see build_route_matching)
             self._route_matching = asyncio.create_task(build_route_matching_off_loop(app))

@@ -177,6 +177,13 @@ class Standalone:
             first_routes=first_routes,
         )
         await self.server.start()
+        assert self.server.admin is not None
+        self.server.admin.host_settings.update(
+            metadataStoreUrl=cfg.metadata_url or f"sqlite://{data_dir / 'metadata.db'}",
+            metadataStoreSessionTimeoutMillis=round(cfg.metadata_session_timeout_s * 1000),
+            functionsWorkerEnabled=cfg.functions_worker,
+            bookiePort=bookie.port,
+        )
         if self._worker_routes is not None:
             self._worker_task = asyncio.get_running_loop().create_task(
                 self._start_functions_worker(), name="functions-worker start"

@@ -10,6 +10,7 @@ import click
 
 from magnetar.broker.controller.load import DEFAULT_OVERLOAD_CPU_PERCENT
 from magnetar.cli.broker_options import broker_options, run_server
+from magnetar.cli.server_config_file import SERVER_CONTEXT, config_file_option
 from magnetar.cli.server_setup import configure_logging, log_level_option
 
 if TYPE_CHECKING:
@@ -29,7 +30,8 @@ def _zk_url(_ctx: click.Context, _param: click.Parameter, url: str) -> str:
     return url
 
 
-@click.command()
+@click.command(context_settings=SERVER_CONTEXT)
+@config_file_option
 @click.option(
     "--metadata-url",
     required=True,

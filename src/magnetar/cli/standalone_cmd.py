@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from magnetar.cli.broker_options import broker_options, run_server
+from magnetar.cli.server_config_file import SERVER_CONTEXT, config_file_option
 from magnetar.cli.server_setup import (
     LOG_LEVELS,
     configure_logging,
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
 __all__ = ["LOG_LEVELS", "standalone"]
 
 
-@click.command()
+@click.command(context_settings=SERVER_CONTEXT)
+@config_file_option
 @click.option(
     "--data-dir", default=Path("data"), show_default=True, type=click.Path(path_type=Path)
 )

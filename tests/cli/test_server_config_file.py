@@ -4,6 +4,7 @@ result shown by ``admin brokers get-runtime-config``."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -13,10 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.cli.server_config_file import ConfigFileError, default_map, parse_properties
-from magnetar.testing import StandaloneProcess
+from magnetar.auth.server_options import add_argparse_options
+from magnetar.cli.server_config_file import (
+    ConfigFileError,
+    argparse_argv,
+    default_map,
+    parse_properties,
+)
+from magnetar.functions.__main__ import add_worker_arguments
+from magnetar.testing import StandaloneProcess, wait_until
 
 from .conftest import RUN_TIMEOUT_S
+
+pytestmark = pytest.mark.timeout(120)
 
 
 def test_properties_lines_comments_and_separators() -> None:
@@ -126,3 +136,51 @@ def test_flags_beat_the_environment_which_beats_the_file(
     assert config["managedLedgerMinLedgerRolloverTimeMinutes"] == "2.0"
     assert config["functionsWorkerEnabled"] == "false"
     assert config["webServicePort"] == str(node.http_port)
+
+
+def _worker_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    add_worker_arguments(options)
+    add_argparse_options(options)
+    return options
+
+
+def test_the_worker_file_and_environment_go_before_the_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf = tmp_path / "functions_worker.yml"
+    conf.write_text(
+        "workerId: w-file\nworkerPort: 6751\npulsarServiceUrl: pulsar://file:6650\n"
+        "authenticationEnabled: true\nnumFunctionPackageReplicas: 1\n"
+    )
+    monkeypatch.setenv("MAGNETAR_PORT", "6752")
+    options = _worker_options()
+    argv = argparse_argv(options, ["--config", str(conf), "--service-url", "pulsar://flag:1"], "w")
+    args = options.parse_args(argv)
+    assert args.worker_id == "w-file"  # the file
+    assert args.port == 6752  # the environment over the file
+    assert args.service_url == "pulsar://flag:1"  # the flag over the file
+    assert args.authentication_enabled is True
+
+
+def test_a_worker_configured_by_file_joins(
+    standalone_factory: Callable[..., StandaloneProcess], tmp_path: Path
+) -> None:
+    node = standalone_factory("--no-functions-worker")
+    conf = tmp_path / "functions_worker.yml"
+    conf.write_text(
+        f"workerId: w-file\nworkerPort: 0\npulsarServiceUrl: {node.url}\n"
+        f"pulsarWebServiceUrl: {node.http_url}\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "magnetar.cli.main", "functions-worker", "--config", str(conf),
+         "--runtime", "thread", "--work-dir", str(tmp_path / "work")],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        first = wait_until(proc.stdout.readline, 60, what="the worker's first line")
+        assert first.startswith("joined w-file:"), first
+    finally:
+        proc.kill()
+        proc.wait(10)

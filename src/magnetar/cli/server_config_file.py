@@ -11,7 +11,10 @@ take are named in one warning line on stderr and otherwise ignored, as Pulsar ig
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import argparse
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -83,6 +86,12 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[str], str]]]] = {
         _same,
     ),
     "functionsWorkerEnabled": ("functions_worker", _same),
+    # functions_worker.yml (its flat ``key: value`` lines)
+    "workerId": ("worker_id", _same),
+    "workerHostname": ("host", _same),
+    "workerPort": ("port", _same),
+    "pulsarServiceUrl": ("service_url", _same),
+    "pulsarWebServiceUrl": ("admin_url", _same),
     # bookkeeper.conf
     "bookiePort": ("port", _same),
     "metadataServiceUri": ("metadata_url", _same),
@@ -139,26 +148,35 @@ def default_map(
     return defaults, unknown
 
 
+def read_file(path: Path) -> dict[str, str]:
+    """The properties of ``path``. Raises :class:`ConfigFileError` (also when it cannot be
+    read)."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(FILE_BYTES_MAX + 1)
+    except OSError as exc:
+        raise ConfigFileError(f"cannot read {path}: {exc.strerror}") from None
+    if len(data) > FILE_BYTES_MAX:
+        raise ConfigFileError(f"{path}: larger than {FILE_BYTES_MAX} bytes")
+    return parse_properties(data.decode("utf-8", errors="replace"), str(path))
+
+
+def _unknown_line(command: str, path: Path, unknown: Sequence[str]) -> str:
+    return f"magnetar {command}: {path}: ignoring keys this command does not take: " + ", ".join(
+        unknown
+    )
+
+
 def _load(ctx: click.Context, param: click.Parameter, path: Path | None) -> None:
     if path is None:
         return
+    accepted = {p.name for p in ctx.command.params if p.name and p is not param}
     try:
-        with path.open("rb") as f:
-            text = f.read(FILE_BYTES_MAX + 1).decode("utf-8", errors="replace")
-        if len(text) > FILE_BYTES_MAX:
-            raise ConfigFileError(f"{path}: larger than {FILE_BYTES_MAX} bytes")
-        accepted = {p.name for p in ctx.command.params if p.name and p is not param}
-        defaults, unknown = default_map(parse_properties(text, str(path)), accepted)
-    except OSError as exc:
-        raise click.BadParameter(f"cannot read {path}: {exc.strerror}", ctx, param) from None
+        defaults, unknown = default_map(read_file(path), accepted)
     except ConfigFileError as exc:
         raise click.BadParameter(str(exc), ctx, param) from None
     if unknown:
-        click.echo(
-            f"magnetar {ctx.info_name}: {path}: ignoring keys this command does not take: "
-            + ", ".join(unknown),
-            err=True,
-        )
+        click.echo(_unknown_line(ctx.info_name or "", path, unknown), err=True)
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
 
 
@@ -180,3 +198,40 @@ def config_file_option(f: Callable[..., Any]) -> Callable[..., Any]:
 
 SERVER_CONTEXT: Final[dict[str, Any]] = {"auto_envvar_prefix": ENV_PREFIX}
 """``context_settings`` of a server command: ``MAGNETAR_<OPTION>`` environment variables."""
+
+
+def argparse_argv(parser: argparse.ArgumentParser, argv: Sequence[str], command: str) -> list[str]:
+    """``argv`` of an argparse command (``magnetar functions-worker``) with the same
+    precedence as the click commands: ``--config FILE`` and ``MAGNETAR_<OPTION>`` become
+    arguments put before ``argv`` (argparse keeps the last of a repeated option), the file's
+    first, the environment's after. Unknown keys are named in one line on stderr. Raises
+    :class:`ConfigFileError`."""
+    rest, path = list(argv), None
+    for i, arg in enumerate(rest):
+        if arg == "--config" and i + 1 < len(rest):
+            path = Path(rest[i + 1])
+            del rest[i : i + 2]
+            break
+        if arg.startswith("--config="):
+            path = Path(arg.partition("=")[2])
+            del rest[i]
+            break
+    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest != "help"}
+    values: dict[str, str] = {}
+    if path is not None:
+        values, unknown = default_map(read_file(path), set(actions))
+        if unknown:
+            print(_unknown_line(command, path, unknown), file=sys.stderr)
+    for dest in actions:
+        env = os.environ.get(f"{ENV_PREFIX}_{dest.upper()}")
+        if env:
+            values[dest] = env
+    front: list[str] = []
+    for dest, value in values.items():
+        action = actions[dest]
+        if isinstance(action, argparse.BooleanOptionalAction):
+            on = value.strip().lower() in ("1", "true", "yes", "on")
+            front.append(action.option_strings[0 if on else 1])
+        else:
+            front += [action.option_strings[0], value]
+    return front + rest

@@ -286,11 +286,11 @@ def run_server(
         what = f" for {PORT_PURPOSES[flags[0]]}" if flags else ""
         named = f" ({flags[0]})" if flags else ""
         raise CommandFailed(
-            f"cannot listen{what} on {host}:{port}{named}: {os_reason(exc.errno)}"
+            f"cannot listen{what} on {host}:{port}{named}: {_os_reason(exc.errno)}"
         ) from None
 
 
-def os_reason(code: int) -> str:
+def _os_reason(code: int) -> str:
     """The C library's text for ``code``, lower-case: one spelling whichever part failed."""
     import os
 

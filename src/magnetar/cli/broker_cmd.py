@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 import click
 
 from magnetar.broker.controller.load import DEFAULT_OVERLOAD_CPU_PERCENT
+from magnetar.cli.inactive_topic_options import inactive_topic_options
 from magnetar.cli.server_auth import ServerAuth, server_auth_options
 from magnetar.cli.server_setup import (
     check_quorums,
@@ -79,6 +81,7 @@ def _zk_url(_ctx: click.Context, _param: click.Parameter, url: str) -> str:
     show_default=True,
     help="Broker-wide message deduplication (brokerDeduplicationEnabled).",
 )
+@inactive_topic_options
 @click.option("--max-message-size", default=5 * 1024 * 1024, show_default=True, type=int)
 @memory_options
 @ledger_options
@@ -109,6 +112,7 @@ def broker(
     advertised_listeners: str | None,
     internal_listener_name: str | None,
     deduplication: bool,
+    inactive_topics: dict[str, Any],
     max_message_size: int,
     managed_ledger_cache_size_mb: int,
     max_message_publish_buffer_size_mb: int,
@@ -160,6 +164,7 @@ def broker(
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,
             auth=server_auth.auth,
+            **inactive_topics,
         ),
     )
     install_uvloop()

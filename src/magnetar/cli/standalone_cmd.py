@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
+from magnetar.cli.inactive_topic_options import inactive_topic_options
 from magnetar.cli.server_auth import ServerAuth, server_auth_options
 from magnetar.cli.server_setup import (
     check_quorums,
@@ -99,6 +101,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
     type=click.IntRange(min=1),
     help="A frame not completely read this long after its first byte closes its connection.",
 )
+@inactive_topic_options
 @click.option("--failover-delay-ms", default=1000, show_default=True, type=int)
 @memory_options
 @click.option(
@@ -157,6 +160,7 @@ def standalone(
     advertised_listeners: str | None,
     internal_listener_name: str | None,
     deduplication: bool,
+    inactive_topics: dict[str, Any],
     max_message_size: int,
     partial_frame_bytes_max: int,
     partial_frame_timeout_ms: int,
@@ -236,6 +240,7 @@ def standalone(
             max_connections_per_ip=broker_max_connections_per_ip,
             failover_delay_ms=failover_delay_ms,
             auth=server_auth.auth,
+            **inactive_topics,
         ),
     )
     install_uvloop()

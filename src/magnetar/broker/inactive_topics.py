@@ -45,13 +45,17 @@ class TopicActivity:
 
 
 def activity_of(topic: Topic) -> TopicActivity:
-    """The loaded topic's activity now (in-memory reads only)."""
-    subs = topic.subscriptions.values()
+    """The loaded topic's activity now (in-memory reads only). Its subscriptions are those
+    with consumers plus every durable cursor (one made by ``admin topics
+    create-subscription``, or whose consumers left, has no ``Subscription`` object)."""
+    subs = topic.subscriptions
+    cursors = {name: c for name, c in topic.ml.cursors.items() if c.durable and name not in subs}
     return TopicActivity(
-        clients=len(topic.producers) + sum(len(s.consumers) for s in subs),
-        subscriptions=len(topic.subscriptions),
-        backlog_messages=sum(s.backlog_messages for s in subs),
-        marker=(topic.ml.last_confirmed, frozenset(topic.subscriptions)),
+        clients=len(topic.producers) + sum(len(s.consumers) for s in subs.values()),
+        subscriptions=len(subs) + len(cursors),
+        backlog_messages=sum(s.backlog_messages for s in subs.values())
+        + sum(c.backlog_messages for c in cursors.values()),
+        marker=(topic.ml.last_confirmed, frozenset(subs), frozenset(cursors)),
     )
 
 

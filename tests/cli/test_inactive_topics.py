@@ -128,6 +128,14 @@ def _json(cli: Cli, *args: str) -> Any:
     return json.loads(_ok(cli.admin("--output", "json", *args)))
 
 
+def test_the_broker_settings_in_the_runtime_config(cli: Cli) -> None:
+    config = _json(cli, "brokers", "get-runtime-config")
+    assert config["brokerDeleteInactiveTopicsEnabled"] == "true"
+    assert config["brokerDeleteInactiveTopicsFrequencySeconds"] == "1"
+    assert config["brokerDeleteInactiveTopicsMode"] == "delete_when_no_subscriptions"
+    assert config["brokerDeleteInactiveTopicsMaxInactiveDurationSeconds"] == "1"
+
+
 def test_set_get_remove(cli: Cli) -> None:
     ns = _namespace(cli, "-d", "-t", "2h", "-m", "delete_when_subscriptions_caught_up")
     n = "namespaces"

@@ -330,22 +330,22 @@ class BrokerService:
             topics = [t for t in self.loaded_topics() if deletable(t.name)]
             tracker.keep_only({t.full_name for t in topics})
             for topic in topics:
-                policies = await self.policies.effective(topic.name)
-                if topic.closed or self.loaded_topic(topic.name) is not topic:
-                    continue
-                # read after the await above, and nothing awaited until the unload starts
-                activity = activity_of(topic)
-                policy = policies.inactive_topic
-                now_ms = self.clock.now_ms()
-                if not tracker.due(
-                    topic.full_name, activity, policy, policies.retention_time_ms, now_ms
-                ):
-                    continue
-                log.info("%s: deleting it, inactive (%s)", topic.full_name, policy.delete_mode)
                 try:
-                    await delete_topic_storage(self, topic)
-                except MagnetarError as exc:
+                    await self._delete_if_inactive(topic, tracker)
+                except MagnetarError as exc:  # a metadata hiccup: the next round retries
                     log.warning("deleting inactive %s: %s", topic.full_name, exc)
+
+    async def _delete_if_inactive(self, topic: Topic, tracker: InactivityTracker) -> None:
+        policies = await self.policies.effective(topic.name)
+        if topic.closed or self.loaded_topic(topic.name) is not topic:
+            return
+        # read after the await above, and nothing awaited until the unload starts
+        activity = activity_of(topic)
+        policy = policies.inactive_topic
+        now_ms = int(self.clock.monotonic_s() * 1000)
+        if tracker.due(topic.full_name, activity, policy, policies.retention_time_ms, now_ms):
+            log.info("%s: deleting it, inactive (%s)", topic.full_name, policy.delete_mode)
+            await delete_topic_storage(self, topic)
 
     def track(self, task: asyncio.Task[Any]) -> None:
         self._background.add(task)

@@ -30,6 +30,7 @@ from magnetar.admin.policy_values import (
     message_ttl,
     non_negative,
     persistence_policies,
+    policy_json,
     retention_policies,
 )
 from magnetar.admin.request_body import as_bool, as_object, as_str, read_json
@@ -45,6 +46,7 @@ from magnetar.broker.policies import (
     AutoTopicCreationOverride,
     BacklogQuota,
     BacklogQuotaType,
+    InactiveTopicPolicies,
     Policies,
     PolicyError,
 )
@@ -62,16 +64,6 @@ SCHEMA_COMPATIBILITY_STRATEGIES = (
     "FORWARD_TRANSITIVE",
     "FULL_TRANSITIVE",
 )
-
-
-def _policy(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    def run(value: Any) -> Any:
-        try:
-            return parse(value)
-        except PolicyError as exc:
-            raise BadRequest(str(exc)) from exc
-
-    return run
 
 
 def schema_strategy(value: Any) -> str:
@@ -127,7 +119,12 @@ SETTINGS = (
     Setting(
         "autoTopicCreation",
         "autoTopicCreationOverride",
-        _policy(AutoTopicCreationOverride.from_json),
+        policy_json(AutoTopicCreationOverride.from_json),
+    ),
+    Setting(
+        "inactiveTopicPolicies",
+        "inactive_topic_policies",
+        policy_json(InactiveTopicPolicies.from_json),
     ),
     Setting(
         "schemaCompatibilityStrategy",

@@ -52,6 +52,13 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, _Convert]]] = {
     "max_unacked_messages_per_consumer": ("maxUnackedMessagesPerConsumer", _same),
     "max_unacked_messages_per_subscription": ("maxUnackedMessagesPerSubscription", _same),
     "delayed_delivery_tick_ms": ("delayedDeliveryTickTimeMillis", _same),
+    "delete_inactive_topics_enabled": ("brokerDeleteInactiveTopicsEnabled", _same),
+    "delete_inactive_topics_frequency_s": ("brokerDeleteInactiveTopicsFrequencySeconds", _same),
+    "delete_inactive_topics_mode": ("brokerDeleteInactiveTopicsMode", _same),
+    "delete_inactive_topics_max_inactive_duration_s": (
+        "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds",
+        _same,
+    ),
     "ensemble_size": ("managedLedgerDefaultEnsembleSize", _same),
     "write_quorum": ("managedLedgerDefaultWriteQuorum", _same),
     "ack_quorum": ("managedLedgerDefaultAckQuorum", _same),

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from magnetar.cli.inactive_topic_options import OPTIONS as INACTIVE_TOPIC_OPTIONS
 from magnetar.cli.server_auth import ServerAuth, server_auth_options
 from magnetar.cli.server_setup import (
     check_quorums,
@@ -137,6 +138,7 @@ def _own_options(f: Callable[..., Any], quorum_default: int) -> Callable[..., An
             help="How long a failover subscription waits before it moves its active "
             "consumer to a new one (activeConsumerFailoverDelayTimeMillis).",
         ),
+        *(option for _, _, option in INACTIVE_TOPIC_OPTIONS),
         memory_options,
         ledger_options,
     ]
@@ -231,6 +233,7 @@ def _server_config(values: dict[str, Any], server_auth: ServerAuth) -> BrokerSer
             write_quorum=v["write_quorum"],
             ack_quorum=v["ack_quorum"],
             auth=server_auth.auth,
+            **{field: v[param] for param, field, _ in INACTIVE_TOPIC_OPTIONS},
         ),
     )
 

@@ -67,6 +67,16 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[str], str]]]] = {
     "brokerClientAuthenticationPlugin": ("broker_client_auth_plugin", _same),
     "brokerClientAuthenticationParameters": ("broker_client_auth_params", _same),
     "brokerDeduplicationEnabled": ("deduplication", _same),
+    "brokerDeleteInactiveTopicsEnabled": ("broker_delete_inactive_topics_enabled", _same),
+    "brokerDeleteInactiveTopicsFrequencySeconds": (
+        "broker_delete_inactive_topics_frequency_seconds",
+        _same,
+    ),
+    "brokerDeleteInactiveTopicsMode": ("broker_delete_inactive_topics_mode", _same),
+    "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds": (
+        "broker_delete_inactive_topics_max_inactive_duration_seconds",
+        _same,
+    ),
     "maxMessageSize": ("max_message_size", _same),
     "brokerMaxConnections": ("broker_max_connections", _same),
     "brokerMaxConnectionsPerIp": ("broker_max_connections_per_ip", _same),

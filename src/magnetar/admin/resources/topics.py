@@ -27,11 +27,11 @@ from magnetar.admin.errors import (
 from magnetar.admin.resources.namespace_policies import namespace_policies
 from magnetar.broker.policies import TOPIC_POLICIES_ROOT
 from magnetar.broker.service import PARTITIONED_ROOT, partitioned_path
-from magnetar.broker.topic import DEDUP_ROOT, TOPIC_EPOCH_ROOT, Topic
+from magnetar.broker.topic import Topic
+from magnetar.broker.topic_deletion import delete_topic_storage
 from magnetar.common.errors import TopicNotFound
 from magnetar.common.names import NamespaceName, TopicName
 from magnetar.managed_ledger.metadata_layout import ROOT as ML_ROOT
-from magnetar.managed_ledger.metadata_layout import ledger_path
 from magnetar.metadata.store import NodeExists, NotFound
 from magnetar.protocol import Entry, PartitionedTopicMetadata, TopicsMode
 from magnetar.schema.registry import SCHEMAS_ROOT
@@ -111,21 +111,7 @@ async def delete_topic(ctx: AdminContext, name: TopicName, *, force: bool) -> No
     topic = await loaded_topic(ctx, name)
     if has_clients(topic) and not force:
         raise PreconditionFailed("Topic has active producers/subscriptions")
-    await ctx.service.unload_topic(name)
-    ml = topic.ml
-    for cursor in list(ml.cursors):
-        with contextlib.suppress(Exception):
-            await ml.delete_cursor(cursor)
-    for ledger_id in ml.ledger_ids():
-        await ctx.service.storage.delete_ledger(ledger_id)
-    with contextlib.suppress(NotFound):
-        await ctx.store.delete_recursive(ledger_path(ml.name))
-    for state_root in (DEDUP_ROOT, TOPIC_EPOCH_ROOT):
-        with contextlib.suppress(NotFound):
-            await ctx.store.delete(f"{state_root}/{ml.name}")
-    await ctx.policies.delete_topic(name)
-    if not name.is_partition:  # partitions share their partitioned topic's schema
-        await ctx.service.schemas.registry.delete(name, force=True)
+    await delete_topic_storage(ctx.service, topic)
 
 
 async def create_partitions(ctx: AdminContext, name: TopicName, first: int, end: int) -> None:

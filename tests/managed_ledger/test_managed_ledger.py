@@ -520,3 +520,80 @@ async def test_reads_are_capped_in_bytes_by_the_average_entry_size(cluster: Clus
     got = [p for run in await cursor.read_runs(100) for p in run.positions]
     assert got == positions[6:]  # 0: no bound in bytes
     await ml.close()
+
+
+def _batch(messages: int, i: int) -> bytes:
+    """An entry whose first byte says how many messages it holds (as a batch's metadata)."""
+    return bytes([messages]) + b"e%d" % i
+
+
+def _messages_of(data: bytes) -> int:
+    if data[0] == 0:
+        raise ProtocolError("unparseable entry")
+    return data[0]
+
+
+async def test_a_recovered_ledger_counts_the_messages_of_its_batches(cluster: Cluster) -> None:
+    """The ledger a crashed owner was writing is recovered by the next owner: its message
+    count in the metadata dates from when it started, so the new owner counts the entries'
+    messages again (issue 34: msgBacklog 1,323 for 1,500 consumable messages)."""
+    counts = [(i % 7) + 1 for i in range(30)]
+    first = await ManagedLedger.open(
+        NAME,
+        storage=cluster.storage,
+        store=cluster.store,
+        config=ManagedLedgerConfig(ledger_entries_max=20),
+        background=False,
+        messages_of=_messages_of,
+    )
+    cursor = await first.open_cursor("sub", earliest=True)
+    for i, n in enumerate(counts):
+        await first.add_entry(_batch(n, i), messages=n)
+    assert cursor.backlog_messages == sum(counts)
+    assert len(first.ledger_ids()) == 2  # one closed ledger of 20 entries, the open one
+    # the first owner stops without closing anything (a crash, or a lost session)
+    other_client = LedgerClient(cluster.store)
+    try:
+        second = await ManagedLedger.open(
+            NAME,
+            storage=LedgerClientStorage(other_client),
+            store=cluster.store,
+            background=False,
+            messages_of=_messages_of,
+        )
+        after = second.cursors["sub"]
+        assert after.backlog_entries == len(counts)
+        assert after.backlog_messages == sum(counts)
+        # per-entry counts of the recovered ledger are exact, not a proportional estimate
+        recovered = second.ledger_ids()[1]
+        assert second.ledgers.messages_in(
+            Position(recovered, 3), Position(recovered, 6)
+        ) == sum(counts[23:27])
+        after.ack_cumulative(Position(recovered, 4))
+        assert after.backlog_messages == sum(counts[25:])
+        await second.close()
+    finally:
+        await first.close()
+        await other_client.close()
+
+
+async def test_an_unparseable_recovered_entry_counts_as_one_message(cluster: Cluster) -> None:
+    first = await open_ml(cluster)
+    cursor = await first.open_cursor("sub", earliest=True)
+    await first.add_entry(_batch(4, 0), messages=4)
+    await first.add_entry(_batch(0, 1), messages=1)
+    assert cursor.backlog_messages == 5
+    other_client = LedgerClient(cluster.store)
+    try:
+        second = await ManagedLedger.open(
+            NAME,
+            storage=LedgerClientStorage(other_client),
+            store=cluster.store,
+            background=False,
+            messages_of=_messages_of,
+        )
+        assert second.cursors["sub"].backlog_messages == 5
+        await second.close()
+    finally:
+        await first.close()
+        await other_client.close()

@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from array import array
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -106,10 +107,15 @@ class Entry:
 
 
 PublishTimeOf = Callable[[bytes], int]
-ExpiryListener = Callable[[str, int], None]
-"""Told ``(cursor name, messages)`` each time message TTL moves a cursor past messages."""
 """An entry's publish time in ms from its bytes (the broker reads the message metadata).
 May raise :class:`MagnetarError` for an entry it cannot parse."""
+
+ExpiryListener = Callable[[str, int], None]
+"""Told ``(cursor name, messages)`` each time message TTL moves a cursor past messages."""
+
+MessagesOf = Callable[[bytes], int]
+"""The number of messages in an entry from its bytes (the broker reads the batch size in
+the message metadata). May raise :class:`MagnetarError` for an entry it cannot parse."""
 
 AddCallback = Callable[[Position | None, BaseException | None], None]
 """An append's outcome: ``(position, None)`` once stored, or ``(None, error)``."""
@@ -213,6 +219,7 @@ class ManagedLedger:
         offloader: Offloader | None,
         publish_time_of: PublishTimeOf | None = None,
         cache_budget: EntryCacheBudget | None = None,
+        messages_of: MessagesOf | None = None,
     ) -> None:
         self.name = name
         self._storage = storage
@@ -221,6 +228,7 @@ class ManagedLedger:
         self._clock = clock
         self._offloader = offloader
         self._publish_time_of = publish_time_of
+        self._messages_of = messages_of
         self.expiry_listener: ExpiryListener | None = None
         """Set by the owner (the broker's topic) to count what TTL expired per cursor."""
         self._path = ledger_path(name)
@@ -279,6 +287,7 @@ class ManagedLedger:
         background: bool = True,
         publish_time_of: PublishTimeOf | None = None,
         cache_budget: EntryCacheBudget | None = None,
+        messages_of: MessagesOf | None = None,
     ) -> ManagedLedger:
         """Open (creating if needed) and take ownership, fencing any previous owner.
 
@@ -286,7 +295,9 @@ class ManagedLedger:
         ``publish_time_of`` lets message TTL expire entries inside a ledger by their publish
         time (without it, TTL expires whole ledgers only). ``cache_budget`` is shared by the
         process's managed ledgers (without one, this ledger's cache is bounded only by
-        ``config.cache_size_max_bytes``).
+        ``config.cache_size_max_bytes``). ``messages_of`` counts the messages of the entries
+        of a ledger recovered from a previous owner (its count in the metadata is stale);
+        without it such a ledger counts one message per entry.
         Raises :class:`ManagedLedgerFenced` if another process takes it over meanwhile.
         """
         ml = cls(
@@ -298,6 +309,7 @@ class ManagedLedger:
             offloader,
             publish_time_of,
             cache_budget,
+            messages_of,
         )
         await ml._initialize()
         if background:
@@ -337,14 +349,40 @@ class ManagedLedger:
         reader = await self._storage.open_ledger(segment.ledger_id, recovery=True)
         segment.entries = reader.last_add_confirmed + 1
         segment.size_bytes = reader.length
-        # per-entry message counts of a recovered ledger are unknown: count one per entry
-        # unless the previous owner had recorded more before it stopped
-        segment.messages = max(segment.messages, segment.entries)
-        segment.message_prefix = None
+        # The list in the metadata was last written when this ledger started (or at a
+        # trim), so its message count is stale: count the entries' messages again.
+        prefix = await self._count_messages(reader, segment)
+        segment.messages = prefix[-1] if prefix is not None else segment.entries
+        segment.message_prefix = prefix if segment.messages != segment.entries else None
         segment.closed_ms = self._clock.now_ms()
         segment.last_add_ms = max(segment.last_add_ms, segment.closed_ms)
         task: asyncio.Task[LedgerReader] = asyncio.get_running_loop().create_task(_ready(reader))
         self._readers[segment.ledger_id] = task
+
+    async def _count_messages(self, reader: LedgerReader, segment: LedgerSegment) -> array[int] | None:
+        """The message-count prefix sum of a recovered ledger's entries, read back through
+        ``messages_of`` (None without it: one message an entry is all that is known).
+        Reads in batches bounded in entries and, by the ledger's average entry size, in
+        bytes (``read_batch_max_entries``, ``read_ahead_bytes_max``)."""
+        messages_of = self._messages_of
+        if messages_of is None:
+            return None
+        cfg = self.config
+        step = cfg.read_batch_max_entries
+        if segment.size_bytes:
+            step = min(step, cfg.read_ahead_bytes_max * segment.entries // segment.size_bytes)
+        step = max(step, 1)
+        prefix = array("q", [0])
+        total = 0
+        for first in range(0, segment.entries, step):
+            last = min(first + step, segment.entries) - 1
+            for entry in await reader.read(first, last):
+                try:
+                    total += max(messages_of(entry.data), 1)
+                except MagnetarError:  # unparseable: it is still one entry to deliver
+                    total += 1
+                prefix.append(total)
+        return prefix
 
     async def _load_cursors(self) -> None:
         try:

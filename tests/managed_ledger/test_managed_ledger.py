@@ -551,6 +551,7 @@ async def test_a_recovered_ledger_counts_the_messages_of_its_batches(cluster: Cl
         await first.add_entry(_batch(n, i), messages=n)
     assert cursor.backlog_messages == sum(counts)
     assert len(first.ledger_ids()) == 2  # one closed ledger of 20 entries, the open one
+    size_bytes = first.ledgers.total_size_bytes
     # the first owner stops without closing anything (a crash, or a lost session)
     other_client = LedgerClient(cluster.store)
     try:
@@ -564,11 +565,12 @@ async def test_a_recovered_ledger_counts_the_messages_of_its_batches(cluster: Cl
         after = second.cursors["sub"]
         assert after.backlog_entries == len(counts)
         assert after.backlog_messages == sum(counts)
+        assert second.ledgers.total_size_bytes == size_bytes  # counted from the entries too
         # per-entry counts of the recovered ledger are exact, not a proportional estimate
         recovered = second.ledger_ids()[1]
-        assert second.ledgers.messages_in(
-            Position(recovered, 3), Position(recovered, 6)
-        ) == sum(counts[23:27])
+        assert second.ledgers.messages_in(Position(recovered, 3), Position(recovered, 6)) == sum(
+            counts[23:27]
+        )
         after.ack_cumulative(Position(recovered, 4))
         assert after.backlog_messages == sum(counts[25:])
         await second.close()

@@ -359,29 +359,37 @@ class ManagedLedger:
         task: asyncio.Task[LedgerReader] = asyncio.get_running_loop().create_task(_ready(reader))
         self._readers[segment.ledger_id] = task
 
-    async def _count_messages(self, reader: LedgerReader, segment: LedgerSegment) -> array[int] | None:
+    async def _count_messages(
+        self, reader: LedgerReader, segment: LedgerSegment
+    ) -> array[int] | None:
         """The message-count prefix sum of a recovered ledger's entries, read back through
-        ``messages_of`` (None without it: one message an entry is all that is known).
-        Reads in batches bounded in entries and, by the ledger's average entry size, in
-        bytes (``read_batch_max_entries``, ``read_ahead_bytes_max``)."""
+        ``messages_of`` (None without it: one message an entry is all that is known); sets
+        ``segment.size_bytes`` from the entries read (a recovered ledger's length is not
+        known to the storage). Reads in batches of ``read_ahead_entries`` first, then as
+        many as ``read_ahead_bytes_max`` holds at the average entry size so far (at most
+        ``read_batch_max_entries``)."""
         messages_of = self._messages_of
         if messages_of is None:
             return None
         cfg = self.config
-        step = cfg.read_batch_max_entries
-        if segment.size_bytes:
-            step = min(step, cfg.read_ahead_bytes_max * segment.entries // segment.size_bytes)
-        step = max(step, 1)
         prefix = array("q", [0])
         total = 0
-        for first in range(0, segment.entries, step):
+        size_bytes = 0
+        first = 0
+        step = max(min(cfg.read_ahead_entries, cfg.read_batch_max_entries), 1)
+        while first < segment.entries:
             last = min(first + step, segment.entries) - 1
             for entry in await reader.read(first, last):
+                size_bytes += len(entry.data)
                 try:
                     total += max(messages_of(entry.data), 1)
                 except MagnetarError:  # unparseable: it is still one entry to deliver
                     total += 1
                 prefix.append(total)
+            first = last + 1
+            average = max(size_bytes // first, 1)
+            step = max(min(cfg.read_ahead_bytes_max // average, cfg.read_batch_max_entries), 1)
+        segment.size_bytes = size_bytes
         return prefix
 
     async def _load_cursors(self) -> None:

@@ -439,7 +439,7 @@ async def test_an_idle_ledger_rolls_over_so_consumed_entries_are_trimmed(
 
 async def wait_rolled(ml: ManagedLedger) -> None:
     """Until a rollover maintenance requested (if any) is done."""
-    await ml._drain_adds()
+    await ml.adds.drain()
 
 
 async def test_a_rollover_whose_close_fails_leaves_no_ledger_behind(

@@ -401,6 +401,21 @@ class AddPipeline:
             progress = self._add_progress = asyncio.get_running_loop().create_future()
         await progress
 
+    async def drain(self) -> None:
+        """Until the rollover under way (if any) is done and every in-flight add came back
+        (queued adds are sent meanwhile); at once when fenced."""
+        ml = self._ml
+        while ml.rollover.task is not None or self.inflight or self.queue:
+            if ml.fence_cause is not None:
+                return
+            roll = ml.rollover.task
+            if roll is not None:
+                await asyncio.gather(roll, return_exceptions=True)
+                continue
+            if not self.inflight or self.inflight_done():
+                break
+            await self.wait_add_progress()
+
     def inflight_done(self) -> bool:
         """Whether every in-flight add came back (stored or failed)."""
         return all(op.done for op in self.inflight)

@@ -39,17 +39,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError
 from magnetar.managed_ledger.add_pipeline import AddCallback, AddPipeline, RunCallback
-from magnetar.managed_ledger.config import BacklogQuotaPolicy, ManagedLedgerConfig
+from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.managed_ledger.cursor import CursorState
 from magnetar.managed_ledger.entry_cache import EntryCache, EntryCacheBudget
-from magnetar.managed_ledger.entry_run import EntryRun
+from magnetar.managed_ledger.entry_run import Entry, EntryRun
 from magnetar.managed_ledger.errors import (
     CursorNotFound,
     ManagedLedgerClosed,
@@ -57,37 +55,24 @@ from magnetar.managed_ledger.errors import (
     ManagedLedgerFenced,
     OffloadNotConfigured,
 )
-from magnetar.managed_ledger.ledger_list import LedgerList, LedgerSegment
+from magnetar.managed_ledger.ledger_list import LedgerList
 from magnetar.managed_ledger.log_reader import LogReader
-from magnetar.managed_ledger.maintenance import (
-    backlog_quota_on,
-    eviction_step,
-    ledgers_to_delete,
-    over_backlog_quota,
-    ttl_search_start,
-    ttl_target,
-)
+from magnetar.managed_ledger.maintainer import Maintainer
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
 from magnetar.managed_ledger.metadata_layout import (
     CursorInfo,
+    LedgerInfoNode,
     ManagedLedgerInfo,
     cursor_name,
     cursor_path,
-    ledger_path,
 )
 from magnetar.managed_ledger.offload import Offloader
 from magnetar.managed_ledger.position import Position
-from magnetar.managed_ledger.retention import ledgers_expired_by_ttl
+from magnetar.managed_ledger.recovery import recover_ledger
 from magnetar.managed_ledger.rollover import Rollover
 from magnetar.managed_ledger.state import State
-from magnetar.managed_ledger.storage import LedgerReader, LedgerStorage, LedgerWriter
-from magnetar.metadata.store import (
-    MUST_NOT_EXIST,
-    BadVersion,
-    MetadataStore,
-    NodeExists,
-    NotFound,
-)
+from magnetar.managed_ledger.storage import LedgerStorage, LedgerWriter
+from magnetar.metadata.store import BadVersion, MetadataStore, NotFound
 
 __all__ = [
     "AddCallback",
@@ -101,17 +86,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One entry read from the log. ``data`` is shared, never copied; do not mutate.
-    ``messages``: the entry's message count as its appender gave it, when the entry came
-    from the cache of appended entries (None: not known without parsing ``data``)."""
-
-    position: Position
-    data: bytes
-    messages: int | None = None
 
 
 PublishTimeOf = Callable[[bytes], int]
@@ -151,13 +125,11 @@ class ManagedLedger:
         self.config = config
         self._clock = clock
         self.offloader = offloader
-        self._publish_time_of = publish_time_of
         self._messages_of = messages_of
         self.expiry_listener: ExpiryListener | None = None
         """Set by the owner (the broker's topic) to count what TTL expired per cursor."""
-        self._path = ledger_path(name)
+        self._node = LedgerInfoNode(store, name)
         self.ledgers = LedgerList()
-        self._info_version = MUST_NOT_EXIST
         self.state = State.OPEN
         self.fence_cause: BaseException | None = None
         """What fenced this managed ledger (kept once it is closed)."""
@@ -169,15 +141,13 @@ class ManagedLedger:
         self.cache = EntryCache(config.cache_size_max_bytes, cache_budget)
         self._meta_lock = asyncio.Lock()
         self._maintenance: asyncio.Task[None] | None = None
-        self._quota_exceeded = False
-        self._last_persist_s = 0.0
-        self._last_maintenance_s = 0.0
         self.stats_added = 0
         self.last_added_data: bytes | None = None
         """The data of the last entry this object appended (None: none yet)."""
         self.adds = AddPipeline(self)
         self.rollover = Rollover(self)
         self.reads = LogReader(self)
+        self.maintainer = Maintainer(self, publish_time_of)
         self.add_latency = self.adds.add_latency
         """From an add call to the entry being stored (Pulsar's
         ``pulsar_storage_write_latency``)."""
@@ -223,30 +193,21 @@ class ManagedLedger:
         )
         await ml._initialize()
         if background:
-            ml._maintenance = asyncio.create_task(ml._maintenance_loop(), name=f"ml-{name}")
+            ml._maintenance = asyncio.create_task(ml.maintainer.run(), name=f"ml-{name}")
         return ml
 
     async def _initialize(self) -> None:
-        try:
-            got = await self._store.get(self._path)
-            info = ManagedLedgerInfo.decode(got.value)
-            self._info_version = got.stat.version
-        except NotFound:
-            info = ManagedLedgerInfo()
-            try:
-                stat = await self._store.put(self._path, info.encode(), MUST_NOT_EXIST)
-                self._info_version = stat.version
-            except NodeExists:
-                got = await self._store.get(self._path)
-                info = ManagedLedgerInfo.decode(got.value)
-                self._info_version = got.stat.version
+        info = await self._node.load()
         if info.terminated:
             self.state = State.TERMINATED
         self._properties = info.properties
         self.ledgers = LedgerList(info.ledgers)
         last = self.ledgers.last_segment
         if last is not None and last.closed_ms is None:
-            await self._recover_last_ledger(last)
+            reader = await recover_ledger(
+                self._storage, last, self._messages_of, self.config, self._clock.now_ms()
+            )
+            self.reads.adopt(reader)
         await self._load_cursors()
         if self.state is State.TERMINATED:
             await self.write_info()
@@ -255,56 +216,9 @@ class ManagedLedger:
         if self.fence_cause is not None:
             raise ManagedLedgerFenced(f"{self.name}: taken over while opening")
 
-    async def _recover_last_ledger(self, segment: LedgerSegment) -> None:
-        """Fence the previous owner's ledger and learn where it ends."""
-        reader = await self._storage.open_ledger(segment.ledger_id, recovery=True)
-        segment.entries = reader.last_add_confirmed + 1
-        segment.size_bytes = reader.length
-        # The list in the metadata was last written when this ledger started (or at a
-        # trim), so its message count is stale: count the entries' messages again.
-        prefix = await self._count_messages(reader, segment)
-        segment.messages = prefix[-1] if prefix is not None else segment.entries
-        segment.message_prefix = prefix if segment.messages != segment.entries else None
-        segment.closed_ms = self._clock.now_ms()
-        segment.last_add_ms = max(segment.last_add_ms, segment.closed_ms)
-        self.reads.adopt(reader)
-
-    async def _count_messages(
-        self, reader: LedgerReader, segment: LedgerSegment
-    ) -> array[int] | None:
-        """The message-count prefix sum of a recovered ledger's entries, read back through
-        ``messages_of`` (None without it: one message an entry is all that is known); sets
-        ``segment.size_bytes`` from the entries read (a recovered ledger's length is not
-        known to the storage). Reads in batches of ``read_ahead_entries`` first, then as
-        many as ``read_ahead_bytes_max`` holds at the average entry size so far (at most
-        ``read_batch_max_entries``)."""
-        messages_of = self._messages_of
-        if messages_of is None:
-            return None
-        cfg = self.config
-        prefix = array("q", [0])
-        total = 0
-        size_bytes = 0
-        first = 0
-        step = max(min(cfg.read_ahead_entries, cfg.read_batch_max_entries), 1)
-        while first < segment.entries:
-            last = min(first + step, segment.entries) - 1
-            for entry in await reader.read(first, last):
-                size_bytes += len(entry.data)
-                try:
-                    total += max(messages_of(entry.data), 1)
-                except MagnetarError:  # unparseable: it is still one entry to deliver
-                    total += 1
-                prefix.append(total)
-            first = last + 1
-            average = max(size_bytes // first, 1)
-            step = max(min(cfg.read_ahead_bytes_max // average, cfg.read_batch_max_entries), 1)
-        segment.size_bytes = size_bytes
-        return prefix
-
     async def _load_cursors(self) -> None:
         try:
-            names = await self._store.children(self._path)
+            names = await self._store.children(self._node.path)
         except NotFound:
             names = []
         for segment in names:
@@ -419,34 +333,20 @@ class ManagedLedger:
                 raise ManagedLedgerFenced(f"{self.name}: fenced")
             info = ManagedLedgerInfo(list(self.ledgers), self.is_terminated, self._properties)
             try:
-                stat = await self._store.put(self._path, info.encode(), self._info_version)
+                await self._node.write(info)
             except (BadVersion, NotFound) as exc:
                 self.fence(exc)
                 raise ManagedLedgerFenced(
                     f"{self.name}: metadata changed by another owner"
                 ) from exc
-            self._info_version = stat.version
 
     async def terminate(self) -> Position:
         """No more appends, ever; returns the last entry."""
         self.check_usable()
         self.state = State.TERMINATED
-        await self._drain_adds()
+        await self.adds.drain()
         await self.write_info()
         return self.last_confirmed
-
-    async def _drain_adds(self) -> None:
-        adds = self.adds
-        while self.rollover.task is not None or adds.inflight or adds.queue:
-            if self.fence_cause is not None:
-                return
-            roll = self.rollover.task
-            if roll is not None:
-                await asyncio.gather(roll, return_exceptions=True)
-                continue
-            if not adds.inflight or adds.inflight_done():
-                break
-            await adds.wait_add_progress()
 
     # --- reads -----------------------------------------------------------------------------
 
@@ -546,43 +446,14 @@ class ManagedLedger:
         """The read position of the cursor furthest behind (there is at least one)."""
         return min(c.state.read_position for c in self.cursors.values())
 
-    # --- maintenance (decisions by the planner in maintenance.py) ---------------------------
-
-    async def _maintenance_loop(self) -> None:
-        cfg = self.config
-        tick_s = max(min(cfg.maintenance_interval_ms, cfg.cursor_persist_interval_ms), 1) / 1000
-        while self.state is not State.CLOSED and self.fence_cause is None:
-            await self._clock.sleep(tick_s)
-            try:
-                await self.maintain()
-            except ManagedLedgerFenced:
-                return
-            except MagnetarError as exc:
-                log.warning("%s: maintenance failed: %s", self.name, exc)
+    # --- background work (the maintainer) --------------------------------------------------
 
     async def maintain(self, *, force: bool = False) -> None:
         """One round of background work (the maintenance task calls it periodically)."""
-        if self.state is State.CLOSED or self.fence_cause is not None:
-            return
-        now_s = self._clock.monotonic_s()
-        cfg = self.config
-        if force or now_s - self._last_persist_s >= cfg.cursor_persist_interval_ms / 1000:
-            self._last_persist_s = now_s
-            await self.persist_cursors()
-        if not force and now_s - self._last_maintenance_s < cfg.maintenance_interval_ms / 1000:
-            return
-        self._last_maintenance_s = now_s
-        if self.rollover.due() or self.rollover.inactive():
-            self.rollover.request()
-        await self.apply_ttl()
-        self.apply_backlog_quota()
-        await self.trim()
-        self.evict_cache()
+        await self.maintainer.maintain(force=force)
 
     async def persist_cursors(self) -> None:
-        for cursor in list(self.cursors.values()):
-            if cursor.durable:
-                await cursor.persist()
+        await self.maintainer.persist_cursors()
 
     async def apply_ttl(self) -> None:
         """Move every cursor's mark-delete past the entries published more than
@@ -592,40 +463,13 @@ class ManagedLedger:
         ledger (one read when nothing there expired). Assumes publish times non-decreasing
         in log order, as Pulsar's expiry monitor does; an entry whose publish time cannot be
         read counts as not expired where the search probes it (it stops nothing)."""
-        ttl_ms = self.config.message_ttl_ms
-        if ttl_ms < 0 or not self.cursors:
-            return
-        now_ms = self._clock.now_ms()
-        target = ledgers_expired_by_ttl(self.ledgers, now_ms, ttl_ms)
-        publish_time_of = self._publish_time_of
-        if publish_time_of is not None:
-            cutoff_ms = now_ms - ttl_ms
-            after = ttl_search_start(target, (c.state.mark_delete for c in self.cursors.values()))
-
-            def kept(data: bytes) -> bool:
-                try:
-                    return publish_time_of(data) >= cutoff_ms
-                except MagnetarError:
-                    return True
-
-            first_kept = await self.reads.first_entry_where(kept, after)
-            target = ttl_target(self.ledgers, target, after, first_kept)
-        if target is None:
-            return
-        listener = self.expiry_listener
-        for name, cursor in self.cursors.items():
-            if cursor.state.mark_delete < target:
-                before = cursor.backlog_messages
-                cursor.state.ack_cumulative(target)
-                expired = before - cursor.backlog_messages
-                if listener is not None and expired > 0:
-                    listener(name, expired)
+        await self.maintainer.apply_ttl()
 
     @property
     def backlog_quota_exceeded(self) -> bool:
         """Whether a durable cursor's backlog was over the quota at the last check
         (:meth:`apply_backlog_quota`, run by maintenance; call it for a fresh answer)."""
-        return self._quota_exceeded
+        return self.maintainer.quota_exceeded
 
     def backlog_size_bytes(self, cursor: ManagedCursor) -> int:
         return self.ledgers.size_between(cursor.state.mark_delete, self.ledgers.last_confirmed)
@@ -635,70 +479,19 @@ class ManagedLedger:
         ``PRODUCER_EXCEPTION`` appends are refused while one is over; with
         ``CONSUMER_BACKLOG_EVICTION`` an over-quota cursor skips whole oldest ledgers of
         its backlog until it is within the quota (never the current ledger)."""
-        cfg = self.config
-        if not backlog_quota_on(cfg):
-            self._quota_exceeded = False
-            return
-        now_ms = self._clock.now_ms()
-        ledgers = self.ledgers
-        evict = cfg.backlog_quota_policy is BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION
-        exceeded = False
-        for cursor in self.cursors.values():
-            state = cursor.state
-            if not cursor.durable or not over_backlog_quota(state, ledgers, now_ms, cfg):
-                continue
-            if not evict:
-                exceeded = True
-                continue
-            while over_backlog_quota(state, ledgers, now_ms, cfg):
-                step = eviction_step(state, ledgers)
-                if step is None:
-                    break
-                state.ack_cumulative(step)
-        self._quota_exceeded = exceeded
+        self.maintainer.apply_backlog_quota()
 
     async def trim(self) -> list[int]:
         """Delete the ledgers no durable cursor and no retention policy needs; returns
         their ids. The metadata is updated first, so a crash leaks at most ledgers."""
-        doomed = ledgers_to_delete(
-            self.ledgers,
-            [c.state.mark_delete for c in self.cursors.values() if c.durable],
-            self._clock.now_ms(),
-            self.config,
-        )
-        if not doomed:
-            return []
-        removed = self.ledgers.remove_ledgers(set(doomed))
-        try:
-            await self.write_info()
-        except ManagedLedgerFenced:
-            raise
-        except MagnetarError:
-            self.ledgers.restore_front(removed)  # the next round tries again
-            raise
-        for cursor in self.cursors.values():
-            cursor.state.on_ledgers_trimmed()
-        for seg in removed:
-            # no cache eviction here: every entry of a trimmed ledger is behind every
-            # durable cursor, so the gradual eviction below the readers drops them
-            await self.reads.forget(seg.ledger_id)
-            await self._storage.delete_ledger(seg.ledger_id)
-            if seg.offloaded and self.offloader is not None:
-                await self.offloader.delete(self.name, seg.ledger_id)
-        return doomed
+        return await self.maintainer.trim()
 
     def evict_cache(self) -> None:
         """Drop cached entries every cursor has already read (a bounded number now, the
         rest as new entries arrive: see :mod:`~magnetar.managed_ledger.entry_cache`), and
         those cached longer than ``cache_eviction_age_ms`` (read or not: an idle topic's
         cache empties instead of holding its last burst until the shared budget wants room)."""
-        self.cache.evict_older_than(
-            int(self._clock.monotonic_s() * 1000), self.config.cache_eviction_age_ms
-        )
-        if not self.cursors:
-            self.cache.evict_before_gradually(self.ledgers.end_position)
-            return
-        self.cache.evict_before_gradually(self.slowest_read_position())
+        self.maintainer.evict_cache()
 
     # --- offload hook ----------------------------------------------------------------------
 
@@ -728,7 +521,7 @@ class ManagedLedger:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._maintenance
         if self.fence_cause is None:
-            await self._drain_adds()
+            await self.adds.drain()
             with contextlib.suppress(MagnetarError):
                 await self.persist_cursors()
         self.state = State.CLOSED

@@ -15,12 +15,15 @@ from magnetar.ledger.handle import LedgerHandle
 from magnetar.managed_ledger.config import BacklogQuotaPolicy, ManagedLedgerConfig
 from magnetar.managed_ledger.errors import (
     BacklogQuotaExceeded,
+    ManagedLedgerClosed,
     ManagedLedgerError,
     ManagedLedgerFenced,
+    ManagedLedgerTerminated,
 )
 from magnetar.managed_ledger.managed_ledger import ManagedLedger
 from magnetar.managed_ledger.metadata_layout import ManagedLedgerInfo, ledger_path
 from magnetar.managed_ledger.position import Position
+from magnetar.managed_ledger.state import State
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.testing import wait_until_async
 
@@ -595,6 +598,43 @@ async def test_an_unparseable_recovered_entry_counts_as_one_message(cluster: Clu
             messages_of=_messages_of,
         )
         assert second.cursors["sub"].backlog_messages == 5
+        await second.close()
+    finally:
+        await first.close()
+        await other_client.close()
+
+
+async def test_the_lifecycle_states(cluster: Cluster) -> None:
+    ml = await open_ml(cluster)
+    assert ml.state is State.OPEN
+    await ml.add_entry(b"a")
+    await ml.terminate()
+    assert ml.state is State.TERMINATED and ml.is_terminated
+    with pytest.raises(ManagedLedgerTerminated):
+        await ml.add_entry(b"b")
+    await ml.close()
+    assert ml.state is State.CLOSED
+    with pytest.raises(ManagedLedgerClosed):
+        await ml.add_entry(b"c")
+    with pytest.raises(ManagedLedgerClosed):
+        await ml.open_cursor("late")
+
+
+async def test_a_fenced_ledger_stays_fenced_once_closed(cluster: Cluster) -> None:
+    first = await open_ml(cluster)
+    await first.add_entry(b"a")
+    other_client = LedgerClient(cluster.store)
+    try:
+        second = await ManagedLedger.open(
+            NAME, storage=LedgerClientStorage(other_client), store=cluster.store, background=False
+        )
+        with pytest.raises(ManagedLedgerFenced):
+            await first.add_entry(b"diverge")
+        assert first.state is State.FENCED
+        await first.close()
+        assert first.state is State.CLOSED and first.is_fenced
+        with pytest.raises(ManagedLedgerFenced):  # the cause, not "closed"
+            first.add_entry_nowait(b"again").result()
         await second.close()
     finally:
         await first.close()

@@ -316,7 +316,7 @@ class ManagedLedger:
         if self.fence_cause is not None:
             return
         self.fence_cause = error
-        if self.state is not State.CLOSED:
+        if self.state not in (State.CLOSED, State.TERMINATED):
             self.state = State.FENCED
         log.warning("%s: fenced (%s)", self.name, error)
         exc = ManagedLedgerFenced(f"{self.name}: fenced by another owner ({error})")

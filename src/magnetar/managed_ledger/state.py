@@ -7,7 +7,7 @@
       │              └──storage fails──▶ WRITE_FAILED ──backoff over, an append──▶ ROLLING
       │
     OPEN, ROLLING, WRITE_FAILED ──terminate──▶ TERMINATED
-    any but CLOSED ──another owner──▶ FENCED
+    OPEN, ROLLING, WRITE_FAILED ──another owner──▶ FENCED
     any ──close──▶ CLOSED
 
 ``OPEN``: the current ledger takes appends. ``ROLLING``: the current ledger is closing
@@ -15,9 +15,12 @@ and the next one is being created; appends wait in the queue. ``WRITE_FAILED``: 
 failed (see :mod:`~magnetar.managed_ledger.add_pipeline`), no ledger is open, appends fail
 at once until the backoff ends. ``TERMINATED``: no append is ever taken again; reads and
 cursors work (a rollover already under way still finishes). ``FENCED``: another process
-owns the log; everything fails. ``CLOSED``: :meth:`ManagedLedger.close` ran; a fenced
-ledger that is closed keeps its fencing error (its operations still raise
-:class:`~magnetar.managed_ledger.errors.ManagedLedgerFenced`).
+owns the log; everything fails. ``CLOSED``: :meth:`ManagedLedger.close` ran.
+
+Fencing is also kept as its cause (``ManagedLedger.fence_cause``), which every operation
+checks first: a fenced ledger that is then closed, or a terminated one that is then
+fenced (it stays ``TERMINATED``: the log is terminated for every owner), still raises
+:class:`~magnetar.managed_ledger.errors.ManagedLedgerFenced`.
 
 The values are Pulsar's state names.
 """

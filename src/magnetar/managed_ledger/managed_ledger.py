@@ -39,7 +39,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError
@@ -281,10 +282,11 @@ class ManagedLedger:
 
     # --- appends (the add pipeline) --------------------------------------------------------
 
-    async def add_entry(self, data: bytes, messages: int = 1) -> Position:
-        """Append one entry holding ``messages`` messages; returns its position once stored
-        (fsynced by an ack quorum). Concurrent calls are stored in call order."""
-        return await self.adds.add_entry(data, messages)
+    def add_entry(self, data: bytes, messages: int = 1) -> Coroutine[Any, Any, Position]:
+        """Append one entry holding ``messages`` messages; the coroutine returns its position
+        once stored (fsynced by an ack quorum). Concurrent calls are stored in call order.
+        (The pipeline's coroutine itself: no extra await per append.)"""
+        return self.adds.add_entry(data, messages)
 
     def add_entry_nowait(self, data: bytes, messages: int = 1) -> asyncio.Future[Position]:
         """:meth:`add_entry` without a task per entry (the broker's hot path): same checks

@@ -24,6 +24,7 @@ from magnetar.broker.topic import Topic
 from magnetar.common.errors import MagnetarError
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
 from magnetar.managed_ledger.position import Position
+from magnetar.managed_ledger.retention import keeps_nothing_consumed
 from magnetar.protocol import Entry, ProtocolError
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,13 @@ log = logging.getLogger(__name__)
 BACKLOG_READS_MAX = 64
 """Entries one stats request may read to find backlog publish times; subscriptions past
 this many distinct positions report 0 (unknown), as Pulsar does when it does not look."""
+
+UNRETAINED_NOTE = (
+    "no subscription and retention 0: messages are not retained, they are deleted when"
+    " their ledger closes (rollover, restart, failover); create a subscription or set"
+    " a retention policy to keep them"
+)
+"""``retentionNote`` of a topic whose messages nothing keeps (a Magnetar field; null otherwise)."""
 
 ACCESS_MODE_NAMES = {0: "Shared", 1: "Exclusive", 2: "WaitForExclusive", 3: "ExclusiveWithFencing"}
 
@@ -244,6 +252,9 @@ def topic_stats(
     durable = [c for c in ml.cursors.values() if c.durable]
     slowest = min(durable, key=lambda c: c.state.mark_delete, default=None)
     cfg = ml.config
+    unretained = not durable and keeps_nothing_consumed(
+        cfg.retention_time_ms, cfg.retention_size_bytes
+    )
     publishers = _publisher_stats(topic)
     return {
         "msgRateIn": rate_in,
@@ -266,6 +277,7 @@ def topic_stats(
         if oldest is None
         else max(now_ms - oldest[1], 0) // 1000,
         "oldestBacklogMessageSubscriptionName": None if oldest is None else oldest[0],
+        "retentionNote": UNRETAINED_NOTE if unretained else None,
         "backlogQuotaLimitSize": cfg.backlog_quota_size_bytes,
         "backlogQuotaLimitTime": cfg.backlog_quota_time_ms // 1000
         if cfg.backlog_quota_time_ms > 0

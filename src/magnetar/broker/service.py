@@ -89,7 +89,7 @@ from magnetar.protocol import (
     Subscribe,
     TopicsMode,
 )
-from magnetar.protocol.entry import entry_publish_time_ms
+from magnetar.protocol.entry import entry_message_count, entry_publish_time_ms
 
 log = logging.getLogger(__name__)
 
@@ -420,6 +420,7 @@ class BrokerService:
                     config=ml_config_for(self.ml_config, policies),
                     clock=self.clock,
                     publish_time_of=entry_publish_time_ms,
+                    messages_of=entry_message_count,
                     cache_budget=self.entry_cache_budget,
                 )
                 topic = await Topic.open(self, name, ml, policies)

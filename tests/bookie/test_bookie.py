@@ -12,8 +12,15 @@ import crc32c
 import pytest
 
 from magnetar.bookie import Bookie, BookieConfig
-from magnetar.bookie.codec import OpType, Request, Response, ResponseDecoder, Status, encode_request
 from magnetar.bookie.errors import CookieMismatch
+from magnetar.bookie_protocol.codec import (
+    OpType,
+    Request,
+    Response,
+    ResponseDecoder,
+    Status,
+    encode_request,
+)
 from magnetar.metadata import MetadataStore, connect
 
 

@@ -202,7 +202,7 @@ async def test_a_stopping_bookie_fails_what_is_pending_and_what_follows(
     transport = await pool.get(bookie.bookie_id)
     answers: list[Answer] = []
     for i in range(50):
-        transport.add(add_request(pool, 3, i, b"p"), lambda s, m, e: answers.append((s, m, e)))
+        transport.add(add_request(pool, 3, i, b"p"), lambda error: answers.append(answer_of(error)))
     await bookie.stop()
     await asyncio.sleep(0)  # refusals are delivered on a later loop turn
     assert len(answers) == 50

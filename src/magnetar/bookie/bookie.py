@@ -174,12 +174,16 @@ class Bookie:
         bookie_id = self.bookie_id = f"{cfg.advertised_host or cfg.host}:{self.port}"
         await check_cookie(self._data_dir, bookie_id, self._metadata)
         storage = LedgerStorage(self._data_dir, log_size_max_bytes=cfg.entry_log_size_max_bytes)
-        start_pos = await loop.run_in_executor(self._storage_executor, storage.load)
         journal_dir = self._data_dir / "journal"
-        journal_dir.mkdir(exist_ok=True)
-        self.replayed_entries = await loop.run_in_executor(
-            self._storage_executor, self._replay, storage, journal_dir, start_pos
-        )
+        try:
+            start_pos = await loop.run_in_executor(self._storage_executor, storage.load)
+            journal_dir.mkdir(exist_ok=True)
+            self.replayed_entries = await loop.run_in_executor(
+                self._storage_executor, self._replay, storage, journal_dir, start_pos
+            )
+        except BaseException:  # IndexCorrupt, JournalCorrupt, OSError: the bookie stays down
+            storage.close()
+            raise
         log.info(
             "bookie %s: replayed %d entries from journal (from %s:%s)",
             bookie_id,

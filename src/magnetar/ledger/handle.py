@@ -616,7 +616,7 @@ class LedgerHandle:
         )
         return Entry(self.ledger_id, entry_id, payload)
 
-    async def _read_from_replicas(self, entry_id: int, op: int) -> tuple[bytes, int]:
+    async def _read_from_replicas(self, entry_id: int, op: OpType) -> tuple[bytes, int]:
         """First good copy from the write set; next replica on error or after the
         speculative timeout. Returns ``(payload, lac stored with it)``."""
         md = self.metadata

@@ -266,10 +266,14 @@ async def test_local_acks_wait_for_the_checkpoint_once_the_write_cache_is_full(
             while storage.entry_logger.buffered_bytes + HEADER_SIZE + len(payload) <= full_bytes:
                 assert (await add(transport, add_request(pool, 1, entry, payload)))[0] == 0
                 entry += 1
-            assert not b.checkpointer.write_cache_full and entry > full_bytes // (len(payload) + HEADER_SIZE) - 1
+            assert (
+                not b.checkpointer.write_cache_full
+                and entry > full_bytes // (len(payload) + HEADER_SIZE) - 1
+            )
             answers: list[int | None] = []
             transport.add(
-                add_request(pool, 1, entry, payload), lambda error: answers.append(answer_of(error)[0])
+                add_request(pool, 1, entry, payload),
+                lambda error: answers.append(answer_of(error)[0]),
             )
             synced = asyncio.Event()
             journal = b.journal

@@ -13,12 +13,10 @@ import contextlib
 import json
 import uuid
 from pathlib import Path
-from typing import Final
 
 from magnetar.bookie.errors import CookieMismatch
+from magnetar.bookie_protocol.layout import COOKIES_PATH
 from magnetar.metadata.store import MetadataStore, NodeExists, NotFound
-
-COOKIES_PATH: Final = "/ledgers/cookies"
 
 
 async def check_cookie(data_dir: Path, bookie_id: str, metadata: MetadataStore | None) -> None:

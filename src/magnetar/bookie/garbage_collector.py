@@ -13,21 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from concurrent.futures import Executor
-from typing import Final
 
 from magnetar.bookie.checkpoint import Checkpointer
 from magnetar.bookie.ledger_storage import LedgerStorage
 from magnetar.bookie.service import BackgroundService
 from magnetar.bookie.state import BookieState
+from magnetar.bookie_protocol.layout import LEDGERS_PATH, ledger_id_of
 from magnetar.common.clock import Clock
 from magnetar.metadata.store import MetadataStore, NotFound
 
 log = logging.getLogger("magnetar.bookie")
-
-LEDGERS_PATH: Final = "/ledgers"
-LEDGER_NODE_RE: Final = re.compile(r"^L(\d+)$")
 
 
 class GarbageCollector(BackgroundService):
@@ -72,11 +68,7 @@ class GarbageCollector(BackgroundService):
             names = await self._metadata.children(LEDGERS_PATH)
         except NotFound:
             names = []
-        alive = set()
-        for name in names:
-            m = LEDGER_NODE_RE.match(name)
-            if m:
-                alive.add(int(m.group(1)))
+        alive = {i for i in map(ledger_id_of, names) if i is not None}
         deleted = [lg for lg in local if lg not in alive]
         if deleted:
             storage.delete_ledgers(deleted)

@@ -23,16 +23,13 @@ import contextlib
 import json
 import logging
 from pathlib import Path
-from typing import Final
 
 from magnetar.bookie.disk_check import WrittenBytesTrigger, free_bytes
+from magnetar.bookie_protocol.layout import AVAILABLE_PATH, READONLY_PATH
 from magnetar.common.errors import MagnetarError
 from magnetar.metadata.store import MetadataStore, NodeExists, NotFound
 
 log = logging.getLogger("magnetar.bookie")
-
-AVAILABLE_PATH: Final = "/ledgers/available"
-READONLY_PATH: Final = "/ledgers/available/readonly"
 
 
 class BookieState:

@@ -47,6 +47,10 @@ from magnetar.bookie_protocol.errors import (
 )
 from magnetar.bookie_protocol.responder import Reply, Responder
 
+DurableCallback = Callable[[list[int], StatusError | None], None]
+"""``done(run_ids, error)`` of an in-process caller (``magnetar.ledger.transport``'s
+``DurableCallback``, which the bookie does not import)."""
+
 log = logging.getLogger("magnetar.bookie")
 
 READ_ENTRIES_MAX: Final = 1_000
@@ -104,8 +108,9 @@ class RequestProcessor:
         self._entry_size_max_bytes = entry_size_max_bytes
         self._connections: set[Responder] = set()
         # In-process adds appended while the journal's groups_taken does not change are in
-        # the same sync: they share one on_durable callback.
-        self._local_group: list[Callable[[StatusError | None], None]] | None = None
+        # the same sync: they share one on_durable callback, and each caller hears of its
+        # runs in that sync with one call.
+        self._local_group: dict[DurableCallback, list[int]] | None = None
         self._local_group_taken = -1
 
     # -- connections ----------------------------------------------------------------------
@@ -235,12 +240,14 @@ class RequestProcessor:
         checksums: Sequence[int],
         payloads: Sequence[bytes],
         recovery: bool,
-        done: Callable[[StatusError | None], None],
+        done: DurableCallback,
+        run_id: int,
     ) -> StatusError | None:
         """A run of adds from an in-process caller
         (:meth:`magnetar.ledger.transport.LocalBookie.add_entries`): :meth:`admit_adds`,
-        then ``done`` from the journal sync that covers the run. While the write cache is
-        full (:attr:`Checkpointer.write_cache_full`) ``done(None)`` waits for room: the
+        then ``done(run_ids, ...)`` from the journal sync that covers the run, for every
+        run of that caller in the sync. While the write cache is full
+        (:attr:`Checkpointer.write_cache_full`) the durable answer waits for room: the
         callers' windows stop adds meanwhile, so the write buffers stay near twice their
         bound."""
         refusal = self.admit_adds(
@@ -252,17 +259,21 @@ class RequestProcessor:
         taken = journal.groups_taken
         group = self._local_group
         if group is None or self._local_group_taken != taken:
-            group = self._local_group = [done]
+            group = self._local_group = {done: [run_id]}
             self._local_group_taken = taken
             journal.on_durable(
                 partial(self._local_synced, group), partial(self._local_sync_failed, group)
             )
             self.check_write_cache()  # once per sync group is often enough
         else:
-            group.append(done)
+            run_ids = group.get(done)
+            if run_ids is None:
+                group[done] = [run_id]
+            else:
+                run_ids.append(run_id)
         return None
 
-    def _local_synced(self, group: list[Callable[[StatusError | None], None]]) -> None:
+    def _local_synced(self, group: dict[DurableCallback, list[int]]) -> None:
         if self._local_group is group:
             self._local_group = None
         if self._checkpointer.write_cache_full:
@@ -271,14 +282,14 @@ class RequestProcessor:
         _acknowledge(group)
 
     def _local_sync_failed(
-        self, group: list[Callable[[StatusError | None], None]], exc: BaseException
+        self, group: dict[DurableCallback, list[int]], exc: BaseException
     ) -> None:
         """The journal write covering ``group`` failed: INTERNAL_ERROR each, as over TCP."""
         if self._local_group is group:
             self._local_group = None
         message = f"journal write failed: {exc}"
-        for done in group:
-            done(BookieError(message))
+        for done, run_ids in group.items():
+            done(run_ids, BookieError(message))
 
     def _add(self, request: Request, payload: bytes, conn: Responder, durable: list[Reply]) -> None:
         refusal = self.admit_adds(
@@ -520,9 +531,9 @@ def _write_failures(durable: list[Reply], exc: BaseException) -> list[Reply]:
     ]
 
 
-def _acknowledge(group: list[Callable[[StatusError | None], None]]) -> None:
-    for done in group:
-        done(None)
+def _acknowledge(group: dict[DurableCallback, list[int]]) -> None:
+    for done, run_ids in group.items():
+        done(run_ids, None)
 
 
 def _index_unreadable(request: Request, exc: OSError) -> Response:

@@ -7,7 +7,8 @@ instead:
 
 * a run of adds goes to :meth:`LocalBookie.add_entries` at once, in one call (so runs reach
   the journal in call order) and is acknowledged from the bookie's ``done`` callback — after
-  the fdatasync that covers it, exactly like the ADD_ENTRY responses over TCP;
+  the fdatasync that covers it, exactly like the ADD_ENTRY responses over TCP; one call
+  answers every run of this transport that one sync covered;
 * other requests are handed to :meth:`LocalBookie.request` on the next loop turn with this
   transport as the responder (typed responses, no encoding);
 * refusals come back as the same errors, with the same messages, as over TCP, on a later
@@ -26,7 +27,6 @@ paused, so memory is bounded by the callers' own limits (the managed ledger's
 from __future__ import annotations
 
 import asyncio
-from functools import partial
 
 from magnetar.bookie_protocol.codec import Request, Response
 from magnetar.bookie_protocol.errors import BookieUnavailable, StatusError
@@ -54,6 +54,8 @@ class LocalBookieTransport:
             raise BookieUnavailable(f"bookie {bookie.bookie_id or '?'} is not serving")
         self.bookie_id = bookie.bookie_id
         self._bookie = bookie
+        self._add_entries = bookie.add_entries  # bound once: the add path runs per run
+        self._durable_callback = self._durable  # one object: the bookie groups runs by it
         self._clock = clock
         self._sweep_s = request_timeout_ms / 1000 / _SWEEPS_PER_TIMEOUT
         self._loop = asyncio.get_running_loop()
@@ -77,26 +79,29 @@ class LocalBookieTransport:
             self._refuse(callback, True)
             return
         rid = run.first_request_id
-        refusal = self._bookie.add_entries(
+        refusal = self._add_entries(
             run.ledger_id,
             run.first_entry_id,
             run.last_add_confirmed,
             run.checksums,
             run.payloads,
             run.recovery,
-            partial(self._durable, rid),
+            self._durable_callback,
+            rid,
         )
         if refusal is not None:
             self._loop.call_soon(callback, refusal)
             return
         self._pending[rid] = (callback, self._generation, True)
 
-    def _durable(self, rid: int, error: StatusError | None) -> None:
-        """The bookie's answer to the run ``rid``: durable (``None``) or its journal write
-        failed (INTERNAL_ERROR, as over TCP)."""
-        entry = self._pending.pop(rid, None)
-        if entry is not None:
-            entry[0](error)
+    def _durable(self, run_ids: list[int], error: StatusError | None) -> None:
+        """The bookie's answer to the runs ``run_ids`` (one journal sync): durable
+        (``None``), or their journal write failed (INTERNAL_ERROR, as over TCP)."""
+        pending = self._pending
+        for rid in run_ids:
+            entry = pending.pop(rid, None)
+            if entry is not None:
+                entry[0](error)
 
     def request(self, request: Request, payload: bytes, callback: Callback) -> None:
         if self.closed:

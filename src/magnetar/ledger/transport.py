@@ -168,8 +168,9 @@ class BookieTransport(Protocol):
         ...
 
 
-DurableCallback = Callable[[StatusError | None], None]
-"""``done(error)``: a run of adds is durable (``None``), or its journal write failed."""
+DurableCallback = Callable[[list[int], StatusError | None], None]
+"""``done(run_ids, error)``: the runs ``run_ids`` (in the order they were added) are durable
+(``error`` None), or the journal write that carried them failed."""
 
 
 class LocalBookie(Protocol):
@@ -197,14 +198,17 @@ class LocalBookie(Protocol):
         payloads: Sequence[bytes],
         recovery: bool,
         done: DurableCallback,
+        run_id: int,
     ) -> StatusError | None:
         """Store entries ``first_entry_id``, ``+1``, ... of ``ledger_id`` (``checksums[i]``
-        belongs to ``payloads[i]``). Returns the refusal of the first entry refused (then
-        nothing of the run is stored and ``done`` is never called), else ``None`` and
-        calls ``done`` later, never inside this call: ``done(None)`` after the journal
-        sync that covers the run (held back while the bookie's write cache is full),
-        ``done(error)`` if the journal write failed. Runs reach the journal in call
-        order. Raises nothing."""
+        belongs to ``payloads[i]``) as the run ``run_id`` of the caller ``done``. Returns
+        the refusal of the first entry refused (then nothing of the run is stored and
+        ``done`` never hears of it), else ``None``. Later, never inside this call, once per
+        journal sync for all of one caller's runs it covers (a group commit: one call, not
+        one per run): ``done(run_ids, None)`` after the fdatasync (held back while the
+        bookie's write cache is full), ``done(run_ids, error)`` if the journal write
+        failed. Runs reach the journal in call order. ``done`` must be the same object for
+        every run of a caller (a bound method kept once). Raises nothing."""
         ...
 
     def request(self, request: Request, payload: bytes, responder: Responder) -> None:

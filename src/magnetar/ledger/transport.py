@@ -212,8 +212,9 @@ class LocalBookie(Protocol):
         ...
 
     def request(self, request: Request, payload: bytes, responder: Responder) -> None:
-        """Handle any other request; the answer goes to ``responder.reply`` (now, or
-        later: after the journal sync for a fence)."""
+        """Handle any other request; the answer goes to ``responder`` (``reply`` now or
+        later, ``reply_all`` after the journal sync for a fence or a recovery read that
+        fenced)."""
         ...
 
     def attach(self, responder: Responder) -> None:

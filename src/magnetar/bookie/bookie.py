@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,12 +41,11 @@ from magnetar.bookie.garbage_collector import GarbageCollector
 from magnetar.bookie.index_spill import IndexSpiller
 from magnetar.bookie.journal import ADD_ENTRY, FENCE, Journal, JournalPosition, ReplayStats, replay
 from magnetar.bookie.ledger_storage import LedgerStorage
-from magnetar.bookie.request_processor import DurableCallback, RequestProcessor
+from magnetar.bookie.request_processor import AddEntries, RequestProcessor
 from magnetar.bookie.server import BookieConnection
 from magnetar.bookie.service import BackgroundService
 from magnetar.bookie.state import BookieState
 from magnetar.bookie_protocol.codec import ENTRY_SIZE_MAX_BYTES, Request
-from magnetar.bookie_protocol.errors import StatusError
 from magnetar.bookie_protocol.responder import Responder
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.metadata.store import MetadataStore
@@ -387,31 +385,11 @@ class Bookie:
         """Started and not stopped: requests may be handed over."""
         return self._parts is not None and not self._stopped
 
-    def add_entries(
-        self,
-        ledger_id: int,
-        first_entry_id: int,
-        last_add_confirmed: int,
-        checksums: Sequence[int],
-        payloads: Sequence[bytes],
-        recovery: bool,
-        done: DurableCallback,
-        run_id: int,
-    ) -> StatusError | None:
-        """See :meth:`RequestProcessor.add_entries`."""
-        parts = self._parts  # not self._started(): one call less per run of adds
-        if parts is None:
-            raise RuntimeError(f"bookie {self.bookie_id or '?'} is not started")
-        return parts.processor.add_entries(
-            ledger_id,
-            first_entry_id,
-            last_add_confirmed,
-            checksums,
-            payloads,
-            recovery,
-            done,
-            run_id,
-        )
+    @property
+    def add_entries(self) -> AddEntries:
+        """:meth:`RequestProcessor.add_entries` itself (a caller binds it once: no call
+        through the bookie per run of adds). Raises ``RuntimeError`` before start."""
+        return self._started().processor.add_entries
 
     def request(self, request: Request, payload: bytes, responder: Responder) -> None:
         """See :meth:`RequestProcessor.request`."""

@@ -51,6 +51,11 @@ DurableCallback = Callable[[list[int], StatusError | None], None]
 """``done(run_ids, error)`` of an in-process caller (``magnetar.ledger.transport``'s
 ``DurableCallback``, which the bookie does not import)."""
 
+AddEntries = Callable[
+    [int, int, int, Sequence[int], Sequence[bytes], bool, DurableCallback, int], StatusError | None
+]
+"""The type of :meth:`RequestProcessor.add_entries`."""
+
 log = logging.getLogger("magnetar.bookie")
 
 READ_ENTRIES_MAX: Final = 1_000

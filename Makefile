@@ -58,7 +58,7 @@ proto: $(DEV_STAMP)
 	$(PY) -m grpc_tools.protoc -I$(PROTO_DIR) --python_out=$(PROTO_DIR)/generated \
 		--plugin=protoc-gen-mypy=$(VENV)/bin/protoc-gen-mypy \
 		--mypy_out=$(PROTO_DIR)/generated $(PROTO_DIR)/PulsarApi.proto
-	$(PY) -m grpc_tools.protoc -Isrc/magnetar/bookie/protocol --python_out=src/magnetar/bookie/protocol --plugin=protoc-gen-mypy=$(VENV)/bin/protoc-gen-mypy --mypy_out=src/magnetar/bookie/protocol src/magnetar/bookie/protocol/bookie.proto
+	$(PY) -m grpc_tools.protoc -Isrc/magnetar/bookie_protocol --python_out=src/magnetar/bookie_protocol --plugin=protoc-gen-mypy=$(VENV)/bin/protoc-gen-mypy --mypy_out=src/magnetar/bookie_protocol src/magnetar/bookie_protocol/bookie.proto
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache tests/interop/node_modules

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,8 +13,15 @@ import crc32c
 import pytest
 
 from magnetar.bookie import Bookie, BookieConfig
-from magnetar.bookie.codec import OpType, Request, Response, ResponseDecoder, Status, encode_request
 from magnetar.bookie.errors import CookieMismatch
+from magnetar.bookie_protocol.codec import (
+    OpType,
+    Request,
+    Response,
+    ResponseDecoder,
+    Status,
+    encode_request,
+)
 from magnetar.metadata import MetadataStore, connect
 
 
@@ -204,3 +212,21 @@ async def test_cookie_mismatch_refuses_to_start(tmp_path: Path, store: MetadataS
     with pytest.raises(CookieMismatch):
         await fresh.start()
     await fresh.stop()
+
+
+async def test_a_bookie_that_refuses_to_start_holds_nothing(
+    tmp_path: Path, store: MetadataStore
+) -> None:
+    """A start that fails (here on the cookie) closes what it opened: the port is free again
+    without a stop(), the bookie is not serving, and stop() after it returns at once."""
+    b = Bookie(BookieConfig(data_dir=tmp_path / "c", port=0, disk_free_min_bytes=0), store)
+    await b.start()
+    await b.stop()
+    other = Bookie(BookieConfig(data_dir=tmp_path / "c", port=0, disk_free_min_bytes=0), store)
+    with pytest.raises(CookieMismatch):
+        await other.start()
+    assert other.port != 0 and not other.serving
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", other.port))
+    await other.stop()
+    assert other.storage is None and other.write_problem() is None

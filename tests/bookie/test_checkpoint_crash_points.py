@@ -27,7 +27,7 @@ import crc32c
 import pytest
 
 from magnetar.bookie import Bookie, BookieConfig, file_io
-from magnetar.bookie.codec import OpType, Request, Status
+from magnetar.bookie_protocol.codec import OpType, Request, Status
 from magnetar.common.clock import ManualClock
 from magnetar.metadata import connect
 from magnetar.testing import wait_until_async

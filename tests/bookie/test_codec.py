@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.bookie.codec import (
+from magnetar.bookie_protocol import bookie_pb2
+from magnetar.bookie_protocol.codec import (
     FrameDecoder,
     OpType,
     Request,
@@ -17,6 +18,7 @@ from magnetar.bookie.codec import (
     encode_request,
     encode_response,
 )
+from magnetar.bookie_protocol.errors import error_for_status
 from magnetar.common.errors import FrameTooLarge, ProtocolError
 
 
@@ -83,3 +85,26 @@ def test_unparsable_header_is_a_protocol_error() -> None:
         RequestDecoder().feed(
             (4 + len(header)).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header
         )
+
+
+@pytest.mark.parametrize(("enum", "proto_name"), [(OpType, "OpType"), (Status, "Status")])
+def test_the_intenums_are_the_values_of_the_proto_enums(enum: type, proto_name: str) -> None:
+    """``op`` and ``status`` travel as uint32 fields holding these values; the enums of
+    ``bookie.proto`` are their specification."""
+    spec = bookie_pb2.DESCRIPTOR.enum_types_by_name[proto_name]
+    assert {v.name: v.number for v in spec.values} == {m.name: m.value for m in enum}
+
+
+def test_a_status_is_the_same_varint_as_the_enum_field_it_replaced() -> None:
+    """Bytes from before ``status`` was a uint32 (an enum field, FENCED = 3) decode the same."""
+    response = Response(request_id=1, op=OpType.FENCE, status=Status.FENCED)
+    assert response.SerializeToString() == bytes([0x08, 0x01, 0x10, 0x04, 0x18, 0x03])
+    assert Status(response.status) is Status.FENCED
+
+
+def test_every_refusal_status_is_one_error_class() -> None:
+    refusals = [s for s in Status if s != Status.OK]
+    classes = [type(error_for_status(s, "m")) for s in refusals]
+    assert len(set(classes)) == len(refusals)
+    assert [c.status for c in classes] == refusals
+    assert str(error_for_status(Status.FENCED, "ledger 5 is fenced")) == "ledger 5 is fenced"

@@ -20,8 +20,9 @@ import crc32c
 import pytest
 
 from magnetar.bookie import Bookie, BookieConfig
-from magnetar.bookie.codec import Status
+from magnetar.bookie_protocol.errors import BookieReadOnly
 from magnetar.common.clock import SystemClock
+from magnetar.common.errors import PersistenceError
 from magnetar.ledger.local_transport import LocalBookieTransport
 from magnetar.ledger.transport import AddRun
 from magnetar.testing.disk import Tmpfs
@@ -39,12 +40,12 @@ def small_disk(tmp_path: Path) -> Iterator[Tmpfs]:
         yield disk
 
 
-async def _add(transport: LocalBookieTransport, request: AddRun) -> tuple[int | None, str]:
-    """One add; its status and message once the bookie answered."""
-    fut: asyncio.Future[tuple[int | None, str]] = asyncio.get_running_loop().create_future()
+async def _add(transport: LocalBookieTransport, request: AddRun) -> PersistenceError | None:
+    """One add; once the bookie answered, None (stored) or why not."""
+    fut: asyncio.Future[PersistenceError | None] = asyncio.get_running_loop().create_future()
 
-    def done(status: int | None, message: str, exc: BaseException | None) -> None:
-        fut.set_result((status, message if exc is None else str(exc)))
+    def done(error: PersistenceError | None) -> None:
+        fut.set_result(error)
 
     transport.add(request, done)
     return await asyncio.wait_for(fut, 30)
@@ -71,13 +72,14 @@ async def test_the_threshold_turns_the_bookie_read_only_before_the_disk_fills(
             request = AddRun(
                 entry_id, 1, entry_id, entry_id - 1, (crc32c.crc32c(PAYLOAD),), (PAYLOAD,)
             )
-            status, message = await _add(transport, request)
-            if status != Status.OK:
+            error = await _add(transport, request)
+            if error is not None:
                 break
         else:
             pytest.fail("the bookie took twice its disk's size")
         assert bookie.storage_fault is None, f"writes met the full disk: {bookie.storage_fault}"
-        assert (status, message) == (Status.READ_ONLY, f"bookie {bookie.bookie_id} is read-only")
+        assert isinstance(error, BookieReadOnly), error
+        assert str(error) == f"bookie {bookie.bookie_id} is read-only"
         problem = bookie.write_problem()
         assert problem is not None and "free disk below" in problem, problem
         assert small_disk.free_bytes() > 0

@@ -23,7 +23,6 @@ import crc32c
 import pytest
 
 from magnetar.bookie import Bookie, BookieConfig, ledger_storage
-from magnetar.bookie.codec import OpType, Request, Status
 from magnetar.bookie.entry_log import (
     HEADER_SIZE,
     INLINE_MAX_BYTES,
@@ -31,6 +30,7 @@ from magnetar.bookie.entry_log import (
     EntryLogger,
     log_of,
 )
+from magnetar.bookie_protocol.codec import OpType, Request, Status
 from magnetar.metadata import MetadataStore, connect
 
 from .test_bookie import RawConnection
@@ -302,10 +302,10 @@ async def test_a_bookie_serves_reads_and_adds_of_a_ledger_whose_index_was_spille
     store, bookie = await _bookie_collected_by_hand(tmp_path, index_spill_interval_ms=0)
     n = ledger_storage.SPILL_ENTRIES_MIN
     payloads = [f"entry {i}".encode() for i in range(n)]
-    status, message = bookie.admit_adds(
+    refusal = bookie.processor.admit_adds(
         1, 0, -1, [crc32c.crc32c(p) for p in payloads], payloads, False
     )
-    assert status == Status.OK, message
+    assert refusal is None, refusal
     await bookie.checkpoint()
     storage = bookie.storage
     assert storage is not None

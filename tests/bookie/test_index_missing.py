@@ -15,9 +15,9 @@ import pulsar
 import pytest
 
 from magnetar.bookie import Bookie, BookieConfig
-from magnetar.bookie.codec import OpType, Request, Status
 from magnetar.bookie.errors import IndexCorrupt
 from magnetar.bookie.ledger_storage import INDEX_RECORD
+from magnetar.bookie_protocol.codec import OpType, Request, Status
 from magnetar.testing import StandaloneProcess
 
 from .test_bookie import RawConnection

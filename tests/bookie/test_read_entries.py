@@ -11,8 +11,8 @@ import crc32c
 import pytest
 
 from magnetar.bookie import Bookie, BookieConfig
-from magnetar.bookie.bookie import READ_ENTRIES_MAX
-from magnetar.bookie.codec import OpType, Request, Response, Status, encode_request
+from magnetar.bookie.request_processor import READ_ENTRIES_MAX
+from magnetar.bookie_protocol.codec import OpType, Request, Response, Status, encode_request
 from magnetar.metadata import MetadataStore, connect
 
 from .test_bookie import RawConnection, add

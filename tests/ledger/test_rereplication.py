@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from magnetar.bookie import Bookie
-from magnetar.bookie.codec import OpType, Request, Status
+from magnetar.bookie_protocol.codec import OpType, Request, Status
 from magnetar.broker.controller import (
     DeleteReplicaState,
     ReplicaStateMachine,

@@ -12,11 +12,12 @@ import crc32c
 import pytest
 
 from magnetar.bookie import Bookie, BookieConfig
-from magnetar.bookie.codec import OpType, Request, Status
 from magnetar.bookie.entry_log import HEADER_SIZE
-from magnetar.bookie.errors import BookieUnavailable
 from magnetar.bookie.journal import ADD_ENTRY, JournalPosition, replay
+from magnetar.bookie_protocol.codec import OpType, Request, Status
+from magnetar.bookie_protocol.errors import BookieUnavailable, StatusError
 from magnetar.common.clock import SystemClock
+from magnetar.common.errors import PersistenceError
 from magnetar.ledger.bookie_client import BookiePool
 from magnetar.ledger.local_transport import LocalBookieTransport
 from magnetar.ledger.transport import AddRun, BookieTransport
@@ -67,14 +68,25 @@ def add_request(pool: BookiePool, ledger: int, entry: int, payload: bytes, **kw:
     )
 
 
+def answer_of(error: PersistenceError | None) -> Answer:
+    """An add's answer as ``(status, message, error)``: the bookie's status and message
+    (OK when stored), or ``(None, "", error)`` when the bookie could not answer."""
+    if error is None:
+        return Status.OK, "", None
+    if isinstance(error, BookieUnavailable):
+        return None, "", error
+    assert isinstance(error, StatusError), error
+    return error.status, str(error), None
+
+
 async def add(transport: BookieTransport, request: AddRun) -> Answer:
     fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
     called_inside = True
 
-    def done(status: int | None, message: str, exc: BaseException | None) -> None:
+    def done(error: PersistenceError | None) -> None:
         assert not called_inside, "callback ran inside add()"
         assert not fut.done(), "callback ran twice"
-        fut.set_result((status, message, exc))
+        fut.set_result(answer_of(error))
 
     transport.add(request, done)
     called_inside = False
@@ -111,14 +123,12 @@ async def test_acks_come_after_the_journal_wrote_and_synced_the_entry(
         syncs_before = bookie.journal.syncs
 
         def done(
-            status: int | None,
-            _m: str,
-            exc: BaseException | None,
+            error: PersistenceError | None,
             i: int = i,
             fut: asyncio.Future[None] = fut,
             syncs_before: int = syncs_before,
         ) -> None:
-            assert exc is None and status == Status.OK
+            assert error is None
             assert bookie.journal is not None
             # On disk when acknowledged, and a sync finished after it was appended.
             seen.append((i, is_journaled(i), bookie.journal.syncs - syncs_before))
@@ -192,7 +202,7 @@ async def test_a_stopping_bookie_fails_what_is_pending_and_what_follows(
     transport = await pool.get(bookie.bookie_id)
     answers: list[Answer] = []
     for i in range(50):
-        transport.add(add_request(pool, 3, i, b"p"), lambda s, m, e: answers.append((s, m, e)))
+        transport.add(add_request(pool, 3, i, b"p"), lambda error: answers.append(answer_of(error)))
     await bookie.stop()
     await asyncio.sleep(0)  # refusals are delivered on a later loop turn
     assert len(answers) == 50
@@ -247,29 +257,33 @@ async def test_local_acks_wait_for_the_checkpoint_once_the_write_cache_is_full(
     pool = BookiePool(SystemClock(), request_timeout_ms=30_000)
     payload = b"p" * 4000
     try:
-        async with b._checkpoint_lock:  # a checkpoint that cannot write yet (a slow disk)
+        async with b.checkpointer.lock:  # a checkpoint that cannot write yet (a slow disk)
             storage = b.storage
             assert storage is not None
             entry = 0  # acknowledged at once up to a quarter more than the cache
-            full_bytes = b.write_cache_full_bytes
+            full_bytes = b.checkpointer.write_cache_full_bytes
             assert full_bytes == cache_bytes * 5 // 4
             while storage.entry_logger.buffered_bytes + HEADER_SIZE + len(payload) <= full_bytes:
                 assert (await add(transport, add_request(pool, 1, entry, payload)))[0] == 0
                 entry += 1
-            assert not b.write_cache_full and entry > full_bytes // (len(payload) + HEADER_SIZE) - 1
+            assert (
+                not b.checkpointer.write_cache_full
+                and entry > full_bytes // (len(payload) + HEADER_SIZE) - 1
+            )
             answers: list[int | None] = []
             transport.add(
-                add_request(pool, 1, entry, payload), lambda status, _m, _e: answers.append(status)
+                add_request(pool, 1, entry, payload),
+                lambda error: answers.append(answer_of(error)[0]),
             )
             synced = asyncio.Event()
             journal = b.journal
             assert journal is not None
             journal.on_durable(synced.set)  # after the transport's own callback of that sync
             await asyncio.wait_for(synced.wait(), 30)
-            assert b.write_cache_full
+            assert b.checkpointer.write_cache_full
             assert answers == []  # in the journal, not acknowledged while the cache is full
         await wait_until_async(lambda: answers == [0], 30, what="the add acknowledged")
-        assert not b.write_cache_full
+        assert not b.checkpointer.write_cache_full
     finally:
         transport.close()
         await b.stop()

@@ -11,6 +11,9 @@ zero-filled allowance, so free space is seen under the threshold before it runs 
 :class:`WrittenBytesTrigger` only counts: one addition per add on the add path, and the
 comparison where adds are batched (once per read batch or journal sync group), so the
 ``statvfs`` behind :func:`free_bytes` runs once per ``check_every_bytes``, not per entry.
+
+:class:`~magnetar.bookie.disk_monitor.DiskMonitor` is the timer side: the bookie's
+background service that looks every ``disk_check_interval_ms``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,16 @@
 """The thin asyncio shell around a bookie: one :class:`BookieConnection` per TCP connection.
 
-It feeds bytes to the sans-IO :class:`~magnetar.bookie.codec.RequestDecoder`, hands every
-request of a read to the :class:`RequestHandler` (the bookie), and writes responses with one
+It feeds bytes to the sans-IO :class:`~magnetar.bookie_protocol.codec.RequestDecoder`, hands
+every request of a read to the :class:`RequestHandler` (the bookie's
+:class:`~magnetar.bookie.request_processor.RequestProcessor`), and writes responses with one
 ``writelines`` per batch. Add responses are released only once the journal has synced them
 (the handler appends them to ``durable``); everything else goes out as soon as it is ready.
 A malformed or oversized frame closes this connection only.
 
-The handler answers through the :class:`Responder` seam, which this connection implements
-by encoding; an in-process caller (``magnetar.ledger.local_transport``) implements it by
-handing the typed responses over directly.
+The handler answers through the :class:`~magnetar.bookie_protocol.responder.Responder` seam,
+which this connection implements by encoding; an in-process caller
+(``magnetar.ledger.local_transport``) implements it by handing the typed responses over
+directly.
 """
 
 from __future__ import annotations
@@ -17,42 +19,17 @@ import asyncio
 import logging
 from typing import Protocol, cast
 
-from magnetar.bookie.codec import (
+from magnetar.bookie_protocol.codec import (
     FRAME_SIZE_MAX_BYTES,
     Request,
     RequestDecoder,
     Response,
     encode_response,
 )
+from magnetar.bookie_protocol.responder import Reply, Responder
 from magnetar.common.errors import ProtocolError
 
 log = logging.getLogger(__name__)
-
-
-Reply = tuple[Response, bytes]
-"""A response header and its payload (an entry's body for reads, else empty)."""
-
-
-class Responder(Protocol):
-    """Where a bookie's answers go: one client connection (or an in-process caller)."""
-
-    def reply(self, response: Response, payload: bytes = b"") -> None:
-        """Deliver one answer now (or drop it if the responder is closed)."""
-        ...
-
-    def reply_all(self, replies: list[Reply]) -> None:
-        """Deliver answers in order (one write for a connection)."""
-        ...
-
-    def pause_reading(self) -> None:
-        """Stop taking requests until :meth:`resume_reading` (journal backpressure)."""
-        ...
-
-    def resume_reading(self) -> None: ...
-
-    def close(self) -> None:
-        """The bookie is stopping: drop the connection (pending requests fail)."""
-        ...
 
 
 class RequestHandler(Protocol):

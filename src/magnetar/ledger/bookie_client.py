@@ -23,17 +23,16 @@ import logging
 from collections.abc import Callable
 from typing import Final, cast
 
-from magnetar.bookie.codec import (
+from magnetar.bookie_protocol.codec import (
     FRAME_SIZE_MAX_BYTES,
     Request,
     Response,
     ResponseDecoder,
-    Status,
     encode_frame,
 )
-from magnetar.bookie.errors import BookieUnavailable
+from magnetar.bookie_protocol.errors import BookieUnavailable
 from magnetar.common.clock import Clock
-from magnetar.common.errors import ProtocolError
+from magnetar.common.errors import PersistenceError, ProtocolError
 from magnetar.ledger.transport import (
     AddCallback,
     AddRun,
@@ -47,7 +46,6 @@ from magnetar.ledger.transport import (
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S: Final = 5.0
-_OK: Final = int(Status.OK)  # a plain int: protobuf enum attributes run Python code
 
 
 class _RunAnswers:
@@ -59,16 +57,16 @@ class _RunAnswers:
         self._remaining = count
         self._callback: AddCallback | None = callback
 
-    def on_answer(self, status: int | None, message: str, exc: BaseException | None) -> None:
+    def on_answer(self, error: PersistenceError | None) -> None:
         callback = self._callback
         if callback is None:
             return  # answered already (a refusal came first)
-        if exc is None and status == _OK:
+        if error is None:
             self._remaining -= 1
             if self._remaining:
                 return
         self._callback = None
-        callback(status, message, exc)
+        callback(error)
 
 
 class BookieClient(asyncio.Protocol):
@@ -177,7 +175,7 @@ class BookieClient(asyncio.Protocol):
                 if entry is not None:
                     fail(entry, BookieUnavailable(f"request to {self.bookie_id} timed out"))
 
-    def _fail_all(self, exc: BaseException) -> None:
+    def _fail_all(self, exc: BookieUnavailable) -> None:
         self.closed = True
         self._transport = None
         pending, self._pending = self._pending, {}

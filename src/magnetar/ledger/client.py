@@ -37,19 +37,18 @@ from dataclasses import dataclass, replace
 
 import crc32c
 
-from magnetar.bookie import Bookie
-from magnetar.bookie.bookie import ENTRY_SIZE_MAX_BYTES
-from magnetar.bookie.codec import OpType, Request, Status
-from magnetar.bookie.errors import (
+from magnetar.bookie_protocol.codec import ENTRY_SIZE_MAX_BYTES, OpType, Request, Status
+from magnetar.common.clock import Clock, SystemClock
+from magnetar.common.errors import PersistenceError
+from magnetar.ledger import racks
+from magnetar.ledger.bookie_client import BookiePool
+from magnetar.ledger.errors import (
     BookieUnavailable,
     LedgerRecoveryError,
     NoSuchEntry,
     NoSuchLedger,
     NotEnoughBookies,
 )
-from magnetar.common.clock import Clock, SystemClock
-from magnetar.ledger import racks
-from magnetar.ledger.bookie_client import BookiePool
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.ledger.local_transport import LocalBookieTransport
 from magnetar.ledger.metadata import (
@@ -60,7 +59,7 @@ from magnetar.ledger.metadata import (
     LedgerState,
     ledger_path,
 )
-from magnetar.ledger.transport import AddRun
+from magnetar.ledger.transport import AddRun, LocalBookie
 from magnetar.metadata.store import MUST_NOT_EXIST, BadVersion, MetadataStore, NotFound
 
 log = logging.getLogger(__name__)
@@ -84,8 +83,9 @@ class LedgerClientConfig:
 class LedgerClient:
     """Owns its bookie connections; the metadata store stays the caller's.
 
-    ``local_bookies``: bookies started on this event loop (the standalone's); requests to
-    them are direct calls (:class:`~magnetar.ledger.local_transport.LocalBookieTransport`)
+    ``local_bookies``: bookies started on this event loop (the standalone's, passed in by
+    whoever composed the process: :class:`~magnetar.ledger.transport.LocalBookie`); requests
+    to them are direct calls (:class:`~magnetar.ledger.local_transport.LocalBookieTransport`)
     instead of TCP, with the same durability and error contract. Raises
     :class:`BookieUnavailable` if one of them is not serving."""
 
@@ -96,7 +96,7 @@ class LedgerClient:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         config: LedgerClientConfig | None = None,
-        local_bookies: Sequence[Bookie] = (),
+        local_bookies: Sequence[LocalBookie] = (),
     ) -> None:
         self.store = store
         self.clock: Clock = clock or SystemClock()
@@ -348,9 +348,9 @@ class LedgerClient:
             )
             fut: asyncio.Future[bool] = self.loop.create_future()
 
-            def done(status: int | None, _message: str, exc: BaseException | None) -> None:
+            def done(error: PersistenceError | None) -> None:
                 if not fut.done():
-                    fut.set_result(exc is None and status == Status.OK)
+                    fut.set_result(error is None)
 
             client.add(req, done)
             return await fut

@@ -1,4 +1,5 @@
-"""Errors raised by the ledger client (defined with the bookie's, one hierarchy).
+"""Errors raised by the ledger client: the bookie protocol's (one class per refusal status,
+:mod:`magnetar.bookie_protocol.errors`) and the client's own, one hierarchy.
 
 Which calls raise what:
 
@@ -12,20 +13,37 @@ Which calls raise what:
   :class:`LedgerRecoveryError` (too few bookies reachable to decide the last entry).
 """
 
-from magnetar.bookie.errors import (
+from magnetar.bookie_protocol.errors import (
     BadRequest,
     BookieError,
     BookieReadOnly,
     BookieUnavailable,
-    DigestMismatch,
     EntryTooLarge,
-    LedgerClosed,
     LedgerFenced,
-    LedgerRecoveryError,
     NoSuchEntry,
     NoSuchLedger,
-    NotEnoughBookies,
 )
+from magnetar.common.errors import PersistenceError
+
+
+class LedgerClosed(PersistenceError):
+    """An add to a ledger that is closed (or being closed) by this handle, or a read-only
+    handle."""
+
+    retriable = False
+
+
+class NotEnoughBookies(PersistenceError):
+    """Fewer writable bookies are available than the ensemble needs. Retriable later."""
+
+
+class DigestMismatch(PersistenceError):
+    """An entry read back does not match its stored CRC32C: try another replica."""
+
+
+class LedgerRecoveryError(PersistenceError):
+    """Recovery could not reach enough bookies to decide the ledger's last entry."""
+
 
 __all__ = [
     "BadRequest",

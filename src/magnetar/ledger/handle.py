@@ -41,12 +41,14 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import crc32c
 
-from magnetar.bookie.codec import OpType, Request, Response, Status
-from magnetar.bookie.errors import (
+from magnetar.bookie_protocol.codec import OpType, Request, Response, Status
+from magnetar.bookie_protocol.errors import error_for_status
+from magnetar.common.errors import MagnetarError, PersistenceError
+from magnetar.ledger.errors import (
     BookieError,
     BookieUnavailable,
     DigestMismatch,
@@ -55,9 +57,7 @@ from magnetar.bookie.errors import (
     LedgerFenced,
     NoSuchEntry,
     NotEnoughBookies,
-    error_for_status,
 )
-from magnetar.common.errors import MagnetarError
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState, ledger_path
 from magnetar.ledger.transport import AddCallback, AddRun
 from magnetar.metadata.store import BadVersion
@@ -66,10 +66,6 @@ if TYPE_CHECKING:
     from magnetar.ledger.client import LedgerClient
 
 log = logging.getLogger(__name__)
-
-# Plain ints: attribute access on a protobuf enum wrapper runs Python code, per add.
-_OK: Final = int(Status.OK)
-_FENCED: Final = int(Status.FENCED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,23 +316,22 @@ class LedgerHandle:
         try:
             client = await self._client.pool.get(bookie_id)
         except BookieUnavailable as exc:
-            cb(None, "", exc)
+            cb(exc)
             return
         client.add(request, cb)
 
     def _add_callback(self, pending: _PendingRun, idx: int, bookie_id: str) -> AddCallback:
-        def on_response(status: int | None, message: str, exc: BaseException | None) -> None:
+        def on_response(reason: PersistenceError | None) -> None:
             if self._ensemble[idx] != bookie_id or pending.finished:
                 return  # replaced bookie or already failed/completed entry
-            if status == _OK:
+            if reason is None:
                 pending.acked.add(idx)
                 if len(pending.acked) >= self._qa and pending.entry_id == self._lac + 1:
                     self._complete_in_order()
                 return
-            if status == _FENCED:
+            if isinstance(reason, LedgerFenced):
                 self._fail(LedgerFenced(f"ledger {self.ledger_id} was fenced (by {bookie_id})"))
                 return
-            reason = exc if exc is not None else error_for_status(status or 0, message)
             if isinstance(reason, EntryTooLarge):
                 # Another ensemble would refuse it too (bookies share the limit), and its
                 # entry id is taken: this ledger can go no further. Not EntryTooLarge
@@ -595,7 +590,7 @@ class LedgerHandle:
         sizes = resp.entry_sizes
         checksums = resp.checksums
         if (
-            resp.status != _OK
+            resp.status != Status.OK
             or len(sizes) != len(checksums)
             or len(sizes) > len(ids)
             or sum(sizes) != len(payload)
@@ -621,7 +616,7 @@ class LedgerHandle:
         )
         return Entry(self.ledger_id, entry_id, payload)
 
-    async def _read_from_replicas(self, entry_id: int, op: int) -> tuple[bytes, int]:
+    async def _read_from_replicas(self, entry_id: int, op: OpType) -> tuple[bytes, int]:
         """First good copy from the write set; next replica on error or after the
         speculative timeout. Returns ``(payload, lac stored with it)``."""
         md = self.metadata
@@ -636,7 +631,7 @@ class LedgerHandle:
         next_i = 0
         while True:
             if next_i < len(replicas):
-                req = Request(op=op, ledger_id=self.ledger_id, entry_id=entry_id)  # type: ignore[arg-type]
+                req = Request(op=op, ledger_id=self.ledger_id, entry_id=entry_id)
                 in_flight.add(loop.create_task(pool.call(replicas[next_i], req)))
                 next_i += 1
             if not in_flight:

@@ -2,19 +2,20 @@
 
 The standalone runs its bookie on the broker's event loop; going through a loopback socket
 would cost two system calls, a protobuf encoding and a decoding each way per entry. This
-transport calls the :class:`~magnetar.bookie.Bookie` directly instead:
+transport calls the bookie through the :class:`~magnetar.ledger.transport.LocalBookie` seam
+instead:
 
-* a run of adds goes to :meth:`Bookie.admit_adds <magnetar.bookie.Bookie.admit_adds>` at
-  once, in one call (so runs reach the journal in call order) and is acknowledged with one
-  callback from a journal ``on_durable`` callback — after the fdatasync that covers it,
-  exactly like the ADD_ENTRY responses over TCP. Runs appended while the journal's
-  :attr:`~magnetar.bookie.journal.Journal.groups_taken` does not change share one
-  ``on_durable`` callback (they are in the same sync);
-* other requests are handed to :meth:`Bookie.handle <magnetar.bookie.Bookie.handle>` on the
-  next loop turn with this transport as the responder (typed responses, no encoding);
-* refusals come back as the same statuses and messages as over TCP, on a later loop turn;
+* a run of adds goes to :meth:`LocalBookie.add_entries` at once, in one call (so runs reach
+  the journal in call order) and is acknowledged from the bookie's ``done`` callback — after
+  the fdatasync that covers it, exactly like the ADD_ENTRY responses over TCP; one call
+  answers every run of this transport that one sync covered;
+* other requests are handed to :meth:`LocalBookie.request` on the next loop turn with this
+  transport as the responder (typed responses, no encoding);
+* refusals come back as the same errors, with the same messages, as over TCP, on a later
+  loop turn;
 * when the bookie stops it closes this transport like a connection: everything pending
-  fails with :class:`~magnetar.bookie.errors.BookieUnavailable`, and the pool stops using it;
+  fails with :class:`~magnetar.bookie_protocol.errors.BookieUnavailable`, and the pool stops
+  using it;
 * requests not answered within ``request_timeout_ms`` (a journal that failed never syncs
   again) fail with ``BookieUnavailable``, as over TCP.
 
@@ -26,37 +27,35 @@ paused, so memory is bounded by the callers' own limits (the managed ledger's
 from __future__ import annotations
 
 import asyncio
-from functools import partial
-from typing import Final
 
-from magnetar.bookie import Bookie
-from magnetar.bookie.codec import Request, Response, Status
-from magnetar.bookie.errors import BookieUnavailable
-from magnetar.bookie.server import Reply
+from magnetar.bookie_protocol.codec import Request, Response
+from magnetar.bookie_protocol.errors import BookieUnavailable, StatusError
+from magnetar.bookie_protocol.responder import Reply
 from magnetar.common.clock import Clock
 from magnetar.ledger.transport import (
     AddCallback,
     AddRun,
     Callback,
+    LocalBookie,
     Pending,
     answer,
     fail,
 )
 
 _SWEEPS_PER_TIMEOUT = 4
-_OK: Final = int(Status.OK)  # a plain int: protobuf enum attributes run Python code
-_INTERNAL_ERROR: Final = int(Status.INTERNAL_ERROR)
 
 
 class LocalBookieTransport:
     """See the module docstring. Create after ``await bookie.start()``; owned by a
     :class:`~magnetar.ledger.bookie_client.BookiePool` (``pool.add_local``)."""
 
-    def __init__(self, bookie: Bookie, clock: Clock, request_timeout_ms: int) -> None:
+    def __init__(self, bookie: LocalBookie, clock: Clock, request_timeout_ms: int) -> None:
         if not bookie.serving:
             raise BookieUnavailable(f"bookie {bookie.bookie_id or '?'} is not serving")
         self.bookie_id = bookie.bookie_id
         self._bookie = bookie
+        self._add_entries = bookie.add_entries  # bound once: the add path runs per run
+        self._durable_callback = self._durable  # one object: the bookie groups runs by it
         self._clock = clock
         self._sweep_s = request_timeout_ms / 1000 / _SWEEPS_PER_TIMEOUT
         self._loop = asyncio.get_running_loop()
@@ -64,8 +63,6 @@ class LocalBookieTransport:
         # clock read per request. Insertion order = generation order.
         self._pending: dict[int, Pending] = {}
         self._generation = 0
-        self._group: list[int] | None = None
-        self._group_taken = -1
         # Set by close(), which the bookie calls when it stops (it tracks this transport).
         self.closed = False
         bookie.attach(self)
@@ -81,60 +78,30 @@ class LocalBookieTransport:
         if self.closed:
             self._refuse(callback, True)
             return
-        bookie = self._bookie
-        status, message = bookie.admit_adds(
+        rid = run.first_request_id
+        refusal = self._add_entries(
             run.ledger_id,
             run.first_entry_id,
             run.last_add_confirmed,
             run.checksums,
             run.payloads,
             run.recovery,
+            self._durable_callback,
+            rid,
         )
-        if status != _OK:
-            self._loop.call_soon(callback, status, message, None)
+        if refusal is not None:
+            self._loop.call_soon(callback, refusal)
             return
-        rid = run.first_request_id
         self._pending[rid] = (callback, self._generation, True)
-        journal = bookie.journal
-        assert journal is not None
-        taken = journal.groups_taken
-        group = self._group
-        if group is None or self._group_taken != taken:
-            group = self._group = [rid]
-            self._group_taken = taken
-            journal.on_durable(partial(self._synced, group), partial(self._sync_failed, group))
-            bookie.check_write_cache()  # once per sync group is often enough
-        else:
-            group.append(rid)
 
-    def _synced(self, group: list[int]) -> None:
-        if self._group is group:
-            self._group = None
-        if self._bookie.write_cache_full:
-            # Acknowledged once the checkpoint in flight ends: the callers' windows stop
-            # adds meanwhile, so the write buffers stay near twice their bound.
-            self._bookie.on_write_cache_room(partial(self._acknowledge, group))
-            return
-        self._acknowledge(group)
-
-    def _acknowledge(self, group: list[int]) -> None:
+    def _durable(self, run_ids: list[int], error: StatusError | None) -> None:
+        """The bookie's answer to the runs ``run_ids`` (one journal sync): durable
+        (``None``), or their journal write failed (INTERNAL_ERROR, as over TCP)."""
         pending = self._pending
-        for rid in group:
+        for rid in run_ids:
             entry = pending.pop(rid, None)
             if entry is not None:
-                entry[0](_OK, "", None)
-
-    def _sync_failed(self, group: list[int], exc: BaseException) -> None:
-        """The journal write covering ``group`` failed: answer each add as the bookie
-        answers over TCP (INTERNAL_ERROR)."""
-        if self._group is group:
-            self._group = None
-        pending = self._pending
-        message = f"journal write failed: {exc}"
-        for rid in group:
-            entry = pending.pop(rid, None)
-            if entry is not None:
-                entry[0](_INTERNAL_ERROR, message, None)
+                entry[0](error)
 
     def request(self, request: Request, payload: bytes, callback: Callback) -> None:
         if self.closed:
@@ -146,9 +113,7 @@ class LocalBookieTransport:
     def _handle(self, request: Request, payload: bytes) -> None:
         if self.closed:
             return  # already failed by close()
-        durable: list[Reply] = []
-        self._bookie.handle(request, payload, self, durable)
-        self._bookie.after_batch(self, durable)
+        self._bookie.request(request, payload, self)
 
     def _refuse(self, callback: AddCallback | Callback, is_add: bool) -> None:
         exc = BookieUnavailable(f"bookie {self.bookie_id} is not serving")
@@ -192,9 +157,8 @@ class LocalBookieTransport:
         if self.closed:
             return
         self.closed = True
-        self._group = None
         self._sweeper.cancel()
-        self._bookie.connection_closed(self)
+        self._bookie.detach(self)
         pending, self._pending = self._pending, {}
         exc = BookieUnavailable(f"bookie {self.bookie_id} closed")
         for entry in pending.values():

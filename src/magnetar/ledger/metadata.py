@@ -5,7 +5,8 @@ parties (a writer changing its ensemble, a reader recovering the ledger) can nev
 ``ensembles`` maps the first entry id of each fragment to the bookies that hold it; entry
 ``e`` lives in the last fragment whose first entry is ``<= e``, on the write set
 ``[(e + i) % E for i in range(Qw)]`` of that fragment's ensemble (BookKeeper's round-robin
-distribution).
+distribution). The paths are the cluster layout of :mod:`magnetar.bookie_protocol.layout`,
+re-exported here.
 """
 
 from __future__ import annotations
@@ -16,15 +17,13 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-LEDGERS_PATH: Final = "/ledgers"
-AVAILABLE_PATH: Final = "/ledgers/available"
-READONLY_NAME: Final = "readonly"
-IDGEN_PATH: Final = "/ledgers/idgen"
+from magnetar.bookie_protocol.layout import AVAILABLE_PATH as AVAILABLE_PATH
+from magnetar.bookie_protocol.layout import IDGEN_PATH as IDGEN_PATH
+from magnetar.bookie_protocol.layout import LEDGERS_PATH as LEDGERS_PATH
+from magnetar.bookie_protocol.layout import READONLY_NAME as READONLY_NAME
+from magnetar.bookie_protocol.layout import ledger_path as ledger_path
+
 _NO_END: Final = 2**63 - 1
-
-
-def ledger_path(ledger_id: int) -> str:
-    return f"{LEDGERS_PATH}/L{ledger_id:010d}"
 
 
 class LedgerState(enum.Enum):

@@ -18,9 +18,10 @@ import asyncio
 
 import crc32c
 
-from magnetar.bookie.codec import OpType, Request, Status
-from magnetar.bookie.errors import BookieUnavailable, NoSuchEntry, error_for_status
+from magnetar.bookie_protocol.codec import OpType, Request, Status
+from magnetar.common.errors import PersistenceError
 from magnetar.ledger.client import LedgerClient
+from magnetar.ledger.errors import BookieUnavailable, NoSuchEntry
 from magnetar.ledger.fragments import RereplicationPlan, plan_rereplication, replace_replica
 from magnetar.ledger.metadata import LedgerMetadata, ledger_path
 from magnetar.ledger.transport import AddRun
@@ -49,7 +50,7 @@ async def rereplicate_fragment(
     copy), :class:`ValueError` (the target is in the fragment's ensemble),
     :class:`BookieUnavailable` or :class:`NoSuchEntry` (no other replica of an entry
     answered with it), and the target's refusal as a
-    :class:`~magnetar.bookie.errors.BookieError`."""
+    :class:`~magnetar.ledger.errors.BookieError`."""
     metadata, version = await client.get_metadata(ledger_id)
     plan = plan_rereplication(metadata, first_entry, bookie_index, missing_bookie, target_bookie)
     if plan is None:
@@ -98,14 +99,11 @@ async def _copy_entry(client: LedgerClient, plan: RereplicationPlan, entry_id: i
     )
     done: asyncio.Future[None] = client.loop.create_future()
 
-    def answered(status: int | None, message: str, exc: BaseException | None) -> None:
+    def answered(error: PersistenceError | None) -> None:
         if done.done():
             return
-        if exc is not None:
-            done.set_exception(exc)
-        elif status != Status.OK:
-            assert status is not None
-            done.set_exception(error_for_status(status, message))
+        if error is not None:
+            done.set_exception(error)
         else:
             done.set_result(None)
 

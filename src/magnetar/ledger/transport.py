@@ -1,23 +1,30 @@
-"""The seam between the ledger client and one bookie: :class:`BookieTransport`.
+"""The seams between the ledger client and bookies: :class:`BookieTransport` (requests to
+one bookie) and :class:`LocalBookie` (what a bookie on this event loop offers).
 
-Two implementations keep one contract:
+Two transports keep one contract:
 
 * :class:`~magnetar.ledger.bookie_client.BookieClient` — a pipelined TCP connection (the
-  bookie protocol of :mod:`magnetar.bookie.codec`), for bookies in other processes;
+  bookie protocol of :mod:`magnetar.bookie_protocol.codec`), for bookies in other processes;
 * :class:`~magnetar.ledger.local_transport.LocalBookieTransport` — direct calls into a
-  :class:`~magnetar.bookie.Bookie` running on the same event loop (the standalone), with no
+  :class:`LocalBookie` running on the same event loop (the standalone's bookie), with no
   socket and no encoding.
 
 Contract for both:
 
 * every callback runs exactly once, on the event loop, never inside the call that
   registered it;
-* an add is answered ``Status.OK`` only once the bookie's journal has fdatasync'ed it;
-  any other status is the bookie's refusal (nothing was stored);
-* ``error`` is set (:class:`~magnetar.bookie.errors.BookieUnavailable`) when the bookie
-  cannot answer: connection lost or closed, bookie stopped, or no answer within the
-  request timeout. Then the status/response is ``None``;
+* an add is answered ``None`` only once the bookie's journal has fdatasync'ed it; else
+  with the bookie's refusal (one class per status,
+  :mod:`magnetar.bookie_protocol.errors`; nothing was stored) or
+  :class:`~magnetar.bookie_protocol.errors.BookieUnavailable` when the bookie cannot answer:
+  connection lost or closed, bookie stopped, or no answer within the request timeout;
+* other requests are answered with the bookie's response, or with ``BookieUnavailable``
+  (then the response is ``None``);
 * requests are handed to the bookie in call order.
+
+The ledger client imports nothing of the bookie server: whoever composes a process with a
+bookie in it (the standalone) passes that bookie in as a :class:`LocalBookie`. A simulated,
+fault-injecting bookie can take the same seat.
 """
 
 from __future__ import annotations
@@ -25,13 +32,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from magnetar.bookie.codec import OpType, Request, Response, encode_frame
+from magnetar.bookie_protocol.codec import OpType, Request, Response, Status, encode_frame
+from magnetar.bookie_protocol.errors import StatusError, error_for_status
+from magnetar.bookie_protocol.responder import Responder
+from magnetar.common.errors import PersistenceError
 
 Callback = Callable[[Response | None, bytes, BaseException | None], None]
 """``callback(response, payload, error)`` for requests other than adds."""
 
-AddCallback = Callable[[int | None, str, BaseException | None], None]
-"""``callback(status, message, error)`` for adds (``status`` a ``Status`` value)."""
+AddCallback = Callable[[PersistenceError | None], None]
+"""``callback(error)`` for adds: ``None`` once stored durably, else why not."""
 
 
 class AddRun:
@@ -112,16 +122,21 @@ Pending = tuple[Callable[..., None], float, bool]
 def answer(entry: Pending, response: Response, payload: bytes) -> None:
     """Complete a pending request with the bookie's response."""
     callback, _, is_add = entry
-    if is_add:
-        callback(response.status, response.message, None)
-    else:
+    if not is_add:
         callback(response, payload, None)
+    elif response.status == Status.OK:
+        callback(None)
+    else:
+        callback(error_for_status(response.status, response.message))
 
 
-def fail(entry: Pending, exc: BaseException) -> None:
+def fail(entry: Pending, exc: PersistenceError) -> None:
     """Complete a pending request with ``exc`` (the bookie cannot answer)."""
     callback, _, is_add = entry
-    callback(None, "" if is_add else b"", exc)
+    if is_add:
+        callback(exc)
+    else:
+        callback(None, b"", exc)
 
 
 class BookieTransport(Protocol):
@@ -153,11 +168,71 @@ class BookieTransport(Protocol):
         ...
 
 
+DurableCallback = Callable[[list[int], StatusError | None], None]
+"""``done(run_ids, error)``: the runs ``run_ids`` (in the order they were added) are durable
+(``error`` None), or the journal write that carried them failed."""
+
+
+class LocalBookie(Protocol):
+    """What a bookie running on this event loop offers the ledger client.
+
+    The bookie answers as over TCP (same statuses, same messages, acknowledgements only after
+    the journal's fdatasync), without encoding. It tracks attached responders like
+    connections: when it stops it calls their ``close``.
+    """
+
+    @property
+    def bookie_id(self) -> str: ...
+
+    @property
+    def serving(self) -> bool:
+        """Started and not stopped: requests may be handed over."""
+        ...
+
+    def add_entries(
+        self,
+        ledger_id: int,
+        first_entry_id: int,
+        last_add_confirmed: int,
+        checksums: Sequence[int],
+        payloads: Sequence[bytes],
+        recovery: bool,
+        done: DurableCallback,
+        run_id: int,
+    ) -> StatusError | None:
+        """Store entries ``first_entry_id``, ``+1``, ... of ``ledger_id`` (``checksums[i]``
+        belongs to ``payloads[i]``) as the run ``run_id`` of the caller ``done``. Returns
+        the refusal of the first entry refused (then nothing of the run is stored and
+        ``done`` never hears of it), else ``None``. Later, never inside this call, once per
+        journal sync for all of one caller's runs it covers (a group commit: one call, not
+        one per run): ``done(run_ids, None)`` after the fdatasync (held back while the
+        bookie's write cache is full), ``done(run_ids, error)`` if the journal write
+        failed. Runs reach the journal in call order. ``done`` must be the same object for
+        every run of a caller (a bound method kept once). Raises nothing."""
+        ...
+
+    def request(self, request: Request, payload: bytes, responder: Responder) -> None:
+        """Handle any other request; the answer goes to ``responder`` (``reply`` now or
+        later, ``reply_all`` after the journal sync for a fence or a recovery read that
+        fenced)."""
+        ...
+
+    def attach(self, responder: Responder) -> None:
+        """Track ``responder`` like a connection: the bookie closes it when it stops."""
+        ...
+
+    def detach(self, responder: Responder) -> None:
+        """Stop tracking ``responder`` (it closed)."""
+        ...
+
+
 __all__ = [
     "AddCallback",
     "AddRun",
     "BookieTransport",
     "Callback",
+    "DurableCallback",
+    "LocalBookie",
     "Pending",
     "answer",
     "fail",

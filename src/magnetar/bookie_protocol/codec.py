@@ -8,7 +8,8 @@ Wire format of one frame (big-endian)::
       frame_size = 4 + header_size + len(payload)
 
 The header is a ``magnetar.bookie.Request`` (client → bookie) or ``Response`` (bookie →
-client), see ``protocol/bookie.proto``. The payload is the entry body of ADD_ENTRY requests
+client), see ``bookie.proto`` next to this module; their ``op`` is an :class:`OpType` and a
+response's ``status`` a :class:`Status`. The payload is the entry body of ADD_ENTRY requests
 and of READ_ENTRY / RECOVERY_READ responses. Requests and responses are matched by
 ``request_id``; a connection carries any number of requests in flight for any ledgers.
 
@@ -20,18 +21,54 @@ any of it is buffered, and a header that does not parse raises
 
 from __future__ import annotations
 
+import enum
 import struct
 from typing import Final
 
 from google.protobuf.message import DecodeError
 
-from magnetar.bookie.protocol import bookie_pb2 as pb
+from magnetar.bookie_protocol import bookie_pb2 as pb
 from magnetar.common.errors import FrameTooLarge, ProtocolError
+from magnetar.protocol.frame import DEFAULT_MAX_MESSAGE_SIZE_BYTES, FRAME_PADDING_BYTES
 
 Request = pb.Request
 Response = pb.Response
-OpType = pb.OpType
-Status = pb.Status
+
+
+class OpType(enum.IntEnum):
+    """What a request asks (``Request.op``, echoed in ``Response.op``); values as on the wire
+    (the ``OpType`` enum of ``bookie.proto``)."""
+
+    OP_UNKNOWN = 0
+    ADD_ENTRY = 1
+    READ_ENTRY = 2
+    READ_LAC = 3
+    FENCE = 4
+    RECOVERY_READ = 5
+    LEDGER_INFO = 6
+    READ_ENTRIES = 7
+
+
+class Status(enum.IntEnum):
+    """How a request ended (``Response.status``); values as on the wire (the ``Status`` enum of
+    ``bookie.proto``). Every status but OK maps to one error class
+    (:func:`magnetar.bookie_protocol.errors.error_for_status`)."""
+
+    OK = 0
+    NO_SUCH_LEDGER = 1
+    NO_SUCH_ENTRY = 2
+    FENCED = 3
+    READ_ONLY = 4
+    TOO_LARGE = 5
+    BAD_REQUEST = 6
+    INTERNAL_ERROR = 7
+
+
+ENTRY_SIZE_MAX_BYTES: Final = DEFAULT_MAX_MESSAGE_SIZE_BYTES + FRAME_PADDING_BYTES
+"""Largest entry a bookie stores by default, and the ledger client's default limit: a
+message of the broker's default max size plus the frame padding Pulsar allows for its
+metadata (BookKeeper's ``nettyMaxFrameSizeBytes`` as Pulsar configures it, 5 MiB + 10 KiB).
+A chunk of a chunked message is that large."""
 
 FRAME_PREFIX: Final = struct.Struct(">II")
 FRAME_SIZE_MAX_BYTES: Final = 6 * 1024 * 1024
@@ -134,6 +171,7 @@ class ResponseDecoder:
 
 
 __all__ = [
+    "ENTRY_SIZE_MAX_BYTES",
     "FRAME_SIZE_MAX_BYTES",
     "FrameDecoder",
     "OpType",

@@ -5,13 +5,17 @@ Magnetar's bookie protocol: what a ledger client and a storage node ("bookie") s
 other over one TCP connection. Facts taken from Apache BookKeeper's protocol (add entry,
 read entry, read last-add-confirmed, fencing, recovery reads); the encoding is our own.
 
-Framing (see magnetar/bookie/codec.py):
+Framing (see magnetar/bookie_protocol/codec.py):
   [u32 frame_size][u32 header_size][header: Request|Response][payload bytes]
 frame_size counts everything after itself. The payload is the entry body for ADD_ENTRY
 requests and for READ_ENTRY / RECOVERY_READ / READ_ENTRIES responses, empty otherwise;
 keeping it out of the protobuf lets the bookie journal it without re-encoding.
 
 Flat messages (no oneof, no nesting) keep encode/decode cheap in Python.
+
+`op` and `status` are uint32 fields holding OpType and Status values (the same varint on
+the wire as an enum field): in Python they are the IntEnums of codec.py, which a test
+checks against the enums below, the specification of their values.
 """
 
 from collections import abc as _abc
@@ -52,7 +56,8 @@ class _OpTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_OpType.ValueTy
     READ_ENTRIES: _OpType.ValueType  # 7
     """read a run of entries from entry_id on, in one response"""
 
-class OpType(_OpType, metaclass=_OpTypeEnumTypeWrapper): ...
+class OpType(_OpType, metaclass=_OpTypeEnumTypeWrapper):
+    """values of Request.op and Response.op"""
 
 OP_UNKNOWN: OpType.ValueType  # 0
 ADD_ENTRY: OpType.ValueType  # 1
@@ -86,7 +91,8 @@ class _StatusEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Status.ValueTy
     BAD_REQUEST: _Status.ValueType  # 6
     INTERNAL_ERROR: _Status.ValueType  # 7
 
-class Status(_Status, metaclass=_StatusEnumTypeWrapper): ...
+class Status(_Status, metaclass=_StatusEnumTypeWrapper):
+    """values of Response.status"""
 
 OK: Status.ValueType  # 0
 NO_SUCH_LEDGER: Status.ValueType  # 1
@@ -114,7 +120,8 @@ class Request(_message.Message):
     STRIDE_FIELD_NUMBER: _builtins.int
     request_id: _builtins.int
     """chosen by the client; echoed in the response"""
-    op: Global___OpType.ValueType
+    op: _builtins.int
+    """an OpType"""
     ledger_id: _builtins.int
     entry_id: _builtins.int
     last_add_confirmed: _builtins.int
@@ -135,7 +142,7 @@ class Request(_message.Message):
         self,
         *,
         request_id: _builtins.int = ...,
-        op: Global___OpType.ValueType = ...,
+        op: _builtins.int = ...,
         ledger_id: _builtins.int = ...,
         entry_id: _builtins.int = ...,
         last_add_confirmed: _builtins.int = ...,
@@ -172,8 +179,10 @@ class Response(_message.Message):
     ENTRY_SIZES_FIELD_NUMBER: _builtins.int
     CHECKSUMS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.int
-    op: Global___OpType.ValueType
-    status: Global___Status.ValueType
+    op: _builtins.int
+    """an OpType (the request's)"""
+    status: _builtins.int
+    """a Status"""
     message: _builtins.str
     """human-readable detail when status != OK"""
     ledger_id: _builtins.int
@@ -205,8 +214,8 @@ class Response(_message.Message):
         self,
         *,
         request_id: _builtins.int = ...,
-        op: Global___OpType.ValueType = ...,
-        status: Global___Status.ValueType = ...,
+        op: _builtins.int = ...,
+        status: _builtins.int = ...,
         message: _builtins.str = ...,
         ledger_id: _builtins.int = ...,
         entry_id: _builtins.int = ...,

@@ -1,0 +1,193 @@
+"""Whether a bookie takes adds, and how it is registered: :class:`BookieState` (BookKeeper's
+``BookieStateManager``).
+
+A bookie is read-only while any of these holds, writable again once none does:
+
+* free disk space is below ``disk_free_min_bytes`` (looked at by :meth:`BookieState.look_at_disk`:
+  on the disk monitor's timer and after every ``check_every_bytes`` written, see
+  :mod:`magnetar.bookie.disk_check`);
+* a journal write or a checkpoint failed (``ENOSPC``, ``EIO``): :attr:`BookieState.storage_fault`,
+  cleared by the disk monitor once a retried checkpoint works and the disk has room;
+* an operator forced it (:meth:`BookieState.set_readonly`).
+
+A writable bookie is registered as the ephemeral node ``/ledgers/available/<id>``, a
+read-only one as ``/ledgers/available/readonly/<id>``. A change of mode re-registers in the
+background; a re-registration that fails is retried by the disk monitor (the metadata store
+may share the full disk).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from pathlib import Path
+
+from magnetar.bookie.disk_check import WrittenBytesTrigger, free_bytes
+from magnetar.bookie_protocol.layout import AVAILABLE_PATH, READONLY_PATH
+from magnetar.common.errors import MagnetarError
+from magnetar.metadata.store import MetadataStore, NodeExists, NotFound
+
+log = logging.getLogger("magnetar.bookie")
+
+
+class BookieState:
+    """Read-only mode and registration of one bookie (see the module docstring).
+
+    ``metadata`` ``None``: a bookie without a cluster, never registered."""
+
+    def __init__(
+        self,
+        bookie_id: str,
+        data_dir: Path,
+        metadata: MetadataStore | None,
+        *,
+        disk_free_min_bytes: int,
+        check_every_bytes: int,
+    ) -> None:
+        self.bookie_id = bookie_id
+        self._data_dir = data_dir
+        self._metadata = metadata
+        self._disk_free_min_bytes = disk_free_min_bytes
+        self.readonly = False
+        self.storage_fault: str | None = None
+        """Why storage cannot be written (a failed journal write or checkpoint), or None."""
+        self._forced_readonly = False
+        self._registered_readonly: bool | None = None
+        """How the bookie is registered now (None: not yet, or a re-registration failed)."""
+        self.disk_trigger = WrittenBytesTrigger(check_every_bytes)
+        """The add path counts written bytes here (see :meth:`look_if_written_enough`)."""
+        self._background: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    # -- read-only mode -------------------------------------------------------------------
+
+    def look_at_disk(self) -> bool:
+        """Read free space and set :attr:`readonly`; True if it changed (logged)."""
+        self.disk_trigger.looked()
+        free = free_bytes(self._data_dir)
+        low = free < self._disk_free_min_bytes
+        want = self._forced_readonly or low or self.storage_fault is not None
+        changed = want != self.readonly
+        if changed:
+            if self.storage_fault is not None:
+                why = self.storage_fault
+            elif low:
+                why = f"free disk {free} bytes, threshold {self._disk_free_min_bytes}"
+            elif self._forced_readonly:
+                why = "forced"
+            else:
+                why = f"free disk {free} bytes, storage works again"
+            log.warning(
+                "bookie %s turns %s (%s)",
+                self.bookie_id,
+                "read-only" if want else "writable",
+                why,
+            )
+        self.readonly = want
+        return changed
+
+    def look_if_written_enough(self) -> None:
+        """Look at free space if enough was written since the last look (called once per
+        batch of adds, not per add)."""
+        if self.disk_trigger.due and self.look_at_disk():
+            self._reregister_soon()
+
+    def write_problem(self) -> str | None:
+        """Why this bookie takes no adds now (one line), or None when it is writable."""
+        if not self.readonly:
+            return None
+        if self.storage_fault is not None:
+            return f"bookie {self.bookie_id} is read-only: {self.storage_fault}"
+        if self._forced_readonly:
+            return f"bookie {self.bookie_id} is read-only (set by an operator)"
+        return (
+            f"bookie {self.bookie_id} is read-only: free disk below "
+            f"{self._disk_free_min_bytes} bytes"
+        )
+
+    async def set_readonly(self, readonly: bool) -> None:
+        """Force read-only mode on or off (operators, tests); disk checks still apply."""
+        self._forced_readonly = readonly
+        if self.look_at_disk():
+            await self.register()
+
+    def storage_failed(self, reason: str) -> None:
+        """A journal write or checkpoint failed: stop taking adds until storage works."""
+        if self.storage_fault is None:
+            self.storage_fault = reason
+        if self.look_at_disk():
+            self._reregister_soon()
+
+    def journal_write_failed(self, exc: BaseException) -> None:
+        """The journal's ``on_write_failure`` listener."""
+        self.storage_failed(f"journal write failed: {exc}")
+
+    def storage_works(self) -> None:
+        """A checkpoint worked again: clear the fault if the disk has room (the next look
+        at the disk turns the bookie writable)."""
+        if free_bytes(self._data_dir) >= self._disk_free_min_bytes:
+            log.warning("bookie %s: storage works again (%s)", self.bookie_id, self.storage_fault)
+            self.storage_fault = None
+
+    # -- registration ----------------------------------------------------------------------
+
+    @property
+    def registration_stale(self) -> bool:
+        """The registration does not show the mode (not yet made, or a re-registration
+        failed)."""
+        return self._registered_readonly != self.readonly
+
+    async def register(self) -> None:
+        """Register under the path of the current mode (replacing the other one, and a node
+        a previous session of ours may still hold). Raises ``MetadataError``."""
+        if self._metadata is None:
+            return
+        readonly = self.readonly
+        info = json.dumps({"bookie_id": self.bookie_id, "readonly": readonly}).encode()
+        want = f"{READONLY_PATH if readonly else AVAILABLE_PATH}/{self.bookie_id}"
+        other = f"{AVAILABLE_PATH if readonly else READONLY_PATH}/{self.bookie_id}"
+        with contextlib.suppress(NotFound):
+            await self._metadata.delete(other)
+        try:
+            await self._metadata.create(want, info, ephemeral=True)
+        except NodeExists:
+            # A previous session of ours may still hold it until it expires: replace it.
+            with contextlib.suppress(NotFound):
+                await self._metadata.delete(want)
+            await self._metadata.create(want, info, ephemeral=True)
+        self._registered_readonly = readonly
+
+    async def reregister(self) -> None:
+        """:meth:`register`, logging a failure (the disk monitor retries)."""
+        if self._metadata is None:
+            return
+        try:
+            await self.register()
+        except MagnetarError as exc:
+            self._registered_readonly = None
+            log.warning("bookie %s: re-registration failed (retried): %s", self.bookie_id, exc)
+        except Exception:
+            self._registered_readonly = None
+            log.exception("re-registration failed")
+
+    def _reregister_soon(self) -> None:
+        if self._closed:
+            return
+        task = asyncio.get_running_loop().create_task(self.reregister())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def stop_reregistering(self) -> None:
+        """The bookie is stopping: no more background re-registrations."""
+        self._closed = True
+        for task in list(self._background):
+            task.cancel()
+
+    async def unregister(self) -> None:
+        """Remove the registration (errors ignored)."""
+        if self._metadata is not None:
+            for path in (f"{AVAILABLE_PATH}/{self.bookie_id}", f"{READONLY_PATH}/{self.bookie_id}"):
+                with contextlib.suppress(Exception):
+                    await self._metadata.delete(path)

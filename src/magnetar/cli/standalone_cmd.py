@@ -27,6 +27,12 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 @click.option(
     "--data-dir", default=Path("data"), show_default=True, type=click.Path(path_type=Path)
 )
+@click.option(
+    "--cluster-name",
+    default="standalone",
+    show_default=True,
+    help="The cluster's name (Pulsar's clusterName): geo-replication tells clusters apart by it.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=6650, show_default=True, type=int, help="Binary protocol port.")
 @click.option("--http-port", default=8080, show_default=True, type=int)
@@ -138,6 +144,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 )
 def standalone(
     data_dir: Path,
+    cluster_name: str,
     host: str,
     port: int,
     http_port: int,
@@ -214,6 +221,7 @@ def standalone(
         metadata_url=metadata_url,
         metadata_session_timeout_s=session_timeout_s,
         broker=BrokerConfig(
+            cluster_name=cluster_name,
             ensemble_size=ensemble_size,
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,

@@ -159,6 +159,9 @@ class BrokerNode:
             ),
             ownership=self.ownership,
         )
+        from magnetar.replication.manager import attach_replication
+
+        attach_replication(self.broker, cfg.broker_client_auth)
         await self.broker.start()
         await self._start_http()
         assert self.http is not None and self.admin is not None

@@ -185,6 +185,9 @@ class Standalone:
                 ledger_age_min_ms=cfg.managed_ledger_min_ledger_rollover_time_ms,
             ),
         )
+        from magnetar.replication.manager import attach_replication
+
+        attach_replication(self.broker, cfg.broker_client_auth)
         await self.broker.start()
         await self._start_http()
 

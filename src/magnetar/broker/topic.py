@@ -177,6 +177,8 @@ class Topic:
             await topic._load_topic_epoch()
             if topic.policies.deduplication_enabled:
                 await topic._load_dedup()
+            for hook in service.topic_hooks:
+                await hook.topic_loaded(topic)
         except BaseException:
             await topic._abandon()
             raise
@@ -229,6 +231,8 @@ class Topic:
             self.service.spawn(self._switch_dedup())
         for sub in list(self.subscriptions.values()):
             sub.wake()
+        for hook in self.service.topic_hooks:
+            hook.policies_applied(self)
 
     async def _switch_dedup(self) -> None:
         async with self._dedup_switch:
@@ -684,6 +688,8 @@ class Topic:
         if self.closed:
             return
         self.closed = True
+        for hook in self.service.topic_hooks:
+            await hook.topic_closing(self)
         for sub in list(self.subscriptions.values()):
             await sub.close()
         for producer in list(self.producers.values()):

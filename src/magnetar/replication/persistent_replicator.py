@@ -1,0 +1,238 @@
+"""The replicator of one topic to one remote cluster: the asyncio shell around
+:class:`~magnetar.replication.replicator.ReplicatorCore` (Pulsar's ``PersistentReplicator``).
+
+* Reads the topic's managed ledger through the durable cursor ``pulsar.repl.<remote>``
+  (created by :meth:`PersistentReplicator.open_cursor` at the end of the log: messages
+  written before the topic replicated to ``remote`` are not sent), so the replication
+  backlog is that cursor's backlog and retention keeps what it has not passed.
+* Sends through a ``magnetar.client`` producer named ``pulsar.repl.<local>--><remote>`` on
+  the remote cluster (looked up through the remote's ``brokerServiceUrl`` in this cluster's
+  registry, :mod:`magnetar.replication.cluster_registry`), each entry as stored with
+  ``replicated_from = <local>`` added to its metadata (keys, properties, event time,
+  original producer name and sequence id kept), its sequence id derived from its position.
+* Moves the cursor only over entries the remote receipted or the rules skipped.
+* A failure (remote unreachable, producer refused, a send failing) closes the producer and
+  client, rewinds the cursor to its mark-delete position and tries again after a backoff
+  (100 ms doubling to 30 s); :meth:`PersistentReplicator.stop` ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from typing import Any
+
+from magnetar.client import Client
+from magnetar.client.backoff import Backoff
+from magnetar.client.producer import Producer
+from magnetar.common.clock import Clock
+from magnetar.common.errors import MagnetarError
+from magnetar.managed_ledger.managed_cursor import ManagedCursor
+from magnetar.managed_ledger.managed_ledger import Entry as StoredEntry
+from magnetar.managed_ledger.managed_ledger import ManagedLedger
+from magnetar.metadata.store import MetadataStore
+from magnetar.protocol.entry import Entry, decode_metadata, encode_metadata
+from magnetar.replication.cluster_registry import ClusterNotRegistered, remote_cluster
+from magnetar.replication.replicator import Forward, ReplicatorCore
+
+log = logging.getLogger(__name__)
+
+CURSOR_PREFIX = "pulsar.repl."
+READ_ENTRIES_MAX = 100
+
+
+def cursor_name(remote: str) -> str:
+    """The durable cursor of the replicator to ``remote`` (Pulsar's name)."""
+    return f"{CURSOR_PREFIX}{remote}"
+
+
+def producer_name(local: str, remote: str) -> str:
+    """The replicator's producer name on the remote cluster (Pulsar's name)."""
+    return f"{CURSOR_PREFIX}{local}-->{remote}"
+
+
+def replicated_entry(data: bytes, local: str) -> tuple[bytes, bytes, int, Any]:
+    """``(metadata, payload, messages, parsed metadata)`` of a stored entry to send: its
+    metadata with ``replicated_from = local``. Raises ProtocolError if malformed."""
+    entry = Entry(data)
+    metadata = decode_metadata(entry.metadata_bytes)
+    forwarded = dataclasses.replace(metadata, replicated_from=local)
+    return encode_metadata(forwarded), bytes(entry.payload), entry.metadata.num_messages, metadata
+
+
+@dataclasses.dataclass
+class ReplicatorStats:
+    """Counters of one replicator (rates are the stats reader's to derive)."""
+
+    msg_out_total: int = 0
+    bytes_out_total: int = 0
+    connected: bool = False
+    connected_since_ms: int | None = None
+
+
+class PersistentReplicator:
+    """Replicates ``topic`` (its managed ledger ``ml``) from ``local`` to ``remote``.
+    :meth:`open_cursor` (awaited), then :meth:`start`; :meth:`stop` to end."""
+
+    def __init__(
+        self,
+        *,
+        topic: str,
+        ml: ManagedLedger,
+        local: str,
+        remote: str,
+        store: MetadataStore,
+        clock: Clock,
+        authentication: Any = None,
+        in_flight_max: int = 1000,
+    ) -> None:
+        self.topic = topic
+        self.ml = ml
+        self.local = local
+        self.remote = remote
+        self._store = store
+        self._clock = clock
+        self._authentication = authentication
+        self._in_flight_max = in_flight_max
+        self._cursor: ManagedCursor | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.stats = ReplicatorStats()
+
+    async def open_cursor(self) -> ManagedCursor:
+        """The replicator's durable cursor, created at the end of the log if missing."""
+        if self._cursor is None:
+            self._cursor = await self.ml.open_cursor(cursor_name(self.remote))
+        return self._cursor
+
+    @property
+    def backlog_messages(self) -> int:
+        """Messages not yet replicated (the cursor's backlog; 0 before it opened)."""
+        return 0 if self._cursor is None else self._cursor.backlog_messages
+
+    def start(self) -> None:
+        assert self._task is None, "started twice"
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"replicator-{self.topic}-{self.remote}"
+        )
+
+    async def stop(self) -> None:
+        """Stop sending (what is in flight may still be stored by the remote: the
+        deduplication there refuses it when the next owner sends it again)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.stats.connected = False
+
+    async def _run(self) -> None:
+        backoff = Backoff(100, 30_000)
+        while True:
+            try:
+                await self._replicate(backoff)
+            except asyncio.CancelledError:
+                raise
+            except (MagnetarError, ClusterNotRegistered, OSError) as exc:
+                log.warning("replicator %s -> %s: %s (retrying)", self.topic, self.remote, exc)
+            self.stats.connected = False
+            await self._clock.sleep(backoff.next_ms() / 1000)
+
+    async def _replicate(self, backoff: Backoff) -> None:
+        """One connection's life: returns or raises when it ends."""
+        cursor = await self.open_cursor()
+        cursor.rewind()  # from the first entry the remote has not receipted
+        cluster = await remote_cluster(self._store, self.remote)
+        client = Client(cluster.broker_service_url, authentication=self._authentication)
+        try:
+            created = await client.create_producer(
+                self.topic,
+                producer_name=producer_name(self.local, self.remote),
+                batching_enabled=False,
+                max_pending_messages=self._in_flight_max * 2,
+            )
+            assert isinstance(created, Producer), "replicating one partition at a time"
+            self.stats.connected = True
+            self.stats.connected_since_ms = self._clock.now_ms()
+            backoff.reset()
+            await self._forward(cursor, created)
+        finally:
+            self.stats.connected = False
+            with contextlib.suppress(MagnetarError, OSError):
+                await client.close()
+
+    async def _forward(self, cursor: ManagedCursor, producer: Producer) -> None:
+        core = ReplicatorCore(self.remote, self._in_flight_max)
+        core.resume_after(producer.last_sequence_id())
+        room = asyncio.Event()
+        room.set()
+        failed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+
+        def receipted(fut: asyncio.Future[Any], forward: Forward, size: int, count: int) -> None:
+            if fut.cancelled():
+                return
+            exc = fut.exception()
+            if exc is not None:
+                if not failed.done():
+                    failed.set_result(exc)
+                return
+            self.stats.msg_out_total += count
+            self.stats.bytes_out_total += size
+            moved = core.on_receipt(forward.sequence_id)
+            if moved is not None:
+                cursor.ack_cumulative(moved)
+            room.set()
+
+        while True:
+            if not core.can_read:
+                room.clear()
+                await _first(room.wait(), failed)
+            if failed.done():
+                raise MagnetarError(f"send failed: {failed.result()}")
+            reading = asyncio.ensure_future(
+                cursor.read_entries_or_wait(min(READ_ENTRIES_MAX, self._in_flight_max))
+            )
+            await _first(reading, failed)
+            if not reading.done():
+                reading.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reading
+                raise MagnetarError(f"send failed: {failed.result()}")
+            for stored in reading.result():
+                self._send(core, cursor, producer, stored, receipted)
+
+    def _send(
+        self,
+        core: ReplicatorCore,
+        cursor: ManagedCursor,
+        producer: Producer,
+        stored: StoredEntry,
+        receipted: Any,
+    ) -> None:
+        metadata, payload, count, original = replicated_entry(stored.data, self.local)
+        forward = core.on_entry(
+            stored.position,
+            original.replicated_from,
+            original.replicate_to,
+            marker=original.marker_type is not None,
+        )
+        if forward is None:
+            moved = core.advance()
+            if moved is not None:
+                cursor.ack_cumulative(moved)
+            return
+        fut = producer.send_entry(
+            metadata, payload, sequence_id=forward.sequence_id, num_messages=count
+        )
+        fut.add_done_callback(lambda f: receipted(f, forward, len(payload), count))
+
+
+async def _first(waiting: Any, failed: asyncio.Future[BaseException]) -> None:
+    """Wait until ``waiting`` (an awaitable) completes or ``failed`` is set."""
+    task = asyncio.ensure_future(waiting)
+    try:
+        await asyncio.wait({task, failed}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not task.done() and task is not waiting:
+            task.cancel()

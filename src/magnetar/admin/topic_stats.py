@@ -25,6 +25,8 @@ from magnetar.common.errors import MagnetarError
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
 from magnetar.managed_ledger.position import Position
 from magnetar.protocol import Entry, ProtocolError
+from magnetar.replication.persistent_replicator import CURSOR_PREFIX as REPLICATOR_CURSOR_PREFIX
+from magnetar.replication.stats import replication_stats
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +51,14 @@ def position_str(position: Position) -> str:
 
 
 def subscription_names(topic: Topic) -> list[str]:
-    """Subscriptions of a topic: those with a live object and every stored durable cursor."""
+    """Subscriptions of a topic: those with a live object and every stored durable cursor
+    but the geo-replicators' (``pulsar.repl.<cluster>``, reported under ``replication``)."""
     names = set(topic.subscriptions)
-    names.update(name for name, c in topic.ml.cursors.items() if c.durable)
+    names.update(
+        name
+        for name, c in topic.ml.cursors.items()
+        if c.durable and not name.startswith(REPLICATOR_CURSOR_PREFIX)
+    )
     return sorted(names)
 
 
@@ -283,7 +290,7 @@ def topic_stats(
         "lastPublishTimestamp": meters.last_publish_ms,
         "publishers": publishers,
         "subscriptions": subs,
-        "replication": {},
+        "replication": replication_stats(topic),
     }
 
 

@@ -24,6 +24,7 @@ import dataclasses
 import logging
 from typing import Any
 
+from magnetar.broker.stats import RateMeter
 from magnetar.client import Client
 from magnetar.client.backoff import Backoff
 from magnetar.client.producer import Producer
@@ -62,14 +63,15 @@ def replicated_entry(data: bytes, local: str) -> tuple[bytes, bytes, int, Any]:
     return encode_metadata(forwarded), bytes(entry.payload), entry.metadata.num_messages, metadata
 
 
-@dataclasses.dataclass
 class ReplicatorStats:
-    """Counters of one replicator (rates are the stats reader's to derive)."""
+    """What one replicator records: messages and bytes receipted by the remote, and its
+    connection (whether connected, since when, to which URL)."""
 
-    msg_out_total: int = 0
-    bytes_out_total: int = 0
-    connected: bool = False
-    connected_since_ms: int | None = None
+    def __init__(self, clock: Clock) -> None:
+        self.msg_out = RateMeter(clock)
+        self.connected = False
+        self.connected_since_ms: int | None = None
+        self.remote_url = ""
 
 
 class PersistentReplicator:
@@ -98,7 +100,7 @@ class PersistentReplicator:
         self._in_flight_max = in_flight_max
         self._cursor: ManagedCursor | None = None
         self._task: asyncio.Task[None] | None = None
-        self.stats = ReplicatorStats()
+        self.stats = ReplicatorStats(clock)
 
     async def open_cursor(self) -> ManagedCursor:
         """The replicator's durable cursor, created at the end of the log if missing."""
@@ -154,6 +156,7 @@ class PersistentReplicator:
             )
             assert isinstance(created, Producer), "replicating one partition at a time"
             self.stats.connected = True
+            self.stats.remote_url = cluster.broker_service_url
             self.stats.connected_since_ms = self._clock.now_ms()
             backoff.reset()
             await self._forward(cursor, created)
@@ -177,8 +180,7 @@ class PersistentReplicator:
                 if not failed.done():
                     failed.set_result(exc)
                 return
-            self.stats.msg_out_total += count
-            self.stats.bytes_out_total += size
+            self.stats.msg_out.record(count, size)
             moved = core.on_receipt(forward.sequence_id)
             if moved is not None:
                 cursor.ack_cumulative(moved)

@@ -102,13 +102,80 @@ def test_disable_replication_keeps_a_message_local(pair: Pair) -> None:
         in_east = east.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
         producer = east.create_producer(topic, batching_enabled=False)
         producer.send(b"local", disable_replication=True)
+        producer.send(b"east-only", replication_clusters=["east"])
         producer.send(b"everywhere")
-        assert [m.data() for m in _receive_all(in_east, 2)] == [b"local", b"everywhere"]
+        assert [m.data() for m in _receive_all(in_east, 3)] == [
+            b"local",
+            b"east-only",
+            b"everywhere",
+        ]
         assert [m.data() for m in _receive_all(in_west, 1)] == [b"everywhere"]
         assert _nothing_more(in_west)
     finally:
         east.close()
         west.close()
+
+
+def test_policy_changes_start_and_stop_replicators_of_a_partitioned_topic(pair: Pair) -> None:
+    ns = pair.replicated_namespace()
+    topic = f"persistent://{ns}/parts"
+    rest = topic.replace("persistent://", "/admin/v2/persistent/")
+    for node in (pair.east, pair.west):
+        ok(node.http_url, "PUT", f"{rest}/partitions", 2)
+    east, west = _client(pair.east.url), _client(pair.west.url)
+    try:
+        in_west = west.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+        producer = east.create_producer(topic, batching_enabled=False)
+        for i in range(20):
+            producer.send(f"a{i}".encode(), partition_key=f"k{i % 4}")
+        got = _receive_all(in_west, 20)
+        assert sorted(m.data() for m in got) == sorted(f"a{i}".encode() for i in range(20))
+        for key in ("k0", "k1", "k2", "k3"):  # per key (one partition each), in order
+            keyed = [m.data() for m in got if m.partition_key() == key]
+            assert keyed == sorted(keyed, key=lambda d: int(d[1:]))
+        merged = wait_until(
+            lambda: _partitioned_replication(pair, rest).get("west", {}).get("msgOutCounter") == 20,
+            what="both partitions' replicators counted",
+        )
+        assert merged
+        assert _partitioned_replication(pair, rest)["west"]["connected"]
+
+        ok(pair.east.http_url, "POST", f"{rest}/replication", ["east"])
+        wait_until(
+            lambda: (
+                _partitioned_replication(pair, rest)["west"]["outboundConnection"] is None
+                and all(
+                    "pulsar.repl.west" not in _internal_cursors(pair, f"{rest}-partition-{i}")
+                    for i in (0, 1)
+                )
+            ),
+            what="replicators stopped and their cursors deleted",
+        )
+        producer.send(b"home", partition_key="k0")
+        assert _nothing_more(in_west)
+
+        ok(pair.east.http_url, "DELETE", f"{rest}/replication")
+        wait_until(
+            lambda: _partitioned_replication(pair, rest).get("west", {}).get("connected"),
+            what="replicators started again",
+        )
+        producer.send(b"again", partition_key="k0")
+        assert [m.data() for m in _receive_all(in_west, 1)] == [b"again"]
+    finally:
+        east.close()
+        west.close()
+
+
+def _internal_cursors(pair: Pair, rest: str) -> dict[str, Any]:
+    cursors: dict[str, Any] = ok(pair.east.http_url, "GET", f"{rest}/internalStats")["cursors"]
+    return cursors
+
+
+def _partitioned_replication(pair: Pair, rest: str) -> dict[str, Any]:
+    replication: dict[str, Any] = ok(pair.east.http_url, "GET", f"{rest}/partitioned-stats")[
+        "replication"
+    ]
+    return replication
 
 
 def test_restarted_replicator_sends_no_duplicates(pair: Pair) -> None:

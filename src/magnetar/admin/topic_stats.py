@@ -26,7 +26,7 @@ from magnetar.managed_ledger.managed_cursor import ManagedCursor
 from magnetar.managed_ledger.position import Position
 from magnetar.protocol import Entry, ProtocolError
 from magnetar.replication.persistent_replicator import CURSOR_PREFIX as REPLICATOR_CURSOR_PREFIX
-from magnetar.replication.stats import replication_stats
+from magnetar.replication.stats import merged_replication, replication_stats
 
 log = logging.getLogger(__name__)
 
@@ -360,6 +360,7 @@ def partitioned_stats(
         total["oldestBacklogMessageSubscriptionName"] = oldest[
             "oldestBacklogMessageSubscriptionName"
         ]
+    total["replication"] = merged_replication([p["replication"] for p in partitions.values()])
     rate_in = total["msgRateIn"]
     total["averageMsgSize"] = total["msgThroughputIn"] / rate_in if rate_in else 0.0
     total["publishers"] = [pub for p in partitions.values() for pub in p["publishers"]]

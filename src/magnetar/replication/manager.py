@@ -6,8 +6,9 @@ The broker calls it through its topic hooks (:class:`magnetar.broker.topic_hooks
 :meth:`ReplicationManager.topic_loaded` when a topic has loaded (its replication cursors are
 created before the topic takes producers, so nothing published is missed),
 :meth:`ReplicationManager.policies_applied` when its policies changed (replicators started
-and stopped to match), :meth:`ReplicationManager.topic_closing` before its managed ledger
-closes (its replicators stop; the next owner resumes from the cursors).
+and stopped to match; the cursor of a cluster taken off the list is deleted, so it no longer
+holds the log), :meth:`ReplicationManager.topic_closing` before its managed ledger closes
+(its replicators stop; the next owner resumes from the cursors).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from magnetar.common.errors import MagnetarError
-from magnetar.replication.persistent_replicator import PersistentReplicator
+from magnetar.replication.persistent_replicator import CURSOR_PREFIX, PersistentReplicator
 from magnetar.replication.policy import effective_clusters, remote_clusters
 
 if TYPE_CHECKING:
@@ -43,19 +44,20 @@ class ReplicationManager:
         """The running replicators of ``topic`` (a full name) by remote cluster."""
         return dict(self._replicators.get(topic, {}))
 
-    async def _remotes(self, topic: Topic) -> frozenset[str]:
+    async def _remotes(self, topic: Topic, *, fresh: bool) -> frozenset[str]:
         policies = self._service.policies
         name = topic.name
         base = name.partitioned_topic if name.partition_index >= 0 else name
-        ns = await policies.namespace(name.namespace_name, fresh=True)
-        own = await policies.topic(base, fresh=True)
+        ns = await policies.namespace(name.namespace_name, fresh=fresh)
+        own = await policies.topic(base, fresh=fresh)
         return remote_clusters(self._service.config.cluster_name, effective_clusters(ns, own))
 
     async def topic_loaded(self, topic: Topic) -> None:
-        await self._sync(topic)
+        await self._sync(topic, fresh=False)
 
     def policies_applied(self, topic: Topic) -> None:
-        self._service.spawn(self._sync(topic))
+        # fresh reads: the cache may not have seen the change that called this yet
+        self._service.spawn(self._sync(topic, fresh=True))
 
     async def topic_closing(self, topic: Topic) -> None:
         async with self._lock(topic.full_name):
@@ -67,21 +69,29 @@ class ReplicationManager:
     def _lock(self, name: str) -> asyncio.Lock:
         return self._locks.setdefault(name, asyncio.Lock())
 
-    async def _sync(self, topic: Topic) -> None:
-        """Start and stop ``topic``'s replicators to match its replication clusters. A
-        failure to read the policies or to create a cursor is logged; the next policy
-        change or load tries again."""
+    async def _sync(self, topic: Topic, *, fresh: bool) -> None:
+        """Start and stop ``topic``'s replicators to match its replication clusters, and
+        delete the cursors of clusters no longer among them (they would hold the log's
+        entries forever). A failure to read the policies or to create or delete a cursor
+        is logged; the next policy change or load tries again."""
         async with self._lock(topic.full_name):
             if topic.closed:
                 return
             try:
-                wanted = await self._remotes(topic)
+                wanted = await self._remotes(topic, fresh=fresh)
             except MagnetarError as exc:
                 log.warning("%s: replication clusters unknown: %s", topic.full_name, exc)
                 return
             running = self._replicators.setdefault(topic.full_name, {})
             for remote in sorted(set(running) - wanted):
                 await running.pop(remote).stop()
+            for name in sorted(topic.ml.cursors):
+                remote = name[len(CURSOR_PREFIX) :]
+                if name.startswith(CURSOR_PREFIX) and remote not in wanted:
+                    try:
+                        await topic.ml.delete_cursor(name)
+                    except MagnetarError as exc:
+                        log.warning("%s: deleting cursor %s: %s", topic.full_name, name, exc)
             for remote in sorted(wanted - set(running)):
                 replicator = PersistentReplicator(
                     topic=topic.full_name,

@@ -77,3 +77,39 @@ def replication_stats(topic: Topic) -> dict[str, dict[str, Any]]:
             inboundConnectedSince=_iso(producer.connected_since_ms),
         )
     return result
+
+
+_SUMMED = (
+    "msgRateIn",
+    "msgThroughputIn",
+    "msgRateOut",
+    "msgThroughputOut",
+    "msgOutCounter",
+    "bytesOutCounter",
+    "msgRateExpired",
+    "replicationBacklog",
+)
+
+
+def merged_replication(partitions: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """The ``replication`` object of a partitioned topic from its partitions': rates,
+    counters and backlogs summed, ``connected`` only if every partition's replicator is,
+    the largest delay; the connection fields of the first partition that has them."""
+    merged: dict[str, dict[str, Any]] = {}
+    for replication in partitions:
+        for remote, stats in replication.items():
+            total = merged.get(remote)
+            if total is None:
+                merged[remote] = dict(stats)
+                continue
+            for key in _SUMMED:
+                total[key] += stats[key]
+            total["connected"] = total["connected"] and stats["connected"]
+            total["replicationDelayInSeconds"] = max(
+                total["replicationDelayInSeconds"], stats["replicationDelayInSeconds"]
+            )
+            for key in ("inbound", "outbound"):
+                if total[f"{key}Connection"] is None:
+                    total[f"{key}Connection"] = stats[f"{key}Connection"]
+                    total[f"{key}ConnectedSince"] = stats[f"{key}ConnectedSince"]
+    return merged

@@ -29,14 +29,16 @@ from magnetar.client import Client
 from magnetar.client.backoff import Backoff
 from magnetar.client.producer import Producer
 from magnetar.common.clock import Clock
-from magnetar.common.errors import MagnetarError
+from magnetar.common.errors import MagnetarError, ProtocolError
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
 from magnetar.managed_ledger.managed_ledger import Entry as StoredEntry
 from magnetar.managed_ledger.managed_ledger import ManagedLedger
+from magnetar.managed_ledger.position import Position
 from magnetar.metadata.store import MetadataStore
 from magnetar.protocol.entry import Entry, decode_metadata, encode_metadata
+from magnetar.protocol.metadata import MessageMetadata
 from magnetar.replication.cluster_registry import ClusterNotRegistered, remote_cluster
-from magnetar.replication.replicator import Forward, ReplicatorCore
+from magnetar.replication.replicator import LOCAL_ONLY, Forward, ReplicatorCore
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ def producer_name(local: str, remote: str) -> str:
     return f"{CURSOR_PREFIX}{local}-->{remote}"
 
 
-def replicated_entry(data: bytes, local: str) -> tuple[bytes, bytes, int, Any]:
+def replicated_entry(data: bytes, local: str) -> tuple[bytes, bytes, int, MessageMetadata]:
     """``(metadata, payload, messages, parsed metadata)`` of a stored entry to send: its
     metadata with ``replicated_from = local``. Raises ProtocolError if malformed."""
     entry = Entry(data)
@@ -97,7 +99,7 @@ class PersistentReplicator:
         self._store = store
         self._clock = clock
         self._authentication = authentication
-        self._in_flight_max = in_flight_max
+        self.in_flight_max = in_flight_max
         self._cursor: ManagedCursor | None = None
         self._task: asyncio.Task[None] | None = None
         self.stats = ReplicatorStats(clock)
@@ -152,7 +154,7 @@ class PersistentReplicator:
                 self.topic,
                 producer_name=producer_name(self.local, self.remote),
                 batching_enabled=False,
-                max_pending_messages=self._in_flight_max * 2,
+                max_pending_messages=self.in_flight_max * 2,
             )
             assert isinstance(created, Producer), "replicating one partition at a time"
             self.stats.connected = True
@@ -166,75 +168,90 @@ class PersistentReplicator:
                 await client.close()
 
     async def _forward(self, cursor: ManagedCursor, producer: Producer) -> None:
-        core = ReplicatorCore(self.remote, self._in_flight_max)
-        core.resume_after(producer.last_sequence_id())
-        room = asyncio.Event()
-        room.set()
-        failed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
-
-        def receipted(fut: asyncio.Future[Any], forward: Forward, size: int, count: int) -> None:
-            if fut.cancelled():
-                return
-            exc = fut.exception()
-            if exc is not None:
-                if not failed.done():
-                    failed.set_result(exc)
-                return
-            self.stats.msg_out.record(count, size)
-            moved = core.on_receipt(forward.sequence_id)
-            if moved is not None:
-                cursor.ack_cumulative(moved)
-            room.set()
-
+        """Send what the cursor reads until a send fails (raises MagnetarError)."""
+        session = _Session(self, cursor, producer)
         while True:
-            if not core.can_read:
-                room.clear()
-                await _first(room.wait(), failed)
-            if failed.done():
-                raise MagnetarError(f"send failed: {failed.result()}")
+            if not session.core.can_read:
+                session.room.clear()
+                await session.until_failed(asyncio.ensure_future(session.room.wait()))
+            session.check()
             reading = asyncio.ensure_future(
-                cursor.read_entries_or_wait(min(READ_ENTRIES_MAX, self._in_flight_max))
+                cursor.read_entries_or_wait(min(READ_ENTRIES_MAX, self.in_flight_max))
             )
-            await _first(reading, failed)
-            if not reading.done():
-                reading.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await reading
-                raise MagnetarError(f"send failed: {failed.result()}")
+            await session.until_failed(reading)
+            session.check()
             for stored in reading.result():
-                self._send(core, cursor, producer, stored, receipted)
+                session.send(stored)
 
-    def _send(
-        self,
-        core: ReplicatorCore,
-        cursor: ManagedCursor,
-        producer: Producer,
-        stored: StoredEntry,
-        receipted: Any,
+
+class _Session:
+    """One connection's sending: the core, the producer, the first failed send."""
+
+    def __init__(
+        self, replicator: PersistentReplicator, cursor: ManagedCursor, producer: Producer
     ) -> None:
-        metadata, payload, count, original = replicated_entry(stored.data, self.local)
-        forward = core.on_entry(
+        self.replicator = replicator
+        self.cursor = cursor
+        self.producer = producer
+        self.core = ReplicatorCore(replicator.remote, replicator.in_flight_max)
+        self.core.resume_after(producer.last_sequence_id())
+        self.room = asyncio.Event()
+        """Set when a receipt makes room for more entries in flight."""
+        self.failed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+
+    def check(self) -> None:
+        """Raises MagnetarError once a send failed."""
+        if self.failed.done():
+            raise MagnetarError(f"send failed: {self.failed.result()}")
+
+    async def until_failed(self, waiting: asyncio.Future[Any]) -> None:
+        """Wait for ``waiting``, cancelled if a send fails first."""
+        try:
+            await asyncio.wait({waiting, self.failed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not waiting.done():
+                waiting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiting
+
+    def _moved(self, position: Position | None) -> None:
+        if position is not None:
+            self.cursor.ack_cumulative(position)
+
+    def send(self, stored: StoredEntry) -> None:
+        local = self.replicator.local
+        try:
+            metadata, payload, count, original = replicated_entry(stored.data, local)
+        except ProtocolError as exc:  # kept, never sent: a replica is no place to fix it
+            log.error("replicator %s: entry %s unreadable, not replicated: %s",
+                      self.replicator.topic, stored.position, exc)  # fmt: skip
+            self.core.on_entry(stored.position, None, (LOCAL_ONLY,))
+            self._moved(self.core.advance())
+            return
+        forward = self.core.on_entry(
             stored.position,
             original.replicated_from,
             original.replicate_to,
             marker=original.marker_type is not None,
         )
         if forward is None:
-            moved = core.advance()
-            if moved is not None:
-                cursor.ack_cumulative(moved)
+            self._moved(self.core.advance())
             return
-        fut = producer.send_entry(
+        sent = self.producer.send_entry(
             metadata, payload, sequence_id=forward.sequence_id, num_messages=count
         )
-        fut.add_done_callback(lambda f: receipted(f, forward, len(payload), count))
+        sent.add_done_callback(lambda fut: self._receipted(fut, forward, len(payload), count))
 
-
-async def _first(waiting: Any, failed: asyncio.Future[BaseException]) -> None:
-    """Wait until ``waiting`` (an awaitable) completes or ``failed`` is set."""
-    task = asyncio.ensure_future(waiting)
-    try:
-        await asyncio.wait({task, failed}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not task.done() and task is not waiting:
-            task.cancel()
+    def _receipted(
+        self, fut: asyncio.Future[Any], forward: Forward, size_bytes: int, messages: int
+    ) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            if not self.failed.done():
+                self.failed.set_result(exc)
+            return
+        self.replicator.stats.msg_out.record(messages, size_bytes)
+        self._moved(self.core.on_receipt(forward.sequence_id))
+        self.room.set()

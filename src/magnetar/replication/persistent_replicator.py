@@ -22,12 +22,9 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.stats import RateMeter
-from magnetar.client import Client
-from magnetar.client.backoff import Backoff
-from magnetar.client.producer import Producer
 from magnetar.common.clock import Clock
 from magnetar.common.errors import MagnetarError, ProtocolError
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
@@ -39,6 +36,10 @@ from magnetar.protocol.entry import Entry, decode_metadata, encode_metadata
 from magnetar.protocol.metadata import MessageMetadata
 from magnetar.replication.cluster_registry import ClusterNotRegistered, remote_cluster
 from magnetar.replication.replicator import LOCAL_ONLY, Forward, ReplicatorCore
+
+if TYPE_CHECKING:
+    from magnetar.client.backoff import Backoff
+    from magnetar.client.producer import Producer
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,9 @@ class PersistentReplicator:
         self.stats.connected = False
 
     async def _run(self) -> None:
+        # imported here: the client costs the broker's start-up ~90 ms, most never replicate
+        from magnetar.client.backoff import Backoff
+
         backoff = Backoff(100, 30_000)
         while True:
             try:
@@ -145,6 +149,9 @@ class PersistentReplicator:
 
     async def _replicate(self, backoff: Backoff) -> None:
         """One connection's life: returns or raises when it ends."""
+        from magnetar.client import Client
+        from magnetar.client.producer import Producer
+
         cursor = await self.open_cursor()
         cursor.rewind()  # from the first entry the remote has not receipted
         cluster = await remote_cluster(self._store, self.remote)

@@ -6,6 +6,7 @@ source cluster sends no duplicates."""
 from __future__ import annotations
 
 import logging
+import urllib.request
 import uuid
 from typing import Any
 
@@ -88,6 +89,10 @@ def test_messages_cross_both_ways_once_in_order(pair: Pair) -> None:
         assert west_view["outboundConnection"] == pair.west.url
         assert west_view["inboundConnection"] is not None  # west's replicator producing here
         assert stats
+        metrics = urllib.request.urlopen(f"{pair.east.http_url}/metrics", timeout=15).read()
+        labels = f'cluster="east",namespace="{ns}",remote_cluster="west",topic="{topic}"'
+        assert f"pulsar_replication_connected_count{{{labels}}} 1.0" in metrics.decode()
+        assert f"pulsar_replication_backlog{{{labels}}} 0.0" in metrics.decode()
     finally:
         east.close()
         west.close()

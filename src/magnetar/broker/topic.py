@@ -191,12 +191,17 @@ class Topic:
         self.closed = True
         if self._dedup_task is not None:
             self._dedup_task.cancel()
-        closing = asyncio.get_running_loop().create_task(self.ml.close())
+        closing = asyncio.get_running_loop().create_task(self._release())
         self.service.track(closing)
         try:
             await asyncio.shield(closing)
         except Exception as exc:  # the load's own error is the one to raise
             log.warning("%s: closing after a failed load: %s", self.full_name, exc)
+
+    async def _release(self) -> None:
+        for hook in self.service.topic_hooks:  # a hook may have started work at load
+            await hook.topic_closing(self)
+        await self.ml.close()
 
     # --- policies ------------------------------------------------------------------------
 

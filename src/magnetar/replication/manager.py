@@ -82,6 +82,8 @@ class ReplicationManager:
             except MagnetarError as exc:
                 log.warning("%s: replication clusters unknown: %s", topic.full_name, exc)
                 return
+            if topic.closed:  # it closed while the policies were read
+                return
             running = self._replicators.setdefault(topic.full_name, {})
             for remote in sorted(set(running) - wanted):
                 await running.pop(remote).stop()

@@ -15,6 +15,7 @@ from magnetar.broker.topic import Topic
 from magnetar.client import Client, InitialPosition
 from magnetar.common.names import NamespaceName, TopicName
 from magnetar.replication.manager import ReplicationManager, attach_replication
+from magnetar.replication.stats import replication_stats
 from magnetar.testing import wait_until_async
 from tests.broker.test_service_connection import new_topic, running_broker
 
@@ -88,3 +89,32 @@ async def test_hooks_start_replicators_on_a_policy_change_and_stop_them_on_close
         assert ("closing", topic) in recording.calls
         assert manager.replicators_of(topic) == {}
         assert isinstance(manager, ReplicationManager)
+
+
+async def test_message_ttl_expires_the_replication_backlog(tmp_path: Path) -> None:
+    async with running_broker(tmp_path / "east", cluster_name="east") as east:
+        manager = attach_replication(east, NO_CREDENTIALS)
+        # west is registered at a port nobody listens on: nothing can be sent
+        await east.store.put(
+            "/admin/clusters/west",
+            json.dumps({"brokerServiceUrl": "pulsar://127.0.0.1:9"}).encode(),
+        )
+        await _replicate_to_both(east)
+        topic = new_topic()
+        async with Client(f"pulsar://127.0.0.1:{east.port}") as client:
+            producer = await client.create_producer(topic, batching_enabled=False)
+            for i in range(5):
+                await producer.send(f"m{i}".encode())
+            replicator = manager.replicators_of(topic)["west"]
+            assert replicator.backlog_messages == 5
+            assert not replicator.stats.connected
+            await east.policies.policy_store.update_namespace(
+                NS, lambda p: p.with_(message_ttl_in_seconds=1)
+            )
+            await wait_until_async(
+                lambda: replicator.backlog_messages == 0, timeout_s=15, what="TTL expired it"
+            )
+            loaded = east.loaded_topic(TopicName.parse(topic))
+            assert loaded is not None
+            stats = replication_stats(loaded)["west"]
+            assert stats["replicationBacklog"] == 0 and stats["msgRateExpired"] > 0

@@ -9,7 +9,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from magnetar.replication.manager import ReplicationManager
-from magnetar.replication.persistent_replicator import CURSOR_PREFIX, PersistentReplicator
+from magnetar.replication.persistent_replicator import (
+    CURSOR_PREFIX,
+    PersistentReplicator,
+    cursor_name,
+)
 
 if TYPE_CHECKING:
     from magnetar.broker.topic import Topic
@@ -56,12 +60,18 @@ def _outbound(stats: dict[str, Any], replicator: PersistentReplicator) -> None:
 
 
 def replication_stats(topic: Topic) -> dict[str, dict[str, Any]]:
-    """``{remote cluster: ReplicatorStats}`` of ``topic`` on this broker."""
+    """``{remote cluster: ReplicatorStats}`` of ``topic`` on this broker. Message TTL moves
+    the replication cursor as it moves subscriptions'; what it expired there is the
+    ``msgRateExpired`` (the topic counts expiries per cursor name)."""
     result: dict[str, dict[str, Any]] = {}
     for hook in topic.service.topic_hooks:
         if isinstance(hook, ReplicationManager):
             for remote, replicator in sorted(hook.replicators_of(topic.full_name).items()):
-                _outbound(result.setdefault(remote, _empty()), replicator)
+                stats = result.setdefault(remote, _empty())
+                _outbound(stats, replicator)
+                meters = topic.subscription_meters.get(cursor_name(remote))
+                if meters is not None:
+                    stats["msgRateExpired"] = meters.expired.rate()
     local = topic.service.config.cluster_name
     for producer in topic.producers.values():
         name = producer.name

@@ -14,6 +14,7 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import Topic
 from magnetar.client import Client, InitialPosition
 from magnetar.common.names import NamespaceName, TopicName
+from magnetar.protocol import Entry
 from magnetar.replication.manager import ReplicationManager, attach_replication
 from magnetar.replication.stats import replication_stats
 from magnetar.testing import wait_until_async
@@ -108,6 +109,17 @@ async def test_message_ttl_expires_the_replication_backlog(tmp_path: Path) -> No
             replicator = manager.replicators_of(topic)["west"]
             assert replicator.backlog_messages == 5
             assert not replicator.stats.connected
+            first_publish_ms = await _first_publish_ms(east, topic)
+            await wait_until_async(  # a failed attempt notes where replication stalls
+                lambda: replicator.stats.stalled_publish_ms == first_publish_ms,
+                timeout_s=20,
+                what="the oldest unreplicated publish time noted",
+            )
+            before_ms = east.clock.now_ms()
+            delay_s = replicator.delay_s()
+            after_ms = east.clock.now_ms()
+            assert (before_ms - first_publish_ms) // 1000 <= delay_s
+            assert delay_s <= (after_ms - first_publish_ms) // 1000
             await east.policies.policy_store.update_namespace(
                 NS, lambda p: p.with_(message_ttl_in_seconds=1)
             )
@@ -118,3 +130,11 @@ async def test_message_ttl_expires_the_replication_backlog(tmp_path: Path) -> No
             assert loaded is not None
             stats = replication_stats(loaded)["west"]
             assert stats["replicationBacklog"] == 0 and stats["msgRateExpired"] > 0
+
+
+async def _first_publish_ms(broker: BrokerService, topic: str) -> int:
+    loaded = broker.loaded_topic(TopicName.parse(topic))
+    assert loaded is not None
+    first = loaded.ml.ledgers.first_position
+    data = await loaded.ml.read_range(first.ledger_id, first.entry_id, first.entry_id)
+    return Entry(data[0]).metadata.publish_time

@@ -89,3 +89,14 @@ def test_effective_and_remote_clusters() -> None:
     assert remote_clusters("east", ("east", "west")) == {"west"}
     assert remote_clusters("east", ("east",)) == set()
     assert remote_clusters("east", ("west",)) == set()  # not replicated here
+
+
+def test_the_delay_starts_at_the_oldest_entry_not_done() -> None:
+    core = ReplicatorCore("west")
+    assert core.oldest_publish_ms is None
+    first = core.on_entry(Position(1, 0), None, (), publish_ms=1_000)
+    core.on_entry(Position(1, 1), None, (), publish_ms=2_000)
+    assert core.oldest_publish_ms == 1_000
+    assert first is not None
+    core.on_receipt(first.sequence_id)
+    assert core.oldest_publish_ms == 2_000

@@ -11,9 +11,12 @@
   ``replicated_from = <local>`` added to its metadata (keys, properties, event time,
   original producer name and sequence id kept), its sequence id derived from its position.
 * Moves the cursor only over entries the remote receipted or the rules skipped.
-* A failure (remote unreachable, producer refused, a send failing) closes the producer and
-  client, rewinds the cursor to its mark-delete position and tries again after a backoff
-  (100 ms doubling to 30 s); :meth:`PersistentReplicator.stop` ends it.
+* A failure (remote unreachable for 5 s, producer refused, a send failing) closes the
+  producer and client, rewinds the cursor to its mark-delete position and tries again after
+  a backoff (100 ms doubling to 30 s); :meth:`PersistentReplicator.stop` ends it.
+* The replication delay (:meth:`PersistentReplicator.delay_s`) runs from the publish time
+  of the oldest entry not receipted: the oldest in flight while connected, else the one
+  read when the last attempt started or failed.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ log = logging.getLogger(__name__)
 
 CURSOR_PREFIX = "pulsar.repl."
 READ_ENTRIES_MAX = 100
+OPERATION_TIMEOUT_S = 5.0
+"""How long one attempt waits for the remote (lookup, producer creation) before backing
+off: short, so a down remote is retried and the replication delay re-read often."""
 
 
 def cursor_name(remote: str) -> str:
@@ -75,6 +81,9 @@ class ReplicatorStats:
         self.connected = False
         self.connected_since_ms: int | None = None
         self.remote_url = ""
+        self.stalled_publish_ms: int | None = None
+        """While not connected: publish time of the oldest entry not replicated (read when
+        a connection attempt starts; None: none, or not known)."""
 
 
 class PersistentReplicator:
@@ -103,6 +112,7 @@ class PersistentReplicator:
         self.in_flight_max = in_flight_max
         self._cursor: ManagedCursor | None = None
         self._task: asyncio.Task[None] | None = None
+        self._session: _Session | None = None
         self.stats = ReplicatorStats(clock)
 
     async def open_cursor(self) -> ManagedCursor:
@@ -115,6 +125,25 @@ class PersistentReplicator:
     def backlog_messages(self) -> int:
         """Messages not yet replicated (the cursor's backlog; 0 before it opened)."""
         return 0 if self._cursor is None else self._cursor.backlog_messages
+
+    def delay_s(self) -> int:
+        """Seconds since the oldest message not yet replicated was published (0: none)."""
+        if self.backlog_messages == 0:
+            return 0
+        session = self._session
+        oldest = (
+            session.core.oldest_publish_ms if session is not None else self.stats.stalled_publish_ms
+        )
+        return 0 if not oldest else max(0, self._clock.now_ms() - oldest) // 1000
+
+    async def _peek_oldest(self, cursor: ManagedCursor) -> None:
+        """Note the publish time of the first entry the remote has not receipted."""
+        position = cursor.state.first_unacked()
+        try:
+            data = await self.ml.read_range(*position, position.entry_id, read_ahead=False)
+            self.stats.stalled_publish_ms = Entry(data[0]).metadata.publish_time if data else None
+        except (MagnetarError, IndexError):
+            self.stats.stalled_publish_ms = None
 
     def start(self) -> None:
         assert self._task is None, "started twice"
@@ -145,6 +174,8 @@ class PersistentReplicator:
             except (MagnetarError, ClusterNotRegistered, OSError) as exc:
                 log.warning("replicator %s -> %s: %s (retrying)", self.topic, self.remote, exc)
             self.stats.connected = False
+            if self._cursor is not None:
+                await self._peek_oldest(self._cursor)
             await self._clock.sleep(backoff.next_ms() / 1000)
 
     async def _replicate(self, backoff: Backoff) -> None:
@@ -154,8 +185,13 @@ class PersistentReplicator:
 
         cursor = await self.open_cursor()
         cursor.rewind()  # from the first entry the remote has not receipted
+        await self._peek_oldest(cursor)
         cluster = await remote_cluster(self._store, self.remote)
-        client = Client(cluster.broker_service_url, authentication=self._authentication)
+        client = Client(
+            cluster.broker_service_url,
+            authentication=self._authentication,
+            operation_timeout_seconds=OPERATION_TIMEOUT_S,
+        )
         try:
             created = await client.create_producer(
                 self.topic,
@@ -176,7 +212,16 @@ class PersistentReplicator:
 
     async def _forward(self, cursor: ManagedCursor, producer: Producer) -> None:
         """Send what the cursor reads until a send fails (raises MagnetarError)."""
-        session = _Session(self, cursor, producer)
+        session = self._session = _Session(self, cursor, producer)
+        try:
+            await self._forward_session(session, cursor)
+        finally:
+            oldest = session.core.oldest_publish_ms
+            self._session = None
+            if oldest is not None:
+                self.stats.stalled_publish_ms = oldest
+
+    async def _forward_session(self, session: _Session, cursor: ManagedCursor) -> None:
         while True:
             if not session.core.can_read:
                 session.room.clear()
@@ -240,6 +285,7 @@ class _Session:
             original.replicated_from,
             original.replicate_to,
             marker=original.marker_type is not None,
+            publish_ms=original.publish_time,
         )
         if forward is None:
             self._moved(self.core.advance())

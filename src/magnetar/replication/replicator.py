@@ -69,6 +69,7 @@ class _Read:
     position: Position
     sequence_id: int
     done: bool
+    publish_ms: int
 
 
 class ReplicatorCore:
@@ -93,6 +94,15 @@ class ReplicatorCore:
         """Entries read and not yet done."""
         return len(self._reads)
 
+    @property
+    def oldest_publish_ms(self) -> int | None:
+        """Publish time of the oldest entry read and not yet done (None: none), the
+        replication delay's start."""
+        for read in self._reads:
+            if not read.done:
+                return read.publish_ms
+        return None
+
     def resume_after(self, last_sequence_id: int) -> None:
         """The remote producer connected and holds entries up to ``last_sequence_id``
         (-1: none known): those are not sent again."""
@@ -105,6 +115,7 @@ class ReplicatorCore:
         replicate_to: Sequence[str],
         *,
         marker: bool = False,
+        publish_ms: int = 0,
     ) -> Forward | None:
         """An entry read from the cursor, in log order: what to send, or None (skipped;
         the cursor may pass it once everything before it is done, :meth:`advance`)."""
@@ -113,7 +124,7 @@ class ReplicatorCore:
             should_forward(self.remote, replicated_from, replicate_to, marker=marker)
             and seq > self._remote_last_sequence_id
         )
-        self._reads.append(_Read(position, seq, done=not forward))
+        self._reads.append(_Read(position, seq, not forward, publish_ms))
         return Forward(position, seq) if forward else None
 
     def on_receipt(self, sequence_id: int) -> Position | None:

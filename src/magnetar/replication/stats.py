@@ -56,6 +56,7 @@ def _outbound(stats: dict[str, Any], replicator: PersistentReplicator) -> None:
         connected=connected,
         outboundConnection=replicator.stats.remote_url if connected else None,
         outboundConnectedSince=_iso(replicator.stats.connected_since_ms) if connected else None,
+        replicationDelayInSeconds=replicator.delay_s(),
     )
 
 

@@ -219,6 +219,42 @@ def test_restarted_replicator_sends_no_duplicates(pair: Pair) -> None:
         west.close()
 
 
+def test_remote_killed_and_restarted_mid_stream_gets_everything_once(pair: Pair) -> None:
+    ns = pair.replicated_namespace()
+    topic = f"persistent://{ns}/remote-restart"
+    west = _client(pair.west.url)
+    in_west = west.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    west.close()  # the durable subscription stays; a new client reads it after the restart
+    east = _client(pair.east.url)
+    try:
+        producer = east.create_producer(topic, batching_enabled=True)
+        for i in range(250):
+            producer.send_async(f"m{i}".encode(), None)
+        producer.flush()
+        pair.west.kill()  # while the first half is being replicated
+        for i in range(250, 500):
+            producer.send_async(f"m{i}".encode(), None)
+        producer.flush()
+        wait_until(
+            lambda: not _replication(pair, topic)["west"]["connected"],
+            what="stats tell west is unreachable",
+        )
+        pair.west.start()
+        wait_until(
+            lambda: _backlog_zero(pair, topic), timeout_s=60, what="replication backlog drained"
+        )
+    finally:
+        east.close()
+    west = _client(pair.west.url)
+    try:
+        in_west = west.subscribe(topic, "sub")
+        got = _receive_all(in_west, 500)
+        assert [m.data() for m in got] == [f"m{i}".encode() for i in range(500)]
+        assert _nothing_more(in_west, 3000)
+    finally:
+        west.close()
+
+
 def _stats(pair: Pair, topic: str) -> dict[str, Any]:
     path = topic.replace("persistent://", "/admin/v2/persistent/") + "/stats"
     stats: dict[str, Any] = ok(pair.east.http_url, "GET", path)

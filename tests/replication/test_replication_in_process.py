@@ -108,7 +108,7 @@ async def test_message_ttl_expires_the_replication_backlog(tmp_path: Path) -> No
                 await producer.send(f"m{i}".encode())
             replicator = manager.replicators_of(topic)["west"]
             assert replicator.backlog_messages == 5
-            assert not replicator.stats.connected
+            assert not replicator.connected
             first_publish_ms = await _first_publish_ms(east, topic)
             await wait_until_async(  # a failed attempt notes where replication stalls
                 lambda: replicator.stats.stalled_publish_ms == first_publish_ms,

@@ -74,11 +74,10 @@ def replicated_entry(data: bytes, local: str) -> tuple[bytes, bytes, int, Messag
 
 class ReplicatorStats:
     """What one replicator records: messages and bytes receipted by the remote, and its
-    connection (whether connected, since when, to which URL)."""
+    connection (since when, to which URL)."""
 
     def __init__(self, clock: Clock) -> None:
         self.msg_out = RateMeter(clock)
-        self.connected = False
         self.connected_since_ms: int | None = None
         self.remote_url = ""
         self.stalled_publish_ms: int | None = None
@@ -126,6 +125,13 @@ class PersistentReplicator:
         """Messages not yet replicated (the cursor's backlog; 0 before it opened)."""
         return 0 if self._cursor is None else self._cursor.backlog_messages
 
+    @property
+    def connected(self) -> bool:
+        """Whether the producer on the remote cluster is connected now (the client notices
+        a lost connection at once and reconnects on its own)."""
+        session = self._session
+        return session is not None and session.producer.is_connected()
+
     def delay_s(self) -> int:
         """Seconds since the oldest message not yet replicated was published (0: none)."""
         if self.backlog_messages == 0:
@@ -159,7 +165,6 @@ class PersistentReplicator:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self.stats.connected = False
 
     async def _run(self) -> None:
         # imported here: the client costs the broker's start-up ~90 ms, most never replicate
@@ -173,7 +178,6 @@ class PersistentReplicator:
                 raise
             except (MagnetarError, ClusterNotRegistered, OSError) as exc:
                 log.warning("replicator %s -> %s: %s (retrying)", self.topic, self.remote, exc)
-            self.stats.connected = False
             if self._cursor is not None:
                 await self._peek_oldest(self._cursor)
             await self._clock.sleep(backoff.next_ms() / 1000)
@@ -200,13 +204,11 @@ class PersistentReplicator:
                 max_pending_messages=self.in_flight_max * 2,
             )
             assert isinstance(created, Producer), "replicating one partition at a time"
-            self.stats.connected = True
             self.stats.remote_url = cluster.broker_service_url
             self.stats.connected_since_ms = self._clock.now_ms()
             backoff.reset()
             await self._forward(cursor, created)
         finally:
-            self.stats.connected = False
             with contextlib.suppress(MagnetarError, OSError):
                 await client.close()
 

@@ -46,7 +46,7 @@ def _empty() -> dict[str, Any]:
 
 def _outbound(stats: dict[str, Any], replicator: PersistentReplicator) -> None:
     meter = replicator.stats.msg_out
-    connected = replicator.stats.connected
+    connected = replicator.connected
     stats.update(
         msgRateOut=meter.rate(),
         msgThroughputOut=meter.throughput(),

@@ -27,9 +27,11 @@ $(DEV_STAMP): pyproject.toml Makefile | $(PY)
 
 venv: $(DEV_STAMP)
 
-# Start a standalone Magnetar (embedded metadata store, bookie, broker) on this machine.
+# Start a standalone Magnetar (embedded metadata store, bookie, broker) on this machine;
+# ARGS go to it: make run ARGS="--http-port 8081"
+ARGS ?=
 run: $(RUNTIME_STAMP)
-	$(VENV)/bin/magnetar standalone
+	$(VENV)/bin/magnetar standalone $(ARGS)
 
 # Debian packages the tests need (Java 17 and ZooKeeper), installed when missing and root.
 system-deps:

@@ -10,10 +10,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _plan(target: str, venv: Path) -> str:
+def _plan(target: str, venv: Path, *variables: str) -> str:
     """The commands ``make <target>`` would run with this virtualenv (nothing is run)."""
     result = subprocess.run(
-        ["make", "--no-print-directory", "-C", str(REPO), "-n", target, f"VENV={venv}"],
+        ["make", "--no-print-directory", "-C", str(REPO), "-n", target, f"VENV={venv}",
+         *variables],
         capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     return result.stdout
@@ -30,6 +31,11 @@ def test_run_installs_the_runtime_only_and_test_the_extras(tmp_path: Path) -> No
     assert [i.split()[-1] for i in _installs(run_plan)] == ["."]
     assert run_plan.strip().endswith(f"{venv}/bin/magnetar standalone")
     assert [i.split()[-1] for i in _installs(_plan("test", venv))] == ["'.[dev,spark]'"]
+
+
+def test_run_passes_args_to_the_standalone(tmp_path: Path) -> None:
+    plan = _plan("run", tmp_path / "venv", "ARGS=--http-port 8081 --port 6651")
+    assert plan.strip().endswith("bin/magnetar standalone --http-port 8081 --port 6651")
 
 
 def test_stamps_spare_needless_reinstalls(tmp_path: Path) -> None:

@@ -4,8 +4,9 @@ The process holds no data of its own: topics live in ledgers on remote bookies (
 bookie`` processes registered under ``/ledgers/available``), metadata in the store named by
 ``metadata_url``. Start-up order:
 
-1. the metadata session; the ledger client (TCP to the bookies);
-2. the broker service (binary protocol, TLS when configured) and the admin HTTP server;
+1. the metadata session;
+2. the broker of :mod:`magnetar.broker_server` over it (ledger client, broker service,
+   admin HTTP server), its topics limited to the bundles it owns;
 3. the registration, ephemeral ``/loadbalance/brokers/<broker id>`` holding the broker's
    URLs (the broker id defaults to ``<advertised host>:<http port>``, as Pulsar's);
 4. bundle ownership (:class:`~magnetar.broker.ownership.ClusterOwnership`): the broker
@@ -24,10 +25,8 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from magnetar.auth.client_credentials import NO_CREDENTIALS, ClientCredentials
-from magnetar.broker.config import BrokerConfig
 from magnetar.broker.controller.bundle_state_machine import ControllerPolicy
 from magnetar.broker.controller.bundles import BundleId
 from magnetar.broker.controller.election import REGISTRATIONS_PATH
@@ -36,19 +35,11 @@ from magnetar.broker.controller.runner import ControllerRunner
 from magnetar.broker.load_report import CpuMeter, with_load
 from magnetar.broker.ownership import BrokerAddress, ClusterOwnership
 from magnetar.broker.service import BrokerService
+from magnetar.broker_server import BrokerServer, BrokerServerConfig, serve
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError
-from magnetar.common.shutdown import (
-    STOP_TIMEOUT_S,
-    StopRequested,
-    stop_requested,
-    stop_step,
-    unless_stopped,
-)
+from magnetar.common.shutdown import STOP_TIMEOUT_S, stop_step
 from magnetar.common.task_crash import report_crash
-from magnetar.ledger import LedgerClient, LedgerClientConfig
-from magnetar.managed_ledger.config import ManagedLedgerConfig
-from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata import MetadataStore, connect
 from magnetar.metadata import path as paths
 from magnetar.metadata.store import (
@@ -59,7 +50,6 @@ from magnetar.metadata.store import (
     SessionState,
     SetOp,
 )
-from magnetar.protocol import FRAME_PADDING_BYTES
 
 if TYPE_CHECKING:
     from magnetar.admin import AdminContext, AdminServer
@@ -76,28 +66,15 @@ class BrokerStartError(MagnetarError):
 @dataclass(frozen=True, slots=True)
 class BrokerNodeConfig:
     metadata_url: str
-    http_host: str = "127.0.0.1"
-    http_port: int = 8080
-    """0 picks a free port."""
+    server: BrokerServerConfig = field(default_factory=BrokerServerConfig)
+    """The broker and its HTTP API; its ``broker_client_auth`` is what this broker presents
+    when it calls another broker (with authorization on, a super user's)."""
     broker_id: str | None = None
     """Registered id; ``<advertised host>:<http port>`` when None."""
     session_timeout_s: float = 10.0
     """Metadata session timeout: how long after a crash the broker's bundles move."""
-    broker: BrokerConfig = field(default_factory=BrokerConfig)
-    managed_ledger_max_entries_per_ledger: int = 50_000
-    managed_ledger_min_ledger_rollover_time_ms: int = 10_000
-    """A ledger rolls over for its entry count no sooner than this after it was created
-    (Pulsar's ``managedLedgerMinLedgerRolloverTimeMinutes``, 10 min there; shorter here
-    because our bookies keep their index in memory). At 40 000 appends a second a ledger of
-    50 000 entries otherwise rolled over every 1.25 s, appends waiting for each (the p99 of
-    publish latency); 0: roll at the count."""
     load_report_interval_ms: int = 5_000
     """How often the broker writes its load report (read by the controller)."""
-    broker_client_auth: ClientCredentials = NO_CREDENTIALS
-    """Pulsar's ``brokerClientAuthenticationPlugin``/``Parameters``: what this broker
-    presents when it calls another broker (kept on the admin context as
-    ``internal_client_credentials``). With authorization on, its role must be a super
-    user."""
     overload_cpu_percent: float = DEFAULT_OVERLOAD_CPU_PERCENT
     """The controller's threshold while this broker is the controller (Pulsar's
     ``loadBalancerBrokerOverloadedThresholdPercentage``): a broker reporting at least this
@@ -111,17 +88,25 @@ class BrokerNode:
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.store: MetadataStore | None = None
-        self.ledger_client: LedgerClient | None = None
-        self.broker: BrokerService | None = None
+        self.server: BrokerServer | None = None
         self.ownership: ClusterOwnership | None = None
         self.controller: ControllerRunner | None = None
-        self.http: AdminServer | None = None
-        self.admin: AdminContext | None = None
         self.address: BrokerAddress | None = None
         self.session_lost = asyncio.Event()
         self._session_task: asyncio.Task[None] | None = None
-        self._route_matching: asyncio.Task[None] | None = None
         self._reporter: asyncio.Task[None] | None = None
+
+    @property
+    def broker(self) -> BrokerService | None:
+        return None if self.server is None else self.server.broker
+
+    @property
+    def http(self) -> AdminServer | None:
+        return None if self.server is None else self.server.http
+
+    @property
+    def admin(self) -> AdminContext | None:
+        return None if self.server is None else self.server.admin
 
     @property
     def broker_id(self) -> str:
@@ -130,47 +115,36 @@ class BrokerNode:
 
     async def start(self) -> None:
         cfg = self.config
-        b = cfg.broker
+        b = cfg.server.broker
         self.store = store = await connect(
             cfg.metadata_url, session_timeout_s=cfg.session_timeout_s
         )
         self._session_task = asyncio.create_task(self._watch_session(store))
-        entry_size_max_bytes = b.max_message_size_bytes + FRAME_PADDING_BYTES
-        self.ledger_client = LedgerClient(
-            store, config=LedgerClientConfig(entry_size_max_bytes=entry_size_max_bytes)
-        )
-        storage = LedgerClientStorage(
-            self.ledger_client,
-            ensemble_size=b.ensemble_size,
-            write_quorum=b.write_quorum,
-            ack_quorum=b.ack_quorum,
-        )
         self.ownership = ClusterOwnership(
             store, unload_bundle=self._unload_bundle, clock=self.clock
         )
-        self.broker = BrokerService(
-            b,
+        self.server = server = BrokerServer(
+            cfg.server,
             store,
-            storage,
             clock=self.clock,
-            ml_config=ManagedLedgerConfig(
-                ledger_entries_max=cfg.managed_ledger_max_entries_per_ledger,
-                ledger_age_min_ms=cfg.managed_ledger_min_ledger_rollover_time_ms,
-            ),
             ownership=self.ownership,
+            collectors=[self._cluster_collector()],
         )
-        from magnetar.replication.manager import attach_replication
-
-        attach_replication(self.broker, cfg.broker_client_auth)
-        await self.broker.start()
-        await self._start_http()
-        assert self.http is not None and self.admin is not None
+        await server.start()
+        assert server.broker is not None and server.http is not None
+        assert server.admin is not None
+        server.admin.host_settings.update(
+            metadataStoreUrl=cfg.metadata_url,
+            metadataStoreSessionTimeoutMillis=round(cfg.session_timeout_s * 1000),
+            loadReportIntervalMs=cfg.load_report_interval_ms,
+            loadBalancerBrokerOverloadedThresholdPercentage=cfg.overload_cpu_percent,
+        )
         host = b.advertised_address or b.host
-        http_url = f"http://{host}:{self.http.port}"
+        http_url = f"http://{host}:{server.http.port}"
         self.address = BrokerAddress(
-            broker_id=cfg.broker_id or f"{host}:{self.http.port}",
-            service_url=self.broker.service_url,
-            service_url_tls=self.broker.service_url_tls,
+            broker_id=cfg.broker_id or f"{host}:{server.http.port}",
+            service_url=server.broker.service_url,
+            service_url_tls=server.broker.service_url_tls,
             http_url=http_url,
             listeners=b.advertised_listeners,
         )
@@ -185,7 +159,7 @@ class BrokerNode:
             cluster=b.cluster_name,
             policy=ControllerPolicy(load=LoadPolicy(overload_cpu_percent=cfg.overload_cpu_percent)),
         )
-        self.admin.controller = self.controller
+        server.admin.controller = self.controller
         self.controller.start()
         self._reporter = asyncio.create_task(self._report_load(store, self.address))
         self._reporter.add_done_callback(report_crash(log))
@@ -257,55 +231,22 @@ class BrokerNode:
                 self.session_lost.set()
                 return
 
-    async def _start_http(self) -> None:
-        from magnetar.admin import AdminContext, AdminServer
-        from magnetar.admin.app import create_app
+    def _cluster_collector(self) -> Any:
         from magnetar.admin.cluster_metrics import ClusterCollector
-        from magnetar.admin.server import build_route_matching_off_loop
 
-        assert self.broker is not None
-        ctx = AdminContext(
-            self.broker,
-            compactor=self.broker.compactor,
-            collectors=[
-                ClusterCollector(
-                    bundles_owned=lambda: (
-                        0 if self.ownership is None else len(self.ownership.core.held)
-                    ),
-                    controller_epoch=lambda: (
-                        None if self.controller is None else self.controller.epoch
-                    ),
-                    bundle_states=lambda: (
-                        {} if self.controller is None else self.controller.bundle_states()
-                    ),
-                    ledger_states=lambda: (
-                        {} if self.controller is None else self.controller.ledger_states()
-                    ),
-                    replication_tasks_in_flight=lambda: (
-                        None
-                        if self.controller is None
-                        else self.controller.replication_tasks_in_flight()
-                    ),
-                )
-            ],
+        return ClusterCollector(
+            bundles_owned=lambda: 0 if self.ownership is None else len(self.ownership.core.held),
+            controller_epoch=lambda: None if self.controller is None else self.controller.epoch,
+            bundle_states=lambda: (
+                {} if self.controller is None else self.controller.bundle_states()
+            ),
+            ledger_states=lambda: (
+                {} if self.controller is None else self.controller.ledger_states()
+            ),
+            replication_tasks_in_flight=lambda: (
+                None if self.controller is None else self.controller.replication_tasks_in_flight()
+            ),
         )
-        cfg = self.config
-        ctx.host_settings.update(
-            metadataStoreUrl=cfg.metadata_url,
-            metadataStoreSessionTimeoutMillis=round(cfg.session_timeout_s * 1000),
-            managedLedgerMaxEntriesPerLedger=cfg.managed_ledger_max_entries_per_ledger,
-            loadReportIntervalMs=cfg.load_report_interval_ms,
-            loadBalancerBrokerOverloadedThresholdPercentage=cfg.overload_cpu_percent,
-            webServiceHost=cfg.http_host,
-        )
-        ctx.internal_client_credentials = cfg.broker_client_auth
-        self.admin = ctx
-        app = create_app(ctx)
-        self.http = AdminServer(app, self.config.http_host, self.config.http_port)
-        await self.http.start()
-        ctx.http_port = self.http.port
-        # built off the loop, not on it by the first request (see build_route_matching)
-        self._route_matching = asyncio.create_task(build_route_matching_off_loop(app))
 
     async def stop(self) -> None:
         """Resign as controller, give up the bundles (their clients are told to go and
@@ -327,59 +268,39 @@ class BrokerNode:
         if store is not None and self.address is not None and not self.session_lost.is_set():
             with contextlib.suppress(MagnetarError):
                 await store.delete(paths.join(REGISTRATIONS_PATH, self.address.broker_id))
-        http, self.http = self.http, None
-        if http is not None:
-            await stop_step("HTTP server", http.close(), deadline_s)
-        broker, self.broker = self.broker, None
-        if broker is not None:
-            await stop_step("broker", broker.close(), deadline_s)
-        ledger_client, self.ledger_client = self.ledger_client, None
-        if ledger_client is not None:
-            await stop_step("ledger client", ledger_client.close(), deadline_s)
+        server, self.server = self.server, None
+        if server is not None:
+            await server.stop(deadline_s)
         if self._session_task is not None:
             self._session_task.cancel()
-        if self._route_matching is not None:
-            self._route_matching.cancel()
         self.store = None
         if store is not None:
             await stop_step("metadata store", store.close(), deadline_s)
 
+    def ready_line(self, elapsed_ms: float) -> str:
+        assert self.server is not None and self.address is not None
+        b = self.config.server.broker
+        return (
+            "magnetar broker ready: "
+            + self.server.urls_text(b.advertised_address or b.host)
+            + f" id {self.address.broker_id} ({elapsed_ms:.0f} ms)"
+        )
+
+    async def ended(self) -> int:
+        """Returns :data:`SESSION_LOST_EXIT_CODE` once the metadata session is lost."""
+        await self.session_lost.wait()
+        log.error(
+            "the metadata session expired: this broker's bundles may be served elsewhere "
+            "now; stopping"
+        )
+        return SESSION_LOST_EXIT_CODE
+
 
 SESSION_LOST_EXIT_CODE = 1
+"""The exit status after a lost metadata session."""
 
 
 async def run(config: BrokerNodeConfig, started_at: float | None = None) -> int:
     """Run until SIGINT/SIGTERM (returns 0) or a lost metadata session (returns 1); prints
-    one ready line to stdout once serving."""
-    t0 = started_at if started_at is not None else time.perf_counter()
-    node = BrokerNode(config)
-    stop = stop_requested()
-    try:
-        try:
-            await unless_stopped(node.start(), stop)
-        except StopRequested:
-            return 0
-        assert node.broker is not None and node.http is not None and node.address is not None
-        elapsed_ms = (time.perf_counter() - t0) * 1000
-        tls_url = node.broker.service_url_tls
-        print(
-            f"magnetar broker ready: broker {node.broker.service_url} "
-            + (f"tls {tls_url} " if tls_url else "")
-            + f"http {node.address.http_url} id {node.address.broker_id} ({elapsed_ms:.0f} ms)",
-            flush=True,
-        )
-        stopping = asyncio.create_task(stop.wait())
-        lost = asyncio.create_task(node.session_lost.wait())
-        await asyncio.wait({stopping, lost}, return_when=asyncio.FIRST_COMPLETED)
-        stopping.cancel()
-        lost.cancel()
-        if node.session_lost.is_set():
-            log.error(
-                "the metadata session expired: this broker's bundles may be served "
-                "elsewhere now; stopping"
-            )
-            return SESSION_LOST_EXIT_CODE
-        log.info("shutting down")
-        return 0
-    finally:
-        await node.stop()
+    one ready line to stdout once serving (see :func:`magnetar.broker_server.serve`)."""
+    return await serve(BrokerNode(config), started_at)

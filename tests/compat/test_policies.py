@@ -35,6 +35,7 @@ from magnetar.broker.policies import (
 )
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import Topic
+from magnetar.broker_server import BrokerServerConfig
 from magnetar.common.names import NamespaceName, TopicName
 from magnetar.standalone import Standalone, StandaloneConfig
 from magnetar.testing import wait_until
@@ -52,7 +53,10 @@ class InProcessStandalone:
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
         self.node = Standalone(
-            StandaloneConfig(data_dir=data_dir, http_port=0, broker=BrokerConfig(port=0))
+            StandaloneConfig(
+                data_dir=data_dir,
+                server=BrokerServerConfig(http_port=0, broker=BrokerConfig(port=0)),
+            )
         )
         self.call(self.node.start())
         assert self.node.store is not None

@@ -47,11 +47,13 @@ STANDALONE = """
 import asyncio, json, sys, tempfile, urllib.request
 from pathlib import Path
 from magnetar.broker.config import BrokerConfig
+from magnetar.broker_server import BrokerServerConfig
 from magnetar.standalone import Standalone, StandaloneConfig
 
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        config = StandaloneConfig(data_dir=Path(tmp), http_port=0, broker=BrokerConfig(port=0))
+        server = BrokerServerConfig(http_port=0, broker=BrokerConfig(port=0))
+        config = StandaloneConfig(data_dir=Path(tmp), server=server)
         node = Standalone(config)
         await node.start()
         # serving now, as at the ready line: the worker's routes are not built yet

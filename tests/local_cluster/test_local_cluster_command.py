@@ -62,6 +62,13 @@ def test_two_brokers_three_bookies_serve_the_official_client_and_stop_on_ctrl_c(
         producer.send(b"after-kill")
     finally:
         client.close()
+    # The printed admin URL list still works for the CLI with its first broker dead.
+    stats = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli.main", "admin", "--url", admin_urls,
+         "topics", "stats", topic],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert stats.returncode == 0, stats.stderr
 
     assert cmd.interrupt() == 0
     wait_until(lambda: not any(alive(p) for p in pids.values()), timeout_s=STOP_TIMEOUT_S,

@@ -15,12 +15,15 @@ from magnetar.ledger.handle import LedgerHandle
 from magnetar.managed_ledger.config import BacklogQuotaPolicy, ManagedLedgerConfig
 from magnetar.managed_ledger.errors import (
     BacklogQuotaExceeded,
+    ManagedLedgerClosed,
     ManagedLedgerError,
     ManagedLedgerFenced,
+    ManagedLedgerTerminated,
 )
 from magnetar.managed_ledger.managed_ledger import ManagedLedger
 from magnetar.managed_ledger.metadata_layout import ManagedLedgerInfo, ledger_path
 from magnetar.managed_ledger.position import Position
+from magnetar.managed_ledger.state import State
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.testing import wait_until_async
 
@@ -439,7 +442,7 @@ async def test_an_idle_ledger_rolls_over_so_consumed_entries_are_trimmed(
 
 async def wait_rolled(ml: ManagedLedger) -> None:
     """Until a rollover maintenance requested (if any) is done."""
-    await ml._drain_adds()
+    await ml.adds.drain()
 
 
 async def test_a_rollover_whose_close_fails_leaves_no_ledger_behind(
@@ -520,3 +523,119 @@ async def test_reads_are_capped_in_bytes_by_the_average_entry_size(cluster: Clus
     got = [p for run in await cursor.read_runs(100) for p in run.positions]
     assert got == positions[6:]  # 0: no bound in bytes
     await ml.close()
+
+
+def _batch(messages: int, i: int) -> bytes:
+    """An entry whose first byte says how many messages it holds (as a batch's metadata)."""
+    return bytes([messages]) + b"e%d" % i
+
+
+def _messages_of(data: bytes) -> int:
+    if data[0] == 0:
+        raise ProtocolError("unparseable entry")
+    return data[0]
+
+
+async def test_a_recovered_ledger_counts_the_messages_of_its_batches(cluster: Cluster) -> None:
+    """The ledger a crashed owner was writing is recovered by the next owner: its message
+    count in the metadata dates from when it started, so the new owner counts the entries'
+    messages again (issue 34: msgBacklog 1,323 for 1,500 consumable messages)."""
+    counts = [(i % 7) + 1 for i in range(30)]
+    first = await ManagedLedger.open(
+        NAME,
+        storage=cluster.storage,
+        store=cluster.store,
+        config=ManagedLedgerConfig(ledger_entries_max=20),
+        background=False,
+        messages_of=_messages_of,
+    )
+    cursor = await first.open_cursor("sub", earliest=True)
+    for i, n in enumerate(counts):
+        await first.add_entry(_batch(n, i), messages=n)
+    assert cursor.backlog_messages == sum(counts)
+    assert len(first.ledger_ids()) == 2  # one closed ledger of 20 entries, the open one
+    size_bytes = first.ledgers.total_size_bytes
+    # the first owner stops without closing anything (a crash, or a lost session)
+    other_client = LedgerClient(cluster.store)
+    try:
+        second = await ManagedLedger.open(
+            NAME,
+            storage=LedgerClientStorage(other_client),
+            store=cluster.store,
+            background=False,
+            messages_of=_messages_of,
+        )
+        after = second.cursors["sub"]
+        assert after.backlog_entries == len(counts)
+        assert after.backlog_messages == sum(counts)
+        assert second.ledgers.total_size_bytes == size_bytes  # counted from the entries too
+        # per-entry counts of the recovered ledger are exact, not a proportional estimate
+        recovered = second.ledger_ids()[1]
+        assert second.ledgers.messages_in(Position(recovered, 3), Position(recovered, 6)) == sum(
+            counts[23:27]
+        )
+        after.ack_cumulative(Position(recovered, 4))
+        assert after.backlog_messages == sum(counts[25:])
+        await second.close()
+    finally:
+        await first.close()
+        await other_client.close()
+
+
+async def test_an_unparseable_recovered_entry_counts_as_one_message(cluster: Cluster) -> None:
+    first = await open_ml(cluster)
+    cursor = await first.open_cursor("sub", earliest=True)
+    await first.add_entry(_batch(4, 0), messages=4)
+    await first.add_entry(_batch(0, 1), messages=1)
+    assert cursor.backlog_messages == 5
+    other_client = LedgerClient(cluster.store)
+    try:
+        second = await ManagedLedger.open(
+            NAME,
+            storage=LedgerClientStorage(other_client),
+            store=cluster.store,
+            background=False,
+            messages_of=_messages_of,
+        )
+        assert second.cursors["sub"].backlog_messages == 5
+        await second.close()
+    finally:
+        await first.close()
+        await other_client.close()
+
+
+async def test_the_lifecycle_states(cluster: Cluster) -> None:
+    ml = await open_ml(cluster)
+    assert ml.state is State.OPEN
+    await ml.add_entry(b"a")
+    await ml.terminate()
+    assert ml.state is State.TERMINATED and ml.is_terminated
+    with pytest.raises(ManagedLedgerTerminated):
+        await ml.add_entry(b"b")
+    await ml.close()
+    assert ml.state is State.CLOSED
+    with pytest.raises(ManagedLedgerClosed):
+        await ml.add_entry(b"c")
+    with pytest.raises(ManagedLedgerClosed):
+        await ml.open_cursor("late")
+
+
+async def test_a_fenced_ledger_stays_fenced_once_closed(cluster: Cluster) -> None:
+    first = await open_ml(cluster)
+    await first.add_entry(b"a")
+    other_client = LedgerClient(cluster.store)
+    try:
+        second = await ManagedLedger.open(
+            NAME, storage=LedgerClientStorage(other_client), store=cluster.store, background=False
+        )
+        with pytest.raises(ManagedLedgerFenced):
+            await first.add_entry(b"diverge")
+        assert first.state is State.FENCED
+        await first.close()
+        assert first.state is State.CLOSED and first.is_fenced
+        with pytest.raises(ManagedLedgerFenced):  # the cause, not "closed"
+            first.add_entry_nowait(b"again").result()
+        await second.close()
+    finally:
+        await first.close()
+        await other_client.close()

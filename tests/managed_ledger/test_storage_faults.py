@@ -13,6 +13,7 @@ from magnetar.ledger import LedgerClient
 from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.managed_ledger.errors import ManagedLedgerError
 from magnetar.managed_ledger.managed_ledger import ManagedLedger
+from magnetar.managed_ledger.state import State
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata import MetadataStore, connect
 from magnetar.testing import wait_until_async
@@ -51,13 +52,16 @@ async def test_a_ledger_that_could_not_be_closed_is_closed_before_the_log_moves_
         fill_disk(filler)
         with pytest.raises(ManagedLedgerError):
             await ml.add_entry(b"refused")  # the bookie refuses; closing the ledger fails too
+        assert ml.state in (State.ROLLING, State.WRITE_FAILED)
         filler.unlink()
         await bookie.set_readonly(False)
         stored = await wait_until_async(
             lambda: try_add(ml, b"after"), timeout_s=10, what="an add once storage works"
         )
         assert stored.ledger_id != first[0].ledger_id
+        assert ml.state is State.OPEN
         await ml.close()
+        assert ml.state is State.CLOSED
 
         reopened = await ManagedLedger.open("t", storage=storage, store=store, config=CONFIG)
         try:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from magnetar.broker.deduplication import DeduplicationState, DupStatus
 from magnetar.broker.policies import Policies, TopicPolicies
+from magnetar.common.clock import SystemClock
 from magnetar.managed_ledger.position import Position
+from magnetar.protocol.entry import build_entry
+from magnetar.protocol.metadata import MessageMetadata
+from magnetar.replication.persistent_replicator import forwarded_metadata, parse_entry
 from magnetar.replication.policy import effective_clusters, remote_clusters
 from magnetar.replication.replicator import (
     LOCAL_ONLY,
@@ -100,3 +105,31 @@ def test_the_delay_starts_at_the_oldest_entry_not_done() -> None:
     assert first is not None
     core.on_receipt(first.sequence_id)
     assert core.oldest_publish_ms == 2_000
+
+
+def test_forwarded_metadata_lets_the_remote_rebuild_its_deduplication_from_entries() -> None:
+    # The remote's deduplication replays stored entries' metadata after a crash: the
+    # replicator's producer name and the position's sequence id must be the ones stored,
+    # or entries sent again after the crash are taken as new (seen as duplicates).
+    original = MessageMetadata(
+        producer_name="app-producer",
+        sequence_id=7,
+        publish_time=1_000,
+        partition_key="k",
+        properties=(("a", "b"),),
+        event_time=5,
+    )
+    seq = sequence_id_of(Position(12, 3))
+    data = b"".join(build_entry(forwarded_metadata(original, "east", "west", seq), b"payload"))
+    stored, payload, messages = parse_entry(data)
+    assert (stored.producer_name, stored.sequence_id) == ("pulsar.repl.east-->west", seq)
+    assert stored.replicated_from == "east"
+    assert (stored.partition_key, stored.properties, stored.event_time) == (
+        "k",
+        (("a", "b"),),
+        5,
+    )
+    assert (payload, messages) == (b"payload", 1)
+    state = DeduplicationState(SystemClock())
+    state.replay_entry(stored.producer_name, stored.sequence_id, stored.highest_sequence_id)
+    assert state.check("pulsar.repl.east-->west", seq, seq, None, None) is DupStatus.DUP

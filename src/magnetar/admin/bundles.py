@@ -20,7 +20,7 @@ from starlette.responses import RedirectResponse, Response
 
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import Conflict, PreconditionFailed, ResourceNotFound
-from magnetar.admin.namespaces import namespace_policies
+from magnetar.admin.resources.namespace_policies import namespace_policies
 from magnetar.admin.responses import json_response, no_content
 from magnetar.broker.controller import BundleBusy, BundleId, InvalidBundle, UnknownBundle
 from magnetar.broker.controller.bundles import BundleRange, NamespaceBundles

@@ -17,10 +17,10 @@ from starlette.responses import Response
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import BadRequest, Conflict, PreconditionFailed, ResourceNotFound
 from magnetar.admin.request_body import as_object, as_str_list, read_json
+from magnetar.admin.resources.clusters import CLUSTERS_ROOT, cluster_names
 from magnetar.admin.responses import json_response, no_content
 from magnetar.common.names import NamespaceName
 from magnetar.metadata.store import MUST_NOT_EXIST, NodeExists, NotFound
-from magnetar.replication.cluster_registry import CLUSTERS_ROOT as CLUSTERS_ROOT
 
 _STRING_FIELDS = (
     "serviceUrl",
@@ -45,14 +45,6 @@ def _cluster_data(value: Any) -> dict[str, Any]:
     for key, val in body.items():
         data.setdefault(key, val)
     return data
-
-
-async def cluster_names(ctx: AdminContext) -> list[str]:
-    try:
-        stored = await ctx.store.children(CLUSTERS_ROOT)
-    except NotFound:
-        stored = []
-    return sorted({ctx.cluster, *stored})
 
 
 def _default_data(ctx: AdminContext) -> dict[str, Any]:

@@ -37,6 +37,18 @@ class BadRequest(RestError):
     status = 400
 
 
+class Unauthenticated(RestError):
+    """Credentials missing or refused."""
+
+    status = 401
+
+
+class Forbidden(RestError):
+    """The role may not do this."""
+
+    status = 403
+
+
 class ResourceNotFound(RestError):
     status = 404
 

@@ -21,10 +21,10 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from magnetar.admin.clusters import CLUSTERS_ROOT
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import BadRequest, Conflict, ResourceNotFound
 from magnetar.admin.request_body import read_json
+from magnetar.admin.resources.clusters import CLUSTERS_ROOT
 from magnetar.admin.responses import json_response, no_content
 from magnetar.broker.controller.isolation import (
     POLICIES_MAX,

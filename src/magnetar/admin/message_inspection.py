@@ -27,6 +27,7 @@ from starlette.responses import Response
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import BadRequest, MethodNotAllowed, ResourceNotFound
 from magnetar.admin.request_body import as_int, as_object, read_json
+from magnetar.admin.resources.topics import loaded_topic
 from magnetar.admin.responses import json_response
 from magnetar.admin.subscriptions import (
     PEEK_POSITION_MAX,
@@ -34,7 +35,7 @@ from magnetar.admin.subscriptions import (
     entry_response,
     subscription_cursor,
 )
-from magnetar.admin.topics import TOPIC, loaded_topic, topic_name
+from magnetar.admin.topics import TOPIC, topic_name
 from magnetar.broker.topic import Topic
 from magnetar.common.names import TopicName
 from magnetar.managed_ledger.position import Position

@@ -1,4 +1,5 @@
-"""Namespaces and their policies: ``/admin/v2/namespaces/{tenant}[/{namespace}[/…]]``.
+"""Namespaces and their policies: ``/admin/v2/namespaces/{tenant}[/{namespace}[/…]]``,
+routes over :mod:`magnetar.admin.resources.namespaces`.
 
 Policies are stored through :class:`magnetar.broker.policies.PolicyStore` (Pulsar's
 ``Policies`` JSON at ``/admin/policies/<tenant>/<namespace>``); the broker's policy cache
@@ -15,7 +16,6 @@ a whole with ``GET …/backlogQuotaMap``.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,31 +25,33 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from magnetar.admin.context import AdminContext
-from magnetar.admin.errors import BadRequest, Conflict, PreconditionFailed, ResourceNotFound
+from magnetar.admin.errors import BadRequest
 from magnetar.admin.policy_values import (
     message_ttl,
     non_negative,
     persistence_policies,
+    policy_json,
     retention_policies,
 )
 from magnetar.admin.request_body import as_bool, as_object, as_str, read_json
+from magnetar.admin.resources import namespaces
+from magnetar.admin.resources.namespace_policies import (
+    namespace_policies,
+    update_namespace_policies,
+)
+from magnetar.admin.resources.tenants import tenant_info
+from magnetar.admin.resources.topics import list_topics
 from magnetar.admin.responses import json_response, no_content
-from magnetar.admin.tenants import tenant_info
 from magnetar.broker.policies import (
-    TOPIC_POLICIES_ROOT,
     AutoTopicCreationOverride,
     BacklogQuota,
     BacklogQuotaType,
+    InactiveTopicPolicies,
     Policies,
     PolicyError,
-    namespace_path,
 )
-from magnetar.broker.service import PARTITIONED_ROOT
-from magnetar.common.names import NamespaceName, TopicName
-from magnetar.managed_ledger.metadata_layout import ROOT as ML_ROOT
-from magnetar.metadata.store import NodeExists, NotFound
+from magnetar.common.names import NamespaceName
 from magnetar.protocol import TopicsMode
-from magnetar.schema.registry import SCHEMAS_ROOT
 
 SCHEMA_COMPATIBILITY_STRATEGIES = (
     "UNDEFINED",
@@ -62,16 +64,6 @@ SCHEMA_COMPATIBILITY_STRATEGIES = (
     "FORWARD_TRANSITIVE",
     "FULL_TRANSITIVE",
 )
-
-
-def _policy(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    def run(value: Any) -> Any:
-        try:
-            return parse(value)
-        except PolicyError as exc:
-            raise BadRequest(str(exc)) from exc
-
-    return run
 
 
 def schema_strategy(value: Any) -> str:
@@ -127,7 +119,12 @@ SETTINGS = (
     Setting(
         "autoTopicCreation",
         "autoTopicCreationOverride",
-        _policy(AutoTopicCreationOverride.from_json),
+        policy_json(AutoTopicCreationOverride.from_json),
+    ),
+    Setting(
+        "inactiveTopicPolicies",
+        "inactive_topic_policies",
+        policy_json(InactiveTopicPolicies.from_json),
     ),
     Setting(
         "schemaCompatibilityStrategy",
@@ -150,56 +147,6 @@ SETTINGS = (
 )
 
 
-async def namespace_policies(ctx: AdminContext, ns: NamespaceName) -> Policies:
-    """Raises 404 when the namespace does not exist, 500 if its stored value is broken."""
-    policies = await ctx.policies.get_namespace(ns)
-    if policies is None:
-        raise ResourceNotFound("Namespace does not exist")
-    return policies
-
-
-async def _update(ctx: AdminContext, ns: NamespaceName, **changes: Any) -> None:
-    await namespace_policies(ctx, ns)
-    try:
-        await ctx.policies.update_namespace(ns, lambda p: p.with_(**changes))
-    except NotFound:
-        raise ResourceNotFound("Namespace does not exist") from None
-
-
-async def delete_namespace(ctx: AdminContext, ns: NamespaceName, *, force: bool) -> None:
-    """Delete a namespace: 412 if it still has topics (unless ``force``, which deletes
-    them first, disconnecting their clients)."""
-    from magnetar.admin.topics import delete_partitioned_topic, delete_topic
-
-    await namespace_policies(ctx, ns)
-    topics = await ctx.service.topics_of_namespace(ns, TopicsMode.ALL)
-    if topics and not force:
-        raise PreconditionFailed("Cannot delete non empty namespace")
-    for domain in ("persistent", "non-persistent"):
-        with contextlib.suppress(NotFound):
-            for local in await ctx.store.children(
-                f"{PARTITIONED_ROOT}/{ns.tenant}/{ns.namespace}/{domain}"
-            ):
-                base = TopicName.parse(f"{domain}://{ns}/{_unquote(local)}")
-                await delete_partitioned_topic(ctx, base, force=True)
-    for name in await ctx.service.topics_of_namespace(ns, TopicsMode.ALL):
-        with contextlib.suppress(ResourceNotFound):
-            await delete_topic(ctx, TopicName.parse(name), force=True)
-    for root in (PARTITIONED_ROOT, TOPIC_POLICIES_ROOT, ML_ROOT, SCHEMAS_ROOT):
-        with contextlib.suppress(NotFound):
-            await ctx.store.delete_recursive(f"{root}/{ns.tenant}/{ns.namespace}")
-    try:
-        await ctx.store.delete(namespace_path(ns))
-    except NotFound:
-        raise ResourceNotFound("Namespace does not exist") from None
-
-
-def _unquote(local: str) -> str:
-    from urllib.parse import unquote
-
-    return unquote(local)
-
-
 def _setting_routes(r: APIRouter, ctx: AdminContext, setting: Setting) -> None:
     path = f"/admin/v2/namespaces/{{tenant}}/{{namespace}}/{setting.path}"
 
@@ -211,11 +158,11 @@ def _setting_routes(r: APIRouter, ctx: AdminContext, setting: Setting) -> None:
     async def set_value(tenant: str, namespace: str, request: Request) -> Response:
         ns = NamespaceName.of(tenant, namespace)
         value = setting.parse(await read_json(request))
-        await _update(ctx, ns, **{setting.attribute: value})
+        await update_namespace_policies(ctx, ns, **{setting.attribute: value})
         return no_content()
 
     async def clear_value(tenant: str, namespace: str) -> Response:
-        await _update(
+        await update_namespace_policies(
             ctx, NamespaceName.of(tenant, namespace), **{setting.attribute: setting.cleared}
         )
         return no_content()
@@ -241,8 +188,7 @@ def router(ctx: AdminContext) -> APIRouter:
     @r.get("/admin/v2/namespaces/{tenant}", summary="List a tenant's namespaces")
     async def list_namespaces(tenant: str) -> Response:
         await tenant_info(ctx, tenant)
-        names = await ctx.store.children(f"/admin/policies/{tenant}")
-        return json_response([f"{tenant}/{n}" for n in sorted(names)])
+        return json_response(await namespaces.list_namespaces(ctx, tenant))
 
     @r.put("/admin/v2/namespaces/{tenant}/{namespace}", summary="Create a namespace")
     async def create_namespace(tenant: str, namespace: str, request: Request) -> Response:
@@ -253,32 +199,17 @@ def router(ctx: AdminContext) -> APIRouter:
             policies = Policies.from_json(body)
         except PolicyError as exc:
             raise BadRequest(str(exc)) from exc
-        if not policies.replication_clusters:
-            policies = policies.with_(replication_clusters=(ctx.cluster,))
-        extra = dict(policies.extra)
-        extra.setdefault("bundles", {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1})
-        policies = policies.with_(extra=extra)
-        try:
-            await ctx.policies.create_namespace(ns, policies)
-        except NodeExists:
-            raise Conflict("Namespace already exists") from None
+        await namespaces.create_namespace(ctx, ns, policies)
         return no_content()
 
     @r.get("/admin/v2/namespaces/{tenant}/{namespace}", summary="Get a namespace's policies")
     async def get_policies(tenant: str, namespace: str) -> Response:
         ns = NamespaceName.of(tenant, namespace)
-        body = (await namespace_policies(ctx, ns)).to_json()
-        ownership = ctx.service.ownership
-        if ownership is not None:  # in a cluster the bundles are the controller's
-            bundles = await ownership.namespace_bundles(str(ns))
-            if bundles is not None:
-                names = bundles.to_names()
-                body["bundles"] = {"boundaries": names, "numBundles": len(names) - 1}
-        return json_response(body)
+        return json_response(await namespaces.namespace_policies_json(ctx, ns))
 
     @r.delete("/admin/v2/namespaces/{tenant}/{namespace}", summary="Delete a namespace")
     async def delete(tenant: str, namespace: str, force: bool = False) -> Response:
-        await delete_namespace(ctx, NamespaceName.of(tenant, namespace), force=force)
+        await namespaces.delete_namespace(ctx, NamespaceName.of(tenant, namespace), force=force)
         return no_content()
 
     @r.get(
@@ -291,8 +222,7 @@ def router(ctx: AdminContext) -> APIRouter:
             topics_mode = TopicsMode[mode.upper()]
         except KeyError:
             raise BadRequest(f"unknown mode {mode!r}") from None
-        await namespace_policies(ctx, ns)
-        return json_response(await ctx.service.topics_of_namespace(ns, topics_mode))
+        return json_response(await list_topics(ctx, ns, topics_mode))
 
     @r.get(
         "/admin/v2/namespaces/{tenant}/{namespace}/backlogQuotaMap",
@@ -315,7 +245,7 @@ def router(ctx: AdminContext) -> APIRouter:
         policies = await namespace_policies(ctx, ns)
         quotas = dict(policies.backlog_quota_map)
         quotas[kind] = quota
-        await _update(ctx, ns, backlog_quota_map=quotas)
+        await update_namespace_policies(ctx, ns, backlog_quota_map=quotas)
         return no_content()
 
     @r.delete(
@@ -328,7 +258,7 @@ def router(ctx: AdminContext) -> APIRouter:
         kind = _quota_type(backlogQuotaType)
         policies = await namespace_policies(ctx, ns)
         quotas = {k: q for k, q in policies.backlog_quota_map.items() if k is not kind}
-        await _update(ctx, ns, backlog_quota_map=quotas)
+        await update_namespace_policies(ctx, ns, backlog_quota_map=quotas)
         return no_content()
 
     for setting in SETTINGS:

@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 from magnetar.admin.context import AdminContext
-from magnetar.admin.errors import RestError
-from magnetar.admin.security import Forbidden, Unauthenticated
+from magnetar.admin.errors import Forbidden, RestError, Unauthenticated
+from magnetar.admin_client import AdminClient, AdminError, topic_path
 from magnetar.common.names import TopicName
 
 OWNER_CALL_TIMEOUT_MS = 30_000
@@ -68,11 +65,7 @@ async def remote_owner_url(ctx: AdminContext, partition: TopicName) -> str | Non
 
 def partition_path(partition: TopicName, action: str = "") -> str:
     """The admin path of one partition (``action`` such as ``stats``, or "" for the topic)."""
-    path = (
-        f"/admin/v2/{partition.domain.value}/{partition.tenant}/{partition.namespace}/"
-        f"{quote(partition.local_name, safe='')}"
-    )
-    return f"{path}/{action}" if action else path
+    return topic_path(partition, action)
 
 
 async def call_owner(
@@ -80,26 +73,23 @@ async def call_owner(
 ) -> OwnerAnswer:
     """One admin call to another broker. Raises :class:`OwnerCallFailed` when it cannot be
     made or answered (refused, timed out, not JSON); any HTTP status is returned."""
-    return await asyncio.to_thread(_call, method, owner_url.rstrip("/") + path, authorization)
-
-
-def _call(method: str, url: str, authorization: str | None) -> OwnerAnswer:
-    request = urllib.request.Request(url, method=method)
-    request.add_header("Accept", "application/json")
-    if authorization:
-        request.add_header("Authorization", authorization)
+    owner = AdminClient(
+        owner_url,
+        timeout_s=OWNER_CALL_TIMEOUT_MS / 1000,
+        authorization=authorization,
+        answer_bytes_max=OWNER_ANSWER_BYTES_MAX,
+    )
     try:
-        with urllib.request.urlopen(request, timeout=OWNER_CALL_TIMEOUT_MS / 1000) as response:
-            return OwnerAnswer(response.status, _json(response.read(OWNER_ANSWER_BYTES_MAX)))
-    except urllib.error.HTTPError as exc:
-        with exc:
-            try:
-                body = _json(exc.read(OWNER_ANSWER_BYTES_MAX))
-            except OwnerCallFailed:
-                body = None
-            return OwnerAnswer(exc.code, body)
-    except (OSError, ValueError) as exc:
-        raise OwnerCallFailed(f"{url}: {exc}") from None
+        answer = await asyncio.to_thread(owner.exchange, method, path)
+    except AdminError as exc:
+        raise OwnerCallFailed(f"{owner_url}: {exc}") from None
+    try:
+        body = _json(answer.body)
+    except OwnerCallFailed:
+        if answer.status < 300:
+            raise
+        body = None
+    return OwnerAnswer(answer.status, body)
 
 
 def _json(data: bytes) -> Any:

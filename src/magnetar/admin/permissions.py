@@ -26,8 +26,8 @@ from starlette.responses import Response
 
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import BadRequest, ResourceNotFound
-from magnetar.admin.namespaces import namespace_policies
 from magnetar.admin.request_body import as_str_list, read_json
+from magnetar.admin.resources.namespace_policies import namespace_policies
 from magnetar.admin.responses import json_response, no_content
 from magnetar.auth.authorization import (
     InvalidPermission,

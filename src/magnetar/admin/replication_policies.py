@@ -22,13 +22,13 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from magnetar.admin.clusters import cluster_names
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import PreconditionFailed, RestError
-from magnetar.admin.namespaces import namespace_policies
 from magnetar.admin.request_body import as_str_list, read_json
+from magnetar.admin.resources.clusters import cluster_names
+from magnetar.admin.resources.namespace_policies import namespace_policies
+from magnetar.admin.resources.tenants import tenant_info
 from magnetar.admin.responses import json_response, no_content
-from magnetar.admin.tenants import tenant_info
 from magnetar.admin.topic_policies import checked_topic
 from magnetar.admin.topics import TOPIC, topic_name
 from magnetar.broker.policies import TopicPolicies

@@ -31,8 +31,8 @@ from starlette.responses import Response
 
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import BadRequest, Conflict, ResourceNotFound, RestError
-from magnetar.admin.namespaces import namespace_policies
 from magnetar.admin.request_body import as_object, as_str, read_json
+from magnetar.admin.resources.namespace_policies import namespace_policies
 from magnetar.admin.responses import json_response
 from magnetar.common.errors import IncompatibleSchema
 from magnetar.common.names import TopicName

@@ -25,7 +25,7 @@ from urllib.parse import unquote
 
 from starlette.requests import Request
 
-from magnetar.admin.errors import RestError
+from magnetar.admin.errors import Forbidden, Unauthenticated
 from magnetar.auth import TopicOperation
 from magnetar.auth.authorization import AuthAction
 from magnetar.auth.http_request import authenticate_request, route_template
@@ -57,14 +57,6 @@ TOPIC_READ_ENDPOINTS = frozenset(
     }
 )
 """Last segments of read-only topic routes a role with produce or consume may use (GET)."""
-
-
-class Unauthenticated(RestError):
-    status = 401
-
-
-class Forbidden(RestError):
-    status = 403
 
 
 class Need(enum.Enum):

@@ -21,8 +21,8 @@ from starlette.responses import Response
 
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import BadRequest, ResourceNotFound
-from magnetar.admin.namespaces import namespace_policies
 from magnetar.admin.request_body import read_json
+from magnetar.admin.resources.namespace_policies import namespace_policies
 from magnetar.admin.responses import json_response, no_content
 from magnetar.broker.policies import (
     NAMESPACE_STORAGE_QUOTA_KEY,

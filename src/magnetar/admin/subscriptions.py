@@ -29,9 +29,10 @@ from magnetar.admin.errors import (
     ResourceNotFound,
 )
 from magnetar.admin.request_body import as_int, as_object, read_json
+from magnetar.admin.resources.topics import loaded_topic
 from magnetar.admin.responses import json_response, no_content
 from magnetar.admin.topic_stats import iso_time, subscription_names
-from magnetar.admin.topics import TOPIC, loaded_topic, topic_name
+from magnetar.admin.topics import TOPIC, topic_name
 from magnetar.broker.topic import Topic
 from magnetar.common.names import TopicName
 from magnetar.managed_ledger.managed_cursor import ManagedCursor

@@ -1,6 +1,6 @@
 """Topic-level policies: ``T/{retention,messageTTL,backlogQuota,backlogQuotaMap,
 deduplicationEnabled,persistence,maxProducers,maxConsumers,maxConsumersPerSubscription,
-maxUnackedMessagesOnConsumer,maxUnackedMessagesOnSubscription}`` as Pulsar's
+maxUnackedMessagesOnConsumer,maxUnackedMessagesOnSubscription,inactiveTopicPolicies}`` as Pulsar's
 ``PersistentTopics`` REST (``T`` = ``/admin/v2/{domain}/{tenant}/{namespace}/{topic}``).
 
 Each policy has three verbs: ``POST`` sets it (204; the body is the bare JSON value or
@@ -33,20 +33,23 @@ from starlette.responses import Response
 
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import BadRequest, PreconditionFailed, ResourceNotFound
-from magnetar.admin.namespaces import namespace_policies, schema_strategy
+from magnetar.admin.namespaces import schema_strategy
 from magnetar.admin.policy_values import (
     message_ttl,
     non_negative,
     persistence_policies,
+    policy_json,
     retention_policies,
 )
 from magnetar.admin.request_body import as_bool, read_json
+from magnetar.admin.resources.namespace_policies import namespace_policies
 from magnetar.admin.responses import json_response, no_content
 from magnetar.admin.topics import TOPIC, topic_name
 from magnetar.broker.policies import (
     BacklogQuota,
     BacklogQuotaType,
     BrokerDefaults,
+    InactiveTopicPolicies,
     PersistencePolicies,
     Policies,
     PolicyError,
@@ -140,6 +143,12 @@ SETTINGS = (
         lambda ns, d: _or(
             ns.max_unacked_messages_per_subscription, d.max_unacked_messages_per_subscription
         ),
+    ),
+    TopicSetting(
+        "inactiveTopicPolicies",
+        "inactiveTopicPolicies",
+        policy_json(InactiveTopicPolicies.from_json),
+        lambda ns, d: ns.inactive_topic_policies or d.inactive_topic,
     ),
     TopicSetting(
         "schemaCompatibilityStrategy",

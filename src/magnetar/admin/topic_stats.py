@@ -24,6 +24,7 @@ from magnetar.broker.topic import Topic
 from magnetar.common.errors import MagnetarError
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
 from magnetar.managed_ledger.position import Position
+from magnetar.managed_ledger.retention import keeps_nothing_consumed
 from magnetar.protocol import Entry, ProtocolError
 from magnetar.replication.persistent_replicator import CURSOR_PREFIX as REPLICATOR_CURSOR_PREFIX
 from magnetar.replication.stats import merged_replication, replication_stats
@@ -33,6 +34,13 @@ log = logging.getLogger(__name__)
 BACKLOG_READS_MAX = 64
 """Entries one stats request may read to find backlog publish times; subscriptions past
 this many distinct positions report 0 (unknown), as Pulsar does when it does not look."""
+
+UNRETAINED_NOTE = (
+    "no subscription and retention 0: messages are not retained, they are deleted when"
+    " their ledger closes (rollover, restart, failover); create a subscription or set"
+    " a retention policy to keep them"
+)
+"""``retentionNote`` of a topic whose messages nothing keeps (a Magnetar field; null otherwise)."""
 
 ACCESS_MODE_NAMES = {0: "Shared", 1: "Exclusive", 2: "WaitForExclusive", 3: "ExclusiveWithFencing"}
 
@@ -251,6 +259,9 @@ def topic_stats(
     durable = [c for c in ml.cursors.values() if c.durable]
     slowest = min(durable, key=lambda c: c.state.mark_delete, default=None)
     cfg = ml.config
+    unretained = not durable and keeps_nothing_consumed(
+        cfg.retention_time_ms, cfg.retention_size_bytes
+    )
     publishers = _publisher_stats(topic)
     return {
         "msgRateIn": rate_in,
@@ -273,6 +284,7 @@ def topic_stats(
         if oldest is None
         else max(now_ms - oldest[1], 0) // 1000,
         "oldestBacklogMessageSubscriptionName": None if oldest is None else oldest[0],
+        "retentionNote": UNRETAINED_NOTE if unretained else None,
         "backlogQuotaLimitSize": cfg.backlog_quota_size_bytes,
         "backlogQuotaLimitTime": cfg.backlog_quota_time_ms // 1000
         if cfg.backlog_quota_time_ms > 0

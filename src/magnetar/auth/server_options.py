@@ -17,7 +17,7 @@ from typing import Any
 
 from magnetar.auth.client_credentials import ClientCredentials
 from magnetar.auth.client_params import ClientAuthParamsError, credentials_from_plugin
-from magnetar.auth.config import AuthConfig, AuthConfigError, parse_provider_names
+from magnetar.auth.config import AuthConfig, AuthConfigError, ProviderName, parse_provider_names
 
 
 class OptionKind(enum.Enum):
@@ -166,6 +166,50 @@ def server_auth_from(values: Mapping[str, Any]) -> ServerAuth:
     except AuthConfigError as exc:
         raise ServerAuthError(str(exc)) from None
     return ServerAuth(auth=auth, broker_client=broker_client)
+
+
+WORKER_ROLE = "functions-worker"
+"""The role a process's own Functions Worker gets when authorization is off and no super
+user role is set (any authenticated role is then allowed everything)."""
+
+
+def own_client_credentials(auth: AuthConfig, given: ClientCredentials) -> ClientCredentials:
+    """What the process's own clients (an in-process Functions Worker and its instances)
+    present to its broker: ``given`` (``--broker-client-auth-*``) when it has any; none
+    when the broker lets such clients in without (authentication off, or an anonymous role
+    that authorization allows everything); else a token minted with the token secret key
+    for the first super user role (for :data:`WORKER_ROLE` when authorization is off and
+    there is none). The token has no expiry and lives only in the process.
+
+    Raises :class:`ServerAuthError` naming the options when none of these can work (a
+    public key only, basic or TLS authentication only, or authorization without a super
+    user role): the process must not start a worker that cannot connect."""
+    if not auth.authentication_enabled or given.http_authorization() is not None:
+        return given
+    anonymous = auth.anonymous_user_role
+    if anonymous and (not auth.authorization_enabled or anonymous in auth.super_user_roles):
+        return given
+    options = (
+        "the Functions Worker needs credentials: give --broker-client-auth-plugin and "
+        "--broker-client-auth-params"
+        + (" (a super user's)" if auth.authorization_enabled else "")
+        + ", or --no-functions-worker"
+    )
+    if (
+        ProviderName.TOKEN not in auth.providers
+        or auth.token_secret_key is None
+        or auth.token_auth_claim != "sub"
+        or auth.token_audience is not None
+    ):
+        raise ServerAuthError(f"{options} (or the token provider with --token-secret-key)")
+    if auth.authorization_enabled and not auth.super_user_roles:
+        raise ServerAuthError(f"{options} (or --super-user-roles, a role to mint a token for)")
+    from magnetar.auth.tokens import create_token, read_key_bytes
+
+    role = min(auth.super_user_roles) if auth.super_user_roles else WORKER_ROLE
+    return ClientCredentials(
+        token=create_token(role, secret_key=read_key_bytes(auth.token_secret_key))
+    )
 
 
 def _seconds(text: str) -> float:

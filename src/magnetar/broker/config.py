@@ -95,6 +95,19 @@ class BrokerConfig:
     lookup_owner_wait_ms: int = 10_000
     """Cluster mode: how long a lookup of a bundle no broker holds yet waits for the
     controller to assign it before answering ServiceNotReady (the client retries)."""
+    delete_inactive_topics_enabled: bool = False
+    """Pulsar's ``brokerDeleteInactiveTopicsEnabled`` (Pulsar's default is true): delete
+    topics inactive for the max duration (:mod:`magnetar.broker.inactive_topics`). Off by
+    default: function packages and state live here in topics that have no subscription
+    between reads, which Pulsar keeps elsewhere."""
+    delete_inactive_topics_frequency_s: int = 60
+    """Pulsar's ``brokerDeleteInactiveTopicsFrequencySeconds``: how often topics are checked."""
+    delete_inactive_topics_mode: str = "delete_when_no_subscriptions"
+    """Pulsar's ``brokerDeleteInactiveTopicsMode``: ``delete_when_no_subscriptions`` or
+    ``delete_when_subscriptions_caught_up``."""
+    delete_inactive_topics_max_inactive_duration_s: int | None = None
+    """Pulsar's ``brokerDeleteInactiveTopicsMaxInactiveDurationSeconds`` (None: the
+    frequency)."""
     auth: AuthConfig = field(default_factory=AuthConfig)
     """Authentication and authorization (off by default; ``magnetar.auth``)."""
     ensemble_size: int = 1

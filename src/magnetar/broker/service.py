@@ -50,6 +50,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.connection_limit import ConnectionLimiter
 from magnetar.broker.controller.bundles import BundleId
+from magnetar.broker.inactive_topics import InactivityTracker, activity_of, deletable
 from magnetar.broker.ownership import ClusterOwnership
 from magnetar.broker.partial_frames import PartialFrameBudget
 from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
@@ -58,6 +59,7 @@ from magnetar.broker.rate_limit import PublishRateLimiter
 from magnetar.broker.stats import MeterSampler
 from magnetar.broker.tls import TLS_HANDSHAKE_TIMEOUT_S, server_ssl_context
 from magnetar.broker.topic import Topic
+from magnetar.broker.topic_deletion import delete_topic_storage
 from magnetar.broker.topic_hooks import TopicHooks
 from magnetar.broker.topic_schemas import TopicSchemas
 from magnetar.common.clock import Clock, SystemClock
@@ -88,7 +90,7 @@ from magnetar.protocol import (
     Subscribe,
     TopicsMode,
 )
-from magnetar.protocol.entry import entry_publish_time_ms
+from magnetar.protocol.entry import entry_message_count, entry_publish_time_ms
 
 log = logging.getLogger(__name__)
 
@@ -216,6 +218,8 @@ class BrokerService:
             log.info("broker TLS listening on %s:%d", self.config.host, self.tls_port)
         self.spawn(self._sample_meters())
         self.spawn(self._close_overdue_partial_frames())
+        if self.config.delete_inactive_topics_frequency_s > 0:
+            self.spawn(self._delete_inactive_topics())
 
     async def _initialize_metadata(self) -> None:
         for path, value in (
@@ -320,6 +324,32 @@ class BrokerService:
             for conn in self.partial_frames.expired(self.clock.monotonic_s()):
                 conn.close_for_overdue_frame()
 
+    async def _delete_inactive_topics(self) -> None:
+        # Runs whatever brokerDeleteInactiveTopicsEnabled says: a namespace or topic
+        # policy may turn deletion on where the broker's default is off.
+        tracker = InactivityTracker()
+        while not self.closing:
+            await self.clock.sleep(self.config.delete_inactive_topics_frequency_s)
+            topics = [t for t in self.loaded_topics() if deletable(t.name)]
+            tracker.keep_only({t.full_name for t in topics})
+            for topic in topics:
+                try:
+                    await self._delete_if_inactive(topic, tracker)
+                except MagnetarError as exc:  # a metadata hiccup: the next round retries
+                    log.warning("deleting inactive %s: %s", topic.full_name, exc)
+
+    async def _delete_if_inactive(self, topic: Topic, tracker: InactivityTracker) -> None:
+        policies = await self.policies.effective(topic.name)
+        if topic.closed or self.loaded_topic(topic.name) is not topic:
+            return
+        # read after the await above, and nothing awaited until the unload starts
+        activity = activity_of(topic)
+        policy = policies.inactive_topic
+        now_ms = int(self.clock.monotonic_s() * 1000)
+        if tracker.due(topic.full_name, activity, policy, policies.retention_time_ms, now_ms):
+            log.info("%s: deleting it, inactive (%s)", topic.full_name, policy.delete_mode)
+            await delete_topic_storage(self, topic)
+
     def track(self, task: asyncio.Task[Any]) -> None:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -393,6 +423,7 @@ class BrokerService:
                     config=ml_config_for(self.ml_config, policies),
                     clock=self.clock,
                     publish_time_of=entry_publish_time_ms,
+                    messages_of=entry_message_count,
                     cache_budget=self.entry_cache_budget,
                 )
                 topic = await Topic.open(self, name, ml, policies)

@@ -40,7 +40,7 @@ DEFAULT_ADMIN_URL = "http://localhost:8080"
     default=DEFAULT_ADMIN_URL,
     show_default=True,
     show_envvar=True,
-    help="The admin REST URL of a broker.",
+    help="The admin REST URL of the brokers; a list (http://h1:8080,h2:8080) fails over.",
 )
 @click.option(
     "--timeout", "timeout_s", default=30.0, show_default=True, help="Seconds per request."

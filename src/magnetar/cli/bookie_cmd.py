@@ -16,6 +16,7 @@ from magnetar.bookie.gc_tuning import (
     start_heap_trimmer,
     tune_gc_for_serving,
 )
+from magnetar.cli.server_config_file import SERVER_CONTEXT, config_file_option
 from magnetar.cli.server_setup import configure_logging, install_uvloop
 from magnetar.common.gil import tune_gil_for_serving
 from magnetar.common.shutdown import StopRequested, stop_requested, unless_stopped
@@ -29,7 +30,8 @@ def _metadata_url(url: str) -> str:
     return url
 
 
-@click.command()
+@click.command(context_settings=SERVER_CONTEXT)
+@config_file_option
 @click.option(
     "--metadata-url",
     required=True,

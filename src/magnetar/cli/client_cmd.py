@@ -25,7 +25,7 @@ import click
 
 from magnetar.cli.auth_options import NO_AUTH, auth_options, parse_auth
 from magnetar.cli.command_group import SuggestingGroup
-from magnetar.cli.output import Printer, log_client_warnings, output_option, printer
+from magnetar.cli.output import Printer, fail, log_client_warnings, output_option, printer
 
 if TYPE_CHECKING:
     from magnetar.common.clock import Clock
@@ -88,7 +88,8 @@ class ClientSettings:
     default=DEFAULT_SERVICE_URL,
     show_default=True,
     show_envvar=True,
-    help="The broker's binary protocol URL.",
+    help="The service URL: pulsar://host:port, several hosts (pulsar://h1:6650,h2:6650; each "
+    "is tried in turn), or http://host:port for HTTP lookups.",
 )
 @click.option("--auth-token", envvar="MAGNETAR_AUTH_TOKEN", default=None, help="Token auth.")
 @auth_options
@@ -216,13 +217,19 @@ def produce(
         raise click.UsageError("give messages with -m or files with -f")
     props = _properties(properties)
     out = printer()
-    ids = _run(
-        _produce(
-            settings, topic, bodies, num_produce, rate, key, props,
-            batching=not (disable_batching or chunking), chunking=chunking,
-            compression=compression.upper(), producer_name=producer_name,
-        )
-    )  # fmt: skip
+    from magnetar.client import MessageTooBig
+
+    try:
+        ids = _run(
+            _produce(
+                settings, topic, bodies, num_produce, rate, key, props,
+                batching=not (disable_batching or chunking), chunking=chunking,
+                compression=compression.upper(), producer_name=producer_name,
+            )
+        )  # fmt: skip
+    except MessageTooBig as exc:
+        # Only reachable without -c: a chunking producer splits what exceeds the limit.
+        fail(f"{exc}; send it in chunks with -c/--chunking")
     if out.json:
         out.result({"topic": topic, "produced": len(ids), "messageIds": ids})
     else:

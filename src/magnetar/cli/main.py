@@ -96,13 +96,30 @@ def cli() -> None:
 def functions_worker(ctx: click.Context) -> None:
     """A Functions Worker with its REST API on its own HTTP port (--port): joins the worker
     cluster of --coordination-topic and runs the instances it is assigned. --help lists
-    its options."""
+    its options; --config FILE reads Pulsar's keys (workerId, workerPort, pulsarServiceUrl,
+    authenticationEnabled, ...), MAGNETAR_<OPTION> overrides them, flags override both."""
+    import argparse
+
+    from magnetar.auth.server_options import add_argparse_options
+    from magnetar.cli.server_config_file import ConfigFileError, argparse_argv
+    from magnetar.functions.__main__ import add_worker_arguments
     from magnetar.functions.__main__ import main as worker_main
 
-    sys.exit(worker_main(list(ctx.args), prog="magnetar functions-worker"))
+    options = argparse.ArgumentParser(add_help=False)
+    add_worker_arguments(options)
+    add_argparse_options(options)
+    try:
+        argv = argparse_argv(options, ctx.args, "functions-worker")
+    except ConfigFileError as exc:
+        click.echo(f"magnetar functions-worker: {exc}", err=True)
+        sys.exit(2)
+    sys.exit(worker_main(argv, prog="magnetar functions-worker"))
 
 
 def main() -> None:
+    from magnetar.cli.server_setup import restore_stop_signals
+
+    restore_stop_signals()  # first: a Ctrl+C during the imports below must count
     cli()
 
 

@@ -36,6 +36,7 @@ MESSAGE_SIZE_MAX_BYTES = 5 * 1024 * 1024
 _SERVICE_URL = click.option(
     "--service-url", "-u", envvar="MAGNETAR_SERVICE_URL", default=DEFAULT_SERVICE_URL,
     show_default=True, show_envvar=True,
+    help="pulsar://host:port, or several hosts (pulsar://h1:6650,h2:6650): each is tried in turn.",
 )  # fmt: skip
 _DURATION = click.option(
     "--test-duration", "-time", "duration_s", default=0.0, show_default=True,

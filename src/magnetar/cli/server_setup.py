@@ -8,6 +8,7 @@ parsed, so ``--help`` and usage errors stay fast.
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,28 @@ import click
 
 if TYPE_CHECKING:
     from magnetar.broker.listeners import AdvertisedListeners
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+log_level_option = click.option(
+    "--log-level",
+    default="WARNING",
+    show_default=True,
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+)
+
+
+def restore_stop_signals() -> None:
+    """SIGINT raises KeyboardInterrupt (until a server's loop takes it over: a stop then);
+    ``magnetar`` calls this first.
+
+    A shell starts a background job (``magnetar standalone &``) with SIGINT ignored, and an
+    ignored signal stays ignored across exec: without this, a Ctrl+C or ``kill -INT`` before
+    the loop installs its handler (the imports, about half a second) was lost, and the
+    server went on to serve.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def check_quorums(ensemble_size: int, write_quorum: int, ack_quorum: int) -> None:

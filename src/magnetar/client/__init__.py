@@ -20,8 +20,8 @@ the broker. See ``docs/client.md``.
 
 from magnetar.client.auth import Authentication, AuthenticationBasic, AuthenticationToken
 from magnetar.client.client import Client, full_topic_name
-from magnetar.client.consumer import (
-    Consumer,
+from magnetar.client.consumer import Consumer
+from magnetar.client.consumer_config import (
     ConsumerEventListener,
     ConsumerType,
     DeadLetterPolicy,

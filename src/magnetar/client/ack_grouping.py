@@ -11,10 +11,15 @@ keeps only the highest position. For a message inside a batch:
 
 A cumulative ack on a message in the middle of a batch acks up to the previous entry (the
 batch is redelivered later) unless batch-index acks are on.
+
+:func:`ack_positions` says which positions acknowledging a message covers (every chunk of
+a chunked message).
 """
 
 from __future__ import annotations
 
+from magnetar.client.message import Message
+from magnetar.client.message_id import MessageId
 from magnetar.protocol import Ack, AckType
 from magnetar.protocol import MessageId as WireMessageId
 
@@ -120,3 +125,22 @@ class AckGroupingTracker:
         self._individual.clear()
         self._batches.clear()
         self._cumulative = None
+
+
+def ack_positions(message: Message | MessageId) -> list[tuple[int, int, int, int]]:
+    """``(ledger_id, entry_id, batch_index, batch_size)`` of every entry acknowledging
+    ``message`` acknowledges: one, or each chunk of a chunked message (given a bare
+    chunked message id, only its first and last chunk: the ids between are not known)."""
+    if isinstance(message, Message):
+        if message.chunk_ids:
+            return [(c.ledger_id(), c.entry_id(), -1, 0) for c in message.chunk_ids]
+        mid = message.message_id()
+    else:
+        mid = message
+        first = mid.first_chunk_message_id()
+        if first is not None:
+            return [
+                (first.ledger_id(), first.entry_id(), -1, 0),
+                (mid.ledger_id(), mid.entry_id(), -1, 0),
+            ]
+    return [(mid.ledger_id(), mid.entry_id(), mid.batch_index(), mid.batch_size())]

@@ -4,7 +4,8 @@ Chunks of one message share a ``uuid`` and arrive in ``chunk_id`` order (one pro
 topic). The reassembler keeps at most ``max_pending_messages`` incomplete messages and
 drops any older than ``expire_ms``; what it drops is returned so the consumer can ack (or
 redeliver) those chunks. A chunk that does not continue its message (wrong ``chunk_id``)
-discards the partial message, as the C++ client does.
+discards the partial message, as the C++ client does. :func:`reassembled_message` makes the
+application's message of a complete one.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
+from magnetar.protocol import EntryMetadata
+from magnetar.protocol.compression import decompress
 
 
 @dataclass(slots=True)
@@ -93,3 +97,32 @@ class ChunkReassembler:
 
     def clear(self) -> None:
         self._pending.clear()
+
+
+def reassembled_message(
+    done: Reassembled, md: EntryMetadata, *, topic: str, partition: int, redelivery_count: int
+) -> Message:
+    """The message of a complete chunked one: ``done``'s payload decompressed, the fields
+    of ``md`` (the last chunk's metadata, which every chunk repeats), the last chunk's
+    position as its id and every chunk's id in ``chunk_ids`` (acknowledging it acks them
+    all). Raises CompressionError for a payload that does not decompress."""
+    payload = bytes(decompress(md.compression, done.payload, md.uncompressed_size))
+    last = done.chunk_ids[-1]
+    msg = Message(
+        payload,
+        topic=topic,
+        partition=partition,
+        ledger_id=last.ledger_id(),
+        entry_id=last.entry_id(),
+        properties=dict(md.properties) or None,
+        partition_key=md.partition_key,
+        ordering_key=md.ordering_key,
+        publish_time=md.publish_time,
+        event_time=md.event_time,
+        redelivery_count=redelivery_count,
+        schema_version=md.schema_version,
+        sequence_id=md.sequence_id,
+        producer_name=md.producer_name,
+    )
+    msg.chunk_ids = done.chunk_ids
+    return msg

@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from magnetar.client.auth import Authentication
-from magnetar.client.connection_pool import ConnectionPool, parse_service_url
-from magnetar.client.consumer import (
-    Consumer,
+from magnetar.client.connection_pool import ConnectionPool
+from magnetar.client.consumer import Consumer
+from magnetar.client.consumer_config import (
     ConsumerConfig,
     ConsumerEventListener,
     ConsumerType,
@@ -46,6 +46,7 @@ from magnetar.client.producer import Producer, ProducerConfig
 from magnetar.client.reader import Reader
 from magnetar.client.routing import HashingScheme, PartitionRouter, PartitionsRoutingMode
 from magnetar.client.schema import BytesSchema, Schema
+from magnetar.client.service_url import ServiceUrl
 from magnetar.client.topic_schema import AutoProduceBytesSchema, fetch_schema
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import InvalidTopicName, MagnetarError
@@ -102,8 +103,8 @@ class Client:
         clock: Clock | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        http = service_url.startswith(("http://", "https://"))
-        tls = service_url.startswith("https://") if http else parse_service_url(service_url)[2]
+        parsed = ServiceUrl.parse(service_url)
+        http, tls = parsed.http, parsed.tls
         ssl_context: ssl.SSLContext | None = None
         if tls or tls_trust_certs_file_path is not None:
             ssl_context = ssl.create_default_context(cafile=tls_trust_certs_file_path)

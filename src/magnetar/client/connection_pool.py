@@ -19,15 +19,18 @@ from magnetar.common.clock import Clock
 
 
 def parse_service_url(url: str) -> tuple[str, int, bool]:
-    """``(host, port, tls)`` of a ``pulsar://`` or ``pulsar+ssl://`` URL (first host if a
-    comma-separated list is given). Raises InvalidConfiguration."""
+    """``(host, port, tls)`` of a one-host ``pulsar://`` or ``pulsar+ssl://`` URL (a broker's
+    URL; a service URL listing several hosts is split by
+    :class:`~magnetar.client.service_url.ServiceUrl` first). Raises InvalidConfiguration."""
     parts = urlsplit(url)
     if parts.scheme not in ("pulsar", "pulsar+ssl"):
         raise InvalidConfiguration(
             f"unsupported service URL {url!r} (need pulsar:// or pulsar+ssl://)"
         )
     tls = parts.scheme == "pulsar+ssl"
-    netloc = parts.netloc.split(",")[0]
+    netloc = parts.netloc
+    if "," in netloc:
+        raise InvalidConfiguration(f"{url!r} names several hosts where one broker is expected")
     host, _, port = netloc.rpartition(":")
     if not host:
         host, port = netloc, ""

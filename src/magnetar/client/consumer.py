@@ -4,8 +4,10 @@ The shell around the sans-IO cores: :class:`~magnetar.client.receive_queue.Recei
 (flow permits), :class:`~magnetar.client.ack_grouping.AckGroupingTracker`,
 :class:`~magnetar.client.unacked_tracker.UnackedMessageTracker` (ack timeout),
 :class:`~magnetar.client.negative_ack_tracker.NegativeAckTracker` and
-:class:`~magnetar.client.chunk_reassembler.ChunkReassembler`. One timer task drives the
-periodic parts (ack flush, ack timeout, nack delays, chunk expiry).
+:class:`~magnetar.client.chunk_reassembler.ChunkReassembler`; the dead-letter and retry
+topics are :class:`~magnetar.client.dead_letter.DeadLetters`, the configuration and its
+SUBSCRIBE :mod:`magnetar.client.consumer_config`. One timer task drives the periodic parts
+(ack flush, ack timeout, nack delays, chunk expiry).
 
 Ordering: messages are handed out in the order the broker dispatched them. After a
 reconnect, a seek or a redeliver-all the local queue is dropped (the broker redelivers what
@@ -25,19 +27,19 @@ import inspect
 import logging
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from magnetar.client.ack_grouping import AckGroupingTracker
+from magnetar.client.ack_grouping import AckGroupingTracker, ack_positions
 from magnetar.client.backoff import Backoff
-from magnetar.client.chunk_reassembler import ChunkReassembler
+from magnetar.client.chunk_reassembler import ChunkReassembler, reassembled_message
 from magnetar.client.connection import Connection
+from magnetar.client.consumer_config import ConsumerConfig, ConsumerType, subscribe_command
 from magnetar.client.context import ClientContext
+from magnetar.client.dead_letter import DeadLetters
 from magnetar.client.errors import (
     AlreadyClosed,
     ConnectError,
     CumulativeAcknowledgementNotAllowed,
-    InvalidConfiguration,
     Timeout,
 )
 from magnetar.client.message import (
@@ -51,11 +53,10 @@ from magnetar.client.message_id import MessageId
 from magnetar.client.negative_ack_tracker import NegativeAckTracker
 from magnetar.client.receive_queue import ReceiveQueue
 from magnetar.client.reconnect import reconnect
-from magnetar.client.schema import BytesSchema, Schema
+from magnetar.client.schema import BytesSchema
 from magnetar.client.topic_schema import AutoConsumeSchema
 from magnetar.client.unacked_tracker import UnackedMessageTracker
 from magnetar.common.errors import MagnetarError
-from magnetar.common.names import partitioned_topic_name
 from magnetar.protocol import (
     Ack,
     AckType,
@@ -64,13 +65,8 @@ from magnetar.protocol import (
     Flow,
     GetLastMessageId,
     GetLastMessageIdResponse,
-    InitialPosition,
-    KeySharedMeta,
-    KeySharedMode,
     RedeliverUnacknowledgedMessages,
     Seek,
-    Subscribe,
-    SubType,
     Unsubscribe,
 )
 from magnetar.protocol import Message as MessageCommand
@@ -79,77 +75,11 @@ from magnetar.protocol import MessageId as WireMessageId
 log = logging.getLogger(__name__)
 
 
-class ConsumerType(enum.IntEnum):
-    """Subscription types, with the official client's names."""
-
-    Exclusive = 0
-    Shared = 1
-    Failover = 2
-    KeyShared = 3
-
-
-class ConsumerEventListener(Protocol):
-    def became_active(self, consumer: Any, partition: int) -> Any: ...
-
-    def became_inactive(self, consumer: Any, partition: int) -> Any: ...
-
-
-@dataclass(slots=True, kw_only=True)
-class DeadLetterPolicy:
-    """Messages redelivered ``max_redeliver_count`` times go to ``dead_letter_topic``
-    (default ``<topic>-<subscription>-DLQ``) the next time they would be redelivered."""
-
-    max_redeliver_count: int
-    dead_letter_topic: str | None = None
-    initial_subscription_name: str | None = None
-    retry_letter_topic: str | None = None
-    """With ``retry_enable``: where :meth:`Consumer.reconsume_later` sends messages
-    (default ``<topic>-<subscription>-RETRY``)."""
-
-
-@dataclass(slots=True, kw_only=True)
-class ConsumerConfig:
-    consumer_type: ConsumerType = ConsumerType.Exclusive
-    consumer_name: str | None = None
-    schema: Schema[Any] = field(default_factory=BytesSchema)
-    receiver_queue_size: int = 1000
-    unacked_messages_timeout_ms: int = 0
-    negative_ack_redelivery_delay_ms: int = 60_000
-    acknowledgment_group_time_ms: int = 100
-    acknowledgment_group_max_size: int = 1000
-    batch_index_ack_enabled: bool = False
-    initial_position: InitialPosition = InitialPosition.Latest
-    priority_level: int | None = None
-    properties: Mapping[str, str] | None = None
-    subscription_properties: Mapping[str, str] | None = None
-    read_compacted: bool = False
-    replicate_subscription_state_enabled: bool = False
-    key_shared_mode: KeySharedMode = KeySharedMode.AUTO_SPLIT
-    key_shared_allow_out_of_order: bool = False
-    consumer_event_listener: ConsumerEventListener | None = None
-    dead_letter_policy: DeadLetterPolicy | None = None
-    retry_enable: bool = False
-    max_pending_chunked_message: int = 10
-    expire_time_of_incomplete_chunked_message_ms: int = 60_000
-    # Readers: non-durable subscription from a start id.
-    durable: bool = True
-    start_message_id: MessageId | None = None
-    start_message_id_inclusive: bool = False
-
-
 class _State(enum.Enum):
     CONNECTING = 0
     READY = 1
     CLOSING = 2
     CLOSED = 3
-
-
-_SUB_TYPES = {
-    ConsumerType.Exclusive: SubType.Exclusive,
-    ConsumerType.Shared: SubType.Shared,
-    ConsumerType.Failover: SubType.Failover,
-    ConsumerType.KeyShared: SubType.Key_Shared,
-}
 
 
 _CLOSING = _State.CLOSING
@@ -203,7 +133,16 @@ class Consumer:
         self._start_inclusive = config.start_message_id_inclusive
         self._last_dequeued: MessageId | None = None
         self._dlq_candidates: dict[tuple[int, int], list[Message]] = {}
-        self._letter_producers: dict[str, Any] = {}  # DLQ and retry topics -> Producer
+        self._letters = DeadLetters(
+            ctx,
+            topic=topic,
+            subscription=subscription,
+            partition=partition,
+            policy=config.dead_letter_policy,
+            candidates=self._dlq_candidates,
+            acks=self._acks,
+            flush_acks=self._flush_acks,
+        )
         self._backoff = Backoff(100, 60_000, ctx.rng)
         self._reconnect_task: asyncio.Task[None] | None = None
         self._timer_task: asyncio.Task[None] | None = None
@@ -263,33 +202,18 @@ class Consumer:
                 start = WireMessageId(
                     start.ledger_id, start.entry_id, batch_index=start.batch_index
                 )
-        key_shared = None
-        if conf.consumer_type == ConsumerType.KeyShared:
-            key_shared = KeySharedMeta(
-                key_shared_mode=conf.key_shared_mode,
-                allow_out_of_order_delivery=conf.key_shared_allow_out_of_order,
-            )
         rid = next(ctx.request_ids)
         cnx.register_consumer(self._consumer_id, self)
         try:
             await cnx.request(
-                Subscribe(
+                subscribe_command(
+                    conf,
                     topic=self._topic,
                     subscription=self._subscription,
-                    sub_type=_SUB_TYPES[conf.consumer_type],
                     consumer_id=self._consumer_id,
                     request_id=rid,
                     consumer_name=self._name,
-                    priority_level=conf.priority_level,
-                    durable=conf.durable,
                     start_message_id=start,
-                    metadata=tuple((conf.properties or {}).items()),
-                    read_compacted=conf.read_compacted,
-                    schema=conf.schema.schema_info(),
-                    initial_position=conf.initial_position,
-                    replicate_subscription_state=conf.replicate_subscription_state_enabled,
-                    key_shared_meta=key_shared,
-                    subscription_properties=tuple((conf.subscription_properties or {}).items()),
                 ),
                 rid,
                 ctx.operation_timeout_s,
@@ -397,27 +321,13 @@ class Consumer:
         if done is None:
             self._earn(1)
             return
-        from magnetar.protocol.compression import decompress
-
-        payload = bytes(decompress(md.compression, done.payload, md.uncompressed_size))
-        last = done.chunk_ids[-1]
-        msg = Message(
-            payload,
+        msg = reassembled_message(
+            done,
+            md,
             topic=self._topic,
             partition=self._partition,
-            ledger_id=last.ledger_id(),
-            entry_id=last.entry_id(),
-            properties=dict(md.properties) or None,
-            partition_key=md.partition_key,
-            ordering_key=md.ordering_key,
-            publish_time=md.publish_time,
-            event_time=md.event_time,
             redelivery_count=command.redelivery_count,
-            schema_version=md.schema_version,
-            sequence_id=md.sequence_id,
-            producer_name=md.producer_name,
         )
-        msg.chunk_ids = done.chunk_ids
         self._earn(len(done.chunk_ids) - 1)
         self._deliver(msg, 0, command.redelivery_count)
 
@@ -636,22 +546,6 @@ class Consumer:
 
     # ------------------------------------------------------------ acknowledging
 
-    def _positions(self, message: Message | MessageId) -> list[tuple[int, int, int, int]]:
-        if isinstance(message, Message):
-            if message.chunk_ids:
-                return [(c.ledger_id(), c.entry_id(), -1, 0) for c in message.chunk_ids]
-            mid = message.message_id()
-        else:
-            mid = message
-            first = mid.first_chunk_message_id()
-            if first is not None:
-                # Chunk ids in between are unknown here: ack the range's ends.
-                return [
-                    (first.ledger_id(), first.entry_id(), -1, 0),
-                    (mid.ledger_id(), mid.entry_id(), -1, 0),
-                ]
-        return [(mid.ledger_id(), mid.entry_id(), mid.batch_index(), mid.batch_size())]
-
     async def acknowledge(self, message: Message | MessageId) -> None:
         """Acknowledge one message (grouped; sent within ``acknowledgment_group_time_ms``)."""
         state = self._state
@@ -672,7 +566,7 @@ class Consumer:
                 self._flush_acks()
             return
         full = False
-        for ledger, entry, index, size in self._positions(message):
+        for ledger, entry, index, size in ack_positions(message):
             full = self._acks.add_individual(ledger, entry, index, size) or full
             if self._unacked is not None:
                 self._unacked.remove((ledger, entry))
@@ -689,7 +583,7 @@ class Consumer:
             raise CumulativeAcknowledgementNotAllowed(
                 "cumulative ack on a Shared/KeyShared subscription"
             )
-        ledger, entry, index, size = self._positions(message)[-1]
+        ledger, entry, index, size = ack_positions(message)[-1]
         self._acks.add_cumulative(ledger, entry, index, size)
         if self._unacked is not None:
             self._unacked.remove_up_to((ledger, entry))
@@ -702,7 +596,7 @@ class Consumer:
         """Ask for redelivery after ``negative_ack_redelivery_delay_ms`` (or ``delay_ms``)."""
         self._check_open()
         now = self._ctx.clock.now_ms()
-        for ledger, entry, _, _ in self._positions(message):
+        for ledger, entry, _, _ in ack_positions(message):
             self._nacks.add((ledger, entry), now, delay_ms)
             if self._unacked is not None:
                 self._unacked.remove((ledger, entry))
@@ -726,7 +620,7 @@ class Consumer:
             return
         to_dlq = [p for p in positions if p in self._dlq_candidates]
         if to_dlq:
-            task = asyncio.get_running_loop().create_task(self._send_to_dlq(to_dlq))
+            task = asyncio.get_running_loop().create_task(self._letters.send(to_dlq))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             positions = [p for p in positions if p not in self._dlq_candidates]
@@ -742,49 +636,6 @@ class Consumer:
         else:
             self.redeliver_unacknowledged_messages()
 
-    def _base_topic(self) -> str:
-        return partitioned_topic_name(self._topic) if self._partition >= 0 else self._topic
-
-    def _dlq_topic(self) -> str:
-        policy = self._conf.dead_letter_policy
-        assert policy is not None
-        return policy.dead_letter_topic or f"{self._base_topic()}-{self._subscription}-DLQ"
-
-    async def _letter_producer(self, topic: str) -> Any:
-        producer = self._letter_producers.get(topic)
-        if producer is None:
-            from magnetar.client.producer import Producer, ProducerConfig
-
-            policy = self._conf.dead_letter_policy
-            producer = Producer(
-                self._ctx,
-                topic,
-                -1,
-                ProducerConfig(
-                    batching_enabled=False,
-                    initial_subscription_name=policy.initial_subscription_name
-                    if policy is not None
-                    else None,
-                ),
-            )
-            await producer._start()
-            self._letter_producers[topic] = producer
-        return producer
-
-    async def _send_to_dlq(self, positions: list[tuple[int, int]]) -> None:
-        producer = await self._letter_producer(self._dlq_topic())
-        for p in positions:
-            messages = self._dlq_candidates.pop(p, [])
-            for m in messages:
-                props = m.properties()
-                props.setdefault("REAL_TOPIC", self._topic)
-                props.setdefault("ORIGIN_MESSAGE_ID", str(m.message_id()))
-                await producer.send(
-                    m.data(), properties=props, partition_key=m.partition_key() or None
-                )
-            self._acks.add_individual(p[0], p[1])
-        self._flush_acks()
-
     async def reconsume_later(
         self,
         message: Message,
@@ -798,26 +649,9 @@ class Consumer:
         ``max_redeliver_count`` it goes to the dead-letter topic instead. Needs a consumer
         subscribed with ``retry_enable=True`` (raises InvalidConfiguration otherwise)."""
         self._check_open()
-        policy = self._conf.dead_letter_policy
-        if not self._conf.retry_enable or policy is None or policy.retry_letter_topic is None:
-            raise InvalidConfiguration("reconsume_later needs subscribe(..., retry_enable=True)")
-        props = message.properties()
-        if properties:
-            props.update(properties)
-        times = int(props.get("RECONSUMETIMES", "0")) + 1
-        props["RECONSUMETIMES"] = str(times)
-        props["DELAY_TIME"] = str(delay_ms)
-        props.setdefault("REAL_TOPIC", message.topic_name())
-        props.setdefault("ORIGIN_MESSAGE_ID", str(message.message_id()))
-        key = message.partition_key() if message.has_partition_key() else None
-        if times > policy.max_redeliver_count:
-            producer = await self._letter_producer(self._dlq_topic())
-            await producer.send(message.data(), properties=props, partition_key=key)
-        else:
-            producer = await self._letter_producer(policy.retry_letter_topic)
-            await producer.send(
-                message.data(), properties=props, partition_key=key, deliver_after_ms=delay_ms
-            )
+        await self._letters.reconsume_later(
+            message, delay_ms, properties, retry_enable=self._conf.retry_enable
+        )
         await self.acknowledge(message)
 
     # ------------------------------------------------------------ timers
@@ -924,9 +758,7 @@ class Consumer:
             cnx.unregister_consumer(self._consumer_id)
         self._state = _State.CLOSED
         self._cnx = None
-        for producer in self._letter_producers.values():
-            with contextlib.suppress(MagnetarError):
-                await producer.close()
+        await self._letters.close()
         self._wake_all(AlreadyClosed(f"consumer on {self._topic} closed"))
         self._ctx.handles.discard(self)
 

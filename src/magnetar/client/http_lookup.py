@@ -7,6 +7,9 @@ Same contract as :class:`~magnetar.client.lookup.LookupService`:
   "brokerUrlTls": ...}`` (the binary URL the client then connects to);
 * topics of a namespace: ``GET /admin/v2/namespaces/{tenant}/{ns}/topics``.
 
+The service URL may list several hosts (``http://h1:8080,h2:8080``): each request goes to
+the next host in turn (:mod:`magnetar.client.service_url`), and a host that cannot be
+reached is passed over for the next one.
 Redirects (301/302/307/308, as a broker that does not own the topic answers) are followed,
 at most ``max_redirects`` times. Requests run in a worker thread (stdlib ``urllib``; lookups
 are rare, so the thread hop costs nothing that matters and the event loop never blocks).
@@ -35,6 +38,7 @@ from magnetar.client.auth import Authentication
 from magnetar.client.errors import ConnectError, LookupError_
 from magnetar.client.lookup import LookupAnswer
 from magnetar.client.retry import retry_until_timeout
+from magnetar.client.service_url import ServiceNameResolver, ServiceUrl
 from magnetar.common.clock import Clock
 from magnetar.common.errors import (
     AuthenticationError,
@@ -92,7 +96,8 @@ class HttpLookupService:
         listener_name: str | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self._base = service_url.split(",")[0].rstrip("/")
+        self._service_url = service_url
+        self._hosts = ServiceNameResolver(ServiceUrl.parse(service_url), rng)
         self._listener_name = listener_name
         self._clock = clock
         self._timeout_s = operation_timeout_s
@@ -118,8 +123,8 @@ class HttpLookupService:
                 headers["Authorization"] = f"Basic {base64.b64encode(data).decode()}"
         return headers
 
-    def _get_blocking(self, path: str) -> Any:
-        request = urllib.request.Request(self._base + path, headers=self._headers())
+    def _get_blocking(self, base: str, path: str) -> Any:
+        request = urllib.request.Request(base + path, headers=self._headers())
         try:
             with self._opener.open(request, timeout=self._timeout_s) as response:
                 body = response.read()
@@ -142,19 +147,31 @@ class HttpLookupService:
                 raise ServiceNotReady(f"GET {path}: {code} {reason}") from exc
             raise LookupError_(f"GET {path}: {code} {reason}") from exc
         except (urllib.error.URLError, OSError) as exc:
-            raise ConnectError(f"GET {self._base}{path}: {exc}") from exc
+            raise ConnectError(f"GET {base}{path}: {exc}") from exc
         try:
             return json.loads(body)
         except ValueError as exc:
             raise LookupError_(f"GET {path}: answer is not JSON") from exc
 
     async def _get(self, what: str, path: str) -> Any:
-        return await self._retrying(what, lambda: asyncio.to_thread(self._get_blocking, path))
+        return await self._retrying(what, lambda: self._get_from_a_host(path))
+
+    async def _get_from_a_host(self, path: str) -> Any:
+        """``GET path`` from the next host in turn, or the first after it that can be
+        reached; raises the last host's :class:`ConnectError` when none can."""
+        error: ConnectError | None = None
+        for base in self._hosts.rotation():
+            try:
+                return await asyncio.to_thread(self._get_blocking, base, path)
+            except ConnectError as exc:
+                error = exc
+        assert error is not None  # a service URL names at least one host
+        raise error
 
     async def _retrying(self, what: str, attempt: Callable[[], Awaitable[T]]) -> T:
         return await retry_until_timeout(
             what, attempt, clock=self._clock, timeout_s=self._timeout_s,
-            waiting_for=self._base, rng=self._rng,
+            waiting_for=self._service_url, rng=self._rng,
         )  # fmt: skip
 
     # ------------------------------------------------------------ the lookup contract

@@ -2,9 +2,12 @@
 
 ``LOOKUP`` answers either Connect (this broker owns the topic; connect to the given URL)
 or Redirect (ask the given broker, with ``authoritative`` as returned). At most
-``max_redirects`` redirects are followed. Lookups go to the service URL's connection;
-retriable failures (``ServiceNotReady``, ``TooManyRequests``, connection loss) are retried
-with backoff until the operation timeout has passed (:mod:`magnetar.client.retry`).
+``max_redirects`` redirects are followed. Lookups go to one of the service URL's hosts
+(``pulsar://h1:6650,h2:6650``), the next in turn (:mod:`magnetar.client.service_url`); a host
+that refuses the connection is passed over for the next. Retriable failures
+(``ServiceNotReady``, ``MetadataError``, ``TooManyRequests``, every host refusing, connection
+loss) are retried with backoff until the operation timeout has passed
+(:mod:`magnetar.client.retry`).
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from magnetar.client.connection import Connection
 from magnetar.client.connection_pool import ConnectionPool
-from magnetar.client.errors import LookupError_
+from magnetar.client.errors import ConnectError, LookupError_
 from magnetar.client.retry import retry_until_timeout
+from magnetar.client.service_url import ServiceNameResolver, ServiceUrl
 from magnetar.common.clock import Clock
 from magnetar.common.errors import error_for_code
 from magnetar.protocol import (
@@ -68,6 +73,7 @@ class LookupService:
     ) -> None:
         self._pool = pool
         self._service_url = service_url
+        self._hosts = ServiceNameResolver(ServiceUrl.parse(service_url), rng)
         self._ids = request_ids
         self._clock = clock
         self._timeout_s = operation_timeout_s
@@ -82,11 +88,27 @@ class LookupService:
             waiting_for=self._service_url, rng=self._rng,
         )  # fmt: skip
 
+    async def _service_connection(self) -> tuple[Connection, str]:
+        """A connection to one of the service URL's hosts, and that host's URL: the next
+        host in turn, or the first after it that accepts. Raises the last host's
+        :class:`ConnectError` when none does (retriable: the caller backs off and retries),
+        and any other error (a refused TLS certificate, a handshake error) at once."""
+        error: ConnectError | None = None
+        for url in self._hosts.rotation():
+            try:
+                return await self._pool.get(url), url
+            except ConnectError as exc:
+                if not exc.retriable:
+                    raise
+                error = exc
+        assert error is not None  # a service URL names at least one host
+        raise error
+
     async def partitions(self, topic: str) -> int:
         """Number of partitions of ``topic`` (0 when it is not partitioned)."""
 
         async def attempt() -> int:
-            conn = await self._pool.get(self._service_url)
+            conn, _ = await self._service_connection()
             rid = next(self._ids)
             resp: PartitionedTopicMetadataResponse = await conn.request(
                 PartitionedTopicMetadata(topic=topic, request_id=rid), rid, self._timeout_s
@@ -101,10 +123,9 @@ class LookupService:
         """The broker owning ``topic``. Raises LookupError_ after too many redirects."""
 
         async def attempt() -> LookupAnswer:
-            url = self._service_url
+            conn, service_host = await self._service_connection()
             authoritative = False
             for _ in range(self._max_redirects + 1):
-                conn = await self._pool.get(url)
                 rid = next(self._ids)
                 resp: LookupTopicResponse = await conn.request(
                     LookupTopic(
@@ -130,11 +151,11 @@ class LookupService:
                 if not target:
                     raise LookupError_(f"lookup of {topic} returned no broker URL")
                 if resp.response == LookupResult.Redirect:
-                    url = target
+                    conn = await self._pool.get(target)
                     authoritative = resp.authoritative
                     continue
                 if resp.proxy_through_service_url:
-                    return LookupAnswer(target, self._service_url)
+                    return LookupAnswer(target, service_host)
                 return LookupAnswer(target, target)
             raise LookupError_(
                 f"lookup of {topic} redirected more than {self._max_redirects} times"
@@ -146,7 +167,7 @@ class LookupService:
         """Topic names of ``tenant/ns`` (partitions included), by GET_TOPICS_OF_NAMESPACE."""
 
         async def attempt() -> list[str]:
-            conn = await self._pool.get(self._service_url)
+            conn, _ = await self._service_connection()
             rid = next(self._ids)
             resp: GetTopicsOfNamespaceResponse = await conn.request(
                 GetTopicsOfNamespace(request_id=rid, namespace=namespace, mode=mode),

@@ -85,9 +85,14 @@ class ChecksumMismatch(MagnetarError):
 
 
 class MetadataError(MagnetarError):
-    """The metadata store failed or refused an operation."""
+    """The metadata store failed or refused an operation.
+
+    Retriable, as Pulsar's Java client treats the wire ``MetadataError``: a broker answers
+    it while its metadata session is being re-established or its ownership is moving, and
+    the same request succeeds once the store (or another broker) answers again."""
 
     code = ServerError.MetadataError
+    retriable = True
 
 
 class PersistenceError(MagnetarError):

@@ -24,8 +24,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import urllib.error
-import urllib.request
 from collections.abc import Awaitable, Callable
 from email.message import EmailMessage
 from email.parser import BytesParser
@@ -36,6 +34,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
 
+from magnetar.admin_client import AdminClient, AdminError
 from magnetar.auth.authentication import AUTH_METHOD_HEADER
 from magnetar.common.errors import InvalidTopicName, MagnetarError, ProducerFenced
 from magnetar.common.names import check_named_entity
@@ -270,30 +269,22 @@ async def _forward(service: WorkerService, request: Request, body: bytes) -> Res
     base = await service.leader_url()
     if base is None:  # this worker was made leader meanwhile
         return None
-    url = base + request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     headers = {FORWARDED_HEADER: service.worker_id, "Accept": "application/json"}
     # The caller's own credentials go along: the leader checks them again.
     for name in ("content-type", "authorization", AUTH_METHOD_HEADER.lower()):
         value = request.headers.get(name)
         if value:
             headers[name] = value
-
-    def send() -> tuple[int, bytes, str]:
-        req = urllib.request.Request(
-            url, data=body if body else None, method=request.method, headers=headers
+    leader = AdminClient(base, timeout_s=FORWARD_TIMEOUT_S)
+    try:
+        answer = await asyncio.to_thread(
+            leader.exchange, request.method, path, body or None, headers
         )
-        try:
-            with urllib.request.urlopen(req, timeout=FORWARD_TIMEOUT_S) as resp:
-                return int(resp.status), resp.read(), resp.headers.get("Content-Type", "")
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read(), exc.headers.get("Content-Type", "") if exc.headers else ""
-        except (urllib.error.URLError, OSError) as exc:
-            return 0, str(exc).encode(), ""
-
-    status, payload, media = await asyncio.to_thread(send)
-    if status == 0:
-        raise LeaderUnavailable(f"the leader at {base} cannot be reached: {payload.decode()}")
-    return Response(payload, status_code=status, media_type=media or None)
+    except AdminError as exc:
+        raise LeaderUnavailable(f"the leader at {base} cannot be reached: {exc}") from None
+    media = answer.header("Content-Type")
+    return Response(answer.body, status_code=answer.status, media_type=media or None)
 
 
 class ServiceSlot:

@@ -20,15 +20,13 @@ Refusals: **401** ``{"reason": "Authentication required: ..."}`` for refused cre
 from __future__ import annotations
 
 import asyncio
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from starlette.requests import Request
 
+from magnetar.admin_client import AdminClient, AdminError, AdminNotFound
 from magnetar.auth.authentication import AuthenticationService
 from magnetar.auth.authorization import AuthAction, Authorizer, AuthPolicies
 from magnetar.auth.client_credentials import ClientCredentials
@@ -41,6 +39,8 @@ OPEN_PATHS = frozenset({"/ready", "/openapi.json"})
 FACTS_TIMEOUT_MS = 10_000
 """Bound of one admin REST read of the brokers (tenant info, namespace permissions)."""
 FACTS_BYTES_MAX = 1024 * 1024
+
+T = TypeVar("T")
 
 _KIND_ACTIONS = {
     "functions": AuthAction.FUNCTIONS,
@@ -77,8 +77,12 @@ class WorkerRestAccess:
     ) -> None:
         self.authentication = AuthenticationService(config)
         self.authorizer = Authorizer(config.authorization_enabled, config.super_user_roles)
-        self._admin_url = admin_url.rstrip("/")
-        self._headers = {"Accept": "application/json", **credentials.http_headers()}
+        self._admin = AdminClient(
+            admin_url,
+            timeout_s=FACTS_TIMEOUT_MS / 1000,
+            headers=credentials.http_headers(),
+            answer_bytes_max=FACTS_BYTES_MAX,
+        )
         self._clock = clock
 
     async def check(self, request: Request) -> None:
@@ -115,40 +119,26 @@ class WorkerRestAccess:
             )
 
     async def _facts(self, tenant: str, namespace: str) -> _Facts:
-        quoted_tenant = urllib.parse.quote(tenant, safe="")
-        quoted_ns = urllib.parse.quote(namespace, safe="")
         tenant_info, grants = await asyncio.gather(
-            asyncio.to_thread(self._get, f"/admin/v2/tenants/{quoted_tenant}"),
-            asyncio.to_thread(
-                self._get, f"/admin/v2/namespaces/{quoted_tenant}/{quoted_ns}/permissions"
+            self._ask(f"the tenant {tenant}", self._admin.tenant_info, tenant),
+            self._ask(
+                f"the permissions of {tenant}/{namespace}",
+                self._admin.namespace_permissions,
+                tenant,
+                namespace,
             ),
         )
-        roles = tenant_info.get("adminRoles") if isinstance(tenant_info, dict) else None
+        roles = tenant_info.get("adminRoles") if tenant_info is not None else None
         admin_roles = [str(r) for r in roles] if isinstance(roles, list) else []
         policies = AuthPolicies.from_json({"namespace_auth": grants or {}})
         return _Facts(admin_roles, policies)
 
-    def _get(self, path: str) -> Any:
-        """The JSON at ``path`` of the brokers' admin API; None when it does not exist.
+    async def _ask(self, what: str, call: Callable[..., T], *args: str) -> T | None:
+        """``call(*args)`` on the brokers' admin API; None when it does not exist.
         Raises :class:`RestRefused` (503) when the brokers do not answer it."""
-        url = self._admin_url + path
-        request = urllib.request.Request(url, method="GET", headers=self._headers)
         try:
-            with urllib.request.urlopen(request, timeout=FACTS_TIMEOUT_MS / 1000) as response:
-                raw = response.read(FACTS_BYTES_MAX)
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
-            raise RestRefused(
-                503, f"cannot check permissions: the brokers answered {exc.code} to GET {path}"
-            ) from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise RestRefused(
-                503, f"cannot check permissions: the brokers at {self._admin_url}: {exc}"
-            ) from None
-        try:
-            return json.loads(raw) if raw.strip() else None
-        except ValueError:
-            raise RestRefused(
-                503, f"cannot check permissions: GET {path} did not answer JSON"
-            ) from None
+            return await asyncio.to_thread(call, *args)
+        except AdminNotFound:
+            return None
+        except AdminError as exc:
+            raise RestRefused(503, f"cannot check permissions: reading {what}: {exc}") from None

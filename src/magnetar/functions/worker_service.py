@@ -26,19 +26,17 @@ import base64
 import contextlib
 import json
 import logging
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from magnetar.admin_client import AdminClient, AdminConflict, AdminError, AdminNotFound
 from magnetar.client import MessageId
 from magnetar.client import Timeout as ClientTimeout
 from magnetar.common.clock import Clock, SystemClock, Timer
 from magnetar.common.errors import InvalidTopicName, MagnetarError, ProducerFenced
 from magnetar.common.names import TopicName
-from magnetar.functions.admin_stats import TopicStatsReader, topic_stats_url
+from magnetar.functions.admin_stats import TopicStatsReader
 from magnetar.functions.assignment_table import AssignmentTable, assignment_payload
 from magnetar.functions.connectors.connector import InvalidConnectorConfig
 from magnetar.functions.connectors.registry import builtin_name
@@ -117,6 +115,11 @@ class WorkerService:
             client_credentials=config.client_credentials,
         )
         self._auth_headers = config.client_credentials.http_headers()
+        self._admin = AdminClient(
+            config.admin_url,
+            timeout_s=config.admin_request_timeout_ms / 1000,
+            headers=self._auth_headers,
+        )
         self._work_dir = work_dir
         self._write_lock = asyncio.Lock()
         self._ready_term = 0
@@ -446,17 +449,13 @@ class WorkerService:
         return {instance_id}
 
     async def _check_namespace(self, tenant: str, namespace: str) -> None:
-        url = (
-            f"{self.config.admin_url.rstrip('/')}/admin/v2/namespaces/{urllib.parse.quote(tenant)}"
-        )
-        status, body = await asyncio.to_thread(
-            _http_get, url, self.config.admin_request_timeout_ms / 1000, self._auth_headers
-        )
-        if status == 404:
-            raise InvalidRequest(f"Tenant {tenant} does not exist")
-        if status != 200 or not isinstance(body, list):
-            raise LeaderUnavailable(f"the namespaces of {tenant} cannot be read (HTTP {status})")
-        if f"{tenant}/{namespace}" not in body:
+        try:
+            names = await asyncio.to_thread(self._admin.namespaces, tenant)
+        except AdminNotFound:
+            raise InvalidRequest(f"Tenant {tenant} does not exist") from None
+        except AdminError as exc:
+            raise LeaderUnavailable(f"the namespaces of {tenant} cannot be read ({exc})") from None
+        if f"{tenant}/{namespace}" not in names:
             raise InvalidRequest(f"Namespace {tenant}/{namespace} does not exist")
 
     async def _store_package(
@@ -566,15 +565,12 @@ class WorkerService:
         """Ask the broker to compact ``metadata`` and ``assignments`` (in the background;
         a compaction already running is left alone)."""
         for topic in (self.config.metadata_topic, self.config.assignments_topic):
-            url = topic_stats_url(self.config.admin_url, topic).removesuffix("/stats")
-            status, body = await asyncio.to_thread(
-                _http_put,
-                url + "/compaction",
-                self.config.admin_request_timeout_ms / 1000,
-                self._auth_headers,
-            )
-            if status not in (200, 204, 409):
-                log.warning("compacting %s: HTTP %d %s", topic, status, body)
+            try:
+                await asyncio.to_thread(self._admin.trigger_compaction, topic)
+            except AdminConflict:
+                pass  # one is running already
+            except AdminError as exc:
+                log.warning("compacting %s: %s", topic, exc)
 
     async def _runtime_loop(self) -> None:
         while True:
@@ -621,19 +617,25 @@ class WorkerService:
                 error=f"worker {owner} is not a member of the cluster",
             )
         c = record.config
-        url = (
-            f"http://{target.host}:{target.port}/admin/v3/{c.kind.value}s/"
-            f"{c.tenant}/{c.namespace}/{c.name}/{instance_id}/status?local=true"
+        path = (
+            f"/admin/v3/{c.kind.value}s/{c.tenant}/{c.namespace}/{c.name}/{instance_id}"
+            "/status?local=true"
         )
-        status, body = await asyncio.to_thread(
-            _http_get, url, self.config.admin_request_timeout_ms / 1000, self._auth_headers
+        other = AdminClient(
+            f"http://{target.host}:{target.port}",
+            timeout_s=self.config.admin_request_timeout_ms / 1000,
+            headers=self._auth_headers,
         )
-        if status != 200 or not isinstance(body, dict):
+        try:
+            body = await asyncio.to_thread(other.get, path)
+        except AdminError as exc:
+            body = exc
+        if not isinstance(body, dict):
             return InstanceStatus(
                 instance_id=instance_id,
                 running=False,
                 worker_id=owner,
-                error=f"worker {owner} did not answer ({status})",
+                error=f"worker {owner} did not answer ({body})",
             )
         return status_from_json(body, owner)
 
@@ -670,33 +672,6 @@ def _answers(property_value: str | None, sent: MessageId) -> bool:
 
 def _title(kind: ComponentKind) -> str:
     return kind.value.capitalize()
-
-
-def _http_get(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int, Any]:
-    return _http("GET", url, timeout_s, headers)
-
-
-def _http_put(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int, Any]:
-    return _http("PUT", url, timeout_s, headers)
-
-
-def _http(method: str, url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int, Any]:
-    """(status, parsed JSON or text); status 0 when nothing answered."""
-    req = urllib.request.Request(
-        url, method=method, headers={"Accept": "application/json", **headers}
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            raw = resp.read()
-            status = int(resp.status)
-    except urllib.error.HTTPError as exc:
-        raw, status = exc.read(), exc.code
-    except (urllib.error.URLError, OSError) as exc:
-        return 0, str(exc)
-    try:
-        return status, json.loads(raw) if raw.strip() else None
-    except ValueError:
-        return status, raw.decode("utf-8", "replace")
 
 
 def _check_builtin(config: FunctionConfig) -> None:

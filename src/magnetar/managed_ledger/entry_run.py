@@ -13,12 +13,24 @@ log's shared bytes, never copied: do not mutate.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import repeat
 from typing import Final
 
 from magnetar.managed_ledger.position import Position
 
 _tuple_new: Final = tuple.__new__
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry read from the log. ``data`` is shared, never copied; do not mutate.
+    ``messages``: the entry's message count as its appender gave it, when the entry came
+    from the cache of appended entries (None: not known without parsing ``data``)."""
+
+    position: Position
+    data: bytes
+    messages: int | None = None
 
 
 def positions_of(ledger_id: int, first: int, count: int) -> list[Position]:

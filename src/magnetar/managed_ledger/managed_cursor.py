@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.common.errors import MagnetarError
 from magnetar.managed_ledger.cursor import CursorSnapshot, CursorState
-from magnetar.managed_ledger.entry_run import EntryRun
+from magnetar.managed_ledger.entry_run import Entry, EntryRun
 from magnetar.managed_ledger.errors import ManagedLedgerFenced
 from magnetar.managed_ledger.metadata_layout import CursorInfo, cursor_path
 from magnetar.managed_ledger.position import Position
@@ -30,7 +30,7 @@ from magnetar.managed_ledger.storage import LedgerWriter, is_fenced
 from magnetar.metadata.store import MUST_NOT_EXIST, BadVersion, NodeExists, NotFound
 
 if TYPE_CHECKING:
-    from magnetar.managed_ledger.managed_ledger import Entry, ManagedLedger
+    from magnetar.managed_ledger.managed_ledger import ManagedLedger
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +113,6 @@ class ManagedCursor:
     async def read_entries(self, max_entries: int) -> list[Entry]:
         """Up to ``max_entries`` entries from the read position, skipping acknowledged
         ones; ``[]`` at the end of the log. Advances the read position."""
-        from magnetar.managed_ledger.managed_ledger import Entry
-
         async with self._read_lock:
             runs = await self._read(max_entries)
         return [

@@ -22,6 +22,7 @@ from urllib.parse import quote, unquote
 
 from magnetar.managed_ledger.ledger_list import LedgerSegment
 from magnetar.managed_ledger.position import Position
+from magnetar.metadata.store import MUST_NOT_EXIST, MetadataStore, NodeExists, NotFound
 
 ROOT = "/managed-ledgers"
 
@@ -64,6 +65,38 @@ class ManagedLedgerInfo:
             terminated=bool(raw.get("terminated", False)),
             properties={str(k): str(v) for k, v in raw.get("properties", {}).items()},
         )
+
+
+class LedgerInfoNode:
+    """A managed ledger's node: :meth:`load` (creating it if missing), then :meth:`write`
+    with compare-and-set on the version this process last read or wrote."""
+
+    def __init__(self, store: MetadataStore, name: str) -> None:
+        self._store = store
+        self.path = ledger_path(name)
+        self._version = MUST_NOT_EXIST
+
+    async def load(self) -> ManagedLedgerInfo:
+        """The stored value (a new empty one if there was none). Raises the store's errors."""
+        try:
+            got = await self._store.get(self.path)
+        except NotFound:
+            info = ManagedLedgerInfo()
+            try:
+                stat = await self._store.put(self.path, info.encode(), MUST_NOT_EXIST)
+            except NodeExists:  # created by another process meanwhile
+                got = await self._store.get(self.path)
+            else:
+                self._version = stat.version
+                return info
+        self._version = got.stat.version
+        return ManagedLedgerInfo.decode(got.value)
+
+    async def write(self, info: ManagedLedgerInfo) -> None:
+        """Store ``info``. Raises ``BadVersion``/``NotFound`` when another process changed
+        or deleted the node since this one last read or wrote it."""
+        stat = await self._store.put(self.path, info.encode(), self._version)
+        self._version = stat.version
 
 
 @dataclass(slots=True)

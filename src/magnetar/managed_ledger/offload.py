@@ -1,9 +1,11 @@
 """Hook for tiered storage: offloading a closed ledger and reading it back.
 
-Interface only; ``magnetar.offload`` implements it over fsspec. The managed ledger calls
-:meth:`Offloader.offload` for a closed ledger (``ManagedLedger.offload_ledger``), marks the
-segment ``offloaded`` in its metadata, and from then on serves reads of that ledger through
-:meth:`Offloader.read` once the bookie copy is gone.
+Interface only: no implementation ships yet, and the broker opens managed ledgers without
+an offloader (``ManagedLedger.offload_ledger`` then raises ``OffloadNotConfigured``). Given
+one, the managed ledger calls :meth:`Offloader.offload` for a closed ledger
+(``ManagedLedger.offload_ledger``), marks the segment ``offloaded`` in its metadata, and
+from then on serves reads of that ledger through :meth:`Offloader.read` once the bookie
+copy is gone.
 """
 
 from __future__ import annotations

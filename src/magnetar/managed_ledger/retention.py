@@ -45,6 +45,14 @@ def ledgers_to_trim(
     return out
 
 
+def keeps_nothing_consumed(retention_time_ms: int, retention_size_bytes: int) -> bool:
+    """Whether the retention policy lets every consumed ledger go as soon as it is closed
+    (a time or size limit of 0). With no durable cursor every entry counts as consumed, so
+    under such a policy a topic without a subscription loses its messages at the next
+    rollover, restart or failover (Pulsar's rule)."""
+    return retention_time_ms == 0 or retention_size_bytes == 0
+
+
 def ledgers_expired_by_ttl(ledgers: LedgerList, now_ms: int, ttl_ms: int) -> Position | None:
     """The last entry of the newest ledger whose every entry is older than the TTL (its last
     append was more than ``ttl_ms`` ago); cursors behind it move past it. Granularity is

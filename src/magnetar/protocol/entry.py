@@ -277,6 +277,12 @@ def entry_publish_time_ms(data: bytes) -> int:
     return Entry(data).metadata.publish_time
 
 
+def entry_message_count(data: bytes) -> int:
+    """The number of messages in a stored entry (a batch's ``num_messages_in_batch``, else
+    1). Raises ProtocolError if the entry is malformed."""
+    return Entry(data).metadata.num_messages
+
+
 def encode_metadata(metadata: MessageMetadata) -> bytes:
     """Serialize typed metadata. Raises ValueError/TypeError for invalid field values."""
     return _convert.struct_to_pb(metadata).SerializeToString()

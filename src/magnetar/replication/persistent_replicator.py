@@ -8,8 +8,9 @@
 * Sends through a ``magnetar.client`` producer named ``pulsar.repl.<local>--><remote>`` on
   the remote cluster (looked up through the remote's ``brokerServiceUrl`` in this cluster's
   registry, :mod:`magnetar.replication.cluster_registry`), each entry as stored with
-  ``replicated_from = <local>`` added to its metadata (keys, properties, event time,
-  original producer name and sequence id kept), its sequence id derived from its position.
+  ``replicated_from = <local>`` added to its metadata (keys, properties, event time kept),
+  under the replicator's producer name and a sequence id derived from its position
+  (:func:`forwarded_metadata` says why).
 * Moves the cursor only over entries the remote receipted or the rules skipped.
 * A failure (remote unreachable for 5 s, producer refused, a send failing) closes the
   producer and client, rewinds the cursor to its mark-delete position and tries again after
@@ -63,13 +64,31 @@ def producer_name(local: str, remote: str) -> str:
     return f"{CURSOR_PREFIX}{local}-->{remote}"
 
 
-def replicated_entry(data: bytes, local: str) -> tuple[bytes, bytes, int, MessageMetadata]:
-    """``(metadata, payload, messages, parsed metadata)`` of a stored entry to send: its
-    metadata with ``replicated_from = local``. Raises ProtocolError if malformed."""
+def parse_entry(data: bytes) -> tuple[MessageMetadata, bytes, int]:
+    """``(metadata, payload, messages)`` of a stored entry. Raises ProtocolError if
+    malformed."""
     entry = Entry(data)
-    metadata = decode_metadata(entry.metadata_bytes)
-    forwarded = dataclasses.replace(metadata, replicated_from=local)
-    return encode_metadata(forwarded), bytes(entry.payload), entry.metadata.num_messages, metadata
+    return decode_metadata(entry.metadata_bytes), bytes(entry.payload), entry.metadata.num_messages
+
+
+def forwarded_metadata(
+    original: MessageMetadata, local: str, remote: str, sequence_id: int
+) -> bytes:
+    """The metadata sent for an entry: ``replicated_from = local``, and the replicator's
+    producer name and the entry's ``sequence_id`` (from its source position) in place of
+    the original ones, because the remote's deduplication rebuilds its state after a crash
+    from its stored entries' metadata: with the original ones there, a restarted remote
+    would take entries sent again as new. Everything else as stored (keys, properties,
+    event and publish time, batch, compression, schema version)."""
+    return encode_metadata(
+        dataclasses.replace(
+            original,
+            replicated_from=local,
+            producer_name=producer_name(local, remote),
+            sequence_id=sequence_id,
+            highest_sequence_id=sequence_id,
+        )
+    )
 
 
 class ReplicatorStats:
@@ -273,9 +292,8 @@ class _Session:
             self.cursor.ack_cumulative(position)
 
     def send(self, stored: StoredEntry) -> None:
-        local = self.replicator.local
         try:
-            metadata, payload, count, original = replicated_entry(stored.data, local)
+            original, payload, count = parse_entry(stored.data)
         except ProtocolError as exc:  # kept, never sent: a replica is no place to fix it
             log.error("replicator %s: entry %s unreadable, not replicated: %s",
                       self.replicator.topic, stored.position, exc)  # fmt: skip
@@ -292,6 +310,10 @@ class _Session:
         if forward is None:
             self._moved(self.core.advance())
             return
+        replicator = self.replicator
+        metadata = forwarded_metadata(
+            original, replicator.local, replicator.remote, forward.sequence_id
+        )
         sent = self.producer.send_entry(
             metadata, payload, sequence_id=forward.sequence_id, num_messages=count
         )

@@ -6,20 +6,19 @@ ledgers are only known from ``GET …/internalStats`` (``ledgers[]``: ``ledgerId
 ``entries``). The sink asks ``GET …/stats`` (``deduplicationStatus``) to check that its
 exactly-once writes are deduplicated.
 
-Requests carry the options' authentication (``Authorization: Bearer <token>`` or
-``Basic``) and time out after :data:`REQUEST_TIMEOUT_S`. Failures raise
-:class:`AdminRequestError` naming the URL and the cause.
+Requests go through :class:`magnetar.admin_client.AdminClient` (``admin_url`` may list
+several hosts, tried in turn), carry the options' authentication (``Authorization: Bearer
+<token>`` or ``Basic``) and time out after :data:`REQUEST_TIMEOUT_S`. Failures raise
+:class:`AdminRequestError` naming the request and the cause (``status``: the HTTP status).
 """
 
 from __future__ import annotations
 
 import base64
-import json
-import urllib.error
-import urllib.parse
-import urllib.request
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from magnetar.admin_client import AdminClient, AdminError, AdminHttpError
 from magnetar.spark.options import SourceOptions
 from magnetar.spark.topic_catalog import SparkSourceError
 
@@ -48,33 +47,33 @@ def auth_headers(opts: SourceOptions) -> dict[str, str]:
     return {}
 
 
-def topic_path(full_name: str) -> str:
-    """``persistent://t/ns/x`` -> ``persistent/t/ns/x`` with the local name URL-quoted."""
-    domain, _, rest = full_name.partition("://")
-    tenant, namespace, local = rest.split("/", 2)
-    return f"{domain}/{tenant}/{namespace}/{urllib.parse.quote(local, safe='')}"
-
-
-def get_json(opts: SourceOptions, path: str) -> Any:
-    """``GET admin_url + path`` as JSON. Raises AdminRequestError."""
+def admin_client(opts: SourceOptions) -> AdminClient:
+    """The admin client of the options (``admin_url`` may list several hosts). Raises
+    AdminRequestError when ``admin_url`` is unset or malformed."""
     if opts.admin_url is None:
         raise AdminRequestError("admin_url is not set")
-    url = opts.admin_url.rstrip("/") + path
-    req = urllib.request.Request(url, headers={"Accept": "application/json", **auth_headers(opts)})
     try:
-        with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        raise AdminRequestError(f"GET {url}: HTTP {exc.code} {exc.reason}", exc.code) from exc
-    except (urllib.error.URLError, OSError) as exc:
-        raise AdminRequestError(f"GET {url}: {exc}") from exc
-    except ValueError as exc:
-        raise AdminRequestError(f"GET {url}: not JSON: {exc}") from exc
+        return AdminClient(opts.admin_url, timeout_s=REQUEST_TIMEOUT_S, headers=auth_headers(opts))
+    except AdminError as exc:
+        raise AdminRequestError(str(exc)) from exc
+
+
+T = TypeVar("T")
+
+
+def _ask(what: str, call: Callable[..., T], *args: Any) -> T:
+    try:
+        return call(*args)
+    except AdminHttpError as exc:
+        raise AdminRequestError(f"{what}: {exc}", exc.status) from exc
+    except AdminError as exc:
+        raise AdminRequestError(f"{what}: {exc}") from exc
 
 
 def topic_ledgers(opts: SourceOptions, partition: str) -> Ledgers:
     """The ledger list of one partition (or non-partitioned topic). Raises AdminRequestError."""
-    stats = get_json(opts, f"/admin/v2/{topic_path(partition)}/internalStats")
+    admin = admin_client(opts)
+    stats = _ask(f"internalStats of {partition}", admin.topic_internal_stats, partition)
     try:
         return [(int(led["ledgerId"]), int(led["entries"])) for led in stats["ledgers"]]
     except (KeyError, TypeError, ValueError) as exc:
@@ -85,13 +84,13 @@ def deduplication_enabled(opts: SourceOptions, topic: str) -> bool | None:
     """Whether the broker deduplicates what is written to ``topic`` (broker flag, namespace
     or topic policy, as the topic stats' ``deduplicationStatus`` reports it; a partitioned
     topic is judged by its partition 0). ``None`` when the topic does not exist yet."""
-    meta = get_json(opts, f"/admin/v2/{topic_path(topic)}/partitions")
-    partitions = int(meta.get("partitions", 0)) if isinstance(meta, dict) else 0
+    admin = admin_client(opts)
+    partitions = _ask(f"partitions of {topic}", admin.partitions, topic)
     target = f"{topic}-partition-0" if partitions > 0 else topic
     try:
-        stats = get_json(opts, f"/admin/v2/{topic_path(target)}/stats")
+        stats = _ask(f"stats of {target}", admin.topic_stats, target)
     except AdminRequestError as exc:
         if exc.status == 404:
             return None
         raise
-    return bool(isinstance(stats, dict) and stats.get("deduplicationStatus") == "Enabled")
+    return bool(stats.get("deduplicationStatus") == "Enabled")

@@ -4,7 +4,8 @@ One module per concern:
 
 - the policy families, each Pulsar's nested JSON object: :mod:`.retention`,
   :mod:`.backlog_quota` (also the namespace storage quota), :mod:`.persistence`,
-  :mod:`.auto_topic_creation`, :mod:`.rates` (publish, dispatch and subscribe rates);
+  :mod:`.auto_topic_creation`, :mod:`.inactive_topic`, :mod:`.rates` (publish, dispatch and
+  subscribe rates);
 - the two levels that hold them: :class:`Policies` (:mod:`.namespace_policies`, Pulsar's
   namespace ``Policies`` JSON) and :class:`TopicPolicies` (:mod:`.topic_policies`, Pulsar's
   ``TopicPolicies`` JSON), both keeping every field they do not model in ``extra`` so a value
@@ -32,6 +33,11 @@ from magnetar.broker.policies.backlog_quota import (
     namespace_storage_quota_of,
 )
 from magnetar.broker.policies.cache import PolicyCache, PolicyListener
+from magnetar.broker.policies.inactive_topic import (
+    InactiveTopicDeleteMode,
+    InactiveTopicPolicies,
+    delete_mode,
+)
 from magnetar.broker.policies.json_fields import PolicyError
 from magnetar.broker.policies.namespace_policies import Policies
 from magnetar.broker.policies.persistence import PersistencePolicies
@@ -66,6 +72,8 @@ __all__ = [
     "BacklogQuotaType",
     "BrokerDefaults",
     "EffectivePolicies",
+    "InactiveTopicDeleteMode",
+    "InactiveTopicPolicies",
     "NamespaceStorageQuota",
     "PersistencePolicies",
     "Policies",
@@ -76,6 +84,7 @@ __all__ = [
     "RetentionPolicies",
     "TopicPolicies",
     "broker_defaults",
+    "delete_mode",
     "dispatch_rate_of",
     "ml_config_for",
     "namespace_path",

@@ -15,6 +15,7 @@ from magnetar.broker.policies.backlog_quota import (
     quota_map,
     quota_map_json,
 )
+from magnetar.broker.policies.inactive_topic import InactiveTopicPolicies
 from magnetar.broker.policies.json_fields import (
     PolicyError,
     json_bytes,
@@ -43,6 +44,7 @@ class Policies:
     max_unacked_messages_per_subscription: int | None = None
     max_subscriptions_per_topic: int | None = None
     autoTopicCreationOverride: AutoTopicCreationOverride | None = None
+    inactive_topic_policies: InactiveTopicPolicies | None = None
     schema_compatibility_strategy: str = "UNDEFINED"
     is_allow_auto_update_schema: bool | None = None
     """May producers and consumers add schema versions (None: the broker default, true)."""
@@ -85,6 +87,9 @@ class Policies:
                 "autoTopicCreationOverride": None
                 if self.autoTopicCreationOverride is None
                 else self.autoTopicCreationOverride.to_json(),
+                "inactive_topic_policies": None
+                if self.inactive_topic_policies is None
+                else self.inactive_topic_policies.to_json(),
                 "schema_compatibility_strategy": self.schema_compatibility_strategy,
                 "is_allow_auto_update_schema": self.is_allow_auto_update_schema,
                 "schema_validation_enforced": self.schema_validation_enforced,
@@ -103,6 +108,7 @@ class Policies:
         retention = body.get("retention_policies")
         persistence = body.get("persistence")
         auto = body.get("autoTopicCreationOverride")
+        inactive = body.get("inactive_topic_policies")
         clusters = body.get("replication_clusters") or []
         if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
             raise PolicyError("replication_clusters must be a list of names")
@@ -125,6 +131,9 @@ class Policies:
             autoTopicCreationOverride=None
             if auto is None
             else AutoTopicCreationOverride.from_json(auto),
+            inactive_topic_policies=None
+            if inactive is None
+            else InactiveTopicPolicies.from_json(inactive),
             schema_compatibility_strategy=str(
                 body.get("schema_compatibility_strategy") or "UNDEFINED"
             ),

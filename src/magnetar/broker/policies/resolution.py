@@ -17,6 +17,11 @@ from magnetar.broker.policies.backlog_quota import (
     NamespaceStorageQuota,
     namespace_storage_quota_of,
 )
+from magnetar.broker.policies.inactive_topic import (
+    DEFAULT_INACTIVE_TOPIC_POLICIES,
+    InactiveTopicPolicies,
+    delete_mode,
+)
 from magnetar.broker.policies.namespace_policies import Policies
 from magnetar.broker.policies.persistence import PersistencePolicies
 from magnetar.broker.policies.rates import dispatch_rate_of, publish_rate_of, subscribe_rate_of
@@ -56,6 +61,7 @@ class BrokerDefaults:
     allow_auto_topic_creation: bool = True
     auto_topic_partitions: int = 0  # 0 = non-partitioned
     cluster_name: str = "standalone"  # the key of per-cluster policies (publishMaxMessageRate)
+    inactive_topic: InactiveTopicPolicies = DEFAULT_INACTIVE_TOPIC_POLICIES  # brokerDeleteInactive…
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +86,9 @@ class EffectivePolicies:
     max_unacked_messages_per_subscription: int
     allow_auto_topic_creation: bool
     auto_topic_partitions: int
+    inactive_topic: InactiveTopicPolicies = DEFAULT_INACTIVE_TOPIC_POLICIES
+    """Topic ``inactiveTopicPolicies``, else the namespace's ``inactive_topic_policies``,
+    else the broker's ``brokerDeleteInactiveTopics*`` (one object, not per field)."""
     publish_rate: PublishRate = NO_LIMIT
     """Topic ``publishRate``, else the namespace's ``publishMaxMessageRate`` for this
     cluster (:func:`publish_rate_of`)."""
@@ -161,6 +170,9 @@ def resolve(
     )
     cluster = defaults.cluster_name
     return EffectivePolicies(
+        inactive_topic=_first(
+            tp.inactiveTopicPolicies, ns.inactive_topic_policies, defaults.inactive_topic
+        ),
         publish_rate=publish_rate,
         producer_publish_rate=_first(
             publish_rate_of(tp.extra.get("publishRatePerProducer")),
@@ -242,6 +254,13 @@ def broker_defaults(config: BrokerConfig) -> BrokerDefaults:
         cluster_name=config.cluster_name,
         max_unacked_messages_per_consumer=config.max_unacked_messages_per_consumer,
         max_unacked_messages_per_subscription=config.max_unacked_messages_per_subscription,
+        inactive_topic=InactiveTopicPolicies(
+            delete_mode(config.delete_inactive_topics_mode),
+            config.delete_inactive_topics_frequency_s
+            if config.delete_inactive_topics_max_inactive_duration_s is None
+            else config.delete_inactive_topics_max_inactive_duration_s,
+            config.delete_inactive_topics_enabled,
+        ),
     )
 
 

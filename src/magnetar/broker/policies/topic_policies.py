@@ -14,6 +14,7 @@ from magnetar.broker.policies.backlog_quota import (
     quota_map,
     quota_map_json,
 )
+from magnetar.broker.policies.inactive_topic import InactiveTopicPolicies
 from magnetar.broker.policies.json_fields import (
     json_bytes,
     json_object,
@@ -42,6 +43,7 @@ class TopicPolicies:
     maxUnackedMessagesOnSubscription: int | None = None
     maxSubscriptionsPerTopic: int | None = None
     schemaCompatibilityStrategy: str | None = None
+    inactiveTopicPolicies: InactiveTopicPolicies | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> Self:
@@ -70,6 +72,7 @@ class TopicPolicies:
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         retention = body.get("retentionPolicies")
         persistence = body.get("persistence")
+        inactive = body.get("inactiveTopicPolicies")
         return cls(
             retentionPolicies=None if retention is None else RetentionPolicies.from_json(retention),
             messageTTLInSeconds=opt_int(body, "messageTTLInSeconds"),
@@ -83,6 +86,9 @@ class TopicPolicies:
             maxUnackedMessagesOnSubscription=opt_int(body, "maxUnackedMessagesOnSubscription"),
             maxSubscriptionsPerTopic=opt_int(body, "maxSubscriptionsPerTopic"),
             schemaCompatibilityStrategy=opt_str(body, "schemaCompatibilityStrategy"),
+            inactiveTopicPolicies=None
+            if inactive is None
+            else InactiveTopicPolicies.from_json(inactive),
             extra={k: v for k, v in body.items() if k not in known},
         )
 

@@ -1,4 +1,4 @@
-"""The state every ``magnetar admin`` sub-command shares: the REST client, built once."""
+"""The state every ``magnetar admin`` sub-command shares: the admin REST client, built once."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import click
 
-from magnetar.cli.admin.rest import AdminRest
+from magnetar.admin_client import AdminClient
 
 
 @dataclass(slots=True)
@@ -16,12 +16,12 @@ class AdminContext:
     auth_token: str | None
     authorization: str | None = None
     """The ``Authorization`` header (from --auth-plugin/--auth-params); wins over the token."""
-    _rest: AdminRest | None = None
+    _rest: AdminClient | None = None
 
     @property
-    def rest(self) -> AdminRest:
+    def rest(self) -> AdminClient:
         if self._rest is None:
-            self._rest = AdminRest(
+            self._rest = AdminClient(
                 self.admin_url,
                 timeout_s=self.timeout_s,
                 auth_token=self.auth_token,
@@ -30,7 +30,7 @@ class AdminContext:
         return self._rest
 
 
-def rest() -> AdminRest:
+def rest() -> AdminClient:
     """The REST client of the current ``magnetar admin`` invocation."""
     return click.get_current_context().ensure_object(AdminContextHolder).get().rest
 

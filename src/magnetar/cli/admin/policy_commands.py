@@ -130,6 +130,65 @@ PERSISTENCE = Policy(
     ),
     _persistence_body,
 )
+
+
+def inactive_topic_policies_body(
+    enable: bool, disable: bool, max_inactive_duration: str, delete_mode: str
+) -> dict[str, Any]:
+    """The flags as Pulsar's ``InactiveTopicPolicies`` JSON (exactly one of -e and -d)."""
+    if enable == disable:
+        raise click.UsageError(
+            "give either --enable-delete-while-inactive or --disable-delete-while-inactive"
+        )
+    seconds = duration_s(max_inactive_duration)
+    if seconds < 0:
+        raise click.BadParameter(
+            f"{max_inactive_duration!r}: must be 0 or more", param_hint="'--max-inactive-duration'"
+        )
+    return {
+        "deleteWhileInactive": enable,
+        "maxInactiveDurationSeconds": seconds,
+        "inactiveTopicDeleteMode": delete_mode,
+    }
+
+
+INACTIVE_TOPIC_POLICIES = Policy(
+    "inactive-topic-policies",
+    "inactiveTopicPolicies",
+    "inactive topic policies",
+    (
+        click.option(
+            "--enable-delete-while-inactive",
+            "-e",
+            "enable",
+            is_flag=True,
+            help="Delete the topics once inactive.",
+        ),
+        click.option(
+            "--disable-delete-while-inactive",
+            "-d",
+            "disable",
+            is_flag=True,
+            help="Keep the topics however long they are inactive.",
+        ),
+        click.option(
+            "--max-inactive-duration",
+            "-t",
+            required=True,
+            help="How long a topic stays inactive before it is deleted: 60, 10m, 1h, 3d.",
+        ),
+        click.option(
+            "--delete-mode",
+            "-m",
+            required=True,
+            type=click.Choice(
+                ["delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"]
+            ),
+            help="Inactive: no subscriptions, or every subscription caught up (and no clients).",
+        ),
+    ),
+    inactive_topic_policies_body,
+)
 DEDUPLICATION_OPTION = click.option(
     "--enable/--disable", "-e/-d", "enable", required=True, default=None
 )
@@ -187,6 +246,7 @@ TOPIC_POLICIES = (
         (_count("--maxNum", "-m", "Unacknowledged messages per subscription."),),
         lambda value: value,
     ),
+    INACTIVE_TOPIC_POLICIES,
 )
 """The policies of ``admin topics`` (topic level; the REST is :mod:`magnetar.admin.topic_policies`)."""
 
@@ -234,6 +294,7 @@ NAMESPACE_POLICIES = (
         ),
         _auto_topic_creation_body,
     ),
+    INACTIVE_TOPIC_POLICIES,
 )
 """Namespace policies ``admin namespaces`` takes from this table (the older ones it spells
 out itself)."""

@@ -1,0 +1,186 @@
+"""The managed ledger's background work: the I/O shell around the pure planner
+(:mod:`~magnetar.managed_ledger.maintenance`).
+
+One task per managed ledger ticks every ``min(maintenance_interval_ms,
+cursor_persist_interval_ms)`` on the injected clock. Each round persists the durable
+cursors that are due (every ``cursor_persist_interval_ms``); every
+``maintenance_interval_ms`` it also rolls over by age or inactivity, applies message TTL
+(reading publish times for the search inside a ledger), checks backlog quotas, trims
+consumed ledgers (metadata first, then the ledgers: a crash leaks ledgers, never loses
+needed ones) and evicts the cache. Fencing ends the task; other errors are logged and the
+next round tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.common.errors import MagnetarError
+from magnetar.managed_ledger.config import BacklogQuotaPolicy
+from magnetar.managed_ledger.errors import ManagedLedgerFenced
+from magnetar.managed_ledger.maintenance import (
+    backlog_quota_on,
+    eviction_step,
+    ledgers_to_delete,
+    over_backlog_quota,
+    ttl_search_start,
+    ttl_target,
+)
+from magnetar.managed_ledger.retention import ledgers_expired_by_ttl
+from magnetar.managed_ledger.state import State
+
+if TYPE_CHECKING:
+    from magnetar.managed_ledger.managed_ledger import ManagedLedger, PublishTimeOf
+
+log = logging.getLogger(__name__)
+
+
+class Maintainer:
+    """The background work of one managed ledger (its ``maintainer``)."""
+
+    def __init__(self, ml: ManagedLedger, publish_time_of: PublishTimeOf | None) -> None:
+        self._ml = ml
+        self._publish_time_of = publish_time_of
+        self.quota_exceeded = False
+        """Whether a durable cursor was over the backlog quota at the last check."""
+        self._last_persist_s = 0.0
+        self._last_maintenance_s = 0.0
+
+    async def run(self) -> None:
+        """The periodic task: a round per tick until the managed ledger is closed or fenced."""
+        ml = self._ml
+        cfg = ml.config
+        tick_s = max(min(cfg.maintenance_interval_ms, cfg.cursor_persist_interval_ms), 1) / 1000
+        while ml.state is not State.CLOSED and ml.fence_cause is None:
+            await ml.clock.sleep(tick_s)
+            try:
+                await self.maintain()
+            except ManagedLedgerFenced:
+                return
+            except MagnetarError as exc:
+                log.warning("%s: maintenance failed: %s", ml.name, exc)
+
+    async def maintain(self, *, force: bool = False) -> None:
+        """See :meth:`ManagedLedger.maintain`."""
+        ml = self._ml
+        if ml.state is State.CLOSED or ml.fence_cause is not None:
+            return
+        now_s = ml.clock.monotonic_s()
+        cfg = ml.config
+        if force or now_s - self._last_persist_s >= cfg.cursor_persist_interval_ms / 1000:
+            self._last_persist_s = now_s
+            await self.persist_cursors()
+        if not force and now_s - self._last_maintenance_s < cfg.maintenance_interval_ms / 1000:
+            return
+        self._last_maintenance_s = now_s
+        if ml.rollover.due() or ml.rollover.inactive():
+            ml.rollover.request()
+        await self.apply_ttl()
+        self.apply_backlog_quota()
+        await self.trim()
+        self.evict_cache()
+
+    async def persist_cursors(self) -> None:
+        for cursor in list(self._ml.cursors.values()):
+            if cursor.durable:
+                await cursor.persist()
+
+    async def apply_ttl(self) -> None:
+        """See :meth:`ManagedLedger.apply_ttl`."""
+        ml = self._ml
+        ttl_ms = ml.config.message_ttl_ms
+        if ttl_ms < 0 or not ml.cursors:
+            return
+        now_ms = ml.clock.now_ms()
+        target = ledgers_expired_by_ttl(ml.ledgers, now_ms, ttl_ms)
+        publish_time_of = self._publish_time_of
+        if publish_time_of is not None:
+            cutoff_ms = now_ms - ttl_ms
+            after = ttl_search_start(target, (c.state.mark_delete for c in ml.cursors.values()))
+
+            def kept(data: bytes) -> bool:
+                try:
+                    return publish_time_of(data) >= cutoff_ms
+                except MagnetarError:
+                    return True
+
+            first_kept = await ml.reads.first_entry_where(kept, after)
+            target = ttl_target(ml.ledgers, target, after, first_kept)
+        if target is None:
+            return
+        listener = ml.expiry_listener
+        for name, cursor in ml.cursors.items():
+            if cursor.state.mark_delete < target:
+                before = cursor.backlog_messages
+                cursor.state.ack_cumulative(target)
+                expired = before - cursor.backlog_messages
+                if listener is not None and expired > 0:
+                    listener(name, expired)
+
+    def apply_backlog_quota(self) -> None:
+        """See :meth:`ManagedLedger.apply_backlog_quota`."""
+        ml = self._ml
+        cfg = ml.config
+        if not backlog_quota_on(cfg):
+            self.quota_exceeded = False
+            return
+        now_ms = ml.clock.now_ms()
+        ledgers = ml.ledgers
+        evict = cfg.backlog_quota_policy is BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION
+        exceeded = False
+        for cursor in ml.cursors.values():
+            state = cursor.state
+            if not cursor.durable or not over_backlog_quota(state, ledgers, now_ms, cfg):
+                continue
+            if not evict:
+                exceeded = True
+                continue
+            while over_backlog_quota(state, ledgers, now_ms, cfg):
+                step = eviction_step(state, ledgers)
+                if step is None:
+                    break
+                state.ack_cumulative(step)
+        self.quota_exceeded = exceeded
+
+    async def trim(self) -> list[int]:
+        """See :meth:`ManagedLedger.trim`."""
+        ml = self._ml
+        doomed = ledgers_to_delete(
+            ml.ledgers,
+            [c.state.mark_delete for c in ml.cursors.values() if c.durable],
+            ml.clock.now_ms(),
+            ml.config,
+        )
+        if not doomed:
+            return []
+        removed = ml.ledgers.remove_ledgers(set(doomed))
+        try:
+            await ml.write_info()
+        except ManagedLedgerFenced:
+            raise
+        except MagnetarError:
+            ml.ledgers.restore_front(removed)  # the next round tries again
+            raise
+        for cursor in ml.cursors.values():
+            cursor.state.on_ledgers_trimmed()
+        offloader = ml.offloader
+        for seg in removed:
+            # no cache eviction here: every entry of a trimmed ledger is behind every
+            # durable cursor, so the gradual eviction below the readers drops them
+            await ml.reads.forget(seg.ledger_id)
+            await ml.storage.delete_ledger(seg.ledger_id)
+            if seg.offloaded and offloader is not None:
+                await offloader.delete(ml.name, seg.ledger_id)
+        return doomed
+
+    def evict_cache(self) -> None:
+        """See :meth:`ManagedLedger.evict_cache`."""
+        ml = self._ml
+        ml.cache.evict_older_than(
+            int(ml.clock.monotonic_s() * 1000), ml.config.cache_eviction_age_ms
+        )
+        if not ml.cursors:
+            ml.cache.evict_before_gradually(ml.ledgers.end_position)
+            return
+        ml.cache.evict_before_gradually(ml.slowest_read_position())

@@ -148,6 +148,9 @@ class BrokerServer:
             ),
             ownership=self._ownership,
         )
+        from magnetar.replication.manager import attach_replication
+
+        attach_replication(self.broker, cfg.broker_client_auth)  # geo-replication
         await self.broker.start()
         await self._start_http(self.broker)
 

@@ -28,6 +28,7 @@ from magnetar.admin import (
     namespaces,
     permissions,
     rate_limits,
+    replication_policies,
     schemas,
     storage_quota,
     subscriptions,
@@ -112,6 +113,7 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
         permissions,  # before namespaces and topics: their generic paths would match
         rate_limits,
         storage_quota,
+        replication_policies,  # before namespaces and topics: their generic paths would match
         namespaces,
         schemas,
         subscriptions,

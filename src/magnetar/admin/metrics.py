@@ -22,6 +22,8 @@ topics' meters:
   ``pulsar_broker_throttled_connections_global_limit`` (connections stopped by the publish
   buffer's bound), ``magnetar_publish_buffer_used_bytes`` and ``magnetar_publish_buffer_full_total``,
   and ``magnetar_publish_latency_ms`` — a proper histogram over every loaded topic;
+* per topic and remote cluster, ``pulsar_replication_*``
+  (:mod:`magnetar.admin.replication_metrics`);
 * the host's extra collectors (standalone: ``bookie_journal_sync_latency_seconds``,
   a summary of the bookie journal's write+fdatasync time), and ``process_*``.
 """
@@ -43,6 +45,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from magnetar.admin.context import AdminContext
+from magnetar.admin.replication_metrics import ReplicationCollector
 from magnetar.admin.topic_stats import subscription_names
 from magnetar.common.latency import LATENCY_BOUNDS_MS, LatencyHistogram
 
@@ -280,6 +283,7 @@ class JournalCollector(Collector):
 def registry_for(ctx: AdminContext) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(ctx))
+    registry.register(ReplicationCollector(ctx))
     for collector in ctx.collectors:
         registry.register(collector)
     ProcessCollector(registry=registry)

@@ -26,6 +26,8 @@ from magnetar.managed_ledger.managed_cursor import ManagedCursor
 from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.retention import keeps_nothing_consumed
 from magnetar.protocol import Entry, ProtocolError
+from magnetar.replication.persistent_replicator import CURSOR_PREFIX as REPLICATOR_CURSOR_PREFIX
+from magnetar.replication.stats import merged_replication, replication_stats
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +59,14 @@ def position_str(position: Position) -> str:
 
 
 def subscription_names(topic: Topic) -> list[str]:
-    """Subscriptions of a topic: those with a live object and every stored durable cursor."""
+    """Subscriptions of a topic: those with a live object and every stored durable cursor
+    but the geo-replicators' (``pulsar.repl.<cluster>``, reported under ``replication``)."""
     names = set(topic.subscriptions)
-    names.update(name for name, c in topic.ml.cursors.items() if c.durable)
+    names.update(
+        name
+        for name, c in topic.ml.cursors.items()
+        if c.durable and not name.startswith(REPLICATOR_CURSOR_PREFIX)
+    )
     return sorted(names)
 
 
@@ -295,7 +302,7 @@ def topic_stats(
         "lastPublishTimestamp": meters.last_publish_ms,
         "publishers": publishers,
         "subscriptions": subs,
-        "replication": {},
+        "replication": replication_stats(topic),
     }
 
 
@@ -365,6 +372,7 @@ def partitioned_stats(
         total["oldestBacklogMessageSubscriptionName"] = oldest[
             "oldestBacklogMessageSubscriptionName"
         ]
+    total["replication"] = merged_replication([p["replication"] for p in partitions.values()])
     rate_in = total["msgRateIn"]
     total["averageMsgSize"] = total["msgThroughputIn"] / rate_in if rate_in else 0.0
     total["publishers"] = [pub for p in partitions.values() for pub in p["publishers"]]

@@ -60,6 +60,7 @@ from magnetar.broker.stats import MeterSampler
 from magnetar.broker.tls import TLS_HANDSHAKE_TIMEOUT_S, server_ssl_context
 from magnetar.broker.topic import Topic
 from magnetar.broker.topic_deletion import delete_topic_storage
+from magnetar.broker.topic_hooks import TopicHooks
 from magnetar.broker.topic_schemas import TopicSchemas
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError, ServiceNotReady, TopicNotFound
@@ -181,6 +182,8 @@ class BrokerService:
         """Who a client is (raises AuthConfigError here for unusable keys or files)."""
         self.access = AccessControl(config.auth, store, self.policies)
         """What a role may do (authorization)."""
+        self.topic_hooks: list[TopicHooks] = []
+        """Told of each topic's load, policy changes and close (geo-replication)."""
         self.meter_sampler = MeterSampler()
         """The hot-path rate meters (producers, consumers, topics, subscriptions), sampled
         every :data:`METER_SAMPLE_INTERVAL_S` by :meth:`_sample_meters`."""

@@ -177,6 +177,8 @@ class Topic:
             await topic._load_topic_epoch()
             if topic.policies.deduplication_enabled:
                 await topic._load_dedup()
+            for hook in service.topic_hooks:
+                await hook.topic_loaded(topic)
         except BaseException:
             await topic._abandon()
             raise
@@ -189,12 +191,17 @@ class Topic:
         self.closed = True
         if self._dedup_task is not None:
             self._dedup_task.cancel()
-        closing = asyncio.get_running_loop().create_task(self.ml.close())
+        closing = asyncio.get_running_loop().create_task(self._release())
         self.service.track(closing)
         try:
             await asyncio.shield(closing)
         except Exception as exc:  # the load's own error is the one to raise
             log.warning("%s: closing after a failed load: %s", self.full_name, exc)
+
+    async def _release(self) -> None:
+        for hook in self.service.topic_hooks:  # a hook may have started work at load
+            await hook.topic_closing(self)
+        await self.ml.close()
 
     # --- policies ------------------------------------------------------------------------
 
@@ -229,6 +236,8 @@ class Topic:
             self.service.spawn(self._switch_dedup())
         for sub in list(self.subscriptions.values()):
             sub.wake()
+        for hook in self.service.topic_hooks:
+            hook.policies_applied(self)
 
     async def _switch_dedup(self) -> None:
         async with self._dedup_switch:
@@ -684,6 +693,8 @@ class Topic:
         if self.closed:
             return
         self.closed = True
+        for hook in self.service.topic_hooks:
+            await hook.topic_closing(self)
         for sub in list(self.subscriptions.values()):
             await sub.close()
         for producer in list(self.producers.values()):

@@ -65,6 +65,13 @@ def _own_options(f: Callable[..., Any], quorum_default: int) -> Callable[..., An
         ),
         tls_options,
         click.option(
+            "--cluster-name",
+            default="standalone",
+            show_default=True,
+            help="The cluster this broker belongs to (clusterName); geo-replication tells "
+            "clusters apart by it.",
+        ),
+        click.option(
             "--ensemble-size",
             default=quorum_default,
             show_default=True,
@@ -211,6 +218,7 @@ def _server_config(values: dict[str, Any], server_auth: ServerAuth) -> BrokerSer
         managed_ledger_min_ledger_rollover_time_ms=v["managed_ledger_min_ledger_rollover_time_ms"],
         broker_client_auth=server_auth.broker_client,
         broker=BrokerConfig(
+            cluster_name=v["cluster_name"],
             host=v["host"],
             port=v["port"],
             tls_port=v["tls_port"],

@@ -40,6 +40,7 @@ def _minutes_to_ms(value: str) -> str:
 
 PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[str], str]]]] = {
     # broker.conf / standalone.conf
+    "clusterName": ("cluster_name", _same),
     "bindAddress": ("host", _same),
     "brokerServicePort": ("port", _same),
     "brokerServicePortTls": ("tls_port", _same),

@@ -460,6 +460,35 @@ class Producer:
             op.created_s = now
             self._enqueue(op)
 
+    def send_entry(
+        self, metadata: bytes, payload: bytes, *, sequence_id: int, num_messages: int
+    ) -> asyncio.Future[MessageId]:
+        """Send a stored entry as it is, one SEND (the geo-replicator's path): ``metadata``
+        serialized ``MessageMetadata``, ``payload`` the entry's (possibly compressed,
+        possibly batched) payload of ``num_messages`` messages. The SEND carries
+        ``sequence_id`` as both sequence id and highest sequence id, so the broker
+        deduplicates it by that. The returned future resolves with the id of the entry's
+        last message. Use on a producer created with ``batching_enabled=False``. Raises
+        AlreadyClosed after close."""
+        self._check_open()
+        assert self._batch is None and num_messages >= 1
+        fut: asyncio.Future[MessageId] = self._loop.create_future()
+        self._next_seq = max(self._next_seq, sequence_id + 1)
+        self._pending_messages += num_messages
+        op = OpSend(
+            sequence_id=sequence_id,
+            highest_sequence_id=sequence_id,
+            num_messages=num_messages,
+            metadata=metadata,
+            payload=payload,
+            handles=[*([None] * (num_messages - 1)), fut],
+            batched=True,
+            payload_bytes_total=len(payload),
+            created_s=self._ctx.clock.monotonic_s(),
+        )
+        self._enqueue(op)
+        return fut
+
     async def send(self, content: Any, **kwargs: Any) -> MessageId:
         """Send one message and wait for its id. Waits for room when ``max_pending_messages``
         are pending (if ``block_if_queue_full``). The message is written with the current

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from magnetar.admin.context import AdminContext
 from magnetar.metadata.store import NotFound
-
-CLUSTERS_ROOT = "/admin/clusters"
+from magnetar.replication.cluster_registry import CLUSTERS_ROOT as CLUSTERS_ROOT
 
 
 async def cluster_names(ctx: AdminContext) -> list[str]:

@@ -1,9 +1,10 @@
-"""``magnetar admin clusters list|get``, ``magnetar admin brokers
+"""``magnetar admin clusters list|get|create|update|delete|update-peer-clusters|get-peer-clusters``, ``magnetar admin brokers
 healthcheck|list|leader-broker|get-runtime-config`` and ``magnetar admin bookies
 list-bookies|racks-placement|get-bookie-rack|set-bookie-rack|delete-bookie-rack``."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import quote
 
 import click
@@ -30,7 +31,108 @@ def list_() -> None:
 @output_option
 def get(cluster: str) -> None:
     """Show a cluster's service URLs."""
-    printer().result(rest().get(f"/admin/v2/clusters/{quote(cluster, safe='')}"))
+    printer().result(rest().get(_cluster_path(cluster)))
+
+
+def _cluster_path(cluster: str) -> str:
+    return f"/admin/v2/clusters/{quote(cluster, safe='')}"
+
+
+def _url_options(command: Any) -> Any:
+    """pulsar-admin's ``--url``, ``--url-secure``, ``--broker-url``, ``--broker-url-secure``."""
+    for decorator in reversed(
+        (
+            click.option("--url", default=None, help="The cluster's HTTP service URL."),
+            click.option("--url-secure", default=None, help="Its HTTPS service URL."),
+            click.option("--broker-url", default=None, help="Its pulsar:// broker URL."),
+            click.option("--broker-url-secure", default=None, help="Its pulsar+ssl:// URL."),
+        )
+    ):
+        command = decorator(command)
+    return command
+
+
+def _cluster_data(
+    url: str | None, url_secure: str | None, broker_url: str | None, broker_url_secure: str | None
+) -> dict[str, str]:
+    fields = {
+        "serviceUrl": url,
+        "serviceUrlTls": url_secure,
+        "brokerServiceUrl": broker_url,
+        "brokerServiceUrlTls": broker_url_secure,
+    }
+    data = {key: value for key, value in fields.items() if value}
+    if not data:
+        raise click.UsageError(
+            "give at least one of --url, --url-secure, --broker-url, --broker-url-secure"
+        )
+    return data
+
+
+@clusters.command()
+@click.argument("cluster")
+@_url_options
+@output_option
+def create(
+    cluster: str,
+    url: str | None,
+    url_secure: str | None,
+    broker_url: str | None,
+    broker_url_secure: str | None,
+) -> None:
+    """Register a cluster (another cluster to replicate with) and its service URLs."""
+    rest().put(
+        _cluster_path(cluster), _cluster_data(url, url_secure, broker_url, broker_url_secure)
+    )
+    printer().done(f"Cluster {cluster} created", cluster=cluster)
+
+
+@clusters.command()
+@click.argument("cluster")
+@_url_options
+@output_option
+def update(
+    cluster: str,
+    url: str | None,
+    url_secure: str | None,
+    broker_url: str | None,
+    broker_url_secure: str | None,
+) -> None:
+    """Change a cluster's service URLs (its peer clusters are kept)."""
+    current = rest().get(_cluster_path(cluster))
+    data = {**current, **_cluster_data(url, url_secure, broker_url, broker_url_secure)}
+    rest().post(_cluster_path(cluster), data)
+    printer().done(f"Cluster {cluster} updated", cluster=cluster)
+
+
+@clusters.command()
+@click.argument("cluster")
+@output_option
+def delete(cluster: str) -> None:
+    """Forget a cluster (not the broker's own)."""
+    rest().delete(_cluster_path(cluster))
+    printer().done(f"Cluster {cluster} deleted", cluster=cluster)
+
+
+@clusters.command("update-peer-clusters")
+@click.argument("cluster")
+@click.option(
+    "--peer-clusters", required=True, help="Comma-separated peer cluster names ('' for none)."
+)
+@output_option
+def update_peer_clusters(cluster: str, peer_clusters: str) -> None:
+    """Set a cluster's peerClusterNames."""
+    peers = [p.strip() for p in peer_clusters.split(",") if p.strip()]
+    rest().post(f"{_cluster_path(cluster)}/peers", peers)
+    printer().done(f"Peer clusters of {cluster} set to {peers}", cluster=cluster, peers=peers)
+
+
+@clusters.command("get-peer-clusters")
+@click.argument("cluster")
+@output_option
+def get_peer_clusters(cluster: str) -> None:
+    """Show a cluster's peerClusterNames."""
+    printer().result(rest().get(f"{_cluster_path(cluster)}/peers"))
 
 
 @click.group(cls=SuggestingGroup)

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 import click
 
+from magnetar.cli.admin import replication
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import namespace_path, tenant_path
 from magnetar.cli.admin.policy_commands import (
@@ -327,3 +328,9 @@ def set_is_allow_auto_update_schema(namespace: str, enable: bool) -> None:
 def get_is_allow_auto_update_schema(namespace: str) -> None:
     """Show whether clients may add schema versions (no output while unset: allowed)."""
     printer().result(rest().get(f"{namespace_path(namespace)}/isAllowAutoUpdateSchema"))
+
+
+# ------------------------------------------------------------------ replication clusters
+
+namespaces.add_command(replication.set_clusters)
+namespaces.add_command(replication.get_clusters)

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import click
 
+from magnetar.cli.admin import replication
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import TOPIC, Topic, namespace_path
 from magnetar.cli.admin.policy_commands import (
@@ -554,3 +555,9 @@ def unload(topic: Topic) -> None:
 add_backlog_quota_commands(topics, TOPIC_TARGET)
 for _policy in TOPIC_POLICIES:
     add_policy_commands(topics, TOPIC_TARGET, _policy)
+
+# ------------------------------------------------------------------ replication clusters
+
+topics.add_command(replication.set_replication_clusters)
+topics.add_command(replication.get_replication_clusters)
+topics.add_command(replication.remove_replication_clusters)

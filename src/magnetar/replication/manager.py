@@ -1,0 +1,123 @@
+"""The topic owner's side of geo-replication: one
+:class:`~magnetar.replication.persistent_replicator.PersistentReplicator` per loaded topic
+and remote cluster of its replication clusters (:mod:`magnetar.replication.policy`).
+
+The broker calls it through its topic hooks (:class:`magnetar.broker.topic_hooks.TopicHooks`):
+:meth:`ReplicationManager.topic_loaded` when a topic has loaded (its replication cursors are
+created before the topic takes producers, so nothing published is missed),
+:meth:`ReplicationManager.policies_applied` when its policies changed (replicators started
+and stopped to match; the cursor of a cluster taken off the list is deleted, so it no longer
+holds the log), :meth:`ReplicationManager.topic_closing` before its managed ledger closes
+(its replicators stop; the next owner resumes from the cursors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from magnetar.common.errors import MagnetarError
+from magnetar.replication.persistent_replicator import CURSOR_PREFIX, PersistentReplicator
+from magnetar.replication.policy import effective_clusters, remote_clusters
+
+if TYPE_CHECKING:
+    from magnetar.auth.client_credentials import ClientCredentials
+    from magnetar.broker.service import BrokerService
+    from magnetar.broker.topic import Topic
+
+log = logging.getLogger(__name__)
+
+
+class ReplicationManager:
+    """The replicators of one broker's loaded topics. Register with
+    ``service.topic_hooks.append(manager)``; ``authentication`` is the broker's client
+    credentials (``magnetar.client`` authentication, None for none)."""
+
+    def __init__(self, service: BrokerService, authentication: Any = None) -> None:
+        self._service = service
+        self._authentication = authentication
+        self._replicators: dict[str, dict[str, PersistentReplicator]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def replicators_of(self, topic: str) -> dict[str, PersistentReplicator]:
+        """The running replicators of ``topic`` (a full name) by remote cluster."""
+        return dict(self._replicators.get(topic, {}))
+
+    async def _remotes(self, topic: Topic, *, fresh: bool) -> frozenset[str]:
+        policies = self._service.policies
+        name = topic.name
+        base = name.partitioned_topic if name.partition_index >= 0 else name
+        ns = await policies.namespace(name.namespace_name, fresh=fresh)
+        own = await policies.topic(base, fresh=fresh)
+        return remote_clusters(self._service.config.cluster_name, effective_clusters(ns, own))
+
+    async def topic_loaded(self, topic: Topic) -> None:
+        await self._sync(topic, fresh=False)
+
+    def policies_applied(self, topic: Topic) -> None:
+        # fresh reads: the cache may not have seen the change that called this yet
+        self._service.spawn(self._sync(topic, fresh=True))
+
+    async def topic_closing(self, topic: Topic) -> None:
+        async with self._lock(topic.full_name):
+            running = self._replicators.pop(topic.full_name, {})
+            for replicator in running.values():
+                await replicator.stop()
+        self._locks.pop(topic.full_name, None)
+
+    def _lock(self, name: str) -> asyncio.Lock:
+        return self._locks.setdefault(name, asyncio.Lock())
+
+    async def _sync(self, topic: Topic, *, fresh: bool) -> None:
+        """Start and stop ``topic``'s replicators to match its replication clusters, and
+        delete the cursors of clusters no longer among them (they would hold the log's
+        entries forever). A failure to read the policies or to create or delete a cursor
+        is logged; the next policy change or load tries again."""
+        async with self._lock(topic.full_name):
+            if topic.closed:
+                return
+            try:
+                wanted = await self._remotes(topic, fresh=fresh)
+            except MagnetarError as exc:
+                log.warning("%s: replication clusters unknown: %s", topic.full_name, exc)
+                return
+            if topic.closed:  # it closed while the policies were read
+                return
+            running = self._replicators.setdefault(topic.full_name, {})
+            for remote in sorted(set(running) - wanted):
+                await running.pop(remote).stop()
+            for name in sorted(topic.ml.cursors):
+                remote = name[len(CURSOR_PREFIX) :]
+                if name.startswith(CURSOR_PREFIX) and remote not in wanted:
+                    try:
+                        await topic.ml.delete_cursor(name)
+                    except MagnetarError as exc:
+                        log.warning("%s: deleting cursor %s: %s", topic.full_name, name, exc)
+            for remote in sorted(wanted - set(running)):
+                replicator = PersistentReplicator(
+                    topic=topic.full_name,
+                    ml=topic.ml,
+                    local=self._service.config.cluster_name,
+                    remote=remote,
+                    store=self._service.store,
+                    clock=self._service.clock,
+                    authentication=self._authentication,
+                )
+                try:
+                    await replicator.open_cursor()
+                except MagnetarError as exc:
+                    log.warning("%s: replication cursor to %s: %s", topic.full_name, remote, exc)
+                    continue
+                replicator.start()
+                running[remote] = replicator
+
+
+def attach_replication(
+    service: BrokerService, credentials: ClientCredentials
+) -> ReplicationManager:
+    """A :class:`ReplicationManager` following ``service``'s topics, its replicators
+    authenticating to remote clusters with ``credentials`` (the broker's client ones)."""
+    manager = ReplicationManager(service, credentials.client_authentication())
+    service.topic_hooks.append(manager)
+    return manager

@@ -34,8 +34,7 @@ from magnetar.broker.controller.load import DEFAULT_OVERLOAD_CPU_PERCENT, LoadPo
 from magnetar.broker.controller.runner import ControllerRunner
 from magnetar.broker.load_report import CpuMeter, with_load
 from magnetar.broker.ownership import BrokerAddress, ClusterOwnership
-from magnetar.broker.service import BrokerService
-from magnetar.broker_server import BrokerServer, BrokerServerConfig, serve
+from magnetar.broker_server import BrokerServer, BrokerServerConfig, HostsBrokerServer, serve
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError
 from magnetar.common.shutdown import STOP_TIMEOUT_S, stop_step
@@ -52,7 +51,7 @@ from magnetar.metadata.store import (
 )
 
 if TYPE_CHECKING:
-    from magnetar.admin import AdminContext, AdminServer
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +80,7 @@ class BrokerNodeConfig:
     CPU takes no new bundles while another does not, and sheds its busiest bundle."""
 
 
-class BrokerNode:
+class BrokerNode(HostsBrokerServer):
     """Start with :meth:`start`, stop with :meth:`stop` (idempotent)."""
 
     def __init__(self, config: BrokerNodeConfig, *, clock: Clock | None = None) -> None:
@@ -95,18 +94,6 @@ class BrokerNode:
         self.session_lost = asyncio.Event()
         self._session_task: asyncio.Task[None] | None = None
         self._reporter: asyncio.Task[None] | None = None
-
-    @property
-    def broker(self) -> BrokerService | None:
-        return None if self.server is None else self.server.broker
-
-    @property
-    def http(self) -> AdminServer | None:
-        return None if self.server is None else self.server.http
-
-    @property
-    def admin(self) -> AdminContext | None:
-        return None if self.server is None else self.server.admin
 
     @property
     def broker_id(self) -> str:

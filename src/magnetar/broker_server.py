@@ -234,6 +234,29 @@ class BrokerServer:
             await stop_step("ledger client", ledger_client.close(), deadline_s)
 
 
+class HostsBrokerServer:
+    """For a process built around one :class:`BrokerServer` (``self.server``, ``None`` before
+    the start and after the stop): its parts, or ``None`` while there is no server."""
+
+    server: BrokerServer | None
+
+    @property
+    def broker(self) -> BrokerService | None:
+        return None if self.server is None else self.server.broker
+
+    @property
+    def http(self) -> AdminServer | None:
+        return None if self.server is None else self.server.http
+
+    @property
+    def https(self) -> AdminServer | None:
+        return None if self.server is None else self.server.https
+
+    @property
+    def admin(self) -> AdminContext | None:
+        return None if self.server is None else self.server.admin
+
+
 class ServedProcess(Protocol):
     """What :func:`serve` runs: a server process's parts."""
 

@@ -27,15 +27,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from magnetar.bookie import Bookie, BookieConfig
-from magnetar.broker.service import BrokerService
-from magnetar.broker_server import BrokerServer, BrokerServerConfig, serve
+from magnetar.broker_server import BrokerServer, BrokerServerConfig, HostsBrokerServer, serve
 from magnetar.common.errors import MagnetarError
 from magnetar.common.names import TopicName
 from magnetar.common.shutdown import STOP_TIMEOUT_S, stop_step
 from magnetar.metadata import MetadataStore, connect
 
 if TYPE_CHECKING:
-    from magnetar.admin import AdminServer
     from magnetar.admin.deferred_routes import DeferredRoutes
     from magnetar.functions.rest import ServiceSlot
     from magnetar.functions.worker_service import WorkerService
@@ -87,7 +85,7 @@ class StandaloneConfig:
     """How the worker runs instances: ``thread`` (in this process) or ``process``."""
 
 
-class Standalone:
+class Standalone(HostsBrokerServer):
     """Start with :meth:`start`, stop with :meth:`stop` (idempotent, persists cursors)."""
 
     def __init__(self, config: StandaloneConfig) -> None:
@@ -99,18 +97,6 @@ class Standalone:
         self._worker_slot: ServiceSlot | None = None
         self._worker_routes: DeferredRoutes | None = None
         self._worker_task: asyncio.Task[None] | None = None
-
-    @property
-    def broker(self) -> BrokerService | None:
-        return None if self.server is None else self.server.broker
-
-    @property
-    def http(self) -> AdminServer | None:
-        return None if self.server is None else self.server.http
-
-    @property
-    def https(self) -> AdminServer | None:
-        return None if self.server is None else self.server.https
 
     async def start(self) -> None:
         """Start every part. On failure (or cancellation) what started is stopped, and the

@@ -1,7 +1,8 @@
 """Hook for tiered storage: offloading a closed ledger and reading it back.
 
-Interface only: no implementation ships yet, and the broker opens managed ledgers without
-an offloader (``ManagedLedger.offload_ledger`` then raises ``OffloadNotConfigured``). Given
+The broker opens managed ledgers without an offloader yet (``ManagedLedger.offload_ledger``
+then raises ``OffloadNotConfigured``); :mod:`magnetar.offload` holds the parts an offloader is
+built from (Pulsar's block format, the object stores, the blob-store offloader). Given
 one, the managed ledger calls :meth:`Offloader.offload` for a closed ledger
 (``ManagedLedger.offload_ledger``), marks the segment ``offloaded`` in its metadata, and
 from then on serves reads of that ledger through :meth:`Offloader.read` once the bookie

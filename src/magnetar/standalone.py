@@ -19,6 +19,7 @@ registered in a shared metadata store.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import shutil
@@ -85,6 +86,26 @@ class StandaloneConfig:
     """How the worker runs instances: ``thread`` (in this process) or ``process``."""
 
 
+_unclaimed_data_dirs: set[Path] = set()
+"""Data directories a failed start created, removed again at exit (see below)."""
+
+
+def _remove_unclaimed(data_dir: Path) -> None:
+    """Removes a data directory a failed or cancelled start created, now and once more when
+    the process exits: a start cancelled while a thread of it was opening a file (the SQLite
+    store, the bookie's storage) leaves that thread running, and what it creates after the
+    first removal goes at exit, once :func:`asyncio.run` has joined its threads. A later
+    successful start over the same directory claims it back (nothing is removed then)."""
+    shutil.rmtree(data_dir, ignore_errors=True)
+    _unclaimed_data_dirs.add(data_dir)
+
+
+@atexit.register
+def _remove_unclaimed_at_exit() -> None:
+    for data_dir in sorted(_unclaimed_data_dirs):
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
 class Standalone(HostsBrokerServer):
     """Start with :meth:`start`, stop with :meth:`stop` (idempotent, persists cursors)."""
 
@@ -108,8 +129,9 @@ class Standalone(HostsBrokerServer):
         except BaseException:
             await self.stop()
             if created:
-                shutil.rmtree(data_dir, ignore_errors=True)
+                _remove_unclaimed(data_dir)
             raise
+        _unclaimed_data_dirs.discard(data_dir)
 
     async def _start(self, data_dir: Path) -> None:
         cfg = self.config

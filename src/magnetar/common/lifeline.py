@@ -31,7 +31,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 LIFELINE_EXIT_GRACE_MS = 10_000
 """How long a child whose parent died may take to stop cleanly before it exits hard."""
@@ -76,19 +76,34 @@ def wait_for_end(fd: int) -> None:
             return
 
 
-def watch_lifeline(fd: int, *, grace_ms: int = LIFELINE_EXIT_GRACE_MS) -> threading.Thread:
-    """The child's side: a daemon thread that waits for end-of-file on ``fd``, then sends
-    this process SIGTERM (its usual clean stop) and, if it is still alive ``grace_ms`` later,
-    ends it with ``os._exit(1)``. Returns the started thread."""
+def _stop_this_process() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _end_this_process() -> None:
+    os._exit(1)
+
+
+def watch_lifeline(
+    fd: int,
+    *,
+    grace_ms: int = LIFELINE_EXIT_GRACE_MS,
+    stop: Callable[[], None] = _stop_this_process,
+    kill: Callable[[], None] = _end_this_process,
+) -> threading.Thread:
+    """The child's side: a daemon thread that waits for end-of-file on ``fd``, then calls
+    ``stop`` (by default: SIGTERM to this process, its usual clean stop) and ``grace_ms``
+    later ``kill`` (by default ``os._exit(1)``, which does not return if this process is
+    still alive). Returns the started thread."""
     os.set_inheritable(fd, False)
 
     def watch() -> None:
         wait_for_end(fd)
-        os.kill(os.getpid(), signal.SIGTERM)
+        stop()
         # Wall-clock wait in a daemon thread of a process that is ending: no event loop
         # runs here to take an injected clock from.
         time.sleep(grace_ms / 1000)
-        os._exit(1)
+        kill()
 
     thread = threading.Thread(target=watch, name="lifeline", daemon=True)
     thread.start()

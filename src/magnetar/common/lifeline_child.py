@@ -25,12 +25,10 @@ import runpy
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 
-from magnetar.common.lifeline import LIFELINE_EXIT_GRACE_MS, wait_for_end, watch_lifeline
+from magnetar.common.lifeline import LIFELINE_EXIT_GRACE_MS, watch_lifeline
 
 USAGE = "usage: python -m magnetar.common.lifeline_child --fd N [--grace-ms MS] (-m MODULE | -- PROGRAM) [ARG ...]"
 PR_SET_PDEATHSIG = 1
@@ -61,15 +59,7 @@ def supervise(fd: int, argv: Sequence[str], grace_ms: int) -> int:
     for sig in FORWARDED_SIGNALS:
         signal.signal(sig, forward)
 
-    def watch() -> None:
-        wait_for_end(fd)
-        child.terminate()
-        # Wall-clock wait in a daemon thread of a process that is ending.
-        time.sleep(grace_ms / 1000)
-        child.kill()
-
-    os.set_inheritable(fd, False)
-    threading.Thread(target=watch, name="lifeline", daemon=True).start()
+    watch_lifeline(fd, grace_ms=grace_ms, stop=child.terminate, kill=child.kill)
     status = child.wait()
     return 128 - status if status < 0 else status
 

@@ -34,7 +34,7 @@ import crc32c
 from magnetar.bookie.checkpoint import Checkpointer
 from magnetar.bookie.entry_log import StoredEntry
 from magnetar.bookie.journal import ADD_ENTRY, FENCE, Journal
-from magnetar.bookie.ledger_storage import LedgerStorage
+from magnetar.bookie.ledger_storage import LedgerRecord, LedgerStorage
 from magnetar.bookie.state import BookieState
 from magnetar.bookie_protocol.codec import OpType, Request, Response, Status
 from magnetar.bookie_protocol.errors import (
@@ -353,11 +353,16 @@ class RequestProcessor:
 
     # -- reads ----------------------------------------------------------------------------
 
-    def _read_lac(self, request: Request, conn: Responder) -> None:
-        storage = self._storage
-        rec = storage.ledgers.get(request.ledger_id)
+    def _known_ledger(self, request: Request, conn: Responder) -> LedgerRecord | None:
+        """The request's ledger, or ``None`` once NO_SUCH_LEDGER has been answered."""
+        rec = self._storage.ledgers.get(request.ledger_id)
         if rec is None:
             conn.reply(_error(request, Status.NO_SUCH_LEDGER, f"no ledger {request.ledger_id}"))
+        return rec
+
+    def _read_lac(self, request: Request, conn: Responder) -> None:
+        rec = self._known_ledger(request, conn)
+        if rec is None:
             return
         conn.reply(
             Response(
@@ -370,10 +375,8 @@ class RequestProcessor:
         )
 
     def _info(self, request: Request, conn: Responder) -> None:
-        storage = self._storage
-        rec = storage.ledgers.get(request.ledger_id)
+        rec = self._known_ledger(request, conn)
         if rec is None:
-            conn.reply(_error(request, Status.NO_SUCH_LEDGER, f"no ledger {request.ledger_id}"))
             return
         conn.reply(
             Response(
@@ -393,9 +396,8 @@ class RequestProcessor:
         ledger_id = request.ledger_id
         recovery = request.op == OpType.RECOVERY_READ
         wait_journal = recovery and self._fence_ledger(ledger_id)
-        rec = storage.ledgers.get(ledger_id)
+        rec = self._known_ledger(request, conn)
         if rec is None:
-            conn.reply(_error(request, Status.NO_SUCH_LEDGER, f"no ledger {ledger_id}"))
             return
         try:
             location = rec.entries.get(request.entry_id)
@@ -454,9 +456,8 @@ class RequestProcessor:
         first = request.entry_id
         last = request.last_entry_id
         ids = range(first, last + 1, max(request.stride, 1))[:READ_ENTRIES_MAX]
-        rec = storage.ledgers.get(ledger_id)
+        rec = self._known_ledger(request, conn)
         if rec is None:
-            conn.reply(_error(request, Status.NO_SUCH_LEDGER, f"no ledger {ledger_id}"))
             return
         if first < 0 or not ids:
             conn.reply(_error(request, Status.BAD_REQUEST, f"no entries in {first}..{last}"))

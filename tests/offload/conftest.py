@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from magnetar.offload import OffloadDriverConfig
+from magnetar.offload.settings import OffloadDriverConfig
 from magnetar.testing.s3_server import S3Server
 
 _buckets = itertools.count()

@@ -8,15 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.offload import (
-    BlobStoreOffloader,
-    ObjectStoreError,
-    OffloadDriverConfig,
-    OffloadedDataError,
-    data_key,
-    index_key,
-    open_object_store,
-)
+from magnetar.offload.block_format import data_key, index_key
+from magnetar.offload.object_store import ObjectStoreError, open_object_store
+from magnetar.offload.offloader import BlobStoreOffloader, OffloadedDataError
+from magnetar.offload.settings import OffloadDriverConfig
 
 
 @pytest.fixture(params=["filesystem", "aws-s3"])

@@ -82,6 +82,19 @@ class ManagedLedgerConfig:
     backlog_quota_time_ms: int = -1
     backlog_quota_policy: BacklogQuotaPolicy = BacklogQuotaPolicy.PRODUCER_EXCEPTION
 
+    # tiered storage (offload: the driver and its object store are the broker's)
+    offload_threshold_bytes: int = -1
+    """Offload closed ledgers, oldest first, while the bytes on bookies exceed this (-1: off,
+    0: every ledger once it closes)."""
+    offload_threshold_ms: int = -1
+    """Offload closed ledgers older than this (-1: off)."""
+    offload_deletion_lag_ms: int = 4 * 3600 * 1000
+    """The bookie copy of an offloaded ledger is deleted this long after the offload
+    completed (0: at once)."""
+    offload_read_bookkeeper_first: bool = False
+    """Read an offloaded ledger from its bookie copy while that exists (Pulsar's
+    ``bookkeeper-first``), else from the object store."""
+
     # background work
     maintenance_interval_ms: int = 1000
     """How often to persist dirty cursors, roll over by age, trim and apply TTL/quota."""

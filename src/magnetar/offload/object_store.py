@@ -18,7 +18,6 @@ from __future__ import annotations
 import configparser
 import os
 from collections.abc import AsyncIterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -27,11 +26,11 @@ from obstore.exceptions import NotFoundError
 from obstore.store import LocalStore, S3Store
 
 from magnetar.common.errors import PersistenceError
+from magnetar.offload.settings import OffloadDriverConfig
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, S3Config
 
-DRIVERS = ("filesystem", "aws-s3", "s3")
 PART_SIZE_BYTES = 5 * 1024 * 1024
 """S3's smallest part but the last; blocks are joined up to this size before upload."""
 
@@ -72,29 +71,6 @@ class ObjectStore(Protocol):
         ...
 
     async def keys(self, prefix: str) -> list[str]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class OffloadDriverConfig:
-    """Pulsar's offload settings for one driver (broker defaults or a namespace's policy)."""
-
-    driver: str
-    bucket: str | None = None
-    region: str | None = None
-    endpoint: str | None = None
-    directory: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.driver not in DRIVERS:
-            raise ValueError(
-                f"offload driver {self.driver!r}: expected one of {', '.join(DRIVERS)}"
-            )
-        if self.driver == "filesystem" and not self.directory:
-            raise ValueError(
-                "the filesystem offload driver needs a directory (--offload-directory)"
-            )
-        if self.driver != "filesystem" and not self.bucket:
-            raise ValueError(f"the {self.driver} offload driver needs a bucket (--offload-bucket)")
 
 
 def open_object_store(

@@ -37,6 +37,7 @@ from magnetar.broker.rate_limit import (
 )
 from magnetar.managed_ledger.config import BacklogQuotaPolicy as MlQuotaPolicy
 from magnetar.managed_ledger.config import ManagedLedgerConfig
+from magnetar.offload.settings import NO_OFFLOAD, OffloadSettings, ReadPriority
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +110,10 @@ class EffectivePolicies:
     subscribe_rate: SubscribeRate = NO_SUBSCRIBE_LIMIT
     """SUBSCRIBEs per client address: topic ``subscribeRate``, else the namespace's
     ``clusterSubscribeRate`` for this cluster (:func:`subscribe_rate_of`)."""
+    offload: OffloadSettings = NO_OFFLOAD
+    """Topic ``offloadPolicies``, else the namespace's ``offload_policies`` and
+    ``offload_threshold``/``offload_threshold_in_seconds``/``offload_deletion_lag_ms``, else
+    the broker's ``--offload-*`` flags (``managedLedgerOffload*`` in broker.conf)."""
 
 
 def _per_cluster(ns: Policies, key: str, cluster: str) -> Any:
@@ -265,10 +270,17 @@ def broker_defaults(config: BrokerConfig) -> BrokerDefaults:
 
 
 def ml_config_for(base: ManagedLedgerConfig, policies: EffectivePolicies) -> ManagedLedgerConfig:
-    """``base`` with the retention, TTL and backlog quota of ``policies``."""
+    """``base`` with the retention, TTL, backlog quota and offload triggers of ``policies``
+    (no offload driver: no automatic offload)."""
     evict = policies.backlog_quota_policy is BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION
+    offload = policies.offload
+    configured = offload.driver is not None
     return dataclasses.replace(
         base,
+        offload_threshold_bytes=offload.threshold_bytes if configured else -1,
+        offload_threshold_ms=offload.threshold_ms if configured else -1,
+        offload_deletion_lag_ms=offload.deletion_lag_ms,
+        offload_read_bookkeeper_first=offload.read_priority is ReadPriority.BOOKKEEPER_FIRST,
         retention_time_ms=policies.retention_time_ms,
         retention_size_bytes=policies.retention_size_bytes,
         message_ttl_ms=policies.message_ttl_ms,

@@ -26,6 +26,7 @@ from magnetar.admin import (
     message_inspection,
     metrics,
     namespaces,
+    offload_policies,
     permissions,
     rate_limits,
     replication_policies,
@@ -114,6 +115,7 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
         rate_limits,
         storage_quota,
         replication_policies,  # before namespaces and topics: their generic paths would match
+        offload_policies,  # likewise
         namespaces,
         schemas,
         subscriptions,

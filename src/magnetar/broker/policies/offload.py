@@ -224,14 +224,15 @@ def settings_of(policies: OffloadPolicies) -> OffloadSettings:
         return NO_OFFLOAD
     driver: OffloadDriverConfig | None = None
     if policies.driver is not None:
-        directory = policies.directory
+        # only the driver's own fields: a level below may name another store's
+        s3, directory = policies.is_s3(), policies.directory
         try:
             driver = OffloadDriverConfig(
                 driver=policies.driver.lower(),
-                bucket=policies.bucket,
-                region=policies.region,
-                endpoint=policies.endpoint,
-                directory=None if directory is None else _directory_of(directory),
+                bucket=policies.bucket if s3 else None,
+                region=policies.region if s3 else None,
+                endpoint=policies.endpoint if s3 else None,
+                directory=None if s3 or directory is None else _directory_of(directory),
             )
         except ValueError:
             driver = None

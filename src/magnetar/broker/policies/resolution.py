@@ -23,7 +23,13 @@ from magnetar.broker.policies.inactive_topic import (
     delete_mode,
 )
 from magnetar.broker.policies.namespace_policies import Policies
-from magnetar.broker.policies.offload import OffloadPolicies, merge, namespace_level, settings_of
+from magnetar.broker.policies.offload import (
+    OffloadPolicies,
+    broker_level,
+    merge,
+    namespace_level,
+    settings_of,
+)
 from magnetar.broker.policies.persistence import PersistencePolicies
 from magnetar.broker.policies.rates import dispatch_rate_of, publish_rate_of, subscribe_rate_of
 from magnetar.broker.policies.retention import RetentionPolicies
@@ -284,6 +290,16 @@ def broker_defaults(config: BrokerConfig) -> BrokerDefaults:
         cluster_name=config.cluster_name,
         max_unacked_messages_per_consumer=config.max_unacked_messages_per_consumer,
         max_unacked_messages_per_subscription=config.max_unacked_messages_per_subscription,
+        offload=broker_level(
+            config.offload_driver,
+            bucket=config.offload_bucket,
+            region=config.offload_region,
+            endpoint=config.offload_endpoint,
+            directory=config.offload_directory,
+            threshold_bytes=config.offload_threshold_bytes,
+            deletion_lag_ms=config.offload_deletion_lag_ms,
+            read_priority=config.offload_read_priority,
+        ),
         inactive_topic=InactiveTopicPolicies(
             delete_mode(config.delete_inactive_topics_mode),
             config.delete_inactive_topics_frequency_s

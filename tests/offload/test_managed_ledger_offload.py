@@ -141,9 +141,7 @@ async def test_an_unreachable_store_is_an_error_with_the_reason_retried_until_it
         "aws-s3", bucket="not-yet", region="us-east-1", endpoint=s3_server.endpoint
     )
     clock = ManualClock()
-    ml = await open_ml(
-        cluster, BlobStoreOffloader.open(config), clock, offload_deletion_lag_ms=0
-    )
+    ml = await open_ml(cluster, BlobStoreOffloader.open(config), clock, offload_deletion_lag_ms=0)
     await fill(ml, 25)
     ledgers = ml.ledger_ids()
     with pytest.raises(OffloadFailed, match="not-yet"):
@@ -262,7 +260,8 @@ async def test_trimming_an_offloaded_ledger_deletes_its_objects(
     cursor.ack_cumulative(positions[-1])
     await ml.trim()
     assert await open_object_store(config).keys("") == []
-    assert json.loads((await cluster.store.get(ledger_path(NAME))).value)["ledgers"][0][
-        "ledger_id"
-    ] == ml.ledger_ids()[0]
+    assert (
+        json.loads((await cluster.store.get(ledger_path(NAME))).value)["ledgers"][0]["ledger_id"]
+        == ml.ledger_ids()[0]
+    )
     await ml.close()

@@ -156,7 +156,9 @@ def ledgers_to_offload(
     age_ms = config.offload_threshold_ms
     if age_ms >= 0:
         picked.update(
-            s.ledger_id for s in closed if s.closed_ms is not None and now_ms - s.closed_ms >= age_ms
+            s.ledger_id
+            for s in closed
+            if s.closed_ms is not None and now_ms - s.closed_ms >= age_ms
         )
     return [s.ledger_id for s in closed if s.ledger_id in picked]
 

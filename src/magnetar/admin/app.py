@@ -34,6 +34,7 @@ from magnetar.admin import (
     storage_quota,
     subscriptions,
     tenants,
+    topic_offload,
     topic_policies,
     topics,
 )
@@ -121,6 +122,7 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
         subscriptions,
         message_inspection,  # before topics: T/ledger/…, T/examinemessage
         topic_policies,
+        topic_offload,  # before topics: T/offload, T/internal-info
         topics,
     ):
         app.include_router(module.router(ctx))

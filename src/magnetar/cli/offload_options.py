@@ -115,7 +115,12 @@ def check(values: Mapping[str, Any]) -> None:
     if driver is None:
         given = [
             f"--{name.replace('_', '-')}"
-            for name in ("offload_bucket", "offload_region", "offload_endpoint", "offload_directory")
+            for name in (
+                "offload_bucket",
+                "offload_region",
+                "offload_endpoint",
+                "offload_directory",
+            )
             if values[name] is not None
         ]
         if given:

@@ -74,7 +74,7 @@ def _produce(node: StandaloneProcess, topic: str, first: int, count: int) -> Non
     client = pulsar.Client(node.url)
     try:
         client.subscribe(topic, "hold", initial_position=pulsar.InitialPosition.Earliest).close()
-        producer = client.create_producer(topic, batching_enabled=False)
+        producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
         for i in range(first, first + count):
             producer.send_async(_payload(i), None)
         producer.flush()

@@ -11,6 +11,7 @@ A few MB by default; ``MAGNETAR_LONG_TESTS=1`` produces 200 MB."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -24,6 +25,8 @@ import pulsar
 import pytest
 
 from magnetar.admin_client import AdminClient
+from magnetar.bookie_protocol.layout import LEDGERS_PATH, ledger_id_of
+from magnetar.metadata import connect
 from magnetar.offload.settings import OffloadDriverConfig
 from magnetar.testing import StandaloneProcess
 from magnetar.testing.s3_server import S3Server
@@ -102,6 +105,15 @@ def _read_all(node: StandaloneProcess, topic: str, expected: int) -> list[int]:
         client.close()
 
 
+async def _ledgers_in_metadata(data: Path) -> set[int]:
+    store = await connect(f"sqlite://{data / 'metadata.db'}")
+    try:
+        names = await store.children(LEDGERS_PATH)
+    finally:
+        await store.close()
+    return {i for i in map(ledger_id_of, names) if i is not None}
+
+
 def _info(admin: AdminClient, topic: str) -> dict[str, Any]:
     info: dict[str, Any] = admin.get(f"/admin/v2/persistent/{topic}/internal-info")
     return info
@@ -153,6 +165,13 @@ def test_offloaded_history_reads_back_in_order_from_the_object_store(
             metrics = answer.read().decode()
         assert "brk_ledgeroffloader_read_entries_total{" in metrics
         assert "brk_ledgeroffloader_offload_bytes_total{" in metrics
+        assert node.stop() == 0
+    # BookKeeper forgot the offloaded ledgers (the bookie's garbage collection, every
+    # 60 s, then drops their entries from its directories)
+    gone = {ledger["ledgerId"] for ledger in offloaded}
+    left = asyncio.run(_ledgers_in_metadata(tmp_path / "data"))
+    assert left, "the current ledger is still there"
+    assert not gone & left
 
 
 def test_a_stopped_object_store_is_an_error_and_the_offload_completes_once_it_is_back(

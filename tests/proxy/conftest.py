@@ -44,12 +44,13 @@ class ProxyProcess:
                 kill(self.proc)
 
 
-def start_proxy(log_path: Path, *args: str) -> ProxyProcess:
-    """``magnetar proxy --port 0 --http-port 0 --bind-address 127.0.0.1 ARGS``, ready."""
+def start_proxy(log_path: Path, *args: str, free_ports: bool = True) -> ProxyProcess:
+    """``magnetar proxy --port 0 --http-port 0 --bind-address 127.0.0.1 ARGS``, ready
+    (``free_ports`` False: only ARGS)."""
+    defaults = ("--bind-address", "127.0.0.1", "--port", "0", "--http-port", "0")
     command = [
         sys.executable, "-m", "magnetar.cli.main", "proxy",
-        "--bind-address", "127.0.0.1", "--port", "0", "--http-port", "0",
-        "--log-level", "INFO", *args,
+        *(defaults if free_ports else ()), "--log-level", "INFO", *args,
     ]  # fmt: skip
     proc, line = start_until_ready(command, log_path, "magnetar proxy ready", "proxy", 60)
     match = READY.search(line)

@@ -5,6 +5,7 @@ waits for a broker."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -68,3 +69,23 @@ def test_proxy_conf_environment_and_flags(tmp_path: Path, monkeypatch: pytest.Mo
         assert status == 503 and "reason" in body
     finally:
         proxy.stop()
+
+
+def test_a_busy_port_is_one_line_naming_its_flag() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        for flag, other, what in (
+            ("--port", "--http-port", "the binary protocol"),
+            ("--http-port", "--port", "HTTP"),
+        ):
+            done = _run(
+                "--broker-service-url", "pulsar://127.0.0.1:1", "--bind-address", "127.0.0.1",
+                flag, port, other, "0",
+            )  # fmt: skip
+            assert done.returncode == 1
+            assert done.stderr.strip() == (
+                f"Error: cannot listen for {what} on 127.0.0.1:{port} ({flag}): "
+                "address already in use"
+            )

@@ -5,7 +5,7 @@ Two proxies side by side: one finds the brokers in the metadata store, the other
 their URLs. A partitioned topic spread over the brokers works through them; the admin CLI
 works through a proxy; garbage on the proxy's port closes that connection only; the owner
 of a topic SIGKILLed mid-stream: the clients recover through the proxy and nothing
-acknowledged is lost (last: it restarts the broker).
+acknowledged is lost (last: the broker stays down).
 """
 
 from __future__ import annotations
@@ -110,6 +110,12 @@ def test_a_partitioned_topic_over_the_brokers_through_two_proxies(
             message = consumer.receive(timeout_millis=30_000)
             received.add(message.data().decode())
             consumer.acknowledge(message)
+        # a lookup over the proxy's HTTP names the proxy
+        status, looked_up = http(
+            "GET", f"{first.http_url}/lookup/v2/topic/persistent/public/spread/parts-partition-0"
+        )
+        assert status == 200 and looked_up["brokerUrl"] == first.service_url, looked_up
+        assert looked_up["httpUrl"] == first.http_url, looked_up
         owners = {_owner(cluster, f"{topic}-partition-{i}") for i in range(PARTITIONS)}
         print(f"partition owners: {sorted(owners)}")
         assert len(owners) >= 2, owners  # spread over brokers, all behind one address
@@ -154,8 +160,7 @@ def test_the_admin_cli_works_through_a_proxy(
     assert done.returncode == 0, done.stderr
     done = _admin(proxy, "namespaces", "create", "acme/ops")
     assert done.returncode == 0, done.stderr
-    assert "acme/ops" in _admin(proxy, "namespaces", "list", "acme").stdout
-    topics = [f"persistent://acme/ops/t{i}" for i in range(4)]
+    topics = [f"persistent://acme/ops/t{i}" for i in range(3)]
     client = _client(proxy)
     try:
         for topic in topics:  # on several brokers: stats asked of any broker are redirected
@@ -197,7 +202,6 @@ def test_clients_recover_through_the_proxy_when_the_owner_is_killed(
     cluster: LocalCluster, proxies: list[ProxyProcess]
 ) -> None:
     topic = "persistent://public/default/survivor"
-    index: int | None = None
     client = _client(proxies[0])
     try:
         consumer = client.subscribe(topic, "s")
@@ -221,6 +225,4 @@ def test_clients_recover_through_the_proxy_when_the_owner_is_killed(
             consumer.acknowledge(message)
         assert _owner(cluster, topic) != owner
     finally:
-        client.close()
-        if index is not None:
-            cluster.brokers[index].start()
+        client.close()  # the killed broker stays down: the module's last test

@@ -174,6 +174,24 @@ def test_the_admin_cli_works_through_a_proxy(
     print("owners:", sorted({_owner(cluster, t) for t in topics}))
 
 
+def test_magnetar_client_produces_and_consumes_through_a_proxy(proxies: list[ProxyProcess]) -> None:
+    """The project's own client (the Helm chart's test pod uses it) through the proxy."""
+    topic = "persistent://public/default/own-client"
+
+    def client(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "magnetar.cli.main", "client", "--service-url",
+             proxies[0].service_url, *args],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    done = client("produce", "-m", "hello", "-n", "3", topic)
+    assert done.returncode == 0, done.stderr
+    done = client("consume", "-s", "sub", "-p", "earliest", "-n", "3", topic)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("hello") == 3, done.stdout
+
+
 def _closed_after(port: int, data: bytes) -> list[object]:
     """What the proxy answers ``data`` with before it closes the connection."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:

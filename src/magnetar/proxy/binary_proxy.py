@@ -72,7 +72,7 @@ from magnetar.proxy.handshake import (
 
 if TYPE_CHECKING:
     from magnetar.auth.authentication import AuthenticationService
-    from magnetar.common.clock import Clock
+    from magnetar.common.clock import Clock, Timer
     from magnetar.proxy.config import ProxyConfig
     from magnetar.proxy.discovery import BrokerDirectory
     from magnetar.proxy.stats import ConnectionStats, ProxyStats
@@ -146,8 +146,8 @@ class ProxyConnection(asyncio.Protocol):
         self._auth: tuple[str | None, bytes | None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._stats: ConnectionStats | None = None
-        self._handshake_timer: asyncio.TimerHandle | None = None
-        self._expiry_timer: asyncio.TimerHandle | None = None
+        self._handshake_timer: Timer | None = None
+        self._expiry_timer: Timer | None = None
         self.closed = False
 
     # --- asyncio.Protocol ----------------------------------------------------------------
@@ -164,7 +164,7 @@ class ProxyConnection(asyncio.Protocol):
             return
         proxy.open.add(self)
         self._stats = proxy.stats.opened(address, proxy.clock.now_ms())
-        self._handshake_timer = asyncio.get_running_loop().call_later(
+        self._handshake_timer = proxy.clock.call_later(
             proxy.config.connect_timeout_s, self._handshake_overdue
         )
 
@@ -289,9 +289,7 @@ class ProxyConnection(asyncio.Protocol):
             # Expired credentials end the connection: the client reconnects with fresh ones
             # (a piped connection's frames are not parsed, so no AUTH_CHALLENGE here).
             remaining_s = identity.expires_at_s - proxy.clock.now_ms() / 1000
-            self._expiry_timer = asyncio.get_running_loop().call_later(
-                max(remaining_s, 0.0), self._expired
-            )
+            self._expiry_timer = proxy.clock.call_later(max(remaining_s, 0.0), self._expired)
         return True
 
     def _expired(self) -> None:

@@ -75,9 +75,10 @@ def _client(proxy: ProxyProcess) -> pulsar.Client:
     return pulsar.Client(proxy.service_url, operation_timeout_seconds=30)
 
 
-def _owner(cluster: LocalCluster, topic: str) -> str:
+def _owner(cluster: LocalCluster, topic: str, via: int = 0) -> str:
+    """The binary URL of ``topic``'s owner, asked of broker ``via``."""
     status, body = http(
-        "GET", f"{cluster.broker_admin_url(0)}/lookup/v2/topic/{topic.replace('://', '/')}"
+        "GET", f"{cluster.broker_admin_url(via)}/lookup/v2/topic/{topic.replace('://', '/')}"
     )
     assert status == 200, body
     return str(body["brokerUrl"])
@@ -241,6 +242,6 @@ def test_clients_recover_through_the_proxy_when_the_owner_is_killed(
             message = consumer.receive(timeout_millis=60_000)
             received.add(message.data().decode())
             consumer.acknowledge(message)
-        assert _owner(cluster, topic) != owner
+        assert _owner(cluster, topic, via=(index + 1) % len(cluster.brokers)) != owner
     finally:
         client.close()  # the killed broker stays down: the module's last test

@@ -61,7 +61,7 @@ from magnetar.protocol import (
     encode,
 )
 from magnetar.protocol.frame import DEFAULT_MAX_FRAME_SIZE_BYTES, DEFAULT_MAX_MESSAGE_SIZE_BYTES
-from magnetar.proxy.broker_link import BrokerLink, BrokerRefused
+from magnetar.proxy.broker_link import BrokerLink, BrokerRefused, no_delay
 from magnetar.proxy.handshake import (
     FirstFrame,
     ProxyCredentials,
@@ -154,6 +154,7 @@ class ProxyConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport = cast(asyncio.Transport, transport)
+        no_delay(transport)
         proxy = self._proxy
         peer = transport.get_extra_info("peername")
         address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)

@@ -11,6 +11,7 @@ acknowledged is lost (last: the broker stays down).
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -191,6 +192,29 @@ def test_magnetar_client_produces_and_consumes_through_a_proxy(proxies: list[Pro
     done = client("consume", "-s", "sub", "-p", "earliest", "-n", "3", topic)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("hello") == 3, done.stdout
+
+
+def test_a_pattern_subscription_lists_topics_through_a_proxy(proxies: list[ProxyProcess]) -> None:
+    """GET_TOPICS_OF_NAMESPACE (and schema requests) on the proxy's lookup connection."""
+    client = _client(proxies[1])
+    try:
+        topic = "persistent://public/default/listed-1"
+        client.create_producer(topic).close()  # the topic exists before the subscription
+        consumer = client.subscribe(
+            re.compile(r"persistent://public/default/listed-.*"),
+            "s",
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        client.create_producer(topic, schema=pulsar.schema.StringSchema()).send("found")
+        assert consumer.receive(timeout_millis=30_000).data() == b"found"
+    finally:
+        client.close()
+    text = http("GET", f"{proxies[1].http_url}/metrics")[1].decode()
+    listed = next(
+        line for line in text.splitlines()
+        if line.startswith("pulsar_proxy_get_topics_of_namespace_requests ")
+    )  # fmt: skip
+    assert int(listed.split()[1]) >= 1, text
 
 
 def _closed_after(port: int, data: bytes) -> list[object]:

@@ -27,7 +27,9 @@ def values_file(name: str) -> dict[str, Any]:
     return loaded
 
 
-def render(values: dict[str, Any], release: str = RELEASE, namespace: str = NAMESPACE) -> list[Object]:
+def render(
+    values: dict[str, Any], release: str = RELEASE, namespace: str = NAMESPACE
+) -> list[Object]:
     """Every object the chart renders for ``values`` (as ``helm template`` would for an
     install), in template order; NOTES.txt is left out."""
     manifests = helm.Chart.load(CHART_DIR).render(

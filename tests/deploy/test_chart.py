@@ -61,7 +61,11 @@ def test_every_rendered_object_is_valid_for_kubernetes_1_29_to_1_34(variant: str
 
 def test_the_default_values_render_a_cluster_behind_a_proxy() -> None:
     kinds = _kinds(render({}))
-    assert kinds["StatefulSet"] == ["mg-magnetar-bookie", "mg-magnetar-broker", "mg-magnetar-zookeeper"]
+    assert kinds["StatefulSet"] == [
+        "mg-magnetar-bookie",
+        "mg-magnetar-broker",
+        "mg-magnetar-zookeeper",
+    ]
     assert kinds["Deployment"] == ["mg-magnetar-proxy"]
     assert kinds["Job"] == ["mg-magnetar-init"]
     assert kinds["Pod"] == ["mg-magnetar-test"]
@@ -75,7 +79,11 @@ def test_the_default_values_render_a_cluster_behind_a_proxy() -> None:
 
 
 def test_bookies_keep_journal_and_ledgers_on_their_own_volume_claims() -> None:
-    (bookie,) = [o for o in render({}) if o["metadata"]["name"] == "mg-magnetar-bookie" and o["kind"] == "StatefulSet"]
+    (bookie,) = [
+        o
+        for o in render({})
+        if o["metadata"]["name"] == "mg-magnetar-bookie" and o["kind"] == "StatefulSet"
+    ]
     claims = [c["metadata"]["name"] for c in bookie["spec"]["volumeClaimTemplates"]]
     assert claims == ["journal", "ledgers"]
     (container,) = bookie["spec"]["template"]["spec"]["containers"]
@@ -100,16 +108,27 @@ def test_all_features_mount_the_secrets_the_flags_name() -> None:
     for obj in objects:
         if obj["kind"] not in ("StatefulSet", "Deployment", "Job", "Pod"):
             continue
-        spec_volumes = {v["name"] for v in (obj["spec"].get("template", obj)["spec"].get("volumes", []))}
+        spec_volumes = {
+            v["name"] for v in (obj["spec"].get("template", obj)["spec"].get("volumes", []))
+        }
         for container in containers(obj):
             mounted = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
             assert set(mounted) <= spec_volumes | {
                 c["metadata"]["name"] for c in obj["spec"].get("volumeClaimTemplates", [])
             }
             text = " ".join([*container.get("command", []), *container.get("args", [])])
-            for path in ("/pulsar/keys", "/pulsar/tokens/superuser", "/pulsar/tokens/proxy", "/pulsar/certs"):
+            for path in (
+                "/pulsar/keys",
+                "/pulsar/tokens/superuser",
+                "/pulsar/tokens/proxy",
+                "/pulsar/certs",
+            ):
                 if path + "/" in text:
-                    assert path in mounted.values(), (obj["metadata"]["name"], container["name"], path)
+                    assert path in mounted.values(), (
+                        obj["metadata"]["name"],
+                        container["name"],
+                        path,
+                    )
 
 
 def _check_magnetar_args(args: list[str], existing_file: Path) -> None:

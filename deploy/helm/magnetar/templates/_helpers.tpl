@@ -298,9 +298,7 @@ up): kazoo, which the image has, retries until its start timeout. */}}
   command:
     - sh
     - -c
-    - >-
-      until magnetar admin --admin-url {{ include "magnetar.brokerWebServiceUrl" . }} --timeout 5
-      {{ include "magnetar.cliAuthArgs" . }} brokers healthcheck; do sleep 2; done
+    - until magnetar admin --admin-url {{ include "magnetar.brokerWebServiceUrl" . }} --timeout 5 {{ include "magnetar.cliAuthArgs" . }} brokers healthcheck; do sleep 2; done
   {{- with include "magnetar.secretVolumeMounts" (list . "superuser" false false) }}
   volumeMounts:
     {{- . | nindent 4 }}

@@ -27,6 +27,19 @@ def values_file(name: str) -> dict[str, Any]:
     return loaded
 
 
+def merged(*layers: dict[str, Any]) -> dict[str, Any]:
+    """Values files layered as Helm layers ``-f a.yaml -f b.yaml``: maps merge, the rest is
+    replaced by the later layer."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                out[key] = merged(out[key], value)
+            else:
+                out[key] = value
+    return out
+
+
 def render(
     values: dict[str, Any], release: str = RELEASE, namespace: str = NAMESPACE
 ) -> list[Object]:

@@ -56,15 +56,24 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{/* The ZooKeeper ensemble as host:port,host:port,... */}}
 {{- define "magnetar.zookeeperHosts" -}}
 {{- $root := . -}}
+{{- if not .Values.components.zookeeper -}}
+{{- $url := required "components.zookeeper=false needs externalMetadataStoreUrl" .Values.externalMetadataStoreUrl -}}
+{{- regexReplaceAll "^zk://([^/]*).*$" $url "${1}" -}}
+{{- else -}}
 {{- $hosts := list -}}
 {{- range $i := until (int $root.Values.zookeeper.replicas) -}}
 {{- $hosts = append $hosts (printf "%s-%d.%s:%d" (include "magnetar.component" (list $root "zookeeper")) $i (include "magnetar.serviceHost" (list $root "zookeeper")) (int $root.Values.zookeeper.ports.client)) -}}
 {{- end -}}
 {{- join "," $hosts -}}
 {{- end -}}
+{{- end -}}
 
 {{- define "magnetar.metadataUrl" -}}
+{{- if .Values.components.zookeeper -}}
 {{- printf "zk://%s%s" (include "magnetar.zookeeperHosts" .) .Values.metadataChroot -}}
+{{- else -}}
+{{- .Values.externalMetadataStoreUrl -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "magnetar.brokerServiceUrl" -}}
@@ -116,7 +125,9 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end }}
 {{- end -}}
 
-{{/* Flags of a server (broker, proxy, Functions Worker) checking client tokens. */}}
+{{/* Flags of a server (broker, proxy, Functions Worker) checking client tokens. The proxy
+roles are super users too, as in Pulsar's chart: a broker authorizes both the proxy's role and
+the client's (original_principal), so the client's grants decide. */}}
 {{- define "magnetar.serverAuthArgs" -}}
 {{- if .Values.auth.token.enabled }}
 - --authentication-enabled
@@ -127,7 +138,7 @@ app.kubernetes.io/component: {{ index . 1 }}
 - --authorization-enabled
 {{- end }}
 - --super-user-roles
-- {{ join "," .Values.auth.superUserRoles | quote }}
+- {{ concat .Values.auth.superUserRoles .Values.auth.proxyRoles | uniq | join "," | quote }}
 - --proxy-roles
 - {{ join "," .Values.auth.proxyRoles | quote }}
 {{- end }}

@@ -6,24 +6,43 @@ arguments parsed by the real command line."""
 from __future__ import annotations
 
 import argparse
+import functools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 import kubernetes_validate
+import kubernetes_validate.utils
 import pytest
 
 from magnetar.auth.server_options import add_argparse_options
 from magnetar.cli.main import cli
 from magnetar.functions.__main__ import add_worker_arguments
-from tests.deploy.chart import Object, containers, lint, notes, render, values_file
+from tests.deploy.chart import Object, containers, lint, merged, notes, render, values_file
 
 KUBERNETES_VERSIONS = ["1.29", "1.30", "1.31", "1.32", "1.33", "1.34"]
 VARIANTS = {
     "default": lambda: {},
     "standalone": lambda: values_file("standalone"),
     "all-features": lambda: values_file("all-features"),
+    "standalone-all-features": lambda: merged(
+        values_file("all-features"), values_file("standalone")
+    ),
 }
+
+
+@pytest.fixture(scope="module")
+def cached_schemas() -> Iterator[None]:
+    """kubernetes-validate reads and parses a schema file and the (large) definitions file on
+    every call; the same files serve every object here, so they are parsed once per module.
+    The validation itself is the library's, unchanged."""
+    original = kubernetes_validate.utils.schema_contents
+    kubernetes_validate.utils.schema_contents = functools.lru_cache(maxsize=None)(original)
+    try:
+        yield
+    finally:
+        kubernetes_validate.utils.schema_contents = original
 
 
 def _values(variant: str) -> dict[str, Any]:
@@ -46,6 +65,7 @@ def test_the_chart_lints_clean_in_strict_mode(variant: str) -> None:
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.usefixtures("cached_schemas")
 def test_every_rendered_object_is_valid_for_kubernetes_1_29_to_1_34(variant: str) -> None:
     objects = render(_values(variant))
     assert objects
@@ -162,3 +182,20 @@ def test_every_magnetar_container_passes_real_flags(variant: str, tmp_path: Path
                 _check_magnetar_args(container["args"], existing_file)
                 checked += 1
     assert checked > 0
+
+
+def test_without_its_own_zookeeper_every_component_uses_the_external_metadata_store() -> None:
+    url = "zk://zk-a.example:2181,zk-b.example:2181/prod"
+    objects = render({"components": {"zookeeper": False}, "externalMetadataStoreUrl": url})
+    assert "mg-magnetar-zookeeper" not in _kinds(objects)["StatefulSet"]
+    flags = 0
+    for obj in objects:
+        if obj["kind"] in ("StatefulSet", "Deployment"):
+            for container in containers(obj):
+                args = [*container.get("command", []), *container.get("args", [])]
+                if "--metadata-url" in args or "--metadata-store" in args:
+                    assert url in args
+                    flags += 1
+                if container["name"] == "wait-for-zookeeper":
+                    assert args[-1] == "zk-a.example:2181,zk-b.example:2181"
+    assert flags == 3  # bookies, brokers, proxy

@@ -33,13 +33,13 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 from magnetar import __version__
+from magnetar.broker.error_reply import failure_reply
 from magnetar.common.errors import (
     AuthenticationError,
-    MagnetarError,
     ProtocolError,
     ServerError,
     ServiceNotReady,
-    wire_error,
+    error_for_code,
 )
 from magnetar.protocol import (
     PROTOCOL_VERSION,
@@ -367,10 +367,10 @@ class ProxyConnection(asyncio.Protocol):
             pass
         elif isinstance(cmd, LookupTopic):
             self._proxy.stats.count("pulsar_proxy_lookup_requests")
-            self._answer(cmd.request_id, self._lookup(cmd))
+            self._answer(cmd, self._lookup(cmd))
         elif type(cmd) in _FORWARDED_COUNTERS:
             self._proxy.stats.count(_FORWARDED_COUNTERS[type(cmd)])
-            self._answer(getattr(cmd, "request_id"), self._forward(cmd))  # noqa: B009
+            self._answer(cmd, self._forward(cmd))
         else:
             request_id = getattr(cmd, "request_id", None)
             if not isinstance(request_id, int):
@@ -386,16 +386,21 @@ class ProxyConnection(asyncio.Protocol):
                 )
             )
 
-    def _answer(self, request_id: int, work: Coroutine[Any, Any, Command]) -> None:
+    def _answer(self, cmd: Command, work: Coroutine[Any, Any, Command]) -> None:
+        """Run ``work`` and answer request ``cmd`` with its result under the client's
+        request id, or with the failure as that request's response type
+        (:func:`~magnetar.broker.error_reply.failure_reply`: the C++ client ignores an
+        ERROR answering LOOKUP or PARTITIONED_METADATA)."""
+        request_id: int = getattr(cmd, "request_id")  # noqa: B009 - every request has one
+
         async def run() -> None:
+            reply: Any
             try:
-                answer = await work
+                reply = await work
             except Exception as exc:  # every request is answered (DESIGN.md §6)
-                if not isinstance(exc, MagnetarError):
-                    log.exception("request %d of %s failed", request_id, self._address())
-                code, message = wire_error(exc)
-                answer = Error(request_id=request_id, error=code, message=message)
-            reply: Any = answer
+                if isinstance(exc, BrokerRefused):  # the broker's words, e.g. "Invalid roles"
+                    exc = error_for_code(exc.error.error, exc.error.message)
+                reply = failure_reply(cmd, exc)
             self._write(dataclasses.replace(reply, request_id=request_id))
 
         self._spawn(run())

@@ -137,7 +137,7 @@ class MetadataDiscovery:
     async def refresh(self) -> None:
         from magnetar.broker.controller.election import REGISTRATIONS_PATH
         from magnetar.broker.ownership import BrokerAddress, registered_brokers
-        from magnetar.metadata import NotFound
+        from magnetar.metadata import NotFound, SessionExpired
 
         store = self._store
         if store is None or self._refreshing is None:
@@ -150,6 +150,9 @@ class MetadataDiscovery:
                         got = await store.get(f"{REGISTRATIONS_PATH}/{broker_id}")
                         address = BrokerAddress.from_json(got.value)
                         found.append(BrokerEndpoint(address.service_url, address.http_url))
+            except SessionExpired:
+                await self._reconnect()
+                return
             except MagnetarError as exc:
                 log.warning("reading the brokers from %s failed: %s", self.metadata_url, exc)
                 return
@@ -157,9 +160,28 @@ class MetadataDiscovery:
                 log.info("brokers: %s", ", ".join(e.address for e in found) or "none")
             self._endpoints = found
 
+    async def _reconnect(self) -> None:
+        """A new session after the old one expired (the proxy keeps its last view until
+        the next refresh reads the brokers again)."""
+        from magnetar import metadata
+
+        log.warning("the metadata session to %s expired; opening a new one", self.metadata_url)
+        old, self._store = self._store, None
+        if old is not None:
+            with contextlib.suppress(MagnetarError):
+                await old.close()
+        try:
+            self._store = await metadata.connect(
+                self.metadata_url, session_timeout_s=self._session_timeout_s
+            )
+        except MagnetarError as exc:
+            log.warning("reconnecting to %s failed: %s", self.metadata_url, exc)
+
     async def _poll(self) -> None:
         while True:
             await asyncio.sleep(self._refresh_interval_s)
+            if self._store is None:
+                await self._reconnect()
             await self.refresh()
 
     async def close(self) -> None:

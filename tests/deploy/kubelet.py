@@ -29,6 +29,9 @@ What it does, for every component alike (nothing here knows a chart's components
   containers; OrderedReady StatefulSets one Pod after the previous is ready; readiness by
   the probes' own endpoints (httpGet, tcpSocket, exec); then post-install hooks by weight;
   test Pods only when asked.
+* No orphans: each container gets SIGKILL when the thread that started it ends (setpriv's
+  parent-death signal), as when the test process is killed; :meth:`LocalKubelet.stop` ends
+  the rest in order (SIGTERM, then SIGKILL after a grace period).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import base64
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -55,6 +59,10 @@ Object = dict[str, Any]
 
 STOP_TIMEOUT_S = 15.0
 PROBE_TIMEOUT_S = 2.0
+# A container dies with the thread that started it (which waits for it until it exits), so
+# a killed test run leaves no ZooKeeper or broker behind: util-linux's setpriv sets the
+# parent-death signal and execs the command, which keeps it.
+_ORPHAN_GUARD = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
 _HOST_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*[A-Za-z0-9]")
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -272,7 +280,7 @@ class LocalKubelet:
         log = (self._dir / "logs" / f"{pod.name}.{container['name']}.log").open("ab")
         try:
             return subprocess.Popen(
-                argv, cwd=pod.root, env=process_env, stdout=log, stderr=subprocess.STDOUT,
+                [*_ORPHAN_GUARD, *argv], cwd=pod.root, env=process_env, stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip
         finally:

@@ -88,7 +88,7 @@ def test_all_features_start_a_cluster_with_tokens_and_tls_through_the_proxy(
     finally:
         client.close()
 
-    anonymous = pulsar.Client(f"pulsar://{host}:{ports['pulsar']}", operation_timeout_seconds=10)
+    anonymous = pulsar.Client(f"pulsar://{host}:{ports['pulsar']}", operation_timeout_seconds=5)
     try:
         with pytest.raises(pulsar.PulsarException):
             anonymous.create_producer("persistent://public/default/refused")

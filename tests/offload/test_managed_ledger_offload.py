@@ -265,3 +265,22 @@ async def test_trimming_an_offloaded_ledger_deletes_its_objects(
         == ml.ledger_ids()[0]
     )
     await ml.close()
+
+
+async def test_without_an_offloader_the_bookie_copy_serves_and_stays(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """An offload policy removed after an offload: reads go to the bookies while they hold
+    the ledger, and its bookie copy is not deleted (nothing could read the other one)."""
+    config = OffloadDriverConfig("filesystem", directory=str(tmp_path / "tier"))
+    ml = await open_ml(cluster, BlobStoreOffloader.open(config), cache_size_max_bytes=0)
+    await fill(ml, 15)
+    await ml.offload_prefix(ml.last_confirmed)
+    ml.offloader = None
+    ml.config = ManagedLedgerConfig(
+        ledger_entries_max=10, cache_size_max_bytes=0, offload_deletion_lag_ms=0
+    )
+    await ml.maintain(force=True)
+    assert ml.ledgers.segments[0].on_bookies
+    assert await read_all(ml, "r") == [payload(i) for i in range(15)]
+    await ml.close()

@@ -98,7 +98,7 @@ class LogReader:
         writer = ml.writer
         if writer is not None and writer.ledger_id == seg.ledger_id:
             return [e.data for e in await writer.read(first, last)]
-        if seg.offloaded:
+        if seg.offloaded and (not seg.on_bookies or ml.offloader is not None):
             if not seg.on_bookies or not ml.config.offload_read_bookkeeper_first:
                 return await ml.offloads.read(seg, first, last)
             try:  # bookkeeper-first: the bookie copy while it exists

@@ -228,6 +228,8 @@ class OffloadManager:
 
     async def _delete_bookie_copies(self) -> None:
         ml = self._ml
+        if ml.offloader is None:  # nothing could read the offloaded copies now
+            return
         due = bookie_copies_to_delete(ml.ledgers, ml.clock.now_ms(), ml.config)
         if not due:
             return

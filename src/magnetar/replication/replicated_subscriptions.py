@@ -186,9 +186,9 @@ class ReplicatedSubscriptionsController:
                 if isinstance(effect, WriteMarker):
                     data = marker_entry(effect.marker, self._clock.now_ms(), effect.replicate_to)
                     at = await self.topic.ml.add_entry(data, 1)
-                    log.info("%s: %s written at %s", self.topic.full_name, effect, at)
+                    log.debug("%s: %s written at %s", self.topic.full_name, effect, at)
                 elif isinstance(effect, MoveSubscription):
-                    log.info("%s: %s", self.topic.full_name, effect)
+                    log.debug("%s: %s", self.topic.full_name, effect)
                     await self._move(effect)
             except MagnetarError as exc:  # the snapshot times out; the next one retries
                 log.warning("%s: replicated subscriptions: %s", self.topic.full_name, exc)

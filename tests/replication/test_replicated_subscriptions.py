@@ -16,7 +16,7 @@ import pulsar
 from magnetar.testing import StandaloneProcess
 from magnetar.testing.wait import wait_until
 
-from .conftest import Pair, call, ok
+from .conftest import Pair, admin, call, ok
 
 _log = logging.getLogger("pulsar-client")
 _log.setLevel(logging.WARNING)
@@ -188,6 +188,13 @@ def test_replicated_subscription_status_is_set_by_admin(pair: Pair) -> None:
         assert _sub_stats(pair.east, topic, "s")["isReplicated"] is True
         ok(pair.east.http_url, "POST", path + "/replicatedSubscriptionStatus", False)
         assert _sub_stats(pair.east, topic, "s")["isReplicated"] is False
+        cli = ("topics", "set-replicated-subscription-status", topic, "-s", "s")
+        done = admin(pair.east, *cli, "--enable")
+        assert done.returncode == 0, done.stderr
+        assert _sub_stats(pair.east, topic, "s")["isReplicated"] is True
+        done = admin(pair.east, *cli)
+        assert done.returncode != 0 and "Traceback" not in done.stderr
+        assert "--enable or --disable" in done.stderr
         missing = _path(topic) + "/subscription/nope/replicatedSubscriptionStatus"
         assert call(pair.east.http_url, "POST", missing, True).status == 404
         assert (

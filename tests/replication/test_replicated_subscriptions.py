@@ -5,6 +5,7 @@ never stay as backlog; an idle topic writes none."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import urllib.parse
@@ -13,6 +14,7 @@ from typing import Any, TypeVar
 
 import pulsar
 
+from magnetar.client import Client
 from magnetar.testing import StandaloneProcess
 from magnetar.testing.wait import wait_until
 
@@ -174,6 +176,24 @@ def test_a_consumer_fails_over_to_the_other_cluster_where_it_left_off(pair: Pair
     finally:
         east.close()
         west.close()
+
+
+async def _subscribe_replicated(url: str, topic: str, subscription: str) -> None:
+    client = Client(url)
+    try:
+        consumer = await client.subscribe(
+            topic, subscription, replicate_subscription_state_enabled=True
+        )
+        await consumer.close()
+    finally:
+        await client.close()
+
+
+def test_magnetar_client_subscribes_replicated(pair: Pair) -> None:
+    ns = pair.replicated_namespace()
+    topic = f"persistent://{ns}/own-client"
+    asyncio.run(_subscribe_replicated(pair.east.url, topic, "m"))
+    assert _sub_stats(pair.east, topic, "m")["isReplicated"] is True
 
 
 def test_replicated_subscription_status_is_set_by_admin(pair: Pair) -> None:

@@ -62,6 +62,13 @@ OPERATION_TIMEOUT_S = 5.0
 off: short, so a down remote is retried and the replication delay re-read often."""
 
 
+STALLED_AFTER_S = OPERATION_TIMEOUT_S
+"""A remote that owes a receipt this long counts as not connected in stats."""
+KEEP_ALIVE_INTERVAL_S = OPERATION_TIMEOUT_S
+"""The replicator's connection is closed when the remote answers no PING in about this
+long (the client default, 30 s, would leave a paused remote's connection open)."""
+
+
 def cursor_name(remote: str) -> str:
     """The durable cursor of the replicator to ``remote`` (Pulsar's name)."""
     return f"{CURSOR_PREFIX}{remote}"
@@ -147,7 +154,7 @@ class PersistentReplicator:
         self.local = local
         self.remote = remote
         self._store = store
-        self._clock = clock
+        self.clock = clock
         self._schemas = schemas
         self._authentication = authentication
         self.in_flight_max = in_flight_max
@@ -170,9 +177,14 @@ class PersistentReplicator:
     @property
     def connected(self) -> bool:
         """Whether the producer on the remote cluster is connected now (the client notices
-        a lost connection at once and reconnects on its own)."""
+        a lost connection at once and reconnects on its own) and the remote answers: not
+        when it has owed a receipt for :data:`STALLED_AFTER_S` (a paused or hung remote
+        keeps its TCP connections open)."""
         session = self._session
-        return session is not None and session.producer.is_connected()
+        if session is None or not session.producer.is_connected():
+            return False
+        since = session.unanswered_since_ms
+        return since is None or self.clock.now_ms() - since < STALLED_AFTER_S * 1000
 
     def delay_s(self) -> int:
         """Seconds since the oldest message not yet replicated was published (0: none)."""
@@ -182,7 +194,7 @@ class PersistentReplicator:
         oldest = (
             session.core.oldest_publish_ms if session is not None else self.stats.stalled_publish_ms
         )
-        return 0 if not oldest else max(0, self._clock.now_ms() - oldest) // 1000
+        return 0 if not oldest else max(0, self.clock.now_ms() - oldest) // 1000
 
     async def _peek_oldest(self, cursor: ManagedCursor) -> None:
         """Note the publish time of the first entry the remote has not receipted."""
@@ -222,7 +234,7 @@ class PersistentReplicator:
                 log.warning("replicator %s -> %s: %s (retrying)", self.topic, self.remote, exc)
             if self._cursor is not None:
                 await self._peek_oldest(self._cursor)
-            await self._clock.sleep(backoff.next_ms() / 1000)
+            await self.clock.sleep(backoff.next_ms() / 1000)
 
     async def _replicate(self, backoff: Backoff) -> None:
         """One connection's life: returns or raises when it ends."""
@@ -237,6 +249,7 @@ class PersistentReplicator:
             cluster.broker_service_url,
             authentication=self._authentication,
             operation_timeout_seconds=OPERATION_TIMEOUT_S,
+            keep_alive_interval_seconds=KEEP_ALIVE_INTERVAL_S,
         )
         try:
             created = await client.create_producer(
@@ -247,7 +260,7 @@ class PersistentReplicator:
             )
             assert isinstance(created, Producer), "replicating one partition at a time"
             self.stats.remote_url = cluster.broker_service_url
-            self.stats.connected_since_ms = self._clock.now_ms()
+            self.stats.connected_since_ms = self.clock.now_ms()
             await self._forward(cursor, created, backoff)
         finally:
             with contextlib.suppress(MagnetarError, OSError):
@@ -315,8 +328,12 @@ class _Session:
         self.core.resume_after(producer.last_sequence_id())
         self.room = asyncio.Event()
         """Set when a receipt makes room for more entries in flight."""
+        self.sent = 0
         self.receipts = 0
-        """Entries the remote receipted in this connection."""
+        """Entries sent and receipted in this connection."""
+        self.unanswered_since_ms: int | None = None
+        """Since when the remote has owed a receipt: the first send not answered, or the
+        last receipt while more are owed (None: nothing owed)."""
         self.schema_versions: dict[bytes, bytes | None] = {}
         """Local schema version -> the remote's (None: sent as it is), for this connection."""
         self.failed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
@@ -396,6 +413,9 @@ class _Session:
         sent = self.producer.send_entry(
             metadata, payload, sequence_id=forward.sequence_id, num_messages=count
         )
+        self.sent += 1
+        if self.unanswered_since_ms is None:
+            self.unanswered_since_ms = replicator.clock.now_ms()
         sent.add_done_callback(lambda fut: self._receipted(fut, forward, len(payload), count))
 
     def _receipted(
@@ -409,6 +429,8 @@ class _Session:
                 self.failed.set_result(exc)
             return
         self.receipts += 1
+        owed = self.sent > self.receipts
+        self.unanswered_since_ms = self.replicator.clock.now_ms() if owed else None
         self.replicator.stats.msg_out.record(messages, size_bytes)
         self._moved(self.core.on_receipt(forward.sequence_id))
         self.room.set()

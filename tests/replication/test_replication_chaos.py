@@ -47,6 +47,8 @@ _log = logging.getLogger("pulsar-client")
 _log.setLevel(logging.WARNING)
 LONG = os.environ.get("MAGNETAR_LONG_TESTS") == "1"
 STATS_TIMEOUT_S = 30.0
+DOWN_NOTICED_S = 15.0
+"""How soon stats must say a killed or paused remote is not connected."""
 DRAIN_TIMEOUT_S = 90.0
 SEND_INTERVAL_S = 0.005
 
@@ -166,7 +168,7 @@ def test_replication_survives_remote_kills_pauses_and_owner_kills(sites: Sites) 
                     os.kill(south.proc.pid, signal.SIGSTOP)
                 wait_until(
                     lambda: stats().get("connected") is False,
-                    timeout_s=STATS_TIMEOUT_S,
+                    timeout_s=DOWN_NOTICED_S,
                     what=f"stats say south is not connected ({fault})",
                 )
                 backlog = int(stats()["replicationBacklog"])  # type: ignore[call-overload]

@@ -112,6 +112,8 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[str], str]]]] = {
     "logSizeLimit": ("entry_log_size_max_bytes", _same),
     "journalMaxGroupWaitMSec": ("journal_group_wait_ms", _same),
     "autoRecoveryDaemonEnabled": ("autorecovery", _same),
+    "diskUsageThreshold": ("disk_usage_threshold", _same),
+    "diskUsageLwmThreshold": ("disk_usage_lwm_threshold", _same),
 }
 """Pulsar's (or BookKeeper's) key → (the option's parameter name, conversion to its unit).
 A key whose option a command lacks is unknown to that command."""

@@ -17,9 +17,12 @@
   (the two registries number their versions independently). A version this cluster no
   longer holds is sent as it is.
 * Moves the cursor only over entries the remote receipted or the rules skipped.
-* A failure (remote unreachable for 5 s, producer refused, a send failing) closes the
-  producer and client, rewinds the cursor to its mark-delete position and tries again after
-  a backoff (100 ms doubling to 30 s); :meth:`PersistentReplicator.stop` ends it.
+* A failure (remote unreachable for 5 s, producer refused, a schema refused, a send
+  failing) closes the producer and client, rewinds the cursor to its mark-delete position
+  and tries again after a backoff (100 ms doubling to 30 s, back to 100 ms only once the
+  remote receipted an entry); :meth:`PersistentReplicator.stop` ends it.
+* :attr:`PersistentReplicator.connected` is what stats report: the remote's producer
+  connected and the remote answering (no receipt owed for :data:`STALLED_AFTER_S`).
 * The replication delay (:meth:`PersistentReplicator.delay_s`) runs from the publish time
   of the oldest entry not receipted: the oldest in flight while connected, else the one
   read when the last attempt started or failed.

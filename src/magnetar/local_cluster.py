@@ -93,6 +93,9 @@ class DataDirLock:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LocalClusterConfig:
     data_dir: Path
+    cluster_name: str = "standalone"
+    """Every broker's ``--cluster-name`` (Pulsar's ``clusterName``): the name other
+    clusters register this one under to replicate with it."""
     brokers: int = 1
     bookies: int = 3
     zookeeper_port: int = 2181
@@ -120,6 +123,8 @@ class LocalClusterConfig:
     gets them; ``broker_args`` turn token authentication on."""
 
     def __post_init__(self) -> None:
+        if not self.cluster_name:
+            raise ValueError("the cluster name must not be empty")
         if self.brokers < 1 or self.bookies < 1:
             raise ValueError("a local cluster needs at least one broker and one bookie")
         if not 1 <= self.ack_quorum <= self.write_quorum <= self.ensemble_size:
@@ -422,6 +427,7 @@ class LocalCluster:
         args = self._magnetar(
             "broker",
             "--metadata-url", self.metadata_url,
+            "--cluster-name", cfg.cluster_name,
             "--port", str(port),
             "--http-port", str(http_port),
             "--ensemble-size", str(cfg.ensemble_size),

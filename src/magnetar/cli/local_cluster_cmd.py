@@ -29,6 +29,13 @@ CHILD_CHECK_INTERVAL_S = 0.5
 
 
 @click.command("local-cluster")
+@click.option(
+    "--cluster-name",
+    default="standalone",
+    show_default=True,
+    help="The cluster's name, given to every broker (clusterName): other clusters register "
+    "it under this name to replicate with it.",
+)
 @click.option("--brokers", default=1, show_default=True, type=click.IntRange(1, 16))
 @click.option("--bookies", default=3, show_default=True, type=click.IntRange(1, 16))
 @click.option(
@@ -69,6 +76,7 @@ CHILD_CHECK_INTERVAL_S = 0.5
 )
 @server_auth_option_values
 def local_cluster(
+    cluster_name: str,
     brokers: int,
     bookies: int,
     data_dir: Path,
@@ -98,6 +106,7 @@ def local_cluster(
     try:
         config = LocalClusterConfig(
             data_dir=data_dir,
+            cluster_name=cluster_name,
             brokers=brokers,
             bookies=bookies,
             zookeeper_port=zookeeper_port,

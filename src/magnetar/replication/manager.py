@@ -114,6 +114,7 @@ class ReplicationManager:
                     remote=remote,
                     store=self._service.store,
                     clock=self._service.clock,
+                    schemas=self._service.schemas.registry,
                     authentication=self._authentication,
                 )
                 try:

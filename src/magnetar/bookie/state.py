@@ -11,7 +11,8 @@ A bookie is read-only while any of these holds, writable again once none does:
 * an operator forced it (:meth:`BookieState.set_readonly`).
 
 A writable bookie is registered as the ephemeral node ``/ledgers/available/<id>``, a
-read-only one as ``/ledgers/available/readonly/<id>``. A change of mode re-registers in the
+read-only one as ``/ledgers/available/readonly/<id>``, its value JSON
+``{"bookie_id", "readonly"[, "rack"]}`` (the rack the bookie was started with). A change of mode re-registers in the
 background; a re-registration that fails is retried by the disk monitor (the metadata store
 may share the full disk).
 """
@@ -45,11 +46,13 @@ class BookieState:
         *,
         disk_free_min_bytes: int,
         check_every_bytes: int,
+        rack: str | None = None,
     ) -> None:
         self.bookie_id = bookie_id
         self._data_dir = data_dir
         self._metadata = metadata
         self._disk_free_min_bytes = disk_free_min_bytes
+        self._rack = rack
         self.readonly = False
         self.storage_fault: str | None = None
         """Why storage cannot be written (a failed journal write or checkpoint), or None."""
@@ -145,7 +148,10 @@ class BookieState:
         if self._metadata is None:
             return
         readonly = self.readonly
-        info = json.dumps({"bookie_id": self.bookie_id, "readonly": readonly}).encode()
+        body: dict[str, object] = {"bookie_id": self.bookie_id, "readonly": readonly}
+        if self._rack is not None:
+            body["rack"] = self._rack
+        info = json.dumps(body).encode()
         want = f"{READONLY_PATH if readonly else AVAILABLE_PATH}/{self.bookie_id}"
         other = f"{AVAILABLE_PATH if readonly else READONLY_PATH}/{self.bookie_id}"
         with contextlib.suppress(NotFound):

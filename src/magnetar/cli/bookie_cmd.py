@@ -30,6 +30,17 @@ def _metadata_url(url: str) -> str:
     return url
 
 
+def _rack(rack: str | None) -> str | None:
+    from magnetar.ledger.racks import InvalidRackConfiguration, normalized_rack
+
+    if rack is None:
+        return None
+    try:
+        return normalized_rack(rack)
+    except InvalidRackConfiguration as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @click.command(context_settings=SERVER_CONTEXT)
 @config_file_option
 @click.option(
@@ -42,6 +53,14 @@ def _metadata_url(url: str) -> str:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=3181, show_default=True, type=int)
 @click.option("--advertised-host", default=None)
+@click.option(
+    "--rack",
+    default=None,
+    callback=lambda _ctx, _param, rack: _rack(rack),
+    help="Where this bookie stands, /region/rack (e.g. /east/rack-1), kept in its "
+    "registration: ensembles spread over racks and, with the brokers' region-aware policy, "
+    "regions. 'admin bookies set-bookie-rack' overrides it.",
+)
 @click.option("--disk-free-min-bytes", default=1024**3, show_default=True, type=int)
 @click.option("--gc-interval-ms", default=60_000, show_default=True, type=int)
 @click.option(
@@ -86,6 +105,7 @@ def bookie(
     host: str,
     port: int,
     advertised_host: str | None,
+    rack: str | None,
     disk_free_min_bytes: int,
     gc_interval_ms: int,
     checkpoint_interval_ms: int,
@@ -103,6 +123,7 @@ def bookie(
         host=host,
         port=port,
         advertised_host=advertised_host,
+        rack=rack,
         disk_free_min_bytes=disk_free_min_bytes,
         gc_interval_ms=gc_interval_ms,
         checkpoint_interval_ms=checkpoint_interval_ms,

@@ -13,9 +13,9 @@ A bookie is read-only while any of these holds, writable again once none does:
 
 A writable bookie is registered as the ephemeral node ``/ledgers/available/<id>``, a
 read-only one as ``/ledgers/available/readonly/<id>``, its value JSON
-``{"bookie_id", "readonly"[, "rack"]}`` (the rack the bookie was started with). A change of mode re-registers in the
-background; a re-registration that fails is retried by the disk monitor (the metadata store
-may share the full disk).
+``{"bookie_id", "readonly"[, "rack"]}`` (the rack the bookie was started with). A change
+of mode re-registers in the background; a re-registration that fails is retried by the disk
+monitor (the metadata store may share the full disk).
 """
 
 from __future__ import annotations

@@ -42,3 +42,30 @@ def test_the_rack_a_bookie_registers_with() -> None:
     )
     for unusable in (b"", b"{", b"[]", b'{"rack": 3}', b'{"rack": "/"}', b'{"bookie_id": "h"}'):
         assert registered_rack(unusable) is None
+
+
+async def test_an_admin_set_rack_overrides_the_bookies_own_label() -> None:
+    from magnetar.bookie_protocol.layout import AVAILABLE_PATH, READONLY_PATH
+    from magnetar.ledger import LedgerClient
+    from magnetar.ledger.racks import RACKS_PATH
+    from magnetar.metadata import connect
+
+    store = await connect("memory:")
+    client = LedgerClient(store)
+    try:
+        for path, rack in (
+            (f"{AVAILABLE_PATH}/a:1", "/east/r1"),
+            (f"{AVAILABLE_PATH}/b:1", "/east/r2"),
+            (f"{READONLY_PATH}/c:1", "west/r1"),
+        ):
+            await store.create(path, b'{"rack": "%s"}' % rack.encode(), ephemeral=True)
+        await store.create(f"{AVAILABLE_PATH}/d:1", b"{}", ephemeral=True)
+        await store.create(RACKS_PATH, b'{"default": {"b:1": {"rack": "/west/r9"}}}')
+        assert await client.bookie_racks(["a:1", "b:1", "c:1", "d:1", "gone:1"]) == {
+            "a:1": "/east/r1",
+            "b:1": "/west/r9",  # the admin's
+            "c:1": "/west/r1",  # read-only: its label still counts
+        }
+    finally:
+        await client.close()
+        await store.close()

@@ -110,6 +110,23 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[str], str]]]] = {
         "overload_threshold_cpu_percent",
         _same,
     ),
+    "bookkeeperClientRackawarePolicyEnabled": (
+        "bookkeeper_client_rackaware_policy_enabled",
+        _same,
+    ),
+    "bookkeeperClientRegionawarePolicyEnabled": (
+        "bookkeeper_client_regionaware_policy_enabled",
+        _same,
+    ),
+    "bookkeeperClientMinNumRacksPerWriteQuorum": (
+        "bookkeeper_client_min_num_racks_per_write_quorum",
+        _same,
+    ),
+    "bookkeeperClientEnforceMinNumRacksPerWriteQuorum": (
+        "bookkeeper_client_enforce_min_num_racks_per_write_quorum",
+        _same,
+    ),
+    "reppMinimumRegionsForDurability": ("repp_minimum_regions_for_durability", _same),
     "functionsWorkerEnabled": ("functions_worker", _same),
     # proxy.conf
     "servicePort": ("port", _same),
@@ -137,6 +154,7 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[str], str]]]] = {
     "autoRecoveryDaemonEnabled": ("autorecovery", _same),
     "diskUsageThreshold": ("disk_usage_threshold", _same),
     "diskUsageLwmThreshold": ("disk_usage_lwm_threshold", _same),
+    "bookieRack": ("rack", _same),  # Magnetar's own: BookKeeper maps racks by DNS or ZooKeeper
 }
 """Pulsar's (or BookKeeper's) key → (the option's parameter name, conversion to its unit).
 A key whose option a command lacks is unknown to that command."""

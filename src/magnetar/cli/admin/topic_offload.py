@@ -9,7 +9,6 @@ offloaded (``PUT …/offload`` with the message id ``ledgerId:0`` of that ledger
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +16,7 @@ import click
 
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import TOPIC, Topic
+from magnetar.cli.admin.process_status import poll_status
 from magnetar.cli.admin.units import size_bytes
 from magnetar.cli.output import fail, output_option, printer
 
@@ -85,15 +85,13 @@ def offload(topic: Topic, threshold: str) -> None:
 def offload_status(topic: Topic, wait_complete: bool, timeout_s: float) -> None:
     """Show the state of a topic's offload (NOT_RUN, RUNNING, SUCCESS, ERROR); exit 1 on
     ERROR."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        status = rest().get(f"{topic.path}/offload")
-        state = status.get("status") if isinstance(status, dict) else None
-        if not wait_complete or state != "RUNNING":
-            break
-        if time.monotonic() > deadline:
-            fail(f"offload of {topic.full} still running after {timeout_s:g} s")
-        time.sleep(STATUS_POLL_INTERVAL_S)
+    status, state = poll_status(
+        f"{topic.path}/offload",
+        f"offload of {topic.full}",
+        wait_complete=wait_complete,
+        timeout_s=timeout_s,
+        interval_s=STATUS_POLL_INTERVAL_S,
+    )
     out = printer()
     if out.json or not isinstance(status, dict):
         out.result(status)

@@ -159,3 +159,19 @@ def test_link_state_rules() -> None:
     state.cut(Direction.BOTH)
     state.heal(Direction.FROM_TARGET)
     assert state.is_cut(Direction.TO_TARGET) and not state.is_cut(Direction.FROM_TARGET)
+
+
+def test_a_client_side_reset_leaves_the_target_side_open(proxy: FaultProxy) -> None:
+    sock = connect(proxy)
+    sock.sendall(b"1")
+    assert recv_exactly(sock, 1) == b"1"
+    proxy.reset_connections(client_side_only=True)
+    with pytest.raises(OSError):
+        sock.sendall(b"2")
+        if sock.recv(1) == b"":
+            raise ConnectionResetError("EOF after reset")
+    sock.close()
+    assert proxy.open_connections() == 0
+    assert len(proxy._orphans) == 1  # the echo server's side: still open
+    target = proxy._orphans[0].target
+    assert not target.is_closing()

@@ -11,6 +11,7 @@ then break the link from the test::
         link.cut(Direction.TO_TARGET)  # asymmetric: replies still flow, requests do not
         link.delay(200)                # every chunk arrives 200 ms after it was read
         link.reset_connections()       # RST every open connection (both sides see a reset)
+        link.reset_connections(client_side_only=True)  # the target's side stays open, silent
 
 What a cut models is a partition of a network that keeps TCP connections up: bytes sent
 across it are neither delivered nor lost, and arrive once it heals (TCP retransmits), unless
@@ -85,8 +86,10 @@ class _Connection:
     target: asyncio.StreamWriter
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
-    def reset(self) -> None:
-        for writer in (self.client, self.target):
+    def reset(self, *, client_side_only: bool = False) -> None:
+        """RST both sides, or only the connecting process's (the target's stays open and
+        hears nothing more, until :meth:`reset` again)."""
+        for writer in (self.client,) if client_side_only else (self.client, self.target):
             sock = writer.get_extra_info("socket")
             if sock is not None:
                 # Linger 0: close() sends RST instead of FIN, as a middlebox reset would.
@@ -120,6 +123,7 @@ class FaultProxy:
                                         name=f"fault-proxy->{target_port}")  # fmt: skip
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
+        self._orphans: list[_Connection] = []
         self._changed: asyncio.Condition | None = None
         self._in_flight = 0
 
@@ -142,9 +146,10 @@ class FaultProxy:
         async def close() -> None:
             if self._server is not None:
                 self._server.close()
-            for conn in list(self._connections):
+            for conn in [*self._connections, *self._orphans]:
                 conn.reset()
             self._connections.clear()
+            self._orphans.clear()
 
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(close(), self._loop).result(START_TIMEOUT_S)
@@ -186,12 +191,18 @@ class FaultProxy:
 
         self._control(set_delay)
 
-    def reset_connections(self) -> None:
-        """Reset (RST) every open connection; new connections are accepted as before."""
+    def reset_connections(self, *, client_side_only: bool = False) -> None:
+        """Reset (RST) every open connection; new connections are accepted as before.
+
+        ``client_side_only``: only the connecting processes see the reset; the target keeps
+        its side open and hears nothing more on it (a middlebox that lost its state), so it
+        learns of the loss only by its own keep-alive. :meth:`stop` closes those sides."""
 
         def reset() -> None:
             for conn in list(self._connections):
-                conn.reset()
+                conn.reset(client_side_only=client_side_only)
+                if client_side_only:
+                    self._orphans.append(conn)
             self._connections.clear()
 
         self._control(reset)
@@ -239,8 +250,10 @@ class FaultProxy:
         done.add_done_callback(lambda _: self._closed(conn))
 
     def _closed(self, conn: _Connection) -> None:
-        """Both directions ended (EOF forwarded both ways, or a reset): close the pair."""
-        for writer in (conn.client, conn.target):
+        """Both directions ended (EOF forwarded both ways, or a reset): close the pair (but
+        not the target's side of an orphan: it stays open and silent)."""
+        orphan = any(conn is o for o in self._orphans)
+        for writer in (conn.client,) if orphan else (conn.client, conn.target):
             writer.close()
         self._connections.discard(conn)
 

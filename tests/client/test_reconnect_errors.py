@@ -1,9 +1,11 @@
 """Reconnecting through a failover: the errors a broker answers while it recovers are retried.
 
 A broker that lost its metadata session, or whose storage is failing over, answers
-SUBSCRIBE / PRODUCER with MetadataError, PersistenceError or ServiceNotReady. Pulsar's Java
-client retries all three; so must ours (the consumer used to stop with "fatal error on
-reconnect"). The peer here is a small broker over a real socket that speaks our protocol
+SUBSCRIBE / PRODUCER with MetadataError, PersistenceError or ServiceNotReady; right after a
+failover it may still hold the previous registration (ConsumerBusy, ProducerBusy), throttle
+(TooManyRequests) or fail in a way it cannot name (UnknownError). Pulsar's Java client keeps
+reconnecting an established consumer or producer through all of these; so must ours (they
+used to stop with "fatal error on reconnect"). A deleted topic (TopicNotFound) ends them. The peer here is a small broker over a real socket that speaks our protocol
 codec: it accepts the first registration, closes the consumer / producer (as a broker does
 when a topic moves), answers the next registrations with the error, then accepts again.
 """
@@ -17,7 +19,17 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from magnetar.client import Client
-from magnetar.common.errors import ServerError
+from magnetar.client.errors import LookupError_, Timeout, TlsHandshakeError
+from magnetar.client.reconnect import ends_reconnecting
+from magnetar.common.errors import (
+    InvalidTopicName,
+    ListenerNotFound,
+    ProducerFenced,
+    ServerError,
+    TopicNotFound,
+    TopicTerminated,
+    error_for_code,
+)
 from magnetar.protocol import (
     PROTOCOL_VERSION,
     CloseConsumer,
@@ -138,7 +150,16 @@ async def recovering_broker(error: ServerError) -> AsyncIterator[RecoveringBroke
 
 @pytest.mark.parametrize(
     "error",
-    [ServerError.MetadataError, ServerError.PersistenceError, ServerError.ServiceNotReady],
+    [
+        ServerError.MetadataError,
+        ServerError.PersistenceError,
+        ServerError.ServiceNotReady,
+        ServerError.TooManyRequests,
+        ServerError.ConsumerBusy,
+        ServerError.ProducerBusy,
+        ServerError.UnknownError,
+        ServerError.AuthorizationError,
+    ],
 )
 @pytest.mark.parametrize("handle", ["consumer", "producer"])
 async def test_reconnect_retries_the_errors_of_a_recovering_broker(
@@ -158,3 +179,39 @@ async def test_reconnect_retries_the_errors_of_a_recovering_broker(
             await wait_until_async(is_connected, 10, what=f"the {handle} reconnected")
         finally:
             await client.close()
+
+
+@pytest.mark.parametrize("handle", ["consumer", "producer"])
+async def test_a_deleted_topic_ends_reconnecting(handle: str) -> None:
+    async with recovering_broker(ServerError.TopicNotFound) as broker:
+        client = Client(broker.url, operation_timeout_seconds=10)
+        try:
+            if handle == "consumer":
+                consumer = await client.subscribe("t", "s")
+                broker.fail_over()
+                with pytest.raises(TopicNotFound):
+                    await asyncio.wait_for(consumer.receive(), 10)
+            else:
+                producer = await client.create_producer("t")
+                broker.fail_over()
+                await wait_until_async(lambda: broker.refused == 1, 10, what="one refusal")
+                with pytest.raises(TopicNotFound):
+                    await asyncio.wait_for(producer.send(b"x"), 10)
+            assert broker.refused == 1  # no retry after the answer that ends it
+        finally:
+            await client.close()
+
+
+def test_the_errors_that_end_reconnecting() -> None:
+    """The rule alone: what ends an established handler, and what is retried."""
+    for final in (TopicNotFound, TopicTerminated, ProducerFenced, ListenerNotFound):
+        assert ends_reconnecting(final("x"))
+    assert ends_reconnecting(TlsHandshakeError("bad certificate"))
+    for code in ServerError:
+        error = error_for_code(code, "session 0x1 is lost")
+        if not isinstance(
+            error, TopicNotFound | TopicTerminated | ProducerFenced | InvalidTopicName
+        ):
+            assert not ends_reconnecting(error), code
+    assert not ends_reconnecting(LookupError_("redirected more than 20 times"))
+    assert not ends_reconnecting(Timeout("lookup did not succeed within 30 s"))

@@ -125,6 +125,14 @@ def _own_options(f: Callable[..., Any], quorum_default: int) -> Callable[..., An
             "connection.",
         ),
         click.option(
+            "--keep-alive-interval-seconds",
+            default=30,
+            show_default=True,
+            type=click.IntRange(min=0),
+            help="A PING goes to each client this often; a connection silent for a whole "
+            "interval after one is closed (keepAliveIntervalSeconds; 0: off).",
+        ),
+        click.option(
             "--broker-max-connections",
             default=0,
             show_default=True,
@@ -240,6 +248,7 @@ def _server_config(values: dict[str, Any], server_auth: ServerAuth) -> BrokerSer
             max_message_publish_buffer_size_mb=v["max_message_publish_buffer_size_mb"],
             partial_frame_bytes_max=v["partial_frame_bytes_max"],
             partial_frame_timeout_ms=v["partial_frame_timeout_ms"],
+            keep_alive_interval_ms=v["keep_alive_interval_seconds"] * 1000,
             max_connections=v["broker_max_connections"],
             max_connections_per_ip=v["broker_max_connections_per_ip"],
             failover_delay_ms=v["failover_delay_ms"],

@@ -85,6 +85,7 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[str], str]]]] = {
     ),
     "maxMessageSize": ("max_message_size", _same),
     "brokerMaxConnections": ("broker_max_connections", _same),
+    "keepAliveIntervalSeconds": ("keep_alive_interval_seconds", _same),
     "brokerMaxConnectionsPerIp": ("broker_max_connections_per_ip", _same),
     "activeConsumerFailoverDelayTimeMillis": ("failover_delay_ms", _same),
     "managedLedgerDefaultEnsembleSize": ("ensemble_size", _same),

@@ -104,7 +104,9 @@ class LocalClusterConfig:
     ensemble_size: int = 2
     write_quorum: int = 2
     ack_quorum: int = 2
-    bookie_disk_free_min_bytes: int = 64 * 1024 * 1024
+    bookie_disk_free_min_bytes: int = 0
+    """An absolute floor of free space for the bookie, on top of its usage thresholds (0.95,
+    writable again under 0.90)."""
     session_timeout_s: float = 10.0
     """ZooKeeper session timeout of every bookie and broker: a SIGKILLed process's
     registration (and a broker's bundles) go after about this long."""

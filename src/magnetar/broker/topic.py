@@ -397,12 +397,14 @@ class Topic:
     ) -> None:
         """Admit a producer and answer PRODUCER_SUCCESS (maybe ready=false first), carrying
         ``schema_version`` (the version of the producer's schema, checked before).
-        Raises ProducerBusy / ProducerFenced."""
+        Raises ProducerBusy / ProducerFenced, or the managed ledger's storage error while
+        storage fails (see :meth:`ManagedLedger.wait_writable`)."""
         name = cmd.producer_name or self.service.new_producer_name()
         mode = AccessMode(int(cmd.producer_access_mode))
         key = ProducerKey(conn.connection_id, cmd.producer_id)
         if self.ml.is_terminated:
             raise TopicTerminated(f"Topic {self.full_name} is terminated")
+        await self.ml.wait_writable()  # storage failing: refused (PersistenceError), retried
         self._check_producer_limits(key)
         admission = self.access.add(ProducerRequest(key, name, mode, cmd.epoch, cmd.topic_epoch))
         producer = Producer(

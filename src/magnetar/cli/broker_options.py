@@ -270,22 +270,30 @@ def run_server(
     server: BrokerServerConfig,
     other_ports: dict[str, int | None] | None = None,
 ) -> int:
+    """``asyncio.run(main)`` on uvloop (see :func:`run_server_ports`), the options of the
+    ports those of ``server`` and ``other_ports`` (option -> its value)."""
+    return run_server_ports(
+        main,
+        {
+            "--port": server.broker.port,
+            "--tls-port": server.broker.tls_port,
+            "--http-port": server.http_port,
+            "--https-port": server.https_port,
+            **(other_ports or {}),
+        },
+    )
+
+
+def run_server_ports(main: Coroutine[Any, Any, int], port_flags: dict[str, int | None]) -> int:
     """``asyncio.run(main)`` on uvloop. A port that cannot be bound ends it as one line,
     ``cannot listen for HTTP on HOST:PORT (--http-port): address already in use``, the
-    option found among the ports of ``server`` and ``other_ports`` (option -> its value)."""
+    option found among ``port_flags`` (option -> its value)."""
     import asyncio
     import errno
 
     from magnetar.cli.output import CommandFailed
     from magnetar.cli.server_setup import install_uvloop
 
-    port_flags: dict[str, int | None] = {
-        "--port": server.broker.port,
-        "--tls-port": server.broker.tls_port,
-        "--http-port": server.http_port,
-        "--https-port": server.https_port,
-        **(other_ports or {}),
-    }
     install_uvloop()
     try:
         return asyncio.run(main)

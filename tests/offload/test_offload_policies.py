@@ -107,6 +107,7 @@ def test_namespace_offload_policies_round_trip_and_refusals(
     for invalid, reason in (
         ({"managedLedgerOffloadDriver": "azureblob"}, "not supported"),
         ({"managedLedgerOffloadDriver": "S3"}, "bucket must be specified"),
+        ({"managedLedgerOffloadDriver": "filesystem"}, "needs fileSystemURI"),
         (
             {"managedLedgerOffloadDriver": "filesystem", "fileSystemURI": "hdfs://nn/offload"},
             "fileSystemURI",

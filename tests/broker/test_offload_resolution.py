@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import pytest
 
+from magnetar.broker.config import BrokerConfig
 from magnetar.broker.policies import (
     BrokerDefaults,
     OffloadPolicies,
     Policies,
     PolicyError,
     TopicPolicies,
+    broker_defaults,
     ml_config_for,
     resolve,
 )
@@ -193,3 +195,25 @@ def test_policies_json_keeps_the_offload_fields() -> None:
     assert Policies.from_json({}).offload_threshold == -1
     topic = TopicPolicies(offloadPolicies=S3)
     assert TopicPolicies.from_json(topic.to_json()) == topic
+
+
+def test_the_broker_flags_are_the_last_level() -> None:
+    assert resolve(broker_defaults(BrokerConfig()), None).offload.driver is None
+    config = BrokerConfig(
+        offload_driver="aws-s3",
+        offload_bucket="b",
+        offload_region="r",
+        offload_endpoint="http://minio:9000",
+        offload_threshold_bytes=0,
+        offload_deletion_lag_ms=0,
+        offload_read_priority="bookkeeper-first",
+    )
+    settings = resolve(broker_defaults(config), Policies()).offload
+    assert settings.driver == OffloadDriverConfig(
+        "aws-s3", bucket="b", region="r", endpoint="http://minio:9000"
+    )
+    assert (settings.threshold_bytes, settings.deletion_lag_ms) == (0, 0)
+    assert settings.read_priority is ReadPriority.BOOKKEEPER_FIRST
+    # a namespace's threshold overrides the flag, the store stays the broker's
+    ns = resolve(broker_defaults(config), Policies(offload_threshold=1 << 20)).offload
+    assert (ns.driver, ns.threshold_bytes) == (settings.driver, 1 << 20)

@@ -2,7 +2,8 @@
 ``offloadThreshold``, ``offloadThresholdInSeconds``, ``offloadDeletionLagMs`` and
 ``offloadPolicies`` and the topic's ``offloadPolicies`` over REST (round trips, Pulsar's
 refusals, ``?applied=true``), and the same through ``magnetar admin`` as pulsar-admin spells
-it. One standalone serves the module (unique namespaces and topics per test)."""
+it; and a namespace policy driving automatic offload on a live topic. One standalone serves
+the module (unique namespaces and topics per test), its ledgers rolling every few entries."""
 
 from __future__ import annotations
 
@@ -14,17 +15,24 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pulsar
 import pytest
 
 from magnetar.admin_client import AdminClient, AdminHttpError
-from magnetar.testing import StandaloneProcess
+from magnetar.testing import StandaloneProcess, wait_until
 
 RUN_TIMEOUT_S = 60.0
+ENTRIES_PER_LEDGER = 5
+OFFLOAD_WAIT_S = 30.0
 
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
-    with StandaloneProcess(tmp_path_factory.mktemp("offload-policies") / "data") as node:
+    with StandaloneProcess(
+        tmp_path_factory.mktemp("offload-policies") / "data",
+        "--managed-ledger-max-entries-per-ledger", str(ENTRIES_PER_LEDGER),
+        "--managed-ledger-min-ledger-rollover-time-ms", "0",
+    ) as node:  # fmt: skip
         yield node
 
 
@@ -99,6 +107,7 @@ def test_namespace_offload_policies_round_trip_and_refusals(
     for invalid, reason in (
         ({"managedLedgerOffloadDriver": "azureblob"}, "not supported"),
         ({"managedLedgerOffloadDriver": "S3"}, "bucket must be specified"),
+        ({"managedLedgerOffloadDriver": "filesystem"}, "needs fileSystemURI"),
         (
             {"managedLedgerOffloadDriver": "filesystem", "fileSystemURI": "hdfs://nn/offload"},
             "fileSystemURI",
@@ -249,3 +258,79 @@ def test_pulsar_admin_refusals_are_one_line(standalone: StandaloneProcess, names
         assert result.returncode != 0, args
         assert needle in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr
+
+
+def _offloaded_ledgers(admin: AdminClient, topic: str) -> set[int]:
+    stats = admin.get(f"/admin/v2/persistent/{topic}/internalStats")
+    return {ledger["ledgerId"] for ledger in stats["ledgers"] if ledger.get("offloaded")}
+
+
+def _closed_ledgers(admin: AdminClient, topic: str) -> set[int]:
+    stats = admin.get(f"/admin/v2/persistent/{topic}/internalStats")
+    return {ledger["ledgerId"] for ledger in stats["ledgers"][:-1]}
+
+
+def _produce(standalone: StandaloneProcess, topic: str, count: int) -> None:
+    client = pulsar.Client(standalone.url, operation_timeout_seconds=15)
+    try:
+        producer = client.create_producer(f"persistent://{topic}", batching_enabled=False)
+        for i in range(count):
+            producer.send(f"m-{i}".encode())
+    finally:
+        client.close()
+
+
+def _more_closed_ledgers(admin: AdminClient, topic: str, than: set[int]) -> set[int]:
+    """Wait until at least two ledgers outside ``than`` have closed; those ledgers."""
+    return wait_until(
+        lambda: found if len(found := _closed_ledgers(admin, topic) - than) >= 2 else None,
+        OFFLOAD_WAIT_S,
+        what="more closed ledgers",
+    )
+
+
+def test_a_namespace_policy_offloads_closed_ledgers_until_removed(
+    standalone: StandaloneProcess, admin: AdminClient, namespace: str, tmp_path: Path
+) -> None:
+    """Threshold 0 and a filesystem driver: each ledger that closes is offloaded by itself.
+    Ledgers that close while the policy is removed stay on the bookies: set again with
+    another directory, it is there that they go."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    topic = f"{namespace}/auto"
+    policies = f"/admin/v2/namespaces/{namespace}/offloadPolicies"
+
+    def offload_to(directory: Path) -> dict[str, Any]:
+        return {
+            "managedLedgerOffloadDriver": "filesystem",
+            "fileSystemURI": f"file://{directory}",
+            "managedLedgerOffloadThresholdInBytes": 0,
+        }
+
+    admin.put(f"/admin/v2/persistent/{topic}")
+    # a subscription that reads nothing keeps the ledgers (no retention here)
+    admin.put(f"/admin/v2/persistent/{topic}/subscription/keep")
+    admin.post(policies, offload_to(first))
+    _produce(standalone, topic, 3 * ENTRIES_PER_LEDGER)
+    closed = _more_closed_ledgers(admin, topic, set())
+    wait_until(
+        lambda: closed <= _offloaded_ledgers(admin, topic),
+        OFFLOAD_WAIT_S,
+        what=f"ledgers {sorted(closed)} offloaded",
+    )
+    indexes = list(first.rglob("*-index"))
+    assert len(indexes) >= len(closed), indexes
+
+    _ok(_admin_cli(standalone, "namespaces", "remove-offload-policies", namespace))
+    _produce(standalone, topic, 3 * ENTRIES_PER_LEDGER)
+    later = _more_closed_ledgers(admin, topic, _offloaded_ledgers(admin, topic))
+    assert not later & _offloaded_ledgers(admin, topic)
+
+    admin.post(policies, offload_to(second))
+    _produce(standalone, topic, 2 * ENTRIES_PER_LEDGER)  # a rollover under the new policy
+    wait_until(
+        lambda: later <= _offloaded_ledgers(admin, topic),
+        OFFLOAD_WAIT_S,
+        what=f"ledgers {sorted(later)} offloaded",
+    )
+    assert len(list(second.rglob("*-index"))) >= len(later)
+    assert len(list(first.rglob("*-index"))) == len(indexes)

@@ -20,7 +20,8 @@ does: setting a threshold or the lag also changes the ``offload_policies`` holdi
 the thresholds and lag an ``offload_policies`` sets are copied to the single values.
 
 Refusals: a malformed body 400; an unsupported driver, an S3 driver without a bucket, a
-negative deletion lag, a ``fileSystemURI`` that is not a local path 412 with the reason;
+negative deletion lag, a ``fileSystemURI`` that is not a local path, a filesystem driver
+with no ``fileSystemURI`` on a broker without ``--offload-directory`` 412 with the reason;
 a missing namespace or topic 404; topic policies of a partition 412.
 """
 
@@ -48,9 +49,11 @@ from magnetar.metadata.store import NotFound
 NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}"
 
 
-def checked_offload_policies(value: Any) -> OffloadPolicies:
+def checked_offload_policies(ctx: AdminContext, value: Any) -> OffloadPolicies:
     """A request body as :class:`OffloadPolicies`: 400 when malformed, 412 with the reason
-    when it cannot work (:func:`~magnetar.broker.policies.offload.problem`)."""
+    when it cannot work (:func:`~magnetar.broker.policies.offload.problem`, or a
+    filesystem driver with no ``fileSystemURI`` here nor ``--offload-directory`` on the
+    broker)."""
     try:
         policies = OffloadPolicies.from_json(value)
     except PolicyError as exc:
@@ -58,6 +61,12 @@ def checked_offload_policies(value: Any) -> OffloadPolicies:
     reason = problem(policies)
     if reason is not None:
         raise PreconditionFailed(reason)
+    broker_directory = ctx.service.policies.defaults.offload.directory
+    if policies.is_filesystem() and policies.directory is None and broker_directory is None:
+        raise PreconditionFailed(
+            "The filesystem offload driver needs fileSystemURI (the broker has no "
+            "--offload-directory)"
+        )
     return policies
 
 
@@ -166,7 +175,7 @@ def router(ctx: AdminContext) -> APIRouter:
     @r.post(NAMESPACE + "/offloadPolicies", summary="Set a namespace's offload policies")
     async def set_ns_policies(tenant: str, namespace: str, request: Request) -> Response:
         await read(tenant, namespace)
-        policies = checked_offload_policies(await read_json(request))
+        policies = checked_offload_policies(ctx, await read_json(request))
         return await edit(tenant, namespace, lambda p: with_offload_policies(p, policies))
 
     async def remove_ns_policies(tenant: str, namespace: str) -> Response:
@@ -216,7 +225,7 @@ def router(ctx: AdminContext) -> APIRouter:
         isGlobal: bool = False,
     ) -> Response:
         name = await persistent_topic(domain, tenant, namespace, topic)
-        policies = checked_offload_policies(await read_json(request))
+        policies = checked_offload_policies(ctx, await read_json(request))
         await ctx.policies.update_topic(name, lambda p: p.with_(offloadPolicies=policies))
         return no_content()
 

@@ -101,6 +101,9 @@ class OffloadPolicies:
     def is_s3(self) -> bool:
         return self.driver is not None and self.driver.lower() in _S3_DRIVERS
 
+    def is_filesystem(self) -> bool:
+        return self.driver is not None and self.driver.lower() == "filesystem"
+
     def to_json(self) -> dict[str, Any]:
         """Pulsar's JSON: unset fields left out; an S3 driver's bucket, region and endpoint
         under both the generic and the ``s3…`` names, as ``OffloadPoliciesImpl.create``."""

@@ -114,6 +114,9 @@ class LocalClusterConfig:
     """ZooKeeper session timeout of every bookie and broker: a SIGKILLed process's
     registration (and a broker's bundles) go after about this long."""
     log_level: str = "INFO"
+    bookie_racks: tuple[str, ...] = ()
+    """The ``/region/rack`` of each bookie, in order (``magnetar bookie --rack``); empty:
+    none."""
     broker_args: tuple[str, ...] = ()
     """More options for every ``magnetar broker`` (e.g. its authentication settings,
     ``("--authentication-enabled", "--authentication-providers", "token", ...)``)."""
@@ -129,6 +132,10 @@ class LocalClusterConfig:
             raise ValueError("a local cluster needs at least one broker and one bookie")
         if not 1 <= self.ack_quorum <= self.write_quorum <= self.ensemble_size:
             raise ValueError("need 1 <= ack quorum <= write quorum <= ensemble size")
+        if self.bookie_racks and len(self.bookie_racks) != self.bookies:
+            raise ValueError(
+                f"{len(self.bookie_racks)} bookie racks given for {self.bookies} bookies"
+            )
         if self.ensemble_size > self.bookies:
             raise ValueError(
                 f"ensemble size {self.ensemble_size} needs at least that many bookies "
@@ -416,6 +423,7 @@ class LocalCluster:
             "--port", str(port),
             "--disk-free-min-bytes", str(cfg.bookie_disk_free_min_bytes),
             "--session-timeout-s", str(cfg.session_timeout_s),
+            *(("--rack", cfg.bookie_racks[index]) if cfg.bookie_racks else ()),
         )  # fmt: skip
         return ClusterProcess(
             f"bookie-{index}", args, self.data_dir / f"bookie-{index}.log", _BOOKIE_READY,

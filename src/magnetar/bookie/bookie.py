@@ -100,6 +100,10 @@ class BookieConfig:
     """Start even if journal replay finds a damaged record followed by valid ones
     (BookKeeper's ``skipReplayJournalInvalidRecord``): the damaged bytes are skipped and
     logged. Off: the bookie refuses to start (:class:`~magnetar.bookie.errors.JournalCorrupt`)."""
+    rack: str | None = None
+    """Where the bookie stands, ``/region/rack``, written into its registration for the
+    ledger clients' placement (a rack set through ``admin bookies set-bookie-rack``
+    overrides it)."""
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -206,6 +210,7 @@ class Bookie:
             self._data_dir,
             self._metadata,
             thresholds=thresholds,
+            rack=cfg.rack,
             check_every_bytes=every_bytes,
         )
         journal = Journal(

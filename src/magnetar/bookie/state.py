@@ -12,9 +12,10 @@ A bookie is read-only while any of these holds, writable again once none does:
 * an operator forced it (:meth:`BookieState.set_readonly`).
 
 A writable bookie is registered as the ephemeral node ``/ledgers/available/<id>``, a
-read-only one as ``/ledgers/available/readonly/<id>``. A change of mode re-registers in the
-background; a re-registration that fails is retried by the disk monitor (the metadata store
-may share the full disk).
+read-only one as ``/ledgers/available/readonly/<id>``, its value JSON
+``{"bookie_id", "readonly"[, "rack"]}`` (the rack the bookie was started with). A change
+of mode re-registers in the background; a re-registration that fails is retried by the disk
+monitor (the metadata store may share the full disk).
 """
 
 from __future__ import annotations
@@ -46,10 +47,12 @@ class BookieState:
         *,
         thresholds: DiskThresholds,
         check_every_bytes: int,
+        rack: str | None = None,
     ) -> None:
         self.bookie_id = bookie_id
         self._data_dir = data_dir
         self._metadata = metadata
+        self._rack = rack
         self._thresholds = thresholds
         self._disk_full = False
         self._disk_state = ""
@@ -147,7 +150,10 @@ class BookieState:
         if self._metadata is None:
             return
         readonly = self.readonly
-        info = json.dumps({"bookie_id": self.bookie_id, "readonly": readonly}).encode()
+        body: dict[str, object] = {"bookie_id": self.bookie_id, "readonly": readonly}
+        if self._rack is not None:
+            body["rack"] = self._rack
+        info = json.dumps(body).encode()
         want = f"{READONLY_PATH if readonly else AVAILABLE_PATH}/{self.bookie_id}"
         other = f"{AVAILABLE_PATH if readonly else READONLY_PATH}/{self.bookie_id}"
         with contextlib.suppress(NotFound):

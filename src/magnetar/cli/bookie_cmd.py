@@ -30,6 +30,17 @@ def _metadata_url(url: str) -> str:
     return url
 
 
+def _rack(rack: str | None) -> str | None:
+    from magnetar.ledger.racks import InvalidRackConfiguration, normalized_rack
+
+    if rack is None:
+        return None
+    try:
+        return normalized_rack(rack)
+    except InvalidRackConfiguration as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @click.command(context_settings=SERVER_CONTEXT)
 @config_file_option
 @click.option(
@@ -42,6 +53,14 @@ def _metadata_url(url: str) -> str:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=3181, show_default=True, type=int)
 @click.option("--advertised-host", default=None)
+@click.option(
+    "--rack",
+    default=None,
+    callback=lambda _ctx, _param, rack: _rack(rack),
+    help="Where this bookie stands, /region/rack (e.g. /east/rack-1), kept in its "
+    "registration: ensembles spread over racks and, with the brokers' region-aware policy, "
+    "regions. 'admin bookies set-bookie-rack' overrides it.",
+)
 @click.option(
     "--disk-usage-threshold",
     default=0.95,  # BookieConfig.disk_usage_threshold
@@ -106,6 +125,7 @@ def bookie(
     host: str,
     port: int,
     advertised_host: str | None,
+    rack: str | None,
     disk_usage_threshold: float,
     disk_usage_lwm_threshold: float,
     disk_free_min_bytes: int,
@@ -130,6 +150,7 @@ def bookie(
         host=host,
         port=port,
         advertised_host=advertised_host,
+        rack=rack,
         disk_usage_threshold=disk_usage_threshold,
         disk_usage_lwm_threshold=disk_usage_lwm_threshold,
         disk_free_min_bytes=disk_free_min_bytes,

@@ -46,6 +46,7 @@ from magnetar.broker.rate_limit import (
     PublishRateLimiter,
     SubscribeRateLimiter,
 )
+from magnetar.broker.replicated_subscription import set_replicated
 from magnetar.broker.stats import SubscriptionMeters, TopicMeters
 from magnetar.broker.subscription import Subscription
 from magnetar.common.errors import (
@@ -137,6 +138,9 @@ class Topic:
         self._batch_size_of: bytes | None = None
         self._last_entry_batch_size: int | None = None
         self.closed = False
+        self.may_hold_markers = False
+        """Whether marker entries may be in the log (replicated subscriptions run here):
+        the dispatchers then look for them (:mod:`magnetar.broker.marker_filter`)."""
         self.meters = TopicMeters(service.clock, service.meter_sampler)
         self.created_ms = service.clock.now_ms()
         self.subscription_meters: dict[str, SubscriptionMeters] = {}
@@ -612,6 +616,8 @@ class Topic:
             self._check_consumer_limits(sub)
             if sub is None:
                 sub = await self._create_subscription(cmd)
+            if cmd.replicate_subscription_state:
+                await set_replicated(sub.cursor, True)
             if not sub.consumers:
                 sub.read_compacted = read_compacted
             consumer = Consumer(

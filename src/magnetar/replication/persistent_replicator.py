@@ -46,6 +46,7 @@ from magnetar.managed_ledger.managed_ledger import ManagedLedger
 from magnetar.managed_ledger.position import Position
 from magnetar.metadata.store import MetadataStore
 from magnetar.protocol.entry import Entry, decode_metadata, encode_metadata
+from magnetar.protocol.markers import REPLICATED_SUBSCRIPTION_MARKERS
 from magnetar.protocol.metadata import MessageMetadata
 from magnetar.replication.cluster_registry import ClusterNotRegistered, remote_cluster
 from magnetar.replication.replicator import LOCAL_ONLY, Forward, ReplicatorCore, should_forward
@@ -398,7 +399,8 @@ class _Session:
             stored.position,
             original.replicated_from,
             original.replicate_to,
-            marker=original.marker_type is not None,
+            # replicated subscriptions' markers travel (by replicate_to); others stay
+            marker=original.marker_type not in (None, *REPLICATED_SUBSCRIPTION_MARKERS),
             publish_ms=original.publish_time,
         )
         if forward is None:

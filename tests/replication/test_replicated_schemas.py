@@ -105,8 +105,8 @@ def test_a_schema_the_remote_refuses_is_retried_with_a_growing_backoff(pair: Pai
 
         wait_until(lambda: len(refusals()) >= 6, timeout_s=30, what="six refusals")
         first, sixth = refusals()[0], refusals()[5]
-        # 100 + 200 + 400 + 800 + 1600 ms of backoff between them, at the least
-        assert (sixth - first).total_seconds() >= 3.0, refusals()[:6]
+        # 100 + 200 + 400 + 800 + 1600 ms of backoff between them, less up to 10% jitter
+        assert (sixth - first).total_seconds() >= 2.79, refusals()[:6]
         with pytest.raises(pulsar.Timeout):
             in_west.receive(timeout_millis=500)
     finally:

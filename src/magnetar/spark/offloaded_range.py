@@ -1,0 +1,134 @@
+"""Reading an offloaded ledger's entries straight from the object store, in a Spark executor.
+
+The executor opens the store the ``offload.*`` options name (credentials from its
+environment), reads the ledger's index object once, then whole blocks with ranged GETs
+(:class:`~magnetar.offload.offloader.BlobStoreOffloader`), a run of entries at a time. Each
+stored entry becomes messages exactly as a consumer turns a dispatched entry into messages
+(:func:`entry_messages`, over the client's own decoding), so rows built from them are the
+rows the broker path builds.
+
+Errors: :class:`OffloadedReadError` naming the partition and the ledger when an object is
+missing or corrupt, an entry does not decode, or the store fails (Spark retries the task up
+to ``spark.task.maxFailures`` times; a missing or corrupt object fails every attempt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+
+from magnetar.client import Message
+from magnetar.client.chunk_reassembler import ChunkReassembler, reassembled_message
+from magnetar.client.message import decode_entry, entry_payload
+from magnetar.client.message_id import MessageId
+from magnetar.common.errors import MagnetarError
+from magnetar.offload.block_format import BLOCK_SIZE_MAX_DEFAULT
+from magnetar.offload.object_store import ObjectStoreError, open_object_store
+from magnetar.offload.offloader import BlobStoreOffloader, OffloadedDataError
+from magnetar.offload.settings import OffloadDriverConfig
+from magnetar.protocol import Entry
+from magnetar.spark.offload_plan import OffloadedEntries
+from magnetar.spark.topic_catalog import SparkSourceError
+
+ENTRIES_PER_READ_MAX = 1000
+"""Entries asked of the offloader at a time (rows come out in runs of this many entries)."""
+BLOCK_CACHE_BYTES = 2 * BLOCK_SIZE_MAX_DEFAULT
+"""The task's block cache: the block being read stays whole whatever the block size, so each
+block is fetched once."""
+
+
+class OffloadedReadError(SparkSourceError):
+    """An offloaded ledger could not be read from the object store; the message names the
+    partition, the ledger and the cause."""
+
+
+class EntryDecoder:
+    """Stored entries of one partition -> the messages a consumer receives for them (sans-IO).
+
+    A chunked message comes out whole, at its last chunk, once every chunk was fed; a chunk
+    whose first chunk was not fed (it precedes the range) is dropped, as the consumer drops
+    it. Raises :class:`~magnetar.common.errors.MagnetarError` (``CorruptMessage``,
+    ``ProtocolError``) for an entry that does not decode."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._chunks = ChunkReassembler()
+
+    def entry_messages(self, ledger_id: int, entry_id: int, data: bytes) -> list[Message]:
+        entry = Entry(data)
+        md = entry.metadata
+        if md.chunk_id is not None and md.num_chunks_from_msg and md.num_chunks_from_msg > 1:
+            done, _ = self._chunks.add(
+                md.uuid or "",
+                md.chunk_id,
+                md.num_chunks_from_msg,
+                md.total_chunk_msg_size or 0,
+                entry_payload(entry, md),
+                MessageId(self.partition, ledger_id, entry_id),
+                0,
+            )
+            if done is None:
+                return []
+            msg = reassembled_message(
+                done, md, topic=self.topic, partition=self.partition, redelivery_count=0
+            )
+            return [msg]
+        messages, _ = decode_entry(
+            entry,
+            topic=self.topic,
+            partition=self.partition,
+            ledger_id=ledger_id,
+            entry_id=entry_id,
+        )
+        return messages
+
+
+class OffloadedEntryReader:
+    """The messages of :class:`~magnetar.spark.offload_plan.OffloadedEntries` of one
+    partition, read from the store ``config`` names. One per task; not thread-safe."""
+
+    def __init__(
+        self, config: OffloadDriverConfig, partition_name: str, partition_index: int
+    ) -> None:
+        self.config = config
+        self.partition_name = partition_name
+        self._decoder = EntryDecoder(partition_name, partition_index)
+        self._offloader: BlobStoreOffloader | None = None
+
+    def _error(self, ledger_id: int, exc: Exception) -> OffloadedReadError:
+        return OffloadedReadError(
+            f"{self.partition_name}: reading offloaded ledger {ledger_id} from "
+            f"{self.config.driver} store failed: {exc}"
+        )
+
+    async def messages(self, ref: OffloadedEntries) -> AsyncGenerator[list[Message]]:
+        """Runs of messages of entries ``ref.first_entry_id..ref.last_entry_id``, in order.
+        Raises OffloadedReadError."""
+        if self._offloader is None:
+            try:
+                store = open_object_store(self.config)
+            except (ValueError, ObjectStoreError) as exc:
+                raise self._error(ref.ledger_id, exc) from None
+            self._offloader = BlobStoreOffloader(store, block_cache_bytes=BLOCK_CACHE_BYTES)
+        first = ref.first_entry_id
+        while first <= ref.last_entry_id:
+            last = min(first + ENTRIES_PER_READ_MAX - 1, ref.last_entry_id)
+            try:
+                entries = await self._offloader.read(ref.uuid, ref.ledger_id, first, last)
+            except (OffloadedDataError, ObjectStoreError) as exc:
+                raise self._error(ref.ledger_id, exc) from None
+            if len(entries) != last - first + 1:
+                raise self._error(
+                    ref.ledger_id,
+                    OffloadedDataError(f"{len(entries)} entries of {first}..{last} found"),
+                )
+            out: list[Message] = []
+            for entry_id, data in enumerate(entries, first):
+                try:
+                    out.extend(self._decoder.entry_messages(ref.ledger_id, entry_id, data))
+                except MagnetarError as exc:
+                    raise self._error(
+                        ref.ledger_id, OffloadedDataError(f"entry {entry_id}: {exc}")
+                    ) from None
+            yield out
+            first = last + 1

@@ -121,3 +121,7 @@ def read_all(spark: SparkSession, url: str, topic: str, **options: str) -> Any:
     for k, v in options.items():
         reader = reader.option(k, v)
     return reader.load()
+
+
+# The S3-compatible server of the tiered-storage tests (moto's, its own process).
+from offload.conftest import s3_config, s3_server  # noqa: E402, F401

@@ -1,0 +1,167 @@
+"""The executor's direct read of offloaded ledgers: objects written by the real offloader to a
+local directory and to a real S3-compatible server (moto's, its own process), read back as
+the rows a Spark task yields."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+import pytest
+
+from magnetar.client.message_id import MessageId
+from magnetar.offload.block_format import data_key, index_key
+from magnetar.offload.object_store import open_object_store
+from magnetar.offload.offloader import BlobStoreOffloader
+from magnetar.offload.settings import OffloadDriverConfig
+from magnetar.protocol import MessageMetadata, SingleMessageMetadata, build_entry
+from magnetar.protocol.batch import build_batch
+from magnetar.spark.offload_plan import OffloadedEntries
+from magnetar.spark.offloaded_range import OffloadedReadError
+from magnetar.spark.offsets import EARLIEST, Position
+from magnetar.spark.options import parse_options
+from magnetar.spark.partition_range import RangePartition, read_range
+
+TOPIC = "persistent://public/default/direct-partition-1"
+LEDGER = 42
+
+
+@pytest.fixture(params=["filesystem", "aws-s3"])
+def config(request: pytest.FixtureRequest, tmp_path: Path) -> OffloadDriverConfig:
+    if request.param == "filesystem":
+        return OffloadDriverConfig("filesystem", directory=str(tmp_path / "tier"))
+    return request.getfixturevalue("s3_config")  # type: ignore[no-any-return]
+
+
+def _single(i: int) -> bytes:
+    md = MessageMetadata(
+        producer_name="p",
+        sequence_id=i,
+        publish_time=1_700_000_000_000 + i,
+        partition_key=f"k{i}" if i % 2 else None,
+        properties=(("i", str(i)),),
+        event_time=1_600_000_000_000 + i if i % 3 == 0 else 0,
+    )
+    return b"".join(bytes(b) for b in build_entry(md, f"single-{i}".encode()))
+
+
+def _batch(i: int, size: int) -> bytes:
+    records = [
+        (
+            SingleMessageMetadata(
+                partition_key=f"bk{i}-{j}", properties=(("j", str(j)),), event_time=j
+            ),
+            f"batch-{i}-{j}".encode(),
+        )
+        for j in range(size)
+    ]
+    md = MessageMetadata(
+        producer_name="q",
+        sequence_id=i,
+        publish_time=1_700_000_000_000 + i,
+        num_messages_in_batch=size,
+    )
+    return b"".join(bytes(b) for b in build_entry(md, build_batch(records)))
+
+
+def _entries(count: int) -> list[bytes]:
+    return [_batch(i, 1 + i % 4) if i % 2 else _single(i) for i in range(count)]
+
+
+def _expected(entries: Sequence[bytes], first: int = 0) -> list[tuple[Any, ...]]:
+    """(value, key, message id, properties, event time ms) of every message, from the
+    way the entries were built."""
+    out: list[tuple[Any, ...]] = []
+    for i in range(first, len(entries)):
+        if i % 2 == 0:
+            mid = MessageId(1, LEDGER, i).serialize()
+            event = 1_600_000_000_000 + i if i % 3 == 0 else None
+            key = f"k{i}" if i % 2 else None
+            out.append((f"single-{i}".encode(), key, mid, [("i", str(i))], event))
+        else:
+            size = 1 + i % 4
+            for j in range(size):
+                mid = MessageId(1, LEDGER, i, j, batch_size=size).serialize()
+                out.append(
+                    (f"batch-{i}-{j}".encode(), f"bk{i}-{j}", mid, [("j", str(j))], j or None)
+                )
+    return out
+
+
+def _offload(config: OffloadDriverConfig, entries: list[bytes], uuid: str) -> None:
+    async def reads(first: int, last: int) -> Sequence[bytes]:
+        return entries[first : last + 1]
+
+    offloader = BlobStoreOffloader(open_object_store(config), block_size_max=4096)
+    asyncio.run(offloader.offload(uuid, LEDGER, len(entries) - 1, reads, b""))
+
+
+def _options(config: OffloadDriverConfig) -> dict[str, str]:
+    raw = {"service_url": "pulsar://127.0.0.1:1", "topic": TOPIC, "offload.driver": config.driver}
+    for name in ("bucket", "region", "endpoint", "directory"):
+        value = getattr(config, name)
+        if value:
+            raw[f"offload.{name}"] = value
+    return raw
+
+
+def _rows(part: RangePartition) -> list[tuple[Any, ...]]:
+    table = pa.Table.from_batches(list(read_range(part)), schema=None)
+    out = []
+    for row in table.to_pylist():
+        event = row["event_time"]
+        out.append(
+            (
+                row["value"],
+                row["key"],
+                row["message_id"],
+                row["properties"],
+                int(event.timestamp() * 1000) if event is not None else None,
+            )
+        )
+        assert row["topic"] == "persistent://public/default/direct"
+        assert row["partition"] == 1
+    return out
+
+
+def test_an_offloaded_ledger_reads_as_the_messages_it_holds(config: OffloadDriverConfig) -> None:
+    entries = _entries(300)
+    _offload(config, entries, "u-1")
+    opts = parse_options(_options(config))
+    ref = OffloadedEntries(LEDGER, "u-1", 0, len(entries) - 1)
+    part = RangePartition(TOPIC, EARLIEST, Position(LEDGER, 299), opts, None, None, ref)
+    assert _rows(part) == _expected(entries)
+
+    # a range from inside a batch: the entry it starts in is read, its earlier members dropped
+    start = Position(LEDGER, 101, 0)
+    ref = OffloadedEntries(LEDGER, "u-1", 101, 299)
+    part = RangePartition(TOPIC, start, Position(LEDGER, 299), opts, None, None, ref)
+    assert _rows(part) == _expected(entries, 101)[1:]
+
+
+def test_a_missing_or_corrupt_object_is_an_error_naming_the_ledger(
+    config: OffloadDriverConfig,
+) -> None:
+    entries = _entries(40)
+    _offload(config, entries, "u-2")
+    opts = parse_options(_options(config))
+    ref = OffloadedEntries(LEDGER, "u-2", 0, 39)
+    part = RangePartition(TOPIC, EARLIEST, Position(LEDGER, 39), opts, None, None, ref)
+    store = open_object_store(config)
+
+    async def corrupt() -> None:
+        key = data_key("u-2", LEDGER)
+        data = bytearray(await store.get(key))
+        data[200:210] = b"\xff" * 10
+        await store.put(key, bytes(data))
+
+    asyncio.run(corrupt())
+    with pytest.raises(OffloadedReadError, match=rf"{TOPIC}: .*offloaded ledger {LEDGER}.*"):
+        _rows(part)
+
+    asyncio.run(store.delete(index_key("u-2", LEDGER)))
+    with pytest.raises(OffloadedReadError, match=rf"ledger {LEDGER}.*index .* is missing"):
+        _rows(part)

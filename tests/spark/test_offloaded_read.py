@@ -165,3 +165,74 @@ def test_a_missing_or_corrupt_object_is_an_error_naming_the_ledger(
     asyncio.run(store.delete(index_key("u-2", LEDGER)))
     with pytest.raises(OffloadedReadError, match=rf"ledger {LEDGER}.*index .* is missing"):
         _rows(part)
+
+
+def _chunk(uuid: str, chunk_id: int, chunks: int, whole: bytes, part: bytes) -> bytes:
+    md = MessageMetadata(
+        producer_name="c",
+        sequence_id=7,
+        publish_time=1_700_000_000_500,
+        partition_key="chunky",
+        uuid=uuid,
+        chunk_id=chunk_id,
+        num_chunks_from_msg=chunks,
+        total_chunk_msg_size=len(whole),
+    )
+    return b"".join(bytes(b) for b in build_entry(md, part))
+
+
+def test_a_chunked_message_across_offloaded_ledgers_comes_from_the_task_it_began_in(
+    tmp_path: Path,
+) -> None:
+    config = OffloadDriverConfig("filesystem", directory=str(tmp_path / "tier"))
+    whole = bytes(range(256)) * 40
+    thirds = [whole[:3000], whole[3000:6000], whole[6000:]]
+    first = [_single(0), _chunk("m", 0, 3, whole, thirds[0])]
+    second = [_chunk("m", 1, 3, whole, thirds[1]), _chunk("m", 2, 3, whole, thirds[2]), _single(2)]
+    asyncio.run(_offload_ledgers(config, {LEDGER: first, LEDGER + 1: second}))
+    opts = parse_options(_options(config))
+    range_end = Position(LEDGER + 1, 2)
+    next_ref = OffloadedEntries(LEDGER + 1, "u", 0, 2)
+    part = RangePartition(
+        TOPIC,
+        EARLIEST,
+        Position(LEDGER, 1),
+        opts,
+        None,
+        None,
+        OffloadedEntries(LEDGER, "u", 0, 1),
+        following=(next_ref,),
+        range_end=range_end,
+    )
+    got = _rows(part)
+    assert [r[0] for r in got] == [b"single-0", whole]
+    assert got[1][1] == "chunky"
+    later = RangePartition(
+        TOPIC, Position(LEDGER + 1, -1), range_end, opts, None, None, next_ref, range_end=range_end
+    )
+    assert [r[0] for r in _rows(later)] == [b"single-2"]  # the tail is the earlier task's
+
+    # after a range read through the broker, the head is out of reach: said, not skipped
+    after_broker = RangePartition(
+        TOPIC,
+        Position(LEDGER + 1, -1),
+        range_end,
+        opts,
+        None,
+        None,
+        next_ref,
+        range_end=range_end,
+        after_broker=True,
+    )
+    with pytest.raises(OffloadedReadError, match=r"offload\.directRead=false"):
+        _rows(after_broker)
+
+
+async def _offload_ledgers(config: OffloadDriverConfig, ledgers: dict[int, list[bytes]]) -> None:
+    offloader = BlobStoreOffloader(open_object_store(config), block_size_max=4096)
+    for ledger_id, entries in ledgers.items():
+
+        async def reads(first: int, last: int, entries: list[bytes] = entries) -> Sequence[bytes]:
+            return entries[first : last + 1]
+
+        await offloader.offload("u", ledger_id, len(entries) - 1, reads, b"")

@@ -46,27 +46,45 @@ class EntryDecoder:
 
     A chunked message comes out whole, at its last chunk, once every chunk was fed; a chunk
     whose first chunk was not fed (it precedes the range) is dropped, as the consumer drops
-    it. Raises :class:`~magnetar.common.errors.MagnetarError` (``CorruptMessage``,
-    ``ProtocolError``) for an entry that does not decode."""
+    it, and counted in :attr:`dropped_chunks`. Raises
+    :class:`~magnetar.common.errors.MagnetarError` (``CorruptMessage``, ``ProtocolError``)
+    for an entry that does not decode."""
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
         self.partition = partition
         self._chunks = ChunkReassembler()
+        self.dropped_chunks = 0
 
-    def entry_messages(self, ledger_id: int, entry_id: int, data: bytes) -> list[Message]:
+    @property
+    def pending_chunked(self) -> int:
+        """Chunked messages begun and not complete yet."""
+        return len(self._chunks)
+
+    def entry_messages(
+        self, ledger_id: int, entry_id: int, data: bytes, *, only_pending: bool = False
+    ) -> list[Message]:
+        """The messages of one entry. ``only_pending``: only chunks that continue messages
+        already begun are taken (what completes them), everything else is skipped."""
         entry = Entry(data)
         md = entry.metadata
-        if md.chunk_id is not None and md.num_chunks_from_msg and md.num_chunks_from_msg > 1:
-            done, _ = self._chunks.add(
+        chunked = md.chunk_id is not None and bool(md.num_chunks_from_msg)
+        chunked = chunked and (md.num_chunks_from_msg or 0) > 1
+        if only_pending and (not chunked or md.chunk_id == 0):
+            return []
+        if chunked:
+            assert md.chunk_id is not None and md.num_chunks_from_msg is not None
+            chunk_mid = MessageId(self.partition, ledger_id, entry_id)
+            done, discarded = self._chunks.add(
                 md.uuid or "",
                 md.chunk_id,
                 md.num_chunks_from_msg,
                 md.total_chunk_msg_size or 0,
                 entry_payload(entry, md),
-                MessageId(self.partition, ledger_id, entry_id),
+                chunk_mid,
                 0,
             )
+            self.dropped_chunks += len(discarded)
             if done is None:
                 return []
             msg = reassembled_message(
@@ -85,50 +103,60 @@ class EntryDecoder:
 
 class OffloadedEntryReader:
     """The messages of :class:`~magnetar.spark.offload_plan.OffloadedEntries` of one
-    partition, read from the store ``config`` names. One per task; not thread-safe."""
+    partition, read from the store ``config`` names. One per task; not thread-safe.
+
+    Entries are fed to one :class:`EntryDecoder` in order; an entry at or before the last
+    one fed is skipped, so ranges that overlap by an entry (the next piece of a split
+    ledger) feed it once."""
 
     def __init__(
         self, config: OffloadDriverConfig, partition_name: str, partition_index: int
     ) -> None:
         self.config = config
         self.partition_name = partition_name
-        self._decoder = EntryDecoder(partition_name, partition_index)
+        self.decoder = EntryDecoder(partition_name, partition_index)
         self._offloader: BlobStoreOffloader | None = None
+        self._fed: tuple[int, int] = (-1, -1)
 
-    def _error(self, ledger_id: int, exc: Exception) -> OffloadedReadError:
+    def error(self, ledger_id: int, why: object) -> OffloadedReadError:
         return OffloadedReadError(
             f"{self.partition_name}: reading offloaded ledger {ledger_id} from "
-            f"{self.config.driver} store failed: {exc}"
+            f"{self.config.driver} store failed: {why}"
         )
 
-    async def messages(self, ref: OffloadedEntries) -> AsyncGenerator[list[Message]]:
-        """Runs of messages of entries ``ref.first_entry_id..ref.last_entry_id``, in order.
-        Raises OffloadedReadError."""
+    async def messages(
+        self, ref: OffloadedEntries, *, only_pending: bool = False
+    ) -> AsyncGenerator[list[Message]]:
+        """Runs of messages of entries ``ref.first_entry_id..ref.last_entry_id``, in order
+        (``only_pending``: see :meth:`EntryDecoder.entry_messages`). Raises
+        OffloadedReadError."""
         if self._offloader is None:
             try:
                 store = open_object_store(self.config)
             except (ValueError, ObjectStoreError) as exc:
-                raise self._error(ref.ledger_id, exc) from None
+                raise self.error(ref.ledger_id, exc) from None
             self._offloader = BlobStoreOffloader(store, block_cache_bytes=BLOCK_CACHE_BYTES)
         first = ref.first_entry_id
+        if self._fed[0] == ref.ledger_id:
+            first = max(first, self._fed[1] + 1)
         while first <= ref.last_entry_id:
             last = min(first + ENTRIES_PER_READ_MAX - 1, ref.last_entry_id)
             try:
                 entries = await self._offloader.read(ref.uuid, ref.ledger_id, first, last)
             except (OffloadedDataError, ObjectStoreError) as exc:
-                raise self._error(ref.ledger_id, exc) from None
+                raise self.error(ref.ledger_id, exc) from None
             if len(entries) != last - first + 1:
-                raise self._error(
-                    ref.ledger_id,
-                    OffloadedDataError(f"{len(entries)} entries of {first}..{last} found"),
-                )
+                raise self.error(ref.ledger_id, f"{len(entries)} entries of {first}..{last} found")
             out: list[Message] = []
             for entry_id, data in enumerate(entries, first):
                 try:
-                    out.extend(self._decoder.entry_messages(ref.ledger_id, entry_id, data))
+                    out.extend(
+                        self.decoder.entry_messages(
+                            ref.ledger_id, entry_id, data, only_pending=only_pending
+                        )
+                    )
                 except MagnetarError as exc:
-                    raise self._error(
-                        ref.ledger_id, OffloadedDataError(f"entry {entry_id}: {exc}")
-                    ) from None
+                    raise self.error(ref.ledger_id, f"entry {entry_id}: {exc}") from None
+                self._fed = (ref.ledger_id, entry_id)
             yield out
             first = last + 1

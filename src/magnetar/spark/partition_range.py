@@ -71,6 +71,13 @@ class RangePartition(InputPartition):
     open_at: tuple[int, int] | None = None
     """Open the broker's reader at this ``(ledger, entry)`` (inclusive) rather than at
     ``start`` (a range that starts where offloaded ones end, see :mod:`.offload_plan`)."""
+    following: tuple[OffloadedEntries | None, ...] = ()
+    """With ``offloaded``: the offloaded entries of the partition's next ranges (None: one
+    read through the broker), where chunked messages begun in this range are completed."""
+    range_end: Position | None = None
+    """With ``offloaded``: the end of the whole partition's range this range is part of."""
+    after_broker: bool = False
+    """With ``offloaded``: the previous range of the partition is read through the broker."""
 
 
 def _split(name: str) -> tuple[str, int]:
@@ -211,50 +218,83 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     topic, index = _split(part.partition)
     builder = RowBuilder(topic, index, part.value_schema)
     opts = part.options
-    state = _RangeState(part.start, part.end, (opts.starting_time_ms or 0, opts.ending_time_ms))
+    times = (opts.starting_time_ms or 0, opts.ending_time_ms)
+    state = _RangeState(part.start, part.end, times)
     if state.done:
         return
     loop = asyncio.new_event_loop()
     task = _TaskClient(opts)
-    closing: list[AsyncGenerator[list[Message]]] = []
-    try:
-        values = None
-        if part.plan is not None:
-            values = VersionedValues(part.plan, task.schema)
-        if part.offloaded is not None:
-            assert opts.offload is not None
-            reader = OffloadedEntryReader(opts.offload, part.partition, index)
-            runs = reader.messages(part.offloaded)
-        else:
-            runs = _broker_messages(part, index, task)
-        checked = False
-        closing.append(runs)
-        while not state.done:
-            messages = loop.run_until_complete(_next(runs))
-            if messages is None:
-                break
-            out: list[Message] = []
-            state.take(messages, out)
-            if not checked and state.first_seen is not None:
-                checked = True
-                why = state.lost()
-                if why is not None:
-                    if opts.fail_on_data_loss:
-                        raise DataLoss(
-                            f"{part.partition}: {why}. Set fail_on_data_loss=false to go on "
-                            f"with what is left."
-                        )
-                    log.warning("%s: %s; going on (fail_on_data_loss=false)", part.partition, why)
-            if out and values is not None:
-                decoded = loop.run_until_complete(values.decode(topic, out))
-                yield builder.build(out, decoded)
-            elif out:
-                yield builder.build(out)
-    finally:
-        for runs in closing:
+    values = None if part.plan is None else VersionedValues(part.plan, task.schema)
+
+    def rows(
+        runs: AsyncGenerator[list[Message]], state: _RangeState, check_loss: bool = True
+    ) -> Iterator[pa.RecordBatch]:
+        try:
+            for out in _in_range(loop, runs, state, part, check_loss):
+                if values is not None:
+                    yield builder.build(out, loop.run_until_complete(values.decode(topic, out)))
+                else:
+                    yield builder.build(out)
+        finally:
             loop.run_until_complete(runs.aclose())
+
+    try:
+        if part.offloaded is None:
+            yield from rows(_broker_messages(part, index, task), state)
+            return
+        assert opts.offload is not None
+        reader = OffloadedEntryReader(opts.offload, part.partition, index)
+        ledger_id = part.offloaded.ledger_id
+        yield from rows(reader.messages(part.offloaded), state)
+        if reader.decoder.dropped_chunks and part.after_broker:
+            raise reader.error(ledger_id, _STRADDLE)
+        # A chunked message begun here and completed in later ledgers is this task's.
+        rest = _RangeState(part.end, part.range_end or part.end, times)
+        for ref in part.following:
+            if not reader.decoder.pending_chunked or rest.done:
+                break
+            if ref is None:
+                raise reader.error(ledger_id, _STRADDLE)
+            yield from rows(reader.messages(ref, only_pending=True), rest, check_loss=False)
+    finally:
         loop.run_until_complete(task.close())
         loop.close()
+
+
+_STRADDLE = (
+    "a chunked message spans offloaded ledgers and ledgers read through the broker; read "
+    "this topic with offload.directRead=false"
+)
+
+
+def _in_range(
+    loop: asyncio.AbstractEventLoop,
+    runs: AsyncIterator[list[Message]],
+    state: _RangeState,
+    part: RangePartition,
+    check_loss: bool = True,
+) -> Iterator[list[Message]]:
+    """The messages of ``runs`` in ``state``'s range, in runs, until it is done; raises
+    DataLoss (``fail_on_data_loss``) when the first message shows the start is gone."""
+    checked = not check_loss
+    while not state.done:
+        messages = loop.run_until_complete(_next(runs))
+        if messages is None:
+            return
+        out: list[Message] = []
+        state.take(messages, out)
+        if not checked and state.first_seen is not None:
+            checked = True
+            why = state.lost()
+            if why is not None:
+                if part.options.fail_on_data_loss:
+                    raise DataLoss(
+                        f"{part.partition}: {why}. Set fail_on_data_loss=false to go on "
+                        f"with what is left."
+                    )
+                log.warning("%s: %s; going on (fail_on_data_loss=false)", part.partition, why)
+        if out:
+            yield out
 
 
 async def _next(runs: AsyncIterator[list[Message]]) -> list[Message] | None:

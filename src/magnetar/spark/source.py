@@ -70,6 +70,9 @@ T = TypeVar("T")
 
 LEDGER_LIST_REQUESTS_MAX = 8
 """Admin REST requests for ledger lists in flight at once while planning."""
+FOLLOWING_RANGES_MAX = 16
+"""Later ranges of its partition an offloaded ledger's task may read on into, to complete a
+chunked message begun in it (past that, the task fails and says so)."""
 SCHEMA_TOPICS_MAX = 100
 """Topics whose schemas ``value_format=schema`` compares when planning (a pattern may match
 more; their values are still decoded, each by its own versions)."""
@@ -180,10 +183,25 @@ def _ranges(
         if ledgers is None or name not in ledgers:
             out.append(RangePartition(name, begin, stop, opts, value_schema, plan))
             continue
-        for seg in plan_segments(begin, stop, ledgers[name], opts.offload_split_bytes):
+        segments = plan_segments(begin, stop, ledgers[name], opts.offload_split_bytes)
+        for i, seg in enumerate(segments):
+            later = [s.offloaded for s in segments[i + 1 :]]
+            following = tuple(later[:FOLLOWING_RANGES_MAX])
+            if len(later) > FOLLOWING_RANGES_MAX:
+                following += (None,)
             out.append(
                 RangePartition(
-                    name, seg.start, seg.end, opts, value_schema, plan, seg.offloaded, seg.open_at
+                    name,
+                    seg.start,
+                    seg.end,
+                    opts,
+                    value_schema,
+                    plan,
+                    seg.offloaded,
+                    seg.open_at,
+                    following if seg.offloaded else (),
+                    stop if seg.offloaded else None,
+                    i > 0 and segments[i - 1].offloaded is None,
                 )
             )
     return out

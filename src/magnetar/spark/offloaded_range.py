@@ -27,10 +27,11 @@ from magnetar.offload.offloader import BlobStoreOffloader, OffloadedDataError
 from magnetar.offload.settings import OffloadDriverConfig
 from magnetar.protocol import Entry
 from magnetar.spark.offload_plan import OffloadedEntries
+from magnetar.spark.rows import ROWS_PER_BATCH_MAX
 from magnetar.spark.topic_catalog import SparkSourceError
 
 ENTRIES_PER_READ_MAX = 1000
-"""Entries asked of the offloader at a time (rows come out in runs of this many entries)."""
+"""Entries asked of the offloader at a time."""
 BLOCK_CACHE_BYTES = 2 * BLOCK_SIZE_MAX_DEFAULT
 """The task's block cache: the block being read stays whole whatever the block size, so each
 block is fetched once."""
@@ -127,8 +128,8 @@ class OffloadedEntryReader:
     async def messages(
         self, ref: OffloadedEntries, *, only_pending: bool = False
     ) -> AsyncGenerator[list[Message]]:
-        """Runs of messages of entries ``ref.first_entry_id..ref.last_entry_id``, in order
-        (``only_pending``: see :meth:`EntryDecoder.entry_messages`). Raises
+        """Runs of messages of entries ``ref.first_entry_id..ref.last_entry_id``, in order,
+        each of whole entries and about ROWS_PER_BATCH_MAX messages (``only_pending``: see :meth:`EntryDecoder.entry_messages`). Raises
         OffloadedReadError."""
         if self._offloader is None:
             try:
@@ -158,5 +159,9 @@ class OffloadedEntryReader:
                 except MagnetarError as exc:
                     raise self.error(ref.ledger_id, f"entry {entry_id}: {exc}") from None
                 self._fed = (ref.ledger_id, entry_id)
-            yield out
+                if len(out) >= ROWS_PER_BATCH_MAX:
+                    yield out
+                    out = []
+            if out:
+                yield out
             first = last + 1

@@ -39,14 +39,12 @@ from magnetar.spark.offload_plan import OffloadedEntries
 from magnetar.spark.offloaded_range import OffloadedEntryReader
 from magnetar.spark.offsets import Position
 from magnetar.spark.options import SourceOptions
-from magnetar.spark.rows import RowBuilder
+from magnetar.spark.rows import ROWS_PER_BATCH_MAX, RowBuilder
 from magnetar.spark.schema_values import FetchSchema, PlannedSchema, VersionedValues
 from magnetar.spark.topic_catalog import DataLoss, SparkSourceError, make_client
 
 log = logging.getLogger(__name__)
 
-ROWS_PER_BATCH_MAX = 8192
-"""Rows per Arrow record batch handed to Spark."""
 RECEIVE_QUEUE_SIZE = 5000
 POLL_INTERVAL_MS = 200
 

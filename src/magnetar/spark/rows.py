@@ -34,6 +34,9 @@ from pyspark.sql.types import (
 
 from magnetar.client import Message
 
+ROWS_PER_BATCH_MAX = 8192
+"""Rows per Arrow record batch handed to Spark (about: a batched entry stays whole)."""
+
 METADATA_FIELDS: tuple[StructField, ...] = (
     StructField("key", StringType(), True),
     StructField("topic", StringType(), True),

@@ -12,18 +12,20 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
 
+from magnetar.client.message import decode_entry
 from magnetar.client.message_id import MessageId
 from magnetar.offload.block_format import data_key, index_key
 from magnetar.offload.object_store import open_object_store
 from magnetar.offload.offloader import BlobStoreOffloader
 from magnetar.offload.settings import OffloadDriverConfig
-from magnetar.protocol import MessageMetadata, SingleMessageMetadata, build_entry
+from magnetar.protocol import Entry, MessageMetadata, SingleMessageMetadata, build_entry
 from magnetar.protocol.batch import build_batch
 from magnetar.spark.offload_plan import OffloadedEntries
 from magnetar.spark.offloaded_range import OffloadedReadError
 from magnetar.spark.offsets import EARLIEST, Position
 from magnetar.spark.options import parse_options
 from magnetar.spark.partition_range import RangePartition, read_range
+from magnetar.spark.rows import message_id_bytes
 
 TOPIC = "persistent://public/default/direct-partition-1"
 LEDGER = 42
@@ -236,3 +238,19 @@ async def _offload_ledgers(config: OffloadDriverConfig, ledgers: dict[int, list[
             return entries[first : last + 1]
 
         await offloader.offload("u", ledger_id, len(entries) - 1, reads, b"")
+
+
+@pytest.mark.parametrize("partition", [-1, 0, 3, 200])
+def test_message_ids_are_serialized_as_each_message_would_serialize_its_own(
+    partition: int,
+) -> None:
+    """Batch members share their entry's serialized part; whatever the ids' varints hold
+    (0x20, the batch index's tag, inside an entry id included)."""
+    messages = []
+    for ledger_id, entry_id, size in [(32, 32, 200), (1 << 40, 0x20, 3), (5, 7, 0), (5, 8, 130)]:
+        data = _batch(entry_id, size) if size else _single(entry_id)
+        decoded, _ = decode_entry(
+            Entry(data), topic=TOPIC, partition=partition, ledger_id=ledger_id, entry_id=entry_id
+        )
+        messages.extend(decoded)
+    assert message_id_bytes(messages) == [m.message_id().serialize() for m in messages]

@@ -106,14 +106,14 @@ def offloaded(rows: int, parts: int, store: str) -> None:
         "--deduplication",
         "--managed-ledger-max-entries-per-ledger", str(LEDGER_ENTRIES),
         "--managed-ledger-min-ledger-rollover-time-ms", "0",
+        "--offload-deletion-lag-ms", "0",
         *flags,
     )  # fmt: skip
     node.start()
     spark = _session()
     results: list[dict[str, object]] = []
     try:
-        admin(node, "POST", "/admin/v2/namespaces/public/default/offloadDeletionLagMs", 0)
-        admin(
+            admin(
             node,
             "POST",
             "/admin/v2/namespaces/public/default/retention",

@@ -40,7 +40,7 @@ def offload_config(request: pytest.FixtureRequest, tmp_path: Path) -> OffloadDri
 
 
 def _flags(config: OffloadDriverConfig) -> list[str]:
-    out = ["--offload-driver", config.driver]
+    out = ["--offload-driver", config.driver, "--offload-deletion-lag-ms", "0"]
     for name in ("bucket", "region", "endpoint", "directory"):
         value = getattr(config, name)
         if value:
@@ -102,7 +102,6 @@ def test_offloaded_ledgers_read_from_the_object_store_give_the_broker_paths_rows
         "--managed-ledger-min-ledger-rollover-time-ms", "0",
         *_flags(offload_config),
     )  # fmt: skip
-    admin(node, "POST", "/admin/v2/namespaces/public/default/offloadDeletionLagMs", 0)
     admin(
         node,
         "POST",

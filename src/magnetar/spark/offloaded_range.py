@@ -14,6 +14,8 @@ to ``spark.task.maxFailures`` times; a missing or corrupt object fails every att
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncGenerator
 
 from magnetar.client import Message
@@ -31,7 +33,12 @@ from magnetar.spark.rows import ROWS_PER_BATCH_MAX
 from magnetar.spark.topic_catalog import SparkSourceError
 
 ENTRIES_PER_READ_MAX = 1000
-"""Entries asked of the offloader at a time."""
+"""Entries asked of the offloader at a time, at most."""
+FIRST_READ_ENTRIES = 100
+"""Entries of a range's first read (later reads are sized by the entries read so far)."""
+READ_BYTES_MAX = 16 * 1024 * 1024
+"""About how many bytes of entries one read brings (two are in memory: one decoded, one
+coming)."""
 BLOCK_CACHE_BYTES = 2 * BLOCK_SIZE_MAX_DEFAULT
 """The task's block cache: the block being read stays whole whatever the block size, so each
 block is fetched once."""
@@ -125,12 +132,26 @@ class OffloadedEntryReader:
             f"{self.config.driver} store failed: {why}"
         )
 
+    async def _read(self, ref: OffloadedEntries, first: int, last: int) -> list[bytes]:
+        assert self._offloader is not None
+        try:
+            entries = await self._offloader.read(ref.uuid, ref.ledger_id, first, last)
+        except (OffloadedDataError, ObjectStoreError) as exc:
+            raise self.error(ref.ledger_id, exc) from None
+        if len(entries) != last - first + 1:
+            raise self.error(ref.ledger_id, f"{len(entries)} entries of {first}..{last} found")
+        return entries
+
     async def messages(
         self, ref: OffloadedEntries, *, only_pending: bool = False
     ) -> AsyncGenerator[list[Message]]:
         """Runs of messages of entries ``ref.first_entry_id..ref.last_entry_id``, in order,
-        each of whole entries and about ROWS_PER_BATCH_MAX messages (``only_pending``: see :meth:`EntryDecoder.entry_messages`). Raises
-        OffloadedReadError."""
+        each of whole entries and about ROWS_PER_BATCH_MAX messages (``only_pending``: see
+        :meth:`EntryDecoder.entry_messages`). Raises OffloadedReadError.
+
+        Entries are read a run at a time, runs sized to about READ_BYTES_MAX by the entries
+        read so far; the next run's GETs start before this run's entries are decoded (the
+        object store's client works on its own threads), so fetching overlaps decoding."""
         if self._offloader is None:
             try:
                 store = open_object_store(self.config)
@@ -140,28 +161,43 @@ class OffloadedEntryReader:
         first = ref.first_entry_id
         if self._fed[0] == ref.ledger_id:
             first = max(first, self._fed[1] + 1)
-        while first <= ref.last_entry_id:
-            last = min(first + ENTRIES_PER_READ_MAX - 1, ref.last_entry_id)
-            try:
-                entries = await self._offloader.read(ref.uuid, ref.ledger_id, first, last)
-            except (OffloadedDataError, ObjectStoreError) as exc:
-                raise self.error(ref.ledger_id, exc) from None
-            if len(entries) != last - first + 1:
-                raise self.error(ref.ledger_id, f"{len(entries)} entries of {first}..{last} found")
-            out: list[Message] = []
-            for entry_id, data in enumerate(entries, first):
-                try:
-                    out.extend(
-                        self.decoder.entry_messages(
+        if first > ref.last_entry_id:
+            return
+        count = FIRST_READ_ENTRIES
+        last = min(first + count - 1, ref.last_entry_id)
+        reading: asyncio.Future[list[bytes]] | None = asyncio.ensure_future(
+            self._read(ref, first, last)
+        )
+        try:
+            while reading is not None:
+                entries = await reading
+                reading = None
+                size = sum(len(e) for e in entries)
+                count = max(
+                    1, min(ENTRIES_PER_READ_MAX, READ_BYTES_MAX * len(entries) // (size or 1))
+                )
+                this_first, first = first, last + 1
+                if first <= ref.last_entry_id:
+                    last = min(first + count - 1, ref.last_entry_id)
+                    reading = asyncio.ensure_future(self._read(ref, first, last))
+                    await asyncio.sleep(0)  # lets it send its GET before decoding starts
+                out: list[Message] = []
+                for entry_id, data in enumerate(entries, this_first):
+                    try:
+                        found = self.decoder.entry_messages(
                             ref.ledger_id, entry_id, data, only_pending=only_pending
                         )
-                    )
-                except MagnetarError as exc:
-                    raise self.error(ref.ledger_id, f"entry {entry_id}: {exc}") from None
-                self._fed = (ref.ledger_id, entry_id)
-                if len(out) >= ROWS_PER_BATCH_MAX:
+                    except MagnetarError as exc:
+                        raise self.error(ref.ledger_id, f"entry {entry_id}: {exc}") from None
+                    out.extend(found)
+                    self._fed = (ref.ledger_id, entry_id)
+                    if len(out) >= ROWS_PER_BATCH_MAX:
+                        yield out
+                        out = []
+                if out:
                     yield out
-                    out = []
-            if out:
-                yield out
-            first = last + 1
+        finally:
+            if reading is not None:
+                reading.cancel()
+                with contextlib.suppress(asyncio.CancelledError, SparkSourceError):
+                    await reading

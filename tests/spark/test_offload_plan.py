@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from magnetar.offload.settings import OffloadDriverConfig
 from magnetar.spark.offload_plan import (
     InternalInfoError,
     LedgerInfo,
@@ -13,6 +14,7 @@ from magnetar.spark.offload_plan import (
     plan_segments,
 )
 from magnetar.spark.offsets import EARLIEST, Position
+from magnetar.spark.options import OptionsError, parse_options
 
 
 def _info(ledgers: list[dict[str, object]]) -> dict[str, object]:
@@ -139,3 +141,19 @@ def test_segments_cover_exactly_the_range() -> None:
                             ref = got[0].offloaded
                             assert ref.ledger_id == led
                             assert ref.first_entry_id <= e <= ref.last_entry_id
+
+
+def test_offload_options_name_the_store_and_can_turn_direct_reads_off() -> None:
+    base = {"service_url": "pulsar://h:6650", "topic": "t"}
+    s3 = {"offload.driver": "aws-s3", "offload.bucket": "b", "offload.endpoint": "http://s3:9000"}
+    opts = parse_options({**base, **s3, "offload.region": "eu-1", "offload.splitBytes": "1000"})
+    assert opts.offload == OffloadDriverConfig(
+        "aws-s3", bucket="b", region="eu-1", endpoint="http://s3:9000"
+    )
+    assert opts.offload_split_bytes == 1000
+    assert parse_options({**base, **s3, "offload.directRead": "false"}).offload is None
+    assert parse_options(base).offload is None
+    with pytest.raises(OptionsError, match="needs a directory"):
+        parse_options({**base, "offload.driver": "filesystem"})
+    with pytest.raises(OptionsError, match="offload driver 'tape'"):
+        parse_options({**base, "offload.driver": "tape"})

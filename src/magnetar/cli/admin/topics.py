@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import click
 
-from magnetar.cli.admin import replication
+from magnetar.cli.admin import replication, topic_offload
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import TOPIC, Topic, namespace_path
 from magnetar.cli.admin.policy_commands import (
@@ -561,3 +561,5 @@ for _policy in TOPIC_POLICIES:
 topics.add_command(replication.set_replication_clusters)
 topics.add_command(replication.get_replication_clusters)
 topics.add_command(replication.remove_replication_clusters)
+for _command in topic_offload.COMMANDS:
+    topics.add_command(_command)

@@ -75,10 +75,12 @@ def _offload_all(node: StandaloneProcess, topic: str) -> int:
             timeout_s=600,
             what=f"offload of {name}",
         )
+        status = admin(node, "GET", f"{path}/offload")
+        last = int(status["firstUnoffloadedMessage"]["ledgerId"])
 
         def deleted(path: str = path, last: int = last) -> int:
             info = admin(node, "GET", f"{path}/internal-info")["ledgerInfo"]
-            before = [led for led in info if led["ledgerId"] < last]
+            before = [led for led in info if led["ledgerId"] < last and led["entries"]]
             gone = [
                 led for led in before if (led.get("offloadContext") or {}).get("bookkeeperDeleted")
             ]
@@ -113,7 +115,7 @@ def offloaded(rows: int, parts: int, store: str) -> None:
     spark = _session()
     results: list[dict[str, object]] = []
     try:
-            admin(
+        admin(
             node,
             "POST",
             "/admin/v2/namespaces/public/default/retention",

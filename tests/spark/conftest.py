@@ -128,4 +128,4 @@ def read_all(spark: SparkSession, url: str, topic: str, **options: str) -> Any:
 
 
 # The S3-compatible server of the tiered-storage tests (moto's, its own process).
-from offload.conftest import s3_config, s3_server  # noqa: E402, F401
+from tests.offload.conftest import s3_config, s3_server  # noqa: E402, F401

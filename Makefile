@@ -57,7 +57,7 @@ test: $(DEV_STAMP) system-deps interop-deps lint
 proto: $(DEV_STAMP)
 	$(PY) -m grpc_tools.protoc -I$(PROTO_DIR) --python_out=$(PROTO_DIR)/generated \
 		--plugin=protoc-gen-mypy=$(VENV)/bin/protoc-gen-mypy \
-		--mypy_out=$(PROTO_DIR)/generated $(PROTO_DIR)/PulsarApi.proto
+		--mypy_out=$(PROTO_DIR)/generated $(PROTO_DIR)/PulsarApi.proto $(PROTO_DIR)/PulsarMarkers.proto
 	$(PY) -m grpc_tools.protoc -Isrc/magnetar/bookie_protocol --python_out=src/magnetar/bookie_protocol --plugin=protoc-gen-mypy=$(VENV)/bin/protoc-gen-mypy --mypy_out=src/magnetar/bookie_protocol src/magnetar/bookie_protocol/bookie.proto
 
 clean:

@@ -35,6 +35,7 @@ from magnetar.broker.service import BrokerService
 from magnetar.common.clock import Clock
 from magnetar.common.shutdown import stop_requested, stop_step
 from magnetar.ledger import LedgerClient, LedgerClientConfig
+from magnetar.ledger.placement import PlacementPolicy
 from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata import MetadataStore
@@ -68,6 +69,9 @@ class BrokerServerConfig:
     because our bookies keep their index in memory). At 40 000 appends a second a ledger of
     50 000 entries otherwise rolled over every 1.25 s, appends waiting for each (the p99 of
     publish latency); 0: roll at the count."""
+    placement: PlacementPolicy = field(default_factory=PlacementPolicy)
+    """How the ledger client places ensembles over racks and regions (Pulsar's
+    ``bookkeeperClient*PolicyEnabled`` settings, :mod:`magnetar.ledger.placement`)."""
     broker_client_auth: ClientCredentials = NO_CREDENTIALS
     """Pulsar's ``brokerClientAuthenticationPlugin``/``Parameters``: what this process's own
     clients present to brokers (calls between brokers, a Functions Worker and its
@@ -128,7 +132,9 @@ class BrokerServer:
         # In-process bookies are on this loop: direct calls instead of a loopback socket.
         self.ledger_client = LedgerClient(
             self.store,
-            config=LedgerClientConfig(entry_size_max_bytes=cfg.entry_size_max_bytes),
+            config=LedgerClientConfig(
+                entry_size_max_bytes=cfg.entry_size_max_bytes, placement=cfg.placement
+            ),
             local_bookies=self._local_bookies,
         )
         storage = LedgerClientStorage(

@@ -93,6 +93,9 @@ class DataDirLock:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LocalClusterConfig:
     data_dir: Path
+    cluster_name: str = "standalone"
+    """Every broker's ``--cluster-name`` (Pulsar's ``clusterName``): the name other
+    clusters register this one under to replicate with it."""
     brokers: int = 1
     bookies: int = 3
     zookeeper_port: int = 2181
@@ -104,11 +107,16 @@ class LocalClusterConfig:
     ensemble_size: int = 2
     write_quorum: int = 2
     ack_quorum: int = 2
-    bookie_disk_free_min_bytes: int = 64 * 1024 * 1024
+    bookie_disk_free_min_bytes: int = 0
+    """An absolute floor of free space for the bookie, on top of its usage thresholds (0.95,
+    writable again under 0.90)."""
     session_timeout_s: float = 10.0
     """ZooKeeper session timeout of every bookie and broker: a SIGKILLed process's
     registration (and a broker's bundles) go after about this long."""
     log_level: str = "INFO"
+    bookie_racks: tuple[str, ...] = ()
+    """The ``/region/rack`` of each bookie, in order (``magnetar bookie --rack``); empty:
+    none."""
     broker_args: tuple[str, ...] = ()
     """More options for every ``magnetar broker`` (e.g. its authentication settings,
     ``("--authentication-enabled", "--authentication-providers", "token", ...)``)."""
@@ -118,10 +126,16 @@ class LocalClusterConfig:
     gets them; ``broker_args`` turn token authentication on."""
 
     def __post_init__(self) -> None:
+        if not self.cluster_name:
+            raise ValueError("the cluster name must not be empty")
         if self.brokers < 1 or self.bookies < 1:
             raise ValueError("a local cluster needs at least one broker and one bookie")
         if not 1 <= self.ack_quorum <= self.write_quorum <= self.ensemble_size:
             raise ValueError("need 1 <= ack quorum <= write quorum <= ensemble size")
+        if self.bookie_racks and len(self.bookie_racks) != self.bookies:
+            raise ValueError(
+                f"{len(self.bookie_racks)} bookie racks given for {self.bookies} bookies"
+            )
         if self.ensemble_size > self.bookies:
             raise ValueError(
                 f"ensemble size {self.ensemble_size} needs at least that many bookies "
@@ -409,6 +423,7 @@ class LocalCluster:
             "--port", str(port),
             "--disk-free-min-bytes", str(cfg.bookie_disk_free_min_bytes),
             "--session-timeout-s", str(cfg.session_timeout_s),
+            *(("--rack", cfg.bookie_racks[index]) if cfg.bookie_racks else ()),
         )  # fmt: skip
         return ClusterProcess(
             f"bookie-{index}", args, self.data_dir / f"bookie-{index}.log", _BOOKIE_READY,
@@ -420,6 +435,7 @@ class LocalCluster:
         args = self._magnetar(
             "broker",
             "--metadata-url", self.metadata_url,
+            "--cluster-name", cfg.cluster_name,
             "--port", str(port),
             "--http-port", str(http_port),
             "--ensemble-size", str(cfg.ensemble_size),

@@ -63,7 +63,9 @@ class StandaloneConfig:
     """The in-process bookie's port. None: a free port on the first start, then the same
     one (it is recorded in the data directory: the bookie's id, host:port, is in every
     ledger's ensemble, so it must keep it across restarts)."""
-    bookie_disk_free_min_bytes: int = 64 * 1024 * 1024
+    bookie_disk_free_min_bytes: int = 0
+    """An absolute floor of free space for the bookie, on top of its usage thresholds (0.95,
+    writable again under 0.90)."""
     bookie_disk_check_interval_ms: int = 1_000
     """How often the bookie checks free space and, when read-only after a storage fault,
     retries a checkpoint to turn writable again."""

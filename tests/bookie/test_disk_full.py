@@ -3,6 +3,9 @@ the official ``pulsar`` client producing, and a file that fills the disk (issue 
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from pathlib import Path
 
 import pulsar
@@ -16,6 +19,7 @@ from .conftest import (
     TOPIC,
     Http,
     close_client,
+    keep_messages,
     read_all,
     retrying_sends,
     send_until_refused,
@@ -140,32 +144,102 @@ def test_a_full_disk_fails_sends_promptly_reports_unhealthy_and_recovers_by_itse
         node.kill()
 
 
-def test_free_space_under_the_threshold_fails_sends_and_recovers_by_itself(
+def _leave_free(filler: Path, free_bytes: int) -> None:
+    """Shrink ``filler`` until its file system has about ``free_bytes`` free."""
+    st = os.statvfs(filler)
+    shrink = free_bytes - st.f_bavail * st.f_frsize
+    os.truncate(filler, max(filler.stat().st_size - shrink, 0))
+
+
+def test_usage_over_the_threshold_fails_sends_and_recovers_once_under_the_low_water_mark(
     small_disk: Tmpfs, node: StandaloneProcess
 ) -> None:
-    """Issue 14.2 (read-only by threshold, 64 MiB in the standalone): no write fails on the
-    disk, the bookie just turns read-only; the topic must take writes again afterwards."""
+    """Issue 14.2 and issue 38 (read-only by threshold, BookKeeper's usage fractions: 0.95,
+    writable again under 0.90): no write fails on the disk, the bookie just turns read-only;
+    freed to a usage well under 0.90, the same topic takes writes again. The freed disk has
+    about 60 MB free: under the absolute 64 MiB floor that used to keep the bookie read-only
+    for good. (The hysteresis between the lines: tests/bookie/test_disk_thresholds.py.)"""
     node.start()
     http = Http(node)
     log = CLIENT_LOG.mark()
     client = pulsar.Client(node.url, operation_timeout_seconds=30, logger=log.logger)
+    total = small_disk.size_mib * 1024 * 1024
     try:
         sends = retrying_sends(client)
         before = sends.send(50)
         wait_until(lambda: sends.settled(before), timeout_s=60, what="sends before")
         filler = small_disk.path / "filler"
-        fill_disk(filler, leave_bytes=32 * 1024 * 1024)
+        fill_disk(filler, leave_bytes=total * 3 // 100)  # 97 % used
         _status, body = wait_until(
             lambda: (r := http.get("/admin/v2/brokers/health"))[0] == 503 and r,
             timeout_s=30,
             what="health reporting the read-only bookie",
         )
-        assert "read-only" in body and "free disk" in body, body
+        assert "read-only" in body and "disk full" in body, body
         during = send_until_refused(sends, log)
-        filler.unlink()
+        _leave_free(filler, 60 * 1000 * 1000)
         wait_until(lambda: sends.settled(during), timeout_s=60, what="sends after space returned")
         assert sends.acked == set(before) | set(during), sends.failed
         assert http.get("/admin/v2/brokers/health") == (200, "ok")
+    finally:
+        close_client(client)
+        node.kill()
+
+
+SEND_TIMEOUT_MS = 3_000
+
+
+def _send_until_it_fails(producer: pulsar.Producer) -> tuple[str, float]:
+    """Synchronous sends until one fails (at most 600 of 16 KiB: more than the journal
+    zero-fills ahead); the failure's name and how long that send took."""
+    for _ in range(600):
+        started = time.monotonic()
+        try:
+            producer.send(PAYLOAD)
+        except pulsar.PulsarException as exc:
+            return type(exc).__name__, time.monotonic() - started
+    return "no failure", 0.0
+
+
+def test_a_send_times_out_as_configured_while_the_disk_is_full(
+    small_disk: Tmpfs, node: StandaloneProcess
+) -> None:
+    """Issue 38: with the disk full, the official client's ``send()`` with an 8 s send
+    timeout blocked for over nine minutes: each SEND_ERROR made the C++ client drop the
+    connection, re-create the producer (which restarts its send-timeout timer) and re-send.
+    The broker now refuses to admit a producer while storage fails, so the timer runs out:
+    the send fails with Timeout. Once the disk has room, the same producer writes again."""
+    node.start()
+    client = pulsar.Client(node.url, operation_timeout_seconds=30, logger=CLIENT_LOG.logger)
+    try:
+        keep_messages(client)
+        producer = client.create_producer(
+            TOPIC, batching_enabled=False, send_timeout_millis=SEND_TIMEOUT_MS
+        )
+        producer.send(PAYLOAD)
+        filler = small_disk.path / "filler"
+        fill_disk(filler)
+        outcome: list[tuple[str, float]] = []
+        sender = threading.Thread(
+            target=lambda: outcome.append(_send_until_it_fails(producer)), daemon=True
+        )
+        sender.start()
+        sender.join(120)
+        assert not sender.is_alive(), "a send() blocked for 2 minutes with a 3 s send timeout"
+        failure, took_s = outcome[0]
+        assert failure == "Timeout", outcome
+        assert took_s < 60, f"the failing send took {took_s:.0f} s (send timeout 3 s)"
+
+        filler.unlink()
+
+        def sends_again() -> bool:
+            try:
+                producer.send(PAYLOAD)
+            except pulsar.Timeout:
+                return False
+            return True
+
+        wait_until(sends_again, timeout_s=90, what="the producer writing once there is room")
     finally:
         close_client(client)
         node.kill()

@@ -81,7 +81,7 @@ async def test_the_threshold_turns_the_bookie_read_only_before_the_disk_fills(
         assert isinstance(error, BookieReadOnly), error
         assert str(error) == f"bookie {bookie.bookie_id} is read-only"
         problem = bookie.write_problem()
-        assert problem is not None and "free disk below" in problem, problem
+        assert problem is not None and "disk full" in problem, problem
         assert small_disk.free_bytes() > 0
     finally:
         transport.close()

@@ -1,10 +1,8 @@
-"""Rack-aware choice of bookies (:mod:`magnetar.ledger.racks`): an ensemble spans as many
-racks as it can, whatever the random order; replicas share a rack only when there are too
-few racks."""
+"""The stored rack placement and the racks bookies label themselves with
+(:mod:`magnetar.ledger.racks`); how ensembles spread over racks is tested in
+``test_placement.py``."""
 
 from __future__ import annotations
-
-import random
 
 import pytest
 
@@ -13,52 +11,9 @@ from magnetar.ledger.racks import (
     InvalidRackConfiguration,
     normalized_rack,
     parse_configuration,
-    place,
     racks_of,
+    registered_rack,
 )
-
-RACKS = {"b1": "/r1", "b2": "/r1", "b3": "/r1", "b4": "/r2", "b5": "/r3"}
-"""Three bookies on one rack, one on each of two others."""
-
-
-@pytest.mark.parametrize("seed", range(200))
-def test_an_ensemble_spans_as_many_racks_as_it_can(seed: int) -> None:
-    rng = random.Random(seed)
-    for count, racks_wanted in ((2, 2), (3, 3), (4, 3), (5, 3)):
-        chosen = place(RACKS, count, RACKS, rng)
-        assert len(set(chosen)) == count
-        assert len({RACKS[b] for b in chosen}) == racks_wanted, chosen
-
-
-@pytest.mark.parametrize("seed", range(100))
-def test_an_ensemble_change_avoids_the_racks_kept(seed: int) -> None:
-    rng = random.Random(seed)
-    # b4 (/r2) failed; b1 (/r1) and b5 (/r3) stay: only /r1 has candidates left, so the
-    # replacement shares a rack
-    assert place(["b2", "b3"], 1, RACKS, rng, kept=["b1", "b5"])[0] in {"b2", "b3"}
-    # b1 failed, b2 (/r1) stays: the replacement is on /r2 or /r3, not on /r1
-    replacement = place(["b3", "b4", "b5"], 1, RACKS, rng, kept=["b2"])
-    assert RACKS[replacement[0]] in {"/r2", "/r3"}
-
-
-@pytest.mark.parametrize("seed", range(50))
-def test_bookies_without_a_rack_share_the_default_one(seed: int) -> None:
-    rng = random.Random(seed)
-    racks = {"b1": "/r1"}
-    chosen = place(["b1", "b2", "b3"], 2, racks, rng)
-    assert "b1" in chosen  # b2 and b3 are both on the default rack
-    assert place(["b2", "b3"], 2, racks, rng) in (["b2", "b3"], ["b3", "b2"])
-
-
-def test_without_racks_every_candidate_is_picked_sometimes() -> None:
-    rng = random.Random(1)
-    seen = {b for _ in range(100) for b in place(["a", "b", "c", "d"], 2, {}, rng)}
-    assert seen == {"a", "b", "c", "d"}
-
-
-def test_too_few_candidates_is_a_programmer_error() -> None:
-    with pytest.raises(ValueError):
-        place(["a"], 2, {}, random.Random(0))
 
 
 def test_the_stored_configuration_as_pulsar_writes_it() -> None:
@@ -79,3 +34,38 @@ def test_the_stored_configuration_as_pulsar_writes_it() -> None:
         with pytest.raises(InvalidRackConfiguration):
             normalized_rack(bad_rack)
     assert DEFAULT_RACK == "/default-rack"
+
+
+def test_the_rack_a_bookie_registers_with() -> None:
+    assert registered_rack(b'{"bookie_id": "h:1", "readonly": false, "rack": "east/r1"}') == (
+        "/east/r1"
+    )
+    for unusable in (b"", b"{", b"[]", b'{"rack": 3}', b'{"rack": "/"}', b'{"bookie_id": "h"}'):
+        assert registered_rack(unusable) is None
+
+
+async def test_an_admin_set_rack_overrides_the_bookies_own_label() -> None:
+    from magnetar.bookie_protocol.layout import AVAILABLE_PATH, READONLY_PATH
+    from magnetar.ledger import LedgerClient
+    from magnetar.ledger.racks import RACKS_PATH
+    from magnetar.metadata import connect
+
+    store = await connect("memory:")
+    client = LedgerClient(store)
+    try:
+        for path, rack in (
+            (f"{AVAILABLE_PATH}/a:1", "/east/r1"),
+            (f"{AVAILABLE_PATH}/b:1", "/east/r2"),
+            (f"{READONLY_PATH}/c:1", "west/r1"),
+        ):
+            await store.create(path, b'{"rack": "%s"}' % rack.encode(), ephemeral=True)
+        await store.create(f"{AVAILABLE_PATH}/d:1", b"{}", ephemeral=True)
+        await store.create(RACKS_PATH, b'{"default": {"b:1": {"rack": "/west/r9"}}}')
+        assert await client.bookie_racks(["a:1", "b:1", "c:1", "d:1", "gone:1"]) == {
+            "a:1": "/east/r1",
+            "b:1": "/west/r9",  # the admin's
+            "c:1": "/west/r1",  # read-only: its label still counts
+        }
+    finally:
+        await client.close()
+        await store.close()

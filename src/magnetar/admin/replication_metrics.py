@@ -3,16 +3,19 @@ remote cluster (labels ``cluster``, ``namespace``, ``topic``, ``remote_cluster``
 same numbers as topic stats' ``replication`` (:mod:`magnetar.replication.stats`):
 ``pulsar_replication_rate_in``, ``…_rate_out``, ``…_throughput_in``, ``…_throughput_out``,
 ``…_backlog``, ``…_connected_count`` (1 while the replicator is connected),
-``…_rate_expired`` and ``…_delay_in_seconds``. Topics that replicate nowhere add nothing."""
+``…_rate_expired`` and ``…_delay_in_seconds``. Topics that replicate nowhere add nothing.
+Replicated subscriptions add ``pulsar_replicated_subscriptions_pending_snapshots`` and
+``pulsar_replicated_subscriptions_timedout_snapshots`` (broker-wide, as Pulsar's)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from magnetar.admin.context import AdminContext
+from magnetar.replication.manager import ReplicationManager
 from magnetar.replication.stats import replication_stats
 
 _LABELS = ["cluster", "namespace", "topic", "remote_cluster"]
@@ -46,3 +49,25 @@ class ReplicationCollector(Collector):
                 for name, field, _ in _FAMILIES:
                     families[name].add_metric(labels, float(stats[field]))
         yield from families.values()
+        yield from _snapshot_families(self.ctx)
+
+
+def _snapshot_families(ctx: AdminContext) -> Iterator[Metric]:
+    """Replicated subscriptions' snapshots of this broker's topics (Pulsar's names, no
+    labels): pending now, and timed out since the topics loaded."""
+    controllers = [
+        c for hook in ctx.service.topic_hooks if isinstance(hook, ReplicationManager)
+        for c in hook.controllers()
+    ]  # fmt: skip
+    pending = GaugeMetricFamily(
+        "pulsar_replicated_subscriptions_pending_snapshots",
+        "Replicated subscriptions' snapshots started and not complete",
+        value=sum(c.core.pending for c in controllers),
+    )
+    timed_out = CounterMetricFamily(
+        "pulsar_replicated_subscriptions_timedout_snapshots",
+        "Replicated subscriptions' snapshots that timed out",
+        value=sum(c.core.timed_out_total for c in controllers),
+    )
+    yield pending
+    yield timed_out

@@ -1,5 +1,5 @@
 """Subscriptions of a topic: list, create at a position, delete, skip, clear backlog,
-expire, reset cursor, peek (``T/subscription/{sub}/…``, ``T/subscriptions``,
+expire, reset cursor, peek, replication on or off (``T/subscription/{sub}/…``, ``T/subscriptions``,
 ``T/all_subscription/…``). On a partitioned topic's base name, list/create/delete/skip/
 expire/reset apply to every partition (as Pulsar's admin does); peek is refused (405).
 
@@ -33,6 +33,7 @@ from magnetar.admin.resources.topics import loaded_topic
 from magnetar.admin.responses import json_response, no_content
 from magnetar.admin.topic_stats import iso_time, subscription_names
 from magnetar.admin.topics import TOPIC, topic_name
+from magnetar.broker.replicated_subscription import set_replicated
 from magnetar.broker.topic import Topic
 from magnetar.common.names import TopicName
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
@@ -343,6 +344,28 @@ def router(ctx: AdminContext) -> APIRouter:
             )
 
         return await each(domain, tenant, namespace, topic, act)
+
+    @r.post(
+        SUB + "/replicatedSubscriptionStatus",
+        summary="Enable or disable a subscription's replication (body true or false)",
+    )
+    async def replicated_status(
+        domain: str,
+        tenant: str,
+        namespace: str,
+        topic: str,
+        subscription: str,
+        request: Request,
+    ) -> Response:
+        enabled = await read_json(request)
+        if not isinstance(enabled, bool):
+            raise BadRequest("the body must be true or false")
+        topics = await _topics(ctx, topic_name(domain, tenant, namespace, topic))
+        for t in topics:
+            subscription_cursor(t, subscription)
+        for t in topics:
+            await set_replicated(subscription_cursor(t, subscription), enabled)
+        return no_content()
 
     @r.get(SUB + "/position/{n}", summary="Peek the n-th message of a subscription")
     async def peek_nth(

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from magnetar.broker.consumer import SUB_TYPE_NAMES, Consumer
+from magnetar.broker.replicated_subscription import is_replicated
 from magnetar.broker.subscription import Subscription
 from magnetar.broker.topic import Topic
 from magnetar.common.errors import MagnetarError
@@ -188,7 +189,7 @@ def subscription_stats(topic: Topic, name: str, earliest_publish_ms: int = 0) ->
         "lastMarkDeleteAdvancedTimestamp": meters.last_mark_delete_advanced_ms,
         "earliestMsgPublishTimeInBacklog": earliest_publish_ms,
         "isDurable": cursor.durable,
-        "isReplicated": False,
+        "isReplicated": is_replicated(cursor),
         "allowOutOfOrderDelivery": bool(policy and policy.allow_out_of_order_delivery),
         "keySharedMode": None if policy is None else policy.mode.name,
         "consumersAfterMarkDeletePosition": {},

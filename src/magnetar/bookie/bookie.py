@@ -35,7 +35,7 @@ from pathlib import Path
 
 from magnetar.bookie.checkpoint import Checkpointer
 from magnetar.bookie.cookie import check_cookie
-from magnetar.bookie.disk_check import default_check_every_bytes
+from magnetar.bookie.disk_check import DiskThresholds, default_check_every_bytes, disk_space
 from magnetar.bookie.disk_monitor import DiskMonitor
 from magnetar.bookie.garbage_collector import GarbageCollector
 from magnetar.bookie.index_spill import IndexSpiller
@@ -85,16 +85,25 @@ class BookieConfig:
     """A ledger neither read nor written for this many looks in a row (10-15 s with the
     default interval) has its index moved to a spill file; the next use reads it back."""
     compaction_live_fraction_max: float = 0.5
-    disk_free_min_bytes: int = 1024 * 1024 * 1024
+    disk_usage_threshold: float = 0.95
+    """Read-only once the disk's usage reaches this (BookKeeper's ``diskUsageThreshold``)."""
+    disk_usage_lwm_threshold: float = 0.90
+    """Writable again once usage is below this (``diskUsageLwmThreshold``)."""
+    disk_free_min_bytes: int = 0
+    """An absolute floor of free space on top of the usage thresholds (0: none)."""
     disk_check_interval_ms: int = 5_000
     disk_check_every_bytes: int | None = None
     """Also look at free space after this many bytes of entries written (None: a quarter of
-    ``disk_free_min_bytes``; 0: only every ``disk_check_interval_ms``)."""
+    the free space at which the disk turns full; 0: only every ``disk_check_interval_ms``)."""
     storage_threads: int = 4
     journal_skip_invalid_records: bool = False
     """Start even if journal replay finds a damaged record followed by valid ones
     (BookKeeper's ``skipReplayJournalInvalidRecord``): the damaged bytes are skipped and
     logged. Off: the bookie refuses to start (:class:`~magnetar.bookie.errors.JournalCorrupt`)."""
+    rack: str | None = None
+    """Where the bookie stands, ``/region/rack``, written into its registration for the
+    ledger clients' placement (a rack set through ``admin bookies set-bookie-rack``
+    overrides it)."""
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -190,14 +199,19 @@ class Bookie:
             start_pos.offset,
         )
         every_bytes = cfg.disk_check_every_bytes
+        thresholds = DiskThresholds(
+            cfg.disk_usage_threshold, cfg.disk_usage_lwm_threshold, cfg.disk_free_min_bytes
+        )
+        if every_bytes is None:
+            full_line = thresholds.full_line_bytes(disk_space(self._data_dir).total_bytes)
+            every_bytes = default_check_every_bytes(full_line)
         state = BookieState(
             bookie_id,
             self._data_dir,
             self._metadata,
-            disk_free_min_bytes=cfg.disk_free_min_bytes,
-            check_every_bytes=default_check_every_bytes(cfg.disk_free_min_bytes)
-            if every_bytes is None
-            else every_bytes,
+            thresholds=thresholds,
+            rack=cfg.rack,
+            check_every_bytes=every_bytes,
         )
         journal = Journal(
             journal_dir,

@@ -3,17 +3,19 @@
 
 A bookie is read-only while any of these holds, writable again once none does:
 
-* free disk space is below ``disk_free_min_bytes`` (looked at by :meth:`BookieState.look_at_disk`:
-  on the disk monitor's timer and after every ``check_every_bytes`` written, see
+* the disk is full by its :class:`~magnetar.bookie.disk_check.DiskThresholds` (usage at
+  0.95 or above, until it is below 0.90; looked at by :meth:`BookieState.look_at_disk`: on
+  the disk monitor's timer and after every ``check_every_bytes`` written, see
   :mod:`magnetar.bookie.disk_check`);
 * a journal write or a checkpoint failed (``ENOSPC``, ``EIO``): :attr:`BookieState.storage_fault`,
   cleared by the disk monitor once a retried checkpoint works and the disk has room;
 * an operator forced it (:meth:`BookieState.set_readonly`).
 
 A writable bookie is registered as the ephemeral node ``/ledgers/available/<id>``, a
-read-only one as ``/ledgers/available/readonly/<id>``. A change of mode re-registers in the
-background; a re-registration that fails is retried by the disk monitor (the metadata store
-may share the full disk).
+read-only one as ``/ledgers/available/readonly/<id>``, its value JSON
+``{"bookie_id", "readonly"[, "rack"]}`` (the rack the bookie was started with). A change
+of mode re-registers in the background; a re-registration that fails is retried by the disk
+monitor (the metadata store may share the full disk).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import json
 import logging
 from pathlib import Path
 
-from magnetar.bookie.disk_check import WrittenBytesTrigger, free_bytes
+from magnetar.bookie.disk_check import DiskThresholds, WrittenBytesTrigger, disk_space
 from magnetar.bookie_protocol.layout import AVAILABLE_PATH, READONLY_PATH
 from magnetar.common.errors import MagnetarError
 from magnetar.metadata.store import MetadataStore, NodeExists, NotFound
@@ -43,13 +45,18 @@ class BookieState:
         data_dir: Path,
         metadata: MetadataStore | None,
         *,
-        disk_free_min_bytes: int,
+        thresholds: DiskThresholds,
         check_every_bytes: int,
+        rack: str | None = None,
     ) -> None:
         self.bookie_id = bookie_id
         self._data_dir = data_dir
         self._metadata = metadata
-        self._disk_free_min_bytes = disk_free_min_bytes
+        self._rack = rack
+        self._thresholds = thresholds
+        self._disk_full = False
+        self._disk_state = ""
+        """The last look at the disk, described (for the read-only reason)."""
         self.readonly = False
         self.storage_fault: str | None = None
         """Why storage cannot be written (a failed journal write or checkpoint), or None."""
@@ -66,19 +73,20 @@ class BookieState:
     def look_at_disk(self) -> bool:
         """Read free space and set :attr:`readonly`; True if it changed (logged)."""
         self.disk_trigger.looked()
-        free = free_bytes(self._data_dir)
-        low = free < self._disk_free_min_bytes
+        space = disk_space(self._data_dir)
+        low = self._disk_full = self._thresholds.next_full(self._disk_full, space)
+        self._disk_state = self._thresholds.describe(space)
         want = self._forced_readonly or low or self.storage_fault is not None
         changed = want != self.readonly
         if changed:
             if self.storage_fault is not None:
                 why = self.storage_fault
             elif low:
-                why = f"free disk {free} bytes, threshold {self._disk_free_min_bytes}"
+                why = self._disk_state
             elif self._forced_readonly:
                 why = "forced"
             else:
-                why = f"free disk {free} bytes, storage works again"
+                why = f"{self._disk_state}, storage works again"
             log.warning(
                 "bookie %s turns %s (%s)",
                 self.bookie_id,
@@ -102,10 +110,7 @@ class BookieState:
             return f"bookie {self.bookie_id} is read-only: {self.storage_fault}"
         if self._forced_readonly:
             return f"bookie {self.bookie_id} is read-only (set by an operator)"
-        return (
-            f"bookie {self.bookie_id} is read-only: free disk below "
-            f"{self._disk_free_min_bytes} bytes"
-        )
+        return f"bookie {self.bookie_id} is read-only: disk full ({self._disk_state})"
 
     async def set_readonly(self, readonly: bool) -> None:
         """Force read-only mode on or off (operators, tests); disk checks still apply."""
@@ -127,7 +132,7 @@ class BookieState:
     def storage_works(self) -> None:
         """A checkpoint worked again: clear the fault if the disk has room (the next look
         at the disk turns the bookie writable)."""
-        if free_bytes(self._data_dir) >= self._disk_free_min_bytes:
+        if self._thresholds.has_room(disk_space(self._data_dir)):
             log.warning("bookie %s: storage works again (%s)", self.bookie_id, self.storage_fault)
             self.storage_fault = None
 
@@ -145,7 +150,10 @@ class BookieState:
         if self._metadata is None:
             return
         readonly = self.readonly
-        info = json.dumps({"bookie_id": self.bookie_id, "readonly": readonly}).encode()
+        body: dict[str, object] = {"bookie_id": self.bookie_id, "readonly": readonly}
+        if self._rack is not None:
+            body["rack"] = self._rack
+        info = json.dumps(body).encode()
         want = f"{READONLY_PATH if readonly else AVAILABLE_PATH}/{self.bookie_id}"
         other = f"{AVAILABLE_PATH if readonly else READONLY_PATH}/{self.bookie_id}"
         with contextlib.suppress(NotFound):

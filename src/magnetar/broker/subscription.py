@@ -33,6 +33,7 @@ from magnetar.broker.failover import (
     StartDispatch,
 )
 from magnetar.broker.key_shared import KeySharedRouter
+from magnetar.broker.marker_filter import drop_markers
 from magnetar.broker.rate_limit import DispatchRateLimiter
 from magnetar.broker.subscription_state import (
     Dispatched,
@@ -462,6 +463,10 @@ class Subscription:
         runs = await self._read_single_active(budget, epoch)
         if not runs:
             return False
+        if self.topic.may_hold_markers:
+            runs = self._without_markers(runs)
+            if not runs:
+                return True
         if consumer.closed or not state.still_active(consumer, epoch):
             return True  # state changed during the read; the cursor was rewound meanwhile
         sent = Dispatched()
@@ -510,6 +515,14 @@ class Subscription:
                 items.append(item)
         return items
 
+    def _without_markers(self, runs: list[EntryRun]) -> list[EntryRun]:
+        """``runs`` without marker entries, which are acknowledged instead: never
+        delivered, never left as backlog (:mod:`magnetar.broker.marker_filter`)."""
+        kept, markers = drop_markers(runs)
+        if markers:
+            self.cursor.ack_many(markers)
+        return kept
+
     def wake(self) -> None:
         """Re-run dispatch (e.g. after a policy change)."""
         self._wake.set()
@@ -548,6 +561,10 @@ class Subscription:
         runs = await self.cursor.read_runs(budget, self._config.dispatcher_max_read_size_bytes)
         if epoch != state.epoch:
             return True
+        if runs and self.topic.may_hold_markers:
+            runs = self._without_markers(runs)
+            if not runs:
+                return True
         if not runs:
             self._schedule_delayed_wake()
             return sent

@@ -46,6 +46,7 @@ from magnetar.broker.rate_limit import (
     PublishRateLimiter,
     SubscribeRateLimiter,
 )
+from magnetar.broker.replicated_subscription import set_replicated
 from magnetar.broker.stats import SubscriptionMeters, TopicMeters
 from magnetar.broker.subscription import Subscription
 from magnetar.common.errors import (
@@ -137,6 +138,9 @@ class Topic:
         self._batch_size_of: bytes | None = None
         self._last_entry_batch_size: int | None = None
         self.closed = False
+        self.may_hold_markers = False
+        """Whether marker entries may be in the log (replicated subscriptions run here):
+        the dispatchers then look for them (:mod:`magnetar.broker.marker_filter`)."""
         self.meters = TopicMeters(service.clock, service.meter_sampler)
         self.created_ms = service.clock.now_ms()
         self.subscription_meters: dict[str, SubscriptionMeters] = {}
@@ -397,12 +401,14 @@ class Topic:
     ) -> None:
         """Admit a producer and answer PRODUCER_SUCCESS (maybe ready=false first), carrying
         ``schema_version`` (the version of the producer's schema, checked before).
-        Raises ProducerBusy / ProducerFenced."""
+        Raises ProducerBusy / ProducerFenced, or the managed ledger's storage error while
+        storage fails (see :meth:`ManagedLedger.wait_writable`)."""
         name = cmd.producer_name or self.service.new_producer_name()
         mode = AccessMode(int(cmd.producer_access_mode))
         key = ProducerKey(conn.connection_id, cmd.producer_id)
         if self.ml.is_terminated:
             raise TopicTerminated(f"Topic {self.full_name} is terminated")
+        await self.ml.wait_writable()  # storage failing: refused (PersistenceError), retried
         self._check_producer_limits(key)
         admission = self.access.add(ProducerRequest(key, name, mode, cmd.epoch, cmd.topic_epoch))
         producer = Producer(
@@ -612,6 +618,8 @@ class Topic:
             self._check_consumer_limits(sub)
             if sub is None:
                 sub = await self._create_subscription(cmd)
+            if cmd.replicate_subscription_state:
+                await set_replicated(sub.cursor, True)
             if not sub.consumers:
                 sub.read_compacted = read_compacted
             consumer = Consumer(

@@ -30,6 +30,17 @@ def _metadata_url(url: str) -> str:
     return url
 
 
+def _rack(rack: str | None) -> str | None:
+    from magnetar.ledger.racks import InvalidRackConfiguration, normalized_rack
+
+    if rack is None:
+        return None
+    try:
+        return normalized_rack(rack)
+    except InvalidRackConfiguration as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @click.command(context_settings=SERVER_CONTEXT)
 @config_file_option
 @click.option(
@@ -42,7 +53,35 @@ def _metadata_url(url: str) -> str:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=3181, show_default=True, type=int)
 @click.option("--advertised-host", default=None)
-@click.option("--disk-free-min-bytes", default=1024**3, show_default=True, type=int)
+@click.option(
+    "--rack",
+    default=None,
+    callback=lambda _ctx, _param, rack: _rack(rack),
+    help="Where this bookie stands, /region/rack (e.g. /east/rack-1), kept in its "
+    "registration: ensembles spread over racks and, with the brokers' region-aware policy, "
+    "regions. 'admin bookies set-bookie-rack' overrides it.",
+)
+@click.option(
+    "--disk-usage-threshold",
+    default=0.95,  # BookieConfig.disk_usage_threshold
+    show_default=True,
+    type=click.FloatRange(0, 1, min_open=True),
+    help="turn read-only once the disk's usage reaches this fraction",
+)
+@click.option(
+    "--disk-usage-lwm-threshold",
+    default=0.90,  # BookieConfig.disk_usage_lwm_threshold
+    show_default=True,
+    type=click.FloatRange(0, 1, min_open=True),
+    help="turn writable again once the disk's usage is below this fraction",
+)
+@click.option(
+    "--disk-free-min-bytes",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="also read-only while free space is under this many bytes (0: no floor)",
+)
 @click.option("--gc-interval-ms", default=60_000, show_default=True, type=int)
 @click.option(
     "--checkpoint-interval-ms",
@@ -86,6 +125,9 @@ def bookie(
     host: str,
     port: int,
     advertised_host: str | None,
+    rack: str | None,
+    disk_usage_threshold: float,
+    disk_usage_lwm_threshold: float,
     disk_free_min_bytes: int,
     gc_interval_ms: int,
     checkpoint_interval_ms: int,
@@ -98,11 +140,19 @@ def bookie(
 ) -> None:
     """A storage node holding replicated ledger entries."""
     configure_logging("INFO")
+    if disk_usage_lwm_threshold > disk_usage_threshold:
+        raise click.UsageError(
+            f"--disk-usage-lwm-threshold {disk_usage_lwm_threshold} is above "
+            f"--disk-usage-threshold {disk_usage_threshold}"
+        )
     config = BookieConfig(
         data_dir=data_dir,
         host=host,
         port=port,
         advertised_host=advertised_host,
+        rack=rack,
+        disk_usage_threshold=disk_usage_threshold,
+        disk_usage_lwm_threshold=disk_usage_lwm_threshold,
         disk_free_min_bytes=disk_free_min_bytes,
         gc_interval_ms=gc_interval_ms,
         checkpoint_interval_ms=checkpoint_interval_ms,

@@ -24,6 +24,7 @@ import click
 
 from magnetar.cli import offload_options
 from magnetar.cli.inactive_topic_options import OPTIONS as INACTIVE_TOPIC_OPTIONS
+from magnetar.cli.placement_options import placement_options, placement_policy
 from magnetar.cli.server_auth import ServerAuth, server_auth_options
 from magnetar.cli.server_setup import (
     check_quorums,
@@ -150,6 +151,7 @@ def _own_options(f: Callable[..., Any], quorum_default: int) -> Callable[..., An
         *(option for _, _, option in offload_options.OPTIONS),
         memory_options,
         ledger_options,
+        placement_options(),
     ]
     for option in reversed(options):
         f = option(f)
@@ -220,6 +222,7 @@ def _server_config(values: dict[str, Any], server_auth: ServerAuth) -> BrokerSer
         managed_ledger_max_entries_per_ledger=v["managed_ledger_max_entries_per_ledger"],
         managed_ledger_min_ledger_rollover_time_ms=v["managed_ledger_min_ledger_rollover_time_ms"],
         broker_client_auth=server_auth.broker_client,
+        placement=placement_policy(v),
         broker=BrokerConfig(
             cluster_name=v["cluster_name"],
             host=v["host"],
@@ -270,22 +273,30 @@ def run_server(
     server: BrokerServerConfig,
     other_ports: dict[str, int | None] | None = None,
 ) -> int:
+    """``asyncio.run(main)`` on uvloop (see :func:`run_server_ports`), the options of the
+    ports those of ``server`` and ``other_ports`` (option -> its value)."""
+    return run_server_ports(
+        main,
+        {
+            "--port": server.broker.port,
+            "--tls-port": server.broker.tls_port,
+            "--http-port": server.http_port,
+            "--https-port": server.https_port,
+            **(other_ports or {}),
+        },
+    )
+
+
+def run_server_ports(main: Coroutine[Any, Any, int], port_flags: dict[str, int | None]) -> int:
     """``asyncio.run(main)`` on uvloop. A port that cannot be bound ends it as one line,
     ``cannot listen for HTTP on HOST:PORT (--http-port): address already in use``, the
-    option found among the ports of ``server`` and ``other_ports`` (option -> its value)."""
+    option found among ``port_flags`` (option -> its value)."""
     import asyncio
     import errno
 
     from magnetar.cli.output import CommandFailed
     from magnetar.cli.server_setup import install_uvloop
 
-    port_flags: dict[str, int | None] = {
-        "--port": server.broker.port,
-        "--tls-port": server.broker.tls_port,
-        "--http-port": server.http_port,
-        "--https-port": server.https_port,
-        **(other_ports or {}),
-    }
     install_uvloop()
     try:
         return asyncio.run(main)

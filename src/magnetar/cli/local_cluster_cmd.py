@@ -20,6 +20,8 @@ from typing import Any
 import click
 
 from magnetar.auth.server_options import ServerAuthError
+from magnetar.cli.placement_options import forwarded_args as placement_args
+from magnetar.cli.placement_options import placement_options
 from magnetar.cli.server_auth import server_auth_option_values
 from magnetar.cli.standalone_cmd import LOG_LEVELS
 from magnetar.local_cluster import LocalCluster, LocalClusterConfig
@@ -29,6 +31,13 @@ CHILD_CHECK_INTERVAL_S = 0.5
 
 
 @click.command("local-cluster")
+@click.option(
+    "--cluster-name",
+    default="standalone",
+    show_default=True,
+    help="The cluster's name, given to every broker (clusterName): other clusters register "
+    "it under this name to replicate with it.",
+)
 @click.option("--brokers", default=1, show_default=True, type=click.IntRange(1, 16))
 @click.option("--bookies", default=3, show_default=True, type=click.IntRange(1, 16))
 @click.option(
@@ -67,8 +76,17 @@ CHILD_CHECK_INTERVAL_S = 0.5
     help="Passed on to every broker: refuse a client IP's connections beyond this many "
     "(brokerMaxConnectionsPerIp).",
 )
+@click.option(
+    "--bookie-racks",
+    default=None,
+    help="Comma-separated /region/rack of each bookie, in order (e.g. "
+    "/east/r1,/east/r2,/west/r1,/west/r2: two regions on one machine), given to each as "
+    "'magnetar bookie --rack'.",
+)
+@placement_options(forwarded=True)
 @server_auth_option_values
 def local_cluster(
+    cluster_name: str,
     brokers: int,
     bookies: int,
     data_dir: Path,
@@ -82,7 +100,9 @@ def local_cluster(
     log_level: str,
     broker_max_connections: int | None,
     broker_max_connections_per_ip: int | None,
+    bookie_racks: str | None,
     server_auth_values: dict[str, Any],
+    **placement_values: Any,
 ) -> None:
     """A real ZooKeeper plus N brokers and M bookies on 127.0.0.1, each its own process,
     until Ctrl+C or SIGTERM (then all stop: brokers, bookies, ZooKeeper). They stop too if
@@ -98,6 +118,7 @@ def local_cluster(
     try:
         config = LocalClusterConfig(
             data_dir=data_dir,
+            cluster_name=cluster_name,
             brokers=brokers,
             bookies=bookies,
             zookeeper_port=zookeeper_port,
@@ -108,9 +129,9 @@ def local_cluster(
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,
             log_level=log_level,
-            broker_args=broker_args(
-                settings, broker_max_connections, broker_max_connections_per_ip
-            ),
+            broker_args=broker_args(settings, broker_max_connections, broker_max_connections_per_ip)
+            + placement_args(placement_values),
+            bookie_racks=_racks(bookie_racks),
             tokens=tokens,
         )
     except ValueError as exc:
@@ -166,6 +187,18 @@ def broker_args(
         if value is not None:
             args += (flag, str(value))
     return args
+
+
+def _racks(value: str | None) -> tuple[str, ...]:
+    """``--bookie-racks``, each checked as ``magnetar bookie --rack`` checks it."""
+    from magnetar.ledger.racks import InvalidRackConfiguration, normalized_rack
+
+    if value is None:
+        return ()
+    try:
+        return tuple(normalized_rack(rack) for rack in value.split(","))
+    except InvalidRackConfiguration as exc:
+        raise click.BadParameter(str(exc), param_hint="--bookie-racks") from None
 
 
 def _echo_super_user(cluster: LocalCluster, tokens: ClusterTokens) -> None:

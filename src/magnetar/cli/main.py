@@ -27,6 +27,7 @@ LAZY_COMMANDS: Final[dict[str, str]] = {
     "bookie": "magnetar.cli.bookie_cmd:bookie",
     "standalone": "magnetar.cli.standalone_cmd:standalone",
     "local-cluster": "magnetar.cli.local_cluster_cmd:local_cluster",
+    "proxy": "magnetar.cli.proxy_cmd:proxy",
     "admin": "magnetar.cli.admin_cmd:admin",
     "client": "magnetar.cli.client_cmd:client",
     "perf": "magnetar.cli.perf_cmd:perf",

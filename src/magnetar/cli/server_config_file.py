@@ -110,7 +110,33 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[str], str]]]] = {
         "overload_threshold_cpu_percent",
         _same,
     ),
+    "bookkeeperClientRackawarePolicyEnabled": (
+        "bookkeeper_client_rackaware_policy_enabled",
+        _same,
+    ),
+    "bookkeeperClientRegionawarePolicyEnabled": (
+        "bookkeeper_client_regionaware_policy_enabled",
+        _same,
+    ),
+    "bookkeeperClientMinNumRacksPerWriteQuorum": (
+        "bookkeeper_client_min_num_racks_per_write_quorum",
+        _same,
+    ),
+    "bookkeeperClientEnforceMinNumRacksPerWriteQuorum": (
+        "bookkeeper_client_enforce_min_num_racks_per_write_quorum",
+        _same,
+    ),
+    "reppMinimumRegionsForDurability": ("repp_minimum_regions_for_durability", _same),
     "functionsWorkerEnabled": ("functions_worker", _same),
+    # proxy.conf
+    "servicePort": ("port", _same),
+    "servicePortTls": ("tls_port", _same),
+    "brokerServiceURL": ("broker_service_url", _same),
+    "brokerServiceURLTLS": ("broker_service_url_tls", _same),
+    "brokerWebServiceURL": ("broker_web_service_url", _same),
+    "forwardAuthorizationCredentials": ("forward_authorization_credentials", _same),
+    "brokerProxyAllowedTargetPorts": ("broker_proxy_allowed_target_ports", _same),
+    "maxConcurrentInboundConnections": ("max_concurrent_inbound_connections", _same),
     # functions_worker.yml (its flat ``key: value`` lines)
     "workerId": ("worker_id", _same),
     "workerHostname": ("host", _same),
@@ -126,6 +152,9 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[str], str]]]] = {
     "logSizeLimit": ("entry_log_size_max_bytes", _same),
     "journalMaxGroupWaitMSec": ("journal_group_wait_ms", _same),
     "autoRecoveryDaemonEnabled": ("autorecovery", _same),
+    "diskUsageThreshold": ("disk_usage_threshold", _same),
+    "diskUsageLwmThreshold": ("disk_usage_lwm_threshold", _same),
+    "bookieRack": ("rack", _same),  # Magnetar's own: BookKeeper maps racks by DNS or ZooKeeper
 }
 """Pulsar's (or BookKeeper's) key → (the option's parameter name, conversion to its unit).
 A key whose option a command lacks is unknown to that command."""
@@ -216,8 +245,8 @@ def config_file_option(f: Callable[..., Any]) -> Callable[..., Any]:
         expose_value=False,
         allow_from_autoenv=False,
         callback=_load,
-        help="Pulsar-style key=value file (broker.conf, standalone.conf, bookkeeper.conf "
-        "keys). Flags win over MAGNETAR_<OPTION> environment variables, which win over it.",
+        help="Pulsar-style key=value file (broker.conf, standalone.conf, proxy.conf, "
+        "bookkeeper.conf keys). Flags win over MAGNETAR_<OPTION> environment variables, which win over it.",
     )(f)
 
 

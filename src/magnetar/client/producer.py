@@ -43,7 +43,7 @@ from magnetar.client.message_builder import CHUNK_METADATA_RESERVE_BYTES, build_
 from magnetar.client.message_id import MessageId, batch_message_ids
 from magnetar.client.reconnect import reconnect
 from magnetar.client.schema import BytesSchema, Schema
-from magnetar.client.topic_schema import AutoProduceBytesSchema
+from magnetar.client.topic_schema import AutoProduceBytesSchema, get_or_create_schema
 from magnetar.common.errors import ChecksumMismatch, MagnetarError, ServerError, error_for_code
 from magnetar.protocol import (
     DEFAULT_MAX_MESSAGE_SIZE_BYTES,
@@ -51,6 +51,7 @@ from magnetar.protocol import (
     CompressionType,
     ProducerAccessMode,
     ProducerSuccess,
+    SchemaInfo,
     SendError,
     SendReceipt,
     encode_send,
@@ -459,6 +460,14 @@ class Producer:
         for op in ops:
             op.created_s = now
             self._enqueue(op)
+
+    async def register_schema(self, schema: SchemaInfo) -> bytes:
+        """Register ``schema`` on this producer's topic (or find it there): its version
+        there, for :meth:`send_entry`'s metadata (the geo-replicator's path: entries keep
+        the schemas they were written with). Raises as
+        :func:`~magnetar.client.topic_schema.get_or_create_schema`."""
+        self._check_open()
+        return await get_or_create_schema(self._ctx, self._topic, schema)
 
     def send_entry(
         self, metadata: bytes, payload: bytes, *, sequence_id: int, num_messages: int

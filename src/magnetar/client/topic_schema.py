@@ -25,8 +25,15 @@ import fastavro
 from magnetar.client.context import ClientContext
 from magnetar.client.errors import SchemaSerializationError
 from magnetar.client.schema import AvroSchema, BytesSchema, JsonSchema, Schema, StringSchema
-from magnetar.common.errors import TopicNotFound
-from magnetar.protocol import GetSchema, GetSchemaResponse, SchemaInfo, SchemaType
+from magnetar.common.errors import ProtocolError, TopicNotFound
+from magnetar.protocol import (
+    GetOrCreateSchema,
+    GetOrCreateSchemaResponse,
+    GetSchema,
+    GetSchemaResponse,
+    SchemaInfo,
+    SchemaType,
+)
 
 AUTO_CONSUME_INFO = SchemaInfo(name="AutoConsume", schema_data=b"", type=SchemaType.AutoConsume)
 """What an AUTO_CONSUME consumer sends in SUBSCRIBE (as Pulsar's Java client does)."""
@@ -56,6 +63,23 @@ async def fetch_schema(
     if resp.schema is None or resp.schema_version is None:
         return None
     return resp.schema, resp.schema_version
+
+
+async def get_or_create_schema(ctx: ClientContext, topic: str, schema: SchemaInfo) -> bytes:
+    """Register ``schema`` on ``topic`` (GET_OR_CREATE_SCHEMA; a version with the same type
+    and data is reused): its version there. Raises the broker's errors (IncompatibleSchema,
+    TopicNotFound for a topic that does not exist) and Timeout after the operation timeout."""
+    answer = await ctx.lookup.lookup(topic)
+    cnx = await ctx.pool.get(answer.logical_url, answer.physical_url)
+    rid = next(ctx.request_ids)
+    resp: GetOrCreateSchemaResponse = await cnx.request(
+        GetOrCreateSchema(request_id=rid, topic=topic, schema=schema),
+        rid,
+        ctx.operation_timeout_s,
+    )
+    if resp.schema_version is None:
+        raise ProtocolError(f"GET_OR_CREATE_SCHEMA on {topic} answered without a version")
+    return resp.schema_version
 
 
 def schema_for(info: SchemaInfo | None) -> Schema[Any]:

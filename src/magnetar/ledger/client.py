@@ -32,15 +32,16 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 
 import crc32c
 
 from magnetar.bookie_protocol.codec import ENTRY_SIZE_MAX_BYTES, OpType, Request, Status
+from magnetar.bookie_protocol.layout import READONLY_PATH
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import PersistenceError
-from magnetar.ledger import racks
+from magnetar.ledger import placement, racks
 from magnetar.ledger.bookie_client import BookiePool
 from magnetar.ledger.errors import (
     BookieUnavailable,
@@ -59,6 +60,7 @@ from magnetar.ledger.metadata import (
     LedgerState,
     ledger_path,
 )
+from magnetar.ledger.placement import PlacementPolicy
 from magnetar.ledger.transport import AddRun, LocalBookie
 from magnetar.metadata.store import MUST_NOT_EXIST, BadVersion, MetadataStore, NotFound
 
@@ -78,6 +80,9 @@ class LedgerClientConfig:
     """Most entries one read asks for at once (requests in flight, or one run's length)."""
     read_run_bytes_max: int = 1024 * 1024
     """Payload bytes one READ_ENTRIES response may carry beyond its first entry."""
+    placement: PlacementPolicy = field(default_factory=PlacementPolicy)
+    """How ensembles spread over racks and regions, and (region-aware) which acks make an
+    entry durable (:mod:`magnetar.ledger.placement`)."""
 
 
 class LedgerClient:
@@ -122,34 +127,66 @@ class LedgerClient:
             return []
         return [n for n in names if n != READONLY_NAME]
 
-    async def choose_bookies(
-        self, count: int, exclude: set[str] | None = None, *, kept: Sequence[str] = ()
-    ) -> list[str]:
-        """``count`` distinct available bookies not in ``exclude``, spread over the racks of
-        the stored rack placement (:mod:`magnetar.ledger.racks`): ``kept`` are the bookies
-        of the ensemble that stay, whose racks the new ones avoid while others have
-        bookies. Raises :class:`NotEnoughBookies`."""
-        exclude = exclude or set()
+    async def choose_ensemble(
+        self,
+        ensemble: Sequence[str | None],
+        write_quorum: int,
+        exclude: Collection[str] = (),
+        *,
+        ledger_id: int | None = None,
+    ) -> tuple[list[str], dict[str, str]]:
+        """``ensemble`` with its ``None`` positions filled by available bookies not in
+        ``exclude``, placed by :attr:`LedgerClientConfig.placement`
+        (:func:`magnetar.ledger.placement.place`), and the rack of every bookie of it.
+        A degraded placement (write sets over fewer regions or racks than the policy wants)
+        is logged, or refused when the policy enforces its minimums. Raises
+        :class:`NotEnoughBookies`."""
         candidates = [b for b in await self.available_bookies() if b not in exclude]
-        if len(candidates) < count:
+        open_positions = sum(b is None for b in ensemble)
+        if len(candidates) < open_positions:
             raise NotEnoughBookies(
-                f"need {count} bookies, {len(candidates)} available (excluding {sorted(exclude)})"
+                f"need {open_positions} bookies, {len(candidates)} available "
+                f"(excluding {sorted(exclude)})"
             )
-        return racks.place(candidates, count, await self.bookie_racks(), self._rng, kept=kept)
+        policy = self.config.placement
+        rack_of = await self.bookie_racks([*candidates, *(b for b in ensemble if b is not None)])
+        chosen = placement.place(policy, candidates, ensemble, write_quorum, rack_of, self._rng)
+        short = placement.shortfall(policy, chosen, write_quorum, rack_of)
+        # Without any rack configured every placement is "one rack": nothing to warn about.
+        if short.degraded and (rack_of or policy.region_aware):
+            log.warning(
+                "ledger %s: degraded placement %s: %s",
+                "(new)" if ledger_id is None else ledger_id,
+                chosen,
+                short.describe(),
+            )
+        return chosen, {b: rack_of.get(b, racks.DEFAULT_RACK) for b in chosen}
 
-    async def bookie_racks(self) -> dict[str, str]:
-        """Bookie id → rack from the stored rack placement (``{}`` when none is stored).
-        A placement that cannot be read is logged and ignored: placement then is
-        rack-unaware, which is what it was before any was configured."""
+    async def bookie_racks(self, bookies: Iterable[str]) -> dict[str, str]:
+        """Bookie id → rack for ``bookies`` that have one: the stored rack placement
+        (admin-set) first, else the label in the bookie's registration. A placement that
+        cannot be read is logged and ignored (placement then uses the labels only)."""
+        configured: dict[str, str] = {}
         try:
             value = (await self.store.get(racks.RACKS_PATH)).value
         except NotFound:
-            return {}
+            value = b""
         try:
-            return racks.racks_of(racks.parse_configuration(value))
+            configured = racks.racks_of(racks.parse_configuration(value))
         except racks.InvalidRackConfiguration as exc:
             log.warning("ignoring the rack placement: %s", exc)
-            return {}
+        unlabelled = sorted(set(bookies) - set(configured))
+        labels = await asyncio.gather(*(self._registered_rack(b) for b in unlabelled))
+        found = {b: rack for b, rack in zip(unlabelled, labels, strict=True) if rack is not None}
+        return {**found, **configured}
+
+    async def _registered_rack(self, bookie_id: str) -> str | None:
+        for path in (f"{AVAILABLE_PATH}/{bookie_id}", f"{READONLY_PATH}/{bookie_id}"):
+            try:
+                return racks.registered_rack((await self.store.get(path)).value)
+            except NotFound:
+                continue
+        return None
 
     # -- create / delete ---------------------------------------------------------------------
 
@@ -164,7 +201,7 @@ class LedgerClient:
         unless E >= Qw >= Qa >= 1, :class:`NotEnoughBookies`."""
         if not (ensemble_size >= write_quorum >= ack_quorum >= 1):
             raise ValueError("need ensemble_size >= write_quorum >= ack_quorum >= 1")
-        ensemble = await self.choose_bookies(ensemble_size)
+        ensemble, rack_of = await self.choose_ensemble([None] * ensemble_size, write_quorum)
         ledger_id = await self._new_ledger_id()
         md = LedgerMetadata(
             ledger_id=ledger_id,
@@ -180,7 +217,7 @@ class LedgerClient:
             # An unreachable one is found out (and replaced) by the first add.
             with contextlib.suppress(BookieUnavailable):
                 await self.pool.get(b)
-        return LedgerHandle(self, md, stat.version, writable=True)
+        return LedgerHandle(self, md, stat.version, writable=True, racks=rack_of)
 
     async def _new_ledger_id(self) -> int:
         path = await self.store.create(f"{IDGEN_PATH}/ID-", b"", sequential=True)

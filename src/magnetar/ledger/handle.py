@@ -12,10 +12,17 @@ Writing (handles from ``LedgerClient.create``):
   entries consecutive ids; unless the ledger is striped (E > Qw: then per entry) the run
   goes to each bookie of its write set as one request, is acknowledged as a whole and
   completes with one call once ``Qa`` bookies stored all of it.
+* With a region-aware placement policy an entry also needs acks from bookies in at least
+  ``min(min_regions_for_durability, regions of its write set)`` regions
+  (:func:`magnetar.ledger.placement.durable`): acks from one region do not confirm an entry
+  whose write set spans two.
 * When a bookie fails (connection lost, timeout, read-only, error), the handle replaces it:
-  it picks another available bookie, writes new ledger metadata (CAS) with a fragment
-  starting at ``last_add_confirmed + 1``, and re-sends the pending runs that bookie owed.
-  New adds wait (queued, in order) while the metadata is written. No gap, no reordering.
+  it picks another available bookie (by the client's placement policy, never one that
+  already failed on this handle while others are available), writes new ledger metadata
+  (CAS) with a fragment starting at ``last_add_confirmed + 1``, and re-sends the pending
+  runs that bookie owed. New adds wait (queued, in order) while the metadata is written. No
+  gap, no reordering. When no replacement can be placed (too few bookies, or a policy that
+  enforces its minimums), every pending and later add fails with :class:`NotEnoughBookies`.
 * If any bookie answers FENCED, or the metadata CAS shows the ledger in recovery, the handle
   is fenced: every pending and later add fails with :class:`LedgerFenced`.
 * :meth:`close` waits for pending adds, then marks the ledger CLOSED at the last confirmed
@@ -38,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING
@@ -59,6 +66,8 @@ from magnetar.ledger.errors import (
     NotEnoughBookies,
 )
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState, ledger_path
+from magnetar.ledger.placement import PlacementUnmet, durable, region_of, regions_needed
+from magnetar.ledger.racks import DEFAULT_RACK
 from magnetar.ledger.transport import AddCallback, AddRun
 from magnetar.metadata.store import BadVersion
 
@@ -165,7 +174,10 @@ class LedgerHandle:
         *,
         writable: bool,
         last_add_confirmed: int | None = None,
+        racks: Mapping[str, str] | None = None,
     ) -> None:
+        """``racks``: the rack of the ensemble's bookies (when placed by the client; else
+        unknown, which only matters to a writer with a region-aware policy)."""
         self._client = client
         self.metadata = metadata
         self._version = version
@@ -181,6 +193,10 @@ class LedgerHandle:
         """Runs written and not yet completed, by their first entry id."""
         self._ensemble: list[str] = list(metadata.current_ensemble)
         self._failed: dict[int, str] = {}  # ensemble index -> failed bookie id
+        self._failed_before: set[str] = set()
+        """Bookies that failed on this handle: not picked again while others are available
+        (a killed bookie stays registered until its session expires)."""
+        self._racks: dict[str, str] = dict(racks or {})
         self._changing: asyncio.Task[None] | None = None
         self._error: MagnetarError | None = None
         self._closing = False
@@ -195,6 +211,23 @@ class LedgerHandle:
         # Striped (E > Qw): consecutive entries go to different bookies, so runs are
         # split back into entries.
         self._striped = e != qw
+        self._regions: list[str] = []
+        self._regions_needed: list[int] = []
+        self._place_regions()
+
+    def _place_regions(self) -> None:
+        """The region of each ensemble position and, per write set, how many regions its
+        acks must come from (see :func:`magnetar.ledger.placement.durable`)."""
+        md = self.metadata
+        self._regions = [region_of(self._racks.get(b, DEFAULT_RACK)) for b in self._ensemble]
+        self._regions_needed = regions_needed(
+            self._client.config.placement, self._ensemble, md.write_quorum, self._racks
+        )
+
+    def _durable(self, run: _PendingRun) -> bool:
+        """Enough acks (and, region-aware, from enough regions) to confirm ``run``."""
+        needed = self._regions_needed[run.entry_id % self.metadata.ensemble_size]
+        return durable(run.acked, self._qa, needed, self._regions)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -326,7 +359,7 @@ class LedgerHandle:
                 return  # replaced bookie or already failed/completed entry
             if reason is None:
                 pending.acked.add(idx)
-                if len(pending.acked) >= self._qa and pending.entry_id == self._lac + 1:
+                if pending.entry_id == self._lac + 1 and self._durable(pending):
                     self._complete_in_order()
                 return
             if isinstance(reason, LedgerFenced):
@@ -349,11 +382,10 @@ class LedgerHandle:
 
     def _complete_in_order(self) -> None:
         pending = self._pending
-        qa = self._qa
         while True:
             first = self._lac + 1
             p = pending.get(first)
-            if p is None or len(p.acked) < qa:
+            if p is None or not self._durable(p):
                 break
             del pending[first]
             # state first: the callback runs inline and may add or read at once
@@ -390,18 +422,14 @@ class LedgerHandle:
         try:
             while self._failed and self._error is None:
                 failed = dict(self._failed)
-                exclude = set(self._ensemble) | set(failed.values())
-                kept = [b for i, b in enumerate(self._ensemble) if i not in failed]
+                self._failed_before.update(failed.values())
                 try:
-                    replacements = await self._client.choose_bookies(
-                        len(failed), exclude, kept=kept
-                    )
+                    new_ensemble = await self._replacement(failed)
                 except NotEnoughBookies as exc:
+                    log.warning("ledger %d: no replacement bookie: %s", self.ledger_id, exc)
                     self._fail(exc)
                     return
-                new_ensemble = list(self._ensemble)
-                for (idx, _), new in zip(sorted(failed.items()), replacements, strict=True):
-                    new_ensemble[idx] = new
+                replacements = [new_ensemble[idx] for idx in sorted(failed)]
                 first = self._lac + 1
                 await self._write_ensemble(first, tuple(new_ensemble))
                 if self._error is not None:
@@ -416,6 +444,7 @@ class LedgerHandle:
                     new_ensemble,
                 )
                 self._ensemble = new_ensemble
+                self._place_regions()
                 for idx in failed:
                     if self._failed.get(idx) == failed[idx]:
                         del self._failed[idx]
@@ -440,6 +469,29 @@ class LedgerHandle:
             self._changing = None
         if self._failed and self._error is None:
             self._changing = self._client.loop.create_task(self._change_ensemble())
+
+    async def _replacement(self, failed: Mapping[int, str]) -> list[str]:
+        """The ensemble with the ``failed`` positions replaced, avoiding bookies that failed
+        on this handle unless too few others are available. Raises
+        :class:`NotEnoughBookies` (:class:`PlacementUnmet` when the policy's minimums
+        cannot be met)."""
+        partial = [None if i in failed else b for i, b in enumerate(self._ensemble)]
+        qw = self.metadata.write_quorum
+        exclude = set(self._ensemble) | set(failed.values())
+        try:
+            new_ensemble, racks = await self._client.choose_ensemble(
+                partial, qw, exclude | self._failed_before, ledger_id=self.ledger_id
+            )
+        except PlacementUnmet:
+            raise
+        except NotEnoughBookies:
+            if not self._failed_before - exclude:
+                raise
+            new_ensemble, racks = await self._client.choose_ensemble(
+                partial, qw, exclude, ledger_id=self.ledger_id
+            )
+        self._racks.update(racks)
+        return new_ensemble
 
     async def _write_ensemble(self, first: int, ensemble: tuple[str, ...]) -> None:
         store = self._client.store

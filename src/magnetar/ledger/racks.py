@@ -6,19 +6,17 @@ metadata store: group → bookie id (``host:port``) → ``{"rack": "/region/rack
 (``POST /admin/v2/bookies/racks-info/<bookie>?group=…``), the ledger client reads it each
 time it picks bookies for a new ledger or an ensemble change.
 
-Placement (:func:`place`, in the spirit of BookKeeper's rack-aware policy): bookies without
-a rack are on :data:`DEFAULT_RACK`. Each pick takes a bookie on a rack that the ensemble
-(the bookies kept, then the ones picked so far) uses least, at random among equals; so an
-ensemble spans as many racks as it can, and only when there are fewer racks than bookies
-needed do two replicas share a rack. A rack written as ``rack1`` counts as ``/rack1``, as
-Pulsar's ``BookieRackAffinityMapping`` does.
+A bookie may also label itself (``magnetar bookie --rack /region/rack``): the label is in its
+registration node (:func:`registered_rack`); the configuration set through the admin API
+overrides it. Bookies with neither are on :data:`DEFAULT_RACK`. A rack written as ``rack1``
+counts as ``/rack1``, as Pulsar's ``BookieRackAffinityMapping`` does. How ensembles are
+spread over racks and regions is :mod:`magnetar.ledger.placement`.
 """
 
 from __future__ import annotations
 
 import json
-import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,32 +91,17 @@ def racks_of(configuration: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     return racks
 
 
-def place(
-    candidates: Iterable[str],
-    count: int,
-    racks: Mapping[str, str],
-    rng: random.Random,
-    *,
-    kept: Sequence[str] = (),
-) -> list[str]:
-    """``count`` distinct bookies of ``candidates`` spread over racks (see the module
-    docstring); ``kept`` are the ensemble's bookies that stay (an ensemble change), whose
-    racks count as used. The caller checks there are enough candidates (``ValueError``
-    otherwise: a programmer error)."""
-    pool = sorted(set(candidates) - set(kept))
-    if len(pool) < count:
-        raise ValueError(f"{count} bookies asked of {len(pool)} candidates")
-    rng.shuffle(pool)
-    used: dict[str, int] = {}
-    for bookie in kept:
-        rack = racks.get(bookie, DEFAULT_RACK)
-        used[rack] = used.get(rack, 0) + 1
-    chosen: list[str] = []
-    for _ in range(count):
-        # the first (in the shuffled order) of the bookies whose rack is used least
-        best = min(pool, key=lambda b: used.get(racks.get(b, DEFAULT_RACK), 0))
-        pool.remove(best)
-        chosen.append(best)
-        rack = racks.get(best, DEFAULT_RACK)
-        used[rack] = used.get(rack, 0) + 1
-    return chosen
+def registered_rack(registration: bytes) -> str | None:
+    """The rack a bookie labelled itself with, from its registration node's value (JSON
+    with ``"rack"``); ``None`` when it has none or the value is not usable."""
+    try:
+        body = json.loads(registration) if registration else None
+    except ValueError:
+        return None
+    rack = body.get("rack") if isinstance(body, dict) else None
+    if not isinstance(rack, str):
+        return None
+    try:
+        return normalized_rack(rack)
+    except InvalidRackConfiguration:
+        return None

@@ -278,6 +278,26 @@ class AddPipeline:
             raise error
         ml.rollover.request()
 
+    async def wait_writable(self) -> None:
+        """Return once appends can be taken; while storage fails, raise its error (during
+        the backoff at once, after it once the new ledger it starts has failed too).
+
+        For admitting producers: a client whose send got a storage error drops its
+        connection, comes back and re-sends; admitted straight away, it would meet the
+        failure again in a loop, and the official clients restart their send-timeout timer
+        each time a producer is (re)created, so ``send()`` blocked far beyond its timeout
+        while the disk was full. Refused here, the client retries the producer with its own
+        backoff and its sends time out as configured."""
+        ml = self._ml
+        if ml.state is not State.WRITE_FAILED:
+            return
+        self._check_writable()  # raises during the backoff, else starts a new ledger
+        task = ml.rollover.task
+        if task is not None:
+            await asyncio.shield(task)  # its failures are handled in it, not raised
+        if ml.state is State.WRITE_FAILED and self.write_error is not None:
+            raise self.write_error
+
     # --- the ledger's side -----------------------------------------------------------------
 
     def pump(self) -> None:

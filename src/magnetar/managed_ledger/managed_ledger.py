@@ -287,6 +287,11 @@ class ManagedLedger:
 
     # --- appends (the add pipeline) --------------------------------------------------------
 
+    def wait_writable(self) -> Coroutine[Any, Any, None]:
+        """Return once appends can be taken; raise the storage error while storage fails
+        (:meth:`AddPipeline.wait_writable`: the broker admits no producer meanwhile)."""
+        return self.adds.wait_writable()
+
     def add_entry(self, data: bytes, messages: int = 1) -> Coroutine[Any, Any, Position]:
         """Append one entry holding ``messages`` messages; the coroutine returns its position
         once stored (fsynced by an ack quorum). Concurrent calls are stored in call order.

@@ -144,6 +144,10 @@ class EntryMetadata:
         return m.replicated_from if m.HasField("replicated_from") else None
 
     @property
+    def replicate_to(self) -> tuple[str, ...]:
+        return tuple(self._m.replicate_to)
+
+    @property
     def marker_type(self) -> int | None:
         m = self._m
         return m.marker_type if m.HasField("marker_type") else None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from magnetar.common.errors import MagnetarError
 from magnetar.replication.persistent_replicator import CURSOR_PREFIX, PersistentReplicator
 from magnetar.replication.policy import effective_clusters, remote_clusters
+from magnetar.replication.replicated_subscriptions import ReplicatedSubscriptionsController
 
 if TYPE_CHECKING:
     from magnetar.auth.client_credentials import ClientCredentials
@@ -38,7 +39,15 @@ class ReplicationManager:
         self._service = service
         self._authentication = authentication
         self._replicators: dict[str, dict[str, PersistentReplicator]] = {}
+        self._controllers: dict[str, ReplicatedSubscriptionsController] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+
+    def controller_of(self, topic: str) -> ReplicatedSubscriptionsController | None:
+        """The replicated subscriptions controller of ``topic`` (None: not replicated)."""
+        return self._controllers.get(topic)
+
+    def controllers(self) -> list[ReplicatedSubscriptionsController]:
+        return list(self._controllers.values())
 
     def replicators_of(self, topic: str) -> dict[str, PersistentReplicator]:
         """The running replicators of ``topic`` (a full name) by remote cluster."""
@@ -61,6 +70,9 @@ class ReplicationManager:
 
     async def topic_closing(self, topic: Topic) -> None:
         async with self._lock(topic.full_name):
+            controller = self._controllers.pop(topic.full_name, None)
+            if controller is not None:
+                await controller.stop()
             running = self._replicators.pop(topic.full_name, {})
             for replicator in running.values():
                 await replicator.stop()
@@ -102,6 +114,7 @@ class ReplicationManager:
                     remote=remote,
                     store=self._service.store,
                     clock=self._service.clock,
+                    schemas=self._service.schemas.registry,
                     authentication=self._authentication,
                 )
                 try:
@@ -111,6 +124,26 @@ class ReplicationManager:
                     continue
                 replicator.start()
                 running[remote] = replicator
+            await self._sync_controller(topic, running)
+
+    async def _sync_controller(
+        self, topic: Topic, running: dict[str, PersistentReplicator]
+    ) -> None:
+        """Run the replicated subscriptions controller while ``topic`` replicates."""
+        name = topic.full_name
+        controller = self._controllers.get(name)
+        if running and controller is None:
+            controller = ReplicatedSubscriptionsController(
+                topic,
+                self._service.config.cluster_name,
+                lambda: self._replicators.get(name, {}),
+                self._service.clock,
+            )
+            controller.start()
+            self._controllers[name] = controller
+        elif not running and controller is not None:
+            del self._controllers[name]
+            await controller.stop()
 
 
 def attach_replication(

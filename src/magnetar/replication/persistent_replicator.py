@@ -11,10 +11,18 @@
   ``replicated_from = <local>`` added to its metadata (keys, properties, event time kept),
   under the replicator's producer name and a sequence id derived from its position
   (:func:`forwarded_metadata` says why).
+* Schemas go before their messages (Pulsar's PIP-88): an entry written with a schema
+  version is sent only once that schema, read from this cluster's registry, is registered
+  on the remote topic (GET_OR_CREATE_SCHEMA), and it carries the remote's version of it
+  (the two registries number their versions independently). A version this cluster no
+  longer holds is sent as it is.
 * Moves the cursor only over entries the remote receipted or the rules skipped.
-* A failure (remote unreachable for 5 s, producer refused, a send failing) closes the
-  producer and client, rewinds the cursor to its mark-delete position and tries again after
-  a backoff (100 ms doubling to 30 s); :meth:`PersistentReplicator.stop` ends it.
+* A failure (remote unreachable for 5 s, producer refused, a schema refused, a send
+  failing) closes the producer and client, rewinds the cursor to its mark-delete position
+  and tries again after a backoff (100 ms doubling to 30 s, back to 100 ms only once the
+  remote receipted an entry); :meth:`PersistentReplicator.stop` ends it.
+* :attr:`PersistentReplicator.connected` is what stats report: the remote's producer
+  connected and the remote answering (no receipt owed for :data:`STALLED_AFTER_S`).
 * The replication delay (:meth:`PersistentReplicator.delay_s`) runs from the publish time
   of the oldest entry not receipted: the oldest in flight while connected, else the one
   read when the last attempt started or failed.
@@ -26,20 +34,24 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.stats import RateMeter
 from magnetar.common.clock import Clock
 from magnetar.common.errors import MagnetarError, ProtocolError
+from magnetar.common.names import TopicName
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
 from magnetar.managed_ledger.managed_ledger import Entry as StoredEntry
 from magnetar.managed_ledger.managed_ledger import ManagedLedger
 from magnetar.managed_ledger.position import Position
 from magnetar.metadata.store import MetadataStore
 from magnetar.protocol.entry import Entry, decode_metadata, encode_metadata
+from magnetar.protocol.markers import REPLICATED_SUBSCRIPTION_MARKERS
 from magnetar.protocol.metadata import MessageMetadata
 from magnetar.replication.cluster_registry import ClusterNotRegistered, remote_cluster
-from magnetar.replication.replicator import LOCAL_ONLY, Forward, ReplicatorCore
+from magnetar.replication.replicator import LOCAL_ONLY, Forward, ReplicatorCore, should_forward
+from magnetar.schema import version_number
+from magnetar.schema.registry import StoredSchema, schema_id
 
 if TYPE_CHECKING:
     from magnetar.client.backoff import Backoff
@@ -52,6 +64,13 @@ READ_ENTRIES_MAX = 100
 OPERATION_TIMEOUT_S = 5.0
 """How long one attempt waits for the remote (lookup, producer creation) before backing
 off: short, so a down remote is retried and the replication delay re-read often."""
+
+
+STALLED_AFTER_S = OPERATION_TIMEOUT_S
+"""A remote that owes a receipt this long counts as not connected in stats."""
+KEEP_ALIVE_INTERVAL_S = OPERATION_TIMEOUT_S
+"""The replicator's connection is closed when the remote answers no PING in about this
+long (the client default, 30 s, would leave a paused remote's connection open)."""
 
 
 def cursor_name(remote: str) -> str:
@@ -71,18 +90,31 @@ def parse_entry(data: bytes) -> tuple[MessageMetadata, bytes, int]:
     return decode_metadata(entry.metadata_bytes), bytes(entry.payload), entry.metadata.num_messages
 
 
+class SchemaSource(Protocol):
+    """Where the replicator reads the schema versions of the local topic (the broker's
+    :class:`~magnetar.schema.registry.SchemaRegistry`)."""
+
+    async def get(self, topic: TopicName, version: int | None = None) -> StoredSchema | None: ...
+
+
 def forwarded_metadata(
-    original: MessageMetadata, local: str, remote: str, sequence_id: int
+    original: MessageMetadata,
+    local: str,
+    remote: str,
+    sequence_id: int,
+    schema_version: bytes | None = None,
 ) -> bytes:
     """The metadata sent for an entry: ``replicated_from = local``, and the replicator's
     producer name and the entry's ``sequence_id`` (from its source position) in place of
     the original ones, because the remote's deduplication rebuilds its state after a crash
     from its stored entries' metadata: with the original ones there, a restarted remote
     would take entries sent again as new. Everything else as stored (keys, properties,
-    event and publish time, batch, compression, schema version)."""
+    event and publish time, batch, compression), and the schema version: the remote's
+    ``schema_version`` when given, else the original."""
     return encode_metadata(
         dataclasses.replace(
             original,
+            schema_version=schema_version or original.schema_version,
             replicated_from=local,
             producer_name=producer_name(local, remote),
             sequence_id=sequence_id,
@@ -117,6 +149,7 @@ class PersistentReplicator:
         remote: str,
         store: MetadataStore,
         clock: Clock,
+        schemas: SchemaSource | None = None,
         authentication: Any = None,
         in_flight_max: int = 1000,
     ) -> None:
@@ -125,7 +158,8 @@ class PersistentReplicator:
         self.local = local
         self.remote = remote
         self._store = store
-        self._clock = clock
+        self.clock = clock
+        self._schemas = schemas
         self._authentication = authentication
         self.in_flight_max = in_flight_max
         self._cursor: ManagedCursor | None = None
@@ -147,9 +181,14 @@ class PersistentReplicator:
     @property
     def connected(self) -> bool:
         """Whether the producer on the remote cluster is connected now (the client notices
-        a lost connection at once and reconnects on its own)."""
+        a lost connection at once and reconnects on its own) and the remote answers: not
+        when it has owed a receipt for :data:`STALLED_AFTER_S` (a paused or hung remote
+        keeps its TCP connections open)."""
         session = self._session
-        return session is not None and session.producer.is_connected()
+        if session is None or not session.producer.is_connected():
+            return False
+        since = session.unanswered_since_ms
+        return since is None or self.clock.now_ms() - since < STALLED_AFTER_S * 1000
 
     def delay_s(self) -> int:
         """Seconds since the oldest message not yet replicated was published (0: none)."""
@@ -159,7 +198,7 @@ class PersistentReplicator:
         oldest = (
             session.core.oldest_publish_ms if session is not None else self.stats.stalled_publish_ms
         )
-        return 0 if not oldest else max(0, self._clock.now_ms() - oldest) // 1000
+        return 0 if not oldest else max(0, self.clock.now_ms() - oldest) // 1000
 
     async def _peek_oldest(self, cursor: ManagedCursor) -> None:
         """Note the publish time of the first entry the remote has not receipted."""
@@ -199,7 +238,7 @@ class PersistentReplicator:
                 log.warning("replicator %s -> %s: %s (retrying)", self.topic, self.remote, exc)
             if self._cursor is not None:
                 await self._peek_oldest(self._cursor)
-            await self._clock.sleep(backoff.next_ms() / 1000)
+            await self.clock.sleep(backoff.next_ms() / 1000)
 
     async def _replicate(self, backoff: Backoff) -> None:
         """One connection's life: returns or raises when it ends."""
@@ -214,6 +253,7 @@ class PersistentReplicator:
             cluster.broker_service_url,
             authentication=self._authentication,
             operation_timeout_seconds=OPERATION_TIMEOUT_S,
+            keep_alive_interval_seconds=KEEP_ALIVE_INTERVAL_S,
         )
         try:
             created = await client.create_producer(
@@ -224,19 +264,23 @@ class PersistentReplicator:
             )
             assert isinstance(created, Producer), "replicating one partition at a time"
             self.stats.remote_url = cluster.broker_service_url
-            self.stats.connected_since_ms = self._clock.now_ms()
-            backoff.reset()
-            await self._forward(cursor, created)
+            self.stats.connected_since_ms = self.clock.now_ms()
+            await self._forward(cursor, created, backoff)
         finally:
             with contextlib.suppress(MagnetarError, OSError):
                 await client.close()
 
-    async def _forward(self, cursor: ManagedCursor, producer: Producer) -> None:
-        """Send what the cursor reads until a send fails (raises MagnetarError)."""
+    async def _forward(self, cursor: ManagedCursor, producer: Producer, backoff: Backoff) -> None:
+        """Send what the cursor reads until a send fails (raises MagnetarError). The
+        backoff starts again from its shortest only once the remote receipted something:
+        a remote that takes the producer but refuses what follows (a schema, a send) is
+        retried ever more slowly, not ten times a second."""
         session = self._session = _Session(self, cursor, producer)
         try:
             await self._forward_session(session, cursor)
         finally:
+            if session.receipts:
+                backoff.reset()
             oldest = session.core.oldest_publish_ms
             self._session = None
             if oldest is not None:
@@ -254,7 +298,25 @@ class PersistentReplicator:
             await session.until_failed(reading)
             session.check()
             for stored in reading.result():
+                version = session.unregistered_schema(stored)
+                if version is not None:
+                    await session.register_schema(version)
                 session.send(stored)
+
+    async def remote_schema_version(self, producer: Producer, version: bytes) -> bytes | None:
+        """Register the local schema ``version`` on the remote topic through ``producer``:
+        the remote's version of it (None: this cluster does not hold that version, or no
+        registry was given). Raises the remote's errors (MagnetarError)."""
+        number = version_number(version)
+        if self._schemas is None or number is None:
+            return None
+        name = TopicName.parse(self.topic)
+        stored = await self._schemas.get(name, number)
+        if stored is None or stored.definition is None:
+            log.warning("replicator %s: schema version %d not found, sent as it is",
+                        self.topic, number)  # fmt: skip
+            return None
+        return await producer.register_schema(stored.definition.to_wire(schema_id(name)))
 
 
 class _Session:
@@ -270,6 +332,14 @@ class _Session:
         self.core.resume_after(producer.last_sequence_id())
         self.room = asyncio.Event()
         """Set when a receipt makes room for more entries in flight."""
+        self.sent = 0
+        self.receipts = 0
+        """Entries sent and receipted in this connection."""
+        self.unanswered_since_ms: int | None = None
+        """Since when the remote has owed a receipt: the first send not answered, or the
+        last receipt while more are owed (None: nothing owed)."""
+        self.schema_versions: dict[bytes, bytes | None] = {}
+        """Local schema version -> the remote's (None: sent as it is), for this connection."""
         self.failed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
 
     def check(self) -> None:
@@ -286,6 +356,31 @@ class _Session:
                 waiting.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await waiting
+
+    def unregistered_schema(self, stored: StoredEntry) -> bytes | None:
+        """The schema version of ``stored`` when it is not yet registered on the remote in
+        this connection (None: no schema, or registered)."""
+        try:
+            version = Entry(stored.data).metadata.schema_version
+            if version is None or version in self.schema_versions:
+                return None
+            original = parse_entry(stored.data)[0]
+        except ProtocolError:
+            return None  # send() keeps it home
+        replicator = self.replicator
+        forwarded = should_forward(
+            replicator.remote,
+            original.replicated_from,
+            original.replicate_to,
+            marker=original.marker_type is not None,
+        )
+        return version if forwarded else None
+
+    async def register_schema(self, version: bytes) -> None:
+        """Register the local schema ``version`` on the remote before any entry using it is
+        sent (raises MagnetarError: the connection's attempt ends and is retried)."""
+        remote = await self.replicator.remote_schema_version(self.producer, version)
+        self.schema_versions[version] = remote
 
     def _moved(self, position: Position | None) -> None:
         if position is not None:
@@ -304,19 +399,28 @@ class _Session:
             stored.position,
             original.replicated_from,
             original.replicate_to,
-            marker=original.marker_type is not None,
+            # replicated subscriptions' markers travel (by replicate_to); others stay
+            marker=original.marker_type not in (None, *REPLICATED_SUBSCRIPTION_MARKERS),
             publish_ms=original.publish_time,
         )
         if forward is None:
             self._moved(self.core.advance())
             return
         replicator = self.replicator
+        remote_version = (
+            None
+            if original.schema_version is None
+            else self.schema_versions.get(original.schema_version)
+        )
         metadata = forwarded_metadata(
-            original, replicator.local, replicator.remote, forward.sequence_id
+            original, replicator.local, replicator.remote, forward.sequence_id, remote_version
         )
         sent = self.producer.send_entry(
             metadata, payload, sequence_id=forward.sequence_id, num_messages=count
         )
+        self.sent += 1
+        if self.unanswered_since_ms is None:
+            self.unanswered_since_ms = replicator.clock.now_ms()
         sent.add_done_callback(lambda fut: self._receipted(fut, forward, len(payload), count))
 
     def _receipted(
@@ -329,6 +433,9 @@ class _Session:
             if not self.failed.done():
                 self.failed.set_result(exc)
             return
+        self.receipts += 1
+        owed = self.sent > self.receipts
+        self.unanswered_since_ms = self.replicator.clock.now_ms() if owed else None
         self.replicator.stats.msg_out.record(messages, size_bytes)
         self._moved(self.core.on_receipt(forward.sequence_id))
         self.room.set()

@@ -49,8 +49,9 @@ def sequence_id_of(position: Position) -> int:
 def should_forward(
     remote: str, replicated_from: str | None, replicate_to: Sequence[str], *, marker: bool = False
 ) -> bool:
-    """Whether a message goes to ``remote`` (the loop guard and ``replicate_to``; a
-    broker's marker entry stays in its cluster)."""
+    """Whether a message goes to ``remote`` (the loop guard and ``replicate_to``;
+    ``marker``: a broker's marker entry that stays in its cluster, i.e. any but the
+    replicated subscriptions' ones, which follow the message rules)."""
     if replicated_from is not None or marker:
         return False
     return not replicate_to or remote in replicate_to

@@ -280,6 +280,23 @@ def expire_messages(topic: Topic, subscription: str, expire_time: str) -> None:
     printer().done(f"Messages older than {seconds} s expired on {subscription}", seconds=seconds)
 
 
+@topics.command("set-replicated-subscription-status")
+@TOPIC_ARG
+@SUBSCRIPTION
+@click.option("--enable", "-e", "enable", flag_value=True, default=None, help="Replicate it.")
+@click.option("--disable", "-d", "enable", flag_value=False, help="Stop replicating it.")
+@output_option
+def set_replicated_subscription_status(
+    topic: Topic, subscription: str, enable: bool | None
+) -> None:
+    """Turn a subscription's replication to the other clusters on or off."""
+    if enable is None:
+        fail("Need to specify either --enable or --disable")
+    rest().post(f"{_sub(topic, subscription)}/replicatedSubscriptionStatus", enable)
+    state = "enabled" if enable else "disabled"
+    printer().done(f"Replication of {subscription} {state}", replicated=enable)
+
+
 @topics.command("expire-messages-all-subscriptions")
 @TOPIC_ARG
 @click.option("--expireTime", "-t", "expire_time", required=True, help="Age: 3600, 60m, 1h.")

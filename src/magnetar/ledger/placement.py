@@ -1,0 +1,241 @@
+"""Ensemble placement: which bookies a ledger's ensemble is made of, and when an entry is
+durable enough to acknowledge. Pure (no I/O): the ledger client reads the bookies and their
+racks and hands them in.
+
+Racks are ``/region/rack`` paths (:mod:`magnetar.ledger.racks`); a bookie's **region** is
+the first component of its rack (``/east/r1`` → ``/east``; ``/r1`` → ``/r1``), and a
+bookie without a rack is on :data:`~magnetar.ledger.racks.DEFAULT_RACK`, in
+:data:`DEFAULT_REGION` — BookKeeper's ``RegionAwareEnsemblePlacementPolicy`` reads regions
+the same way.
+
+**Placement** (:func:`place`) fills the open positions of an ensemble one at a time (a new
+ledger: all of them; an ensemble change: the failed ones), each with the candidate that
+adds least repetition to the write sets containing that position — first by region (when
+:attr:`PlacementPolicy.region_aware`), then by rack (when :attr:`PlacementPolicy.rack_aware`),
+then by use in the whole ensemble — at random among equals; a pass that falls short of the
+minimums below is tried again over another random order (at most
+:data:`PLACEMENT_ATTEMPTS_MAX` passes), the best kept. Write sets are BookKeeper's
+round robin: entry ``e`` goes to positions ``e % E … e % E + Qw - 1`` (mod E). So every
+write set spans as many regions and racks as the candidates allow, also when striped
+(E > Qw). A placement whose write sets span fewer regions than
+``min(min_regions_for_durability, Qw)`` (or fewer racks than
+``min(min_racks_per_write_quorum, Qw)``) is *degraded*: :func:`place` returns it unless
+:attr:`PlacementPolicy.enforce_min` is set, in which case it raises
+:class:`PlacementUnmet` (the ledger client then fails the create or the append; writes
+resume once enough bookies are back).
+
+**Durability** (:func:`regions_needed`, :func:`durable`): with region awareness an entry
+is acknowledged once ``Qa`` bookies of its write set stored it *and* they are in at least
+``min(min_regions_for_durability, regions of that write set)`` regions, so a whole region
+lost loses nothing acknowledged while the write set spans regions. A degraded write set (one
+region: every other region's bookies are gone) needs acks from its one region only —
+writes go on at reduced durability, logged by the ledger client.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from magnetar.ledger.errors import NotEnoughBookies
+from magnetar.ledger.racks import DEFAULT_RACK
+
+PLACEMENT_ATTEMPTS_MAX = 16
+"""Greedy passes (each over another random order) :func:`place` tries before it settles for
+the best degraded placement: one pass can miss a striped arrangement (E > Qw) that exists."""
+DEFAULT_REGION = "/default-region"
+"""The region of a bookie without a rack (BookKeeper's ``UnknownRegion``)."""
+
+
+class PlacementUnmet(NotEnoughBookies):
+    """The bookies available cannot be placed as a policy that enforces its minimums asks
+    (retriable later: bookies may come back)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementPolicy:
+    """How ensembles are placed; Pulsar's broker settings in brackets."""
+
+    rack_aware: bool = True
+    """Spread write sets over racks (``bookkeeperClientRackawarePolicyEnabled``)."""
+    region_aware: bool = False
+    """Spread write sets over regions and acknowledge only entries stored in
+    ``min_regions_for_durability`` of them (``bookkeeperClientRegionawarePolicyEnabled``)."""
+    min_racks_per_write_quorum: int = 2
+    """``bookkeeperClientMinNumRacksPerWriteQuorum`` (capped at Qw)."""
+    min_regions_for_durability: int = 2
+    """BookKeeper's ``reppMinimumRegionsForDurability`` (capped at Qw)."""
+    enforce_min: bool = False
+    """Refuse degraded placements instead of logging them
+    (``bookkeeperClientEnforceMinNumRacksPerWriteQuorum``; with region awareness it applies
+    to regions too)."""
+
+    def __post_init__(self) -> None:
+        if self.min_racks_per_write_quorum < 1 or self.min_regions_for_durability < 1:
+            raise ValueError("the minimum racks and regions are at least 1")
+
+
+def region_of(rack: str) -> str:
+    """The region of a (normalized) rack path: its first component."""
+    if rack == DEFAULT_RACK:
+        return DEFAULT_REGION
+    first = rack.lstrip("/").split("/", 1)[0]
+    return "/" + first if first else DEFAULT_REGION
+
+
+def write_sets(ensemble_size: int, write_quorum: int) -> list[tuple[int, ...]]:
+    """The ensemble positions of each write set, by ``entry_id % ensemble_size``."""
+    e = ensemble_size
+    return [tuple((first + i) % e for i in range(write_quorum)) for first in range(e)]
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfall:
+    """The fewest regions and racks any write set of an ensemble spans, against what the
+    policy asks; ``degraded`` when below."""
+
+    regions: int
+    regions_wanted: int
+    racks: int
+    racks_wanted: int
+
+    @property
+    def degraded(self) -> bool:
+        return self.regions < self.regions_wanted or self.racks < self.racks_wanted
+
+    def describe(self) -> str:
+        parts = []
+        if self.regions < self.regions_wanted:
+            parts.append(f"{self.regions} region(s) of {self.regions_wanted} wanted")
+        if self.racks < self.racks_wanted:
+            parts.append(f"{self.racks} rack(s) of {self.racks_wanted} wanted")
+        return "a write set spans only " + " and ".join(parts)
+
+
+def shortfall(
+    policy: PlacementPolicy,
+    ensemble: Sequence[str],
+    write_quorum: int,
+    racks: Mapping[str, str],
+) -> Shortfall:
+    """How well ``ensemble`` meets the policy's minimums (see :class:`Shortfall`)."""
+    sets = write_sets(len(ensemble), write_quorum)
+    rack = [racks.get(b, DEFAULT_RACK) for b in ensemble]
+    fewest_racks = min(len({rack[i] for i in ws}) for ws in sets)
+    fewest_regions = min(len({region_of(rack[i]) for i in ws}) for ws in sets)
+    return Shortfall(
+        regions=fewest_regions,
+        regions_wanted=min(policy.min_regions_for_durability, write_quorum)
+        if policy.region_aware
+        else 0,
+        racks=fewest_racks,
+        racks_wanted=min(policy.min_racks_per_write_quorum, write_quorum)
+        if policy.rack_aware
+        else 0,
+    )
+
+
+def place(
+    policy: PlacementPolicy,
+    candidates: Iterable[str],
+    ensemble: Sequence[str | None],
+    write_quorum: int,
+    racks: Mapping[str, str],
+    rng: random.Random,
+) -> list[str]:
+    """``ensemble`` with every ``None`` position filled by a distinct bookie of
+    ``candidates`` (those already in ``ensemble`` are skipped), as the module docstring
+    describes. ``racks``: bookie → rack (absent: :data:`DEFAULT_RACK`). Raises
+    :class:`NotEnoughBookies` when there are too few candidates, :class:`PlacementUnmet` when
+    the policy enforces its minimums and the result falls short."""
+    open_positions = [i for i, b in enumerate(ensemble) if b is None]
+    taken = {b for b in ensemble if b is not None}
+    pool = sorted(set(candidates) - taken)
+    if len(pool) < len(open_positions):
+        raise NotEnoughBookies(f"need {len(open_positions)} more bookies, {len(pool)} available")
+    best: list[str] = []
+    best_short: Shortfall | None = None
+    for _ in range(PLACEMENT_ATTEMPTS_MAX):
+        rng.shuffle(pool)
+        result = _fill(policy, pool, ensemble, write_quorum, racks)
+        short = shortfall(policy, result, write_quorum, racks)
+        if best_short is None or (short.regions, short.racks) > (
+            best_short.regions,
+            best_short.racks,
+        ):
+            best, best_short = result, short
+        if not short.degraded:
+            break
+    assert best_short is not None
+    if policy.enforce_min and best_short.degraded:
+        raise PlacementUnmet(
+            f"no placement meets the policy with the bookies available: {best_short.describe()}"
+        )
+    return best
+
+
+def _fill(
+    policy: PlacementPolicy,
+    pool: Sequence[str],
+    ensemble: Sequence[str | None],
+    write_quorum: int,
+    racks: Mapping[str, str],
+) -> list[str]:
+    """One greedy pass of :func:`place` over ``pool`` (in its order: first among equals)."""
+    pool = list(pool)
+    filled: list[str | None] = list(ensemble)
+    sets = write_sets(len(ensemble), write_quorum)
+    containing = [[ws for ws in sets if i in ws] for i in range(len(ensemble))]
+
+    def rack(b: str) -> str:
+        return racks.get(b, DEFAULT_RACK)
+
+    def cost(position: int, b: str) -> tuple[int, int, int, int]:
+        b_rack = rack(b)
+        b_region = region_of(b_rack)
+        region_repeats = rack_repeats = 0
+        for ws in containing[position]:
+            members = [m for m in (filled[i] for i in ws) if m is not None]
+            if policy.region_aware:
+                region_repeats += any(region_of(rack(m)) == b_region for m in members)
+            if policy.rack_aware:
+                rack_repeats += any(rack(m) == b_rack for m in members)
+        members = [m for m in filled if m is not None]
+        region_use = (
+            sum(region_of(rack(m)) == b_region for m in members) if policy.region_aware else 0
+        )
+        rack_use = sum(rack(m) == b_rack for m in members) if policy.rack_aware else 0
+        return (region_repeats, rack_repeats, region_use, rack_use)
+
+    for position in (i for i, b in enumerate(ensemble) if b is None):
+        chosen = min(pool, key=lambda b: cost(position, b))
+        pool.remove(chosen)
+        filled[position] = chosen
+    return [b for b in filled if b is not None]
+
+
+def regions_needed(
+    policy: PlacementPolicy,
+    ensemble: Sequence[str],
+    write_quorum: int,
+    racks: Mapping[str, str],
+) -> list[int]:
+    """For each write set (by ``entry_id % E``): how many regions its acknowledging
+    bookies must be in (1 without region awareness)."""
+    if not policy.region_aware:
+        return [1] * len(ensemble)
+    rack = [racks.get(b, DEFAULT_RACK) for b in ensemble]
+    return [
+        min(policy.min_regions_for_durability, len({region_of(rack[i]) for i in ws}))
+        for ws in write_sets(len(ensemble), write_quorum)
+    ]
+
+
+def durable(acked: Collection[int], ack_quorum: int, needed: int, regions: Sequence[str]) -> bool:
+    """Whether an entry acknowledged by the ensemble positions ``acked`` may be confirmed:
+    at least ``ack_quorum`` of them, in at least ``needed`` distinct ``regions`` (the region
+    of each position)."""
+    if len(acked) < ack_quorum:
+        return False
+    return needed <= 1 or len({regions[i] for i in acked}) >= needed

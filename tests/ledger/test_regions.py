@@ -1,0 +1,150 @@
+"""The region-aware placement policy in the ledger client, against real ``magnetar bookie``
+processes labelled with ``--rack /region/rack`` on a real ZooKeeper:
+
+* an entry is not confirmed while only one region's bookies stored it (the other region's
+  bookie paused with SIGSTOP), and is once that bookie answers — while the same setup
+  without region awareness confirms it on the Qa acks of one region;
+* with the minimums enforced, losing a whole region fails appends with a clear error
+  instead of writing on in one region.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from magnetar.bookie_protocol.codec import OpType, Request, Status
+from magnetar.ledger import LedgerClient, LedgerClientConfig
+from magnetar.ledger.placement import PlacementPolicy, PlacementUnmet, region_of
+from magnetar.metadata import MetadataStore, connect
+from magnetar.testing import wait_until_async
+
+from .processes import BookieProcess
+
+pytestmark = pytest.mark.timeout(180)
+
+REGION_AWARE = PlacementPolicy(region_aware=True)
+
+
+@pytest.fixture
+async def store(zookeeper_url: str) -> AsyncIterator[MetadataStore]:
+    s = await connect(zookeeper_url, session_timeout_s=5)
+    yield s
+    await s.close()
+
+
+@pytest.fixture
+def procs() -> Iterator[list[BookieProcess]]:
+    started: list[BookieProcess] = []
+    yield started
+    for p in started:
+        p.kill()
+
+
+async def start_racked(
+    procs: list[BookieProcess], store: MetadataStore, url: str, base: Path, racks: list[str]
+) -> dict[str, BookieProcess]:
+    """A bookie per rack of ``racks``; rack → its process."""
+    new = {
+        rack: BookieProcess(url, base / f"bookie{i}", None, "--rack", rack)
+        for i, rack in enumerate(racks)
+    }
+    for p in new.values():
+        p.start()
+        procs.append(p)
+    for p in new.values():
+        await p.wait_registered(store)
+    return new
+
+
+async def stored_on(client: LedgerClient, bookie_id: str, ledger_id: int, entry_id: int) -> bool:
+    resp, _ = await client.pool.call(
+        bookie_id, Request(op=OpType.READ_ENTRY, ledger_id=ledger_id, entry_id=entry_id)
+    )
+    return resp.status == Status.OK
+
+
+@pytest.mark.parametrize("region_aware", [True, False], ids=["region-aware", "rack-aware"])
+async def test_acks_of_one_region_do_not_confirm_an_entry(
+    store: MetadataStore,
+    zookeeper_url: str,
+    tmp_path: Path,
+    procs: list[BookieProcess],
+    region_aware: bool,
+) -> None:
+    bookies = await start_racked(
+        procs, store, zookeeper_url, tmp_path, ["/east/r1", "/east/r2", "/west/r1"]
+    )
+    policy = PlacementPolicy(region_aware=region_aware)
+    client = LedgerClient(
+        store, config=LedgerClientConfig(request_timeout_ms=60_000, placement=policy)
+    )
+    try:
+        handle = await client.create(3, 3, 2)  # Qa = 2: the two east bookies could confirm
+        ensemble = handle.metadata.current_ensemble
+        racks = await client.bookie_racks(ensemble)
+        assert {region_of(racks[b]) for b in ensemble} == {"/east", "/west"}
+        assert await handle.add(b"both regions up") == 0
+
+        west = bookies["/west/r1"]
+        west.signal(signal.SIGSTOP)
+        try:
+            pending = handle.add_nowait(b"west paused")
+            east = [bookies["/east/r1"].bookie_id, bookies["/east/r2"].bookie_id]
+
+            async def east_stored() -> bool:
+                return all([await stored_on(client, b, handle.ledger_id, 1) for b in east])
+
+            await wait_until_async(east_stored, timeout_s=30)
+            if region_aware:
+                # both east bookies acknowledged (stored and journalled): not enough
+                await asyncio.sleep(0)  # let the acks' callbacks run
+                assert not pending.done()
+                assert handle.last_add_confirmed == 0
+            else:
+                assert await asyncio.wait_for(pending, 30) == 1
+        finally:
+            west.signal(signal.SIGCONT)
+        assert await asyncio.wait_for(pending, 30) == 1
+        assert handle.last_add_confirmed == 1
+        await handle.close()
+    finally:
+        await client.close()
+
+
+async def test_enforced_regions_fail_appends_when_a_region_is_lost(
+    store: MetadataStore, zookeeper_url: str, tmp_path: Path, procs: list[BookieProcess]
+) -> None:
+    bookies = await start_racked(
+        procs, store, zookeeper_url, tmp_path, ["/east/r1", "/east/r2", "/west/r1", "/west/r2"]
+    )
+    policy = PlacementPolicy(region_aware=True, enforce_min=True)
+    client = LedgerClient(
+        store, config=LedgerClientConfig(request_timeout_ms=10_000, placement=policy)
+    )
+    try:
+        handle = await client.create(2, 2, 2)
+        assert await handle.add(b"x") == 0
+        for rack in ("/west/r1", "/west/r2"):
+            bookies[rack].kill()
+        with pytest.raises(PlacementUnmet, match="1 region"):
+            await asyncio.wait_for(handle.add(b"y"), 60)
+        west = {bookies[r].bookie_id for r in ("/west/r1", "/west/r2")}
+
+        async def west_gone() -> bool:
+            return not west & set(await client.available_bookies())
+
+        await wait_until_async(west_gone, timeout_s=30)  # their sessions expired
+        with pytest.raises(PlacementUnmet):
+            await client.create(2, 2, 2)
+        bookies["/west/r1"].start()  # until a west bookie is back
+        await bookies["/west/r1"].wait_registered(store)
+        again = await client.create(2, 2, 2)
+        assert await again.add(b"z") == 0
+        await again.close()
+    finally:
+        await client.close()

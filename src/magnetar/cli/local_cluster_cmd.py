@@ -3,7 +3,8 @@
 
 The servers' security options (one declaration:
 :data:`magnetar.auth.server_options.SERVER_AUTH_OPTIONS`) and the brokers' connection limits
-are passed on to every broker (:mod:`magnetar.local_cluster_security`); settings that cannot
+are passed on to every broker (:mod:`magnetar.local_cluster_security`), as are the
+tiered-storage flags (:mod:`magnetar.cli.offload_options`); settings that cannot
 work end the command before anything starts, in one line with exit status 2.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 import click
 
 from magnetar.auth.server_options import ServerAuthError
+from magnetar.cli import offload_options
 from magnetar.cli.placement_options import forwarded_args as placement_args
 from magnetar.cli.placement_options import placement_options
 from magnetar.cli.server_auth import server_auth_option_values
@@ -84,6 +86,7 @@ CHILD_CHECK_INTERVAL_S = 0.5
     "'magnetar bookie --rack'.",
 )
 @placement_options(forwarded=True)
+@offload_options.offload_options
 @server_auth_option_values
 def local_cluster(
     cluster_name: str,
@@ -110,6 +113,8 @@ def local_cluster(
     --authentication-enabled --authentication-providers token and no key, the cluster makes
     its own key and a super user's token (docs/cluster.md)."""
     t0 = time.perf_counter()
+    offload_values = {param: placement_values.pop(param) for param in offload_options.PARAMS}
+    offload_options.check(offload_values)
     try:
         settings, tokens = plan_security(server_auth_values)
     except ServerAuthError as exc:
@@ -130,7 +135,8 @@ def local_cluster(
             ack_quorum=ack_quorum,
             log_level=log_level,
             broker_args=broker_args(settings, broker_max_connections, broker_max_connections_per_ip)
-            + placement_args(placement_values),
+            + placement_args(placement_values)
+            + offload_options.forwarded_args(offload_values),
             bookie_racks=_racks(bookie_racks),
             tokens=tokens,
         )

@@ -140,3 +140,24 @@ def check(values: Mapping[str, Any]) -> None:
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+PARAMS = tuple(param for param, _, _ in OPTIONS)
+"""The click parameters of :func:`offload_options`."""
+
+
+def offload_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Adds every offload flag to a command (its parameters: :data:`PARAMS`)."""
+    for _, _, option in reversed(OPTIONS):
+        f = option(f)
+    return f
+
+
+def forwarded_args(values: Mapping[str, Any]) -> tuple[str, ...]:
+    """The broker arguments giving a broker the offload settings in ``values`` (keyed by
+    parameter; those not ``None``)."""
+    args: list[str] = []
+    for param in PARAMS:
+        if values[param] is not None:
+            args += [f"--{param.replace('_', '-')}", str(values[param])]
+    return tuple(args)

@@ -74,6 +74,9 @@ class StandaloneConfig:
     entry logs (BookKeeper's ``dbStorage_writeCacheMaxSizeMb``; a checkpoint also runs
     every second). Smaller than a dedicated bookie's 64 MiB: the standalone's broker caches
     the same entries for tailing reads, in the same process."""
+    bookie_gc_interval_ms: int = 60_000
+    """How often the bookie garbage-collects deleted ledgers (BookKeeper's ``gcWaitTime``):
+    forgets their entries and removes or compacts the entry logs that held them."""
     metadata_url: str | None = None
     """``None``: the embedded SQLite store under ``data_dir``. Otherwise a store to share
     (``zk://host:port/chroot``), where bookies of other processes register too, so ledgers
@@ -160,6 +163,7 @@ class Standalone(HostsBrokerServer):
                 disk_check_interval_ms=cfg.bookie_disk_check_interval_ms,
                 write_cache_max_bytes=cfg.bookie_write_cache_size_mb * 1024 * 1024,
                 journal_skip_invalid_records=cfg.bookie_journal_skip_invalid_records,
+                gc_interval_ms=cfg.bookie_gc_interval_ms,
             ),
             self.store,
         )

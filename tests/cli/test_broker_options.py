@@ -15,6 +15,7 @@ STANDALONE_ONLY = {
     "--data-dir",
     "--bookie-port",
     "--bookie-write-cache-size-mb",
+    "--bookie-gc-interval-ms",
     "--journal-skip-invalid-records",
     "--functions-worker",
     "--functions-runtime",

@@ -25,6 +25,7 @@ import pulsar
 import pytest
 
 from magnetar.admin_client import AdminClient
+from magnetar.bookie.ledger_storage import LedgerStorage
 from magnetar.bookie_protocol.layout import LEDGERS_PATH, ledger_id_of
 from magnetar.metadata import connect
 from magnetar.offload.settings import OffloadDriverConfig
@@ -56,6 +57,7 @@ def _standalone(data: Path, config: OffloadDriverConfig) -> StandaloneProcess:
         "--offload-deletion-lag-ms", "0",
         "--managed-ledger-max-entries-per-ledger", str(ENTRIES_PER_LEDGER),
         "--managed-ledger-min-ledger-rollover-time-ms", "0",
+        "--bookie-gc-interval-ms", "300",
     )  # fmt: skip
 
 
@@ -114,6 +116,10 @@ async def _ledgers_in_metadata(data: Path) -> set[int]:
     return {i for i in map(ledger_id_of, names) if i is not None}
 
 
+def _entry_log_bytes(data: Path) -> int:
+    return sum(p.stat().st_size for p in (data / "bookie" / "entrylogs").iterdir() if p.is_file())
+
+
 def _info(admin: AdminClient, topic: str) -> dict[str, Any]:
     info: dict[str, Any] = admin.get(f"/admin/v2/persistent/{topic}/internal-info")
     return info
@@ -165,13 +171,26 @@ def test_offloaded_history_reads_back_in_order_from_the_object_store(
             metrics = answer.read().decode()
         assert "brk_ledgeroffloader_read_entries_total{" in metrics
         assert "brk_ledgeroffloader_offload_bytes_total{" in metrics
+        # the bookie's garbage collection (every 300 ms here) drops the deleted ledgers'
+        # entries: their entry logs are compacted and removed from its directory
+        offloaded_bytes = sum(ledger["size"] for ledger in offloaded)
+        wait_until(
+            lambda: _entry_log_bytes(tmp_path / "data") < offloaded_bytes / 4,
+            60,
+            what="the bookie's entry logs to shrink",
+        )
         assert node.stop() == 0
-    # BookKeeper forgot the offloaded ledgers (the bookie's garbage collection, every
-    # 60 s, then drops their entries from its directories)
+    # BookKeeper forgot the offloaded ledgers, and so did the bookie's index on disk
     gone = {ledger["ledgerId"] for ledger in offloaded}
     left = asyncio.run(_ledgers_in_metadata(tmp_path / "data"))
     assert left, "the current ledger is still there"
     assert not gone & left
+    storage = LedgerStorage(tmp_path / "data" / "bookie")
+    try:
+        storage.load()
+        assert not gone & set(storage.ledgers), "the bookie's index still holds them"
+    finally:
+        storage.close()
 
 
 def test_a_stopped_object_store_is_an_error_and_the_offload_completes_once_it_is_back(

@@ -58,6 +58,14 @@ __all__ = ["LOG_LEVELS", "standalone"]
     "(dbStorage_writeCacheMaxSizeMb; they are also written every second).",
 )
 @click.option(
+    "--bookie-gc-interval-ms",
+    default=60_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="How often the bookie garbage-collects deleted ledgers (gcWaitTime): their "
+    "entries leave its index and entry logs.",
+)
+@click.option(
     "--journal-skip-invalid-records/--no-journal-skip-invalid-records",
     default=False,
     show_default=True,
@@ -85,6 +93,7 @@ def standalone(
     session_timeout_s: float,
     bookie_port: int | None,
     bookie_write_cache_size_mb: int,
+    bookie_gc_interval_ms: int,
     journal_skip_invalid_records: bool,
     functions_worker: bool,
     functions_runtime: str,
@@ -124,6 +133,7 @@ def standalone(
         server=broker_server,
         bookie_port=bookie_port,
         bookie_write_cache_size_mb=bookie_write_cache_size_mb,
+        bookie_gc_interval_ms=bookie_gc_interval_ms,
         bookie_journal_skip_invalid_records=journal_skip_invalid_records,
         functions_worker=functions_worker,
         functions_runtime=functions_runtime,

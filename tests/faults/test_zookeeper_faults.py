@@ -25,7 +25,7 @@ import os
 import random
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
@@ -36,6 +36,7 @@ from magnetar.testing import wait_until
 from magnetar.testing.bookie import BookieProcess
 from magnetar.testing.broker import BrokerProcess
 from magnetar.testing.history import History
+from tests.faults.history_sender import HistorySender
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -43,48 +44,7 @@ LONG = os.environ.get("MAGNETAR_LONG_TESTS") == "1"
 RUNS = 5 if LONG else 1
 SESSION_TIMEOUT_S = 2.0
 BACK_WITHIN_S = SESSION_TIMEOUT_S + 8.0
-WINDOW = 20
 TOPIC = "persistent://public/default/zk-fault"
-
-
-class HistorySender:
-    """Sends ``"0"``, ``"1"``, ... as producer ``name`` with ``send_async``, at most
-    ``WINDOW`` unanswered, recording each send and its outcome in ``history``."""
-
-    def __init__(self, producer: pulsar.Producer, name: str, history: History) -> None:
-        self.producer = producer
-        self.name = name
-        self.history = history
-        self.sent = 0
-        self.answered = 0
-
-    def _callback(self, payload: str) -> Callable[[pulsar.Result, pulsar.MessageId], None]:
-        send = self.history.invoke_send(self.name, payload)
-
-        def answered(result: pulsar.Result, msg_id: pulsar.MessageId) -> None:
-            if result == pulsar.Result.Ok:
-                self.history.receipt(send, (msg_id.ledger_id(), msg_id.entry_id()))
-            else:
-                self.history.failed(send, str(result))
-            self.answered += 1
-
-        return answered
-
-    def send_until(self, done: Callable[[], bool]) -> None:
-        while not done():
-            if self.sent - self.answered >= WINDOW:
-                wait_until(
-                    lambda: self.sent - self.answered < WINDOW or done(), timeout_s=120,
-                    what="room in the send window",
-                )  # fmt: skip
-                continue
-            payload = str(self.sent)
-            self.producer.send_async(payload.encode(), self._callback(payload))
-            self.sent += 1
-
-    def drain(self) -> None:
-        self.producer.flush()
-        wait_until(lambda: self.answered == self.sent, timeout_s=90, what="every send answered")
 
 
 def zookeeper_java_pid(server: ZooKeeperServer) -> int:

@@ -11,10 +11,13 @@ deduplication on), with the official client (batched producers):
    a producer in ``east`` paced at that rate, a consumer in ``west``; the delay of a
    message is the time ``west``'s consumer receives it minus its publish time in ``east``
    (the replicated metadata keeps it), both read from this machine's clock: p50 and p99.
+3. the same delay at a low rate (``--floor-rate``, 500 msg/s): what a message waits when
+   nothing queues, the floor under the figure of 2.
 
 Usage::
 
     python benchmarks/replication.py [--seconds S] [--sizes 100,1024] [--delay-seconds S]
+        [--floor-rate MSG_PER_S]
 
 Writes ``benchmarks/results/replication.json``. Both standalones, the client and the
 replicators share the machine's cores, so the figures are lower bounds for clusters on
@@ -117,7 +120,7 @@ def throughput(
 
 def delay(
     east: StandaloneProcess, west: StandaloneProcess, ns: str, size: int, rate: float,
-    seconds: float,
+    seconds: float, tag: str = "",
 ) -> dict[str, float]:  # fmt: skip
     topic = f"persistent://{ns}/delay-{size}-{uuid.uuid4().hex[:6]}"
     payload = b"x" * size
@@ -164,9 +167,9 @@ def delay(
         raise RuntimeError(f"west received {len(delays_ms)} of {total} messages")
     quantiles = statistics.quantiles(delays_ms, n=100)
     return {
-        f"batched_{size}B_delay_rate_msg_per_s": rate,
-        f"batched_{size}B_replication_delay_p50_ms": quantiles[49],
-        f"batched_{size}B_replication_delay_p99_ms": quantiles[98],
+        f"batched_{size}B_delay_rate_msg_per_s{tag}": rate,
+        f"batched_{size}B_replication_delay_p50_ms{tag}": quantiles[49],
+        f"batched_{size}B_replication_delay_p99_ms{tag}": quantiles[98],
     }
 
 
@@ -175,6 +178,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="publishing per size")
     parser.add_argument("--sizes", default="100,1024", help="message sizes in bytes")
     parser.add_argument("--delay-seconds", type=float, default=10.0, help="paced run per size")
+    parser.add_argument("--floor-rate", type=float, default=500.0, help="0: skip the floor run")
     args = parser.parse_args()
     out = Path(__file__).parent / "results" / "replication.json"
     out.parent.mkdir(exist_ok=True)
@@ -196,6 +200,10 @@ def main() -> None:
                     figures[f"batched_{size}B_replication_msg_per_s"],
                 )
                 results.update(delay(east, west, ns, size, rate / 2, args.delay_seconds))
+                if args.floor_rate:
+                    results.update(
+                        delay(east, west, ns, size, args.floor_rate, args.delay_seconds, "_floor")
+                    )
     for k, v in results.items():
         print(f"{k:52} {v:14.3f}")
     out.write_text(json.dumps(results, indent=2) + "\n")

@@ -30,3 +30,7 @@ def s3_config(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> OffloadDr
     return OffloadDriverConfig(
         "aws-s3", bucket=bucket, region="us-east-1", endpoint=s3_server.endpoint
     )
+
+
+# the managed-ledger tests' in-process cluster of real bookies
+from tests.managed_ledger.conftest import cluster  # noqa: E402, F401

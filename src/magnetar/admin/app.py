@@ -26,6 +26,7 @@ from magnetar.admin import (
     message_inspection,
     metrics,
     namespaces,
+    offload_policies,
     permissions,
     rate_limits,
     replication_policies,
@@ -33,6 +34,7 @@ from magnetar.admin import (
     storage_quota,
     subscriptions,
     tenants,
+    topic_offload,
     topic_policies,
     topics,
 )
@@ -114,11 +116,13 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
         rate_limits,
         storage_quota,
         replication_policies,  # before namespaces and topics: their generic paths would match
+        offload_policies,  # likewise
         namespaces,
         schemas,
         subscriptions,
         message_inspection,  # before topics: T/ledger/…, T/examinemessage
         topic_policies,
+        topic_offload,  # before topics: T/offload, T/internal-info
         topics,
     ):
         app.include_router(module.router(ctx))

@@ -24,6 +24,8 @@ topics' meters:
   and ``magnetar_publish_latency_ms`` — a proper histogram over every loaded topic;
 * per topic and remote cluster, ``pulsar_replication_*``
   (:mod:`magnetar.admin.replication_metrics`);
+* per topic, tiered storage: ``pulsar_storage_offloaded_size`` and ``brk_ledgeroffloader_*``
+  (:mod:`magnetar.admin.offload_metrics`);
 * the host's extra collectors (standalone: ``bookie_journal_sync_latency_seconds``,
   a summary of the bookie journal's write+fdatasync time), and ``process_*``.
 """
@@ -45,6 +47,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from magnetar.admin.context import AdminContext
+from magnetar.admin.offload_metrics import OffloadCollector
 from magnetar.admin.replication_metrics import ReplicationCollector
 from magnetar.admin.topic_stats import subscription_names
 from magnetar.common.latency import LATENCY_BOUNDS_MS, LatencyHistogram
@@ -284,6 +287,7 @@ def registry_for(ctx: AdminContext) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(ctx))
     registry.register(ReplicationCollector(ctx))
+    registry.register(OffloadCollector(ctx))
     for collector in ctx.collectors:
         registry.register(collector)
     ProcessCollector(registry=registry)

@@ -113,3 +113,24 @@ class BrokerConfig:
     ensemble_size: int = 1
     write_quorum: int = 1
     ack_quorum: int = 1
+    offload_driver: str | None = None
+    """Pulsar's ``managedLedgerOffloadDriver`` (``filesystem``, ``aws-s3``, ``s3``): the
+    broker's default object store for tiered storage (None: offload not configured unless a
+    namespace or topic offload policy names one)."""
+    offload_bucket: str | None = None
+    """Pulsar's ``s3ManagedLedgerOffloadBucket``."""
+    offload_region: str | None = None
+    """Pulsar's ``s3ManagedLedgerOffloadRegion``."""
+    offload_endpoint: str | None = None
+    """Pulsar's ``s3ManagedLedgerOffloadServiceEndpoint``."""
+    offload_directory: str | None = None
+    """The ``filesystem`` driver's root directory (Pulsar's ``fileSystemURI``)."""
+    offload_threshold_bytes: int = -1
+    """Pulsar's ``managedLedgerOffloadThresholdInBytes``: offload closed ledgers while a
+    topic's storage on the bookies exceeds this (-1: off; 0: every ledger as it closes)."""
+    offload_deletion_lag_ms: int = 4 * 3600 * 1000
+    """Pulsar's ``managedLedgerOffloadDeletionLagMs``: a bookie copy is deleted this long
+    after its offload completed."""
+    offload_read_priority: str = "tiered-storage-first"
+    """Pulsar's ``managedLedgerDataReadPriority``: ``tiered-storage-first`` or
+    ``bookkeeper-first``."""

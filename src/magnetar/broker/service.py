@@ -51,6 +51,7 @@ from magnetar.broker.connection import ServerConnection
 from magnetar.broker.connection_limit import ConnectionLimiter
 from magnetar.broker.controller.bundles import BundleId
 from magnetar.broker.inactive_topics import InactivityTracker, activity_of, deletable
+from magnetar.broker.offloaders import Offloaders
 from magnetar.broker.ownership import ClusterOwnership
 from magnetar.broker.partial_frames import PartialFrameBudget
 from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
@@ -137,6 +138,8 @@ class BrokerService:
         self.storage = storage
         self.clock: Clock = clock or SystemClock()
         self.ml_config = ml_config or ManagedLedgerConfig()
+        self.offloaders = Offloaders()
+        """Tiered storage: the offloader of each driver the topics' offload policies name."""
         self.entry_cache_budget = EntryCacheBudget(
             config.managed_ledger_cache_size_mb * 1024 * 1024
         )
@@ -425,6 +428,7 @@ class BrokerService:
                     publish_time_of=entry_publish_time_ms,
                     messages_of=entry_message_count,
                     cache_budget=self.entry_cache_budget,
+                    offloader=self.offloaders.get(policies.offload.driver),
                 )
                 topic = await Topic.open(self, name, ml, policies)
                 if self.ownership is not None and not self.ownership.serves(name):

@@ -226,11 +226,13 @@ class Topic:
 
     def apply_policies(self, policies: EffectivePolicies) -> None:
         """Take a changed policy into effect on this live topic: retention, TTL and backlog
-        quota (the managed ledger reads its config at each maintenance round), quorums of
+        quota and offload (the managed ledger reads its config at each maintenance round;
+        the offloader follows the offload policy's driver), quorums of
         ledgers created from now on, deduplication on/off, and dispatch limits."""
         old, self.policies = self.policies, policies
         self._configure_limiters(policies)
         self.ml.config = ml_config_for(self.ml.config, policies)
+        self.ml.offloader = self.service.offloaders.get(policies.offload.driver)
         storage = self.ml.storage
         if isinstance(storage, LedgerClientStorage):
             storage.ensemble_size = policies.ensemble_size

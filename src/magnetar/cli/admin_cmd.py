@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import click
 
-from magnetar.cli.admin import permissions, rates  # noqa: F401  (add commands to groups)
+from magnetar.cli.admin import (  # noqa: F401  (add commands to groups)
+    offload_policies,
+    permissions,
+    rates,
+)
 from magnetar.cli.admin.clusters import bookies, broker_stats, brokers, clusters
 from magnetar.cli.admin.context import AdminContext, AdminContextHolder
 from magnetar.cli.admin.functions import functions, functions_worker, sinks, sources

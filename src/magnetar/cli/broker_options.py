@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from magnetar.cli import offload_options
 from magnetar.cli.inactive_topic_options import OPTIONS as INACTIVE_TOPIC_OPTIONS
 from magnetar.cli.placement_options import placement_options, placement_policy
 from magnetar.cli.server_auth import ServerAuth, server_auth_options
@@ -155,6 +156,7 @@ def _own_options(f: Callable[..., Any], quorum_default: int) -> Callable[..., An
             "consumer to a new one (activeConsumerFailoverDelayTimeMillis).",
         ),
         *(option for _, _, option in INACTIVE_TOPIC_OPTIONS),
+        *(option for _, _, option in offload_options.OPTIONS),
         memory_options,
         ledger_options,
         placement_options(),
@@ -219,6 +221,7 @@ def _server_config(values: dict[str, Any], server_auth: ServerAuth) -> BrokerSer
     )
     if v["https_port"] is not None and (v["tls_cert_file"] is None or v["tls_key_file"] is None):
         raise click.UsageError("--https-port needs --tls-cert-file and --tls-key-file")
+    offload_options.check(v)
     listeners = parse_listeners(v["advertised_listeners"], v["internal_listener_name"])
     return BrokerServerConfig(
         http_host=v["host"],
@@ -254,6 +257,7 @@ def _server_config(values: dict[str, Any], server_auth: ServerAuth) -> BrokerSer
             ack_quorum=v["ack_quorum"],
             auth=server_auth.auth,
             **{field: v[param] for param, field, _ in INACTIVE_TOPIC_OPTIONS},
+            **{field: v[param] for param, field, _ in offload_options.OPTIONS},
         ),
     )
 

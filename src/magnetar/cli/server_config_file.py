@@ -38,6 +38,11 @@ def _minutes_to_ms(value: str) -> str:
     return str(int(float(value) * 60_000))
 
 
+def _file_uri_path(value: str) -> str:
+    """``file:///data/offload`` or a plain path → the path."""
+    return value.removeprefix("file://")
+
+
 PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[str], str]]]] = {
     # broker.conf / standalone.conf
     "clusterName": ("cluster_name", _same),
@@ -93,6 +98,15 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[str], str]]]] = {
         "managed_ledger_min_ledger_rollover_time_ms",
         _minutes_to_ms,
     ),
+    "managedLedgerOffloadDriver": ("offload_driver", _same),
+    "s3ManagedLedgerOffloadBucket": ("offload_bucket", _same),
+    "s3ManagedLedgerOffloadRegion": ("offload_region", _same),
+    "s3ManagedLedgerOffloadServiceEndpoint": ("offload_endpoint", _same),
+    "fileSystemURI": ("offload_directory", _file_uri_path),
+    "managedLedgerOffloadThresholdInBytes": ("offload_threshold_bytes", _same),
+    "managedLedgerOffloadAutoTriggerSizeThresholdBytes": ("offload_threshold_bytes", _same),
+    "managedLedgerOffloadDeletionLagMs": ("offload_deletion_lag_ms", _same),
+    "managedLedgerDataReadPriority": ("offload_read_priority", _same),
     "loadBalancerBrokerOverloadedThresholdPercentage": (
         "overload_threshold_cpu_percent",
         _same,

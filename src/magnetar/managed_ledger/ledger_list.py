@@ -19,7 +19,9 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from magnetar.managed_ledger.offload import OffloadContext
 from magnetar.managed_ledger.position import Position
 
 
@@ -36,13 +38,23 @@ class LedgerSegment:
     """When the ledger was closed (no more appends), ``None`` while it is the open ledger."""
     last_add_ms: int = 0
     """When the last entry was appended (every entry of the ledger is at least this old)."""
-    offloaded: bool = False
-    """True once a tiered-storage copy exists (see :mod:`magnetar.managed_ledger.offload`)."""
+    offload: OffloadContext | None = None
+    """The tiered-storage attempt recorded for this ledger (None: never offloaded)."""
     message_prefix: array[int] | None = field(default=None, repr=False)
     """``message_prefix[i]`` = messages in entries ``< i`` (length ``entries + 1``), or
     ``None`` when per-entry counts are unknown (ledger known only from metadata) or every
     entry so far holds one message (``messages == entries``: unbatched publishing, where
     the array would cost 8 bytes an entry to say what the counts already say)."""
+
+    @property
+    def offloaded(self) -> bool:
+        """Whether a complete tiered-storage copy exists."""
+        return self.offload is not None and self.offload.complete
+
+    @property
+    def on_bookies(self) -> bool:
+        """Whether the bookie copy still exists."""
+        return self.offload is None or not self.offload.bookkeeper_deleted
 
     def messages_in(self, first: int, last: int) -> int:
         """Messages in entries ``first..last`` (inclusive, clipped to the ledger)."""
@@ -57,7 +69,7 @@ class LedgerSegment:
         n = max(self.entries, 1)
         return (self.messages * (last + 1)) // n - (self.messages * first) // n
 
-    def to_json(self) -> dict[str, int | bool | None]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "ledger_id": self.ledger_id,
             "entries": self.entries,
@@ -66,12 +78,13 @@ class LedgerSegment:
             "created_ms": self.created_ms,
             "closed_ms": self.closed_ms,
             "last_add_ms": self.last_add_ms,
-            "offloaded": self.offloaded,
+            "offload": None if self.offload is None else self.offload.to_json(),
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, int | bool | None]) -> LedgerSegment:
+    def from_json(cls, data: dict[str, Any]) -> LedgerSegment:
         closed = data.get("closed_ms")
+        offload = data.get("offload")
         return cls(
             ledger_id=int(data["ledger_id"] or 0),
             entries=int(data.get("entries") or 0),
@@ -80,7 +93,7 @@ class LedgerSegment:
             created_ms=int(data.get("created_ms") or 0),
             closed_ms=None if closed is None else int(closed),
             last_add_ms=int(data.get("last_add_ms") or 0),
-            offloaded=bool(data.get("offloaded", False)),
+            offload=None if offload is None else OffloadContext.from_json(offload),
         )
 
 

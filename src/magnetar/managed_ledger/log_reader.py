@@ -2,7 +2,9 @@
 
 Storage reads go to the current ledger's writer (its own entries), or to a reader of the
 ledger opened on demand (at most ``open_readers_max`` stay open, least recently used
-closed first), or to the offloader for an offloaded ledger no bookie serves. Catch-up reads
+closed first), or to the offloader for an offloaded ledger: always when the read priority is
+tiered-storage-first or the bookie copy is deleted, else only when the bookies fail (the
+offloader fetches whole blocks into its cache: read-ahead). Catch-up reads
 go in batches of ``read_batch_max_entries`` and read ahead ``read_ahead_entries`` (at most
 ``read_ahead_bytes_max`` by the ledger's average entry size) into the cache.
 Entries are opaque bytes, never copied.
@@ -96,13 +98,14 @@ class LogReader:
         writer = ml.writer
         if writer is not None and writer.ledger_id == seg.ledger_id:
             return [e.data for e in await writer.read(first, last)]
-        offloader = ml.offloader
-        if seg.offloaded and offloader is not None:
-            try:
+        if seg.offloaded and (not seg.on_bookies or ml.offloader is not None):
+            if not seg.on_bookies or not ml.config.offload_read_bookkeeper_first:
+                return await ml.offloads.read(seg, first, last)
+            try:  # bookkeeper-first: the bookie copy while it exists
                 reader = await self._reader(seg.ledger_id)
+                return [e.data for e in await reader.read(first, last)]
             except MagnetarError:
-                return await offloader.read(ml.name, seg.ledger_id, first, last)
-            return [e.data for e in await reader.read(first, last)]
+                return await ml.offloads.read(seg, first, last)
         reader = await self._reader(seg.ledger_id)
         return [e.data for e in await reader.read(first, last)]
 

@@ -6,8 +6,9 @@ cursor_persist_interval_ms)`` on the injected clock. Each round persists the dur
 cursors that are due (every ``cursor_persist_interval_ms``); every
 ``maintenance_interval_ms`` it also rolls over by age or inactivity, applies message TTL
 (reading publish times for the search inside a ledger), checks backlog quotas, trims
-consumed ledgers (metadata first, then the ledgers: a crash leaks ledgers, never loses
-needed ones) and evicts the cache. Fencing ends the task; other errors are logged and the
+consumed ledgers (metadata first, then the ledgers and their offloaded objects: a crash
+leaks ledgers, never loses needed ones), starts due offloads and deletes offloaded ledgers'
+bookie copies (:mod:`~magnetar.managed_ledger.offload_manager`), and evicts the cache. Fencing ends the task; other errors are logged and the
 next round tries again.
 """
 
@@ -79,6 +80,7 @@ class Maintainer:
         await self.apply_ttl()
         self.apply_backlog_quota()
         await self.trim()
+        await ml.offloads.maintain()
         self.evict_cache()
 
     async def persist_cursors(self) -> None:
@@ -164,14 +166,13 @@ class Maintainer:
             raise
         for cursor in ml.cursors.values():
             cursor.state.on_ledgers_trimmed()
-        offloader = ml.offloader
         for seg in removed:
             # no cache eviction here: every entry of a trimmed ledger is behind every
             # durable cursor, so the gradual eviction below the readers drops them
             await ml.reads.forget(seg.ledger_id)
-            await ml.storage.delete_ledger(seg.ledger_id)
-            if seg.offloaded and offloader is not None:
-                await offloader.delete(ml.name, seg.ledger_id)
+            if seg.on_bookies:
+                await ml.storage.delete_ledger(seg.ledger_id)
+            await ml.offloads.delete_objects(seg)
         return doomed
 
     def evict_cache(self) -> None:

@@ -20,6 +20,11 @@ Rules:
   appended to more than ``backlog_quota_time_ms`` ago.
 * **Trimming**: :func:`~magnetar.managed_ledger.retention.ledgers_to_trim` against the
   slowest durable cursor (non-durable cursors hold nothing back).
+* **Offload** (tiered storage): closed ledgers not yet offloaded move, oldest first, while
+  the bytes not offloaded exceed ``offload_threshold_bytes``, and those closed longer than
+  ``offload_threshold_ms`` ago; a manual request moves the closed ledgers before a position.
+  A failed attempt is retried after :func:`offload_retry_delay_ms`. A bookie copy is deleted
+  ``offload_deletion_lag_ms`` after its offload completed.
 """
 
 from __future__ import annotations
@@ -125,3 +130,58 @@ def ledgers_to_delete(
     return ledgers_to_trim(
         ledgers, slowest, now_ms, config.retention_time_ms, config.retention_size_bytes
     )
+
+
+OFFLOAD_RETRY_DELAY_MAX_MS = 60_000
+
+
+def ledgers_to_offload(
+    ledgers: LedgerList, now_ms: int, config: ManagedLedgerConfig, up_to: Position | None
+) -> list[int]:
+    """Ids of the closed, not yet offloaded ledgers to offload now, oldest first: those the
+    thresholds pick (both off: none), and those before ``up_to``'s ledger (a manual request;
+    None: none)."""
+    closed = [s for s in ledgers if s.closed_ms is not None and not s.offloaded]
+    picked: set[int] = set()
+    if up_to is not None:
+        picked.update(s.ledger_id for s in closed if s.ledger_id < up_to[0])
+    limit = config.offload_threshold_bytes
+    if limit >= 0:
+        remaining = sum(s.size_bytes for s in ledgers if not s.offloaded)
+        for seg in closed:
+            if remaining <= limit:
+                break
+            picked.add(seg.ledger_id)
+            remaining -= seg.size_bytes
+    age_ms = config.offload_threshold_ms
+    if age_ms >= 0:
+        picked.update(
+            s.ledger_id
+            for s in closed
+            if s.closed_ms is not None and now_ms - s.closed_ms >= age_ms
+        )
+    return [s.ledger_id for s in closed if s.ledger_id in picked]
+
+
+def bookie_copies_to_delete(
+    ledgers: LedgerList, now_ms: int, config: ManagedLedgerConfig
+) -> list[int]:
+    """Ids of the offloaded ledgers whose bookie copy is due for deletion: offload complete
+    (durably: the caller records it before this sees it) ``offload_deletion_lag_ms`` ago."""
+    return [
+        s.ledger_id
+        for s in ledgers
+        if s.offload is not None
+        and s.offload.complete
+        and not s.offload.bookkeeper_deleted
+        and now_ms - s.offload.timestamp_ms >= config.offload_deletion_lag_ms
+    ]
+
+
+def offload_retry_delay_ms(failures: int) -> int:
+    """The wait before the next attempt after ``failures`` failed ones in a row: 1 s,
+    doubling, at most :data:`OFFLOAD_RETRY_DELAY_MAX_MS`."""
+    if failures <= 0:
+        return 0
+    delay_ms: int = 1000 << min(failures - 1, 16)
+    return min(delay_ms, OFFLOAD_RETRY_DELAY_MAX_MS)

@@ -23,8 +23,11 @@ The parts, each in its own module:
 * background work — :meth:`ManagedLedger.maintain`, one task of period
   ``min(maintenance_interval_ms, cursor_persist_interval_ms)``: persist dirty durable
   cursors, then what the pure planner :mod:`~magnetar.managed_ledger.maintenance` decides
-  (roll over by age or inactivity, message TTL, backlog quotas, trimming), then evict the
-  cache;
+  (roll over by age or inactivity, message TTL, backlog quotas, trimming, offload), then
+  evict the cache;
+* tiered storage — :mod:`~magnetar.managed_ledger.offload_manager`: closed ledgers copied
+  to an object store through the :class:`~magnetar.managed_ledger.offload.Offloader`
+  port, recorded in each ledger's offload context; reads of an offloaded ledger go to it;
 * the lifecycle — :class:`~magnetar.managed_ledger.state.State`.
 
 Message TTL (Pulsar's expiry monitor, run every ``maintenance_interval_ms``): every cursor's
@@ -52,9 +55,7 @@ from magnetar.managed_ledger.entry_run import Entry, EntryRun
 from magnetar.managed_ledger.errors import (
     CursorNotFound,
     ManagedLedgerClosed,
-    ManagedLedgerError,
     ManagedLedgerFenced,
-    OffloadNotConfigured,
 )
 from magnetar.managed_ledger.ledger_list import LedgerList
 from magnetar.managed_ledger.log_reader import LogReader
@@ -68,6 +69,7 @@ from magnetar.managed_ledger.metadata_layout import (
     cursor_path,
 )
 from magnetar.managed_ledger.offload import Offloader
+from magnetar.managed_ledger.offload_manager import OffloadManager
 from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.recovery import recover_ledger
 from magnetar.managed_ledger.rollover import Rollover
@@ -126,6 +128,8 @@ class ManagedLedger:
         self.config = config
         self._clock = clock
         self.offloader = offloader
+        """Where closed ledgers are offloaded to and read back from (None: not configured);
+        the owner may replace it (a changed offload policy)."""
         self._messages_of = messages_of
         self.expiry_listener: ExpiryListener | None = None
         """Set by the owner (the broker's topic) to count what TTL expired per cursor."""
@@ -149,6 +153,7 @@ class ManagedLedger:
         self.rollover = Rollover(self)
         self.reads = LogReader(self)
         self.maintainer = Maintainer(self, publish_time_of)
+        self.offloads = OffloadManager(self)
         self.add_latency = self.adds.add_latency
         """From an add call to the entry being stored (Pulsar's
         ``pulsar_storage_write_latency``)."""
@@ -500,22 +505,15 @@ class ManagedLedger:
         cache empties instead of holding its last burst until the shared budget wants room)."""
         self.maintainer.evict_cache()
 
-    # --- offload hook ----------------------------------------------------------------------
+    # --- tiered storage (the offload manager) -------------------------------------------
 
-    async def offload_ledger(self, ledger_id: int) -> None:
-        """Copy a closed ledger to tiered storage and record it in the metadata."""
-        if self.offloader is None:
-            raise OffloadNotConfigured(f"{self.name}: no offloader configured")
-        seg = self.ledgers.get(ledger_id)
-        if seg is None or seg.closed_ms is None:
-            raise ManagedLedgerError(f"{self.name}: ledger {ledger_id} is not a closed ledger")
-
-        async def read(first: int, last: int) -> Sequence[bytes]:
-            return await self.read_range(ledger_id, first, last, read_ahead=False)
-
-        await self.offloader.offload(self.name, ledger_id, seg.entries, read)
-        seg.offloaded = True
-        await self.write_info()
+    async def offload_prefix(self, up_to: Position) -> Position:
+        """Offload every closed ledger before ``up_to``'s ledger to tiered storage (Pulsar's
+        ``offloadPrefix``) and wait for it; returns the first position not offloaded.
+        Raises :class:`OffloadNotConfigured` without an offloader, and
+        :class:`~magnetar.managed_ledger.offload_manager.OffloadFailed` with the reason
+        when the object store fails (retried with backoff by the maintenance rounds)."""
+        return await self.offloads.offload_prefix(up_to)
 
     # --- closing ---------------------------------------------------------------------------
 
@@ -543,5 +541,6 @@ class ManagedLedger:
                 with contextlib.suppress(Exception):
                     await writer.close()
         self.writer = self.rollover.unclosed = None
+        await self.offloads.close()
         await self.reads.close()
         self.cache.clear()

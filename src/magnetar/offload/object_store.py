@@ -16,6 +16,7 @@ subclass :class:`ObjectNotFound`), with the key in the message.
 from __future__ import annotations
 
 import configparser
+import glob
 import os
 from collections.abc import AsyncIterable, Mapping
 from pathlib import Path
@@ -79,10 +80,8 @@ def open_object_store(
     """The store ``config`` names; raises :class:`ValueError` for settings that cannot work."""
     if config.driver == "filesystem":
         assert config.directory is not None
-        return _ObstoreStore(
-            LocalStore(prefix=Path(config.directory).resolve(), mkdir=True),
-            f"file://{Path(config.directory).resolve()}",
-        )
+        root = Path(config.directory).resolve()
+        return _ObstoreStore(LocalStore(prefix=root, mkdir=True), f"file://{root}", root)
     assert config.bucket is not None
     s3_config, client_options = _s3_settings(config, os.environ if env is None else env)
     store = S3Store(config.bucket, config=s3_config, client_options=client_options)
@@ -134,9 +133,14 @@ def _credentials_file(env: Mapping[str, str]) -> dict[str, str]:
 class _ObstoreStore:
     """:class:`ObjectStore` over an ``obstore`` store (async calls run on obstore's runtime)."""
 
-    def __init__(self, store: LocalStore | S3Store, description: str) -> None:
+    def __init__(
+        self, store: LocalStore | S3Store, description: str, root: Path | None = None
+    ) -> None:
         self._store = store
         self._description = description
+        self._root = root
+        """A local store's directory: its unfinished streamed writes are ``<key>#<n>`` files
+        there (renamed to ``<key>`` when complete), which :meth:`delete` removes too."""
 
     @property
     def description(self) -> str:
@@ -179,6 +183,9 @@ class _ObstoreStore:
 
     async def delete(self, key: str) -> None:
         try:
+            if self._root is not None:  # a write cut short (a crash) left its staging file
+                for staged in self._root.glob(f"{glob.escape(key)}#*"):
+                    staged.unlink(missing_ok=True)
             await obstore.delete_async(self._store, key)
         except (NotFoundError, FileNotFoundError):
             return

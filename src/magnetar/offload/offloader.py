@@ -32,7 +32,14 @@ from .block_format import (
     encode_index,
     index_key,
 )
-from .object_store import PART_SIZE_BYTES, ObjectNotFound, ObjectStore, ObjectStoreError
+from .object_store import (
+    PART_SIZE_BYTES,
+    ObjectNotFound,
+    ObjectStore,
+    ObjectStoreError,
+    open_object_store,
+)
+from .settings import OffloadDriverConfig
 
 ReadRange = Callable[[int, int], Awaitable[Sequence[bytes]]]
 """Reads entries ``first..last`` (inclusive) of the ledger being offloaded."""
@@ -71,11 +78,37 @@ class BlobStoreOffloader:
         *,
         block_size_max: int = BLOCK_SIZE_MAX_DEFAULT,
         block_cache_bytes: int = BLOCK_CACHE_BYTES_DEFAULT,
+        config: OffloadDriverConfig | None = None,
     ) -> None:
         self.store = store
+        self.config = config
+        """The driver this offloader was opened from (None: built around a given store)."""
         self.block_size_max = block_size_max
         self._cache = BlockCache(block_cache_bytes)
         self._indexes: OrderedDict[tuple[str, int], OffloadIndex] = OrderedDict()
+
+    @classmethod
+    def open(cls, config: OffloadDriverConfig, **kwargs: int) -> BlobStoreOffloader:
+        """The offloader of ``config``'s object store (``kwargs``: the sizes above).
+        Raises :class:`ValueError` for settings that cannot work."""
+        return cls(open_object_store(config), config=config, **kwargs)
+
+    @property
+    def driver_name(self) -> str:
+        return "filesystem" if self.config is None else self.config.driver
+
+    @property
+    def driver_metadata(self) -> dict[str, str]:
+        """Where the objects go, as recorded in each ledger's offload context."""
+        if self.config is None:
+            return {"location": self.store.description}
+        found = {
+            "bucket": self.config.bucket,
+            "region": self.config.region,
+            "endpoint": self.config.endpoint,
+            "directory": self.config.directory,
+        }
+        return {k: v for k, v in found.items() if v}
 
     async def offload(
         self, uuid: str, ledger_id: int, last_entry_id: int, read: ReadRange, metadata: bytes

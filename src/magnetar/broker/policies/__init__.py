@@ -5,7 +5,7 @@ One module per concern:
 - the policy families, each Pulsar's nested JSON object: :mod:`.retention`,
   :mod:`.backlog_quota` (also the namespace storage quota), :mod:`.persistence`,
   :mod:`.auto_topic_creation`, :mod:`.inactive_topic`, :mod:`.rates` (publish, dispatch and
-  subscribe rates);
+  subscribe rates), :mod:`.offload` (tiered storage, and how its levels merge);
 - the two levels that hold them: :class:`Policies` (:mod:`.namespace_policies`, Pulsar's
   namespace ``Policies`` JSON) and :class:`TopicPolicies` (:mod:`.topic_policies`, Pulsar's
   ``TopicPolicies`` JSON), both keeping every field they do not model in ``extra`` so a value
@@ -40,6 +40,7 @@ from magnetar.broker.policies.inactive_topic import (
 )
 from magnetar.broker.policies.json_fields import PolicyError
 from magnetar.broker.policies.namespace_policies import Policies
+from magnetar.broker.policies.offload import OffloadPolicies
 from magnetar.broker.policies.persistence import PersistencePolicies
 from magnetar.broker.policies.rates import dispatch_rate_of, publish_rate_of, subscribe_rate_of
 from magnetar.broker.policies.resolution import (
@@ -75,6 +76,7 @@ __all__ = [
     "InactiveTopicDeleteMode",
     "InactiveTopicPolicies",
     "NamespaceStorageQuota",
+    "OffloadPolicies",
     "PersistencePolicies",
     "Policies",
     "PolicyCache",

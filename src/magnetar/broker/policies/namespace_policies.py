@@ -24,6 +24,7 @@ from magnetar.broker.policies.json_fields import (
     opt_bool,
     opt_int,
 )
+from magnetar.broker.policies.offload import OffloadPolicies
 from magnetar.broker.policies.persistence import PersistencePolicies
 from magnetar.broker.policies.retention import RetentionPolicies
 
@@ -58,6 +59,15 @@ class Policies:
         }
     )
     replication_clusters: tuple[str, ...] = ()
+    offload_threshold: int = -1
+    """Bytes on the bookies above which a topic's closed ledgers are offloaded (-1: unset)."""
+    offload_threshold_in_seconds: int = -1
+    """Age above which a closed ledger is offloaded (-1: unset)."""
+    offload_deletion_lag_ms: int | None = None
+    """How long a bookie copy outlives its offload (None: the broker's default)."""
+    offload_policies: OffloadPolicies | None = None
+    """Pulsar's ``OffloadPolicies`` (driver, bucket, thresholds, ...; see
+    :mod:`.offload`)."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Every other JSON field, kept as stored (bundles, dispatch rates, properties, ...)."""
 
@@ -93,6 +103,12 @@ class Policies:
                 "schema_compatibility_strategy": self.schema_compatibility_strategy,
                 "is_allow_auto_update_schema": self.is_allow_auto_update_schema,
                 "schema_validation_enforced": self.schema_validation_enforced,
+                "offload_threshold": self.offload_threshold,
+                "offload_threshold_in_seconds": self.offload_threshold_in_seconds,
+                "offload_deletion_lag_ms": self.offload_deletion_lag_ms,
+                "offload_policies": None
+                if self.offload_policies is None
+                else self.offload_policies.to_json(),
             }
         )
         return body
@@ -109,6 +125,7 @@ class Policies:
         persistence = body.get("persistence")
         auto = body.get("autoTopicCreationOverride")
         inactive = body.get("inactive_topic_policies")
+        offload = body.get("offload_policies")
         clusters = body.get("replication_clusters") or []
         if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
             raise PolicyError("replication_clusters must be a list of names")
@@ -143,9 +160,18 @@ class Policies:
                 body.get("auth_policies") or cls().auth_policies, "auth_policies"
             ),
             replication_clusters=tuple(sorted(clusters)),
+            offload_threshold=_int_or(body, "offload_threshold", -1),
+            offload_threshold_in_seconds=_int_or(body, "offload_threshold_in_seconds", -1),
+            offload_deletion_lag_ms=opt_int(body, "offload_deletion_lag_ms"),
+            offload_policies=None if offload is None else OffloadPolicies.from_json(offload),
             extra={k: v for k, v in body.items() if k not in known},
         )
 
     @classmethod
     def decode(cls, data: bytes) -> Policies:
         return cls.from_json(json_value(data, "namespace policies"))
+
+
+def _int_or(body: dict[str, Any], key: str, default: int) -> int:
+    value = opt_int(body, key)
+    return default if value is None else value

@@ -6,7 +6,7 @@ ledger use. Pure: no I/O."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.broker.config import BrokerConfig
@@ -23,6 +23,13 @@ from magnetar.broker.policies.inactive_topic import (
     delete_mode,
 )
 from magnetar.broker.policies.namespace_policies import Policies
+from magnetar.broker.policies.offload import (
+    OffloadPolicies,
+    broker_level,
+    merge,
+    namespace_level,
+    settings_of,
+)
 from magnetar.broker.policies.persistence import PersistencePolicies
 from magnetar.broker.policies.rates import dispatch_rate_of, publish_rate_of, subscribe_rate_of
 from magnetar.broker.policies.retention import RetentionPolicies
@@ -63,6 +70,7 @@ class BrokerDefaults:
     auto_topic_partitions: int = 0  # 0 = non-partitioned
     cluster_name: str = "standalone"  # the key of per-cluster policies (publishMaxMessageRate)
     inactive_topic: InactiveTopicPolicies = DEFAULT_INACTIVE_TOPIC_POLICIES  # brokerDeleteInactive…
+    offload: OffloadPolicies = field(default_factory=OffloadPolicies)  # managedLedgerOffload*
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +183,7 @@ def resolve(
     )
     cluster = defaults.cluster_name
     return EffectivePolicies(
+        offload=offload_settings(defaults, ns, tp),
         inactive_topic=_first(
             tp.inactiveTopicPolicies, ns.inactive_topic_policies, defaults.inactive_topic
         ),
@@ -247,6 +256,28 @@ def resolve(
     )
 
 
+def offload_policies(
+    defaults: BrokerDefaults, namespace: Policies, topic: TopicPolicies
+) -> OffloadPolicies:
+    """The offload policies in force (``GET …/offloadPolicies?applied=true``): per field,
+    the topic's, else the namespace's (its ``offload_policies``, then its single-value
+    offload policies), else the broker's."""
+    ns_level = namespace_level(
+        namespace.offload_policies,
+        namespace.offload_threshold,
+        namespace.offload_threshold_in_seconds,
+        namespace.offload_deletion_lag_ms,
+    )
+    return merge(topic.offloadPolicies, ns_level, defaults.offload)
+
+
+def offload_settings(
+    defaults: BrokerDefaults, namespace: Policies, topic: TopicPolicies
+) -> OffloadSettings:
+    """:func:`offload_policies` in the managed ledger's units."""
+    return settings_of(offload_policies(defaults, namespace, topic))
+
+
 def broker_defaults(config: BrokerConfig) -> BrokerDefaults:
     """The broker-level values namespace and topic policies override."""
     return BrokerDefaults(
@@ -259,6 +290,16 @@ def broker_defaults(config: BrokerConfig) -> BrokerDefaults:
         cluster_name=config.cluster_name,
         max_unacked_messages_per_consumer=config.max_unacked_messages_per_consumer,
         max_unacked_messages_per_subscription=config.max_unacked_messages_per_subscription,
+        offload=broker_level(
+            config.offload_driver,
+            bucket=config.offload_bucket,
+            region=config.offload_region,
+            endpoint=config.offload_endpoint,
+            directory=config.offload_directory,
+            threshold_bytes=config.offload_threshold_bytes,
+            deletion_lag_ms=config.offload_deletion_lag_ms,
+            read_priority=config.offload_read_priority,
+        ),
         inactive_topic=InactiveTopicPolicies(
             delete_mode(config.delete_inactive_topics_mode),
             config.delete_inactive_topics_frequency_s

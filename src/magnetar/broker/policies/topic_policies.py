@@ -23,6 +23,7 @@ from magnetar.broker.policies.json_fields import (
     opt_int,
     opt_str,
 )
+from magnetar.broker.policies.offload import OffloadPolicies
 from magnetar.broker.policies.persistence import PersistencePolicies
 from magnetar.broker.policies.retention import RetentionPolicies
 
@@ -44,6 +45,7 @@ class TopicPolicies:
     maxSubscriptionsPerTopic: int | None = None
     schemaCompatibilityStrategy: str | None = None
     inactiveTopicPolicies: InactiveTopicPolicies | None = None
+    offloadPolicies: OffloadPolicies | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> Self:
@@ -73,6 +75,7 @@ class TopicPolicies:
         retention = body.get("retentionPolicies")
         persistence = body.get("persistence")
         inactive = body.get("inactiveTopicPolicies")
+        offload = body.get("offloadPolicies")
         return cls(
             retentionPolicies=None if retention is None else RetentionPolicies.from_json(retention),
             messageTTLInSeconds=opt_int(body, "messageTTLInSeconds"),
@@ -89,6 +92,7 @@ class TopicPolicies:
             inactiveTopicPolicies=None
             if inactive is None
             else InactiveTopicPolicies.from_json(inactive),
+            offloadPolicies=None if offload is None else OffloadPolicies.from_json(offload),
             extra={k: v for k, v in body.items() if k not in known},
         )
 

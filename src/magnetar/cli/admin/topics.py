@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import click
 
-from magnetar.cli.admin import replication
+from magnetar.cli.admin import replication, topic_offload
 from magnetar.cli.admin.context import rest
 from magnetar.cli.admin.names import TOPIC, Topic, namespace_path
 from magnetar.cli.admin.policy_commands import (
@@ -25,6 +25,7 @@ from magnetar.cli.admin.policy_commands import (
     add_backlog_quota_commands,
     add_policy_commands,
 )
+from magnetar.cli.admin.process_status import poll_status
 from magnetar.cli.admin.rest import AdminHttpError, RawResponse
 from magnetar.cli.admin.units import duration_s
 from magnetar.cli.command_group import SuggestingGroup
@@ -507,15 +508,13 @@ def compact(topic: Topic) -> None:
 @output_option
 def compaction_status(topic: Topic, wait_complete: bool, timeout_s: float) -> None:
     """Show the state of a topic's last compaction (NOT_RUN, RUNNING, SUCCESS, ERROR)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        status = rest().get(f"{topic.path}/compaction")
-        state = status.get("status") if isinstance(status, dict) else None
-        if not wait_complete or state != "RUNNING":
-            break
-        if time.monotonic() > deadline:
-            fail(f"compaction of {topic.full} still running after {timeout_s:g} s")
-        time.sleep(COMPACTION_POLL_INTERVAL_S)
+    status, state = poll_status(
+        f"{topic.path}/compaction",
+        f"compaction of {topic.full}",
+        wait_complete=wait_complete,
+        timeout_s=timeout_s,
+        interval_s=COMPACTION_POLL_INTERVAL_S,
+    )
     out = printer()
     if out.json or not isinstance(status, dict):
         out.result(status)
@@ -578,3 +577,5 @@ for _policy in TOPIC_POLICIES:
 topics.add_command(replication.set_replication_clusters)
 topics.add_command(replication.get_replication_clusters)
 topics.add_command(replication.remove_replication_clusters)
+for _command in topic_offload.COMMANDS:
+    topics.add_command(_command)

@@ -3,7 +3,7 @@
 * sizes: ``10``, ``10K``, ``16M``, ``2G``, ``3T`` (binary multiples; bare numbers are bytes);
   ``-1`` means unlimited;
 * durations: ``30``, ``30s``, ``100m``, ``3h``, ``2d``, ``5w``, ``1y`` (bare numbers are
-  seconds); ``-1`` means unlimited.
+  seconds, or milliseconds for :func:`duration_ms`); ``-1`` means unlimited.
 
 Malformed values are usage errors (:class:`click.BadParameter`).
 """
@@ -33,3 +33,14 @@ def duration_s(text: str) -> int:
         raise click.BadParameter(f"invalid duration {text!r} (examples: 30, 100m, 3h, 2d, -1)")
     n = int(m.group(1))
     return -1 if n < 0 else n * _TIME_UNITS[m.group(2).lower()]
+
+
+def duration_ms(text: str) -> int:
+    """A duration in milliseconds: bare numbers are milliseconds (``pulsar-admin``'s
+    ``TimeUnitToMillisConverter``), suffixed ones as :func:`duration_s`."""
+    m = _PATTERN.match(text)
+    if m and not m.group(2):
+        n = int(m.group(1))
+        return -1 if n < 0 else n
+    seconds = duration_s(text)
+    return -1 if seconds < 0 else seconds * 1000

@@ -10,8 +10,8 @@ every send recorded in a :class:`~magnetar.testing.history.History`) while ZooKe
   session clock ran on through the pause, so on resuming it expires every session: the
   broker stops (Pulsar's ``zookeeperSessionExpiredPolicy`` default, ``shutdown``) and the
   test restarts it on the same ports, as a process supervisor would. The bookies' sessions
-  expired too, and they do not register again: this case is an expected failure until they
-  do.
+  expired too: each restarts itself on a new session and registers again (it stayed up
+  unseen by brokers before, "need 2 bookies, 0 available").
 
 Checked: the history (every receipted message read back exactly once, in the producer's
 order) and that the service is back within the session timeout plus a few seconds after the
@@ -86,18 +86,7 @@ def new_topic_receipt(url: str, topic: str) -> None:
 @pytest.mark.parametrize("run", range(RUNS))
 @pytest.mark.parametrize(
     "fault",
-    [
-        "kill",
-        pytest.param(
-            "pause",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a bookie whose session expired never registers again (it stays up, "
-                "unseen by brokers: 'need 2 bookies, 0 available'); BookKeeper's bookies "
-                "re-register under a new session. Not fixed yet (docs/reliability.md)",
-            ),
-        ),
-    ],
+    ["kill", "pause"],
 )
 def test_zookeeper_fault_loses_nothing_and_service_returns(
     tmp_path: Path, cluster: Cluster, fault: str, run: int

@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 import magnetar.spark
 from magnetar.client import Client
 from magnetar.testing import StandaloneProcess
+from magnetar.testing.s3_server import S3Server
 
 _names = itertools.count()
 
@@ -39,6 +40,9 @@ def spark() -> Iterator[SparkSession]:
     # Python workers must run the project's interpreter (magnetar, pyarrow).
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # Executors take S3 credentials from their environment, fixed when the session starts:
+    # the test S3 server's (moto accepts any).
+    os.environ.update(S3Server.env())
     session = (
         SparkSession.builder.master("local[2]")
         .appName("magnetar-spark-tests")
@@ -121,3 +125,7 @@ def read_all(spark: SparkSession, url: str, topic: str, **options: str) -> Any:
     for k, v in options.items():
         reader = reader.option(k, v)
     return reader.load()
+
+
+# The S3-compatible server of the tiered-storage tests (moto's, its own process).
+from tests.offload.conftest import s3_config, s3_server  # noqa: E402, F401

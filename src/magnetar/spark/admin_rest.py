@@ -3,7 +3,8 @@
 The binary protocol has no request for a topic's ledger list, and admission control needs
 it: ledger ids are not contiguous, so the entries between two positions in different
 ledgers are only known from ``GET …/internalStats`` (``ledgers[]``: ``ledgerId``,
-``entries``). The sink asks ``GET …/stats`` (``deduplicationStatus``) to check that its
+``entries``). A batch read that reads offloaded ledgers from the object store plans from
+``GET …/internal-info`` (each ledger's offload context). The sink asks ``GET …/stats`` (``deduplicationStatus``) to check that its
 exactly-once writes are deduplicated.
 
 Requests go through :class:`magnetar.admin_client.AdminClient` (``admin_url`` may list
@@ -19,6 +20,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from magnetar.admin_client import AdminClient, AdminError, AdminHttpError
+from magnetar.admin_client.client import topic_path
+from magnetar.spark.offload_plan import InternalInfoError, LedgerInfo, parse_internal_info
 from magnetar.spark.options import SourceOptions
 from magnetar.spark.topic_catalog import SparkSourceError
 
@@ -78,6 +81,18 @@ def topic_ledgers(opts: SourceOptions, partition: str) -> Ledgers:
         return [(int(led["ledgerId"]), int(led["entries"])) for led in stats["ledgers"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise AdminRequestError(f"internalStats of {partition}: no usable ledgers[]") from exc
+
+
+def topic_ledger_infos(opts: SourceOptions, partition: str) -> list[LedgerInfo]:
+    """One partition's ledgers with their offload state, from ``internal-info``. Raises
+    AdminRequestError."""
+    admin = admin_client(opts)
+    what = f"internal-info of {partition}"
+    info = _ask(what, admin.get, topic_path(partition, "internal-info"))
+    try:
+        return parse_internal_info(info)
+    except InternalInfoError as exc:
+        raise AdminRequestError(f"{what}: {exc}") from exc
 
 
 def deduplication_enabled(opts: SourceOptions, topic: str) -> bool | None:

@@ -23,6 +23,14 @@ Options (case-insensitive, as Spark passes them):
 ``auth_token`` /                  token authentication, or basic with
 ``auth_basic_user`` / ...password user and password
 ``write_id``                      batch writes: names the producers (default: random per job)
+``offload.driver``, ``.bucket``,  batch reads: the object store topics offload to
+``.region``, ``.endpoint``,       (``filesystem``, ``aws-s3``, ``s3``), as the broker's
+``.directory``                    ``--offload-*`` flags name it; credentials from the
+                                  environment. With ``admin_url`` set, executors read
+                                  offloaded ledgers from it directly
+``offload.directRead``            ``true`` (default): read offloaded ledgers from the object
+                                  store; ``false``: everything through the broker
+``offload.splitBytes``            bytes of an offloaded ledger per Spark partition (128 MiB)
 ================================  ==========================================================
 """
 
@@ -33,6 +41,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from magnetar.common.errors import MagnetarError
+from magnetar.offload.settings import OffloadDriverConfig
+from magnetar.spark.offload_plan import SPLIT_BYTES_DEFAULT
 
 
 class OptionsError(MagnetarError):
@@ -59,6 +69,9 @@ class SourceOptions:
     auth_basic: tuple[str, str] | None
     write_topic: str | None
     write_id: str | None
+    offload: OffloadDriverConfig | None = None
+    """The object store offloaded ledgers are read from directly (None: through the broker)."""
+    offload_split_bytes: int = SPLIT_BYTES_DEFAULT
 
 
 def _bool(name: str, text: str) -> bool:
@@ -80,6 +93,26 @@ def _int(name: str, text: str | None, minimum: int) -> int | None:
     if value < minimum:
         raise OptionsError(f"option {name} must be >= {minimum}, got {value}")
     return value
+
+
+def _offload(opts: Mapping[str, str]) -> OffloadDriverConfig | None:
+    """The object store of the ``offload.*`` options, None when direct reads are off or no
+    driver is given."""
+    if not _bool("offload.directRead", opts.get("offload.directread", "true")):
+        return None
+    driver = opts.get("offload.driver")
+    if not driver:
+        return None
+    try:
+        return OffloadDriverConfig(
+            driver.strip().lower(),
+            bucket=opts.get("offload.bucket") or None,
+            region=opts.get("offload.region") or None,
+            endpoint=opts.get("offload.endpoint") or None,
+            directory=opts.get("offload.directory") or None,
+        )
+    except ValueError as exc:
+        raise OptionsError(f"offload.* options: {exc}") from None
 
 
 def parse_options(raw: Mapping[str, str], *, for_write: bool = False) -> SourceOptions:
@@ -149,4 +182,7 @@ def parse_options(raw: Mapping[str, str], *, for_write: bool = False) -> SourceO
         auth_basic=(user, password) if user is not None and password is not None else None,
         write_topic=topic,
         write_id=opts.get("write_id"),
+        offload=_offload(opts),
+        offload_split_bytes=_int("offload.splitBytes", opts.get("offload.splitbytes"), 1)
+        or SPLIT_BYTES_DEFAULT,
     )

@@ -7,10 +7,16 @@ drops what is not after ``start``, and stops at the last message covered by ``en
 never waits for a message past ``end``, since ``end`` came from the broker's last message id
 and so is known to exist. The reader, client and event loop live only for the task.
 
+A range the driver planned over an offloaded ledger (``offloaded`` set, see
+:mod:`.offload_plan`) is read from the object store instead
+(:mod:`.offloaded_range`); its messages go through the same filter and row building.
+
 Errors: :class:`~magnetar.spark.topic_catalog.DataLoss` when the range's first message
 or all of it is gone and ``fail_on_data_loss`` is on; :class:`RangeReadTimeout` when no
 message arrives for ``read_timeout_ms`` (broker gone, partition deleted) -- Spark then
-retries the task up to ``spark.task.maxFailures`` times.
+retries the task up to ``spark.task.maxFailures`` times;
+:class:`~magnetar.spark.offloaded_range.OffloadedReadError` when an offloaded ledger's
+objects are missing, corrupt or unreachable.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -29,16 +35,16 @@ from magnetar.client import Client, Message, MessageId, Reader
 from magnetar.common.errors import MagnetarError
 from magnetar.common.names import partition_index_of, partitioned_topic_name
 from magnetar.protocol import SchemaInfo
+from magnetar.spark.offload_plan import OffloadedEntries
+from magnetar.spark.offloaded_range import OffloadedEntryReader
 from magnetar.spark.offsets import Position
 from magnetar.spark.options import SourceOptions
-from magnetar.spark.rows import RowBuilder
+from magnetar.spark.rows import ROWS_PER_BATCH_MAX, RowBuilder
 from magnetar.spark.schema_values import FetchSchema, PlannedSchema, VersionedValues
 from magnetar.spark.topic_catalog import DataLoss, SparkSourceError, make_client
 
 log = logging.getLogger(__name__)
 
-ROWS_PER_BATCH_MAX = 8192
-"""Rows per Arrow record batch handed to Spark."""
 RECEIVE_QUEUE_SIZE = 5000
 POLL_INTERVAL_MS = 200
 
@@ -58,6 +64,18 @@ class RangePartition(InputPartition):
     value_schema: StructType | None
     plan: PlannedSchema | None = None
     """``value_format=schema``: the schema the columns were planned with."""
+    offloaded: OffloadedEntries | None = None
+    """Read these entries of an offloaded ledger from the object store, not the broker."""
+    open_at: tuple[int, int] | None = None
+    """Open the broker's reader at this ``(ledger, entry)`` (inclusive) rather than at
+    ``start`` (a range that starts where offloaded ones end, see :mod:`.offload_plan`)."""
+    following: tuple[OffloadedEntries | None, ...] = ()
+    """With ``offloaded``: the offloaded entries of the partition's next ranges (None: one
+    read through the broker), where chunked messages begun in this range are completed."""
+    range_end: Position | None = None
+    """With ``offloaded``: the end of the whole partition's range this range is part of."""
+    after_broker: bool = False
+    """With ``offloaded``: the previous range of the partition is read through the broker."""
 
 
 def _split(name: str) -> tuple[str, int]:
@@ -116,6 +134,14 @@ class _RangeState:
 
 async def _open_reader(client: Client, part: RangePartition, index: int) -> Reader:
     start = part.start
+    if part.open_at is not None:
+        at = MessageId(index, part.open_at[0], part.open_at[1], -1)
+        return await client.create_reader(
+            part.partition,
+            at,
+            receiver_queue_size=RECEIVE_QUEUE_SIZE,
+            start_message_id_inclusive=True,
+        )
     if start.is_earliest() or start.entry_id < 0:
         reader = await client.create_reader(
             part.partition, MessageId.earliest, receiver_queue_size=RECEIVE_QUEUE_SIZE
@@ -140,61 +166,134 @@ def _schema_fetcher(client: Client) -> FetchSchema:
     return fetch
 
 
+class _TaskClient:
+    """The task's broker client, made on first use on the task's loop, closed at the end."""
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self.client: Client | None = None
+
+    async def get(self) -> Client:
+        if self.client is None:
+            self.client = make_client(self.opts)
+        return self.client
+
+    async def schema(self, topic: str, version: int) -> SchemaInfo | None:
+        return await _schema_fetcher(await self.get())(topic, version)
+
+    async def close(self) -> None:
+        if self.client is not None:
+            with contextlib.suppress(MagnetarError, TimeoutError):
+                await asyncio.wait_for(self.client.close(), 5)
+
+
+async def _broker_messages(
+    part: RangePartition, index: int, task: _TaskClient
+) -> AsyncGenerator[list[Message]]:
+    """Runs of the partition's messages from ``part``'s start on, through a reader; raises
+    RangeReadTimeout when none arrives for ``read_timeout_ms``."""
+    opts = part.options
+    reader = await _open_reader(await task.get(), part, index)
+    idle_ms = 0
+    while True:
+        messages = await reader.read_batch(ROWS_PER_BATCH_MAX, POLL_INTERVAL_MS)
+        if messages:
+            idle_ms = 0
+            yield messages
+            continue
+        idle_ms += POLL_INTERVAL_MS
+        if idle_ms >= opts.read_timeout_ms:
+            raise RangeReadTimeout(
+                f"no message from {part.partition} for {opts.read_timeout_ms} ms while "
+                f"reading ({part.start.encode()}, {part.end.encode()}] "
+                f"(broker unreachable, or the data was deleted?)"
+            )
+
+
 def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
-    """Record batches of the messages in ``part``'s range, in partition order."""
+    """Record batches of the messages in ``part``'s range, in partition order: from the
+    object store when the range is an offloaded ledger's, else through the broker."""
     topic, index = _split(part.partition)
     builder = RowBuilder(topic, index, part.value_schema)
     opts = part.options
-    state = _RangeState(part.start, part.end, (opts.starting_time_ms or 0, opts.ending_time_ms))
+    times = (opts.starting_time_ms or 0, opts.ending_time_ms)
+    state = _RangeState(part.start, part.end, times)
     if state.done:
         return
     loop = asyncio.new_event_loop()
-    client: Client | None = None
+    task = _TaskClient(opts)
+    values = None if part.plan is None else VersionedValues(part.plan, task.schema)
+
+    def rows(
+        runs: AsyncGenerator[list[Message]], state: _RangeState, check_loss: bool = True
+    ) -> Iterator[pa.RecordBatch]:
+        try:
+            for out in _in_range(loop, runs, state, part, check_loss):
+                if values is not None:
+                    yield builder.build(out, loop.run_until_complete(values.decode(topic, out)))
+                else:
+                    yield builder.build(out)
+        finally:
+            loop.run_until_complete(runs.aclose())
+
     try:
-
-        async def make() -> Client:
-            return make_client(opts)
-
-        client = loop.run_until_complete(make())
-        values = None
-        if part.plan is not None:
-            values = VersionedValues(part.plan, _schema_fetcher(client))
-        reader = loop.run_until_complete(_open_reader(client, part, index))
-        checked = False
-        idle_ms = 0
-        while not state.done:
-            messages = loop.run_until_complete(
-                reader.read_batch(ROWS_PER_BATCH_MAX, POLL_INTERVAL_MS)
-            )
-            if not messages:
-                idle_ms += POLL_INTERVAL_MS
-                if idle_ms >= opts.read_timeout_ms:
-                    raise RangeReadTimeout(
-                        f"no message from {part.partition} for {opts.read_timeout_ms} ms while "
-                        f"reading ({part.start.encode()}, {part.end.encode()}] "
-                        f"(broker unreachable, or the data was deleted?)"
-                    )
-                continue
-            idle_ms = 0
-            out: list[Message] = []
-            state.take(messages, out)
-            if not checked:
-                checked = True
-                why = state.lost()
-                if why is not None:
-                    if opts.fail_on_data_loss:
-                        raise DataLoss(
-                            f"{part.partition}: {why}. Set fail_on_data_loss=false to go on "
-                            f"with what is left."
-                        )
-                    log.warning("%s: %s; going on (fail_on_data_loss=false)", part.partition, why)
-            if out and values is not None:
-                decoded = loop.run_until_complete(values.decode(topic, out))
-                yield builder.build(out, decoded)
-            elif out:
-                yield builder.build(out)
+        if part.offloaded is None:
+            yield from rows(_broker_messages(part, index, task), state)
+            return
+        assert opts.offload is not None
+        reader = OffloadedEntryReader(opts.offload, part.partition, index)
+        ledger_id = part.offloaded.ledger_id
+        yield from rows(reader.messages(part.offloaded), state)
+        if reader.decoder.dropped_chunks and part.after_broker:
+            raise reader.error(ledger_id, _STRADDLE)
+        # A chunked message begun here and completed in later ledgers is this task's.
+        rest = _RangeState(part.end, part.range_end or part.end, times)
+        for ref in part.following:
+            if not reader.decoder.pending_chunked or rest.done:
+                break
+            if ref is None:
+                raise reader.error(ledger_id, _STRADDLE)
+            yield from rows(reader.messages(ref, only_pending=True), rest, check_loss=False)
     finally:
-        if client is not None:
-            with contextlib.suppress(MagnetarError, TimeoutError):
-                loop.run_until_complete(asyncio.wait_for(client.close(), 5))
+        loop.run_until_complete(task.close())
         loop.close()
+
+
+_STRADDLE = (
+    "a chunked message spans offloaded ledgers and ledgers read through the broker; read "
+    "this topic with offload.directRead=false"
+)
+
+
+def _in_range(
+    loop: asyncio.AbstractEventLoop,
+    runs: AsyncIterator[list[Message]],
+    state: _RangeState,
+    part: RangePartition,
+    check_loss: bool = True,
+) -> Iterator[list[Message]]:
+    """The messages of ``runs`` in ``state``'s range, in runs, until it is done; raises
+    DataLoss (``fail_on_data_loss``) when the first message shows the start is gone."""
+    checked = not check_loss
+    while not state.done:
+        messages = loop.run_until_complete(_next(runs))
+        if messages is None:
+            return
+        out: list[Message] = []
+        state.take(messages, out)
+        if not checked and state.first_seen is not None:
+            checked = True
+            why = state.lost()
+            if why is not None:
+                if part.options.fail_on_data_loss:
+                    raise DataLoss(
+                        f"{part.partition}: {why}. Set fail_on_data_loss=false to go on "
+                        f"with what is left."
+                    )
+                log.warning("%s: %s; going on (fail_on_data_loss=false)", part.partition, why)
+        if out:
+            yield out
+
+
+async def _next(runs: AsyncIterator[list[Message]]) -> list[Message] | None:
+    return await anext(runs, None)

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa  # type: ignore[import-untyped]
 from pyspark.sql.datasource import (
@@ -36,7 +36,8 @@ from pyspark.sql.types import StructType
 from magnetar.client import Client
 from magnetar.common.names import partitioned_topic_name
 from magnetar.protocol import SchemaInfo, SchemaType
-from magnetar.spark.admin_rest import Ledgers, topic_ledgers
+from magnetar.spark.admin_rest import Ledgers, topic_ledger_infos, topic_ledgers
+from magnetar.spark.offload_plan import LedgerInfo, plan_segments
 from magnetar.spark.offsets import (
     EARLIEST,
     Offsets,
@@ -65,9 +66,13 @@ from magnetar.spark.topic_catalog import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 LEDGER_LIST_REQUESTS_MAX = 8
-"""Admin REST requests for ledger lists in flight at once while planning a micro-batch."""
+"""Admin REST requests for ledger lists in flight at once while planning."""
+FOLLOWING_RANGES_MAX = 16
+"""Later ranges of its partition an offloaded ledger's task may read on into, to complete a
+chunked message begun in it (past that, the task fails and says so)."""
 SCHEMA_TOPICS_MAX = 100
 """Topics whose schemas ``value_format=schema`` compares when planning (a pattern may match
 more; their values are still decoded, each by its own versions)."""
@@ -165,14 +170,50 @@ def _ranges(
     start: Offsets,
     end: Offsets,
     plan: PlannedSchema | None = None,
+    ledgers: dict[str, list[LedgerInfo]] | None = None,
 ) -> list[RangePartition]:
+    """One task per partition's range; with ``ledgers`` (from ``internal-info``), one per
+    segment of it (offloaded ledgers read from the object store, see :mod:`.offload_plan`)."""
     out = []
     for name in sorted(end):
         begin = start.get(name, EARLIEST)
         stop = end[name]
-        if stop.sort_key() > begin.sort_key() and stop.entry_id >= 0:
+        if not (stop.sort_key() > begin.sort_key() and stop.entry_id >= 0):
+            continue
+        if ledgers is None or name not in ledgers:
             out.append(RangePartition(name, begin, stop, opts, value_schema, plan))
+            continue
+        segments = plan_segments(begin, stop, ledgers[name], opts.offload_split_bytes)
+        for i, seg in enumerate(segments):
+            later = [s.offloaded for s in segments[i + 1 :]]
+            following = tuple(later[:FOLLOWING_RANGES_MAX])
+            if len(later) > FOLLOWING_RANGES_MAX:
+                following += (None,)
+            out.append(
+                RangePartition(
+                    name,
+                    seg.start,
+                    seg.end,
+                    opts,
+                    value_schema,
+                    plan,
+                    seg.offloaded,
+                    seg.open_at,
+                    following if seg.offloaded else (),
+                    stop if seg.offloaded else None,
+                    i > 0 and segments[i - 1].offloaded is None,
+                )
+            )
     return out
+
+
+def _in_parallel(partitions: list[str], ask: Callable[[str], T]) -> dict[str, T]:
+    """``ask(partition)`` for each partition, at most LEDGER_LIST_REQUESTS_MAX at once."""
+    if not partitions:
+        return {}
+    with ThreadPoolExecutor(min(len(partitions), LEDGER_LIST_REQUESTS_MAX)) as pool:
+        found = list(pool.map(ask, partitions))
+    return dict(zip(partitions, found, strict=True))
 
 
 class MagnetarStreamReader(DataSourceStreamReader):
@@ -259,9 +300,7 @@ class MagnetarStreamReader(DataSourceStreamReader):
             # parse_options requires admin_url with max_entries_per_trigger; a read limit
             # given some other way cannot be applied across ledgers without it.
             raise OptionsError("admission control across ledgers needs the admin_url option")
-        with ThreadPoolExecutor(min(len(partitions), LEDGER_LIST_REQUESTS_MAX)) as pool:
-            found = list(pool.map(lambda p: topic_ledgers(self.opts, p), partitions))
-        return dict(zip(partitions, found, strict=True))
+        return _in_parallel(partitions, lambda p: topic_ledgers(self.opts, p))
 
     def partitions(self, start: dict[str, str], end: dict[str, str]) -> Sequence[InputPartition]:
         return _ranges(
@@ -290,7 +329,11 @@ class MagnetarStreamReader(DataSourceStreamReader):
 class MagnetarBatchReader(DataSourceReader):
     """A topic's history between ``starting_offsets`` (default earliest) and
     ``ending_offsets`` (default latest, fixed when the query is planned), optionally
-    restricted to publish times in ``[starting_time, ending_time)``."""
+    restricted to publish times in ``[starting_time, ending_time)``.
+
+    With ``offload.driver`` and ``admin_url`` set (and ``offload.directRead`` not false),
+    offloaded ledgers are read by the executors straight from the object store, one task
+    per ledger (or per ``offload.splitBytes`` of one), and the rest through the broker."""
 
     def __init__(
         self,
@@ -311,7 +354,12 @@ class MagnetarBatchReader(DataSourceReader):
         last = run_with_client(self.opts, work)
         start = {n: self.start_spec.resolve(n, p) for n, p in last.items()}
         end = {n: self.end_spec.resolve(n, p) for n, p in last.items()}
-        ranges = _ranges(self.opts, self.value_schema, start, end, self.plan)
+        ledgers = None
+        if self.opts.offload is not None and self.opts.admin_url is not None:
+            # Asked after the last positions, so each list reaches its partition's end.
+            reading = [n for n in end if end[n].sort_key() > start[n].sort_key()]
+            ledgers = _in_parallel(reading, lambda p: topic_ledger_infos(self.opts, p))
+        ranges = _ranges(self.opts, self.value_schema, start, end, self.plan, ledgers)
         # Spark wants at least one partition; an empty range reads nothing.
         return ranges or [RangePartition("", EARLIEST, EARLIEST, self.opts, self.value_schema)]
 

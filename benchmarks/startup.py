@@ -10,7 +10,12 @@ restarts on a directory that already holds a topic:
 
 Each start is stopped with SIGTERM before the next. Usage::
 
-    python benchmarks/startup.py [--runs N]
+    python benchmarks/startup.py [--runs N] [--compare-to TREE] [--no-functions-worker]
+
+With ``--compare-to`` (a checkout's directory, or a commit of this repository), fresh starts
+of that tree and of this one alternate (old, new, old, ...: a shared machine's drift hits
+both alike), and each start also gives its resident memory ``IDLE_AFTER_S`` after the ready
+line (the Functions Worker has joined by then); it prints the medians side by side.
 
 Prints the median, minimum and maximum of each, with the machine's load average (start-up is
 CPU-bound: imports and byte-code), and writes ``benchmarks/results/startup.json``. Run it
@@ -32,20 +37,32 @@ import tempfile
 import time
 from pathlib import Path
 
+from broker import rss_mb, source_tree  # this directory: the script's own
+
 from magnetar.testing import StandaloneProcess
 
 READY_TIMEOUT_S = 60.0
 REPORTED_MS = re.compile(r"\((\d+) ms\)\s*$")
+IDLE_AFTER_S = 3.0
+"""When the idle resident memory is read, after the ready line."""
 
 
-def start_once(data_dir: Path) -> tuple[float, float]:
-    """(wall-clock ms to the ready line, the ms the ready line reports); stops the process."""
+def start_once(
+    data_dir: Path, src: Path | None = None, extra: tuple[str, ...] = (), idle_rss: bool = False
+) -> tuple[float, ...]:
+    """(wall-clock ms to the ready line, the ms the ready line reports[, resident MB
+    ``IDLE_AFTER_S`` later]) of the tree ``src`` (None: this one); stops the process."""
     args = [
         sys.executable, "-m", "magnetar.cli.main", "standalone", "--data-dir", str(data_dir),
-        "--port", "0", "--http-port", "0",
+        "--port", "0", "--http-port", "0", *extra,
     ]  # fmt: skip
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # blocks until the ready line (or the end: a failure)
@@ -53,7 +70,10 @@ def start_once(data_dir: Path) -> tuple[float, float]:
         match = REPORTED_MS.search(line)
         if match is None:
             raise RuntimeError(f"no ready line from the standalone: {line!r}")
-        return wall_ms, float(match.group(1))
+        if not idle_rss:
+            return wall_ms, float(match.group(1))
+        time.sleep(IDLE_AFTER_S)  # a benchmark's pause, not a test's wait
+        return wall_ms, float(match.group(1)), rss_mb(proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(READY_TIMEOUT_S)
@@ -67,10 +87,41 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
+def compare(spec: str, runs: int, extra: tuple[str, ...]) -> dict[str, object]:
+    """``runs`` fresh starts of ``spec``'s tree and of this one, alternating; prints and
+    returns the medians of each figure side by side."""
+    names = ("wall_ms", "reported_ms", "rss_mb_idle")
+    before: list[tuple[float, ...]] = []
+    after: list[tuple[float, ...]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        src = source_tree(spec, Path(tmp))
+        for i in range(runs):
+            before.append(start_once(Path(tmp) / f"old-{i}", src, extra, idle_rss=True))
+            after.append(start_once(Path(tmp) / f"new-{i}", None, extra, idle_rss=True))
+    table: dict[str, object] = {"compare_to": spec, "runs": runs, "options": list(extra)}
+    print(f"{'fresh start (median of ' + str(runs) + ')':32} {'before':>10} {'after':>10}")
+    for n, name in enumerate(names):
+        b = statistics.median(r[n] for r in before)
+        a = statistics.median(r[n] for r in after)
+        table[name] = {"before": round(b, 1), "after": round(a, 1)}
+        print(f"{name:32} {b:10.1f} {a:10.1f}")
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="starts of each kind")
+    parser.add_argument("--compare-to", help="a checkout's directory or a commit")
+    parser.add_argument("--no-functions-worker", action="store_true")
     args = parser.parse_args()
+    extra = ("--no-functions-worker",) if args.no_functions_worker else ()
+    if args.compare_to is not None:
+        table = compare(args.compare_to, args.runs, extra)
+        table["load_average_1m"] = os.getloadavg()[0]
+        out = Path(__file__).parent / "results" / "startup-compare.json"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps(table, indent=2) + "\n")
+        return
     # The machine's load says how far the figures are from an idle machine's.
     results: dict[str, object] = {"runs": args.runs, "load_average_1m_before": os.getloadavg()[0]}
     # With PYTHONDONTWRITEBYTECODE set, every start compiles each module from source (about
@@ -82,7 +133,7 @@ def main() -> None:
             file=sys.stderr,
         )
     with tempfile.TemporaryDirectory() as tmp:
-        fresh = [start_once(Path(tmp) / f"fresh-{i}") for i in range(args.runs)]
+        fresh = [start_once(Path(tmp) / f"fresh-{i}", extra=extra) for i in range(args.runs)]
         # a directory that holds a topic with messages and a subscription
         kept = Path(tmp) / "kept"
         with StandaloneProcess(kept) as node:
@@ -91,12 +142,12 @@ def main() -> None:
                  "produce", "startup-bench", "-m", "x", "-n", "1000"],
                 check=True, capture_output=True, timeout=READY_TIMEOUT_S,
             )  # fmt: skip
-        restarts = [start_once(kept) for _ in range(args.runs)]
+        restarts = [start_once(kept, extra=extra) for _ in range(args.runs)]
     results["load_average_1m_after"] = os.getloadavg()[0]
     results["cpus"] = os.cpu_count() or 0
     for kind, starts in (("fresh", fresh), ("restart", restarts)):
-        results[f"{kind}_wall_ms"] = summary([w for w, _ in starts])
-        results[f"{kind}_reported_ms"] = summary([r for _, r in starts])
+        results[f"{kind}_wall_ms"] = summary([s[0] for s in starts])
+        results[f"{kind}_reported_ms"] = summary([s[1] for s in starts])
     print(json.dumps(results, indent=2))
     out = Path(__file__).parent / "results" / "startup.json"
     out.parent.mkdir(exist_ok=True)

@@ -314,8 +314,10 @@ async def serve(process: ServedProcess, started_at: float | None = None) -> int:
             log.info("stopped during start-up")
             return 0
         starting.result()
-        tune_for_serving()
         print(process.ready_line((time.perf_counter() - t0) * 1000), flush=True)
+        # after the line: serving does not wait for its imports (ctypes), and it runs before
+        # anything else does on this loop
+        tune_for_serving()
         ending = asyncio.create_task(process.ended())
         await asyncio.wait({stopping, ending}, return_when=asyncio.FIRST_COMPLETED)
         if ending.done():

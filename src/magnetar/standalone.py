@@ -51,6 +51,9 @@ WORKER_PATH_PREFIXES = (
 WORKER_ROUTES_WAIT_MS = 10_000
 """How long a request to them waits for the routes to be built (they are, just after the
 ready line)."""
+WORKER_AFTER_READY_WAIT_S = 0.5
+"""How long the worker's start waits for the ready line before going ahead anyway (a
+standalone started without :func:`serve`, e.g. in-process in a test, prints none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +126,8 @@ class Standalone(HostsBrokerServer):
         self._worker_slot: ServiceSlot | None = None
         self._worker_routes: DeferredRoutes | None = None
         self._worker_task: asyncio.Task[None] | None = None
+        self._announced = asyncio.Event()
+        """Set by :meth:`ready_line`: the worker's imports and start follow the ready line."""
 
     async def start(self) -> None:
         """Start every part. On failure (or cancellation) what started is stopped, and the
@@ -204,6 +209,10 @@ class Standalone(HostsBrokerServer):
             )
 
     async def _start_functions_worker(self) -> None:
+        # Its imports (the client library, the runtime) are a fifth of the start-up: they
+        # follow the ready line, which the worker's routes do not wait for (DeferredRoutes).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._announced.wait(), WORKER_AFTER_READY_WAIT_S)
         from magnetar.functions.rest import ServiceSlot, router
 
         server = self.server
@@ -284,7 +293,9 @@ class Standalone(HostsBrokerServer):
             await stop_step("metadata store", store.close(), deadline_s)
 
     def ready_line(self, elapsed_ms: float) -> str:
+        """The ready line; also lets the Functions Worker start (it waits for this)."""
         assert self.server is not None
+        self._announced.set()
         return (
             "magnetar standalone ready: "
             + self.server.urls_text(self.config.server.http_host)

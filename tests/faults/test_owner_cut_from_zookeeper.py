@@ -9,7 +9,8 @@ the session timeout, then healed.
 
 Checked at the end:
 
-* every acknowledged message is in the topic exactly once (read on a subscription that
+* the :class:`~magnetar.testing.history.History` of the sends: every acknowledged message
+  in the topic exactly once and in the producer's order (read on a subscription that
   acknowledges nothing, made before the first send);
 * the consumer never exited and received every acknowledged message;
 * the old owner stopped (its session expired) and the topic moved to the other broker;
@@ -29,7 +30,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
@@ -40,13 +41,14 @@ from magnetar.testing import wait_until
 from magnetar.testing.bookie import BookieProcess
 from magnetar.testing.broker import BrokerProcess
 from magnetar.testing.fault_proxy import FaultProxy
+from magnetar.testing.history import History
+from tests.faults.history_sender import HistorySender
 
 pytestmark = pytest.mark.timeout(240)
 
 LONG = os.environ.get("MAGNETAR_LONG_TESTS") == "1"
 RUNS = 5 if LONG else 1
 SESSION_TIMEOUT_S = 2.0
-WINDOW = 20
 AFTER_HEAL = 30
 
 
@@ -80,33 +82,6 @@ def owner_url(broker: BrokerProcess, topic: str) -> str:
     url = f"{broker.http_url}/lookup/v2/topic/persistent/{local}"
     with urllib.request.urlopen(url, timeout=30) as response:  # follows 307 to the owner
         return str(json.load(response)["brokerUrl"])
-
-
-class WindowedSender:
-    """Sends ``b"0"``, ``b"1"``, ... with ``send_async``, at most ``WINDOW`` unanswered;
-    :attr:`outcomes` maps each index to its result and the ledger it was stored in."""
-
-    def __init__(self, producer: pulsar.Producer) -> None:
-        self.producer = producer
-        self.sent = 0
-        self.outcomes: dict[int, tuple[pulsar.Result, int]] = {}
-
-    def _callback(self, i: int) -> Callable[[pulsar.Result, pulsar.MessageId], None]:
-        def answered(result: pulsar.Result, msg_id: pulsar.MessageId) -> None:
-            self.outcomes[i] = (result, msg_id.ledger_id() if result == pulsar.Result.Ok else -1)
-
-        return answered
-
-    def send_until(self, done: Callable[[], bool]) -> None:
-        while not done():
-            if self.sent - len(self.outcomes) >= WINDOW:
-                wait_until(
-                    lambda: self.sent - len(self.outcomes) < WINDOW or done(), timeout_s=120,
-                    what="room in the send window",
-                )  # fmt: skip
-                continue
-            self.producer.send_async(b"%d" % self.sent, self._callback(self.sent))
-            self.sent += 1
 
 
 def consumed(path: Path) -> list[str]:
@@ -165,15 +140,16 @@ def test_owner_cut_from_zookeeper_loses_and_duplicates_nothing(
             stdout=out, stderr=err,
         )  # fmt: skip
 
+    history = History()
     client = pulsar.Client(service_url, operation_timeout_seconds=30)
     try:
         # Holds every message (nothing acknowledged on it), so no ledger is trimmed.
         audit = client.subscribe(topic, "audit", initial_position=pulsar.InitialPosition.Earliest)
+        read_back = history.open_consumer("audit")
         producer = client.create_producer(
             topic, producer_name="checked", batching_enabled=False, send_timeout_millis=60_000
         )
-        sender = WindowedSender(producer)
-        outcomes = sender.outcomes
+        sender = HistorySender(producer, "checked", history)
 
         sender.send_until(lambda: sender.sent >= before_cut)
         producer.flush()
@@ -188,22 +164,23 @@ def test_owner_cut_from_zookeeper_loses_and_duplicates_nothing(
         wait_until(lambda: old_proc.poll() is not None, timeout_s=60, what="the old owner stops")
         last = sender.sent + AFTER_HEAL
         sender.send_until(lambda: sender.sent >= last)
-        producer.flush()
-        wait_until(lambda: len(outcomes) == sender.sent, timeout_s=90, what="every send answered")
+        sender.drain()
 
-        acked = [i for i in sorted(outcomes) if outcomes[i][0] == pulsar.Result.Ok]
-        assert acked[-1] == sender.sent - 1, "sends after the failover were never acknowledged"
+        receipted = history.receipted()
+        assert receipted[-1].index == sender.sent - 1, (
+            "sends after the failover were never acknowledged"
+        )
         assert owner_url(brokers[1 - old], topic) == brokers[1 - old].url
 
         # No interleaving of two owners' writes, in the producer's order.
-        ledgers = [outcomes[i][1] for i in acked]
+        ledgers = [s.receipt[0] for s in receipted]  # type: ignore[index]
         seen: list[int] = []
         for ledger in ledgers:
             if not seen or seen[-1] != ledger:
                 assert ledger not in seen, f"ledger {ledger} written again after {seen[-1]}"
                 seen.append(ledger)
 
-        wanted = {str(i) for i in acked}
+        wanted = {s.payload for s in receipted}
         wait_until(
             lambda: wanted <= set(consumed(out_path)) or cluster.consumer.poll() is not None,  # type: ignore[union-attr]
             timeout_s=60, what="the consumer received every acknowledged message",
@@ -211,12 +188,10 @@ def test_owner_cut_from_zookeeper_loses_and_duplicates_nothing(
         assert cluster.consumer.poll() is None, (tmp_path / "consumer.err").read_text()
         assert wanted <= set(consumed(out_path))
 
-        stored: list[str] = []
-        while str(acked[-1]) not in stored:
-            stored.append(audit.receive(timeout_millis=30_000).data().decode())
-        duplicates = sorted({p for p in stored if stored.count(p) > 1}, key=int)
-        assert not duplicates, f"stored twice with deduplication on: {duplicates[:20]}"
-        lost = sorted(wanted - set(stored), key=int)
-        assert not lost, f"{len(lost)} acknowledged but lost: {lost[:20]}"
+        last_payload = receipted[-1].payload
+        while ("checked", last_payload) not in read_back.received:
+            payload = audit.receive(timeout_millis=30_000).data().decode()
+            history.received(read_back, "checked", payload)
+        assert history.check(read_back, dedup=True) == []
     finally:
         client.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import logging
 import sys
 from pathlib import Path
 
@@ -20,6 +22,8 @@ from magnetar.cli.server_config_file import SERVER_CONTEXT, config_file_option
 from magnetar.cli.server_setup import configure_logging, install_uvloop
 from magnetar.common.gil import tune_gil_for_serving
 from magnetar.common.shutdown import StopRequested, stop_requested, unless_stopped
+
+log = logging.getLogger("magnetar.bookie")
 
 METADATA_URL_SCHEMES = ("zk://", "sqlite://", "memory:")
 
@@ -182,22 +186,58 @@ def bookie(
 async def _run(
     config: BookieConfig, metadata_url: str, session_timeout_s: float, autorecovery_tasks_max: int
 ) -> None:
-    """Serve until SIGTERM/SIGINT; ``autorecovery_tasks_max`` 0 runs no replication worker."""
+    """Serve until SIGTERM/SIGINT; ``autorecovery_tasks_max`` 0 runs no replication worker.
+
+    A metadata session that expires (ZooKeeper paused or cut off past the session timeout)
+    takes the bookie's registration with it, and a store whose session is lost stays lost:
+    the bookie is stopped and started again on a new session, over the same data directory
+    and address, as BookKeeper's bookies re-register. Without it a bookie stayed up but
+    unseen by brokers ("need 2 bookies, 0 available") until someone restarted it."""
+    stop = stop_requested()
+    announced = False
+    while not stop.is_set():
+        serving = await _serve_one_session(
+            config, metadata_url, session_timeout_s, autorecovery_tasks_max, stop, announced
+        )
+        if serving is None:
+            return
+        announced = True
+        config = dataclasses.replace(config, port=serving)  # same id on the next session
+
+
+async def _serve_one_session(
+    config: BookieConfig,
+    metadata_url: str,
+    session_timeout_s: float,
+    autorecovery_tasks_max: int,
+    stop: asyncio.Event,
+    announced: bool,
+) -> int | None:
+    """Serve on one metadata session until ``stop`` (None) or the session is lost (the port
+    served, for the next session)."""
     from magnetar.common.clock import SystemClock
     from magnetar.ledger.client import LedgerClient
     from magnetar.ledger.replication_worker import ReplicationWorker
-    from magnetar.metadata import connect
+    from magnetar.metadata import SessionState, connect
 
-    stop = stop_requested()
     try:
         store = await unless_stopped(
             connect(metadata_url, session_timeout_s=session_timeout_s), stop
         )
     except StopRequested:
-        return
+        return None
     node = Bookie(config, store)
     client: LedgerClient | None = None
     worker: ReplicationWorker | None = None
+    lost = asyncio.Event()
+
+    async def watch_session() -> None:
+        async for state in store.session_states():
+            if state is SessionState.LOST:
+                lost.set()
+                return
+
+    watcher = asyncio.create_task(watch_session())
     try:
         await node.start()
         if autorecovery_tasks_max:
@@ -211,9 +251,26 @@ async def _run(
                 tasks_in_flight_max=autorecovery_tasks_max,
             )
             worker.start()
-        print(f"bookie {node.bookie_id} ready", flush=True)
-        await stop.wait()
+        if announced:
+            log.warning("bookie %s: serving again on a new metadata session", node.bookie_id)
+        else:
+            print(f"bookie {node.bookie_id} ready", flush=True)
+        waits = {asyncio.ensure_future(stop.wait()), asyncio.ensure_future(lost.wait())}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+        if stop.is_set():
+            return None
+        log.warning(
+            "bookie %s: metadata session lost (its registration is gone); restarting on a "
+            "new session",
+            node.bookie_id,
+        )
+        return node.port
     finally:
+        watcher.cancel()
         if worker is not None:
             await worker.close()
         if client is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from magnetar.common.errors import MagnetarError
 from magnetar.replication.persistent_replicator import CURSOR_PREFIX, PersistentReplicator
@@ -32,12 +32,12 @@ log = logging.getLogger(__name__)
 
 class ReplicationManager:
     """The replicators of one broker's loaded topics. Register with
-    ``service.topic_hooks.append(manager)``; ``authentication`` is the broker's client
-    credentials (``magnetar.client`` authentication, None for none)."""
+    ``service.topic_hooks.append(manager)``; ``credentials`` are the broker's client ones,
+    which its replicators present to remote clusters."""
 
-    def __init__(self, service: BrokerService, authentication: Any = None) -> None:
+    def __init__(self, service: BrokerService, credentials: ClientCredentials) -> None:
         self._service = service
-        self._authentication = authentication
+        self._credentials = credentials
         self._replicators: dict[str, dict[str, PersistentReplicator]] = {}
         self._controllers: dict[str, ReplicatedSubscriptionsController] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -115,7 +115,8 @@ class ReplicationManager:
                     store=self._service.store,
                     clock=self._service.clock,
                     schemas=self._service.schemas.registry,
-                    authentication=self._authentication,
+                    # built here, not at start: it imports the client library
+                    authentication=self._credentials.client_authentication(),
                 )
                 try:
                     await replicator.open_cursor()
@@ -151,6 +152,6 @@ def attach_replication(
 ) -> ReplicationManager:
     """A :class:`ReplicationManager` following ``service``'s topics, its replicators
     authenticating to remote clusters with ``credentials`` (the broker's client ones)."""
-    manager = ReplicationManager(service, credentials.client_authentication())
+    manager = ReplicationManager(service, credentials)
     service.topic_hooks.append(manager)
     return manager

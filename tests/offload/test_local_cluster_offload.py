@@ -191,14 +191,13 @@ def test_offload_survives_an_s3_outage_and_the_owner_killed_mid_upload(
         )
         assert s3_config.bucket in failed["lastError"], failed
         _produce(cluster, BATCH, 5)  # producers are unaffected
-        wait_until(
-            lambda: (
-                time.monotonic() >= down_until
-                and ok(admin, "GET", f"{T}/offload")["status"] == "ERROR"
-            ),
-            OUTAGE_S + 30,
-            what="the outage to last",
-        )
+
+        def outage_over() -> bool:
+            # meanwhile the retries fail (ERROR, or RUNNING while one is under way)
+            assert ok(admin, "GET", f"{T}/offload")["status"] != "SUCCESS"
+            return time.monotonic() >= down_until
+
+        wait_until(outage_over, OUTAGE_S + 30, what="the outage to last")
         assert not any(_complete(x) for x in _ledgers(admin))
     finally:
         s3_server.start()

@@ -180,3 +180,20 @@ def test_two_clusters_end_to_end() -> None:
     assert west.on_marker(P(2, 20), update.marker, "east", P(2, 20), {}) == [
         MoveSubscription("s", P(2, 10))
     ]
+
+
+def test_the_first_snapshot_of_a_burst_is_due_at_once_then_one_per_period() -> None:
+    """A consumer that acknowledged a whole burst before the timer's first tick had no
+    snapshot behind its position (the other cluster never moved its subscription): the
+    shell ticks as soon as :meth:`start_due` says so, at most once per ``frequency_ms``."""
+    core = _core()
+    subs = {"s": P(1, 0)}
+    assert not core.start_due(100)  # no data yet
+    core.on_data()
+    assert core.start_due(150)
+    assert _only_request(core.tick(150, {"west"}, True, subs)).snapshot_id == "east-1"
+    core.on_data()
+    assert not core.start_due(700)
+    assert core.tick(1000, {"west"}, True, subs) == []  # the timer tick within the period
+    assert core.start_due(1150)
+    assert _only_request(core.tick(1150, {"west"}, True, subs)).snapshot_id == "east-2"

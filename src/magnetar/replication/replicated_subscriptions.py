@@ -106,14 +106,17 @@ class ReplicatedSubscriptionsController:
         interval_s = self.core.frequency_ms / 1000
         while True:
             await self._clock.sleep(interval_s)
-            replicators = self._replicators()
-            effects = self.core.tick(
-                self._clock.now_ms(),
-                replicators.keys(),
-                all(r.connected for r in replicators.values()),
-                self.replicated_positions(),
-            )
-            await self._apply(effects)
+            await self._tick()
+
+    async def _tick(self) -> None:
+        replicators = self._replicators()
+        effects = self.core.tick(
+            self._clock.now_ms(),
+            replicators.keys(),
+            all(r.connected for r in replicators.values()),
+            self.replicated_positions(),
+        )
+        await self._apply(effects)
 
     # --- the tail --------------------------------------------------------------------------
 
@@ -147,6 +150,8 @@ class ReplicatedSubscriptionsController:
             marker_type = metadata.marker_type
             if marker_type is None:
                 self.core.on_data()
+                if self.core.start_due(self._clock.now_ms()):
+                    await self._tick()  # the first snapshot of a burst at its start
                 return
             marker = decode_marker(marker_type, bytes(entry.payload))
             replicated_from = metadata.replicated_from

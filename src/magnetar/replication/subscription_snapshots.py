@@ -157,6 +157,7 @@ class SubscriptionSnapshots:
         self._pending: dict[str, _Pending] = {}
         self._data_since_start = False
         """A message was appended since the last snapshot started (or one timed out)."""
+        self._last_start_ms: int | None = None
         self._caches: dict[str, SnapshotCache] = {}
         self.timed_out_total = 0
         self.completed_total = 0
@@ -174,6 +175,17 @@ class SubscriptionSnapshots:
     def on_data(self) -> None:
         """A message (not a marker) was appended to the local log."""
         self._data_since_start = True
+
+    def start_due(self, now_ms: int) -> bool:
+        """Whether a tick now would start a snapshot on time grounds: data came and none
+        started within ``frequency_ms``. The shell then ticks at once rather than at its
+        next timer tick, so the first snapshot of a burst of traffic is taken at its start:
+        a consumer that acknowledged a whole short burst before the timer's first tick had
+        no snapshot behind its position, and the other clusters never moved its
+        subscription."""
+        return self._data_since_start and (
+            self._last_start_ms is None or now_ms - self._last_start_ms >= self.frequency_ms
+        )
 
     def tick(
         self,
@@ -204,7 +216,7 @@ class SubscriptionSnapshots:
             targets
             and replicated
             and all_connected
-            and self._data_since_start
+            and self.start_due(now_ms)
             and len(self._pending) < self.pending_max
         ):
             snapshot_id = self._new_id()
@@ -216,6 +228,7 @@ class SubscriptionSnapshots:
                 set(targets),
             )
             self._data_since_start = False
+            self._last_start_ms = now_ms
             effects.append(WriteMarker(SnapshotRequest(snapshot_id, self.local)))
         return effects
 

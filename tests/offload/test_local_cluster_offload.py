@@ -18,12 +18,10 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pulsar
 import pytest
 
 from magnetar.local_cluster import LocalCluster, LocalClusterConfig
@@ -32,13 +30,13 @@ from magnetar.offload.object_store import open_object_store
 from magnetar.offload.settings import OffloadDriverConfig
 from magnetar.testing.s3_server import S3Server
 from magnetar.testing.wait import wait_until
+from tests.offload.numbered_messages import produce, read_all
 from tests.replication.conftest import call, ok
 
 pytestmark = pytest.mark.timeout(300)
 
 LONG = os.environ.get("MAGNETAR_LONG_TESTS") == "1"
 OUTAGE_S = 30.0 if LONG else 10.0
-MESSAGE_BYTES = 10_000
 ENTRIES_PER_LEDGER = 30
 BATCH = ENTRIES_PER_LEDGER * 4  # 1.2 MB per produce
 SESSION_TIMEOUT_S = 4.0
@@ -97,43 +95,6 @@ def _owner_admin(cluster: LocalCluster) -> str:
     return cluster.broker_admin_url(owner)
 
 
-def _payload(i: int) -> bytes:
-    return (b"%08d" % i) * (MESSAGE_BYTES // 8)
-
-
-def _produce(cluster: LocalCluster, first: int, count: int) -> None:
-    """One entry per message; the durable subscription ``hold`` keeps the history."""
-    client = pulsar.Client(cluster.service_url, operation_timeout_seconds=30)
-    try:
-        client.subscribe(TOPIC, "hold", initial_position=pulsar.InitialPosition.Earliest).close()
-        producer = client.create_producer(TOPIC, batching_enabled=False, block_if_queue_full=True)
-        for i in range(first, first + count):
-            producer.send_async(_payload(i), None)
-        producer.flush()
-    finally:
-        client.close()
-
-
-def _read_all(cluster: LocalCluster, expected: int) -> list[int]:
-    client = pulsar.Client(cluster.service_url, operation_timeout_seconds=30)
-    try:
-        consumer = client.subscribe(
-            TOPIC,
-            f"reader-{uuid.uuid4().hex[:6]}",
-            initial_position=pulsar.InitialPosition.Earliest,
-        )
-        got: list[int] = []
-        for _ in range(expected):
-            msg = consumer.receive(timeout_millis=30_000)
-            data = msg.data()
-            assert data == _payload(int(data[:8])), "a message came back changed"
-            got.append(int(data[:8]))
-            consumer.acknowledge(msg)
-        return got
-    finally:
-        client.close()
-
-
 def _ledgers(admin: str) -> list[dict[str, Any]]:
     info: dict[str, Any] = ok(admin, "GET", f"{T}/internal-info")
     ledgers: list[dict[str, Any]] = info["ledgerInfo"]
@@ -176,7 +137,7 @@ async def _check_objects(config: OffloadDriverConfig, ledgers: list[dict[str, An
 def test_offload_survives_an_s3_outage_and_the_owner_killed_mid_upload(
     cluster: LocalCluster, s3_server: S3Server, s3_config: OffloadDriverConfig
 ) -> None:
-    _produce(cluster, 0, BATCH)
+    produce(cluster.service_url, TOPIC, 0, BATCH)
     admin = _owner_admin(cluster)
 
     # the object store down during an offload
@@ -190,7 +151,7 @@ def test_offload_survives_an_s3_outage_and_the_owner_killed_mid_upload(
             what="offload status ERROR",
         )
         assert s3_config.bucket in failed["lastError"], failed
-        _produce(cluster, BATCH, 5)  # producers are unaffected
+        produce(cluster.service_url, TOPIC, BATCH, 5)  # producers are unaffected
 
         def outage_over() -> bool:
             # meanwhile the retries fail (ERROR, or RUNNING while one is under way)
@@ -206,7 +167,7 @@ def test_offload_survives_an_s3_outage_and_the_owner_killed_mid_upload(
     total = BATCH + 5
 
     # the owner SIGKILLed while an offload runs
-    _produce(cluster, total, BATCH * 2)
+    produce(cluster.service_url, TOPIC, total, BATCH * 2)
     total += BATCH * 2
     admin = _owner_admin(cluster)
     owner = [cluster.broker_admin_url(i) for i in range(len(cluster.brokers))].index(admin)
@@ -228,5 +189,5 @@ def test_offload_survives_an_s3_outage_and_the_owner_killed_mid_upload(
     wanted = _offload_all_closed(admin)
     wait_until(lambda: _offloaded(admin, wanted), 60, what="offload SUCCESS after the kill")
 
-    assert _read_all(cluster, total) == list(range(total))
+    assert read_all(cluster.service_url, TOPIC, total) == list(range(total))
     asyncio.run(_check_objects(s3_config, _ledgers(_owner_admin(cluster))))

@@ -21,7 +21,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pulsar
 import pytest
 
 from magnetar.admin_client import AdminClient
@@ -32,9 +31,9 @@ from magnetar.offload.settings import OffloadDriverConfig
 from magnetar.testing import StandaloneProcess
 from magnetar.testing.s3_server import S3Server
 from magnetar.testing.wait import wait_until
+from tests.offload.numbered_messages import produce, read_all
 
 LONG = os.environ.get("MAGNETAR_LONG_TESTS") == "1"
-MESSAGE_BYTES = 10_000
 MESSAGES = 20_000 if LONG else 400  # 200 MB, or 4 MB
 ENTRIES_PER_LEDGER = 500 if LONG else 40
 
@@ -69,44 +68,6 @@ def _admin(node: StandaloneProcess, *args: str) -> subprocess.CompletedProcess[s
     )  # fmt: skip
 
 
-def _payload(i: int) -> bytes:
-    return (b"%08d" % i) * (MESSAGE_BYTES // 8)
-
-
-def _produce(node: StandaloneProcess, topic: str, first: int, count: int) -> None:
-    """Sends ``count`` messages, one entry each; a durable subscription ``hold`` (made on
-    the first call) keeps the history from being trimmed."""
-    client = pulsar.Client(node.url)
-    try:
-        client.subscribe(topic, "hold", initial_position=pulsar.InitialPosition.Earliest).close()
-        producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
-        for i in range(first, first + count):
-            producer.send_async(_payload(i), None)
-        producer.flush()
-    finally:
-        client.close()
-
-
-def _read_all(node: StandaloneProcess, topic: str, expected: int) -> list[int]:
-    client = pulsar.Client(node.url)
-    try:
-        consumer = client.subscribe(
-            topic,
-            f"reader-{uuid.uuid4().hex[:6]}",
-            initial_position=pulsar.InitialPosition.Earliest,
-        )
-        got: list[int] = []
-        for _ in range(expected):
-            msg = consumer.receive(timeout_millis=30_000)
-            data = msg.data()
-            assert data == _payload(int(data[:8])), "a message came back changed"
-            got.append(int(data[:8]))
-            consumer.acknowledge(msg)
-        return got
-    finally:
-        client.close()
-
-
 async def _ledgers_in_metadata(data: Path) -> set[int]:
     store = await connect(f"sqlite://{data / 'metadata.db'}")
     try:
@@ -139,7 +100,7 @@ def test_offloaded_history_reads_back_in_order_from_the_object_store(
     topic = f"persistent://{name}"
     with _standalone(tmp_path / "data", config) as node:
         admin = AdminClient(node.http_url, timeout_s=30)
-        _produce(node, topic, 0, MESSAGES)
+        produce(node.url, topic, 0, MESSAGES)
         ledgers = _info(admin, name)["ledgerInfo"]
         assert len(ledgers) >= 5
 
@@ -166,7 +127,7 @@ def test_offloaded_history_reads_back_in_order_from_the_object_store(
         stats = admin.get(f"/admin/v2/persistent/{name}/internalStats")
         assert all(ledger["offloaded"] for ledger in stats["ledgers"][:-1])
 
-        assert _read_all(node, topic, MESSAGES) == list(range(MESSAGES))
+        assert read_all(node.url, topic, MESSAGES) == list(range(MESSAGES))
         with urllib.request.urlopen(f"{node.http_url}/metrics", timeout=30) as answer:
             metrics = answer.read().decode()
         assert "brk_ledgeroffloader_read_entries_total{" in metrics
@@ -200,7 +161,7 @@ def test_a_stopped_object_store_is_an_error_and_the_offload_completes_once_it_is
     topic = f"persistent://{name}"
     with _standalone(tmp_path / "data", s3_config) as node:
         admin = AdminClient(node.http_url, timeout_s=30)
-        _produce(node, topic, 0, ENTRIES_PER_LEDGER * 3)
+        produce(node.url, topic, 0, ENTRIES_PER_LEDGER * 3)
         closed = [ledger["ledgerId"] for ledger in _info(admin, name)["ledgerInfo"][:-1]]
         s3_server.stop()
         try:
@@ -212,7 +173,7 @@ def test_a_stopped_object_store_is_an_error_and_the_offload_completes_once_it_is
             info = _info(admin, name)["ledgerInfo"]
             assert not any(ledger.get("offloadContext", {}).get("complete") for ledger in info)
             # producers and consumers are unaffected
-            _produce(node, topic, ENTRIES_PER_LEDGER * 3, 5)
+            produce(node.url, topic, ENTRIES_PER_LEDGER * 3, 5)
         finally:
             s3_server.start()
             s3_server.create_bucket(str(s3_config.bucket))  # moto keeps buckets in memory
@@ -227,7 +188,7 @@ def test_a_stopped_object_store_is_an_error_and_the_offload_completes_once_it_is
 
         wait_until(completed, 90, what="offload retried to completion")
         total = ENTRIES_PER_LEDGER * 3 + 5
-        assert _read_all(node, topic, total) == list(range(total))
+        assert read_all(node.url, topic, total) == list(range(total))
 
 
 def test_a_broker_killed_mid_upload_marks_nothing_complete_and_the_next_attempt_completes(
@@ -239,7 +200,7 @@ def test_a_broker_killed_mid_upload_marks_nothing_complete_and_the_next_attempt_
     data = tmp_path / "data"
     with _standalone(data, config) as node:
         admin = AdminClient(node.http_url, timeout_s=30)
-        _produce(node, topic, 0, ENTRIES_PER_LEDGER * 6)
+        produce(node.url, topic, 0, ENTRIES_PER_LEDGER * 6)
         admin.put(
             f"/admin/v2/persistent/{name}/offload",
             {"ledgerId": _info(admin, name)["ledgerInfo"][-1]["ledgerId"], "entryId": 0},
@@ -275,5 +236,5 @@ def test_a_broker_killed_mid_upload_marks_nothing_complete_and_the_next_attempt_
         left = {p.name.removesuffix("-index") for p in tier.iterdir()}
         assert left == complete, "objects of the interrupted attempt were left behind"
         total = ENTRIES_PER_LEDGER * 6
-        assert _read_all(node, topic, total) == list(range(total))
+        assert read_all(node.url, topic, total) == list(range(total))
         assert json.dumps(info)  # the shape stays JSON

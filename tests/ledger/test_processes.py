@@ -9,7 +9,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -30,14 +30,6 @@ async def store(zookeeper_url: str) -> AsyncIterator[MetadataStore]:
     s = await connect(zookeeper_url, session_timeout_s=5)
     yield s
     await s.close()
-
-
-@pytest.fixture
-def procs() -> Iterator[list[BookieProcess]]:
-    started: list[BookieProcess] = []
-    yield started
-    for p in started:
-        p.kill()
 
 
 async def start(

@@ -17,6 +17,7 @@ import pytest
 
 from tests.deploy.chart import NAMESPACE, render, values_file
 from tests.deploy.kubelet import LocalKubelet
+from tests.deploy.round_trip import produce_and_consume
 
 READY_TIMEOUT_S = 180.0
 TEST_POD_TIMEOUT_S = 90.0
@@ -41,18 +42,8 @@ def test_the_chart_starts_a_cluster_that_serves_clients_through_the_proxy(
     host, ports = cluster.service_address("mg-magnetar-proxy")
     client = pulsar.Client(f"pulsar://{host}:{ports['pulsar']}", operation_timeout_seconds=30)
     try:
-        topic = "persistent://public/default/through-the-proxy"
-        consumer = client.subscribe(topic, "e2e", initial_position=pulsar.InitialPosition.Earliest)
-        producer = client.create_producer(topic)
         sent = [f"message-{i}".encode() for i in range(MESSAGES)]
-        for payload in sent:
-            producer.send(payload)
-        received = []
-        for _ in sent:
-            message = consumer.receive(timeout_millis=30_000)
-            received.append(message.data())
-            consumer.acknowledge(message)
-        assert received == sent
+        produce_and_consume(client, "persistent://public/default/through-the-proxy", sent)
     finally:
         client.close()
 

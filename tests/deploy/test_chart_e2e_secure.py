@@ -19,6 +19,7 @@ import pytest
 from magnetar.auth.tokens import create_token, new_secret_key
 from tests.deploy.chart import NAMESPACE, Object, merged, render, values_file
 from tests.deploy.kubelet import LocalKubelet
+from tests.deploy.round_trip import produce_and_consume
 from tests.tls.certs import make_pki
 
 READY_TIMEOUT_S = 180.0
@@ -73,18 +74,8 @@ def test_all_features_start_a_cluster_with_tokens_and_tls_through_the_proxy(
         operation_timeout_seconds=30,
     )
     try:
-        topic = "persistent://acme/orders/through-the-proxy"
-        consumer = client.subscribe(topic, "e2e", initial_position=pulsar.InitialPosition.Earliest)
-        producer = client.create_producer(topic)
         sent = [f"order-{i}".encode() for i in range(10)]
-        for payload in sent:
-            producer.send(payload)
-        received = []
-        for _ in sent:
-            message = consumer.receive(timeout_millis=30_000)
-            received.append(message.data())
-            consumer.acknowledge(message)
-        assert received == sent
+        produce_and_consume(client, "persistent://acme/orders/through-the-proxy", sent)
     finally:
         client.close()
 

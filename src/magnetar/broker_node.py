@@ -46,8 +46,8 @@ from magnetar.metadata.store import (
     NodeExists,
     NotFound,
     SessionExpired,
-    SessionState,
     SetOp,
+    wait_session_lost,
 )
 
 if TYPE_CHECKING:
@@ -213,10 +213,8 @@ class BrokerNode(HostsBrokerServer):
             await self.clock.sleep(REGISTRATION_WAIT_POLL_S)
 
     async def _watch_session(self, store: MetadataStore) -> None:
-        async for state in store.session_states():
-            if state is SessionState.LOST:
-                self.session_lost.set()
-                return
+        await wait_session_lost(store)
+        self.session_lost.set()
 
     def _cluster_collector(self) -> Any:
         from magnetar.admin.cluster_metrics import ClusterCollector

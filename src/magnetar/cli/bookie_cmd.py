@@ -218,7 +218,7 @@ async def _serve_one_session(
     from magnetar.common.clock import SystemClock
     from magnetar.ledger.client import LedgerClient
     from magnetar.ledger.replication_worker import ReplicationWorker
-    from magnetar.metadata import SessionState, connect
+    from magnetar.metadata import connect, wait_session_lost
 
     try:
         store = await unless_stopped(
@@ -232,10 +232,8 @@ async def _serve_one_session(
     lost = asyncio.Event()
 
     async def watch_session() -> None:
-        async for state in store.session_states():
-            if state is SessionState.LOST:
-                lost.set()
-                return
+        await wait_session_lost(store)
+        lost.set()
 
     watcher = asyncio.create_task(watch_session())
     try:

@@ -40,6 +40,7 @@ from magnetar.metadata.store import (
     SetOp,
     Stat,
     ValueTooLarge,
+    wait_session_lost,
 )
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "Stat",
     "ValueTooLarge",
     "connect",
+    "wait_session_lost",
 ]
 
 

@@ -260,3 +260,11 @@ class MetadataStore(Protocol):
     async def close(self) -> None:
         """End the session: its ephemeral nodes are deleted. Idempotent."""
         ...
+
+
+async def wait_session_lost(store: MetadataStore) -> None:
+    """Return once ``store``'s session is LOST (its ephemeral nodes are gone); never if the
+    store closes first."""
+    async for state in store.session_states():
+        if state is SessionState.LOST:
+            return

@@ -17,8 +17,7 @@ import pytest
 from magnetar.ledger import LedgerClient, LedgerClientConfig, LedgerState
 from magnetar.metadata import MetadataStore, connect
 from magnetar.testing import wait_until_async
-
-from .processes import BookieProcess
+from magnetar.testing.bookie import BookieProcess
 
 
 def payload(i: int) -> bytes:

@@ -22,8 +22,7 @@ from magnetar.ledger import LedgerClient, LedgerClientConfig
 from magnetar.ledger.placement import PlacementPolicy, PlacementUnmet, region_of
 from magnetar.metadata import MetadataStore, connect
 from magnetar.testing import wait_until_async
-
-from .processes import BookieProcess
+from magnetar.testing.bookie import BookieProcess
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -19,11 +19,11 @@ from magnetar.ledger.fragments import missing_replicas
 from magnetar.ledger.rereplication import rereplicate_fragment
 from magnetar.metadata import MetadataStore
 from magnetar.testing import wait_until_async
+from magnetar.testing.bookie import BookieProcess
 
-from .processes import BookieProcess
-from .test_processes import payload, procs, start, store
+from .test_processes import payload, start, store
 
-__all__ = ["procs", "store"]  # fixtures
+__all__ = ["store"]  # fixture
 
 ENTRIES = 3_000
 

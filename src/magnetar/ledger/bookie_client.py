@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final, cast
 
 from magnetar.bookie_protocol.codec import (
@@ -190,13 +190,23 @@ class BookieClient(asyncio.Protocol):
         self._fail_all(BookieUnavailable(f"connection to {self.bookie_id} closed"))
 
 
+Connect = Callable[[str], Awaitable[BookieTransport]]
+"""``connect(bookie_id)``: a new transport to that bookie, or :class:`BookieUnavailable`."""
+
+
 class BookiePool:
     """Connections to bookies by id (``host:port``), opened on first use and reopened after
-    a failure. Owns request ids."""
+    a failure. Owns request ids.
 
-    def __init__(self, clock: Clock, *, request_timeout_ms: int = 10_000) -> None:
+    ``connect`` replaces the TCP connection with another transport (a simulated network);
+    it raises :class:`BookieUnavailable` when the bookie cannot be reached."""
+
+    def __init__(
+        self, clock: Clock, *, request_timeout_ms: int = 10_000, connect: Connect | None = None
+    ) -> None:
         self._clock = clock
         self._request_timeout_ms = request_timeout_ms
+        self._connect = connect
         self._clients: dict[str, BookieTransport] = {}
         self._connecting: dict[str, asyncio.Future[BookieTransport]] = {}
         self._next_id = 1
@@ -233,19 +243,13 @@ class BookiePool:
             fut = asyncio.get_running_loop().create_future()
             self._connecting[bookie_id] = fut
             try:
-                host, port = bookie_id.rsplit(":", 1)
-                loop = asyncio.get_running_loop()
-                _, tcp = await asyncio.wait_for(
-                    loop.create_connection(
-                        lambda: BookieClient(bookie_id, self._clock, self._request_timeout_ms),
-                        host,
-                        int(port),
-                    ),
-                    CONNECT_TIMEOUT_S,
-                )
-                connected: BookieTransport = tcp
+                connected = await (self._connect or self._connect_tcp)(bookie_id)
                 self._clients[bookie_id] = connected
                 fut.set_result(connected)
+            except BookieUnavailable as exc:
+                fut.set_exception(exc)
+                fut.exception()  # mark retrieved
+                raise
             except (OSError, TimeoutError, ValueError) as exc:
                 err = BookieUnavailable(f"cannot connect to bookie {bookie_id}: {exc}")
                 fut.set_exception(err)
@@ -255,6 +259,19 @@ class BookiePool:
                 self._connecting.pop(bookie_id, None)
             return connected
         return await asyncio.shield(fut)
+
+    async def _connect_tcp(self, bookie_id: str) -> BookieTransport:
+        host, port = bookie_id.rsplit(":", 1)
+        loop = asyncio.get_running_loop()
+        _, tcp = await asyncio.wait_for(
+            loop.create_connection(
+                lambda: BookieClient(bookie_id, self._clock, self._request_timeout_ms),
+                host,
+                int(port),
+            ),
+            CONNECT_TIMEOUT_S,
+        )
+        return tcp
 
     async def call(
         self, bookie_id: str, request: Request, payload: bytes = b""

@@ -42,7 +42,7 @@ from magnetar.bookie_protocol.layout import READONLY_PATH
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import PersistenceError
 from magnetar.ledger import placement, racks
-from magnetar.ledger.bookie_client import BookiePool
+from magnetar.ledger.bookie_client import BookiePool, Connect
 from magnetar.ledger.errors import (
     BookieUnavailable,
     LedgerRecoveryError,
@@ -92,7 +92,9 @@ class LedgerClient:
     whoever composed the process: :class:`~magnetar.ledger.transport.LocalBookie`); requests
     to them are direct calls (:class:`~magnetar.ledger.local_transport.LocalBookieTransport`)
     instead of TCP, with the same durability and error contract. Raises
-    :class:`BookieUnavailable` if one of them is not serving."""
+    :class:`BookieUnavailable` if one of them is not serving. ``connect`` opens transports
+    to the other bookies instead of TCP connections (a simulated network,
+    :class:`~magnetar.ledger.bookie_client.Connect`)."""
 
     def __init__(
         self,
@@ -102,12 +104,15 @@ class LedgerClient:
         rng: random.Random | None = None,
         config: LedgerClientConfig | None = None,
         local_bookies: Sequence[LocalBookie] = (),
+        connect: Connect | None = None,
     ) -> None:
         self.store = store
         self.clock: Clock = clock or SystemClock()
         self.config = config or LedgerClientConfig()
         self._rng = rng or random.Random()
-        self.pool = BookiePool(self.clock, request_timeout_ms=self.config.request_timeout_ms)
+        self.pool = BookiePool(
+            self.clock, request_timeout_ms=self.config.request_timeout_ms, connect=connect
+        )
         self.loop = asyncio.get_running_loop()
         for bookie in local_bookies:
             self.pool.add_local(

@@ -1,0 +1,481 @@
+"""A seeded simulation of the data path: real managed ledger, ledger client and bookie
+request code on simulated time, network and disks (FoundationDB's way).
+
+One run (:class:`DataPathSimulation`) depends only on its seed:
+
+* five :class:`~.bookie.SimulatedBookie` s; the topic's quorums E/Qw/Qa drawn per seed;
+* brokers owning the topic one term after another: each opens the
+  :class:`~magnetar.managed_ledger.managed_ledger.ManagedLedger` through its own
+  :class:`~magnetar.ledger.client.LedgerClient` (which fences the previous owner's ledger)
+  and runs a producer (appends) and a consumer (a durable cursor, individual and cumulative
+  acks); an owner that lost the topic goes on trying (a zombie) until it finds itself fenced;
+* faults drawn during the chaos phase: bookie crashes (the unsynced journal tail may be lost)
+  and restarts, a power loss of every bookie at once, one- or two-way partitions between a
+  broker and a bookie and their healing, connection resets, full disks (the bookie turns
+  read-only) freed again, slow disks, ownership moving to a new broker;
+* then calm: partitions healed, bookies restarted, disks freed; a last broker takes the
+  topic over and reads the whole log back.
+
+Invariants, checked after every step (every few milliseconds of simulated time and after
+every fault) and at the end:
+
+* a writer's last-add-confirmed never decreases;
+* a cursor's mark-delete position never decreases, and a new owner's starts at or after
+  every mark-delete an earlier owner had persisted;
+* when an owner has taken the topic over, its log holds every entry acknowledged so far;
+* at the end, every acknowledged entry is read back at its position with its payload, and
+  each ledger holds one writer's entries, ledgers in term order (no writes of a fenced
+  owner after a newer owner's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from magnetar.common.errors import MagnetarError
+from magnetar.ledger.client import LedgerClient, LedgerClientConfig
+from magnetar.ledger.placement import PlacementPolicy
+from magnetar.managed_ledger.config import ManagedLedgerConfig
+from magnetar.managed_ledger.errors import ManagedLedgerFenced
+from magnetar.managed_ledger.managed_cursor import ManagedCursor
+from magnetar.managed_ledger.managed_ledger import ManagedLedger
+from magnetar.managed_ledger.position import Position
+from magnetar.managed_ledger.storage import LedgerClientStorage
+from magnetar.metadata import MetadataStore, connect
+from magnetar.testing.simulation import LoopClock, SimulatedLoop, SimulatedNetwork
+
+from .bookie import SimulatedBookie
+from .transport import ClientEnd, connector
+
+TOPIC = "public/default/persistent/simulated"
+CURSOR = "sub"
+BOOKIES = 5
+QUORUMS = ((3, 2, 2), (3, 3, 2), (2, 2, 2), (3, 2, 1), (4, 3, 2))
+"""E/Qw/Qa, one drawn per seed."""
+REQUEST_TIMEOUT_MS = 1_000
+TERMS_MAX = 4
+"""Owners during chaos (the last broker of the calm phase comes on top)."""
+CHECK_INTERVAL_S = 0.005
+DISK_CAPACITY_BYTES = 256 * 1024
+
+_databases = itertools.count()
+_TMP_ROOT = "/dev/shm" if Path("/dev/shm").is_dir() else None
+"""Bookie directories in memory where there is a tmpfs: the simulation creates and removes
+a few per run, and directory operations on the disk cost milliseconds each."""
+
+
+class InvariantBroken(AssertionError):
+    """An invariant of the data path does not hold."""
+
+
+@dataclass
+class Owner:
+    """One broker's term as the topic's owner."""
+
+    term: int
+    name: str
+    store: MetadataStore
+    client: LedgerClient
+    ml: ManagedLedger | None = None
+    cursor: ManagedCursor | None = None
+    fenced: bool = False
+    seq: int = 0
+    in_flight: int = 0
+    mark_delete: Position | None = None
+    lac_of: dict[int, int] = field(default_factory=dict)
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+class DataPathSimulation:
+    """See the module docstring. ``sync_lies``: every bookie's disk acknowledges syncs
+    before the data is durable (a deliberate bug the invariants must catch)."""
+
+    def __init__(
+        self, seed: int, *, chaos_s: float = 0.25, sync_lies: bool = False
+    ) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.chaos_s = chaos_s
+        self.sync_lies = sync_lies
+        self.quorums = self.rng.choice(QUORUMS)
+        self.loop = SimulatedLoop()
+        self.clock = LoopClock(self.loop)
+        self.network = SimulatedNetwork(self.loop, self.rng)
+        self.url = f"memory:datapath-{seed}-{next(_databases)}"
+        self.bookies: dict[str, SimulatedBookie] = {}
+        self.owners: list[Owner] = []
+        self.ends: list[ClientEnd] = []
+        self.acked: dict[bytes, Position] = {}
+        """Every acknowledged append: payload → position."""
+        self.persisted_mark_delete = Position(-1, -1)
+        """The highest mark-delete any owner had persisted."""
+        self.faults: list[str] = []
+        self.steps = 0
+        self.read_back = 0
+        self._stores: list[MetadataStore] = []
+        self._dir = Path(tempfile.mkdtemp(prefix="magnetar-sim-", dir=_TMP_ROOT))
+
+    @property
+    def now_s(self) -> float:
+        return self.loop.time()
+
+    # -- running --------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run the whole simulation; raises :class:`InvariantBroken` (an ``AssertionError``)
+        naming what broke."""
+        try:
+            self.loop.run_until_complete(self._main())
+        finally:
+            self._shut_down()
+
+    def _shut_down(self) -> None:
+        loop = self.loop
+        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        for store in self._stores:
+            loop.run_until_complete(store.close())
+        loop.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    async def _connect_store(self) -> MetadataStore:
+        store = await connect(self.url, clock=self.clock)
+        self._stores.append(store)
+        return store
+
+    async def _main(self) -> None:
+        store = await self._connect_store()
+        for i in range(BOOKIES):
+            bookie_id = f"bookie-{i}:3181"
+            bookie = SimulatedBookie(
+                bookie_id,
+                self._dir,
+                store,
+                self.loop,
+                self.rng,
+                disk_capacity_bytes=DISK_CAPACITY_BYTES,
+                sync_lies=self.sync_lies,
+            )
+            self.bookies[bookie_id] = bookie
+            bookie.start()
+        await asyncio.sleep(0.01)  # registrations
+        checker = asyncio.create_task(self._check_often())
+        await self._take_over()
+        while self.now_s < self.chaos_s:
+            await asyncio.sleep(self.rng.uniform(0.005, 0.08))
+            await self._fault()
+            self._check()
+        await self._calm()
+        checker.cancel()
+        await self._final_check()
+
+    async def _check_often(self) -> None:
+        while True:
+            await asyncio.sleep(CHECK_INTERVAL_S)
+            self._check()
+
+    # -- owners ---------------------------------------------------------------------------
+
+    async def _take_over(self) -> Owner | None:
+        """A new broker opens the topic (fencing the previous owner); ``None`` if the open
+        failed (storage unavailable): the topic stays with nobody until the next try."""
+        term = len(self.owners) + 1
+        name = f"broker-{term}"
+        store = await self._connect_store()
+        client = LedgerClient(
+            store,
+            clock=self.clock,
+            rng=random.Random(self.rng.random()),
+            # One rack: a rack-aware policy would retry every placement in vain.
+            config=LedgerClientConfig(
+                request_timeout_ms=REQUEST_TIMEOUT_MS,
+                placement=PlacementPolicy(rack_aware=False),
+            ),
+            connect=self._connector(name),
+        )
+        owner = Owner(term, name, store, client)
+        self.owners.append(owner)
+        persisted_before = self.persisted_mark_delete
+        acked_before = dict(self.acked)
+        e, qw, qa = self.quorums
+        try:
+            owner.ml = await ManagedLedger.open(
+                TOPIC,
+                storage=LedgerClientStorage(client, ensemble_size=e, write_quorum=qw, ack_quorum=qa),
+                store=store,
+                config=ManagedLedgerConfig(
+                    ledger_entries_max=self.rng.randint(5, 60),
+                    retention_time_ms=-1,
+                    retention_size_bytes=-1,
+                    maintenance_interval_ms=200,
+                    cursor_persist_interval_ms=100,
+                ),
+                clock=self.clock,
+            )
+            owner.cursor = await owner.ml.open_cursor(CURSOR, earliest=True)
+        except MagnetarError as exc:
+            self.faults.append(f"{self.now_s:.3f} {name} open failed: {type(exc).__name__}")
+            owner.fenced = True
+            return None
+        self.faults.append(f"{self.now_s:.3f} {name} owns the topic")
+        self._check_takeover(owner, acked_before, persisted_before)
+        owner.tasks = [
+            asyncio.create_task(self._produce(owner)),
+            asyncio.create_task(self._consume(owner)),
+        ]
+        return owner
+
+    def _connector(self, name: str):  # type: ignore[no-untyped-def]
+        connect_ = connector(name, self.bookies, self.network, REQUEST_TIMEOUT_MS)
+
+        async def connect_and_track(bookie_id: str) -> ClientEnd:
+            end = await connect_(bookie_id)
+            assert isinstance(end, ClientEnd)
+            self.ends.append(end)
+            return end
+
+        return connect_and_track
+
+    async def _produce(self, owner: Owner) -> None:
+        ml = owner.ml
+        assert ml is not None
+        rng = self.rng
+        while not owner.fenced:
+            await asyncio.sleep(rng.expovariate(200))
+            if owner.in_flight >= 16:
+                continue
+            owner.seq += 1
+            payload = f"{owner.term}:{owner.seq}".encode()
+            owner.in_flight += 1
+            ml.add_entry_nowait(payload).add_done_callback(
+                lambda fut, p=payload: self._added(owner, p, fut)  # type: ignore[misc]
+            )
+
+    def _added(self, owner: Owner, payload: bytes, fut: asyncio.Future[Position]) -> None:
+        owner.in_flight -= 1
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is None:
+            self.acked[payload] = fut.result()
+        elif isinstance(exc, ManagedLedgerFenced):
+            owner.fenced = True
+
+    async def _consume(self, owner: Owner) -> None:
+        cursor = owner.cursor
+        assert cursor is not None
+        rng = self.rng
+        while not owner.fenced:
+            await asyncio.sleep(rng.uniform(0.005, 0.05))
+            try:
+                entries = await cursor.read_entries(rng.randint(1, 10))
+            except ManagedLedgerFenced:
+                owner.fenced = True
+                return
+            except MagnetarError:
+                continue
+            if not entries:
+                continue
+            if rng.random() < 0.3:
+                cursor.ack_cumulative(entries[-1].position)
+            else:
+                for entry in entries:
+                    if rng.random() < 0.8:
+                        cursor.ack(entry.position)
+
+    # -- faults ---------------------------------------------------------------------------
+
+    async def _fault(self) -> None:
+        rng = self.rng
+        bookies = list(self.bookies.values())
+        up = [b for b in bookies if b.up]
+        down = [b for b in bookies if not b.up]
+        live_owners = [o for o in self.owners if o.ml is not None and not o.fenced]
+        kind = rng.choices(
+            [
+                "crash",
+                "restart",
+                "power-loss",
+                "partition",
+                "heal",
+                "reset",
+                "fill",
+                "free",
+                "slow",
+                "take-over",
+            ],
+            weights=[4, 6, 0.3, 4, 3, 3, 1.5, 2, 1.5, 1.5],
+        )[0]
+        what = kind
+        if kind == "crash" and up:
+            bookie = rng.choice(up)
+            bookie.crash()
+            what = f"crash {bookie.bookie_id}"
+        elif kind == "restart" and down:
+            bookie = rng.choice(down)
+            bookie.start()
+            what = f"restart {bookie.bookie_id} ({bookie.replayed_entries} replayed)"
+        elif kind == "power-loss" and up:
+            for bookie in up:
+                bookie.crash()
+            what = "power loss of every bookie"
+        elif kind == "partition" and self.owners:
+            owner = rng.choice(self.owners)
+            bookie = rng.choice(bookies)
+            directions = rng.choice(["to", "from", "both"])
+            if directions in ("to", "both"):
+                self.network.partition(owner.name, bookie.bookie_id)
+            if directions in ("from", "both"):
+                self.network.partition(bookie.bookie_id, owner.name)
+            what = f"partition {owner.name} {directions} {bookie.bookie_id}"
+        elif kind == "heal" and self.network.partitions:
+            src, dst = rng.choice(self.network.partitions)
+            self.network.heal(src, dst)
+            what = f"heal {src} -> {dst}"
+        elif kind == "reset":
+            open_ends = [e for e in self.ends if not e.closed]
+            if open_ends:
+                end = rng.choice(open_ends)
+                end.reset()
+                what = f"reset a connection to {end.bookie_id}"
+        elif kind == "fill" and up:
+            bookie = rng.choice(up)
+            bookie.disk.fill()
+            what = f"disk of {bookie.bookie_id} full"
+        elif kind == "free":
+            filled = [b for b in bookies if b.disk.filled]
+            if filled:
+                bookie = rng.choice(filled)
+                bookie.disk.free()
+                what = f"disk of {bookie.bookie_id} freed"
+        elif kind == "slow":
+            bookie = rng.choice(bookies)
+            bookie.slow = not bookie.slow
+            what = f"disk of {bookie.bookie_id} {'slow' if bookie.slow else 'fast again'}"
+        elif kind == "take-over" and len(self.owners) < TERMS_MAX:
+            del live_owners
+            self.faults.append(f"{self.now_s:.3f} take-over")
+            await self._take_over()
+            return
+        else:
+            return
+        self.faults.append(f"{self.now_s:.3f} {what}")
+
+    async def _calm(self) -> None:
+        """Heal everything, then a last broker takes the topic over (retrying until it can)."""
+        self.network.heal_all()
+        for bookie in self.bookies.values():
+            bookie.slow = False
+            bookie.disk.free()
+            if bookie.up:
+                bookie.state.look_at_disk()
+            else:
+                bookie.start()
+        self.faults.append(f"{self.now_s:.3f} calm")
+        await asyncio.sleep(0.05)  # registrations
+        for _ in range(5):
+            owner = await self._take_over()
+            if owner is not None:
+                return
+            await asyncio.sleep(1.0)
+        raise InvariantBroken("no broker could take the topic over once every fault healed")
+
+    # -- invariants -----------------------------------------------------------------------
+
+    def _fail(self, message: str) -> None:
+        recent = "\n  ".join(self.faults[-12:])
+        raise InvariantBroken(f"{message}\n  last faults:\n  {recent}")
+
+    def _check(self) -> None:
+        self.steps += 1
+        for owner in self.owners:
+            ml = owner.ml
+            if ml is None:
+                continue
+            writer = ml.writer
+            if writer is not None and hasattr(writer, "last_add_confirmed"):
+                lac = writer.last_add_confirmed
+                seen = owner.lac_of.get(writer.ledger_id, -1)
+                if lac < seen:
+                    self._fail(
+                        f"{owner.name}: LAC of ledger {writer.ledger_id} went from {seen} to {lac}"
+                    )
+                owner.lac_of[writer.ledger_id] = lac
+            cursor = owner.cursor
+            if cursor is None:
+                continue
+            md = cursor.mark_delete_position
+            if owner.mark_delete is not None and md < owner.mark_delete:
+                self._fail(f"{owner.name}: mark-delete went from {owner.mark_delete} to {md}")
+            owner.mark_delete = md
+            persisted = cursor.persisted_mark_delete
+            if persisted is not None and persisted > self.persisted_mark_delete:
+                self.persisted_mark_delete = persisted
+
+    def _check_takeover(
+        self, owner: Owner, acked_before: dict[bytes, Position], persisted_before: Position
+    ) -> None:
+        ml = owner.ml
+        assert ml is not None and owner.cursor is not None
+        for payload, pos in sorted(acked_before.items(), key=lambda kv: kv[1]):
+            segment = ml.ledgers.get(pos.ledger_id)
+            if segment is None or pos.entry_id >= segment.entries:
+                self._fail(
+                    f"{owner.name} took over without acknowledged entry {pos} "
+                    f"({payload.decode()}): ledger {pos.ledger_id} "
+                    f"{'missing' if segment is None else f'has {segment.entries} entries'}"
+                )
+        md = owner.cursor.mark_delete_position
+        if md < persisted_before:
+            self._fail(
+                f"{owner.name} took over with mark-delete {md}, before the persisted "
+                f"{persisted_before}"
+            )
+
+    async def _final_check(self) -> None:
+        owner = self.owners[-1]
+        ml = owner.ml
+        assert ml is not None
+        stored: dict[Position, bytes] = {}
+        last_term = 0
+        for segment in ml.ledgers:
+            if segment.entries == 0:
+                continue
+            handle = await owner.client.open(segment.ledger_id)
+            entries = await handle.read(0, segment.entries - 1)
+            terms = set()
+            for entry in entries:
+                data = bytes(entry.data)
+                stored[Position(segment.ledger_id, entry.entry_id)] = data
+                terms.add(int(data.split(b":")[0]))
+            if len(terms) > 1:
+                self._fail(f"ledger {segment.ledger_id} holds entries of terms {sorted(terms)}")
+            (term,) = terms
+            if term < last_term:
+                self._fail(f"ledger {segment.ledger_id} of term {term} follows term {last_term}")
+            last_term = term
+        self.read_back = len(stored)
+        for payload, pos in sorted(self.acked.items(), key=lambda kv: kv[1]):
+            got = stored.get(pos)
+            if got != payload:
+                self._fail(
+                    f"acknowledged entry {pos} ({payload.decode()}) reads back as "
+                    f"{got.decode() if got is not None else 'nothing'}"
+                )
+
+    def fingerprint(self) -> str:
+        """The run's outcome, to compare runs of one seed."""
+        acked = ",".join(f"{p.decode()}@{pos}" for p, pos in sorted(self.acked.items()))
+        return f"{self.quorums} {self.steps} {self.now_s:.6f} {self.faults} {acked}"
+
+
+__all__ = ["DataPathSimulation", "InvariantBroken"]

@@ -105,8 +105,10 @@ class ClientEnd:
         self._bookie_end = BookieEnd(bookie, self, network.link(bookie.bookie_id, client_name))
         bookie.attach(self._bookie_end)
         self._timeout_s = request_timeout_ms / 1000
+        # Deadlines in insertion order (one timeout for all): a sweep a quarter of the
+        # timeout apart fails the expired ones, instead of one timer per request.
         self._pending: dict[int, tuple[Callable[..., None], float, bool]] = {}
-        self._timers: dict[int, asyncio.TimerHandle] = {}
+        self._sweeping = False
         self.closed = False
 
     @property
@@ -114,19 +116,28 @@ class ClientEnd:
         return len(self._pending)
 
     def _register(self, request_id: int, callback: Callable[..., None], is_add: bool) -> None:
-        self._pending[request_id] = (callback, 0.0, is_add)
-        self._timers[request_id] = self._loop.call_later(self._timeout_s, self._expire, request_id)
+        self._pending[request_id] = (callback, self._loop.time() + self._timeout_s, is_add)
+        if not self._sweeping:
+            self._sweeping = True
+            self._loop.call_later(self._timeout_s / 4, self._sweep)
 
     def _take(self, request_id: int) -> tuple[Callable[..., None], float, bool] | None:
-        timer = self._timers.pop(request_id, None)
-        if timer is not None:
-            timer.cancel()
         return self._pending.pop(request_id, None)
 
-    def _expire(self, request_id: int) -> None:
-        entry = self._take(request_id)
-        if entry is not None:
+    def _sweep(self) -> None:
+        now = self._loop.time()
+        expired = []
+        for rid, (_, deadline, _) in self._pending.items():
+            if deadline > now:
+                break
+            expired.append(rid)
+        for rid in expired:
+            entry = self._pending.pop(rid)
             fail(entry, BookieUnavailable(f"request to {self.bookie_id} timed out"))
+        if self._pending and not self.closed:
+            self._loop.call_later(self._timeout_s / 4, self._sweep)
+        else:
+            self._sweeping = False
 
     def _refuse(self, callback: Callable[..., None], is_add: bool) -> None:
         exc = BookieUnavailable(f"connection to {self.bookie_id} closed")
@@ -155,9 +166,6 @@ class ClientEnd:
         self.closed = True
         self._to_bookie.cut()
         pending, self._pending = self._pending, {}
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
         exc = BookieUnavailable(f"connection to {self.bookie_id} closed")
         for entry in pending.values():
             fail(entry, exc)

@@ -57,7 +57,9 @@ class SimulatedJournal:
         self._sync_latency_s = sync_latency_s
         self._on_write_failure = on_write_failure
         self._pending: list[bytes] = []
-        self._callbacks: list[tuple[Callable[[], None], Callable[[BaseException], None] | None]] = []
+        self._callbacks: list[
+            tuple[Callable[[], None], Callable[[BaseException], None] | None]
+        ] = []
         self._busy = False
         self.groups_taken = 0
         self.over_limit = False
@@ -78,7 +80,9 @@ class SimulatedJournal:
         payloads: Sequence[bytes],
     ) -> None:
         for i, (checksum, payload) in enumerate(zip(checksums, payloads, strict=True)):
-            header = encode_record(type_, ledger_id, first_entry_id + i, lac, checksum, len(payload))
+            header = encode_record(
+                type_, ledger_id, first_entry_id + i, lac, checksum, len(payload)
+            )
             self._pending.append(header + payload)
         self._kick()
 

@@ -222,7 +222,9 @@ class DataPathSimulation:
         try:
             owner.ml = await ManagedLedger.open(
                 TOPIC,
-                storage=LedgerClientStorage(client, ensemble_size=e, write_quorum=qw, ack_quorum=qa),
+                storage=LedgerClientStorage(
+                    client, ensemble_size=e, write_quorum=qw, ack_quorum=qa
+                ),
                 store=store,
                 config=ManagedLedgerConfig(
                     ledger_entries_max=self.rng.randint(5, 60),

@@ -218,7 +218,8 @@ class SimulatedBookie:
         directory = self._data_dir / f"{self.bookie_id.replace(':', '_')}-{self.incarnation}"
         journal_dir = directory / "journal"
         journal_dir.mkdir(parents=True)
-        Path(journal_path(str(journal_dir), 1)).write_bytes(bytes(self.disk.written))
+        for file_id, content in enumerate(self.disk.files(), start=1):
+            Path(journal_path(str(journal_dir), file_id)).write_bytes(content)
         storage = LedgerStorage(directory)
         replayed = 0
         for rec in replay(journal_dir, JournalPosition(0, 0)):
@@ -230,6 +231,7 @@ class SimulatedBookie:
             elif rec.type == FENCE:
                 storage.fence(rec.ledger_id)
         self.replayed_entries = replayed
+        self.disk.new_file()  # as the journal: never append to a file whose tail may be torn
         self.storage = storage
         self.state = SimulatedState(self)
         journal = SimulatedJournal(

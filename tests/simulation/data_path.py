@@ -101,9 +101,9 @@ class DataPathSimulation:
         self,
         seed: int,
         *,
-        chaos_s: float = 0.15,
-        fault_interval_s_max: float = 0.04,
-        produce_rate_hz: float = 150.0,
+        chaos_s: float = 0.12,
+        fault_interval_s_max: float = 0.03,
+        produce_rate_hz: float = 100.0,
         sync_lies: bool = False,
     ) -> None:
         self.seed = seed

@@ -2,7 +2,7 @@
 run of producing, consuming, ownership moves and faults, with the invariants checked after
 every step.
 
-1 000 seeds by default, 10 000 with ``MAGNETAR_LONG_TESTS=1``. A failure names its seed
+1 000 seeds by default, 10 000 longer ones with ``MAGNETAR_LONG_TESTS=1``. A failure names its seed
 and the command that replays it bit for bit (``MAGNETAR_TEST_SEED=<seed> pytest …``); a
 replay of one seed keeps the product's logs on, so the run can be read.
 """
@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from traceback import format_exception
 
 import pytest
 
@@ -24,6 +25,10 @@ from .data_path import DataPathSimulation, InvariantBroken
 SEED_ENV = "MAGNETAR_TEST_SEED"
 LONG = os.environ.get("MAGNETAR_LONG_TESTS") == "1"
 SEEDS = 10_000 if LONG else 1_000
+OPTIONS: dict[str, float] = (
+    {"chaos_s": 0.5, "fault_interval_s_max": 0.05, "produce_rate_hz": 150.0} if LONG else {}
+)
+"""Long mode: longer runs (about 0.1 s each), more entries and faults per seed."""
 LYING_SEEDS_MAX = 300
 """Seeds tried to catch a disk that acknowledges syncs before the data is durable (about
 one seed in ten catches it)."""
@@ -42,7 +47,8 @@ def seeds_to_run() -> list[int]:
 
 def replay_command(seed: int, test: str) -> str:
     path = Path(__file__).relative_to(ROOT)
-    return f"{SEED_ENV}={seed} pytest {path}::{test}"
+    long = "MAGNETAR_LONG_TESTS=1 " if LONG else ""
+    return f"{long}{SEED_ENV}={seed} pytest {path}::{test}"
 
 
 @contextlib.contextmanager
@@ -65,10 +71,13 @@ def run_seed(seed: int, test: str, **options: object) -> DataPathSimulation:
     try:
         sim.run()
     except Exception as exc:
+        # The cause's traceback goes into the message, not the chain: pytest's rendering of
+        # a chain this deep (inside the simulated loop) has crashed in ``ast.parse``.
+        cause = "" if isinstance(exc, InvariantBroken) else "".join(format_exception(exc))
         raise AssertionError(
             f"data path seed {seed} failed at t={sim.now_s:.3f}s (simulated): "
-            f"{type(exc).__name__}: {exc}\nreplay: {replay_command(seed, test)}"
-        ) from exc
+            f"{type(exc).__name__}: {exc}\n{cause}replay: {replay_command(seed, test)}"
+        ) from None
     return sim
 
 
@@ -78,16 +87,15 @@ def test_seeded_data_path_keeps_the_invariants() -> None:
     acked = crashes = takeovers = faults = 0
     with quiet(len(seeds) > 1):
         for seed in seeds:
-            sim = run_seed(seed, "test_seeded_data_path_keeps_the_invariants")
+            sim = run_seed(seed, "test_seeded_data_path_keeps_the_invariants", **OPTIONS)
             acked += len(sim.acked)
             crashes += sum(b.crashes for b in sim.bookies.values())
             takeovers += len(sim.owners) - 1
             faults += len(sim.faults)
     print(f"acknowledged {acked}, bookie crashes {crashes}, take-overs {takeovers}")
-    # the runs must have exercised what they claim to test
-    assert acked >= 5 * len(seeds), acked
-    assert takeovers >= len(seeds), takeovers
-    if len(seeds) > 1:
+    if len(seeds) > 1:  # the runs must have exercised what they claim to test
+        assert acked >= 5 * len(seeds), acked
+        assert takeovers >= len(seeds), takeovers
         assert crashes >= len(seeds) // 2, crashes
 
 

@@ -1,7 +1,9 @@
 """A simulated disk file that tells written bytes from synced ones.
 
 A write lands in the page cache (:attr:`SimulatedDisk.written`); :meth:`sync` makes it
-durable. A crash (:meth:`crash`) keeps what was synced plus, at random, part of what was
+durable. The bytes are a sequence of files written one after the other (:meth:`new_file`
+starts the next; :meth:`files` returns them), as a journal that never appends to a file
+it did not create. A crash (:meth:`crash`) keeps what was synced plus, at random, part of what was
 not (a torn tail, as a real power loss may leave). A full disk refuses writes with
 ``ENOSPC`` and keeps refusing until :meth:`free` gives it room.
 
@@ -31,6 +33,17 @@ class SimulatedDisk:
         self.filled = False
         """Filled by another tenant of the disk: every write fails until :meth:`free`."""
         self.syncs = 0
+        self._file_starts = [0]
+
+    def new_file(self) -> None:
+        """Later writes go to a new file (nothing happens if the current one is empty)."""
+        if len(self.written) > self._file_starts[-1]:
+            self._file_starts.append(len(self.written))
+
+    def files(self) -> list[bytes]:
+        """The content of every file, oldest first."""
+        ends = [*self._file_starts[1:], len(self.written)]
+        return [bytes(self.written[a:b]) for a, b in zip(self._file_starts, ends, strict=True)]
 
     @property
     def full(self) -> bool:
@@ -69,6 +82,7 @@ class SimulatedDisk:
             lost_from = rng.randint(lost_from, len(self.written))
         del self.written[lost_from:]
         self.durable_bytes = self._synced_bytes = len(self.written)
+        self._file_starts = [start for start in self._file_starts if start < lost_from] or [0]
         return bytes(self.written)
 
 

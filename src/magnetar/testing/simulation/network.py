@@ -15,6 +15,9 @@ import asyncio
 import random
 from collections.abc import Callable
 
+_ORDER_S = 1e-6
+"""The least time between two deliveries on one link."""
+
 
 class Link:
     """One direction of one connection, ``src`` to ``dst``."""
@@ -43,7 +46,9 @@ class Link:
 
     def _schedule(self, action: Callable[[], None]) -> None:
         net = self._network
-        due = max(net.loop.time() + net.delay_s(), self._free_at_s)
+        # Strictly after the previous message: asyncio's timer heap does not keep the order
+        # of timers due at the same time.
+        due = max(net.loop.time() + net.delay_s(), self._free_at_s + _ORDER_S)
         self._free_at_s = due
         net.loop.call_at(due, self._deliver, action)
 

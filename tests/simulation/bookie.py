@@ -186,6 +186,7 @@ class SimulatedBookie:
         *,
         disk_capacity_bytes: int,
         sync_lies: bool = False,
+        ignores_fences: bool = False,
     ) -> None:
         self.bookie_id = bookie_id
         self._data_dir = data_dir
@@ -193,6 +194,9 @@ class SimulatedBookie:
         self._loop = loop
         self._rng = rng
         self.disk = SimulatedDisk(disk_capacity_bytes, sync_lies=sync_lies)
+        self.ignores_fences = ignores_fences
+        """A deliberate bug for the tests: every add is let through as a recovery add, so
+        a fenced ledger still takes the old writer's entries."""
         self.slow = False
         """A slow disk: syncs take 50-400 ms instead of 0.2-2 ms."""
         self.up = False

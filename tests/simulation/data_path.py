@@ -94,8 +94,9 @@ class Owner:
 
 
 class DataPathSimulation:
-    """See the module docstring. ``sync_lies``: every bookie's disk acknowledges syncs
-    before the data is durable (a deliberate bug the invariants must catch)."""
+    """See the module docstring. Deliberate bugs the invariants must catch: ``sync_lies``,
+    every bookie's disk acknowledges syncs before the data is durable; ``ignore_fences``,
+    every bookie takes adds to fenced ledgers."""
 
     def __init__(
         self,
@@ -105,6 +106,7 @@ class DataPathSimulation:
         fault_interval_s_max: float = 0.03,
         produce_rate_hz: float = 100.0,
         sync_lies: bool = False,
+        ignore_fences: bool = False,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -112,6 +114,7 @@ class DataPathSimulation:
         self.fault_interval_s_max = fault_interval_s_max
         self.produce_rate_hz = produce_rate_hz
         self.sync_lies = sync_lies
+        self.ignore_fences = ignore_fences
         self.quorums = self.rng.choice(QUORUMS)
         self.loop = SimulatedLoop()
         self.clock = LoopClock(self.loop)
@@ -173,6 +176,7 @@ class DataPathSimulation:
                 self.rng,
                 disk_capacity_bytes=DISK_CAPACITY_BYTES,
                 sync_lies=self.sync_lies,
+                ignores_fences=self.ignore_fences,
             )
             self.bookies[bookie_id] = bookie
             bookie.start()
@@ -409,7 +413,8 @@ class DataPathSimulation:
 
     def _fail(self, message: str) -> None:
         recent = "\n  ".join(self.faults[-12:])
-        raise InvariantBroken(f"{message}\n  last faults:\n  {recent}")
+        e, qw, qa = self.quorums
+        raise InvariantBroken(f"{message} (E/Qw/Qa {e}/{qw}/{qa})\n  last faults:\n  {recent}")
 
     def _check(self) -> None:
         self.steps += 1

@@ -29,9 +29,9 @@ OPTIONS: dict[str, float] = (
     {"chaos_s": 0.5, "fault_interval_s_max": 0.05, "produce_rate_hz": 150.0} if LONG else {}
 )
 """Long mode: longer runs (about 0.1 s each), more entries and faults per seed."""
-LYING_SEEDS_MAX = 300
-"""Seeds tried to catch a disk that acknowledges syncs before the data is durable (about
-one seed in ten catches it)."""
+BUGGY_SEEDS_MAX = 300
+"""Seeds tried to catch a deliberate bug (one seed in ten catches a lying disk, one in
+three bookies that ignore fences)."""
 
 ROOT = Path(__file__).parents[2]
 TESTS = Path(__file__).parents[1]
@@ -99,27 +99,29 @@ def test_seeded_data_path_keeps_the_invariants() -> None:
         assert crashes >= len(seeds) // 2, crashes
 
 
-def first_failing_lying_seed() -> tuple[int, str]:
-    for seed in range(LYING_SEEDS_MAX):
-        sim = DataPathSimulation(seed, sync_lies=True)
+def first_failing_seed(bug: str) -> tuple[int, str]:
+    for seed in range(BUGGY_SEEDS_MAX):
+        sim = DataPathSimulation(seed, **{bug: True})  # type: ignore[arg-type]
         try:
             sim.run()
         except InvariantBroken as exc:
             return seed, str(exc)
-    raise AssertionError(f"no seed of {LYING_SEEDS_MAX} caught a disk that lies about syncs")
+    raise AssertionError(f"no seed of {BUGGY_SEEDS_MAX} caught the deliberate bug {bug}")
 
 
-def test_a_disk_that_acknowledges_before_sync_is_caught_reproducibly() -> None:
-    """A deliberate bug, through a parameter of the simulated disk (the product code is
-    unchanged): syncs return before the data is durable, so a crash loses entries the
-    bookie acknowledged. Some seed must catch it, and replaying that seed must fail the
-    same way."""
+@pytest.mark.parametrize("bug", ["sync_lies", "ignore_fences"])
+def test_a_deliberate_bug_is_caught_by_a_seed_that_replays_it(bug: str) -> None:
+    """Deliberate bugs, through parameters of the simulated parts (the product code is
+    unchanged): ``sync_lies``, disks whose syncs return before the data is durable, so a
+    crash loses entries the bookies acknowledged; ``ignore_fences``, bookies that take the
+    old writer's adds to a fenced ledger. Some seed must catch each, and replaying that seed
+    must fail the same way."""
     with quiet(True):
-        seed, failure = first_failing_lying_seed()
-        print(f"lying disk caught by seed {seed}: {failure.splitlines()[0]}")
-        assert "acknowledged entry" in failure or "took over without" in failure, failure
+        seed, failure = first_failing_seed(bug)
+        print(f"{bug} caught by seed {seed}: {failure.splitlines()[0]}")
+        assert "acknowledged entry" in failure, failure
         with pytest.raises(InvariantBroken) as again:
-            DataPathSimulation(seed, sync_lies=True).run()
+            DataPathSimulation(seed, **{bug: True}).run()  # type: ignore[arg-type]
     assert str(again.value) == failure
 
 

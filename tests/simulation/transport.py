@@ -75,7 +75,7 @@ class BookieEnd:
             run.last_add_confirmed,
             run.checksums,
             run.payloads,
-            run.recovery,
+            run.recovery or self._bookie.ignores_fences,
             self.durable,
             run.first_request_id,
         )

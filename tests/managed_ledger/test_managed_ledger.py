@@ -620,6 +620,31 @@ async def test_the_lifecycle_states(cluster: Cluster) -> None:
         await ml.open_cursor("late")
 
 
+async def test_a_new_owner_fences_the_previous_owners_cursor_writes(cluster: Cluster) -> None:
+    """The previous owner's cursor had no cursor ledger yet (nothing persisted since it
+    opened), so its next persist starts a new one that the new owner's recovery cannot
+    fence. Its metadata write must still fail: else it persists a mark-delete the new owner
+    never sees (found by the data-path simulation, tests/simulation)."""
+    first = await open_ml(cluster)
+    positions = [await first.add_entry(b"a%d" % i) for i in range(4)]
+    old_cursor = await first.open_cursor("sub", earliest=True)
+    other_client = LedgerClient(cluster.store)
+    try:
+        second = await ManagedLedger.open(
+            NAME, storage=LedgerClientStorage(other_client), store=cluster.store, background=False
+        )
+        new_cursor = second.cursors["sub"]
+        old_cursor.ack_cumulative(positions[2])
+        with pytest.raises(ManagedLedgerFenced):
+            await old_cursor.persist()
+        new_cursor.ack_cumulative(positions[0])
+        await new_cursor.persist()  # the new owner is not fenced by the old one
+        await second.close()
+    finally:
+        await first.close()
+        await other_client.close()
+
+
 async def test_a_fenced_ledger_stays_fenced_once_closed(cluster: Cluster) -> None:
     first = await open_ml(cluster)
     await first.add_entry(b"a")

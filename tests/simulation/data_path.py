@@ -126,6 +126,7 @@ class DataPathSimulation:
         self.acked: dict[bytes, Position] = {}
         """Every acknowledged append: payload → position."""
         self.persisted_mark_delete = Position(-1, -1)
+        self.persisted_by = ""
         """The highest mark-delete any owner had persisted."""
         self.faults: list[str] = []
         self.steps = 0
@@ -441,6 +442,7 @@ class DataPathSimulation:
             persisted = cursor.persisted_mark_delete
             if persisted is not None and persisted > self.persisted_mark_delete:
                 self.persisted_mark_delete = persisted
+                self.persisted_by = owner.name
 
     def _check_takeover(
         self, owner: Owner, acked_before: dict[bytes, Position], persisted_before: Position
@@ -465,7 +467,14 @@ class DataPathSimulation:
     async def _final_check(self) -> None:
         owner = self.owners[-1]
         ml = owner.ml
-        assert ml is not None
+        assert ml is not None and owner.cursor is not None
+        self._check()
+        md = owner.cursor.mark_delete_position
+        if md < self.persisted_mark_delete:
+            self._fail(
+                f"{owner.name}'s mark-delete {md} is before {self.persisted_mark_delete}, "
+                f"persisted by {self.persisted_by}"
+            )
         stored: dict[Position, bytes] = {}
         last_term = 0
         for segment in ml.ledgers:

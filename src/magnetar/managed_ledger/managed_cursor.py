@@ -72,6 +72,13 @@ class ManagedCursor:
     async def restore(
         cls, ml: ManagedLedger, name: str, info: CursorInfo, version: int
     ) -> ManagedCursor:
+        """The cursor ``name`` of a managed ledger being taken over, from its metadata
+        ``info`` read at ``version``. Takes the cursor over first: ``info`` is written back
+        at ``version``, so the previous owner's next persist fails its version check (its
+        cursor ledger is fenced below, but a persist may switch to a new ledger). Raises
+        ``BadVersion`` if the metadata changed since it was read (read it again)."""
+        stat = await ml.store.put(cursor_path(ml.name, name), info.encode(), version)
+        version = stat.version
         snapshot: CursorSnapshot | None = None
         stale: list[int] = []
         if info.cursor_ledger >= 0:

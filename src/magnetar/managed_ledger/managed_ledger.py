@@ -229,15 +229,29 @@ class ManagedLedger:
             names = []
         for segment in names:
             name = cursor_name(segment)
-            path = cursor_path(self.name, name)
+            cursor = await self._restore_cursor(name)
+            if cursor is not None:
+                self.cursors[name] = cursor
+
+    async def _restore_cursor(self, name: str) -> ManagedCursor | None:
+        """The durable cursor ``name`` taken over (None if it was deleted). Its metadata is
+        read again while the previous owner changes it; past ``metadata_retries_max`` tries
+        that ``BadVersion`` propagates."""
+        path = cursor_path(self.name, name)
+        attempts = max(1, self.config.metadata_retries_max)
+        for attempt in range(1, attempts + 1):
             try:
                 got = await self._store.get(path)
             except NotFound:
-                continue
-            cursor = await ManagedCursor.restore(
-                self, name, CursorInfo.decode(got.value), got.stat.version
-            )
-            self.cursors[name] = cursor
+                return None
+            try:
+                return await ManagedCursor.restore(
+                    self, name, CursorInfo.decode(got.value), got.stat.version
+                )
+            except (BadVersion, NotFound):
+                if attempt == attempts:
+                    raise
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     # --- properties ------------------------------------------------------------------------
 

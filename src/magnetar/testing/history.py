@@ -13,6 +13,13 @@ history:
   of that subscription (one opened after the acknowledging one: a restart, a failover) —
   a durable mark-delete is never undone.
 
+:meth:`History.check_stored` checks the topic as its ledgers hold it (read from the bookies
+after the run, in the managed ledger's order): never two writers at once. Each ledger has
+one writer (the broker that created it), and a new owner fences the old owner's ledger
+before writing its own; a message acknowledged by a broker that kept writing after that
+(a fenced ledger, or a ledger the topic's metadata never listed) is not at its receipt's
+position, and a late write of the old owner would put a producer's sequence ids out of order.
+
 A message is named by ``(producer, payload)``: payloads must be unique per producer. The
 checker is pure (no I/O, no clock) and thread-safe: recording order is the history's order.
 """
@@ -35,6 +42,17 @@ class Send:
     receipt: object | None = None
     """The message id, once acknowledged to the producer."""
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """One message as the topic's ledgers hold it (unbatched: one message an entry)."""
+
+    ledger: int
+    entry: int
+    producer: str
+    sequence: int
+    payload: str
 
 
 @dataclass
@@ -139,6 +157,40 @@ class History:
                 problems.append(f"{len(unknown)} read back but never sent: {_names(unknown)}")
             problems.extend(self._order_problems(read_back, receipted))
             problems.extend(self._redeliveries())
+            return problems
+
+    def check_stored(self, stored: list[StoredEntry], *, dedup: bool) -> list[str]:
+        """What the stored topic breaks, one line each (empty: one writer at a time).
+        ``stored`` is every entry of the topic's ledgers, in the managed ledger's order;
+        receipts must be ``(ledger, entry)`` tuples. Checked: every receipted message is
+        stored at its receipt's position; per producer, sequence ids never go back along the
+        stored order (strictly increase with ``dedup``: a re-sent message stored twice is a
+        duplicate, which the read-back check reports without deduplication)."""
+        with self._lock:
+            problems: list[str] = []
+            at = {(e.ledger, e.entry): (e.producer, e.payload) for e in stored}
+            misplaced = sorted(
+                k for k, s in self._sends.items()
+                if s.receipt is not None and at.get(s.receipt) != k  # type: ignore[call-overload]
+            )  # fmt: skip
+            if misplaced:
+                problems.append(
+                    f"{len(misplaced)} receipted at a position the topic does not hold them at "
+                    f"(a second writer): {_names(misplaced)}"
+                )
+            last: dict[str, StoredEntry] = {}
+            for e in stored:
+                before = last.get(e.producer)
+                if before is not None and (
+                    e.sequence < before.sequence or (dedup and e.sequence == before.sequence)
+                ):
+                    problems.append(
+                        f"producer {e.producer!r}: sequence {e.sequence} at {e.ledger}:{e.entry} "
+                        f"stored after {before.sequence} at {before.ledger}:{before.entry} "
+                        f"(interleaved writers)"
+                    )
+                if before is None or e.sequence > before.sequence:
+                    last[e.producer] = e
             return problems
 
     def _order_problems(self, read_back: Consumer, receipted: set[tuple[str, str]]) -> list[str]:

@@ -162,3 +162,17 @@ def test_interleaved_writers_put_sequence_ids_out_of_order() -> None:
     ]  # 2 again at 2:1 is a re-send stored twice: allowed without deduplication
     # With deduplication a sequence id stored twice is a problem too.
     assert len(history.check_stored(stored_run("p", 1, 0, ["0"]) * 2, dedup=True)) == 1
+
+
+def test_a_delivery_at_or_before_a_durable_mark_delete_is_a_cursor_regression() -> None:
+    history = History()
+    receipted_at(history, "p", {"0": (1, 0), "1": (1, 1), "2": (2, 0)})
+    first = history.open_consumer("s")
+    read(history, first, "p", "0", "1", "2")
+    history.durable_mark("s", (1, 1))
+    later = history.open_consumer("s")
+    read(history, later, "p", "1", "2")
+    assert history.check(first, dedup=False) == [
+        "subscription 's': 1 delivered to a later consumer at or before the durable "
+        "mark-delete (1, 1): p/1"
+    ]

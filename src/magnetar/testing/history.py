@@ -11,7 +11,10 @@ history:
   (first occurrences; a redelivered duplicate may come later);
 * no message acknowledged by one consumer of a subscription is delivered to a later consumer
   of that subscription (one opened after the acknowledging one: a restart, a failover) —
-  a durable mark-delete is never undone.
+  a durable mark-delete is never undone; likewise none at or before a mark-delete position
+  read from the cursor's stored state (:meth:`History.durable_mark`) is delivered to a
+  consumer of that subscription opened after it was read (receipts must then be
+  ``(ledger, entry)`` tuples, which order as positions do).
 
 :meth:`History.check_stored` checks the topic as its ledgers hold it (read from the bookies
 after the run, in the managed ledger's order): never two writers at once. Each ledger has
@@ -73,6 +76,7 @@ class History:
         self._sends: dict[tuple[str, str], Send] = {}
         self._per_producer: Counter[str] = Counter()
         self._consumers: list[Consumer] = []
+        self._marks: list[tuple[int, str, tuple[int, int]]] = []
         self._events = 0
 
     # Recording ------------------------------------------------------------------------
@@ -119,6 +123,13 @@ class History:
         or the test made it durable by other means)."""
         with self._lock:
             consumer.acked.add((producer, payload))
+            self._events += 1
+
+    def durable_mark(self, subscription: str, position: tuple[int, int]) -> None:
+        """``subscription``'s cursor was read from storage with its mark-delete at
+        ``position``: consumers opened from now on must not receive anything up to it."""
+        with self._lock:
+            self._marks.append((self._events, subscription, position))
             self._events += 1
 
     # Queries ----------------------------------------------------------------------------
@@ -224,7 +235,24 @@ class History:
                         f"subscription {later.subscription!r}: {len(again)} acknowledged, "
                         f"then delivered to a later consumer: {_names(again)}"
                     )
+        for at, subscription, mark in self._marks:
+            for consumer in self._consumers:
+                if consumer.subscription != subscription or consumer.opened < at:
+                    continue
+                behind = sorted(
+                    k for k in set(consumer.received)
+                    if k in self._sends and _at_or_before(self._sends[k].receipt, mark)
+                )  # fmt: skip
+                if behind:
+                    problems.append(
+                        f"subscription {subscription!r}: {len(behind)} delivered to a later "
+                        f"consumer at or before the durable mark-delete {mark}: {_names(behind)}"
+                    )
         return problems
+
+
+def _at_or_before(receipt: object, mark: tuple[int, int]) -> bool:
+    return isinstance(receipt, tuple) and receipt <= mark
 
 
 def _names(keys: list[tuple[str, str]], limit: int = 10) -> str:

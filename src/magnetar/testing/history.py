@@ -180,15 +180,27 @@ class History:
         with self._lock:
             problems: list[str] = []
             at = {(e.ledger, e.entry): (e.producer, e.payload) for e in stored}
+            where = {(e.producer, e.payload): (e.ledger, e.entry) for e in stored}
             misplaced = sorted(
                 k for k, s in self._sends.items()
                 if s.receipt is not None and at.get(s.receipt) != k  # type: ignore[call-overload]
             )  # fmt: skip
             if misplaced:
+                shown = ", ".join(
+                    f"{p}/{m} receipted at {self._sends[(p, m)].receipt}, stored at "
+                    f"{where.get((p, m))}" for p, m in misplaced[:5]
+                )  # fmt: skip
                 problems.append(
                     f"{len(misplaced)} receipted at a position the topic does not hold them at "
-                    f"(a second writer): {_names(misplaced)}"
+                    f"(a second writer): {shown}"
                 )
+            if dedup:
+                twice = sorted(k for k, n in Counter((e.producer, e.payload) for e in stored).items()
+                               if n > 1)  # fmt: skip
+                if twice:
+                    problems.append(
+                        f"{len(twice)} stored more than once with deduplication on: {_names(twice)}"
+                    )
             last: dict[str, StoredEntry] = {}
             for e in stored:
                 before = last.get(e.producer)

@@ -180,3 +180,13 @@ def test_a_delivery_at_or_before_a_durable_mark_delete_is_a_cursor_regression() 
         "subscription 's': 1 delivered to a later consumer at or before the durable "
         "mark-delete (1, 1): p/1"
     ]
+
+
+def test_a_duplicates_receipt_names_no_position() -> None:
+    history = History()
+    receipted_at(history, "p", {"0": (1, 0), "1": (-1, -1)})
+    assert history.check_stored(stored_run("p", 1, 0, ["0", "1"]), dedup=True) == []
+    assert history.check_stored(stored_run("p", 1, 0, ["0"]), dedup=True) == [
+        "1 receipted at a position the topic does not hold them at (a second writer): "
+        "p/1 receipted at (-1, -1), stored at None"
+    ]

@@ -109,7 +109,9 @@ class FaultCluster:
         return "pulsar://" + ",".join(link.address for link in self.client_links)
 
     def alive(self) -> list[int]:
-        return [i for i, b in enumerate(self.brokers) if b.proc is not None and b.proc.poll() is None]
+        return [
+            i for i, b in enumerate(self.brokers) if b.proc is not None and b.proc.poll() is None
+        ]
 
     def supervise(self) -> None:
         """Restart every broker that exited (its session expired), on the same ports."""

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 import pulsar
 
-from magnetar.testing import wait_until
 from magnetar.testing.history import Consumer, History
 from tests.faults.fault_cluster import SCENARIOS, SESSION_TIMEOUT_S, FaultCluster, until
 from tests.faults.history_sender import HistorySender
@@ -94,6 +93,33 @@ class AckingConsumer:
                 self.consumer.acknowledge(msg)
 
 
+def one_round(
+    cluster: FaultCluster, rng: random.Random, name: str, topic: str, sender: HistorySender,
+    n: int,
+) -> tuple[str, float]:  # fmt: skip
+    """Inject fault ``name``, send until it heals, heal it; returns ``name`` and how long
+    after the heal the first send made after it was acknowledged."""
+    fault = SCENARIOS[name](cluster, rng, topic)
+    print(f"round {n}: {fault.name} for {fault.duration_s:.1f} s", flush=True)
+    try:
+        sender.send_until(until(fault.duration_s))
+    finally:
+        fault.heal()
+    healed = time.monotonic()
+    first_after = sender.sent
+
+    def back() -> bool:
+        cluster.supervise()  # a broker whose session expired stops: restart it
+        if time.monotonic() - healed > BACK_WITHIN_S + 60:
+            raise AssertionError(f"no send acknowledged after healing {fault.name}")
+        return sender.last_acked >= first_after
+
+    sender.send_until(back)
+    back_s = time.monotonic() - healed
+    print(f"round {n}: back {back_s:.1f} s after the heal", flush=True)
+    return name, back_s
+
+
 def run_rounds(
     cluster: FaultCluster, topic: str, scenarios: list[str], rounds: int, seed: int
 ) -> Figures:
@@ -113,33 +139,14 @@ def run_rounds(
         for n in range(rounds):
             acking.reopen()
             sender.send_until(until(rng.uniform(0.2, 1.0)))
-            name = rng.choice(scenarios)
-            fault = SCENARIOS[name](cluster, rng, topic)
+            name, back_s = one_round(cluster, rng, rng.choice(scenarios), topic, sender, n)
             figures.faults[name] = figures.faults.get(name, 0) + 1
-            print(f"round {n}: {fault.name} for {fault.duration_s:.1f} s", flush=True)
-            try:
-                heal_at = time.monotonic() + fault.duration_s
-                sender.send_until(lambda: time.monotonic() >= heal_at)
-            finally:
-                fault.heal()
-            healed = time.monotonic()
-            first_after = sender.sent
-
-            def back() -> bool:
-                cluster.supervise()  # a broker whose session expired stops: restart it
-                if time.monotonic() - healed > BACK_WITHIN_S + 60:
-                    raise AssertionError(f"no send acknowledged after healing {fault.name}")
-                return sender.last_acked >= first_after
-
-            sender.send_until(back)
-            back_s = time.monotonic() - healed
             figures.recovery_s.append(back_s)
-            print(f"round {n}: back {back_s:.1f} s after the heal", flush=True)
             acking.poll()
         sender.drain()
         cluster.supervise()
         acking.poll()
-        last = sender.sent - 1
+        last = sender.last_acked
         delivered: set[tuple[int, int]] = set()
         while ("checked", str(last)) not in read_back.received:
             msg = audit.receive(timeout_millis=60_000)

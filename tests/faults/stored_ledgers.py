@@ -13,8 +13,8 @@ from magnetar.broker.service import managed_ledger_name
 from magnetar.common.names import TopicName
 from magnetar.ledger.client import LedgerClient
 from magnetar.managed_ledger.metadata_layout import ManagedLedgerInfo, cursor_path, ledger_path
-from magnetar.metadata.store import NotFound
 from magnetar.metadata import connect
+from magnetar.metadata.store import NotFound
 from magnetar.protocol.entry import Entry
 from magnetar.testing.history import StoredEntry
 
@@ -38,9 +38,12 @@ async def stored_entries(metadata_url: str, topic: str) -> list[StoredEntry]:
                         view = Entry(e.data)
                         out.append(
                             StoredEntry(
-                                e.ledger_id, e.entry_id, view.metadata.producer_name,
-                                view.metadata.sequence_id, bytes(view.payload).decode(),
-                            )  # fmt: skip
+                                e.ledger_id,
+                                e.entry_id,
+                                view.metadata.producer_name,
+                                view.metadata.sequence_id,
+                                bytes(view.payload).decode(),
+                            )
                         )
             return out
         finally:

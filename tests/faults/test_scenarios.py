@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 

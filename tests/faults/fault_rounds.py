@@ -88,7 +88,8 @@ class AckingConsumer:
                 msg = self.consumer.receive(timeout_millis=10)
             except pulsar.Timeout:
                 return
-            self.history.received(self.record, "checked", msg.data().decode())
+            position = (msg.message_id().ledger_id(), msg.message_id().entry_id())
+            self.history.received(self.record, "checked", msg.data().decode(), position)
             with contextlib.suppress(pulsar.PulsarException):
                 self.consumer.acknowledge(msg)
 

@@ -190,3 +190,16 @@ def test_a_duplicates_receipt_names_no_position() -> None:
         "1 receipted at a position the topic does not hold them at (a second writer): "
         "p/1 receipted at (-1, -1), stored at None"
     ]
+
+
+def test_a_recognised_duplicates_receipt_is_not_before_a_mark_delete() -> None:
+    history = History()
+    receipted_at(history, "p", {"0": (1, 0), "1": (-1, -1), "2": (1, 5)})
+    history.durable_mark("s", (1, 0))
+    later = history.open_consumer("s")
+    history.received(later, "p", "1")  # no position known: not checked
+    history.received(later, "p", "2", (1, 0))  # delivered from where the mark covers
+    assert history.check(history.open_consumer("audit"), dedup=False)[-1] == (
+        "subscription 's': 1 delivered to a later consumer at or before the durable "
+        "mark-delete (1, 0): p/2"
+    )

@@ -66,6 +66,8 @@ class Consumer:
     opened: int
     received: list[tuple[str, str]] = field(default_factory=list)
     acked: set[tuple[str, str]] = field(default_factory=set)
+    positions: dict[tuple[str, str], object] = field(default_factory=dict)
+    """Where each message was delivered from, when the receiver said."""
 
 
 class History:
@@ -113,9 +115,15 @@ class History:
             self._events += 1
             return consumer
 
-    def received(self, consumer: Consumer, producer: str, payload: str) -> None:
+    def received(
+        self, consumer: Consumer, producer: str, payload: str, position: object = None
+    ) -> None:
+        """``consumer`` received the message, delivered from ``position`` (a
+        ``(ledger, entry)`` tuple) if given; else its receipt's position is assumed."""
         with self._lock:
             consumer.received.append((producer, payload))
+            if position is not None:
+                consumer.positions[(producer, payload)] = position
             self._events += 1
 
     def acked(self, consumer: Consumer, producer: str, payload: str) -> None:
@@ -255,7 +263,8 @@ class History:
                     continue
                 behind = sorted(
                     k for k in set(consumer.received)
-                    if k in self._sends and _at_or_before(self._sends[k].receipt, mark)
+                    if k in self._sends
+                    and _at_or_before(consumer.positions.get(k, self._sends[k].receipt), mark)
                 )  # fmt: skip
                 if behind:
                     problems.append(
@@ -271,8 +280,10 @@ def _known(receipt: object) -> bool:
     return not (isinstance(receipt, tuple) and receipt[0] < 0)
 
 
-def _at_or_before(receipt: object, mark: tuple[int, int]) -> bool:
-    return isinstance(receipt, tuple) and receipt <= mark
+def _at_or_before(position: object, mark: tuple[int, int]) -> bool:
+    """``position`` is a known position at or before ``mark`` (a ``-1:-1`` receipt, a
+    recognised duplicate's, names no position and is never before anything)."""
+    return isinstance(position, tuple) and _known(position) and position <= mark
 
 
 def _names(keys: list[tuple[str, str]], limit: int = 10) -> str:

@@ -115,7 +115,9 @@ def one_round(
         return sender.last_acked >= first_after
 
     sender.send_until(back)
-    back_s = min(t for i, t in sender.acked_at.items() if i >= first_after) - healed
+    # A copy: the client's callback thread adds to it meanwhile (dict.copy is atomic).
+    acked_at = sender.acked_at.copy()
+    back_s = min(t for i, t in acked_at.items() if i >= first_after) - healed
     print(f"round {n}: back {back_s:.1f} s after the heal", flush=True)
     if fault.expires_session:
         # The cut broker stops once it learns its session expired (unless it kept it):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pulsar
@@ -22,6 +23,10 @@ class HistorySender:
         self.history = history
         self.sent = 0
         self.answered = 0
+        self.last_acked = -1
+        """The highest index (``int(payload)``) acknowledged so far."""
+        self.acked_at: dict[int, float] = {}
+        """When (``time.monotonic()``) each acknowledged index was acknowledged."""
 
     def _callback(self, payload: str) -> Callable[[pulsar.Result, pulsar.MessageId], None]:
         send = self.history.invoke_send(self.name, payload)
@@ -29,6 +34,8 @@ class HistorySender:
         def answered(result: pulsar.Result, msg_id: pulsar.MessageId) -> None:
             if result == pulsar.Result.Ok:
                 self.history.receipt(send, (msg_id.ledger_id(), msg_id.entry_id()))
+                self.last_acked = max(self.last_acked, send.index)
+                self.acked_at[send.index] = time.monotonic()
             else:
                 self.history.failed(send, str(result))
             self.answered += 1

@@ -7,11 +7,14 @@ every send recorded in a :class:`~magnetar.testing.history.History`) while ZooKe
 
 * ``kill``: SIGKILLed, then restarted on its data after a seeded 1-4 s;
 * ``pause``: SIGSTOPped for 1.5-2 times the session timeout, then SIGCONTed. ZooKeeper's
-  session clock ran on through the pause, so on resuming it expires every session: the
-  broker stops (Pulsar's ``zookeeperSessionExpiredPolicy`` default, ``shutdown``) and the
-  test restarts it on the same ports, as a process supervisor would. The bookies' sessions
-  expired too: each restarts itself on a new session and registers again (it stayed up
-  unseen by brokers before, "need 2 bookies, 0 available").
+  session clock ran on through the pause, so on resuming it expires the sessions past their
+  timeout, unless a client's reconnection reaches it first: the reconnection revalidates
+  (renews) the session before the expiry pass runs, a race inside ZooKeeper (seen in 3 of
+  12 runs under load). So the broker either keeps its session and serves on, or stops
+  (Pulsar's ``zookeeperSessionExpiredPolicy`` default, ``shutdown``) and the test restarts
+  it on the same ports, as a process supervisor would. A bookie whose session expired
+  restarts itself on a new session and registers again (it stayed up unseen by brokers
+  before, "need 2 bookies, 0 available").
 
 Checked: the history (every receipted message read back exactly once, in the producer's
 order) and that the service is back within the session timeout plus a few seconds after the
@@ -71,6 +74,14 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     c = Cluster(tmp_path)
     yield c
     c.close()
+
+
+def kept_session(broker: BrokerProcess) -> bool:
+    """The broker reconnected to ZooKeeper on its old session (kazoo logs CONNECTED after
+    the loss, and no expiry)."""
+    log = broker.log_path.read_text(errors="replace")
+    lost = log.rfind("Zookeeper connection lost")
+    return lost >= 0 and "state: CONNECTED" in log[lost:] and "EXPIRED" not in log[lost:]
 
 
 def new_topic_receipt(url: str, topic: str) -> None:
@@ -136,13 +147,14 @@ def test_zookeeper_fault_loses_nothing_and_service_returns(
             zk.start()
         else:
             os.kill(java, signal.SIGCONT)
-            stopped = broker.proc
-            assert stopped is not None
+            resumed = broker.proc
+            assert resumed is not None
             wait_until(
-                lambda: stopped.poll() is not None, timeout_s=SESSION_TIMEOUT_S + 10,
-                what="the broker stops on its expired session",
+                lambda: resumed.poll() is not None or kept_session(broker), timeout_s=30,
+                what="the broker stops on its expired session or keeps it",
             )  # fmt: skip
-            broker.start()
+            if resumed.poll() is not None:
+                broker.start()
         healed = time.monotonic()
 
         new_topic_receipt(broker.url, f"{TOPIC}-after-{fault}")

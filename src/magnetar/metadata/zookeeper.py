@@ -135,9 +135,14 @@ class ZooKeeperStore:
         session_id, _password = client.client_id
         self._session_id = int(session_id)
         # Watch machinery (see module docstring); only touched on the loop thread.
-        self._watch_queue: asyncio.Queue[WatchedEvent | NotificationStream] = asyncio.Queue()
+        self._watch_queue: asyncio.Queue[WatchedEvent | NotificationStream | _Resync] = (
+            asyncio.Queue()
+        )
         self._known_children: dict[str, set[str]] = {}
         self._watched: set[str] = set()
+        # A ConnectionLoss interrupted watch handling: some watch was never set, so kazoo
+        # cannot restore it; walk every watched node again once CONNECTED.
+        self._resync_needed = False
         self._pump = asyncio.create_task(self._pump_watches(), name="zk-watch-pump")
         # Requests waiting on the server (loop thread only), failed at once when the
         # process stops while the server is unreachable.
@@ -200,6 +205,8 @@ class ZooKeeperStore:
             return
         self._state = new
         self._fail_pending_if_leaving()
+        if new is SessionState.CONNECTED:
+            self._queue_resync_if_needed()
         self._hub.publish_state(new, threadsafe=False)
         if new is SessionState.LOST:
             self._hub.end_all(threadsafe=False)  # nothing more can happen in this session
@@ -482,13 +489,43 @@ class ZooKeeperStore:
                         await self._arm(item.prefix, announce=False)
                     finally:
                         item.mark_ready()
+                elif isinstance(item, _Resync):
+                    await self._resync()
                 else:
                     await self._handle_watch(item)
-            except (SessionExpired, ConnectionLoss) as exc:
-                # Watches are restored by kazoo on reconnection; a lost session ends all.
+            except ConnectionLoss as exc:
+                # kazoo restores the watches that were set; the one this step was setting
+                # was not, so everything is walked again on reconnection.
+                _log.debug("watch handling interrupted by %r", exc)
+                self._resync_needed = True
+                self._queue_resync_if_needed()
+            except SessionExpired as exc:  # a lost session ends every stream
                 _log.debug("watch handling stopped by %r", exc)
             except MetadataStoreError:
                 _log.exception("unexpected error while handling ZooKeeper watch %r", item)
+
+    def _queue_resync_if_needed(self) -> None:
+        if self._resync_needed and self._state is SessionState.CONNECTED:
+            self._resync_needed = False
+            self._watch_queue.put_nowait(_Resync())
+
+    async def _resync(self) -> None:
+        """Set every watch again and publish what changed unseen: DELETED for a watched node
+        that is gone (and for a stream's root that is absent, which a stream armed during
+        the interruption may never have been told), CREATED for a node not yet watched."""
+        for path in sorted(self._watched):
+            stat = await self._call(self._client.exists_async, path, watch=self._on_watch)
+            if stat is None and path in self._watched:
+                self._forget(path)
+                if self._wanted(path):
+                    self._publish(EventType.DELETED, path)
+        for prefix in sorted({s.prefix for s in self._hub.notification_streams}):
+            if prefix in self._watched:
+                await self._arm_children(prefix, announce=True)
+                continue
+            await self._arm(prefix, announce=True)
+            if prefix not in self._watched:
+                self._publish(EventType.DELETED, prefix)
 
     async def _arm(self, path: str, *, announce: bool) -> None:
         """Watch ``path`` (existence/data) and, if it exists, its children, recursively.
@@ -592,6 +629,10 @@ class ZooKeeperStore:
             self._state = SessionState.LOST
             self._hub.publish_state(SessionState.LOST, threadsafe=False)
         self._hub.end_all(threadsafe=False)
+
+
+class _Resync:
+    """Watch-queue item: walk every watched node again (see ``_resync``)."""
 
 
 def _new_client(

@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from magnetar.broker.offloaders import Offloaders
 from magnetar.common.clock import ManualClock
 from magnetar.common.errors import MagnetarError
 from magnetar.managed_ledger.config import ManagedLedgerConfig
@@ -38,7 +40,11 @@ def config(request: pytest.FixtureRequest, tmp_path: Path) -> OffloadDriverConfi
 
 
 async def open_ml(
-    cluster: Cluster, offloader: object | None, clock: ManualClock | None = None, **cfg: object
+    cluster: Cluster,
+    offloader: object | None,
+    clock: ManualClock | None = None,
+    source: Offloaders | None = None,
+    **cfg: object,
 ) -> ManagedLedger:
     settings: dict[str, object] = {"ledger_entries_max": 10, "ledger_age_min_ms": 0}
     settings.update(cfg)
@@ -49,6 +55,7 @@ async def open_ml(
         config=ManagedLedgerConfig(**settings),  # type: ignore[arg-type]
         clock=clock,
         offloader=offloader,  # type: ignore[arg-type]
+        offloader_source=source,
         background=False,
     )
     await ml.open_cursor("hold", earliest=True)  # keeps trimming off the history
@@ -284,3 +291,29 @@ async def test_without_an_offloader_the_bookie_copy_serves_and_stays(
     assert ml.ledgers.segments[0].on_bookies
     assert await read_all(ml, "r") == [payload(i) for i in range(15)]
     await ml.close()
+
+
+async def test_an_offloaded_ledger_reads_with_the_driver_recorded_for_it(
+    cluster: Cluster, s3_server: S3Server, s3_config: OffloadDriverConfig
+) -> None:
+    """The offload policy names another bucket after the offload: the old ledgers still
+    read from the bucket their contexts record, on this owner and on the next."""
+    offloaders = Offloaders()
+    ml = await open_ml(
+        cluster, offloaders.get(s3_config), source=offloaders,
+        offload_deletion_lag_ms=0, cache_size_max_bytes=0,
+    )  # fmt: skip
+    await fill(ml, 25)
+    await ml.offload_prefix(ml.last_confirmed)
+    await ml.maintain(force=True)  # the bookie copies go: only the old bucket holds them
+    await cluster.collect_garbage()
+    moved = replace(s3_config, bucket=f"{s3_config.bucket}-moved")
+    s3_server.create_bucket(str(moved.bucket))
+    ml.offloader = offloaders.get(moved)  # as a changed namespace policy does
+    assert await read_all(ml, "r1") == [payload(i) for i in range(25)]
+    await ml.close()
+
+    fresh = Offloaders()  # a new owner configured with the new bucket only
+    again = await open_ml(cluster, fresh.get(moved), source=fresh, cache_size_max_bytes=0)
+    assert await read_all(again, "r2") == [payload(i) for i in range(25)]
+    await again.close()

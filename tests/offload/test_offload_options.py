@@ -49,3 +49,34 @@ def test_local_cluster_refuses_offload_flags_that_cannot_work(tmp_path: Path) ->
     assert "--offload-bucket needs --offload-driver" in out.stderr
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "c").exists()
+
+
+def test_the_managed_ledger_flags_given_reach_the_brokers_with_the_same_values() -> None:
+    """``local-cluster`` passes each managed-ledger flag given on, named as the broker names
+    it; one not given is left to the broker's default."""
+    from magnetar.cli.local_cluster_cmd import MANAGED_LEDGER_FLAGS, managed_ledger_args
+    from magnetar.cli.server_setup import ledger_options, memory_options
+
+    values = {
+        "managed_ledger_max_entries_per_ledger": 30,
+        "managed_ledger_min_ledger_rollover_time_ms": 0,
+        "managed_ledger_cache_size_mb": None,
+    }
+    assert len(values) == len(MANAGED_LEDGER_FLAGS)
+    args = managed_ledger_args(values)
+    assert args == (
+        "--managed-ledger-max-entries-per-ledger", "30",
+        "--managed-ledger-min-ledger-rollover-time-ms", "0",
+    )  # fmt: skip
+    parsed: dict[str, object] = {}
+
+    @click.command()
+    @ledger_options
+    @memory_options
+    def broker(**kwargs: object) -> None:
+        parsed.update(kwargs)
+
+    broker.main(list(args), standalone_mode=False)
+    assert {k: parsed[k] for k, v in values.items() if v is not None} == {
+        k: v for k, v in values.items() if v is not None
+    }

@@ -429,6 +429,7 @@ class BrokerService:
                     messages_of=entry_message_count,
                     cache_budget=self.entry_cache_budget,
                     offloader=self.offloaders.get(policies.offload.driver),
+                    offloader_source=self.offloaders,
                 )
                 topic = await Topic.open(self, name, ml, policies)
                 if self.ownership is not None and not self.ownership.serves(name):

@@ -4,7 +4,8 @@
 The servers' security options (one declaration:
 :data:`magnetar.auth.server_options.SERVER_AUTH_OPTIONS`) and the brokers' connection limits
 are passed on to every broker (:mod:`magnetar.local_cluster_security`), as are the
-tiered-storage flags (:mod:`magnetar.cli.offload_options`); settings that cannot
+tiered-storage flags (:mod:`magnetar.cli.offload_options`) and the managed-ledger flags
+(:data:`MANAGED_LEDGER_FLAGS`: ledger rollover, entry cache) that are given; settings that cannot
 work end the command before anything starts, in one line with exit status 2.
 """
 
@@ -14,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -30,6 +32,50 @@ from magnetar.local_cluster import LocalCluster, LocalClusterConfig
 from magnetar.local_cluster_security import ClusterTokens, forwarded_args, plan_security
 
 CHILD_CHECK_INTERVAL_S = 0.5
+
+MANAGED_LEDGER_FLAGS: tuple[tuple[str, int, str], ...] = (
+    (
+        "--managed-ledger-max-entries-per-ledger",
+        1,
+        "a topic's ledger rolls over after this many entries (managedLedgerMaxEntriesPerLedger)",
+    ),
+    (
+        "--managed-ledger-min-ledger-rollover-time-ms",
+        0,
+        "a ledger rolls over for its entry count no sooner than this after it was created "
+        "(managedLedgerMinLedgerRolloverTimeMinutes; 0: at the count)",
+    ),
+    (
+        "--managed-ledger-cache-size-mb",
+        0,
+        "MiB of recent entries all topics keep in memory together (managedLedgerCacheSizeMB)",
+    ),
+)
+"""The broker's managed-ledger flags (``magnetar broker``'s, same names): flag, least value,
+help. Each is passed on to every broker when given; unset, the broker's default holds."""
+
+
+def managed_ledger_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Adds :data:`MANAGED_LEDGER_FLAGS` to a command, each defaulting to None (unset)."""
+    for flag, least, text in reversed(MANAGED_LEDGER_FLAGS):
+        f = click.option(
+            flag,
+            default=None,
+            type=click.IntRange(min=least),
+            help=f"Passed on to every broker: {text}; unset: the broker's default.",
+        )(f)
+    return f
+
+
+def managed_ledger_args(values: Mapping[str, Any]) -> tuple[str, ...]:
+    """The broker arguments for the :data:`MANAGED_LEDGER_FLAGS` given in ``values`` (keyed
+    by click parameter name; None: not given)."""
+    args: tuple[str, ...] = ()
+    for flag, _, _ in MANAGED_LEDGER_FLAGS:
+        value = values.get(_param(flag))
+        if value is not None:
+            args += (flag, str(value))
+    return args
 
 
 @click.command("local-cluster")
@@ -87,6 +133,7 @@ CHILD_CHECK_INTERVAL_S = 0.5
 )
 @placement_options(forwarded=True)
 @offload_options.offload_options
+@managed_ledger_options
 @server_auth_option_values
 def local_cluster(
     cluster_name: str,
@@ -114,6 +161,9 @@ def local_cluster(
     its own key and a super user's token (docs/cluster.md)."""
     t0 = time.perf_counter()
     offload_values = {param: placement_values.pop(param) for param in offload_options.PARAMS}
+    ledger_values = {
+        _param(flag): placement_values.pop(_param(flag)) for flag, _, _ in MANAGED_LEDGER_FLAGS
+    }
     offload_options.check(offload_values)
     try:
         settings, tokens = plan_security(server_auth_values)
@@ -136,7 +186,8 @@ def local_cluster(
             log_level=log_level,
             broker_args=broker_args(settings, broker_max_connections, broker_max_connections_per_ip)
             + placement_args(placement_values)
-            + offload_options.forwarded_args(offload_values),
+            + offload_options.forwarded_args(offload_values)
+            + managed_ledger_args(ledger_values),
             bookie_racks=_racks(bookie_racks),
             tokens=tokens,
         )
@@ -193,6 +244,11 @@ def broker_args(
         if value is not None:
             args += (flag, str(value))
     return args
+
+
+def _param(flag: str) -> str:
+    """The click parameter name of ``flag``."""
+    return flag.removeprefix("--").replace("-", "_")
 
 
 def _racks(value: str | None) -> tuple[str, ...]:

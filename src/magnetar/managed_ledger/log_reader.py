@@ -2,7 +2,7 @@
 
 Storage reads go to the current ledger's writer (its own entries), or to a reader of the
 ledger opened on demand (at most ``open_readers_max`` stay open, least recently used
-closed first), or to the offloader for an offloaded ledger: always when the read priority is
+closed first), or to the offloader of the driver recorded for an offloaded ledger: always when the read priority is
 tiered-storage-first or the bookie copy is deleted, else only when the bookies fail (the
 offloader fetches whole blocks into its cache: read-ahead). Catch-up reads
 go in batches of ``read_batch_max_entries`` and read ahead ``read_ahead_entries`` (at most
@@ -98,7 +98,8 @@ class LogReader:
         writer = ml.writer
         if writer is not None and writer.ledger_id == seg.ledger_id:
             return [e.data for e in await writer.read(first, last)]
-        if seg.offloaded and (not seg.on_bookies or ml.offloader is not None):
+        readable = seg.offload is not None and ml.offloads.offloader_of(seg.offload) is not None
+        if seg.offloaded and (not seg.on_bookies or readable):
             if not seg.on_bookies or not ml.config.offload_read_bookkeeper_first:
                 return await ml.offloads.read(seg, first, last)
             try:  # bookkeeper-first: the bookie copy while it exists

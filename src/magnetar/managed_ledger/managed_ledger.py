@@ -68,7 +68,7 @@ from magnetar.managed_ledger.metadata_layout import (
     cursor_name,
     cursor_path,
 )
-from magnetar.managed_ledger.offload import Offloader
+from magnetar.managed_ledger.offload import Offloader, OffloaderSource
 from magnetar.managed_ledger.offload_manager import OffloadManager
 from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.recovery import recover_ledger
@@ -130,6 +130,10 @@ class ManagedLedger:
         self.offloader = offloader
         """Where closed ledgers are offloaded to and read back from (None: not configured);
         the owner may replace it (a changed offload policy)."""
+        self.offloader_source: OffloaderSource | None = None
+        """Opens the driver an offloaded ledger's context records when it is not
+        :attr:`offloader`'s (set by the owner; None: every ledger is read with
+        :attr:`offloader`)."""
         self._messages_of = messages_of
         self.expiry_listener: ExpiryListener | None = None
         """Set by the owner (the broker's topic) to count what TTL expired per cursor."""
@@ -170,6 +174,7 @@ class ManagedLedger:
         config: ManagedLedgerConfig | None = None,
         clock: Clock | None = None,
         offloader: Offloader | None = None,
+        offloader_source: OffloaderSource | None = None,
         background: bool = True,
         publish_time_of: PublishTimeOf | None = None,
         cache_budget: EntryCacheBudget | None = None,
@@ -183,7 +188,8 @@ class ManagedLedger:
         process's managed ledgers (without one, this ledger's cache is bounded only by
         ``config.cache_size_max_bytes``). ``messages_of`` counts the messages of the entries
         of a ledger recovered from a previous owner (its count in the metadata is stale);
-        without it such a ledger counts one message per entry.
+        without it such a ledger counts one message per entry. ``offloader_source`` opens the
+        driver recorded for an offloaded ledger when it is not ``offloader``'s.
         Raises :class:`ManagedLedgerFenced` if another process takes it over meanwhile.
         """
         ml = cls(
@@ -197,6 +203,7 @@ class ManagedLedger:
             cache_budget,
             messages_of,
         )
+        ml.offloader_source = offloader_source
         await ml._initialize()
         if background:
             ml._maintenance = asyncio.create_task(ml.maintainer.run(), name=f"ml-{name}")

@@ -54,6 +54,16 @@ class Offloader(Protocol):
         ...
 
 
+class OffloaderSource(Protocol):
+    """The offloaders a process can open: a ledger is read (and its objects deleted) with
+    the driver recorded in its :class:`OffloadContext`, whatever the topic's offload policy
+    names now (Pulsar reads each ledger with the offloader recorded for it)."""
+
+    def for_context(self, context: OffloadContext) -> Offloader | None:
+        """The offloader of the driver ``context`` records (None: it cannot be opened)."""
+        ...
+
+
 @dataclass(slots=True)
 class OffloadContext:
     """Pulsar's ``OffloadContext`` of one ledger (kept in the managed ledger's metadata).

@@ -39,7 +39,7 @@ from magnetar.managed_ledger.maintenance import (
     ledgers_to_offload,
     offload_retry_delay_ms,
 )
-from magnetar.managed_ledger.offload import OffloadContext
+from magnetar.managed_ledger.offload import OffloadContext, Offloader
 from magnetar.managed_ledger.position import Position
 
 if TYPE_CHECKING:
@@ -195,7 +195,9 @@ class OffloadManager:
         if offloader is None:
             raise OffloadNotConfigured(f"{ml.name}: offload is not configured")
         if seg.offload is not None:  # an attempt that never completed (crash or failure)
-            await offloader.delete(seg.offload.uuid, ledger_id)
+            leftover = self.offloader_of(seg.offload)
+            if leftover is not None:
+                await leftover.delete(seg.offload.uuid, ledger_id)
         attempt = OffloadContext(
             self._new_uuid(),
             driver_name=offloader.driver_name,
@@ -258,7 +260,7 @@ class OffloadManager:
         """Entries ``first..last`` of an offloaded ledger from the object store. Raises a
         :class:`~magnetar.common.errors.MagnetarError` naming the ledger."""
         ml = self._ml
-        offloader = ml.offloader
+        offloader = None if seg.offload is None else self.offloader_of(seg.offload)
         if offloader is None or seg.offload is None:
             raise ManagedLedgerError(
                 f"{ml.name}: ledger {seg.ledger_id} is offloaded and no offloader is configured"
@@ -274,9 +276,25 @@ class OffloadManager:
         self.read_bytes_total += sum(len(d) for d in data)
         return data
 
+    def offloader_of(self, context: OffloadContext) -> Offloader | None:
+        """The offloader of the driver ``context`` records: this ledger's own when it is
+        that driver (or the context names none), else the owner's
+        :attr:`~magnetar.managed_ledger.managed_ledger.ManagedLedger.offloader_source`
+        opens it (the offload policy changed since); without a source, the current one."""
+        ml = self._ml
+        current = ml.offloader
+        if not context.driver_name or (
+            current is not None
+            and current.driver_name == context.driver_name
+            and dict(current.driver_metadata) == context.driver_metadata
+        ):
+            return current
+        source = ml.offloader_source
+        return current if source is None else source.for_context(context)
+
     async def delete_objects(self, seg: LedgerSegment) -> None:
         """Remove a trimmed ledger's objects (a failure is logged: they leak)."""
-        offloader = self._ml.offloader
+        offloader = None if seg.offload is None else self.offloader_of(seg.offload)
         if seg.offload is None or offloader is None:
             return
         try:

@@ -34,6 +34,8 @@ NOT_WHEN_SERVING = (
     "magnetar.admin.app",
     "magnetar.admin.metrics",
     "magnetar.admin.deferred_routes",
+    "magnetar.broker.controller",
+    "magnetar.broker.ownership",
     "magnetar.functions.rest",
     "magnetar.functions.worker_service",
     "magnetar.client",

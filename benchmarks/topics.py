@@ -112,6 +112,10 @@ async def create_topics(port: int, count: int, in_flight: int, prefix: str) -> f
     return time.perf_counter() - t0
 
 
+STOP_TIMEOUT_S = 300.0
+"""A standalone with many topics closes each (cursors persisted) when stopped."""
+
+
 def py_spy_dump(spy: Path, pid: int, directory: Path, name: str, seconds: float) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     subprocess.run(
@@ -154,9 +158,16 @@ def measure(args: argparse.Namespace, src: Path | None, label: str) -> dict[str,
                     "idle_cpu_pct": idle_cpu / args.idle_seconds * 100,
                 }
 
-            return uvloop.run(run())
+            results = uvloop.run(run())
+            print(label, json.dumps(results), file=sys.stderr, flush=True)
+            return results
         finally:
-            node.stop()
+            try:
+                node.stop(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:  # closing many topics: not measured here
+                assert node.proc is not None
+                node.proc.kill()
+                node.proc.wait()
 
 
 def main() -> None:

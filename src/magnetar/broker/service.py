@@ -49,7 +49,12 @@ from magnetar.broker.compactor import Compactor
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.connection_limit import ConnectionLimiter
-from magnetar.broker.inactive_topics import InactivityTracker, activity_of, deletable
+from magnetar.broker.inactive_topics import (
+    InactivityTracker,
+    activity_of,
+    deletable,
+    has_clients,
+)
 from magnetar.broker.offloaders import Offloaders
 from magnetar.broker.partial_frames import PartialFrameBudget
 from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
@@ -344,6 +349,9 @@ class BrokerService:
                     log.warning("deleting inactive %s: %s", topic.full_name, exc)
 
     async def _delete_if_inactive(self, topic: Topic, tracker: InactivityTracker) -> None:
+        if has_clients(topic):  # active whatever its policies: not worth resolving them
+            tracker.forget(topic.full_name)
+            return
         policies = await self.policies.effective(topic.name)
         if topic.closed or self.loaded_topic(topic.name) is not topic:
             return

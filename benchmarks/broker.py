@@ -595,25 +595,32 @@ def run_matrix(
     return results
 
 
+def start_standalone(data_dir: Path, src: Path | None) -> StandaloneProcess:
+    """A started standalone over ``data_dir`` running the ``src`` directory of another
+    source tree (None: this one's)."""
+    node = StandaloneProcess(data_dir)
+    saved_path = os.environ.get("PYTHONPATH")
+    if src is not None:  # ahead of the editable install's path entry
+        os.environ["PYTHONPATH"] = str(src)
+    try:
+        node.start()
+    finally:
+        if src is not None:
+            if saved_path is None:
+                del os.environ["PYTHONPATH"]
+            else:
+                os.environ["PYTHONPATH"] = saved_path
+    return node
+
+
 def measure(args: argparse.Namespace, src: Path | None) -> dict[str, float]:
     """``--repeat`` passes of the selected matrix against one fresh standalone; ``src`` is
     the ``src`` directory of another source tree to run the standalone from (None: this
     one)."""
     results: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        node = StandaloneProcess(Path(tmp) / "data")
         t0 = time.perf_counter()
-        saved_path = os.environ.get("PYTHONPATH")
-        if src is not None:  # ahead of the editable install's path entry
-            os.environ["PYTHONPATH"] = str(src)
-        try:
-            node.start()
-        finally:
-            if src is not None:
-                if saved_path is None:
-                    del os.environ["PYTHONPATH"]
-                else:
-                    os.environ["PYTHONPATH"] = saved_path
+        node = start_standalone(Path(tmp) / "data", src)
         results["standalone_ready_s"] = time.perf_counter() - t0
         assert node.proc is not None
         pid = node.proc.pid

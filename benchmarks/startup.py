@@ -6,7 +6,9 @@ restarts on a directory that already holds a topic:
 * wall-clock: from spawning the process to reading its ready line (what a user waits for,
   interpreter start and imports included);
 * reported: the ``(N ms)`` of the ready line, from the command's entry to serving (the
-  process's own count, without the interpreter's start).
+  process's own count, without the interpreter's start);
+* CPU at ready: the process's CPU time (user + system) when its ready line is read, the
+  figure a loaded shared machine distorts least.
 
 Each start is stopped with SIGTERM before the next. Usage::
 
@@ -37,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from broker import rss_mb, source_tree  # this directory: the script's own
+from broker import cpu_s, rss_mb, source_tree  # this directory: the script's own
 
 from magnetar.testing import StandaloneProcess
 
@@ -50,8 +52,9 @@ IDLE_AFTER_S = 3.0
 def start_once(
     data_dir: Path, src: Path | None = None, extra: tuple[str, ...] = (), idle_rss: bool = False
 ) -> tuple[float, ...]:
-    """(wall-clock ms to the ready line, the ms the ready line reports[, resident MB
-    ``IDLE_AFTER_S`` later]) of the tree ``src`` (None: this one); stops the process."""
+    """(wall-clock ms to the ready line, the ms the ready line reports, the process's CPU
+    ms when the line is read[, resident MB ``IDLE_AFTER_S`` later]) of the tree ``src``
+    (None: this one); stops the process."""
     args = [
         sys.executable, "-m", "magnetar.cli.main", "standalone", "--data-dir", str(data_dir),
         "--port", "0", "--http-port", "0", *extra,
@@ -67,13 +70,14 @@ def start_once(
         assert proc.stdout is not None
         line = proc.stdout.readline()  # blocks until the ready line (or the end: a failure)
         wall_ms = (time.perf_counter() - t0) * 1000
+        cpu_ms = cpu_s(proc.pid) * 1000  # what the start cost, however loaded the machine
         match = REPORTED_MS.search(line)
         if match is None:
             raise RuntimeError(f"no ready line from the standalone: {line!r}")
         if not idle_rss:
-            return wall_ms, float(match.group(1))
+            return wall_ms, float(match.group(1)), cpu_ms
         time.sleep(IDLE_AFTER_S)  # a benchmark's pause, not a test's wait
-        return wall_ms, float(match.group(1)), rss_mb(proc.pid)
+        return wall_ms, float(match.group(1)), cpu_ms, rss_mb(proc.pid)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(READY_TIMEOUT_S)
@@ -90,7 +94,7 @@ def summary(values: list[float]) -> dict[str, float]:
 def compare(spec: str, runs: int, extra: tuple[str, ...]) -> dict[str, object]:
     """``runs`` fresh starts of ``spec``'s tree and of this one, alternating; prints and
     returns the medians of each figure side by side."""
-    names = ("wall_ms", "reported_ms", "rss_mb_idle")
+    names = ("wall_ms", "reported_ms", "cpu_ms_at_ready", "rss_mb_idle")
     before: list[tuple[float, ...]] = []
     after: list[tuple[float, ...]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -148,6 +152,7 @@ def main() -> None:
     for kind, starts in (("fresh", fresh), ("restart", restarts)):
         results[f"{kind}_wall_ms"] = summary([s[0] for s in starts])
         results[f"{kind}_reported_ms"] = summary([s[1] for s in starts])
+        results[f"{kind}_cpu_ms_at_ready"] = summary([s[2] for s in starts])
     print(json.dumps(results, indent=2))
     out = Path(__file__).parent / "results" / "startup.json"
     out.parent.mkdir(exist_ok=True)

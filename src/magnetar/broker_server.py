@@ -9,7 +9,11 @@ Pulsar's ``PulsarStandalone`` starts the same ``PulsarService`` as a broker does
 2. the broker service over ledger storage with the broker's ensemble and quorums (binary
    protocol, TLS when configured);
 3. the admin app (:class:`~magnetar.admin.AdminContext`) on the HTTP server, and on the
-   HTTPS server when ``https_port`` is set.
+   HTTPS server when ``https_port`` is set. With ``app_after`` (the standalone's ready
+   line) the servers start with a stand-in (:class:`~magnetar.admin.deferred_app.DeferredApp`)
+   and the app (FastAPI's imports, the routes) is built once ``app_after`` is set: the
+   ports accept at once, and a request that comes first waits for the app
+   (``APP_WAIT_MS`` at most) and is then served by it.
 
 :meth:`BrokerServer.stop` stops them in the reverse order. The host adds what is its own
 around it: the cluster broker its registration, bundle ownership and controller; the
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -41,10 +46,18 @@ from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata import MetadataStore
 from magnetar.protocol import FRAME_PADDING_BYTES
 
+APP_WAIT_MS = 10_000
+"""How long an HTTP request that comes before the admin app is built waits for it (then
+503): the app is built just after the ready line."""
+APP_AFTER_WAIT_S = 0.5
+"""How long building the app waits for ``app_after`` before going ahead anyway (a host
+started without :func:`serve`, e.g. in-process in a test, prints no ready line)."""
+
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from magnetar.admin import AdminContext, AdminServer
+    from magnetar.admin.deferred_app import DeferredApp
     from magnetar.bookie import Bookie
     from magnetar.broker.ownership import ClusterOwnership
 
@@ -93,7 +106,10 @@ class BrokerServer:
     admin app (the standalone's stand-in for the Functions Worker's routes), and when given
     the host builds the app's route matching once its routes are complete
     (:func:`~magnetar.admin.server.build_route_matching_off_loop`); without them it is built
-    off the loop as the HTTP server starts.
+    off the loop as the HTTP server starts. ``collectors`` and ``first_routes`` may be
+    given as a function returning them, called when the app is built. With ``app_after``
+    the app is built once that event is set (see the module's docstring); :meth:`wait_app`
+    returns it.
     """
 
     def __init__(
@@ -104,18 +120,22 @@ class BrokerServer:
         clock: Clock | None = None,
         local_bookies: Sequence[Bookie] = (),
         ownership: ClusterOwnership | None = None,
-        collectors: Sequence[Any] = (),
+        collectors: Sequence[Any] | Callable[[], Sequence[Any]] = (),
         health_checks: Sequence[Callable[[], str | None]] = (),
-        first_routes: Sequence[Any] = (),
+        first_routes: Sequence[Any] | Callable[[], Sequence[Any]] = (),
+        app_after: asyncio.Event | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self._clock = clock
         self._local_bookies = list(local_bookies)
         self._ownership = ownership
-        self._collectors = list(collectors)
+        self._collectors = collectors
         self._health_checks = list(health_checks)
-        self._first_routes = list(first_routes)
+        self._first_routes = first_routes
+        self._app_after = app_after
+        self._deferred: DeferredApp | None = None
+        self._app_build: asyncio.Task[None] | None = None
         self.ledger_client: LedgerClient | None = None
         self.broker: BrokerService | None = None
         self.admin: AdminContext | None = None
@@ -161,17 +181,15 @@ class BrokerServer:
         await self._start_http(self.broker)
 
     async def _start_http(self, broker: BrokerService) -> None:
-        # The admin app (FastAPI, uvicorn, prometheus-client) is imported here, after the
-        # broker is up: those imports are most of the HTTP side's start-up cost.
-        from magnetar.admin import AdminContext, AdminServer
-        from magnetar.admin.app import create_app
-        from magnetar.admin.server import build_route_matching_off_loop
+        # The admin app (FastAPI, pydantic, prometheus-client) is imported here, after the
+        # broker is up, or after the ready line (app_after): those imports are most of the
+        # HTTP side's start-up cost.
+        from magnetar.admin import AdminContext
 
         cfg = self.config
         ctx = AdminContext(
             broker,
             compactor=broker.compactor,
-            collectors=self._collectors,
             health_checks=self._health_checks,
         )
         ctx.host_settings.update(
@@ -183,9 +201,62 @@ class BrokerServer:
         )
         ctx.internal_client_credentials = cfg.broker_client_auth
         self.admin = ctx
+        if self._app_after is None:
+            app: Any = self._build_app(ctx)
+        else:
+            from magnetar.admin.deferred_app import DeferredApp
+
+            app = self._deferred = DeferredApp(APP_WAIT_MS)
+            self._app_build = asyncio.create_task(self._build_app_later(ctx, self._app_after))
+        await self._start_servers(app)
+        if self._app_after is None and not self._first_routes:
+            self._build_route_matching()
+
+    def _build_app(self, ctx: AdminContext) -> FastAPI:
+        from magnetar.admin.app import create_app
+
+        collectors = self._collectors
+        ctx.collectors.extend(collectors() if callable(collectors) else collectors)
         self.app = app = create_app(ctx)
-        for position, route in enumerate(self._first_routes):
+        first = self._first_routes
+        for position, route in enumerate(first() if callable(first) else first):
             app.router.routes.insert(position, route)
+        return app
+
+    async def _build_app_later(self, ctx: AdminContext, after: asyncio.Event) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(after.wait(), APP_AFTER_WAIT_S)
+        try:
+            # the imports off the loop (the loop serves meanwhile), the routes on it
+            await asyncio.to_thread(importlib.import_module, "magnetar.admin.app")
+            app = self._build_app(ctx)
+        except Exception:  # a bug: requests get 503 after their wait, the log says why
+            log.exception("building the admin app failed")
+            raise
+        assert self._deferred is not None
+        self._deferred.install(app)
+        if not self._first_routes:
+            self._build_route_matching()
+
+    def _build_route_matching(self) -> None:
+        # built off the loop, not on it by the first request (see build_route_matching)
+        from magnetar.admin.server import build_route_matching_off_loop
+
+        self._route_matching = asyncio.create_task(build_route_matching_off_loop(self.app))
+
+    async def wait_app(self) -> FastAPI:
+        """The admin app, once built (at once unless ``app_after`` was given)."""
+        if self._deferred is not None:
+            await self._deferred.wait_installed()
+        assert self.app is not None
+        return self.app
+
+    async def _start_servers(self, app: Any) -> None:
+        from magnetar.admin import AdminServer
+
+        cfg = self.config
+        ctx = self.admin
+        assert ctx is not None
         self.http = AdminServer(app, cfg.http_host, cfg.http_port)
         await self.http.start()
         ctx.http_port = self.http.port
@@ -203,9 +274,6 @@ class BrokerServer:
             self.https = AdminServer(app, cfg.http_host, cfg.https_port, tls=tls)
             await self.https.start()
             ctx.host_settings["webServicePortTls"] = self.https.port
-        if not self._first_routes:
-            # built off the loop, not on it by the first request (see build_route_matching)
-            self._route_matching = asyncio.create_task(build_route_matching_off_loop(app))
 
     def urls_text(self, http_host: str) -> str:
         """``broker <url> [tls <url>] http <url> [https <url>]`` for a ready line, the HTTP
@@ -223,9 +291,12 @@ class BrokerServer:
         """Stop the HTTP servers, the broker (it persists cursors) and the ledger client, each
         within what is left until ``deadline_s`` (loop time; see
         :func:`~magnetar.common.shutdown.stop_step`). Idempotent."""
-        if self._route_matching is not None:
-            self._route_matching.cancel()
-            self._route_matching = None
+        for task in (self._app_build, self._route_matching):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._app_build = self._route_matching = None
         https, self.https = self.https, None
         if https is not None:
             await stop_step("HTTPS server", https.close(), deadline_s)

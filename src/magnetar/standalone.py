@@ -7,6 +7,10 @@ The worker (id ``standalone``, advertised as the HTTP address) serves its REST A
 server. It joins its cluster in the background once the broker serves, so the ready line is
 not delayed; until it has joined, its routes answer 503.
 
+The ready line means the binary protocol and the HTTP port accept connections; the admin
+app (FastAPI's imports and routes) is built just after it (:mod:`magnetar.broker_server`),
+and an HTTP request that comes before it is built waits for it instead of failing.
+
 Data lives under ``data_dir``: ``metadata.db`` (the embedded SQLite metadata store, unless
 ``metadata_url`` names a shared one such as ZooKeeper) and ``bookie/`` (journal, entry
 logs, index). Restarting on the same directory keeps every topic, message and subscription
@@ -51,9 +55,6 @@ WORKER_PATH_PREFIXES = (
 WORKER_ROUTES_WAIT_MS = 10_000
 """How long a request to them waits for the routes to be built (they are, just after the
 ready line)."""
-WORKER_AFTER_READY_WAIT_S = 0.5
-"""How long the worker's start waits for the ready line before going ahead anyway (a
-standalone started without :func:`serve`, e.g. in-process in a test, prints none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,23 +178,32 @@ class Standalone(HostsBrokerServer):
             tmp = port_file.with_suffix(".tmp")
             tmp.write_text(str(bookie.port))
             tmp.replace(port_file)
-        from magnetar.admin.metrics import JournalCollector
 
-        first_routes: list[Any] = []
-        if cfg.functions_worker:
-            # The worker's routes are built once serving (DeferredRoutes): until then this
+        def collectors() -> list[Any]:
+            from magnetar.admin.metrics import JournalCollector
+
+            return [JournalCollector(lambda: None if self.bookie is None else bookie.journal)]
+
+        def first_routes() -> list[Any]:
+            if not cfg.functions_worker:
+                return []
+            # The worker's routes are built after the app (DeferredRoutes): until then this
             # stand-in, first of the routes as they will be, holds their requests.
             from magnetar.admin.deferred_routes import DeferredRoutes
 
             self._worker_routes = DeferredRoutes(WORKER_PATH_PREFIXES, WORKER_ROUTES_WAIT_MS)
-            first_routes.append(self._worker_routes)
+            return [self._worker_routes]
+
+        # The admin app is built after the ready line (app_after): HTTP requests that come
+        # first wait for it.
         self.server = BrokerServer(
             cfg.server,
             self.store,
             local_bookies=[bookie],
-            collectors=[JournalCollector(lambda: None if self.bookie is None else bookie.journal)],
+            collectors=collectors,
             health_checks=[lambda: None if self.bookie is None else bookie.write_problem()],
             first_routes=first_routes,
+            app_after=self._announced,
         )
         await self.server.start()
         assert self.server.admin is not None
@@ -203,7 +213,7 @@ class Standalone(HostsBrokerServer):
             functionsWorkerEnabled=cfg.functions_worker,
             bookiePort=bookie.port,
         )
-        if self._worker_routes is not None:
+        if cfg.functions_worker:
             self._worker_task = asyncio.get_running_loop().create_task(
                 self._start_functions_worker(), name="functions-worker start"
             )
@@ -211,20 +221,22 @@ class Standalone(HostsBrokerServer):
     async def _start_functions_worker(self) -> None:
         # Its imports (the client library, the runtime) are a fifth of the start-up: they
         # follow the ready line, which the worker's routes do not wait for (DeferredRoutes).
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._announced.wait(), WORKER_AFTER_READY_WAIT_S)
+        server = self.server
+        assert server is not None
+        # the admin app is built after the ready line, its imports in a thread: the
+        # worker's imports follow it, not beside it
+        app = await server.wait_app()
         from magnetar.functions.rest import ServiceSlot, router
 
-        server = self.server
-        assert self._worker_routes is not None and server is not None
-        assert server.app is not None and server.broker is not None and server.http is not None
+        assert self._worker_routes is not None
+        assert server.broker is not None and server.http is not None
         self._worker_slot = ServiceSlot()
-        self._worker_routes.install(server.app, router(self._worker_slot))
+        self._worker_routes.install(app, router(self._worker_slot))
         from magnetar.admin.server import build_route_matching_off_loop
 
         # the routes are complete now: their matching is built off the loop, not by the
         # first request (a user's, or the worker's REST calls) on it
-        await build_route_matching_off_loop(server.app)
+        await build_route_matching_off_loop(app)
         from magnetar.functions.runtime_manager import runtime_factory
         from magnetar.functions.worker_config import WorkerConfig
         from magnetar.functions.worker_info import WorkerInfo

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.broker.stats import RateMeter
+from magnetar.broker.stats import MeterSampler, RateMeter, SampledRateMeter
 from magnetar.common.clock import ManualClock
 from magnetar.common.latency import LatencyHistogram
 
@@ -40,6 +40,28 @@ def test_touch_records_wall_clock_time() -> None:
     assert meter.last_record_ms == 0
     meter.touch()
     assert meter.last_record_ms == 1_000_000
+
+
+def test_sampler_rounds_fold_what_each_meter_recorded_since_the_last() -> None:
+    """Each round folds into the buckets what a meter recorded since the previous one,
+    however often it recorded, and a meter that recorded nothing keeps reading zero."""
+    clock = ManualClock(start_ms=5_000)
+    sampler = MeterSampler()
+    busy, idle = SampledRateMeter(clock, sampler), SampledRateMeter(clock, sampler)
+    for second in range(10):
+        for _ in range(4):
+            busy.record(25, 250)
+        clock.advance(1.0)
+        sampler.sample_all()
+        assert busy.total_count == 100 * (second + 1)
+    assert busy._counts == [100] * 10  # one second's messages per bucket, none counted twice
+    assert busy.rate() == pytest.approx(100, rel=0.15)  # the window spans 9-10 s
+    assert busy.throughput() == pytest.approx(1000, rel=0.15)
+    assert busy.last_record_ms == 15_000
+    assert idle.rate() == 0 and idle.throughput() == 0 and idle.last_record_ms == 0
+    clock.advance(10)
+    sampler.sample_all()
+    assert busy.rate() == 0 and busy.total_count == 1000
 
 
 def test_latency_histogram_buckets() -> None:

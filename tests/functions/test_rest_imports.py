@@ -60,7 +60,7 @@ async def main() -> None:
         built_at_start = "magnetar.functions.rest" in sys.modules
         url = f"http://127.0.0.1:{node.http.port}/admin/v3/functions/public/default"
         status = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=30).status)
-        kinds = [type(r).__name__ for r in node.http.app.routes]
+        kinds = [type(r).__name__ for r in node.server.app.routes]  # the admin app, built
         await node.stop()
     print(json.dumps({"built_at_start": built_at_start, "status": status,
                       "stand_in_left": "DeferredRoutes" in kinds}))

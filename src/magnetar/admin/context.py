@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.auth.client_credentials import NO_CREDENTIALS, ClientCredentials
-from magnetar.broker.controller.runner import ControllerRunner
 from magnetar.broker.policies import PolicyStore
 from magnetar.broker.service import BrokerService
+
+if TYPE_CHECKING:  # cluster mode's: the standalone imports no controller
+    from magnetar.broker.controller.runner import ControllerRunner
 
 
 @dataclass(slots=True)

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
+
+from magnetar.admin.deferred_app import send_reason
 
 
 class DeferredRoutes(BaseRoute):
@@ -46,7 +47,7 @@ class DeferredRoutes(BaseRoute):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._installed.wait(), self.wait_ms / 1000)
         if not self._installed.is_set():
-            await _reason(send, 503, "the service behind this path is starting; try again")
+            await send_reason(send, 503, "the service behind this path is starting; try again")
             return
         partial: tuple[BaseRoute, Scope] | None = None
         for route in self._routes:
@@ -61,7 +62,7 @@ class DeferredRoutes(BaseRoute):
             scope.update(partial[1])
             await partial[0].handle(scope, receive, send)
             return
-        await _reason(send, 404, "Not Found")
+        await send_reason(send, 404, "Not Found")
 
     def install(self, app: FastAPI, router: APIRouter) -> None:
         """Build ``router``'s routes on ``app`` (with the app's dependencies) and put them
@@ -76,18 +77,3 @@ class DeferredRoutes(BaseRoute):
         app.openapi_schema = None  # generated again, with them
         self._routes = built
         self._installed.set()
-
-
-async def _reason(send: Send, status: int, reason: str) -> None:
-    body = json.dumps({"reason": reason}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

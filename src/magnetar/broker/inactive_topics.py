@@ -59,6 +59,12 @@ def activity_of(topic: Topic) -> TopicActivity:
     )
 
 
+def has_clients(topic: Topic) -> bool:
+    """Whether a producer or consumer is attached: the topic is then inactive under no
+    policy (``activity_of(topic).clients > 0``, without building the rest)."""
+    return bool(topic.producers) or any(s.consumers for s in topic.subscriptions.values())
+
+
 def deletable(name: TopicName) -> bool:
     """Whether the check may delete this topic at all."""
     return (
@@ -99,6 +105,10 @@ class InactivityTracker:
 
     def __init__(self) -> None:
         self._since: dict[str, tuple[int, object]] = {}
+
+    def forget(self, name: str) -> None:
+        """``name`` is active (as :meth:`due` records for an active topic)."""
+        self._since.pop(name, None)
 
     def keep_only(self, names: set[str]) -> None:
         """Forget every topic not in ``names`` (unloaded or deleted)."""

@@ -40,7 +40,7 @@ import itertools
 import json
 import logging
 from collections.abc import Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from magnetar.auth import AuthenticationService
@@ -49,10 +49,13 @@ from magnetar.broker.compactor import Compactor
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.connection_limit import ConnectionLimiter
-from magnetar.broker.controller.bundles import BundleId
-from magnetar.broker.inactive_topics import InactivityTracker, activity_of, deletable
+from magnetar.broker.inactive_topics import (
+    InactivityTracker,
+    activity_of,
+    deletable,
+    has_clients,
+)
 from magnetar.broker.offloaders import Offloaders
-from magnetar.broker.ownership import ClusterOwnership
 from magnetar.broker.partial_frames import PartialFrameBudget
 from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
 from magnetar.broker.publish_buffer import PublishBuffer
@@ -92,6 +95,10 @@ from magnetar.protocol import (
     TopicsMode,
 )
 from magnetar.protocol.entry import entry_message_count, entry_publish_time_ms
+
+if TYPE_CHECKING:  # cluster mode's: the standalone imports neither
+    from magnetar.broker.controller.bundles import BundleId
+    from magnetar.broker.ownership import ClusterOwnership
 
 log = logging.getLogger(__name__)
 
@@ -342,6 +349,9 @@ class BrokerService:
                     log.warning("deleting inactive %s: %s", topic.full_name, exc)
 
     async def _delete_if_inactive(self, topic: Topic, tracker: InactivityTracker) -> None:
+        if has_clients(topic):  # active whatever its policies: not worth resolving them
+            tracker.forget(topic.full_name)
+            return
         policies = await self.policies.effective(topic.name)
         if topic.closed or self.loaded_topic(topic.name) is not topic:
             return

@@ -14,13 +14,16 @@ occasional bucket rotation); reading is O(buckets).
   adds to the totals (no clock read); a :class:`MeterSampler` folds what was recorded since
   the last sample into the current bucket every second, and every read samples first. An
   event is thus counted in the bucket of the sample that saw it, at most one tick late.
+  The sampler visits only the meters that recorded since its last round (a meter queues
+  itself on its first record after a round), so idle producers and consumers cost nothing.
+
+A meter holds no buckets until it first counts something: most meters of a broker with many
+idle topics never do.
 * :class:`ProducerMeters`, :class:`ConsumerMeters`, :class:`SubscriptionMeters`,
   :class:`TopicMeters` — what one producer / consumer / subscription / topic records.
 """
 
 from __future__ import annotations
-
-import weakref
 
 from magnetar.common.clock import Clock
 
@@ -39,6 +42,7 @@ class RateMeter:
 
     __slots__ = (
         "_born_s",
+        "_buckets",
         "_bytes",
         "_clock",
         "_counts",
@@ -54,8 +58,10 @@ class RateMeter:
             raise ValueError("a rate meter needs at least one bucket and a positive window")
         self._clock = clock
         self._width_s = window_s / buckets
-        self._counts = [0] * buckets
-        self._bytes = [0] * buckets
+        self._buckets = buckets
+        self._counts: list[int] | None = None
+        """The buckets (None until the first event: all zero)."""
+        self._bytes: list[int] | None = None
         now = clock.monotonic_s()
         self._born_s = now
         self._slot = int(now // self._width_s)
@@ -65,34 +71,45 @@ class RateMeter:
         """Wall-clock time of the last :meth:`record` with a non-zero count (0 = never)."""
 
     def record(self, count: int, size_bytes: int = 0) -> None:
+        self._add(count, size_bytes)
+        self.total_count += count
+        self.total_bytes += size_bytes
+
+    def _add(self, count: int, size_bytes: int) -> None:
+        """Add to the current bucket (creating the buckets on the first event)."""
         slot = int(self._clock.monotonic_s() // self._width_s)
         if slot != self._slot:
             self._rotate(slot)
-        i = slot % len(self._counts)
-        self._counts[i] += count
-        self._bytes[i] += size_bytes
-        self.total_count += count
-        self.total_bytes += size_bytes
+        counts, sizes = self._counts, self._bytes
+        if counts is None or sizes is None:
+            counts = self._counts = [0] * self._buckets
+            sizes = self._bytes = [0] * self._buckets
+        i = slot % self._buckets
+        counts[i] += count
+        sizes[i] += size_bytes
 
     def touch(self) -> None:
         """Remember now as the last activity time (for ``last…Timestamp`` fields)."""
         self.last_record_ms = self._clock.now_ms()
 
     def _rotate(self, slot: int) -> None:
-        n = len(self._counts)
-        if slot - self._slot >= n:
+        counts, sizes = self._counts, self._bytes
+        n = self._buckets
+        if counts is None or sizes is None:
+            pass  # all zero already
+        elif slot - self._slot >= n:
             for i in range(n):
-                self._counts[i] = 0
-                self._bytes[i] = 0
+                counts[i] = 0
+                sizes[i] = 0
         else:
             for s in range(self._slot + 1, slot + 1):
-                self._counts[s % n] = 0
-                self._bytes[s % n] = 0
+                counts[s % n] = 0
+                sizes[s % n] = 0
         self._slot = slot
 
     def _span_s(self, now: float) -> float:
         width = self._width_s
-        covered = (len(self._counts) - 1) * width + (now - self._slot * width)
+        covered = (self._buckets - 1) * width + (now - self._slot * width)
         return max(width, min(covered, now - self._born_s))
 
     def rate(self) -> float:
@@ -101,7 +118,8 @@ class RateMeter:
         slot = int(now // self._width_s)
         if slot != self._slot:
             self._rotate(slot)
-        return sum(self._counts) / self._span_s(now)
+        counts = self._counts
+        return 0.0 if counts is None else sum(counts) / self._span_s(now)
 
     def throughput(self) -> float:
         """Bytes per second over the window."""
@@ -109,7 +127,8 @@ class RateMeter:
         slot = int(now // self._width_s)
         if slot != self._slot:
             self._rotate(slot)
-        return sum(self._bytes) / self._span_s(now)
+        sizes = self._bytes
+        return 0.0 if sizes is None else sum(sizes) / self._span_s(now)
 
 
 class SampledRateMeter(RateMeter):
@@ -118,7 +137,7 @@ class SampledRateMeter(RateMeter):
     every second, and by every read). ``last_record_ms`` is the time of the last sample
     that saw new events (so at most one sampling interval after the event)."""
 
-    __slots__ = ("__weakref__", "_sampled_bytes", "_sampled_count")
+    __slots__ = ("_queued", "_sampled_bytes", "_sampled_count", "_sampler")
 
     def __init__(
         self,
@@ -130,12 +149,18 @@ class SampledRateMeter(RateMeter):
         super().__init__(clock, window_s, buckets)
         self._sampled_count = 0
         self._sampled_bytes = 0
-        if sampler is not None:
-            sampler.add(self)
+        self._sampler = sampler
+        self._queued = sampler is None
+        """Whether the sampler's next round visits this meter (always, without one: it
+        never queues itself then)."""
 
     def record(self, count: int, size_bytes: int = 0) -> None:
         self.total_count += count
         self.total_bytes += size_bytes
+        if not self._queued:
+            self._queued = True
+            assert self._sampler is not None
+            self._sampler.queue(self)
 
     def sample(self) -> None:
         """Fold the events recorded since the last sample into the current bucket."""
@@ -143,16 +168,16 @@ class SampledRateMeter(RateMeter):
         size = self.total_bytes - self._sampled_bytes
         if not count and not size:
             return
-        slot = int(self._clock.monotonic_s() // self._width_s)
-        if slot != self._slot:
-            self._rotate(slot)
-        i = slot % len(self._counts)
-        self._counts[i] += count
-        self._bytes[i] += size
+        self._add(count, size)
         self._sampled_count = self.total_count
         self._sampled_bytes = self.total_bytes
         if count:
             self.last_record_ms = self._clock.now_ms()
+
+    def sample_queued(self) -> None:
+        """:meth:`sample`, by the sampler's round that this meter queued itself for."""
+        self._queued = False
+        self.sample()
 
     def rate(self) -> float:
         self.sample()
@@ -164,23 +189,23 @@ class SampledRateMeter(RateMeter):
 
 
 class MeterSampler:
-    """The :class:`SampledRateMeter` s of one broker; its owner calls :meth:`sample_all`
-    about every second. Holds its meters weakly (a closed producer's meter just goes)."""
+    """Samples the :class:`SampledRateMeter` s of one broker that recorded since its last
+    round; its owner calls :meth:`sample_all` about every second. A meter is held from its
+    record to the next round only (a closed producer's meter then just goes)."""
 
-    __slots__ = ("_meters",)
+    __slots__ = ("_due",)
 
     def __init__(self) -> None:
-        self._meters: weakref.WeakSet[SampledRateMeter] = weakref.WeakSet()
+        self._due: list[SampledRateMeter] = []
 
-    def add(self, meter: SampledRateMeter) -> None:
-        self._meters.add(meter)
+    def queue(self, meter: SampledRateMeter) -> None:
+        """Sample ``meter`` at the next round (it recorded; called once per round)."""
+        self._due.append(meter)
 
     def sample_all(self) -> None:
-        for meter in list(self._meters):
-            meter.sample()
-
-    def __len__(self) -> int:
-        return len(self._meters)
+        due, self._due = self._due, []
+        for meter in due:
+            meter.sample_queued()
 
 
 def _in_rate(clock: Clock, sampler: MeterSampler | None) -> RateMeter:

@@ -200,8 +200,8 @@ class LedgerHandle:
         self._changing: asyncio.Task[None] | None = None
         self._error: MagnetarError | None = None
         self._closing = False
-        self._drained: asyncio.Event = asyncio.Event()
-        self._drained.set()
+        self._drained: asyncio.Future[None] | None = None
+        """What :meth:`close` waits on while adds are pending (created only then)."""
         cfg = client.config
         self._qa = metadata.ack_quorum
         self._entry_size_max_bytes = cfg.entry_size_max_bytes
@@ -313,7 +313,6 @@ class LedgerHandle:
         checksums = [crc(p) for p in payloads]
         run = _PendingRun(entry_id, offset, payloads, checksums, sum(map(len, payloads)), callback)
         self._pending[entry_id] = run
-        self._drained.clear()
         if self._changing is None:
             self._send_run(run)
 
@@ -395,7 +394,7 @@ class LedgerHandle:
                 p.finished = True
                 p.callback(p.offset, p.count, first, None)
         if not pending:
-            self._drained.set()
+            self._wake_drained()
 
     def _fail(self, error: MagnetarError) -> None:
         """The handle can no longer write: fail every pending add."""
@@ -404,7 +403,12 @@ class LedgerHandle:
         pending, self._pending = self._pending, {}
         for p in pending.values():
             p.finish(-1, error)
-        self._drained.set()
+        self._wake_drained()
+
+    def _wake_drained(self) -> None:
+        drained = self._drained
+        if drained is not None and not drained.done():
+            drained.set_result(None)
 
     # -- ensemble changes -------------------------------------------------------------------
 
@@ -523,7 +527,10 @@ class LedgerHandle:
         if not self.writable or self.metadata.state == LedgerState.CLOSED:
             return
         self._closing = True
-        await self._drained.wait()
+        while self._pending:  # wait until no add is pending (one future for every waiter)
+            if self._drained is None or self._drained.done():
+                self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
         if self._changing is not None:
             with contextlib.suppress(Exception):
                 await self._changing

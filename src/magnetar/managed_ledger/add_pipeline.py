@@ -538,6 +538,7 @@ class AddPipeline:
         ml.ledgers.record_appends(ledger_id, first_entry_id, size, counts, now_ms)
         ml.stats_added += len(ops)
         ml.last_added_data = ops[-1].data
+        ml.maintainer.wake()
         # reported once, after the state above (the callback may add or read at once)
         unfinished = [op for op in ops if not op.finished]
         if len(unfinished) == len(ops):

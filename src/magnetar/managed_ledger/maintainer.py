@@ -2,7 +2,12 @@
 (:mod:`~magnetar.managed_ledger.maintenance`).
 
 One task per managed ledger ticks every ``min(maintenance_interval_ms,
-cursor_persist_interval_ms)`` on the injected clock. Each round persists the durable
+cursor_persist_interval_ms)`` on the injected clock while the ledger holds anything to look
+after; once a round leaves it *quiet* (no entry in any ledger, at most its one empty open
+ledger, no cached entry, every durable cursor persisted, no roll under way) no round could
+find work until something happens, so the task waits without a timer until
+:meth:`Maintainer.wake` (an append is stored, a rollover is requested, a cursor is opened or
+deleted) and then ticks again. An idle, drained topic thus costs no CPU. Each round persists the durable
 cursors that are due (every ``cursor_persist_interval_ms``); every
 ``maintenance_interval_ms`` it also rolls over by age or inactivity, applies message TTL
 (reading publish times for the search inside a ledger), checks backlog quotas, trims
@@ -14,6 +19,7 @@ next round tries again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -47,6 +53,8 @@ class Maintainer:
         """Whether a durable cursor was over the backlog quota at the last check."""
         self._last_persist_s = 0.0
         self._last_maintenance_s = 0.0
+        self._wake: asyncio.Future[None] | None = None
+        """Set while the task waits, quiet, for :meth:`wake`."""
 
     async def run(self) -> None:
         """The periodic task: a round per tick until the managed ledger is closed or fenced."""
@@ -61,6 +69,33 @@ class Maintainer:
                 return
             except MagnetarError as exc:
                 log.warning("%s: maintenance failed: %s", ml.name, exc)
+                continue
+            if self.quiet():
+                self._wake = asyncio.get_running_loop().create_future()
+                try:
+                    await self._wake
+                finally:
+                    self._wake = None
+
+    def quiet(self) -> bool:
+        """Whether no maintenance round can find work before something happens to the
+        managed ledger: it is open with one empty ledger (or none), holds no entry and no
+        cached entry, and every durable cursor's state is persisted. Nothing then depends
+        on time (rollover by age or inactivity, TTL, quotas, retention and offload all need
+        entries)."""
+        ml = self._ml
+        if ml.state is not State.OPEN or ml.writer is None or ml.rollover.task is not None:
+            return False
+        if len(ml.ledgers) > 1 or ml.ledgers.total_entries or len(ml.cache):
+            return False
+        return all(c.persisted or not c.durable for c in ml.cursors.values())
+
+    def wake(self) -> None:
+        """Something happened that a round may have to look after: if the task waits,
+        quiet, it ticks again (its next round one tick from now). Cheap when it does not."""
+        wake = self._wake
+        if wake is not None and not wake.done():
+            wake.set_result(None)
 
     async def maintain(self, *, force: bool = False) -> None:
         """See :meth:`ManagedLedger.maintain`."""

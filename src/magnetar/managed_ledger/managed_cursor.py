@@ -240,9 +240,11 @@ class ManagedCursor:
         self.state.ack_batch_indexes(position, batch_size, indexes)
 
     def skip(self, count: int) -> int:
+        self._ml.maintainer.wake()  # an admin operation: to be persisted
         return self.state.skip(count)
 
     def clear_backlog(self) -> None:
+        self._ml.maintainer.wake()  # an admin operation: to be persisted
         self.state.clear_backlog()
 
     def rewind(self) -> None:
@@ -291,6 +293,11 @@ class ManagedCursor:
     async def flush(self) -> None:
         """Persist now if anything changed."""
         await self.persist()
+
+    @property
+    def persisted(self) -> bool:
+        """Whether the state has not changed since it was last stored (or restored)."""
+        return self.state.version == self._persisted_version
 
     async def persist(self) -> None:
         """Store the state if it changed since the last persist. Raises

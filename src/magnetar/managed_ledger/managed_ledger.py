@@ -21,7 +21,8 @@ The parts, each in its own module:
   the end of the log parks on a future until an entry arrives
   (``ManagedCursor.read_entries_or_wait``);
 * background work — :meth:`ManagedLedger.maintain`, one task of period
-  ``min(maintenance_interval_ms, cursor_persist_interval_ms)``: persist dirty durable
+  ``min(maintenance_interval_ms, cursor_persist_interval_ms)``, waiting without a timer
+  while the ledger is quiet (see :mod:`~magnetar.managed_ledger.maintainer`): persist dirty durable
   cursors, then what the pure planner :mod:`~magnetar.managed_ledger.maintenance` decides
   (roll over by age or inactivity, message TTL, backlog quotas, trimming, offload), then
   evict the cache;
@@ -466,6 +467,7 @@ class ManagedLedger:
         if durable:
             await cursor.create_metadata()
         self.cursors[name] = cursor
+        self.maintainer.wake()
         return cursor
 
     async def delete_cursor(self, name: str) -> None:
@@ -473,6 +475,7 @@ class ManagedLedger:
         cursor = self.cursors.pop(name, None)
         if cursor is None:
             raise CursorNotFound(f"{self.name}: no cursor {name!r}")
+        self.maintainer.wake()
         await cursor.delete_storage()
 
     def slowest_read_position(self) -> Position:

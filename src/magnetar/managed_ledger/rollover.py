@@ -93,6 +93,7 @@ class Rollover:
         finally:
             self.task = None
             ml.adds.pump()
+            ml.maintainer.wake()
 
     async def roll(self, *, start_new: bool = True) -> None:
         """Close the current ledger (after its in-flight adds finish) and start a new one

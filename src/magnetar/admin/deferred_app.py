@@ -1,0 +1,74 @@
+"""An HTTP app served before it is built: a plain ASGI stand-in that holds requests.
+
+Building the admin app (importing FastAPI, pydantic and the admin routes, then creating
+them) was about half of ``magnetar standalone``'s start-up CPU. The HTTP server therefore
+starts with a :class:`DeferredApp`: the port accepts connections at once, and a request
+that arrives before :meth:`DeferredApp.install` waits (at most ``wait_ms``) for the real app
+and is then served by it; one that waits longer is answered 503 with a reason. After the
+install every request goes straight to the real app. Importing this module imports no web
+framework.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class DeferredApp:
+    """An ASGI app that serves the app given to :meth:`install`, and holds the requests
+    that come before it (each for at most ``wait_ms``, then 503)."""
+
+    def __init__(self, wait_ms: int) -> None:
+        self.wait_ms = wait_ms
+        self._app: ASGIApp | None = None
+        self._installed = asyncio.Event()
+
+    @property
+    def installed(self) -> bool:
+        return self._app is not None
+
+    def install(self, app: ASGIApp) -> None:
+        """Serve ``app`` from now on; requests waiting meanwhile go to it."""
+        self._app = app
+        self._installed.set()
+
+    async def wait_installed(self) -> None:
+        await self._installed.wait()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        app = self._app
+        if app is None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._installed.wait(), self.wait_ms / 1000)
+            app = self._app
+            if app is None:
+                if scope["type"] == "http":
+                    await send_reason(send, 503, "the HTTP service is starting; try again")
+                return
+        await app(scope, receive, send)
+
+
+async def send_reason(send: Send, status: int, reason: str) -> None:
+    """Answer ``status`` with Pulsar's error body, ``{"reason": ...}``."""
+    body = json.dumps({"reason": reason}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

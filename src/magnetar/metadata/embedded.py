@@ -15,9 +15,7 @@ fsyncs the WAL before the operation returns, so an acknowledged write survives p
 not only a process crash. Metadata writes are rare (ledger creation and closing, cursor
 ledger switches, ownership) and off the event loop, so the fsync is affordable; pass
 ``?synchronous=normal`` to trade power-loss durability of the last commits for speed (still
-crash-safe for process kills, never corrupt). Writes that wait together are committed
-together (a group commit: each in its own savepoint, so each succeeds or fails alone, and
-none is answered before the shared COMMIT), so many topics created at once share fsyncs.
+crash-safe for process kills, never corrupt).
 
 Sessions: a session is alive from :meth:`EmbeddedDatabase.open_session` until closed or
 expired; its ephemeral nodes are deleted then. Because only one process may open a file
@@ -29,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import fcntl
 import logging
 import os
@@ -37,7 +34,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MetadataError
@@ -76,7 +73,6 @@ from magnetar.metadata.store import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-R = TypeVar("R")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -234,11 +230,6 @@ class EmbeddedDatabase:
             max_workers=1, thread_name_prefix=f"metadata-sqlite-{key}"
         )
         self._conn: sqlite3.Connection | None = None
-        self._queued: list[_QueuedWrite[Any]] = []
-        """Writes waiting for the worker's next group commit (guarded by ``_queue_lock``)."""
-        self._queue_lock = threading.Lock()
-        self._group_submitted = False
-        """Whether a group commit is submitted and has not taken the queue yet."""
         if filename is not None:
             self._lock_fd = os.open(filename + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -288,56 +279,6 @@ class EmbeddedDatabase:
             raise
         self._publish(txn.events)
         return result
-
-    def _write_group(self) -> None:
-        """Run every queued write (up to ``GROUP_WRITES_MAX``) in one transaction, each
-        inside its own savepoint: a body that raises rolls back alone and fails alone; one
-        COMMIT (one fsync) then stands for all the others, whose callers are answered only
-        after it, in queue order, with their notifications published first."""
-        with self._queue_lock:
-            group = self._queued[:GROUP_WRITES_MAX]
-            del self._queued[:GROUP_WRITES_MAX]
-            self._group_submitted = bool(self._queued)
-            if self._queued:  # the rest in the next group, behind anything submitted since
-                self._executor.submit(self._write_group)
-        conn = self._conn
-        outcomes: list[tuple[bool, Any]] = []
-        events: list[Notification] = []
-        try:
-            assert conn is not None
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for item in group:
-                    if item.session_id not in self._live_sessions:
-                        outcomes.append(
-                            (False, SessionExpired(f"session {item.session_id:#x} is not alive"))
-                        )
-                        continue
-                    txn = _Txn(conn, item.session_id, item.now_ms)
-                    conn.execute("SAVEPOINT w")
-                    try:
-                        result = item.body(txn)
-                    except BaseException as exc:
-                        conn.execute("ROLLBACK TO w")
-                        conn.execute("RELEASE w")
-                        outcomes.append((False, _store_error(self.filename, exc)))
-                        continue
-                    conn.execute("RELEASE w")
-                    outcomes.append((True, result))
-                    events.extend(txn.events)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:  # also after a failed COMMIT (see _write)
-                    conn.execute("ROLLBACK")
-                raise
-        except BaseException as exc:
-            error = _store_error(self.filename, exc)
-            for item in group:
-                item.settle(False, error)
-            return
-        self._publish(events)
-        for item, (ok, value) in zip(group, outcomes, strict=True):
-            item.settle(ok, value)
 
     def _read(self, session_id: int, body: Callable[[_Txn], T]) -> T:
         conn = self._conn
@@ -393,22 +334,7 @@ class EmbeddedDatabase:
             ) from exc
 
     async def write(self, session_id: int, now_ms: int, body: Callable[[_Txn], T]) -> T:
-        """Run ``body`` in a transaction of its own on the worker thread: queued with the
-        writes of other tasks that wait meanwhile, and committed with them
-        (:meth:`_write_group`), so concurrent writers share one fsync."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        item = _QueuedWrite(session_id, now_ms, body, loop, future)
-        with self._queue_lock:
-            self._queued.append(item)
-            if not self._group_submitted:
-                try:
-                    self._executor.submit(self._write_group)
-                except RuntimeError:  # shut down
-                    self._queued.remove(item)
-                    raise SessionExpired("the database is closed") from None
-                self._group_submitted = True
-        return await item.future
+        return await self.call(self._write, session_id, now_ms, body)
 
     async def read(self, session_id: int, body: Callable[[_Txn], T]) -> T:
         return await self.call(self._read, session_id, body)
@@ -426,44 +352,6 @@ class EmbeddedDatabase:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
-
-
-GROUP_WRITES_MAX = 256
-"""Writes committed together at most (one transaction, one fsync)."""
-
-
-@dataclass(slots=True)
-class _QueuedWrite(Generic[R]):
-    """One write waiting for a group commit, and how to answer its caller."""
-
-    session_id: int
-    now_ms: int
-    body: Callable[[_Txn], R]
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[R]
-
-    def settle(self, ok: bool, value: Any) -> None:
-        """Answer the caller on its loop (from the worker thread)."""
-        with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits
-            self.loop.call_soon_threadsafe(self._settle, ok, value)
-
-    def _settle(self, ok: bool, value: Any) -> None:
-        if self.future.done():  # the caller was cancelled
-            return
-        if ok:
-            self.future.set_result(value)
-        else:
-            self.future.set_exception(value)
-
-
-def _store_error(filename: str | None, exc: BaseException) -> BaseException:
-    """What a write's caller sees for ``exc``: SQLite's errors (a full disk) as an
-    operating error of the store, as :meth:`EmbeddedDatabase.call` maps them."""
-    if isinstance(exc, sqlite3.Error):
-        error = MetadataStoreError(f"metadata database {filename or ':memory:'}: {exc}")
-        error.__cause__ = exc
-        return error
-    return exc
 
 
 _registry_lock = threading.Lock()

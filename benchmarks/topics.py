@@ -38,8 +38,16 @@ import time
 from pathlib import Path
 
 import uvloop
-from broker import connect, cpu_s, median, process_tree, rss_mb, settled_rss_mb, source_tree
-from broker import start_standalone, wait_quiet  # this directory: the script's own
+from broker import (  # this directory: the script's own
+    connect,
+    cpu_s,
+    median,
+    process_tree,
+    settled_rss_mb,
+    source_tree,
+    start_standalone,
+    wait_quiet,
+)
 
 from magnetar.protocol import Producer, Subscribe, SubType, encode
 from magnetar.protocol.command.lookup import LookupTopic, LookupTopicResponse

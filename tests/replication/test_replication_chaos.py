@@ -1,8 +1,8 @@
 """Bounded chaos during a replicated stream, deduplication on: a local cluster ``east``
 (2 brokers, 2 bookies) replicates to a standalone ``south`` while a producer in ``east``
 keeps sending; a seeded sequence of faults: ``south`` SIGKILLed and restarted, ``south``
-SIGSTOPped and SIGCONTed (while paused, the topic is unloaded, so that it may change
-owner: always in the default run, about every other pause in the long one), the topic's
+SIGSTOPped and SIGCONTed (while paused, the namespace is unloaded, so that the topic moves
+to the other broker: always in the default run, about every other pause in the long one), the topic's
 owner in ``east`` SIGKILLed (the other broker takes the topic; the killed one comes back at
 once, and may take the topic back during the next fault).
 
@@ -151,7 +151,6 @@ def test_replication_survives_remote_kills_pauses_and_owner_kills(sites: Sites) 
     east, south = sites.east, sites.south
     ns = replicated_namespace({"east": admin_url(east), "south": south.http_url})
     topic = f"persistent://{ns}/chaos"
-    topic_path = topic.replace("persistent://", "/admin/v2/persistent/")
 
     def stats() -> dict[str, object]:
         return replication_stats(admin_url(east), topic, "south")
@@ -191,10 +190,11 @@ def test_replication_survives_remote_kills_pauses_and_owner_kills(sites: Sites) 
                     assert south.proc is not None
                     os.kill(south.proc.pid, signal.SIGSTOP)
                 if fault == "remote-pause" and (not LONG or rng.random() < 0.5):
-                    # the topic changes owner while south is paused
-                    owner_admin = east.broker_admin_url(owner_index(east, topic))
-                    ok(owner_admin, "PUT", topic_path + "/unload")
-                    print("topic unloaded with south paused; owner now", owner_index(east, topic))
+                    # the topic's bundle moves to another broker while south is paused
+                    owner = owner_index(east, topic)
+                    ok(admin_url(east), "PUT", f"/admin/v2/namespaces/{ns}/unload")
+                    print(f"namespace unloaded with south paused: owner {owner} ->",
+                          owner_index(east, topic))  # fmt: skip
                 _until_not_connected(stats, fault)
                 backlog = int(stats()["replicationBacklog"])  # type: ignore[call-overload]
                 wait_until(

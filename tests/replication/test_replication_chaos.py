@@ -34,7 +34,6 @@ from magnetar.local_cluster import LocalCluster
 from magnetar.testing import StandaloneProcess
 from magnetar.testing.wait import wait_until
 
-from .conftest import ok
 from .local_clusters import (
     admin_url,
     local_cluster,
@@ -42,6 +41,7 @@ from .local_clusters import (
     register,
     replicated_namespace,
     replication_stats,
+    unload_namespace,
 )
 
 pytestmark = pytest.mark.timeout(1800)
@@ -192,7 +192,7 @@ def test_replication_survives_remote_kills_pauses_and_owner_kills(sites: Sites) 
                 if fault == "remote-pause" and (not LONG or rng.random() < 0.5):
                     # the topic's bundle moves to another broker while south is paused
                     owner = owner_index(east, topic)
-                    ok(admin_url(east), "PUT", f"/admin/v2/namespaces/{ns}/unload")
+                    unload_namespace(east, ns)
                     print(f"namespace unloaded with south paused: owner {owner} ->",
                           owner_index(east, topic))  # fmt: skip
                 _until_not_connected(stats, fault)

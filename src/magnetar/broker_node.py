@@ -31,6 +31,7 @@ from magnetar.broker.controller.bundle_state_machine import ControllerPolicy
 from magnetar.broker.controller.bundles import BundleId
 from magnetar.broker.controller.election import REGISTRATIONS_PATH
 from magnetar.broker.controller.load import DEFAULT_OVERLOAD_CPU_PERCENT, LoadPolicy, LoadReport
+from magnetar.broker.controller.replica_state_machine import ReplicaPolicy
 from magnetar.broker.controller.runner import ControllerRunner
 from magnetar.broker.load_report import CpuMeter, with_load
 from magnetar.broker.ownership import BrokerAddress, ClusterOwnership
@@ -145,6 +146,8 @@ class BrokerNode(HostsBrokerServer):
             clock=self.clock,
             cluster=b.cluster_name,
             policy=ControllerPolicy(load=LoadPolicy(overload_cpu_percent=cfg.overload_cpu_percent)),
+            # autorecovery keeps the ensembles it repairs within the brokers' placement
+            replica_policy=ReplicaPolicy(placement=cfg.server.placement),
         )
         server.admin.controller = self.controller
         self.controller.start()

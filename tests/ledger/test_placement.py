@@ -20,6 +20,7 @@ from magnetar.ledger.placement import (
     place,
     region_of,
     regions_needed,
+    replacements,
     shortfall,
     write_sets,
 )
@@ -186,6 +187,43 @@ def test_a_region_gone_degrades_unless_enforced(seed: int) -> None:
     with pytest.raises(PlacementUnmet):
         new(ENFORCED, east, 3, 3, TWO_REGIONS, rng)
     assert not shortfall(ENFORCED, ensemble, 3, TWO_REGIONS).degraded
+
+
+def test_a_replacement_keeps_the_ensemble_over_regions_and_racks() -> None:
+    # w1 lost from (e1, w1): only the west candidates keep two regions, and w2 is on
+    # another rack than e1 as w3 is, but w3 shares w1's rack with nothing: both fine, by
+    # the caller's order among equals
+    order = replacements(REGION_AWARE, ["e2", "e3", "w3", "w2"], ["e1", "w1"], 1, 2, TWO_REGIONS)
+    assert order[:2] == ["w3", "w2"]
+    assert set(order[2:]) == {"e2", "e3"}
+    assert order[2] == "e2"  # another rack than e1: only the rack minimum is met
+    # without region awareness, racks alone: e2 and the west ones differ from e1's rack
+    assert replacements(RACK_AWARE, ["e3", "e2"], ["e1", "w1"], 1, 2, TWO_REGIONS) == [
+        "e2",
+        "e3",
+    ]
+    # members of the ensemble are never candidates; none left: nothing to offer
+    assert replacements(REGION_AWARE, ["e1", "w1"], ["e1", "w1"], 0, 2, TWO_REGIONS) == []
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_a_replacement_meets_the_policy_whenever_some_candidate_does(seed: int) -> None:
+    rng = random.Random(seed)
+    ensemble = new(REGION_AWARE, list(TWO_REGIONS), 4, 2, TWO_REGIONS, rng)
+    lost = rng.randrange(4)
+    candidates = [b for b in TWO_REGIONS if b not in ensemble]
+    rng.shuffle(candidates)
+    best = replacements(REGION_AWARE, candidates, ensemble, lost, 2, TWO_REGIONS)[0]
+    fixed = [best if i == lost else b for i, b in enumerate(ensemble)]
+    meets = [
+        c
+        for c in candidates
+        if not shortfall(
+            REGION_AWARE, [c if i == lost else b for i, b in enumerate(ensemble)], 2, TWO_REGIONS
+        ).degraded
+    ]
+    assert meets, "a spare of the lost bookie's region fits"
+    assert not shortfall(REGION_AWARE, fixed, 2, TWO_REGIONS).degraded, (seed, ensemble, best)
 
 
 def test_enforced_racks() -> None:

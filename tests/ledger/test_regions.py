@@ -5,7 +5,8 @@ processes labelled with ``--rack /region/rack`` on a real ZooKeeper:
   bookie paused with SIGSTOP), and is once that bookie answers — while the same setup
   without region awareness confirms it on the Qa acks of one region;
 * with the minimums enforced, losing a whole region fails appends with a clear error
-  instead of writing on in one region.
+  instead of writing on in one region;
+* autorecovery replaces a lost bookie by one that keeps the ensemble over both regions.
 """
 
 from __future__ import annotations
@@ -18,11 +19,15 @@ from pathlib import Path
 import pytest
 
 from magnetar.bookie_protocol.codec import OpType, Request, Status
+from magnetar.broker.controller import ReplicaPolicy, ReplicaStateMachine, ReplicateFragment
 from magnetar.ledger import LedgerClient, LedgerClientConfig
+from magnetar.ledger.client import bookie_racks
 from magnetar.ledger.placement import PlacementPolicy, PlacementUnmet, region_of
 from magnetar.metadata import MetadataStore, connect
 from magnetar.testing import wait_until_async
 from magnetar.testing.bookie import BookieProcess
+
+from .autorecovery_round import controller_round
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -137,5 +142,59 @@ async def test_enforced_regions_fail_appends_when_a_region_is_lost(
         again = await client.create(2, 2, 2)
         assert await again.add(b"z") == 0
         await again.close()
+    finally:
+        await client.close()
+
+
+async def test_autorecovery_keeps_a_ledger_over_both_regions(
+    store: MetadataStore, zookeeper_url: str, tmp_path: Path, procs: list[BookieProcess]
+) -> None:
+    """The west bookie of a ledger placed over two regions is SIGKILLed: the replacement the
+    controller's replica state machine picks (racks read from the bookies' registrations, as
+    the controller reads them) is the west spare, not one of the east spares, and every
+    entry reads back from the healed ensemble."""
+    bookies = await start_racked(
+        procs,
+        store,
+        zookeeper_url,
+        tmp_path,
+        ["/east/r1", "/east/r2", "/east/r3", "/west/r1", "/west/r2"],
+    )
+    client = LedgerClient(
+        store, config=LedgerClientConfig(request_timeout_ms=3_000, placement=REGION_AWARE)
+    )
+    loop = asyncio.get_running_loop()
+    try:
+        handle = await client.create(2, 2, 2)
+        await asyncio.gather(*(handle.add_nowait(f"e-{i}".encode()) for i in range(50)))
+        await handle.close()
+        md, version = await client.get_metadata(handle.ledger_id)
+        live = await client.available_bookies()
+        machine = ReplicaStateMachine(
+            1,
+            policy=ReplicaPolicy(placement=REGION_AWARE),
+            ledgers={handle.ledger_id: (md, version)},
+            live_bookies=live,
+            racks=await bookie_racks(store, live),
+        )
+        assert machine.start(int(loop.time() * 1000)) == []
+        racks = await client.bookie_racks(live)
+        (west,) = [b for b in md.current_ensemble if region_of(racks[b]) == "/west"]
+        (spare,) = {bookies["/west/r1"].bookie_id, bookies["/west/r2"].bookie_id} - {west}
+        by_id = {p.bookie_id: p for p in bookies.values()}
+        by_id[west].kill()
+        tasks: list[ReplicateFragment] = []
+
+        async def healthy() -> bool:
+            tasks.extend(await controller_round(machine, client))
+            return west not in machine.live_bookies and not machine.records
+
+        await wait_until_async(healthy, timeout_s=60, what="the ledger to heal")
+        assert [t.target_bookie for t in tasks] == [spare]
+        healed, _ = await client.get_metadata(handle.ledger_id)
+        assert {region_of(racks[b]) for b in healed.current_ensemble} == {"/east", "/west"}
+        reader = await client.open(handle.ledger_id)
+        entries = await reader.read(0, 49)
+        assert [e.data for e in entries] == [f"e-{i}".encode() for i in range(50)]
     finally:
         await client.close()

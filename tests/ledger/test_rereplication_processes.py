@@ -2,9 +2,8 @@
 registration expires, and the replica state machine with the replication worker bring the
 ledger back to its write quorum on live bookies, checked through the ledger metadata.
 
-This test plays the controller's loop and the worker itself: it feeds the machine the
-registrations and carries out its tasks with :func:`rereplicate_fragment` (the processes'
-own loops are tested in ``tests/cluster/test_autorecovery.py``)."""
+This test plays the controller's loop and the worker itself
+(:func:`~.autorecovery_round.controller_round`)."""
 
 from __future__ import annotations
 
@@ -13,14 +12,13 @@ import signal
 from pathlib import Path
 
 from magnetar.broker.controller import ReplicaStateMachine, ReplicateFragment
-from magnetar.common.errors import MagnetarError
 from magnetar.ledger import LedgerClient, LedgerClientConfig
 from magnetar.ledger.fragments import missing_replicas
-from magnetar.ledger.rereplication import rereplicate_fragment
 from magnetar.metadata import MetadataStore
 from magnetar.testing import wait_until_async
 from magnetar.testing.bookie import BookieProcess
 
+from .autorecovery_round import controller_round
 from .test_processes import payload, start, store
 
 __all__ = ["store"]  # fixture
@@ -58,38 +56,11 @@ async def test_a_killed_bookies_replicas_are_copied_to_the_spare(
         victim.signal(signal.SIGKILL)
         tasks: list[ReplicateFragment] = []
 
-        async def controller_round() -> bool:
-            """One round of the controller's loop; true once the ledger is healthy."""
-            now_ms = int(loop.time() * 1000)
-            registered = set(await client.available_bookies())
-            effects = []
-            for bookie in sorted(registered - machine.live_bookies):
-                effects += machine.bookie_joined(bookie, now_ms)
-            for bookie in sorted(machine.live_bookies - registered):
-                effects += machine.bookie_left(bookie, now_ms)
-            effects += machine.tick(now_ms)
-            for effect in effects:
-                if not isinstance(effect, ReplicateFragment):
-                    continue
-                tasks.append(effect)
-                try:
-                    written, written_version = await rereplicate_fragment(
-                        client,
-                        effect.ledger_id,
-                        effect.first_entry,
-                        effect.bookie_index,
-                        effect.missing_bookie,
-                        effect.target_bookie,
-                    )
-                except (MagnetarError, ValueError):
-                    machine.fragment_failed(effect, int(loop.time() * 1000))
-                else:
-                    machine.fragment_replicated(
-                        effect, written, written_version, int(loop.time() * 1000)
-                    )
+        async def healthy() -> bool:
+            tasks.extend(await controller_round(machine, client))
             return victim.bookie_id not in machine.live_bookies and not machine.records
 
-        await wait_until_async(controller_round, timeout_s=60, what="the ledger to heal")
+        await wait_until_async(healthy, timeout_s=60, what="the ledger to heal")
         assert tasks == [ReplicateFragment(ledger_id, 0, 1, ensemble[1], spare, 1)]
         healed, _ = await client.get_metadata(ledger_id)
         assert healed.ensembles == ((0, (ensemble[0], spare, ensemble[2])),)

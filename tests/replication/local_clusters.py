@@ -59,6 +59,22 @@ def replicated_namespace(admins: dict[str, str]) -> str:
     return ns
 
 
+def unload_namespace(cluster: LocalCluster, ns: str) -> None:
+    """Unload every bundle of ``ns`` (the controller moves them): sent to each running
+    broker in turn, since the others redirect to the controller (307, which urllib does not
+    follow for a PUT)."""
+    answers = []
+    for index, broker in enumerate(cluster.brokers):
+        if broker.is_running():
+            answer = call(
+                cluster.broker_admin_url(index), "PUT", f"/admin/v2/namespaces/{ns}/unload"
+            )
+            if 200 <= answer.status < 300:
+                return
+            answers.append((answer.status, answer.body))
+    raise AssertionError(f"no broker unloaded {ns}: {answers}")
+
+
 def owner_index(cluster: LocalCluster, topic: str) -> int:
     """The index of the broker of ``cluster`` that owns ``topic`` (looked up; the lookup
     assigns the bundle when nobody owns it)."""

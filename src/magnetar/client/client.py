@@ -495,10 +495,15 @@ class Client:
 
     # ------------------------------------------------------------ closing
 
-    async def close(self) -> None:
-        """Close every producer, consumer and reader, then every connection."""
+    async def close(self, *, flush: bool = True) -> None:
+        """Close every producer, consumer and reader, then every connection.
+        ``flush=False`` closes the connections first: pending sends fail at once instead of
+        being waited for (for a caller that sends them again itself, as the geo-replicator
+        does from its cursor), and nothing waits for an unresponsive broker."""
         if self._ctx.closed:
             return
+        if not flush:
+            self._ctx.pool.close()
         handles = list(self._ctx.handles)
         await asyncio.gather(*(h.close() for h in handles), return_exceptions=True)
         self._ctx.closed = True

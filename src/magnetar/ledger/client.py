@@ -168,30 +168,8 @@ class LedgerClient:
         return chosen, {b: rack_of.get(b, racks.DEFAULT_RACK) for b in chosen}
 
     async def bookie_racks(self, bookies: Iterable[str]) -> dict[str, str]:
-        """Bookie id → rack for ``bookies`` that have one: the stored rack placement
-        (admin-set) first, else the label in the bookie's registration. A placement that
-        cannot be read is logged and ignored (placement then uses the labels only)."""
-        configured: dict[str, str] = {}
-        try:
-            value = (await self.store.get(racks.RACKS_PATH)).value
-        except NotFound:
-            value = b""
-        try:
-            configured = racks.racks_of(racks.parse_configuration(value))
-        except racks.InvalidRackConfiguration as exc:
-            log.warning("ignoring the rack placement: %s", exc)
-        unlabelled = sorted(set(bookies) - set(configured))
-        labels = await asyncio.gather(*(self._registered_rack(b) for b in unlabelled))
-        found = {b: rack for b, rack in zip(unlabelled, labels, strict=True) if rack is not None}
-        return {**found, **configured}
-
-    async def _registered_rack(self, bookie_id: str) -> str | None:
-        for path in (f"{AVAILABLE_PATH}/{bookie_id}", f"{READONLY_PATH}/{bookie_id}"):
-            try:
-                return racks.registered_rack((await self.store.get(path)).value)
-            except NotFound:
-                continue
-        return None
+        """Bookie id → rack for ``bookies`` that have one (:func:`bookie_racks`)."""
+        return await bookie_racks(self.store, bookies)
 
     # -- create / delete ---------------------------------------------------------------------
 
@@ -404,4 +382,32 @@ class LedgerClient:
             )
 
 
-__all__ = ["LedgerClient", "LedgerClientConfig", "NoSuchEntry"]
+async def bookie_racks(store: MetadataStore, bookies: Iterable[str]) -> dict[str, str]:
+    """Bookie id → rack for ``bookies`` that have one: the stored rack placement
+    (admin-set) first, else the label in the bookie's registration. A placement that
+    cannot be read is logged and ignored (placement then uses the labels only)."""
+    configured: dict[str, str] = {}
+    try:
+        value = (await store.get(racks.RACKS_PATH)).value
+    except NotFound:
+        value = b""
+    try:
+        configured = racks.racks_of(racks.parse_configuration(value))
+    except racks.InvalidRackConfiguration as exc:
+        log.warning("ignoring the rack placement: %s", exc)
+    unlabelled = sorted(set(bookies) - set(configured))
+    labels = await asyncio.gather(*(_registered_rack(store, b) for b in unlabelled))
+    found = {b: rack for b, rack in zip(unlabelled, labels, strict=True) if rack is not None}
+    return {**found, **configured}
+
+
+async def _registered_rack(store: MetadataStore, bookie_id: str) -> str | None:
+    for path in (f"{AVAILABLE_PATH}/{bookie_id}", f"{READONLY_PATH}/{bookie_id}"):
+        try:
+            return racks.registered_rack((await store.get(path)).value)
+        except NotFound:
+            continue
+    return None
+
+
+__all__ = ["LedgerClient", "LedgerClientConfig", "NoSuchEntry", "bookie_racks"]

@@ -24,6 +24,11 @@ write set spans as many regions and racks as the candidates allow, also when str
 :class:`PlacementUnmet` (the ledger client then fails the create or the append; writes
 resume once enough bookies are back).
 
+**Replacement** (:func:`replacements`): a lost replica's bookie is replaced (autorecovery)
+by the candidate with which the ensemble meets the minimums, or falls least short of them,
+then by the same repetition costs, so a re-replicated ensemble spans regions and racks as a
+placed one does.
+
 **Durability** (:func:`regions_needed`, :func:`durable`): with region awareness an entry
 is acknowledged once ``Qa`` bookies of its write set stored it *and* they are in at least
 ``min(min_regions_for_durability, regions of that write set)`` regions, so a whole region
@@ -185,34 +190,70 @@ def _fill(
     """One greedy pass of :func:`place` over ``pool`` (in its order: first among equals)."""
     pool = list(pool)
     filled: list[str | None] = list(ensemble)
-    sets = write_sets(len(ensemble), write_quorum)
-    containing = [[ws for ws in sets if i in ws] for i in range(len(ensemble))]
-
-    def rack(b: str) -> str:
-        return racks.get(b, DEFAULT_RACK)
-
-    def cost(position: int, b: str) -> tuple[int, int, int, int]:
-        b_rack = rack(b)
-        b_region = region_of(b_rack)
-        region_repeats = rack_repeats = 0
-        for ws in containing[position]:
-            members = [m for m in (filled[i] for i in ws) if m is not None]
-            if policy.region_aware:
-                region_repeats += any(region_of(rack(m)) == b_region for m in members)
-            if policy.rack_aware:
-                rack_repeats += any(rack(m) == b_rack for m in members)
-        members = [m for m in filled if m is not None]
-        region_use = (
-            sum(region_of(rack(m)) == b_region for m in members) if policy.region_aware else 0
-        )
-        rack_use = sum(rack(m) == b_rack for m in members) if policy.rack_aware else 0
-        return (region_repeats, rack_repeats, region_use, rack_use)
-
     for position in (i for i, b in enumerate(ensemble) if b is None):
-        chosen = min(pool, key=lambda b: cost(position, b))
+        chosen = min(pool, key=lambda b: _cost(policy, filled, write_quorum, racks, position, b))
         pool.remove(chosen)
         filled[position] = chosen
     return [b for b in filled if b is not None]
+
+
+def _cost(
+    policy: PlacementPolicy,
+    filled: Sequence[str | None],
+    write_quorum: int,
+    racks: Mapping[str, str],
+    position: int,
+    b: str,
+) -> tuple[int, int, int, int]:
+    """The repetition bookie ``b`` at ``position`` adds: write sets containing ``position``
+    that already have its region and its rack, then its region's and rack's use in the
+    whole ensemble (each 0 when the policy ignores regions or racks)."""
+
+    def rack(bookie: str) -> str:
+        return racks.get(bookie, DEFAULT_RACK)
+
+    b_rack = rack(b)
+    b_region = region_of(b_rack)
+    region_repeats = rack_repeats = 0
+    for ws in write_sets(len(filled), write_quorum):
+        if position not in ws:
+            continue
+        members = [m for m in (filled[i] for i in ws if i != position) if m is not None]
+        if policy.region_aware:
+            region_repeats += any(region_of(rack(m)) == b_region for m in members)
+        if policy.rack_aware:
+            rack_repeats += any(rack(m) == b_rack for m in members)
+    members = [m for i, m in enumerate(filled) if m is not None and i != position]
+    region_use = sum(region_of(rack(m)) == b_region for m in members) if policy.region_aware else 0
+    rack_use = sum(rack(m) == b_rack for m in members) if policy.rack_aware else 0
+    return (region_repeats, rack_repeats, region_use, rack_use)
+
+
+def replacements(
+    policy: PlacementPolicy,
+    candidates: Iterable[str],
+    ensemble: Sequence[str],
+    index: int,
+    write_quorum: int,
+    racks: Mapping[str, str],
+) -> list[str]:
+    """The ``candidates`` not in ``ensemble`` that may replace its bookie at ``index``
+    (re-replication of a lost replica), best first: those with which every write set meets
+    the policy's minimums (else falls least short of them, regions first), then those
+    adding least repetition at ``index`` as :func:`place` ranks them; equals keep their
+    order in ``candidates`` (the caller's preference, e.g. the least loaded first)."""
+
+    def key(b: str) -> tuple[int, ...]:
+        trial = list(ensemble)
+        trial[index] = b
+        short = shortfall(policy, trial, write_quorum, racks)
+        return (
+            max(0, short.regions_wanted - short.regions),
+            max(0, short.racks_wanted - short.racks),
+            *_cost(policy, ensemble, write_quorum, racks, index, b),
+        )
+
+    return sorted((b for b in candidates if b not in ensemble), key=key)
 
 
 def regions_needed(

@@ -18,11 +18,14 @@
   longer holds is sent as it is.
 * Moves the cursor only over entries the remote receipted or the rules skipped.
 * A failure (remote unreachable for 5 s, producer refused, a schema refused, a send
-  failing) closes the producer and client, rewinds the cursor to its mark-delete position
+  failing) closes the producer and client without waiting for what is in flight, rewinds the cursor to its mark-delete position
   and tries again after a backoff (100 ms doubling to 30 s, back to 100 ms only once the
   remote receipted an entry); :meth:`PersistentReplicator.stop` ends it.
 * :attr:`PersistentReplicator.connected` is what stats report: the remote's producer
-  connected and the remote answering (no receipt owed for :data:`STALLED_AFTER_S`).
+  connected and the remote answering (no receipt owed for :data:`STALLED_AFTER_S`; idle,
+  the connection's keep-alive closes it within :data:`STALLED_AFTER_S`).
+* :meth:`PersistentReplicator.stop` returns without waiting for the remote (a paused remote
+  must not hold the topic's unload).
 * The replication delay (:meth:`PersistentReplicator.delay_s`) runs from the publish time
   of the oldest entry not receipted: the oldest in flight while connected, else the one
   read when the last attempt started or failed.
@@ -68,9 +71,11 @@ off: short, so a down remote is retried and the replication delay re-read often.
 
 STALLED_AFTER_S = OPERATION_TIMEOUT_S
 """A remote that owes a receipt this long counts as not connected in stats."""
-KEEP_ALIVE_INTERVAL_S = OPERATION_TIMEOUT_S
-"""The replicator's connection is closed when the remote answers no PING in about this
-long (the client default, 30 s, would leave a paused remote's connection open)."""
+KEEP_ALIVE_INTERVAL_S = STALLED_AFTER_S / 2
+"""The replicator's connection is closed when nothing arrived from the remote over one
+interval after a PING: an idle replicator, owing no receipt, notices a paused remote within
+two intervals, as soon as a busy one does (the client default, 30 s, would leave a paused
+remote's connection open for a minute)."""
 
 
 def cursor_name(remote: str) -> str:
@@ -267,8 +272,11 @@ class PersistentReplicator:
             self.stats.connected_since_ms = self.clock.now_ms()
             await self._forward(cursor, created, backoff)
         finally:
+            # not flushed: what is in flight is sent again from the cursor (by this
+            # replicator or the topic's next owner), and a paused remote would hold a stop,
+            # and with it the topic's unload, for the send timeout
             with contextlib.suppress(MagnetarError, OSError):
-                await client.close()
+                await client.close(flush=False)
 
     async def _forward(self, cursor: ManagedCursor, producer: Producer, backoff: Backoff) -> None:
         """Send what the cursor reads until a send fails (raises MagnetarError). The

@@ -19,6 +19,7 @@ from magnetar.broker.controller import (
     WriteReplicaState,
 )
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState
+from magnetar.ledger.placement import PlacementPolicy
 
 UR, RR = ReplicaState.UNDER_REPLICATED, ReplicaState.REREPLICATING
 EPOCH = 5
@@ -359,3 +360,35 @@ def test_a_resumed_task_towards_a_bookie_without_worker_is_replanned() -> None:
     )
     u = task(1, 1, "b2", "b5")
     assert m.start(100) == [rereplicating(1, u, 0), u]
+
+
+def test_the_target_keeps_the_ensemble_within_the_placement_policy() -> None:
+    """w1 lost from a ledger placed over two regions: the west spare is the target, though
+    the east ones have fewer tasks or sort first; once the racks say w2 moved east, the
+    next task falls back to the least loaded (by id). Without racks, the least loaded."""
+    racks = {"e1": "/east/r1", "e2": "/east/r2", "e3": "/east/r1", "w1": "/west/r1"}
+    racks["w2"] = "/west/r2"
+    ledger = replace(closed(1, (0, ("e1", "w1"))), ensemble_size=2)
+    other = replace(closed(2, (0, ("e1", "w1"))), ensemble_size=2)
+    m = ReplicaStateMachine(
+        EPOCH,
+        policy=ReplicaPolicy(placement=PlacementPolicy(region_aware=True)),
+        ledgers={1: (ledger, 1), 2: (other, 1)},
+        live_bookies=tuple(racks),
+        racks=racks,
+    )
+    assert m.start(0) == []
+    t1 = task(1, 1, "w1", "w2")
+    (*_, t2) = m.bookie_left("w1", 10)
+    assert m.tasks_in_flight[0] == t1
+    assert t2 == task(2, 1, "w1", "w2")  # the region outranks w2's load
+    m.racks_changed({**racks, "w2": "/east/r3"})
+    assert m.fragment_failed(t2, 20) == [under(2, 10)]
+    retried = m.tick(20 + ReplicaPolicy().backoff_ms(1))
+    assert retried[-1] == task(2, 1, "w1", "e2", attempt=2)  # e2: another rack than e1
+
+    plain = ReplicaStateMachine(
+        EPOCH, ledgers={1: (ledger, 1)}, live_bookies=tuple(racks), racks={}
+    )
+    assert plain.start(0) == []
+    assert plain.bookie_left("w1", 10)[-1] == task(1, 1, "w1", "e2")

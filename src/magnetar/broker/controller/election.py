@@ -16,8 +16,8 @@ Beside it, for autorecovery, it reads
 * ``/ledgers/L<id>`` — every ledger's metadata and node version (undecodable ones are
   logged and skipped: they are not the controller's to judge);
 * the bookies registered now (:func:`registered_bookies`, read-only ones included: their
-  data is still there), and the ones running a replication worker (``/autorecovery/workers``:
-  only they are targets);
+  data is still there), their racks (re-read when a bookie joins), and the ones running a
+  replication worker (``/autorecovery/workers``: only they are targets);
 
 and builds and starts a :class:`ReplicaStateMachine` at the same epoch. Its record writes go
 into the same fenced transactions; its :class:`ReplicateFragment` commands are delivered by
@@ -72,6 +72,7 @@ from magnetar.broker.controller.replica_state_machine import (
 from magnetar.common.clock import Clock
 from magnetar.common.errors import MagnetarError
 from magnetar.common.names import TopicName
+from magnetar.ledger.client import bookie_racks
 from magnetar.ledger.metadata import (
     AVAILABLE_PATH,
     LEDGERS_PATH,
@@ -295,13 +296,15 @@ class ControllerElection:
                 continue
             if found is not None:
                 ledgers[ledger_id] = found
+        live = await registered_bookies(self.store)
         return ReplicaStateMachine(
             epoch,
             policy=self._replica_policy,
             ledgers=ledgers,
             records=records,
-            live_bookies=await registered_bookies(self.store),
+            live_bookies=live,
             workers=await self._children(WORKERS_PATH),
+            racks=await bookie_racks(self.store, live),
         )
 
     async def resign(self) -> None:
@@ -351,6 +354,9 @@ class ControllerElection:
     # --- replica events (see ReplicaStateMachine for each) -------------------------------
 
     async def bookie_joined(self, bookie: str) -> None:
+        # racks re-read first: the newcomer's label, and placements set since
+        racks = await bookie_racks(self.store, {*self.replicas.live_bookies, bookie})
+        self.replicas.racks_changed(racks)
         await self._run_replicas(lambda m, now: m.bookie_joined(bookie, now))
 
     async def bookie_left(self, bookie: str) -> None:

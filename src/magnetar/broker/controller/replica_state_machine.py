@@ -30,8 +30,11 @@ Rules:
   its ledgers healthy again (its data is still there).
 * At most one task per ledger (its metadata CAS would otherwise race itself) and at most
   ``tasks_in_flight_max`` in all; waiting ledgers get slots in ledger-id order.
-* The target of a task is a live bookie not in that fragment's ensemble (rack-unaware)
-  that runs a replication worker (when the caller tracks workers: ``workers``), the one
+* The target of a task is a live bookie not in that fragment's ensemble that runs a
+  replication worker (when the caller tracks workers: ``workers``); among them, first the
+  ones with which the fragment's ensemble meets the placement policy
+  (:attr:`ReplicaPolicy.placement`, over the bookies' ``racks``:
+  :func:`magnetar.ledger.placement.replacements`), or falls least short of it, then the one
   with the fewest tasks in flight towards it, then by id: a bookie that just joined takes
   part at once.
 * A failed task, or one unanswered for ``task_timeout_ms``, is retried after a backoff that
@@ -42,7 +45,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from magnetar.broker.controller.epoch_fence import EpochFenced
 from magnetar.broker.controller.replica_state import (
@@ -52,6 +55,7 @@ from magnetar.broker.controller.replica_state import (
 )
 from magnetar.ledger.fragments import fragment_at, missing_replicas
 from magnetar.ledger.metadata import LedgerMetadata
+from magnetar.ledger.placement import PlacementPolicy, replacements
 
 DEFAULT_TASKS_IN_FLIGHT_MAX = 16
 DEFAULT_TASK_TIMEOUT_MS = 120_000
@@ -87,6 +91,8 @@ class ReplicaPolicy:
     """A task unanswered this long counts as failed (its command or worker was lost)."""
     retry_backoff_initial_ms: int = DEFAULT_RETRY_BACKOFF_INITIAL_MS
     retry_backoff_max_ms: int = DEFAULT_RETRY_BACKOFF_MAX_MS
+    placement: PlacementPolicy = field(default_factory=PlacementPolicy)
+    """The policy a replacement keeps the ensemble within (the brokers' ensemble placement)."""
 
     def __post_init__(self) -> None:
         if self.tasks_in_flight_max < 1:
@@ -118,10 +124,13 @@ class ReplicaStateMachine(EpochFenced[ReplicaEffect]):
         records: Mapping[int, ReplicaRecord] | None = None,
         live_bookies: Iterable[str] = (),
         workers: Iterable[str] | None = None,
+        racks: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(epoch)
         self.policy = policy or ReplicaPolicy()
         self._live: set[str] = set(live_bookies)
+        self._racks: dict[str, str] = dict(racks or {})
+        """Bookie -> rack (``/region/rack``; absent: the default rack)."""
         self._workers: set[str] | None = None if workers is None else set(workers)
         """Bookies running a replication worker; ``None``: every live bookie does."""
         self._ledgers: dict[int, LedgerMetadata] = {}
@@ -228,6 +237,12 @@ class ReplicaStateMachine(EpochFenced[ReplicaEffect]):
             self._evaluate(ledger_id, now_ms, effects)
         self._fill(now_ms, effects)
         return effects
+
+    def racks_changed(self, racks: Mapping[str, str]) -> None:
+        """The bookies' racks are now ``racks`` (a bookie labelled or placed anew); tasks
+        chosen from now on follow them, tasks in flight are kept."""
+        self._check_alive()
+        self._racks = dict(racks)
 
     def workers_changed(self, workers: Iterable[str], now_ms: int) -> list[ReplicaEffect]:
         """The bookies running a replication worker are now ``workers`` (a bookie started
@@ -438,9 +453,13 @@ class ReplicaStateMachine(EpochFenced[ReplicaEffect]):
         if now_ms < self._retry_at_ms.get(ledger_id, now_ms):
             return None
         for fragment, index in missing_replicas(metadata, self._live):
-            candidates = sorted(
-                self._targets() - set(fragment.ensemble),
-                key=lambda b: (self._target_load.get(b, 0), b),
+            candidates = replacements(
+                self.policy.placement,
+                sorted(self._targets(), key=lambda b: (self._target_load.get(b, 0), b)),
+                fragment.ensemble,
+                index,
+                metadata.write_quorum,
+                self._racks,
             )
             if candidates:
                 return ReplicateFragment(

@@ -53,6 +53,7 @@ from magnetar.broker.controller.isolation import (
 )
 from magnetar.broker.controller.replica_feed import WATCHED_PREFIXES, ReplicaFeed
 from magnetar.broker.controller.replica_state import ReplicaState
+from magnetar.broker.controller.replica_state_machine import ReplicaPolicy
 from magnetar.broker.load_report import report_of
 from magnetar.broker.policies import NAMESPACE_POLICIES_ROOT
 from magnetar.common.clock import Clock
@@ -87,6 +88,7 @@ class ControllerRunner:
         *,
         clock: Clock,
         policy: ControllerPolicy | None = None,
+        replica_policy: ReplicaPolicy | None = None,
         tick_interval_ms: int = DEFAULT_TICK_INTERVAL_MS,
         campaign_retry_ms: int = DEFAULT_CAMPAIGN_RETRY_MS,
         cluster: str = "standalone",
@@ -103,6 +105,7 @@ class ControllerRunner:
         self._policy = replace(
             policy or ControllerPolicy(), broker_candidates=self.isolation.candidates
         )
+        self._replica_policy = replica_policy
         self.tick_interval_ms = tick_interval_ms
         self.campaign_retry_ms = campaign_retry_ms
         self.election: ControllerElection | None = None
@@ -222,6 +225,7 @@ class ControllerRunner:
                 commands=_RecordIsTheCommand(),
                 clock=self._clock,
                 policy=self._policy,
+                replica_policy=self._replica_policy,
             )
             self.election = election
             try:

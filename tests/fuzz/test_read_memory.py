@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -57,10 +58,13 @@ def send_and_expect_close(port: int, data: bytes) -> bool:
 def start_warm(
     factory: Callable[..., StandaloneProcess], *args: str
 ) -> tuple[StandaloneProcess, int]:
-    """A standalone that has served one producer and consumer (lazy imports and the first
-    topic's caches are in place), and its RSS then."""
+    """A standalone that has served one producer and consumer and one admin request (lazy
+    imports, the admin app built after the ready line and the first topic's caches are in
+    place), and its RSS then."""
     node = factory(*args)
     produce_and_consume(node.url)
+    with urllib.request.urlopen(f"{node.http_url}/admin/v2/clusters", timeout=30) as reply:
+        assert reply.status == 200
     return node, rss_bytes(pid_of(node))
 
 

@@ -1,8 +1,8 @@
 """Bounded chaos during a replicated stream, deduplication on: a local cluster ``east``
 (2 brokers, 2 bookies) replicates to a standalone ``south`` while a producer in ``east``
 keeps sending; a seeded sequence of faults: ``south`` SIGKILLed and restarted, ``south``
-SIGSTOPped and SIGCONTed (while paused, the namespace is unloaded, so that the topic moves
-to the other broker: always in the default run, about every other pause in the long one), the topic's
+SIGSTOPped and SIGCONTed (while paused, the namespace is unloaded, so that the topic is closed and
+loaded again, by either broker: always in the default run, about every other pause in the long one), the topic's
 owner in ``east`` SIGKILLed (the other broker takes the topic; the killed one comes back at
 once, and may take the topic back during the next fault).
 
@@ -190,7 +190,7 @@ def test_replication_survives_remote_kills_pauses_and_owner_kills(sites: Sites) 
                     assert south.proc is not None
                     os.kill(south.proc.pid, signal.SIGSTOP)
                 if fault == "remote-pause" and (not LONG or rng.random() < 0.5):
-                    # the topic's bundle moves to another broker while south is paused
+                    # the topic's bundle is unloaded (and loaded again, by either broker) while south is paused
                     owner = owner_index(east, topic)
                     unload_namespace(east, ns)
                     print(f"namespace unloaded with south paused: owner {owner} ->",

@@ -12,13 +12,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from traceback import format_exception
 
 import pytest
+from broker.controller.seeded_cluster import fingerprints_across_processes
 
 from .data_path import DataPathSimulation, InvariantBroken
 
@@ -127,24 +126,6 @@ def test_a_deliberate_bug_is_caught_by_a_seed_that_replays_it(bug: str) -> None:
 
 def test_a_seed_replays_exactly_in_another_process() -> None:
     """One seed, two processes with different string hashing: the same run."""
-    script = (
-        "import logging; logging.disable(logging.CRITICAL)\n"
-        "from simulation.data_path import DataPathSimulation\n"
-        "s = DataPathSimulation(7)\n"
-        "s.run()\n"
-        "print(s.fingerprint())\n"
-    )
-    outputs = {
-        subprocess.run(
-            [sys.executable, "-W", "ignore", "-c", script],
-            cwd=TESTS,
-            env={**os.environ, "PYTHONHASHSEED": str(hash_seed)},
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-        ).stdout
-        for hash_seed in (1, 2)
-    }
+    outputs = fingerprints_across_processes("simulation.data_path", "DataPathSimulation", seed=7)
     assert len(outputs) == 1, outputs
     assert "owns the topic" in next(iter(outputs))

@@ -4,6 +4,7 @@ its resident memory, and whether the official client can still produce and consu
 from __future__ import annotations
 
 import logging
+import urllib.request
 import uuid
 
 import pulsar
@@ -66,3 +67,13 @@ def produce_and_consume(url: str, count: int = 10) -> None:
         assert got == [f"m{i}".encode() for i in range(count)]
     finally:
         client.close()
+
+
+def warm_up(node: StandaloneProcess) -> int:
+    """Serve one producer and consumer and one admin request (lazy imports, the admin app
+    built after the ready line and the first topic's caches are in place); returns the RSS
+    then, the baseline the memory checks compare against."""
+    produce_and_consume(node.url)
+    with urllib.request.urlopen(f"{node.http_url}/admin/v2/clusters", timeout=30) as reply:
+        assert reply.status == 200
+    return rss_bytes(pid_of(node))

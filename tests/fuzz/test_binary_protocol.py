@@ -30,7 +30,7 @@ from magnetar.common.errors import ProtocolError
 from magnetar.testing import StandaloneProcess
 
 from .frames import CONNECT, SAMPLES, Case, expected_requests, frame_of, generate_case
-from .process import pid_of, produce_and_consume, rss_bytes, wait_for_rss_below
+from .process import produce_and_consume, wait_for_rss_below, warm_up
 
 LONG = os.environ.get("MAGNETAR_LONG_TESTS") == "1"
 CASES = 3000 if LONG else 300
@@ -113,13 +113,11 @@ def test_binary_protocol_fuzz(
         "--max-message-size", str(MAX_MESSAGE_SIZE),
         "--partial-frame-timeout-ms", "2000",
     )  # fmt: skip
-    pid = pid_of(node)
     # Warm up: one of every valid command, and the official client, before measuring.
     ids = itertools.count(1)
     for cmd, _ in SAMPLES:
         run_case(node.port, Case(CONNECT + frame_of(cmd), ["warm-up"]))
-    produce_and_consume(node.url)
-    start = rss_bytes(pid)
+    start = warm_up(node)
 
     rng = random.Random(seed)
     cases = [generate_case(rng, FRAME_LIMIT, lambda: next(ids)) for _ in range(CASES)]

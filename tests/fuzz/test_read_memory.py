@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 import socket
 import struct
-import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from magnetar.protocol import Connect, MessageMetadata, encode, encode_send
 from magnetar.testing import StandaloneProcess, wait_until
 
-from .process import MIB, pid_of, produce_and_consume, rss_bytes, wait_for_rss_below
+from .process import MIB, pid_of, produce_and_consume, rss_bytes, wait_for_rss_below, warm_up
 
 LONG = os.environ.get("MAGNETAR_LONG_TESTS") == "1"
 ERROR_CONNECTIONS = 100 if LONG else 30
@@ -62,10 +61,7 @@ def start_warm(
     imports, the admin app built after the ready line and the first topic's caches are in
     place), and its RSS then."""
     node = factory(*args)
-    produce_and_consume(node.url)
-    with urllib.request.urlopen(f"{node.http_url}/admin/v2/clusters", timeout=30) as reply:
-        assert reply.status == 200
-    return node, rss_bytes(pid_of(node))
+    return node, warm_up(node)
 
 
 def test_frames_ending_in_a_protocol_error_leave_no_memory_behind(

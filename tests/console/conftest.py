@@ -12,7 +12,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +172,20 @@ def client(standalone: StandaloneProcess) -> Iterator[pulsar.Client]:
 @pytest.fixture
 def name() -> str:
     return f"t{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def console_on(
+    chromium: webdriver.Chrome,
+    standalone_factory: Callable[..., StandaloneProcess],
+    screenshots: Path,
+) -> Iterator[Callable[..., tuple[Console, StandaloneProcess]]]:
+    """A console on a standalone of the test's own, started with the given CLI arguments."""
+
+    def make(*args: str) -> tuple[Console, StandaloneProcess]:
+        node = standalone_factory(*args)
+        chromium.get_log("browser")
+        return Console(chromium, node.http_url, screenshots), node
+
+    yield make
+    chromium.execute_script("sessionStorage.clear()")

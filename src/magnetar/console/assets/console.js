@@ -60,6 +60,9 @@ document.getElementById("login-form").addEventListener("submit", () => {
 document.getElementById("sign-out").addEventListener("click", () => {
   sessionStorage.removeItem(TOKEN_KEY);
   session = null;
+  main.innerHTML = '<p class="muted">Signed out.</p>';
+  document.getElementById("whoami").textContent = "";
+  document.getElementById("token").value = "";
   location.hash = "#/";
   route();
 });

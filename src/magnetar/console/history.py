@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -109,9 +109,15 @@ class HistorySampler:
     """Samples ``topics`` into a :class:`TopicHistory` while consoles read it (see the
     module). Its task ends by itself once the broker is closing."""
 
-    def __init__(self, topics: LoadedTopics, clock: Clock) -> None:
+    def __init__(
+        self,
+        topics: LoadedTopics,
+        clock: Clock,
+        sample: Callable[[Topic, int], Sample] = sample_of,
+    ) -> None:
         self._topics = topics
         self._clock = clock
+        self._sample = sample
         self.history = TopicHistory()
         self._last_read_s = 0.0
         self._task: asyncio.Task[None] | None = None
@@ -132,7 +138,7 @@ class HistorySampler:
     def _sample_round(self) -> None:
         now_ms = self._clock.now_ms()
         topics = self._topics.loaded_topics()[:TOPICS_MAX]
-        self.history.record_round({t.full_name: sample_of(t, now_ms) for t in topics})
+        self.history.record_round({t.full_name: self._sample(t, now_ms) for t in topics})
 
     async def _run(self) -> None:
         while self._clock.monotonic_s() - self._last_read_s < DEMAND_WINDOW_S:

@@ -39,7 +39,9 @@ class Console:
         self.shots = shots
 
     def open(self, fragment: str = "#/", refresh_ms: int = 1000) -> None:
-        """Load the page anew (a fresh document: its resource timings start empty)."""
+        """Load the page anew (a fresh document: its resource timings start empty; a URL
+        that differs only by its fragment would otherwise keep the document)."""
+        self.driver.get("about:blank")
         self.driver.get(f"{self.base_url}/?refresh={refresh_ms}{fragment}")
 
     def go(self, fragment: str) -> None:
@@ -59,9 +61,12 @@ class Console:
         )
 
     def text(self, css: str, timeout_s: float = PAGE_TIMEOUT_S) -> str:
-        """The text of the first element matching ``css`` once there is one (read in one
+        """The text of the first element matching ``css`` once one is shown (read in one
         script: the views re-render while they refresh)."""
-        script = "const e = document.querySelector(arguments[0]); return e && e.textContent"
+        script = (
+            "const e = document.querySelector(arguments[0]);"
+            " return e && e.getClientRects().length ? e.textContent : null"
+        )
         got: str = wait_until(
             lambda: (
                 self.driver.execute_script(script, css) is not None

@@ -111,7 +111,7 @@ def test_an_unload_from_the_console_closes_the_topic_and_its_producer_comes_back
     console.open(f"#/topic/persistent/{NAMESPACE}/{name}")
     console.click("#unload")
     console.driver.switch_to.alert.accept()
-    console.find("#status div")  # the toast
+    assert console.text("#status div") == "unloaded"
 
     def reconnected() -> bool:
         since = _publisher_since(standalone, topic)

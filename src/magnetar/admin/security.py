@@ -9,7 +9,7 @@ The app-wide dependency made by :func:`request_guard` runs after routing, before
    open (``/metrics``, ``/ready``, ``/openapi.json``), any authenticated role (routes that
    filter their answer by role: the console's namespace list), a topic lookup (the lookup
    REST, the read-only topic metadata a client needs: partitions, stats, schema, last
-   message id, and the console's history of a topic),
+   message id, and the console's views of a topic),
    tenant admin (every other path naming a tenant), or super user (clusters, brokers,
    creating, updating and deleting tenants, anything else). A refused role → **403**
    ``{"reason": "... is not authorized to ..."}``.
@@ -48,7 +48,7 @@ OPEN_PATHS = frozenset({"/metrics", "/ready", "/openapi.json"})
 
 ROLE_FILTERED_PATHS = frozenset({"/admin/v2/console/namespaces"})
 """Answered to any authenticated role; the route shows only what that role may see."""
-TOPIC_READ_PREFIXES = ("/lookup/", "/admin/v2/console/history/")
+TOPIC_READ_PREFIXES = ("/lookup/", "/admin/v2/console/")
 """Routes under these prefixes naming a topic need a topic lookup permission."""
 
 TOPIC_READ_ENDPOINTS = frozenset(

@@ -11,6 +11,10 @@
 * ``GET /admin/v2/console/history/{domain}/{tenant}/{namespace}/{topic}``: the last minutes
   of the topic's rates and backlog on this broker (:mod:`magnetar.console.history`), under
   the authorization of topic stats.
+* ``GET /admin/v2/console/owner/{domain}/{tenant}/{namespace}/{topic}``: the broker serving
+  the topic (``{"brokerId", "httpUrl", "local"}``), under the same authorization. The page
+  reads other brokers' topics on their own console: a browser does not follow the admin
+  API's 307 to another origin with the token.
 
 Everything else the console shows comes from the admin REST API itself.
 """
@@ -45,6 +49,7 @@ ASSETS = {
     "console.css": "text/css; charset=utf-8",
 }
 HISTORY_PATH = "/admin/v2/console/history/{domain}/{tenant}/{namespace}/{topic}"
+OWNER_PATH = "/admin/v2/console/owner/{domain}/{tenant}/{namespace}/{topic}"
 NAMESPACES_PATH = "/admin/v2/console/namespaces"
 BUNDLES_MAX = 10_000
 """Ownership nodes the cluster view reads at most."""
@@ -84,7 +89,8 @@ def router(ctx: AdminContext) -> APIRouter:
 
     @r.get(NAMESPACES_PATH, summary="The namespaces the caller's role may see, by tenant")
     async def namespaces(request: Request) -> Response:
-        """``{"role", "superUser", "functions", "tenants": {tenant: [{"name", "admin"}]}}``:
+        """``{"role", "superUser", "functions", "clusterMode", "tenants": {tenant: [{"name",
+        "admin"}]}}``:
         ``admin`` where the role administers the tenant (lists topics, acts on them);
         other namespaces are listed where the role may produce or consume there.
         ``functions`` says whether this host runs a Functions Worker."""
@@ -104,7 +110,13 @@ def router(ctx: AdminContext) -> APIRouter:
             str(getattr(route, "path", "")).startswith("/admin/v3/") for route in request.app.routes
         )
         return json_response(
-            {"role": role, "superUser": every, "functions": functions, "tenants": visible}
+            {
+                "role": role,
+                "superUser": every,
+                "functions": functions,
+                "clusterMode": ctx.service.ownership is not None,
+                "tenants": visible,
+            }
         )
 
     @r.get("/admin/v2/console/cluster", summary="Brokers, controller, bookies and bundles")
@@ -126,12 +138,23 @@ def router(ctx: AdminContext) -> APIRouter:
             }
         )
 
+    @r.get(OWNER_PATH, summary="The broker serving a topic")
+    async def owner(domain: str, tenant: str, namespace: str, topic: str) -> Response:
+        name = _topic_name(domain, tenant, namespace, topic)
+        ownership = ctx.service.ownership
+        here = f"{ctx.advertised_host}:{ctx.http_port}"
+        if ownership is None:
+            return json_response({"brokerId": here, "httpUrl": ctx.http_url, "local": True})
+        await ctx.service.require_namespace(name)
+        address = await ownership.owner(name, ctx.service.config.lookup_owner_wait_ms)
+        local = address.broker_id == ownership.broker_id
+        return json_response(
+            {"brokerId": address.broker_id, "httpUrl": address.http_url, "local": local}
+        )
+
     @r.get(HISTORY_PATH, summary="The last minutes of a topic's rates and backlog")
     async def history(domain: str, tenant: str, namespace: str, topic: str) -> Response:
-        try:
-            name = TopicName.of(TopicDomain(domain), tenant, namespace, unquote(topic))
-        except (ValueError, MagnetarError):
-            raise ResourceNotFound("Topic not found") from None
+        name = _topic_name(domain, tenant, namespace, topic)
         names = [name.full_name]
         if not name.is_partition:
             prefix = name.full_name + "-partition-"
@@ -142,6 +165,13 @@ def router(ctx: AdminContext) -> APIRouter:
         )
 
     return r
+
+
+def _topic_name(domain: str, tenant: str, namespace: str, topic: str) -> TopicName:
+    try:
+        return TopicName.of(TopicDomain(domain), tenant, namespace, unquote(topic))
+    except (ValueError, MagnetarError):
+        raise ResourceNotFound("Topic not found") from None
 
 
 async def _may_list(ctx: AdminContext, role: str | None, namespace: str) -> bool:

@@ -207,9 +207,13 @@ async function viewNamespace(tenant, ns) {
     return;
   }
   const names = await api(`/admin/v2/persistent/${tenant}/${ns}`);
-  const stats = await Promise.all(names.map((n) => api(`/admin/v2/${parseTopic(n).path}/stats`).catch((e) => ({ error: e.message }))));
+  const owners = await Promise.all(names.map((n) => ownerOf(s, parseTopic(n))));
+  const stats = await Promise.all(names.map((n, i) => (owners[i].local
+    ? api(`/admin/v2/${parseTopic(n).path}/stats`).catch((e) => ({ error: e.message }))
+    : null)));
   const rows = names.map((n, i) => {
     const t = parseTopic(n), st = stats[i];
+    if (!st) return `<tr data-topic="${esc(n)}"><td>${esc(t.local)}</td><td colspan="6">${elsewhere(owners[i], t)}</td></tr>`;
     if (st.error) return `<tr><td>${esc(t.local)}</td><td colspan="6" class="error">${esc(st.error)}</td></tr>`;
     const backlog = Object.values(st.subscriptions || {}).reduce((a, x) => a + (x.msgBacklog || 0), 0);
     return `<tr data-topic="${esc(n)}"><td><a href="#/topic/${esc(t.path)}">${esc(t.local)}</a></td>
@@ -238,10 +242,28 @@ async function viewNamespace(tenant, ns) {
     ${functions}`;
 }
 
+// The broker serving a topic: this one in a standalone, else as the cluster says.
+function ownerOf(s, t) {
+  if (!s.clusterMode) return Promise.resolve({ local: true });
+  return api(`/admin/v2/console/owner/${t.path}`).catch((e) => ({ local: false, error: e.message }));
+}
+
+function elsewhere(owner, t) {
+  if (owner.error) return `<span class="error">${esc(owner.error)}</span>`;
+  return `served by broker <b class="owner">${esc(owner.brokerId)}</b>:
+    <a href="${esc(owner.httpUrl)}/#/topic/${esc(t.path)}">open on its console</a>`;
+}
+
 async function viewTopic(domain, tenant, ns, localEncoded) {
   const local = decodeURIComponent(localEncoded);
   const t = parseTopic(`${domain}://${tenant}/${ns}/${local}`);
   const base = `/admin/v2/${t.path}`;
+  const owner = await ownerOf(await loadSession(), t);
+  if (!owner.local) {
+    main.innerHTML = `<p class="crumbs"><a href="#/">namespaces</a> / <a href="#/ns/${esc(tenant)}/${esc(ns)}">${esc(tenant)}/${esc(ns)}</a></p>
+      <h1 id="topic-title">${esc(t.full)}</h1><p id="topic-owner">${elsewhere(owner, t)}</p>`;
+    return;
+  }
   const [st, history] = await Promise.all([
     api(`${base}/stats`),
     api(`/admin/v2/console/history/${t.path}`).catch(() => ({ samples: [] })),

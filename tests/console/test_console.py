@@ -6,7 +6,10 @@ console closes the topic and its producer comes back."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import urllib.request
+from pathlib import Path
 
 import pulsar
 
@@ -16,6 +19,7 @@ from magnetar.testing.wait import wait_until
 from .conftest import Console
 
 NAMESPACE = "public/default"
+FUNCTION = b"def process(input, context):\n    return input\n"
 
 
 def _stats(node: StandaloneProcess, topic: str) -> dict[str, object]:
@@ -31,9 +35,26 @@ def _clean(console: Console) -> None:
     assert console.foreign_requests() == []
 
 
+def _create_function(node: StandaloneProcess, name: str, package: Path) -> None:
+    package.write_bytes(FUNCTION)
+    done = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli.main", "admin", "--admin-url", node.http_url,
+         "functions", "create", "--name", name, "--py", str(package),
+         "--classname", f"{package.stem}.process", "--inputs", f"{name}-in",
+         "--output", f"{name}-out"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
 def test_pages_load_without_errors_and_fetch_only_from_the_broker(
-    console: Console, client: pulsar.Client, name: str
+    console: Console,
+    standalone: StandaloneProcess,
+    client: pulsar.Client,
+    name: str,
+    tmp_path: Path,
 ) -> None:
+    _create_function(standalone, f"echo-{name}", tmp_path / "echo.py")
     topic = f"persistent://{NAMESPACE}/{name}"
     producer = client.create_producer(topic)
     client.subscribe(topic, "audit", consumer_type=pulsar.ConsumerType.Failover)
@@ -51,6 +72,7 @@ def test_pages_load_without_errors_and_fetch_only_from_the_broker(
 
     console.go(f"#/ns/{NAMESPACE}")
     console.find(f'tr[data-topic="{topic}"]')
+    console.find(f'tr[data-function="echo-{name}"] .tag.ok')  # its instance runs
     console.screenshot("namespace")
 
     console.go(f"#/topic/persistent/{NAMESPACE}/{name}")

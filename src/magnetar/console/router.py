@@ -30,6 +30,7 @@ from urllib.parse import unquote
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Match
 
 from magnetar.admin.context import AdminContext
 from magnetar.admin.errors import ResourceNotFound
@@ -54,6 +55,8 @@ NAMESPACES_PATH = "/admin/v2/console/namespaces"
 BUNDLES_MAX = 10_000
 """Ownership nodes the cluster view reads at most."""
 
+_FUNCTIONS_PROBE = "/admin/v3/functions/public/default"
+"""A path only the Functions Worker's routes match."""
 _SECURITY_HEADERS = {
     # The page loads nothing from elsewhere and talks only to this broker.
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
@@ -106,9 +109,7 @@ def router(ctx: AdminContext) -> APIRouter:
                     names = [n for n in names if await _may_list(ctx, role, n)]
                 if names:
                     visible[tenant] = [{"name": n, "admin": admin} for n in names]
-        functions = any(
-            str(getattr(route, "path", "")).startswith("/admin/v3/") for route in request.app.routes
-        )
+        functions = _serves_functions(request.app.routes)
         return json_response(
             {
                 "role": role,
@@ -165,6 +166,13 @@ def router(ctx: AdminContext) -> APIRouter:
         )
 
     return r
+
+
+def _serves_functions(routes: list[BaseRoute]) -> bool:
+    """Whether the app has the Functions Worker's routes (built, or still a stand-in:
+    :class:`~magnetar.admin.deferred_routes.DeferredRoutes`)."""
+    probe = {"type": "http", "method": "GET", "path": _FUNCTIONS_PROBE, "root_path": ""}
+    return any(route.matches(probe)[0] is Match.FULL for route in routes)
 
 
 def _topic_name(domain: str, tenant: str, namespace: str, topic: str) -> TopicName:

@@ -224,18 +224,22 @@ async function viewNamespace(tenant, ns) {
   });
   let functions = "";
   if (s.functions) {
-    const list = await api(`/admin/v3/functions/${tenant}/${ns}`).catch(() => []);
-    const statuses = await Promise.all(list.map((f) => api(`/admin/v3/functions/${tenant}/${ns}/${encodeURIComponent(f)}/status`).catch((e) => ({ error: e.message }))));
-    const frows = list.map((f, i) => {
-      const st = statuses[i];
-      if (st.error) return `<tr><td>${esc(f)}</td><td colspan="3" class="error">${esc(st.error)}</td></tr>`;
-      const errors = (st.instances || []).map((x) => x.status?.error).filter(Boolean);
-      return `<tr data-function="${esc(f)}"><td>${esc(f)}</td>
-        <td class="num">${num(st.numRunning, 0)} / ${num(st.numInstances, 0)}</td>
-        <td>${(st.instances || []).map((x) => tag(`#${x.instanceId} ${x.status?.running ? "running" : "stopped"}`, x.status?.running ? "ok" : "bad")).join(" ")}</td>
-        <td class="error">${esc(errors.join("; "))}</td></tr>`;
-    });
-    functions = `<h2>Functions</h2>${table(["Function", "#Running", "Instances", "Errors"], frows, 'id="functions"')}`;
+    for (const kinds of ["functions", "sources", "sinks"]) {
+      const list = await api(`/admin/v3/${kinds}/${tenant}/${ns}`).catch(() => []);
+      if (!list.length && kinds !== "functions") continue;
+      const statuses = await Promise.all(list.map((f) => api(`/admin/v3/${kinds}/${tenant}/${ns}/${encodeURIComponent(f)}/status`).catch((e) => ({ error: e.message }))));
+      const frows = list.map((f, i) => {
+        const st = statuses[i];
+        if (st.error) return `<tr><td>${esc(f)}</td><td colspan="3" class="error">${esc(st.error)}</td></tr>`;
+        const errors = (st.instances || []).map((x) => x.status?.error).filter(Boolean);
+        return `<tr data-${kinds.slice(0, -1)}="${esc(f)}"><td>${esc(f)}</td>
+          <td class="num">${num(st.numRunning, 0)} / ${num(st.numInstances, 0)}</td>
+          <td>${(st.instances || []).map((x) => tag(`#${x.instanceId} ${x.status?.running ? "running" : "stopped"}`, x.status?.running ? "ok" : "bad")).join(" ")}</td>
+          <td class="error">${esc(errors.join("; "))}</td></tr>`;
+      });
+      const title = kinds[0].toUpperCase() + kinds.slice(1);
+      functions += `<h2>${title}</h2>${table([title.slice(0, -1), "#Running", "Instances", "Errors"], frows, `id="${kinds}"`)}`;
+    }
   }
   main.innerHTML = `${crumbs}<h1>${esc(tenant)}/${esc(ns)}</h1>
     ${table(["Topic", "#In msg/s", "#Out msg/s", "#Storage", "#Backlog", "#Backlog age", "#Subs"], rows, 'id="topics"')}

@@ -173,6 +173,7 @@ async function viewNamespaces() {
 }
 
 async function viewCluster() {
+  await loadSession();
   const c = await api("/admin/v2/console/cluster");
   const ctl = c.controller;
   const brokers = c.brokers.map((b) => `<tr><td>${esc(b)}</td><td>${ctl && ctl.brokerId === b ? tag("controller", "ok") : ""}</td></tr>`);

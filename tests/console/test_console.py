@@ -6,6 +6,7 @@ console closes the topic and its producer comes back."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import urllib.request
@@ -68,6 +69,9 @@ def test_pages_load_without_errors_and_fetch_only_from_the_broker(
     console.go("#/cluster")
     assert console.text("#controller") == "standalone"
     console.find("#bookies tbody tr[data-bookie]")
+    # The bookie's registration carries its disk: free / total, and the share free.
+    disk = console.text("#bookies tbody tr[data-bookie] td.disk")
+    assert re.fullmatch(r"[\d.,]+ [KMGT]?i?B / [\d.,]+ [KMGT]?i?B \(\d+ % free\)", disk), disk
     console.screenshot("cluster")
 
     console.go(f"#/ns/{NAMESPACE}")

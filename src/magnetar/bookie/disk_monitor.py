@@ -20,8 +20,9 @@ class DiskMonitor(BackgroundService):
     """The disk check of one bookie (BookKeeper's ``LedgerDirsMonitor``): every
     ``interval_ms`` it looks at free space (turning the bookie read-only or writable, see
     :class:`~magnetar.bookie.state.BookieState`), retries a checkpoint while a storage fault
-    stands (clearing the fault once one works and the disk has room), and retries a
-    re-registration that failed."""
+    stands (clearing the fault once one works and the disk has room), retries a
+    re-registration that failed, and republishes the disk figures of the registration once
+    they moved enough (:meth:`~magnetar.bookie.state.BookieState.publish_disk_if_moved`)."""
 
     name = "bookie-disk"
 
@@ -39,15 +40,21 @@ class DiskMonitor(BackgroundService):
         self._interval_s = interval_ms / 1000
 
     async def run(self) -> None:
-        state = self._state
         while True:
             await self._clock.sleep(self._interval_s)
-            if state.storage_fault is not None:
-                await self._retry_storage()
-            # Also retry a re-registration that failed (the metadata store may share the
-            # full disk).
-            if state.look_at_disk() or state.registration_stale:
-                await state.reregister()
+            await self.check()
+
+    async def check(self) -> None:
+        """One look (what :meth:`run` does every ``interval_ms``)."""
+        state = self._state
+        if state.storage_fault is not None:
+            await self._retry_storage()
+        # Also retry a re-registration that failed (the metadata store may share the
+        # full disk).
+        if state.look_at_disk() or state.registration_stale:
+            await state.reregister()
+        else:
+            await state.publish_disk_if_moved()
 
     async def _retry_storage(self) -> None:
         """Try a checkpoint (it writes everything the failed ones did not)."""

@@ -13,9 +13,13 @@ A bookie is read-only while any of these holds, writable again once none does:
 
 A writable bookie is registered as the ephemeral node ``/ledgers/available/<id>``, a
 read-only one as ``/ledgers/available/readonly/<id>``, its value JSON
-``{"bookie_id", "readonly"[, "rack"]}`` (the rack the bookie was started with). A change
-of mode re-registers in the background; a re-registration that fails is retried by the disk
-monitor (the metadata store may share the full disk).
+``{"bookie_id", "readonly"[, "rack"], "disk_free_bytes", "disk_total_bytes"}`` (the rack the
+bookie was started with; the free and total bytes of its data directory's file system at the
+last look, for the console). A change of mode re-registers in the background; a
+re-registration that fails is retried by the disk monitor (the metadata store may share the
+full disk). The disk figures are rewritten in place by the disk monitor only once free space
+moved by more than :data:`DISK_PUBLISH_STEP` of the disk since they were written (a
+metadata write is not free), never on the add path.
 """
 
 from __future__ import annotations
@@ -26,12 +30,29 @@ import json
 import logging
 from pathlib import Path
 
-from magnetar.bookie.disk_check import DiskThresholds, WrittenBytesTrigger, disk_space
+from magnetar.bookie.disk_check import (
+    DiskSpace,
+    DiskThresholds,
+    WrittenBytesTrigger,
+    disk_space,
+)
 from magnetar.bookie_protocol.layout import AVAILABLE_PATH, READONLY_PATH
 from magnetar.common.errors import MagnetarError
-from magnetar.metadata.store import MetadataStore, NodeExists, NotFound
+from magnetar.metadata.store import BadVersion, MetadataStore, NodeExists, NotFound
 
 log = logging.getLogger("magnetar.bookie")
+
+DISK_PUBLISH_STEP = 0.01
+"""The registration's disk figures are rewritten once free space moved by more than this
+share of the disk's size since they were written."""
+
+
+def disk_moved(published: DiskSpace | None, now: DiskSpace) -> bool:
+    """Whether the published disk figures are stale enough to rewrite (see
+    :data:`DISK_PUBLISH_STEP`)."""
+    if published is None or published.total_bytes != now.total_bytes:
+        return True
+    return abs(published.free_bytes - now.free_bytes) > now.total_bytes * DISK_PUBLISH_STEP
 
 
 class BookieState:
@@ -63,6 +84,13 @@ class BookieState:
         self._forced_readonly = False
         self._registered_readonly: bool | None = None
         """How the bookie is registered now (None: not yet, or a re-registration failed)."""
+        self._registration_version = 0
+        """The metadata version of the registration node (rewritten in place by
+        :meth:`publish_disk_if_moved`)."""
+        self.disk: DiskSpace | None = None
+        """The disk at the last look (None: not looked yet)."""
+        self._published_disk: DiskSpace | None = None
+        """The disk figures in the registration."""
         self.disk_trigger = WrittenBytesTrigger(check_every_bytes)
         """The add path counts written bytes here (see :meth:`look_if_written_enough`)."""
         self._background: set[asyncio.Task[None]] = set()
@@ -73,7 +101,7 @@ class BookieState:
     def look_at_disk(self) -> bool:
         """Read free space and set :attr:`readonly`; True if it changed (logged)."""
         self.disk_trigger.looked()
-        space = disk_space(self._data_dir)
+        space = self.disk = disk_space(self._data_dir)
         low = self._disk_full = self._thresholds.next_full(self._disk_full, space)
         self._disk_state = self._thresholds.describe(space)
         want = self._forced_readonly or low or self.storage_fault is not None
@@ -150,10 +178,8 @@ class BookieState:
         if self._metadata is None:
             return
         readonly = self.readonly
-        body: dict[str, object] = {"bookie_id": self.bookie_id, "readonly": readonly}
-        if self._rack is not None:
-            body["rack"] = self._rack
-        info = json.dumps(body).encode()
+        disk = self.disk
+        info = self._registration(readonly, disk)
         want = f"{READONLY_PATH if readonly else AVAILABLE_PATH}/{self.bookie_id}"
         other = f"{AVAILABLE_PATH if readonly else READONLY_PATH}/{self.bookie_id}"
         with contextlib.suppress(NotFound):
@@ -166,6 +192,44 @@ class BookieState:
                 await self._metadata.delete(want)
             await self._metadata.create(want, info, ephemeral=True)
         self._registered_readonly = readonly
+        self._registration_version = 0
+        self._published_disk = disk
+
+    def _registration(self, readonly: bool, disk: DiskSpace | None) -> bytes:
+        body: dict[str, object] = {"bookie_id": self.bookie_id, "readonly": readonly}
+        if self._rack is not None:
+            body["rack"] = self._rack
+        if disk is not None:
+            body["disk_free_bytes"] = disk.free_bytes
+            body["disk_total_bytes"] = disk.total_bytes
+        return json.dumps(body).encode()
+
+    async def publish_disk_if_moved(self) -> None:
+        """Rewrite the registration's disk figures if free space moved by more than
+        :data:`DISK_PUBLISH_STEP` since they were written (the disk monitor calls it after
+        a look that changed no mode). Writes only a registration that is current, at the
+        version this session wrote, so it never recreates a node the session lost: a failed
+        write marks the registration stale for the monitor's next re-registration."""
+        disk = self.disk
+        if self._metadata is None or disk is None or self.registration_stale:
+            return
+        if not disk_moved(self._published_disk, disk):
+            return
+        readonly = self.readonly
+        path = f"{READONLY_PATH if readonly else AVAILABLE_PATH}/{self.bookie_id}"
+        info = self._registration(readonly, disk)
+        try:
+            stat = await self._metadata.put(path, info, self._registration_version)
+        except (BadVersion, NotFound) as exc:
+            self._registered_readonly = None
+            log.warning("bookie %s: registration changed under us (%s), re-registering",
+                        self.bookie_id, exc)  # fmt: skip
+            return
+        except MagnetarError as exc:
+            log.warning("bookie %s: disk figures not published (retried): %s", self.bookie_id, exc)
+            return
+        self._registration_version = stat.version
+        self._published_disk = disk
 
     async def reregister(self) -> None:
         """:meth:`register`, logging a failure (the disk monitor retries)."""

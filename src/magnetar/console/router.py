@@ -6,8 +6,9 @@
 * ``GET /admin/v2/console/namespaces``: the namespaces the caller's role may see (its
   tenants' as tenant admin, every one as super user, and those granting it produce or
   consume). Any authenticated role may ask; the answer is filtered by role.
-* ``GET /admin/v2/console/cluster``: brokers, the controller and its epoch, bookies and
-  their read-only state, bundle ownership (super user, as the brokers' REST).
+* ``GET /admin/v2/console/cluster``: brokers, the controller and its epoch, bookies with
+  their read-only state and free and total disk, bundle ownership (super user, as the
+  brokers' REST).
 * ``GET /admin/v2/console/history/{domain}/{tenant}/{namespace}/{topic}``: the last minutes
   of the topic's rates and backlog on this broker (:mod:`magnetar.console.history`), under
   the authorization of topic stats.
@@ -21,6 +22,7 @@ Everything else the console shows comes from the admin REST API itself.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from importlib import resources
@@ -54,6 +56,8 @@ OWNER_PATH = "/admin/v2/console/owner/{domain}/{tenant}/{namespace}/{topic}"
 NAMESPACES_PATH = "/admin/v2/console/namespaces"
 BUNDLES_MAX = 10_000
 """Ownership nodes the cluster view reads at most."""
+BOOKIES_MAX = 1_000
+"""Bookie registrations the cluster view reads at most."""
 
 _FUNCTIONS_PROBE = "/admin/v3/functions/public/default"
 """A path only the Functions Worker's routes match."""
@@ -191,14 +195,32 @@ async def _may_list(ctx: AdminContext, role: str | None, namespace: str) -> bool
 
 
 async def _bookies(store: Any) -> list[dict[str, Any]]:
-    """Registered bookies, writable and read-only."""
-    found: list[dict[str, Any]] = []
+    """Registered bookies, writable and read-only, with the free and total disk bytes their
+    registration carries (``None`` when it has none: see :mod:`magnetar.bookie.state`)."""
+    nodes: list[tuple[str, str, bool]] = []
     for path, read_only in ((AVAILABLE_PATH, False), (f"{AVAILABLE_PATH}/{READONLY_NAME}", True)):
         with contextlib.suppress(NotFound):
             for bookie in await store.children(path):
                 if bookie != READONLY_NAME:
-                    found.append({"bookieId": bookie, "readOnly": read_only})
+                    nodes.append((f"{path}/{bookie}", bookie, read_only))
+    found = await asyncio.gather(*(_bookie(store, *node) for node in nodes[:BOOKIES_MAX]))
     return sorted(found, key=lambda b: str(b["bookieId"]))
+
+
+async def _bookie(store: Any, path: str, bookie: str, read_only: bool) -> dict[str, Any]:
+    try:
+        body = json.loads((await store.get(path)).value)
+    except (NotFound, ValueError):
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    free, total = body.get("disk_free_bytes"), body.get("disk_total_bytes")
+    return {
+        "bookieId": bookie,
+        "readOnly": read_only,
+        "diskFreeBytes": free if isinstance(free, int) else None,
+        "diskTotalBytes": total if isinstance(total, int) else None,
+    }
 
 
 async def _bundle_owners(store: Any) -> list[dict[str, Any]]:

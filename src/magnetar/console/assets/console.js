@@ -81,6 +81,10 @@ function bytes(n) {
   while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
   return `${num(n, 1)} ${units[i]}`;
 }
+function freeDisk(free, total) {
+  if (typeof free !== "number" || typeof total !== "number" || total <= 0) return "–";
+  return `${bytes(free)} / ${bytes(total)} (${num(100 * free / total, 0)} % free)`;
+}
 function age(seconds) {
   if (typeof seconds !== "number" || seconds < 0) return "–";
   if (seconds < 120) return `${seconds} s`;
@@ -178,7 +182,8 @@ async function viewCluster() {
   const ctl = c.controller;
   const brokers = c.brokers.map((b) => `<tr><td>${esc(b)}</td><td>${ctl && ctl.brokerId === b ? tag("controller", "ok") : ""}</td></tr>`);
   const bookies = c.bookies.map((b) => `<tr data-bookie="${esc(b.bookieId)}"><td>${esc(b.bookieId)}</td>
-    <td>${b.readOnly ? tag("read-only", "bad") : tag("writable", "ok")}</td></tr>`);
+    <td>${b.readOnly ? tag("read-only", "bad") : tag("writable", "ok")}</td>
+    <td class="num disk">${freeDisk(b.diskFreeBytes, b.diskTotalBytes)}</td></tr>`);
   const bundles = c.bundles.map((b) => `<tr><td>${esc(b.namespace)}</td><td>${esc(b.bundle)}</td><td>${esc(b.brokerId ?? "–")}</td></tr>`);
   main.innerHTML = `<h1>Cluster ${esc(c.cluster)}</h1>
     <div class="cards">
@@ -188,7 +193,7 @@ async function viewCluster() {
         <div class="k">controller${ctl ? " · epoch " + esc(ctl.epoch) : ""}</div></div>
     </div>
     <h2>Brokers</h2>${table(["Broker", ""], brokers, 'id="brokers"')}
-    <h2>Bookies</h2>${table(["Bookie", "State"], bookies, 'id="bookies"')}
+    <h2>Bookies</h2>${table(["Bookie", "State", "#Free disk"], bookies, 'id="bookies"')}
     <h2>Bundle ownership</h2>${table(["Namespace", "Bundle", "Owner"], bundles, 'id="bundles"')}`;
 }
 

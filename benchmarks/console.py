@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import tempfile
 import time
@@ -42,33 +41,13 @@ from broker import (  # this directory: the script's own
     wait_quiet,
 )
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 
 from magnetar.console.history import DEMAND_WINDOW_S, SAMPLE_INTERVAL_S
+from magnetar.testing.browser import headless_chromium
 from magnetar.testing.wait import wait_until
 
 TOPIC = "console-bench"
 PAGE_TIMEOUT_S = 30.0
-
-
-def start_chromium() -> webdriver.Chrome:
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",  # root in CI containers
-        "--disable-dev-shm-usage",
-        "--window-size=1280,900",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-    ):
-        options.add_argument(arg)
-    driver_path = shutil.which("chromedriver")
-    if driver_path is None:
-        raise SystemExit("chromedriver missing: run scripts/ensure-system-deps.sh")
-    return webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
 
 
 def browser_cpu_s(driver: webdriver.Chrome) -> float:
@@ -116,7 +95,11 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
         node = start_standalone(Path(tmp) / "data", None)
         assert node.proc is not None
         pid = node.proc.pid
-        driver = start_chromium()
+        try:
+            driver = headless_chromium()
+        except RuntimeError as exc:
+            node.stop()
+            raise SystemExit(str(exc)) from None
         try:
             wait_quiet(pid)
             uvloop.run(  # creates the topic and its subscription; warms the broker up

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,9 +18,9 @@ from typing import Any
 import pulsar
 import pytest
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 
 from magnetar.testing import StandaloneProcess
+from magnetar.testing.browser import headless_chromium
 from magnetar.testing.wait import wait_until
 
 _client_log = logging.getLogger("pulsar-client")
@@ -111,29 +110,9 @@ class Console:
         return [u for u in urls if not u.startswith(self.base_url + "/")]
 
 
-def _chromium() -> webdriver.Chrome:
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",  # root in CI containers
-        "--disable-dev-shm-usage",
-        "--window-size=1280,900",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",  # no update or safe-browsing calls
-        "--disable-component-update",
-    ):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver_path = shutil.which("chromedriver")
-    assert driver_path, "chromedriver missing: run scripts/ensure-system-deps.sh"
-    return webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
-
-
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[webdriver.Chrome]:
-    driver = _chromium()
+    driver = headless_chromium()
     try:
         yield driver
     finally:

@@ -10,10 +10,10 @@ every tick. A sync feeds the :class:`~.election.ControllerElection`:
 * the registered bookies, compared with the machine's: ``bookie_joined`` / ``bookie_left``;
   and the bookies running a replication worker (``/autorecovery/workers``):
   ``workers_changed``;
-* the bookies' racks, after a change to the rack placement at ``/bookies`` (``admin
-  bookies set-bookie-rack``; notified, so the loop watches it too): ``racks_changed``, so
-  the next replacement chosen follows a rack set while every bookie is up (a joining
-  bookie has the racks re-read as well);
+* the bookies' racks, at the first sync and after each change to the rack placement at
+  ``/bookies`` (``admin bookies set-bookie-rack``; notified, so the loop watches it too):
+  ``racks_changed``, so the next replacement chosen follows a rack set while every bookie
+  is up (a joining bookie has the racks re-read as well);
 * ledgers: the ones notified since the last sync are re-read (``ledger_changed``, or
   ``ledger_deleted`` if gone); a change to ``/ledgers``' children lists them and reads the
   new ones; every ``scan_interval_ms``, and at the first sync, every ledger is re-read (a
@@ -77,9 +77,9 @@ class ReplicaFeed:
         self._children_changed = True
         self._known: set[int] = set()
         """The ledger ids fed to the machine (created and not deleted)."""
-        self._racks_changed = False
-        """The rack placement changed since the racks were last read (the election read
-        them when it won)."""
+        self._racks_changed = True
+        """The rack placement may have changed since the racks were last read: at first
+        too, since the election read them before the watch was set."""
 
     def notified(self, notification: Notification) -> bool:
         """Note a change (cheap; the reading happens in :meth:`sync`). ``False`` for a

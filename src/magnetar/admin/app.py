@@ -45,6 +45,7 @@ from magnetar.admin.path_names import check_path_names
 from magnetar.admin.responses import error_response
 from magnetar.admin.security import request_guard
 from magnetar.common.errors import MagnetarError
+from magnetar.console import router as console_router
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
     async def scrape() -> Response:
         return Response(metrics.render(registry), media_type=metrics.CONTENT_TYPE)
 
+    app.include_router(console_router.router(ctx))  # before the generic topic paths
     for extra in extra_routers:
         app.include_router(extra)
     for module in (

@@ -133,9 +133,10 @@ class FaultCluster:
                 broker.start()
                 self.restarts += 1
 
-    def http(self, path: str) -> object:
-        """GET ``path`` from the first live broker (following redirects), as JSON."""
-        broker = self.brokers[self.alive()[0]]
+    def http(self, path: str, via: int | None = None) -> object:
+        """GET ``path`` from broker ``via`` (by default the first live one), following
+        redirects, as JSON."""
+        broker = self.brokers[self.alive()[0] if via is None else via]
         with urllib.request.urlopen(f"{broker.http_url}{path}", timeout=30) as response:
             return json.load(response)
 
@@ -159,9 +160,9 @@ class FaultCluster:
 
         return asyncio.run(look())
 
-    def controller(self) -> tuple[int, int]:
-        """``(broker index, epoch)`` of the elected controller."""
-        got = self.http("/admin/v2/brokers/leaderBroker")
+    def controller(self, via: int | None = None) -> tuple[int, int]:
+        """``(broker index, epoch)`` of the elected controller, as broker ``via`` sees it."""
+        got = self.http("/admin/v2/brokers/leaderBroker", via)
         url = str(got["serviceUrl"]).rstrip("/")  # type: ignore[index]
         index = next(i for i, b in enumerate(self.brokers) if b.http_url.rstrip("/") == url)
         return index, int(got.get("controllerEpoch", 0))  # type: ignore[attr-defined]
@@ -201,12 +202,25 @@ def session_cut_s(rng: random.Random) -> float:
 def controller_partitioned(c: FaultCluster, rng: random.Random, topic: str) -> Fault:
     """The controller cut from ZooKeeper and the other brokers (and the clients on their
     side), still reaching its bookies: the cluster's minority side."""
-    index, _ = c.controller()
+    index, epoch = c.controller()
     f = Fault(f"controller broker{index} partitioned", duration_s=session_cut_s(rng))
     f.expires_session = True
     cut(c.zk_links[index], f)
     cut(c.client_links[index], f)
+    f.recovered = lambda: controller_moved(c, index, epoch)
     return f
+
+
+def controller_moved(c: FaultCluster, old: int, epoch: int) -> bool:
+    """Whether another broker than ``old`` is the controller at a later epoch than
+    ``epoch``, as that other broker sees it (the topic written may not be on ``old``, so
+    sends alone do not show a controller role nobody took)."""
+    other = next(i for i in range(BROKERS) if i != old)
+    try:
+        index, now = c.controller(via=other)
+    except (OSError, StopIteration, ValueError):  # 503 while none is elected; a restart
+        return False
+    return index != old and now > epoch
 
 
 def bookie_partitioned(c: FaultCluster, rng: random.Random, topic: str) -> Fault:

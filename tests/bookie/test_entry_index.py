@@ -18,6 +18,9 @@ from magnetar.bookie.journal import JournalPosition
 from magnetar.bookie.ledger_storage import LedgerStorage
 
 INDEX_BYTES_PER_ENTRY_MAX = 24
+# The index rewrite's chunk in the memory tests: their bounds scale with it, and a smaller
+# one lets them hold a few times a chunk with fewer entries (the product's is 64 Ki records).
+SMALL_CHUNK_RECORDS = 8 * 1024
 """Two dicts of ints took ~150 bytes an entry; the arrays take 12 (plus their growth slack)."""
 
 entry_ids = st.one_of(
@@ -83,7 +86,7 @@ def test_storage_holds_little_per_entry_after_a_checkpoint(tmp_path: Path) -> No
     storage = LedgerStorage(tmp_path)
     storage.load()
     payload = b"p" * 100
-    entries = 100_000
+    entries = 30_000
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
@@ -193,7 +196,7 @@ def _peak_of_an_index_rewrite(storage: LedgerStorage) -> int:
 
 
 def test_a_checkpoint_rewriting_the_whole_index_holds_only_a_chunk_of_what_it_writes(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After a garbage collection a checkpoint rewrites the whole index file: the loop
     copies the entry arrays (12 bytes an entry), the checkpoint's thread packs the records
@@ -202,6 +205,7 @@ def test_a_checkpoint_rewriting_the_whole_index_holds_only_a_chunk_of_what_it_wr
     resident memory in `benchmarks/broker.py --repeat 3`), and the whole generation packed
     in one buffer still at 29 (~100 MB after three passes). The rewritten index still loads
     to the same entries."""
+    monkeypatch.setattr(ledger_storage, "_REWRITE_CHUNK_RECORDS", SMALL_CHUNK_RECORDS)
     storage = LedgerStorage(tmp_path)
     storage.load()
     entries = 4 * ledger_storage._REWRITE_CHUNK_RECORDS + 123
@@ -358,14 +362,17 @@ def test_idle_ledgers_leave_memory_and_come_back_on_use(tmp_path: Path) -> None:
     again.close()
 
 
-def test_an_index_rewrite_reads_spilled_ledgers_back_one_at_a_time(tmp_path: Path) -> None:
+def test_an_index_rewrite_reads_spilled_ledgers_back_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The rewrite's snapshot of a spilled (or read back and unchanged) ledger is its file;
     the checkpoint's thread reads each back to pack it and frees it after, so its memory
     holds about one ledger's arrays and two chunks, not every spilled index at once (kept
     in the snapshot list they all came back: +39 MB for 3 million entries)."""
+    monkeypatch.setattr(ledger_storage, "_REWRITE_CHUNK_RECORDS", SMALL_CHUNK_RECORDS)
     storage = LedgerStorage(tmp_path)
     storage.load()
-    ledgers, per_ledger = 30, 20_000
+    ledgers, per_ledger = 30, 5_000  # each worth a spill file (SPILL_ENTRIES_MIN)
     for ledger in range(ledgers):
         for first in range(0, per_ledger, 1000):
             storage.add_entries(ledger, first, first - 1, [0] * 1000, [b"p"] * 1000)

@@ -5,7 +5,7 @@ each producer's order holds.
 Real processes (``magnetar.local_cluster.LocalCluster``): ZooKeeper, 4 bookies (E=3, Qw=2,
 Qa=2, so an ensemble change has a spare), 3 brokers. One fault at a time: a process is
 killed, left down for a random while, started again (same ports, same data, same id), then
-the cluster is left alone for a random while. Runs ``CHAOS_S`` (60 s in the suite; 600 s with
+the cluster is left alone for a random while. Runs ``CHAOS_S`` (40 s in the suite; 600 s with
 ``MAGNETAR_LONG_TESTS=1``). Prints its seed; ``MAGNETAR_TEST_SEED=<seed>`` replays the same
 schedule of faults (the processes' own timing still varies).
 
@@ -40,7 +40,7 @@ from magnetar.testing import wait_until
 from tests.cluster.bundle_topics import topic_per_bundle
 
 LONG = os.environ.get("MAGNETAR_LONG_TESTS") == "1"
-CHAOS_S = 600.0 if LONG else 60.0
+CHAOS_S = 600.0 if LONG else 40.0
 PRODUCERS_PER_TOPIC = 2
 TOPICS = 2
 DRAIN_TIMEOUT_S = 180.0

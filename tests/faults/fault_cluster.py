@@ -134,11 +134,18 @@ class FaultCluster:
                 self.restarts += 1
 
     def http(self, path: str, via: int | None = None) -> object:
-        """GET ``path`` from broker ``via`` (by default the first live one), following
-        redirects, as JSON."""
-        broker = self.brokers[self.alive()[0] if via is None else via]
-        with urllib.request.urlopen(f"{broker.http_url}{path}", timeout=30) as response:
-            return json.load(response)
+        """GET ``path`` from broker ``via``, by default from the first live broker that
+        answers (one whose session expired answers 500 until it has stopped, which can take
+        a while), following redirects, as JSON."""
+        failed: OSError | None = None
+        for index in self.alive() if via is None else [via]:
+            try:
+                url = f"{self.brokers[index].http_url}{path}"
+                with urllib.request.urlopen(url, timeout=30) as response:
+                    return json.load(response)
+            except OSError as exc:
+                failed = exc
+        raise failed or OSError("no broker is running")
 
     def owner(self, topic: str) -> int:
         """Index of the broker that owns ``topic`` (lookup; claims the bundle if no one has)."""

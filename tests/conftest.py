@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,6 +13,22 @@ from magnetar.metadata.zookeeper_server import ZooKeeperServer
 from magnetar.testing import StandaloneProcess
 
 _chroots = itertools.count()
+_seconds_by_package: collections.Counter[str] = collections.Counter()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    parts = report.nodeid.split("/")
+    _seconds_by_package[parts[1] if len(parts) > 2 else parts[-1].split("::")[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Seconds per test package (setup, call and teardown): where the suite's time budget
+    goes, printed by every run so CI's log shows it."""
+    if not _seconds_by_package:
+        return
+    terminalreporter.section("seconds per test package")
+    for package, seconds in _seconds_by_package.most_common():
+        terminalreporter.write_line(f"{seconds:8.1f}  {package}")
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,14 @@
-"""Rack placement set through ``magnetar admin bookies set-bookie-rack`` and used by the
-ledger client: 4 ``magnetar bookie`` processes on two racks, a ``magnetar broker`` with
-E=Qw=Qa=2, topics written with the official client; every ledger's ensemble (read from
-ZooKeeper) has one bookie on each rack. Without placement by rack a random pair of the four
-shares a rack one time in three, so 20 ledgers all spanning both racks would be chance once
-in about 3 000 runs."""
+"""Rack placement set through ``magnetar admin bookies set-bookie-rack``, with real
+``magnetar bookie`` and ``magnetar broker`` processes:
+
+* used by the ledger client: 4 bookies on two racks, a broker with E=Qw=Qa=2, topics
+  written with the official client; every ledger's ensemble (read from ZooKeeper) has one
+  bookie on each rack. Without placement by rack a random pair of the four shares a rack
+  one time in three, so 20 ledgers all spanning both racks would be chance once in about
+  3 000 runs;
+* used by the controller's autorecovery as soon as it is set: racks set while every
+  bookie is up (no bookie joins after) decide the replacement of a SIGKILLed bookie.
+"""
 
 from __future__ import annotations
 
@@ -16,12 +21,14 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from magnetar.ledger import LedgerClient
 from magnetar.ledger.metadata import LEDGERS_PATH, LedgerMetadata, ledger_path
 from magnetar.metadata import connect
+from magnetar.testing import wait_until
 from magnetar.testing.bookie import BookieProcess
 from magnetar.testing.broker import BrokerProcess
 
-from .test_cluster_processes import cluster_procs, start_bookies
+from .test_cluster_processes import cluster_procs, controller, start_bookies, start_brokers
 
 __all__ = ["cluster_procs"]  # the fixture, used by name
 
@@ -113,3 +120,56 @@ def test_racks_set_by_the_cli_spread_every_ensemble(
         assert "Traceback" not in done.stderr
     done = admin(broker.http_url, "bookies", "get-bookie-rack", "-b", bookies[1].bookie_id)
     assert done.returncode == 0 and json.loads(done.stdout)["rack"] == "/region/rack-a"
+
+
+async def closed_ledger(url: str) -> tuple[int, tuple[str, ...]]:
+    """A ledger of 20 entries on two bookies, closed: its id and ensemble."""
+    store = await connect(url)
+    client = LedgerClient(store)
+    try:
+        handle = await client.create(2, 2, 2)
+        await asyncio.gather(*(handle.add_nowait(b"e-%d" % i) for i in range(20)))
+        await handle.close()
+        return handle.ledger_id, tuple(handle.metadata.current_ensemble)
+    finally:
+        await client.close()
+        await store.close()
+
+
+async def ensemble_of(url: str, ledger_id: int) -> tuple[str, ...]:
+    store = await connect(url)
+    try:
+        metadata = LedgerMetadata.from_bytes((await store.get(ledger_path(ledger_id))).value)
+        return metadata.current_ensemble
+    finally:
+        await store.close()
+
+
+def test_a_rack_set_while_every_bookie_is_up_places_the_next_replica(
+    zookeeper_url: str, tmp_path: Path, cluster_procs: list[BookieProcess | BrokerProcess]
+) -> None:
+    """A closed ledger on bookies ``kept`` and ``lost``; the two spares are ``lo`` and
+    ``hi`` (in id order). Racks are set once the controller leads, with all four up:
+    ``kept`` and ``lo`` on ``/r1``, ``lost`` and ``hi`` on ``/r2``. ``lost`` is SIGKILLed:
+    the controller's replacement must be ``hi``, the only one keeping the ledger over two
+    racks. A controller still placing by the racks it read when it won (none) ranks the
+    spares alike and takes the first in id order, ``lo``."""
+    bookies = start_bookies(cluster_procs, zookeeper_url, tmp_path, 4)
+    (broker,) = start_brokers(cluster_procs, zookeeper_url, tmp_path, 1)
+    wait_until(lambda: controller(broker), timeout_s=30, what="a controller")
+    ledger_id, (kept, lost) = asyncio.run(closed_ledger(zookeeper_url))
+    lo, hi = sorted({b.bookie_id for b in bookies} - {kept, lost})
+    for bookie, rack in ((kept, "/r1"), (lo, "/r1"), (lost, "/r2"), (hi, "/r2")):
+        done = admin(broker.http_url, "bookies", "set-bookie-rack", "-b", bookie, "-r", rack)
+        assert done.returncode == 0, done.stderr
+    (victim,) = [b for b in bookies if b.bookie_id == lost]
+    victim.kill()
+
+    def replaced() -> tuple[str, ...] | None:
+        ensemble = asyncio.run(ensemble_of(zookeeper_url, ledger_id))
+        return None if lost in ensemble else ensemble
+
+    healed = wait_until(
+        replaced, timeout_s=60, interval_s=0.5, what=f"ledger {ledger_id} re-replicated off {lost}"
+    )
+    assert set(healed) == {kept, hi}, f"replacement on {healed} (/r1: {kept} {lo}; /r2: {hi})"

@@ -231,9 +231,14 @@ async def test_sigkill_at_random_points_loses_nothing(
         for i, target in enumerate(kills_at):
             worker = start_worker(zk_cluster.url, log_path, i)
             workers.append(worker)
+            # opened too: an earlier incarnation may have appended past this target already
             await wait_until_async(
-                lambda target=target, worker=worker: (
-                    WorkerLog.parse(log_path).appended_max >= target or worker.poll() is not None
+                lambda target=target, worker=worker, opens=i + 1: (
+                    (
+                        (log := WorkerLog.parse(log_path)).appended_max >= target
+                        and log.opens >= opens
+                    )
+                    or worker.poll() is not None
                 ),
                 600,
                 interval_s=0.5,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from magnetar.common.errors import MetadataError
 from magnetar.metadata import connect
+from magnetar.metadata.store import BadVersion, NodeExists
 
 
 async def test_reopen_keeps_persistent_nodes_and_drops_ephemeral(tmp_path: Path) -> None:
@@ -90,3 +92,45 @@ async def test_unknown_urls_and_options_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         await connect(f"sqlite://{tmp_path / 'x.db'}?journal=off")
     assert issubclass(MetadataError, Exception)
+
+
+async def test_concurrent_writes_commit_together_and_fail_alone(tmp_path: Path) -> None:
+    """Writes issued together go to the worker as one batch (one transaction) but each keeps
+    its own outcome: one that fails (a node that exists) changes nothing and fails alone,
+    and every other one is stored and survives a reopen."""
+    url = f"sqlite://{tmp_path / 'meta.db'}"
+    store = await connect(url)
+    await store.create("/taken", b"first")
+    outcomes = await asyncio.gather(
+        *(store.create(f"/n/{i}", str(i).encode()) for i in range(50)),
+        store.create("/taken", b"second"),
+        *(store.put(f"/p/{i}", b"v") for i in range(50)),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[50], NodeExists)
+    assert not any(isinstance(o, BaseException) for i, o in enumerate(outcomes) if i != 50)
+    await store.close()
+    reopened = await connect(url)
+    assert (await reopened.get("/taken")).value == b"first"
+    assert sorted(await reopened.children("/n"), key=int) == [str(i) for i in range(50)]
+    assert len(await reopened.children("/p")) == 50
+    await reopened.close()
+
+
+async def test_operations_of_a_loop_run_in_the_order_issued(tmp_path: Path) -> None:
+    """A read issued after a write, before the write is answered, sees it (a ZooKeeper
+    session's order), and a write after a failed one in the same batch still applies."""
+    store = await connect(f"sqlite://{tmp_path / 'meta.db'}")
+    await store.create("/a", b"0")
+    results = await asyncio.gather(
+        store.put("/a", b"1"),
+        store.get("/a"),
+        store.put("/a", b"2", expected_version=0),  # stale: fails alone
+        store.put("/a", b"3", expected_version=1),
+        store.get("/a"),
+        return_exceptions=True,
+    )
+    assert results[1].value == b"1"  # type: ignore[union-attr]
+    assert isinstance(results[2], BadVersion)
+    assert results[4].value == b"3"  # type: ignore[union-attr]
+    await store.close()

@@ -4,11 +4,13 @@ cluster name on free ports, register clusters with each other, find a topic's ow
 
 from __future__ import annotations
 
+import re
 import uuid
 from pathlib import Path
 from typing import Any
 
 from magnetar.local_cluster import LocalCluster, LocalClusterConfig
+from magnetar.testing.wait import wait_until
 
 from .conftest import call, ok
 
@@ -73,6 +75,36 @@ def unload_namespace(cluster: LocalCluster, ns: str) -> None:
                 return
             answers.append((answer.status, answer.body))
     raise AssertionError(f"no broker unloaded {ns}: {answers}")
+
+
+def unload_namespace_to(cluster: LocalCluster, ns: str, topic: str, to: int, fallback: int) -> None:
+    """Unload every bundle of ``ns`` so that broker ``to`` takes ``topic``'s: a namespace
+    isolation policy names it primary (``fallback`` secondary, so a dead ``to`` does not
+    leave the bundles unowned) until ``to`` owns the topic, then is removed (a policy rules
+    assignments only: removing it moves nothing)."""
+    path = f"/admin/v2/clusters/{cluster.config.cluster_name}/namespaceIsolationPolicies/pin"
+
+    def broker_id(index: int) -> str:
+        return re.escape(cluster.broker_admin_url(index).split("://", 1)[1])
+
+    ok(admin_url(cluster), "POST", path, {
+        "namespaces": [re.escape(ns)],
+        "primary": [broker_id(to)],
+        "secondary": [broker_id(fallback)],
+        "auto_failover_policy": {
+            "policy_type": "min_available",
+            "parameters": {"min_limit": "1", "usage_threshold": "80"},
+        },
+    })  # fmt: skip
+    try:
+        unload_namespace(cluster, ns)
+        wait_until(
+            lambda: owner_index(cluster, topic) == to,
+            timeout_s=30,
+            what=f"broker {to} owns {topic}",
+        )
+    finally:
+        ok(admin_url(cluster), "DELETE", path)
 
 
 def owner_index(cluster: LocalCluster, topic: str) -> int:

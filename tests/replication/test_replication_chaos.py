@@ -1,19 +1,26 @@
 """Bounded chaos during a replicated stream, deduplication on: a local cluster ``east``
 (2 brokers, 2 bookies) replicates to a standalone ``south`` while a producer in ``east``
-keeps sending; a seeded sequence of faults: ``south`` SIGKILLed and restarted, ``south``
-SIGSTOPped and SIGCONTed (while paused, the namespace is unloaded, so that the topic is closed and
-loaded again, by either broker: always in the default run, about every other pause in the long one), the topic's
-owner in ``east`` SIGKILLed (the other broker takes the topic; the killed one comes back at
-once, and may take the topic back during the next fault).
+keeps sending; a seeded sequence of faults:
+
+* ``south`` SIGKILLed and restarted;
+* ``south`` SIGSTOPped and SIGCONTed; while it is paused the namespace is unloaded, so that
+  the topic is closed and loaded again by the other broker (a namespace isolation policy
+  names that one while the controller reassigns the bundle): always in the default run,
+  about every other pause in the long one;
+* the topic's owner in ``east`` SIGKILLed: the other broker takes the topic; the killed one
+  comes back at once, and may take the topic back during the next fault;
+* the owner SIGKILLed while ``south`` is paused: the killed owner's replicator may have left
+  sends in ``south``'s socket buffers, which ``south`` reads when it resumes, beside the new
+  owner's replicator sending again from the cursor.
 
 After each fault, while ``south`` is down, ``east``'s topic stats say
 ``connected: false`` and a growing ``replicationBacklog``; after each recovery they say
 ``connected: true`` and the backlog drains to 0. At the end ``south`` holds every message
 ``east`` acknowledged exactly once, in order.
 
-The seed is printed; ``MAGNETAR_TEST_SEED`` replays one. Default: three faults (one of
-each kind); ``MAGNETAR_LONG_TESTS=1``: 20 remote kills and pauses, and owner kills among
-them.
+The seed is printed; ``MAGNETAR_TEST_SEED`` replays one. Default: four faults (one of
+each kind); ``MAGNETAR_LONG_TESTS=1``: 20 remote kills and pauses, and owner kills (with
+``south`` up or paused) among them.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from .local_clusters import (
     register,
     replicated_namespace,
     replication_stats,
-    unload_namespace,
+    unload_namespace_to,
 )
 
 pytestmark = pytest.mark.timeout(1800)
@@ -115,13 +122,29 @@ def sites(tmp_path: Path) -> Iterator[Sites]:
 
 def _faults(rng: random.Random) -> list[str]:
     if not LONG:
-        faults = ["remote-kill", "remote-pause", "owner-kill"]
+        faults = ["remote-kill", "remote-pause", "owner-kill", "owner-kill-paused"]
         rng.shuffle(faults)
         return faults
     remote = [rng.choice(["remote-kill", "remote-pause"]) for _ in range(20)]
-    for _ in range(3):
-        remote.insert(rng.randrange(len(remote) + 1), "owner-kill")
+    kinds = ["owner-kill", "owner-kill-paused"]
+    owner_kills = [*kinds, rng.choice(kinds)]
+    for kind in owner_kills:
+        remote.insert(rng.randrange(len(remote) + 1), kind)
     return remote
+
+
+def _kill_owner(east: LocalCluster, topic: str) -> None:
+    """SIGKILL ``topic``'s owner, wait until the other broker owns it, start the killed one
+    again at once: it may take bundles from the other, so the topic can move again while
+    the next fault has south down (stats must still tell the truth)."""
+    owner = owner_index(east, topic)
+    east.brokers[owner].kill()
+    wait_until(
+        lambda: owner_index(east, topic) != owner,
+        timeout_s=STATS_TIMEOUT_S,
+        what="another owner",
+    )
+    east.brokers[owner].start()
 
 
 def _until_not_connected(stats: Callable[[], dict[str, object]], fault: str) -> None:
@@ -173,28 +196,22 @@ def test_replication_survives_remote_kills_pauses_and_owner_kills(sites: Sites) 
             before = stream.sent
             wait_until(lambda b=before: stream.sent >= b + 100, what="a stream in progress")
             if fault == "owner-kill":
-                owner = owner_index(east, topic)
-                east.brokers[owner].kill()
-                wait_until(
-                    lambda o=owner: owner_index(east, topic) != o,
-                    timeout_s=STATS_TIMEOUT_S,
-                    what="another owner",
-                )
-                # back at once: it may take bundles from the other, so the topic can move
-                # again while the next fault has south down (stats must still tell the truth)
-                east.brokers[owner].start()
+                _kill_owner(east, topic)
             else:
                 if fault == "remote-kill":
                     south.kill()
                 else:
                     assert south.proc is not None
                     os.kill(south.proc.pid, signal.SIGSTOP)
+                if fault == "owner-kill-paused":
+                    # the owner's replicator is mid-stream into the paused remote
+                    _kill_owner(east, topic)
                 if fault == "remote-pause" and (not LONG or rng.random() < 0.5):
-                    # the topic's bundle is unloaded (and loaded again, by either broker) while south is paused
+                    # the topic's bundle is unloaded while south is paused, and loaded
+                    # again by the other broker
                     owner = owner_index(east, topic)
-                    unload_namespace(east, ns)
-                    print(f"namespace unloaded with south paused: owner {owner} ->",
-                          owner_index(east, topic))  # fmt: skip
+                    unload_namespace_to(east, ns, topic, to=1 - owner, fallback=owner)
+                    print(f"namespace unloaded with south paused: owner {owner} -> {1 - owner}")
                 _until_not_connected(stats, fault)
                 backlog = int(stats()["replicationBacklog"])  # type: ignore[call-overload]
                 wait_until(

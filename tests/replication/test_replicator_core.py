@@ -56,14 +56,18 @@ def test_skipped_entries_alone_move_the_cursor() -> None:
     assert core.advance() == Position(5, 0)
 
 
-def test_entries_the_remote_already_holds_are_not_sent_again() -> None:
+def test_a_new_connection_sends_every_entry_after_the_mark_delete_again() -> None:
+    """The remote's deduplication, not a skip on connect, keeps resends out: the remote's
+    last sequence id counts entries accepted, not stored."""
     core = ReplicatorCore("west")
-    core.resume_after(sequence_id_of(Position(2, 7)))
-    assert core.on_entry(Position(2, 6), None, ()) is None
-    assert core.on_entry(Position(2, 7), None, ()) is None
-    again = core.on_entry(Position(2, 8), None, ())
-    assert again == Forward(Position(2, 8), sequence_id_of(Position(2, 8)))
-    assert core.advance() == Position(2, 7)
+    first = core.on_entry(Position(2, 6), None, ())
+    assert first is not None
+    core.on_entry(Position(2, 7), None, ())
+    core.on_receipt(first.sequence_id)
+    assert core.on_disconnect() == Position(2, 6)
+    again = ReplicatorCore("west")  # the next connection's
+    resent = again.on_entry(Position(2, 7), None, ())
+    assert resent == Forward(Position(2, 7), sequence_id_of(Position(2, 7)))
 
 
 def test_in_flight_is_bounded() -> None:

@@ -8,6 +8,7 @@ before the generic topic paths ``/admin/v2/{domain}/…`` (whose ``domain`` is c
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Sequence
 
 from fastapi import APIRouter, Depends, FastAPI
@@ -45,8 +46,14 @@ from magnetar.admin.path_names import check_path_names
 from magnetar.admin.responses import error_response
 from magnetar.admin.security import request_guard
 from magnetar.common.errors import MagnetarError
+from magnetar.console import router as console_router
 
 log = logging.getLogger(__name__)
+
+# FastAPI gives each path and query parameter's pydantic field an alias; pydantic 2.12 and
+# later warn that the alias has no effect there, which is wrong (pydantic issue 12356), and
+# the warning would reach the broker's stderr as it builds the routes.
+warnings.filterwarnings("ignore", message="The 'alias' attribute with value", category=UserWarning)
 
 API_VERSION = "2"
 
@@ -102,6 +109,7 @@ def create_app(ctx: AdminContext, extra_routers: Sequence[APIRouter] = ()) -> Fa
     async def scrape() -> Response:
         return Response(metrics.render(registry), media_type=metrics.CONTENT_TYPE)
 
+    app.include_router(console_router.router(ctx))  # before the generic topic paths
     for extra in extra_routers:
         app.include_router(extra)
     for module in (

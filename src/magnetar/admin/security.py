@@ -6,8 +6,10 @@ The app-wide dependency made by :func:`request_guard` runs after routing, before
    :meth:`~magnetar.auth.AuthenticationService.authenticate_http`): refused credentials
    with no anonymous role configured → **401** ``{"reason": "Authentication required: ..."}``;
 2. authorization, by what the matched route touches (:func:`requirement_for`):
-   open (``/metrics``, ``/ready``, ``/openapi.json``), a topic lookup (the lookup REST and
-   the read-only topic metadata a client needs: partitions, stats, schema, last message id),
+   open (``/metrics``, ``/ready``, ``/openapi.json``), any authenticated role (routes that
+   filter their answer by role: the console's namespace list), a topic lookup (the lookup
+   REST, the read-only topic metadata a client needs: partitions, stats, schema, last
+   message id, and the console's views of a topic),
    tenant admin (every other path naming a tenant), or super user (clusters, brokers,
    creating, updating and deleting tenants, anything else). A refused role → **403**
    ``{"reason": "... is not authorized to ..."}``.
@@ -44,6 +46,11 @@ _KIND_ACTIONS = {
 OPEN_PATHS = frozenset({"/metrics", "/ready", "/openapi.json"})
 """Answered without credentials (Pulsar does not authenticate metrics by default)."""
 
+ROLE_FILTERED_PATHS = frozenset({"/admin/v2/console/namespaces"})
+"""Answered to any authenticated role; the route shows only what that role may see."""
+TOPIC_READ_PREFIXES = ("/lookup/", "/admin/v2/console/")
+"""Routes under these prefixes naming a topic need a topic lookup permission."""
+
 TOPIC_READ_ENDPOINTS = frozenset(
     {
         "partitions",
@@ -61,6 +68,7 @@ TOPIC_READ_ENDPOINTS = frozenset(
 
 class Need(enum.Enum):
     OPEN = "open"
+    AUTHENTICATED = "authenticated"
     TOPIC_LOOKUP = "topic lookup"
     NAMESPACE_ACTION = "namespace permission"
     TENANT_ADMIN = "tenant admin"
@@ -81,6 +89,8 @@ def requirement_for(route_path: str, method: str, params: Mapping[str, Any]) -> 
     ``/admin/v2/{domain}/{tenant}/{namespace}/{topic}/stats``) with ``params`` requires."""
     if route_path in OPEN_PATHS:
         return Requirement(Need.OPEN)
+    if route_path in ROLE_FILTERED_PATHS:
+        return Requirement(Need.AUTHENTICATED)
     tenant = params.get("tenant")
     if not isinstance(tenant, str):
         return Requirement(Need.SUPER_USER)
@@ -96,7 +106,8 @@ def requirement_for(route_path: str, method: str, params: Mapping[str, Any]) -> 
     topic = _topic(route_path, params)
     last = route_path.rstrip("/").rsplit("/", 1)[-1]
     if topic is not None and (
-        route_path.startswith("/lookup/") or (method == "GET" and last in TOPIC_READ_ENDPOINTS)
+        route_path.startswith(TOPIC_READ_PREFIXES)
+        or (method == "GET" and last in TOPIC_READ_ENDPOINTS)
     ):
         return Requirement(Need.TOPIC_LOOKUP, tenant, topic)
     if route_path.startswith("/admin/v2/tenants") and method != "GET":
@@ -140,7 +151,7 @@ def request_guard(service: BrokerService) -> Callable[[Request], Coroutine[Any, 
         role = identity.role
         need = requirement_for(route_path, request.method, request.path_params)
         allowed: bool
-        if need.need is Need.OPEN:
+        if need.need in (Need.OPEN, Need.AUTHENTICATED):
             allowed = True
         elif need.need is Need.TOPIC_LOOKUP:
             assert need.topic is not None

@@ -124,6 +124,8 @@ def top_priority_count(sorted_consumers: Sequence[FailoverConsumer]) -> int:
 
 def ring_index(names: Sequence[str], topic_name: str) -> int:
     """Index into ``names`` chosen by the consistent-hash ring for ``topic_name``."""
+    if len(names) == 1:  # every point of the ring is the one consumer's
+        return 0
     ring: dict[int, int] = {}
     for i, name in enumerate(names):
         for j in range(RING_POINTS_PER_CONSUMER):

@@ -50,7 +50,6 @@ Producers are identified by :class:`ProducerKey` (connection id, producer id).
 from __future__ import annotations
 
 import enum
-from collections import deque
 from dataclasses import dataclass
 
 from magnetar.common.errors import MagnetarError, ProducerBusy, ProducerFenced
@@ -135,7 +134,7 @@ class ProducerAccess:
         self._waiting_max = waiting_max
         self._producers: dict[str, ProducerRequest] = {}
         self._exclusive_name: str | None = None
-        self._waiting: deque[ProducerRequest] = deque()
+        self._waiting: list[ProducerRequest] = []  # rarely used: a deque is 760 B empty
 
     @property
     def topic_epoch(self) -> int | None:
@@ -238,7 +237,7 @@ class ProducerAccess:
         reachable today: the epoch moves only while nobody waits; kept as a guard)."""
         effects: list[ProducerEffect] = []
         while not self._producers and self._waiting:
-            nxt = self._waiting.popleft()
+            nxt = self._waiting.pop(0)
             try:
                 self._check_stale(nxt)
             except ProducerFenced as exc:

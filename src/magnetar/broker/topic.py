@@ -91,6 +91,42 @@ TOPIC_EPOCH_ROOT = "/magnetar/topic-epoch"
 class Topic:
     """Created by :meth:`BrokerService.get_topic`; one instance per topic per broker."""
 
+    # Slots: thousands of idle topics per broker; a dict per instance is ~1.6 KB of each.
+    __slots__ = (
+        "__weakref__",
+        "_batch_size_of",
+        "_dedup_position",
+        "_dedup_saved",
+        "_dedup_switch",
+        "_dedup_task",
+        "_epoch_lock",
+        "_epoch_saved",
+        "_last_entry_batch_size",
+        "_loaded_last_entry",
+        "_sub_lock",
+        "_waiting",
+        "access",
+        "closed",
+        "created_ms",
+        "dedup",
+        "dispatch_limiter",
+        "full_name",
+        "may_hold_markers",
+        "meters",
+        "ml",
+        "name",
+        "namespace_publish_limiter",
+        "partition_index",
+        "policies",
+        "producers",
+        "publish_limited",
+        "publish_limiter",
+        "service",
+        "subscribe_limiter",
+        "subscription_meters",
+        "subscriptions",
+    )
+
     def __init__(
         self,
         service: BrokerService,

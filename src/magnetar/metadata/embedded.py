@@ -10,6 +10,16 @@ each operation (and each multi) atomic and gives every change one global order.
 Notifications are published from the worker thread right after commit, in commit order, so a
 writer's own notification is queued before its call returns.
 
+Batches: the operations an event loop issues while the worker is busy with that loop's
+previous batch wait in the loop's queue, in issue order, and go to the worker together as the
+next batch (through ``loop.run_in_executor``, so a loop that runs executor jobs inline, the
+simulation's, stays deterministic). A batch's writes share one transaction, each inside its
+own savepoint: a write that raises rolls back alone and fails alone, and one COMMIT (one
+fsync) stands for all the others. No operation of a batch is answered before that COMMIT, so
+a read that saw an earlier write of its batch is answered only once that write is durable,
+and if the COMMIT fails every operation of the batch fails. Operations of one loop run in the
+order issued (a read issued after a write sees it, as a ZooKeeper session's do).
+
 Durability (file databases): WAL journal with ``synchronous=FULL`` by default — every commit
 fsyncs the WAL before the operation returns, so an acknowledged write survives power loss,
 not only a process crash. Metadata writes are rare (ledger creation and closing, cursor
@@ -27,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import fcntl
 import logging
 import os
@@ -34,7 +45,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MetadataError
@@ -230,6 +241,9 @@ class EmbeddedDatabase:
             max_workers=1, thread_name_prefix=f"metadata-sqlite-{key}"
         )
         self._conn: sqlite3.Connection | None = None
+        self._queues: dict[asyncio.AbstractEventLoop, _LoopQueue] = {}
+        """Each event loop's operations waiting for its next batch (touched only on that
+        loop's thread)."""
         if filename is not None:
             self._lock_fd = os.open(filename + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -261,32 +275,65 @@ class EmbeddedDatabase:
         conn.execute("COMMIT")
         self._conn = conn
 
-    def _write(self, session_id: int, now_ms: int, body: Callable[[_Txn], T]) -> T:
+    def _run_batch(self, batch: list[_Operation[Any]]) -> list[tuple[bool, Any]]:
+        """Run ``batch`` in order (see the module doc) and return each operation's outcome,
+        ``(True, result)`` or ``(False, exception)``."""
         conn = self._conn
         assert conn is not None
-        if session_id not in self._live_sessions:
-            raise SessionExpired(f"session {session_id:#x} is not alive")
-        txn = _Txn(conn, session_id, now_ms)
-        conn.execute("BEGIN IMMEDIATE")
+        outcomes: list[tuple[bool, Any]] = []
+        events: list[Notification] = []
+        ended: list[int] = []
         try:
-            result = body(txn)
-            conn.execute("COMMIT")
-        except BaseException:
+            for op in batch:
+                if op.session_id not in self._live_sessions:
+                    outcomes.append(
+                        (False, SessionExpired(f"session {op.session_id:#x} is not alive"))
+                    )
+                    continue
+                txn = _Txn(conn, op.session_id, op.now_ms)
+                if not op.writes:  # no BEGIN: the worker is the only writer (a snapshot)
+                    try:
+                        outcomes.append((True, op.body(txn)))
+                    except Exception as exc:
+                        outcomes.append((False, self._error(exc)))
+                    continue
+                if not conn.in_transaction:
+                    conn.execute("BEGIN IMMEDIATE")
+                conn.execute("SAVEPOINT op")
+                try:
+                    result = op.body(txn)
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO op")
+                    conn.execute("RELEASE op")
+                    outcomes.append((False, self._error(exc)))
+                    continue
+                conn.execute("RELEASE op")
+                outcomes.append((True, result))
+                events.extend(txn.events)
+                if op.ends_session:
+                    ended.append(op.session_id)
+            if conn.in_transaction:
+                conn.execute("COMMIT")
+        except BaseException as exc:
             # Also after a failed COMMIT (a full disk: SQLITE_FULL may leave the transaction
             # open): the next BEGIN must find none.
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            raise
-        self._publish(txn.events)
-        return result
+            if not isinstance(exc, Exception):
+                raise
+            return [(False, self._error(exc))] * len(batch)
+        self._live_sessions.difference_update(ended)
+        self._publish(events)
+        return outcomes
 
-    def _read(self, session_id: int, body: Callable[[_Txn], T]) -> T:
-        conn = self._conn
-        assert conn is not None
-        if session_id not in self._live_sessions:
-            raise SessionExpired(f"session {session_id:#x} is not alive")
-        # A read-only snapshot: the worker thread is the only writer, so no BEGIN is needed.
-        return body(_Txn(conn, session_id, 0))
+    def _error(self, exc: Exception) -> Exception:
+        """What a caller sees for ``exc``: SQLite's own errors (e.g. "database or disk is
+        full") as an operating error of the store."""
+        if not isinstance(exc, sqlite3.Error):
+            return exc
+        error = MetadataStoreError(f"metadata database {self.filename or ':memory:'}: {exc}")
+        error.__cause__ = exc
+        return error
 
     def _publish(self, events: list[Notification]) -> None:
         if not events:
@@ -306,12 +353,6 @@ class EmbeddedDatabase:
         conn.execute("COMMIT")
         self._live_sessions.add(session_id)
         return int(session_id)
-
-    def _end_session(self, session_id: int, now_ms: int) -> None:
-        if session_id not in self._live_sessions:
-            return
-        self._write(session_id, now_ms, lambda txn: txn.delete_owned(session_id))
-        self._live_sessions.discard(session_id)
 
     def _close(self) -> None:
         if self._conn is not None:
@@ -334,16 +375,75 @@ class EmbeddedDatabase:
             ) from exc
 
     async def write(self, session_id: int, now_ms: int, body: Callable[[_Txn], T]) -> T:
-        return await self.call(self._write, session_id, now_ms, body)
+        """Run ``body`` as a write of the loop's next batch (see the module doc)."""
+        return await self._submit(_Operation(session_id, now_ms, body, writes=True))
 
     async def read(self, session_id: int, body: Callable[[_Txn], T]) -> T:
-        return await self.call(self._read, session_id, body)
+        """Run ``body`` (which must not change the database) in the loop's next batch."""
+        return await self._submit(_Operation(session_id, 0, body, writes=False))
 
     async def open_session(self) -> int:
         return await self.call(self._open_session)
 
     async def end_session(self, session_id: int, now_ms: int) -> None:
-        await self.call(self._end_session, session_id, now_ms)
+        """Delete the session's ephemeral nodes and end it (a no-op if it is not alive)."""
+        if session_id not in self._live_sessions:
+            return
+        op = _Operation(session_id, now_ms, lambda txn: txn.delete_owned(session_id), writes=True)
+        op.ends_session = True
+        with contextlib.suppress(SessionExpired):  # ended meanwhile by another call
+            await self._submit(op)
+
+    async def _submit(self, op: _Operation[T]) -> T:
+        loop = asyncio.get_running_loop()
+        op.future = loop.create_future()
+        queue = self._queues.get(loop)
+        if queue is None:
+            queue = self._queues[loop] = _LoopQueue()
+        queue.waiting.append(op)
+        if not queue.busy:
+            self._start_batch(loop, queue)
+        return await op.future
+
+    def _start_batch(self, loop: asyncio.AbstractEventLoop, queue: _LoopQueue) -> None:
+        """Send what ``queue`` holds (up to :data:`BATCH_OPERATIONS_MAX`) to the worker."""
+        batch = queue.waiting[:BATCH_OPERATIONS_MAX]
+        del queue.waiting[:BATCH_OPERATIONS_MAX]
+        try:
+            done = loop.run_in_executor(self._executor, self._run_batch, batch)
+        except RuntimeError:  # the executor is shut down
+            for op in batch:
+                op.settle(False, SessionExpired("the database is closed"))
+            self._next_batch(loop, queue)
+            return
+        queue.busy = True
+        done.add_done_callback(lambda f: self._batch_done(loop, queue, batch, f))
+
+    def _batch_done(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        queue: _LoopQueue,
+        batch: list[_Operation[Any]],
+        done: asyncio.Future[list[tuple[bool, Any]]],
+    ) -> None:
+        queue.busy = False
+        if done.cancelled():
+            outcomes: list[tuple[bool, Any]] = [(False, SessionExpired("batch cancelled"))] * len(
+                batch
+            )
+        elif (exc := done.exception()) is not None:
+            outcomes = [(False, exc)] * len(batch)
+        else:
+            outcomes = done.result()
+        for op, (ok, value) in zip(batch, outcomes, strict=True):
+            op.settle(ok, value)
+        self._next_batch(loop, queue)
+
+    def _next_batch(self, loop: asyncio.AbstractEventLoop, queue: _LoopQueue) -> None:
+        if queue.waiting:
+            self._start_batch(loop, queue)
+        elif self._queues.get(loop) is queue:  # nothing waits: no entry kept per idle loop
+            del self._queues[loop]
 
     def shutdown(self) -> None:
         """Close the connection and the worker; called when the last session is gone."""
@@ -352,6 +452,47 @@ class EmbeddedDatabase:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+
+BATCH_OPERATIONS_MAX = 512
+"""Operations sent to the worker together at most (their writes share one COMMIT)."""
+
+
+class _LoopQueue:
+    """One event loop's operations waiting for its next batch."""
+
+    __slots__ = ("busy", "waiting")
+
+    def __init__(self) -> None:
+        self.waiting: list[_Operation[Any]] = []
+        self.busy = False
+        """Whether a batch of this loop is with the worker."""
+
+
+class _Operation(Generic[T]):
+    """One read or write of a batch, and the caller's future."""
+
+    __slots__ = ("body", "ends_session", "future", "now_ms", "session_id", "writes")
+
+    def __init__(
+        self, session_id: int, now_ms: int, body: Callable[[_Txn], T], *, writes: bool
+    ) -> None:
+        self.session_id = session_id
+        self.now_ms = now_ms
+        self.body = body
+        self.writes = writes
+        self.ends_session = False
+        """Whether the session ends when this write commits."""
+        self.future: asyncio.Future[T] | None = None
+
+    def settle(self, ok: bool, value: Any) -> None:
+        future = self.future
+        if future is None or future.done():  # the caller was cancelled
+            return
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
 
 
 _registry_lock = threading.Lock()

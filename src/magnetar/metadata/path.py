@@ -6,6 +6,8 @@ character is NUL or another control character ZooKeeper refuses (U+0001..U+001F,
 
 from __future__ import annotations
 
+import re
+
 from magnetar.metadata.store import InvalidPath
 
 PATH_LENGTH_MAX_CHARS = 4096
@@ -13,6 +15,10 @@ PATH_LENGTH_MAX_CHARS = 4096
 
 SEQUENCE_DIGITS = 10
 """Digits of the counter appended by sequential creates (ZooKeeper's format: ``%010d``)."""
+
+
+_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff]")
+"""The characters ZooKeeper refuses in a path (its ``PathUtils.validatePath``)."""
 
 
 def validate(path: str) -> str:
@@ -28,10 +34,9 @@ def validate(path: str) -> str:
     for segment in path[1:].split("/"):
         if segment in ("", ".", ".."):
             raise InvalidPath(f"empty, '.' or '..' segment in {path!r}")
-    for ch in path:
-        code = ord(ch)
-        if code == 0 or 0x01 <= code <= 0x1F or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xF8FF:
-            raise InvalidPath(f"forbidden character U+{code:04X} in {path!r}")
+    forbidden = _FORBIDDEN.search(path)
+    if forbidden is not None:
+        raise InvalidPath(f"forbidden character U+{ord(forbidden.group()):04X} in {path!r}")
     return path
 
 

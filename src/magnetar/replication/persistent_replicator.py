@@ -337,7 +337,6 @@ class _Session:
         self.cursor = cursor
         self.producer = producer
         self.core = ReplicatorCore(replicator.remote, replicator.in_flight_max)
-        self.core.resume_after(producer.last_sequence_id())
         self.room = asyncio.Event()
         """Set when a receipt makes room for more entries in flight."""
         self.sent = 0

@@ -1,8 +1,7 @@
 """The replicator's rules, without I/O: one topic, one remote cluster.
 
 Inputs, in the order the shell sees them: entries read from the local cursor
-(:meth:`ReplicatorCore.on_entry`), the remote's receipts (:meth:`ReplicatorCore.on_receipt`),
-the remote producer's last sequence id when it connects (:meth:`ReplicatorCore.resume_after`)
+(:meth:`ReplicatorCore.on_entry`), the remote's receipts (:meth:`ReplicatorCore.on_receipt`)
 and a lost connection (:meth:`ReplicatorCore.on_disconnect`). Outputs: whether and with which
 sequence id to send an entry (:class:`Forward`), and the position the durable cursor may
 move its mark-delete to.
@@ -17,10 +16,13 @@ Rules:
 * **Sequence ids.** An entry at ``(ledger, entry)`` is sent with sequence id
   ``ledger << 32 | entry`` (:func:`sequence_id_of`): increasing with the position, so the
   remote's deduplication, keyed on the replicator's fixed producer name, refuses an entry
-  sent again after a restart, a reconnection or a change of owner.
+  sent again after a restart, a reconnection or a change of owner. A new connection sends
+  every entry after the mark-delete again rather than skipping up to the last sequence id
+  the remote reports: that id counts entries the remote accepted, not stored, and one whose
+  write then fails at the remote would be skipped for good. The remote answers a resend of a
+  stored entry with its receipt and one still being written with an error (sent again later).
 * **Cursor.** The mark-delete position moves only over entries that are done: forwarded
-  and receipted by the remote, skipped by the rules above, or at or below the remote's last
-  sequence id (already there). Receipts arrive in send order.
+  and receipted by the remote, or skipped by the rules above. Receipts arrive in send order.
 * **Bounds.** At most ``in_flight_max`` entries are read and not yet done
   (:attr:`ReplicatorCore.can_read`).
 """
@@ -81,7 +83,6 @@ class ReplicatorCore:
         self.remote = remote
         self.in_flight_max = in_flight_max
         self._reads: deque[_Read] = deque()
-        self._remote_last_sequence_id = -1
         self.mark_delete: Position | None = None
         """The furthest position all entries up to which are done (None: none yet)."""
 
@@ -104,11 +105,6 @@ class ReplicatorCore:
                 return read.publish_ms
         return None
 
-    def resume_after(self, last_sequence_id: int) -> None:
-        """The remote producer connected and holds entries up to ``last_sequence_id``
-        (-1: none known): those are not sent again."""
-        self._remote_last_sequence_id = max(self._remote_last_sequence_id, last_sequence_id)
-
     def on_entry(
         self,
         position: Position,
@@ -121,10 +117,7 @@ class ReplicatorCore:
         """An entry read from the cursor, in log order: what to send, or None (skipped;
         the cursor may pass it once everything before it is done, :meth:`advance`)."""
         seq = sequence_id_of(position)
-        forward = (
-            should_forward(self.remote, replicated_from, replicate_to, marker=marker)
-            and seq > self._remote_last_sequence_id
-        )
+        forward = should_forward(self.remote, replicated_from, replicate_to, marker=marker)
         self._reads.append(_Read(position, seq, not forward, publish_ms))
         return Forward(position, seq) if forward else None
 

@@ -16,7 +16,8 @@ Beside it, for autorecovery, it reads
 * ``/ledgers/L<id>`` — every ledger's metadata and node version (undecodable ones are
   logged and skipped: they are not the controller's to judge);
 * the bookies registered now (:func:`registered_bookies`, read-only ones included: their
-  data is still there), their racks (re-read when a bookie joins), and the ones running a
+  data is still there), their racks (re-read when a bookie joins and when the rack
+  placement changes: :meth:`ControllerElection.racks_changed`), and the ones running a
   replication worker (``/autorecovery/workers``: only they are targets);
 
 and builds and starts a :class:`ReplicaStateMachine` at the same epoch. Its record writes go
@@ -358,6 +359,12 @@ class ControllerElection:
         racks = await bookie_racks(self.store, {*self.replicas.live_bookies, bookie})
         self.replicas.racks_changed(racks)
         await self._run_replicas(lambda m, now: m.bookie_joined(bookie, now))
+
+    async def racks_changed(self) -> None:
+        """The rack placement changed: the live bookies' racks are read again; the tasks
+        chosen from now on follow them (tasks in flight are kept)."""
+        racks = await bookie_racks(self.store, self.replicas.live_bookies)
+        self.replicas.racks_changed(racks)
 
     async def bookie_left(self, bookie: str) -> None:
         await self._run_replicas(lambda m, now: m.bookie_left(bookie, now))

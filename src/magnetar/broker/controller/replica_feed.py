@@ -10,6 +10,10 @@ every tick. A sync feeds the :class:`~.election.ControllerElection`:
 * the registered bookies, compared with the machine's: ``bookie_joined`` / ``bookie_left``;
   and the bookies running a replication worker (``/autorecovery/workers``):
   ``workers_changed``;
+* the bookies' racks, at the first sync and after each change to the rack placement at
+  ``/bookies`` (``admin bookies set-bookie-rack``; notified, so the loop watches it too):
+  ``racks_changed``, so the next replacement chosen follows a rack set while every bookie
+  is up (a joining bookie has the racks re-read as well);
 * ledgers: the ones notified since the last sync are re-read (``ledger_changed``, or
   ``ledger_deleted`` if gone); a change to ``/ledgers``' children lists them and reads the
   new ones; every ``scan_interval_ms``, and at the first sync, every ledger is re-read (a
@@ -33,6 +37,7 @@ from typing import TYPE_CHECKING
 from magnetar.broker.controller.election import list_ledgers, read_ledger, registered_bookies
 from magnetar.common.clock import Clock
 from magnetar.ledger.metadata import AVAILABLE_PATH, LEDGERS_PATH
+from magnetar.ledger.racks import RACKS_PATH
 from magnetar.ledger.replication_task import (
     AUTORECOVERY_ROOT,
     OUTCOMES_PATH,
@@ -49,7 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_LEDGER_SCAN_INTERVAL_MS = 30_000
-WATCHED_PREFIXES = (LEDGERS_PATH, AUTORECOVERY_ROOT)
+WATCHED_PREFIXES = (LEDGERS_PATH, AUTORECOVERY_ROOT, RACKS_PATH)
 """The prefixes whose notifications :meth:`ReplicaFeed.notified` wants."""
 
 
@@ -72,13 +77,18 @@ class ReplicaFeed:
         self._children_changed = True
         self._known: set[int] = set()
         """The ledger ids fed to the machine (created and not deleted)."""
+        self._racks_changed = True
+        """The rack placement may have changed since the racks were last read: at first
+        too, since the election read them before the watch was set."""
 
     def notified(self, notification: Notification) -> bool:
         """Note a change (cheap; the reading happens in :meth:`sync`). ``False`` for a
         change under ``/ledgers`` that concerns no one (ledger id generation, cookies):
         no sync needed for it."""
         path = notification.path
-        if path == LEDGERS_PATH:
+        if paths.is_under(path, RACKS_PATH):
+            self._racks_changed = True
+        elif path == LEDGERS_PATH:
             self._children_changed = True
         elif paths.parent(path) == LEDGERS_PATH and ledger_id_of(paths.name(path)) is not None:
             self._dirty.add(int(paths.name(path)[1:]))
@@ -89,6 +99,10 @@ class ReplicaFeed:
     async def sync(self, election: ControllerElection) -> None:
         """Feed what changed; raises what the election's event methods raise
         (:class:`ControllerDeposed` once deposed)."""
+        if self._racks_changed:
+            # cleared before reading: a change made during the read is read next time
+            self._racks_changed = False
+            await election.racks_changed()
         live = await registered_bookies(self.store)
         known = election.replicas.live_bookies
         for bookie in sorted(live - known):

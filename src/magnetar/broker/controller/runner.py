@@ -23,9 +23,10 @@ the bundle state machine from the metadata store.
 
 It re-reads all three on every change and every ``tick_interval_ms`` (then also calling
 ``tick``: resends, assignment, load shedding). Beside the bundles it runs autorecovery: a
-:class:`~.replica_feed.ReplicaFeed` gets the notifications under ``/ledgers`` and
-``/autorecovery`` and feeds the replica state machine bookie registrations, ledger
-metadata, the registered replication workers and their answers in the same loop. The
+:class:`~.replica_feed.ReplicaFeed` gets the notifications under ``/ledgers``,
+``/autorecovery`` and ``/bookies`` and feeds the replica state machine bookie registrations,
+their racks, ledger metadata, the registered replication workers and their answers in the
+same loop. The
 command channel is the bundle record the election writes (brokers watch
 ``/controller_state/bundles``), so the :class:`CommandSink` delivers nothing itself. When the election reports the controller deposed, or a fenced
 write fails, the runner drops that election and campaigns again with a new one, which

@@ -31,7 +31,7 @@ from magnetar.broker.policies.topic_policies import TopicPolicies
 from magnetar.common.names import NamespaceName, TopicName
 from magnetar.metadata.cache import MetadataCache
 from magnetar.metadata.notifications import StreamOverflow
-from magnetar.metadata.store import MetadataStore
+from magnetar.metadata.store import MetadataStore, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,14 @@ class PolicyCache:
         self._namespaces = MetadataCache(store, NAMESPACE_POLICIES_ROOT)
         self._topics = MetadataCache(store, TOPIC_POLICIES_ROOT)
         self._listeners: list[PolicyListener] = []
+        self._decoded: dict[str, tuple[bytes, Policies]] = {}
+        """Namespace policies path -> the stored value last decoded and its decoding (the
+        decoding is frozen, so callers share it)."""
+        self._resolved: dict[
+            NamespaceName, tuple[BrokerDefaults, Policies | None, EffectivePolicies]
+        ] = {}
+        """Namespace -> what a topic without overrides resolves to, with the defaults and
+        the namespace policies (these very objects) it was resolved from."""
         self._tasks: list[asyncio.Task[None]] = []
         # one change at a time, whether a notification or this process's own write told of
         # it: a slow fresh read for an earlier change never lands after a later one's
@@ -132,10 +140,21 @@ class PolicyCache:
     async def namespace(self, namespace: NamespaceName, *, fresh: bool = False) -> Policies | None:
         """The namespace's policies (``None`` if it does not exist). ``fresh`` bypasses the
         cache (use in listeners: the cache may not have seen the change yet)."""
+        path = namespace_path(namespace)
         if fresh:
-            return await self.policy_store.get_namespace(namespace)
-        got = await self._namespaces.get(namespace_path(namespace))
-        return None if got is None else Policies.decode(got.value)
+            try:
+                value = (await self.store.get(path)).value
+            except NotFound:
+                return None
+        else:
+            got = await self._namespaces.get(path)
+            if got is None:
+                return None
+            value = got.value
+        decoded = self._decoded.get(path)
+        if decoded is None or decoded[0] != value:
+            decoded = self._decoded[path] = (value, Policies.decode(value))
+        return decoded[1]
 
     async def namespace_exists(self, namespace: NamespaceName) -> bool:
         """Whether the namespace exists. A cached "no" is confirmed by a fresh read, so a
@@ -167,4 +186,11 @@ class PolicyCache:
                 tp = await self.topic(topic, fresh=fresh)
         except PolicyError as exc:
             log.warning("ignoring topic policies of %s: %s", base, exc)
-        return resolve(self.defaults, ns, tp)
+        if tp is not None:
+            return resolve(self.defaults, ns, tp)
+        # Most topics have no overrides: theirs is their namespace's, resolved once.
+        key = topic.namespace_name
+        resolved = self._resolved.get(key)
+        if resolved is None or resolved[0] is not self.defaults or resolved[1] is not ns:
+            resolved = self._resolved[key] = (self.defaults, ns, resolve(self.defaults, ns))
+        return resolved[2]

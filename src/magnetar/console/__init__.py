@@ -1,0 +1,1 @@
+"""The web console served by every broker at ``/`` (see docs/console.md)."""

@@ -8,7 +8,9 @@ spare for an ensemble change; deduplication on; 2 s sessions). Links:
 * broker → ZooKeeper: one proxy per broker (``zk_links``);
 * broker → bookie: one proxy per bookie (``bookie_links``), listening on ``127.0.0.2`` on the
   bookie's own port; the bookie advertises ``127.0.0.2``, so every broker reaches it through
-  the proxy while the bookie's own link to ZooKeeper is direct;
+  the proxy;
+* bookie → ZooKeeper: one proxy per bookie (``bookie_zk_links``), independent of its links
+  to the brokers;
 * client → broker and broker → broker (lookups' owner probes): one proxy per broker
   (``client_links``), the broker's advertised listener.
 
@@ -19,6 +21,7 @@ same ports by :meth:`FaultCluster.supervise`, as a process supervisor would.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import random
@@ -28,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from magnetar.bookie_protocol.layout import AVAILABLE_PATH
+from magnetar.metadata import connect
 from magnetar.metadata.zookeeper_server import ZooKeeperServer, free_port
 from magnetar.testing import wait_until
 from magnetar.testing.bookie import BookieProcess
@@ -52,6 +57,7 @@ class FaultCluster:
         self.chroot = chroot
         self.bookies: list[BookieProcess] = []
         self.bookie_links: list[FaultProxy] = []
+        self.bookie_zk_links: list[FaultProxy] = []
         self.brokers: list[BrokerProcess] = []
         self.zk_links: list[FaultProxy] = []
         self.client_links: list[FaultProxy] = []
@@ -68,8 +74,13 @@ class FaultCluster:
             port = free_port()
             link = FaultProxy("127.0.0.1", port, listen_host="127.0.0.2", listen_port=port)
             self.bookie_links.append(link.start())
+            zk_link = FaultProxy("127.0.0.1", self.zk_port).start()
+            self.bookie_zk_links.append(zk_link)
             data = self.disk.path / "bookie" if i == self.disk_bookie else self.root / f"bookie{i}"
-            bookie = BookieProcess(self.metadata_url, data, port, "--advertised-host", "127.0.0.2")
+            bookie = BookieProcess(
+                f"zk://{zk_link.address}{self.chroot}", data, port,
+                "--advertised-host", "127.0.0.2",
+            )  # fmt: skip
             bookie.log_path = self.root / f"bookie{i}.log"
             self.bookies.append(bookie)
             bookie.start()
@@ -100,7 +111,8 @@ class FaultCluster:
             broker.kill()
         for bookie in self.bookies:
             bookie.kill()
-        for link in [*self.zk_links, *self.client_links, *self.bookie_links]:
+        for link in [*self.zk_links, *self.client_links, *self.bookie_links,
+                     *self.bookie_zk_links]:  # fmt: skip
             link.stop()
         self.disk.unmount()
 
@@ -121,11 +133,19 @@ class FaultCluster:
                 broker.start()
                 self.restarts += 1
 
-    def http(self, path: str) -> object:
-        """GET ``path`` from the first live broker (following redirects), as JSON."""
-        broker = self.brokers[self.alive()[0]]
-        with urllib.request.urlopen(f"{broker.http_url}{path}", timeout=30) as response:
-            return json.load(response)
+    def http(self, path: str, via: int | None = None) -> object:
+        """GET ``path`` from broker ``via``, by default from the first live broker that
+        answers (one whose session expired answers 500 until it has stopped, which can take
+        a while), following redirects, as JSON."""
+        failed: OSError | None = None
+        for index in self.alive() if via is None else [via]:
+            try:
+                url = f"{self.brokers[index].http_url}{path}"
+                with urllib.request.urlopen(url, timeout=30) as response:
+                    return json.load(response)
+            except OSError as exc:
+                failed = exc
+        raise failed or OSError("no broker is running")
 
     def owner(self, topic: str) -> int:
         """Index of the broker that owns ``topic`` (lookup; claims the bundle if no one has)."""
@@ -134,9 +154,22 @@ class FaultCluster:
         url = str(got["brokerUrl"])  # type: ignore[index]
         return next(i for i, link in enumerate(self.client_links) if url.endswith(link.address))
 
-    def controller(self) -> tuple[int, int]:
-        """``(broker index, epoch)`` of the elected controller."""
-        got = self.http("/admin/v2/brokers/leaderBroker")
+    def registered_writable(self, bookie: int) -> bool:
+        """Whether bookie ``bookie`` is registered writable (``/ledgers/available/<id>``)."""
+        bookie_id = f"127.0.0.2:{self.bookies[bookie].port}"
+
+        async def look() -> bool:
+            store = await connect(self.metadata_url, session_timeout_s=10)
+            try:
+                return await store.exists(f"{AVAILABLE_PATH}/{bookie_id}") is not None
+            finally:
+                await store.close()
+
+        return asyncio.run(look())
+
+    def controller(self, via: int | None = None) -> tuple[int, int]:
+        """``(broker index, epoch)`` of the elected controller, as broker ``via`` sees it."""
+        got = self.http("/admin/v2/brokers/leaderBroker", via)
         url = str(got["serviceUrl"]).rstrip("/")  # type: ignore[index]
         index = next(i for i, b in enumerate(self.brokers) if b.http_url.rstrip("/") == url)
         return index, int(got.get("controllerEpoch", 0))  # type: ignore[attr-defined]
@@ -151,6 +184,8 @@ class Fault:
     duration_s: float = 0.0
     expires_session: bool = False
     """Long enough to expire the broker's session: it stops, and is restarted on heal."""
+    recovered: Callable[[], bool] | None = None
+    """What must hold again soon after the heal, beyond sends being acknowledged."""
 
     def heal(self) -> None:
         for step in self.heals:
@@ -174,12 +209,25 @@ def session_cut_s(rng: random.Random) -> float:
 def controller_partitioned(c: FaultCluster, rng: random.Random, topic: str) -> Fault:
     """The controller cut from ZooKeeper and the other brokers (and the clients on their
     side), still reaching its bookies: the cluster's minority side."""
-    index, _ = c.controller()
+    index, epoch = c.controller()
     f = Fault(f"controller broker{index} partitioned", duration_s=session_cut_s(rng))
     f.expires_session = True
     cut(c.zk_links[index], f)
     cut(c.client_links[index], f)
+    f.recovered = lambda: controller_moved(c, index, epoch)
     return f
+
+
+def controller_moved(c: FaultCluster, old: int, epoch: int) -> bool:
+    """Whether another broker than ``old`` is the controller at a later epoch than
+    ``epoch``, as that other broker sees it (the topic written may not be on ``old``, so
+    sends alone do not show a controller role nobody took)."""
+    other = next(i for i in range(BROKERS) if i != old)
+    try:
+        index, now = c.controller(via=other)
+    except (OSError, StopIteration, ValueError):  # 503 while none is elected; a restart
+        return False
+    return index != old and now > epoch
 
 
 def bookie_partitioned(c: FaultCluster, rng: random.Random, topic: str) -> Fault:
@@ -187,6 +235,18 @@ def bookie_partitioned(c: FaultCluster, rng: random.Random, topic: str) -> Fault
     index = rng.randrange(BOOKIES)
     f = Fault(f"bookie{index} cut from the brokers", duration_s=rng.uniform(1.0, 12.0))
     cut(c.bookie_links[index], f)
+    return f
+
+
+def bookie_cut_from_zookeeper(c: FaultCluster, rng: random.Random, topic: str) -> Fault:
+    """A bookie cut from ZooKeeper only (its links to the brokers intact), for less than its
+    session timeout or past it: it keeps serving adds, and registers again (writable) once
+    the link heals, on a new session if the old one expired."""
+    index = rng.randrange(BOOKIES)
+    seconds = rng.choice([rng.uniform(0.5, 1.5), session_cut_s(rng)])
+    f = Fault(f"bookie{index} cut from zk", duration_s=seconds)
+    cut(c.bookie_zk_links[index], f)
+    f.recovered = lambda: c.registered_writable(index)
     return f
 
 
@@ -254,6 +314,7 @@ def client_links_cut(c: FaultCluster, rng: random.Random, topic: str) -> Fault:
 SCENARIOS: dict[str, Callable[[FaultCluster, random.Random, str], Fault]] = {
     "controller-partitioned": controller_partitioned,
     "bookie-partitioned": bookie_partitioned,
+    "bookie-cut-from-zk": bookie_cut_from_zookeeper,
     "bookie-disk-full": bookie_disk_full,
     "slow-bookie": slow_bookie,
     "asymmetric": asymmetric,

@@ -17,12 +17,13 @@ import asyncio
 import contextlib
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pulsar
 
 from magnetar.testing.history import Consumer, History
-from tests.faults.fault_cluster import SCENARIOS, SESSION_TIMEOUT_S, FaultCluster, until
+from tests.faults.fault_cluster import SCENARIOS, SESSION_TIMEOUT_S, Fault, FaultCluster, until
 from tests.faults.history_sender import HistorySender
 from tests.faults.stored_ledgers import stored_entries, stored_mark_delete
 
@@ -119,6 +120,8 @@ def one_round(
     acked_at = sender.acked_at.copy()
     back_s = min(t for i, t in acked_at.items() if i >= first_after) - healed
     print(f"round {n}: back {back_s:.1f} s after the heal", flush=True)
+    if fault.recovered is not None:
+        sender.send_until(every(0.2, recovered_within(fault, healed)))
     if fault.expires_session:
         # The cut broker stops once it learns its session expired (unless it kept it):
         # restart it, as a supervisor would, before the next fault.
@@ -126,6 +129,36 @@ def one_round(
         sender.send_until(lambda: stops() or len(cluster.alive()) < len(cluster.brokers))
     cluster.supervise()
     return name, back_s
+
+
+def recovered_within(fault: Fault, healed: float) -> Callable[[], bool]:
+    """``fault.recovered``, raising once it has not held for :data:`BACK_WITHIN_S` after
+    the heal."""
+    assert fault.recovered is not None
+    recovered = fault.recovered
+
+    def check() -> bool:
+        if recovered():
+            return True
+        if time.monotonic() - healed > BACK_WITHIN_S:
+            raise AssertionError(f"not recovered {BACK_WITHIN_S:.0f} s after healing {fault.name}")
+        return False
+
+    return check
+
+
+def every(seconds: float, check: Callable[[], bool]) -> Callable[[], bool]:
+    """``check``, called at most once per ``seconds`` (False between calls): it costs a
+    metadata session, the sender polls far more often."""
+    last = [0.0]
+
+    def throttled() -> bool:
+        if time.monotonic() - last[0] < seconds:
+            return False
+        last[0] = time.monotonic()
+        return check()
+
+    return throttled
 
 
 def run_rounds(

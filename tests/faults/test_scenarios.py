@@ -1,6 +1,8 @@
 """The scenarios of issue 38 on one cluster of real processes with a fault proxy on every
 link (:mod:`tests.faults.fault_cluster`): the controller partitioned from the other brokers
-and ZooKeeper; a bookie partitioned from the brokers but not from ZooKeeper; one bookie's
+and ZooKeeper; a bookie partitioned from the brokers but not from ZooKeeper; a bookie cut
+from ZooKeeper only (for less than its session or past it: it must register again, writable,
+soon after the heal); one bookie's
 disk full while the others have room; a slow bookie (its link delayed: the proxy models the
 slow disk, nothing test-only runs in the bookie); asymmetric partitions (one direction of a
 bookie's or the owner's ZooKeeper link); two faults at once (the owner cut from ZooKeeper

@@ -46,3 +46,60 @@ async def test_a_stream_armed_while_the_connection_dropped_is_fed_after_reconnec
         finally:
             await store.close()
             await writer.close()
+
+
+async def test_every_stream_is_fed_after_a_reconnection_on_the_same_session(
+    zookeeper_url: str,
+) -> None:
+    """ZooKeeper drops a connection's watches with the connection, and kazoo does not set
+    them again on the next one: the store must, and publish what changed in between."""
+    parts = urlsplit(zookeeper_url)
+    assert parts.port is not None
+    writer = await connect(zookeeper_url)
+    await writer.put("/leader", b"a")
+    await writer.put("/tree/a/x", b"1")
+    with FaultProxy("127.0.0.1", parts.port) as link:
+        store = await connect(
+            f"zk://127.0.0.1:{link.port}{parts.path}", session_timeout_s=SESSION_TIMEOUT_S
+        )
+        leader = store.notifications("/leader")
+        tree = store.notifications("/tree")
+        try:
+            await leader.wait_ready()
+            await tree.wait_ready()
+            session = store.session_id
+            states = store.session_states()
+            link.reset_connections()
+            await writer.put("/tree/a/x", b"2")  # while (or just before) disconnected
+            async with asyncio.timeout(SESSION_TIMEOUT_S):
+                async for state in states:
+                    if state is SessionState.SUSPENDED:
+                        break
+                async for state in states:
+                    if state is SessionState.CONNECTED:
+                        break
+            states.close()
+            assert store.session_id == session
+            await writer.delete("/leader")  # after the reconnection
+            await writer.put("/tree/a/y", b"1")
+            seen: set[tuple[EventType, str]] = set()
+            want = {
+                (EventType.DELETED, "/leader"),
+                (EventType.CREATED, "/tree/a/y"),
+                (EventType.MODIFIED, "/tree/a/x"),
+            }
+            async with asyncio.timeout(10):
+                async for event in leader:
+                    seen.add((event.type, event.path))
+                    if (EventType.DELETED, "/leader") in seen:
+                        break
+                async for event in tree:
+                    seen.add((event.type, event.path))
+                    if want <= seen:
+                        break
+        finally:
+            leader.close()
+            tree.close()
+            await store.close()
+            await writer.delete_recursive("/tree")
+            await writer.close()

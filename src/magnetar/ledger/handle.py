@@ -429,15 +429,22 @@ class LedgerHandle:
                 self._failed_before.update(failed.values())
                 try:
                     new_ensemble = await self._replacement(failed)
+                    first = self._lac + 1  # after the wait: entries confirmed meanwhile stay
+                    await self._write_ensemble(first, tuple(new_ensemble))
                 except NotEnoughBookies as exc:
                     log.warning("ledger %d: no replacement bookie: %s", self.ledger_id, exc)
                     self._fail(exc)
                     return
-                replacements = [new_ensemble[idx] for idx in sorted(failed)]
-                first = self._lac + 1
-                await self._write_ensemble(first, tuple(new_ensemble))
+                except MagnetarError as exc:
+                    # The metadata store failed (connection or session lost): the pending
+                    # adds are answered with the error, never left waiting (the caller
+                    # rolls over to a new ledger; a reader's recovery closes this one).
+                    log.warning("ledger %d: ensemble change failed: %s", self.ledger_id, exc)
+                    self._fail(exc)
+                    return
                 if self._error is not None:
                     return
+                replacements = [new_ensemble[idx] for idx in sorted(failed)]
                 for new in replacements:
                     with contextlib.suppress(BookieUnavailable):
                         await self._client.pool.get(new)

@@ -22,6 +22,12 @@ re-arming are coalesced (two quick writes may give one MODIFIED; a node created 
 in between may give no event) and the relative order of a CREATED and its parent's
 CHILDREN_CHANGED is not fixed. Consumers must treat a notification as "re-read this path",
 which is what the cache and the recipes do.
+
+ZooKeeper keeps a client's watches with its connection, and kazoo 2.11 does not set them
+again on the next connection of the same session (the Java client's ``SetWatches``). So
+after every reconnection the store walks every watched node again, setting each watch anew
+and publishing what changed while it was disconnected: DELETED for a node gone, MODIFIED
+for one whose data changed (its ``mzxid``), CHILDREN_CHANGED and CREATED for new children.
 """
 
 from __future__ import annotations
@@ -139,9 +145,10 @@ class ZooKeeperStore:
             asyncio.Queue()
         )
         self._known_children: dict[str, set[str]] = {}
-        self._watched: set[str] = set()
-        # A ConnectionLoss interrupted watch handling: some watch was never set, so kazoo
-        # cannot restore it; walk every watched node again once CONNECTED.
+        self._watched: dict[str, int] = {}
+        """Every node watched, with the ``mzxid`` of its data as last seen."""
+        # The connection dropped (the server forgot every watch) or a ConnectionLoss
+        # interrupted watch handling: walk every watched node again once CONNECTED.
         self._resync_needed = False
         self._pump = asyncio.create_task(self._pump_watches(), name="zk-watch-pump")
         # Requests waiting on the server (loop thread only), failed at once when the
@@ -205,6 +212,8 @@ class ZooKeeperStore:
             return
         self._state = new
         self._fail_pending_if_leaving()
+        if new is SessionState.SUSPENDED:
+            self._resync_needed = True
         if new is SessionState.CONNECTED:
             self._queue_resync_if_needed()
         self._hub.publish_state(new, threadsafe=False)
@@ -494,8 +503,8 @@ class ZooKeeperStore:
                 else:
                     await self._handle_watch(item)
             except ConnectionLoss as exc:
-                # kazoo restores the watches that were set; the one this step was setting
-                # was not, so everything is walked again on reconnection.
+                # The server forgets the watches with the connection: everything is walked
+                # again on reconnection.
                 _log.debug("watch handling interrupted by %r", exc)
                 self._resync_needed = True
                 self._queue_resync_if_needed()
@@ -512,16 +521,29 @@ class ZooKeeperStore:
     async def _resync(self) -> None:
         """Set every watch again and publish what changed unseen: DELETED for a watched node
         that is gone (and for a stream's root that is absent, which a stream armed during
-        the interruption may never have been told), CREATED for a node not yet watched."""
-        for path in sorted(self._watched):
+        the interruption may never have been told), MODIFIED for one whose data changed,
+        CHILDREN_CHANGED for one whose children changed and CREATED for a node not yet
+        watched."""
+        for path in sorted(self._watched):  # a parent before its children
+            if path not in self._watched:  # reported with a deleted ancestor
+                continue
             stat = await self._call(self._client.exists_async, path, watch=self._on_watch)
-            if stat is None and path in self._watched:
+            if stat is None:
+                gone = [p for p in self._watched if paths.is_under(p, path)]
                 self._forget(path)
-                if self._wanted(path):
-                    self._publish(EventType.DELETED, path)
+                for deleted in sorted(gone, reverse=True):  # children first, as ZooKeeper
+                    if self._wanted(deleted):
+                        self._publish(EventType.DELETED, deleted)
+                continue
+            if stat.mzxid != self._watched[path] and self._wanted(path):
+                self._publish(EventType.MODIFIED, path)
+            self._watched[path] = stat.mzxid
+            known = self._known_children.get(path, set())
+            await self._arm_children(path, announce=True)
+            if self._known_children.get(path, set()) != known and self._wanted(path):
+                self._publish(EventType.CHILDREN_CHANGED, path)
         for prefix in sorted({s.prefix for s in self._hub.notification_streams}):
             if prefix in self._watched:
-                await self._arm_children(prefix, announce=True)
                 continue
             await self._arm(prefix, announce=True)
             if prefix not in self._watched:
@@ -536,7 +558,7 @@ class ZooKeeperStore:
             return
         if announce and path not in self._watched:
             self._publish(EventType.CREATED, path)
-        self._watched.add(path)
+        self._watched[path] = stat.mzxid
         await self._arm_children(path, announce=announce)
 
     async def _arm_children(self, path: str, *, announce: bool) -> None:
@@ -553,7 +575,7 @@ class ZooKeeperStore:
 
     def _forget(self, path: str) -> None:
         for watched in [p for p in self._watched if paths.is_under(p, path)]:
-            self._watched.discard(watched)
+            self._watched.pop(watched, None)
             self._known_children.pop(watched, None)
 
     async def _handle_watch(self, event: WatchedEvent) -> None:
@@ -576,6 +598,8 @@ class ZooKeeperStore:
             if stat is None and path in self._watched:  # deleted before we could re-arm
                 self._forget(path)
                 self._publish(EventType.DELETED, path)
+            elif stat is not None and path in self._watched:
+                self._watched[path] = stat.mzxid
         elif event.type == KzEventType.DELETED:
             if path in self._watched:
                 self._forget(path)

@@ -139,6 +139,7 @@ def console(
     chromium: webdriver.Chrome, standalone: StandaloneProcess, screenshots: Path
 ) -> Iterator[Console]:
     tab = Console(chromium, standalone.http_url, screenshots)
+    chromium.get("about:blank")  # no earlier page still refreshing
     chromium.get_log("browser")  # drop what an earlier test left
     yield tab
     chromium.execute_script("sessionStorage.clear()")

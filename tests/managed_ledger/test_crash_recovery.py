@@ -123,6 +123,8 @@ class WorkerLog:
     """cursor -> (worker incarnation, time_ms, position) per logged acknowledgement"""
     done: bool = False
     opens: int = 0
+    opened_at: int = 0
+    """The sequence number the last incarnation started appending from."""
 
     @classmethod
     def parse(cls, path: Path) -> WorkerLog:
@@ -137,6 +139,7 @@ class WorkerLog:
                 out.appended_max = max(out.appended_max, int(rest))
             elif kind == "O":
                 out.opens += 1
+                out.opened_at = int(rest)
             elif kind == "D":
                 out.done = True
             elif kind == "K":
@@ -224,25 +227,28 @@ async def test_sigkill_at_random_points_loses_nothing(
     rng = random.Random(int(os.environ.get("MAGNETAR_TEST_SEED", "1")))
     log_path = tmp_path / "worker.log"
     seed_note = f"seed={rng.random()}"
-    kills_at = sorted(rng.sample(range(TOTAL // 10, TOTAL * 9 // 10), KILLS))
+    # each incarnation is killed after appending a random share of its own: absolute points
+    # drawn up front can fall within one poll of each other, or of the end
+    appends_before_kill = [
+        rng.randrange(TOTAL // (4 * KILLS), TOTAL // (2 * KILLS)) for _ in range(KILLS)
+    ]
     workers: list[subprocess.Popen[bytes]] = []
     kills_ms: list[int] = []
     try:
-        for i, target in enumerate(kills_at):
+        for i, share in enumerate(appends_before_kill):
             worker = start_worker(zk_cluster.url, log_path, i)
             workers.append(worker)
-            # opened too: an earlier incarnation may have appended past this target already
             await wait_until_async(
-                lambda target=target, worker=worker, opens=i + 1: (
+                lambda share=share, worker=worker, opens=i + 1: (
                     (
-                        (log := WorkerLog.parse(log_path)).appended_max >= target
-                        and log.opens >= opens
+                        (log := WorkerLog.parse(log_path)).opens >= opens
+                        and log.appended_max >= log.opened_at + share
                     )
                     or worker.poll() is not None
                 ),
                 600,
                 interval_s=0.5,
-                what=f"worker to append {target} ({seed_note})",
+                what=f"worker {i} to append {share} entries ({seed_note})",
             )
             assert worker.poll() is None, f"worker died: rc={worker.returncode}"
             kills_ms.append(time.time_ns() // 1_000_000)

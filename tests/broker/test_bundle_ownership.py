@@ -217,3 +217,41 @@ async def test_a_lookup_does_not_send_clients_to_an_owner_that_refuses_connectio
             await own.close()
         with contextlib.suppress(Exception):
             await store.close()
+
+
+async def test_a_topic_request_during_the_acquisition_waits_for_it() -> None:
+    """Another broker's lookup reads the ownership node as soon as it exists, before this
+    broker has the create's reply: a client sent here then waits for the bundle instead of
+    being refused ("not served"). A bundle this broker is not taking is refused at once."""
+    store = await connect("memory:")
+    own = None
+    try:
+        election = ControllerElection(store, ME, commands=_NoCommands(), clock=ManualClock())
+        await election.campaign()
+        await store.put(
+            election.namespace_path(B.namespace),
+            b'{"boundaries": ["0x00000000", "0x40000000", "0xffffffff"]}',
+        )
+        epoch = (await store.get(CONTROLLER_EPOCH_PATH)).stat.version
+        own = await _ownership(store)
+        await store.put(election.bundle_path(B), rec(BundleState.ASSIGNING, ME, epoch).to_bytes())
+        await wait_until_async(lambda: own.core.serves(B), timeout_s=5, what="the bundle held")
+        topic = next(
+            t
+            for i in range(1000)
+            if own.bundle_of(t := TopicName.parse(f"persistent://public/default/t{i}")) == B
+        )
+        own.core._holding[B] = Holding.ACQUIRING  # the create sent, its reply not yet in
+        waiting = asyncio.create_task(own.serving_soon(topic, timeout_ms=5_000))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        own.core.acquired(B, 0)
+        own._wake_lookups()
+        assert await waiting
+        own.core._holding.pop(B)
+        assert not await own.serving_soon(topic, timeout_ms=5_000)  # not taking it: no wait
+    finally:
+        if own is not None:
+            await own.close()
+        with contextlib.suppress(Exception):
+            await store.close()

@@ -38,6 +38,7 @@ from urllib.parse import quote, unquote
 from magnetar.broker.bundle_ownership import (
     AcquireOwnership,
     BundleOwnership,
+    Holding,
     OwnershipEffect,
     ReleaseOwnership,
 )
@@ -257,6 +258,23 @@ class ClusterOwnership:
             return False
         bundle = self.bundle_of(name)
         return bundle is not None and self.core.serves(bundle)
+
+    async def serving_soon(self, name: TopicName, timeout_ms: int) -> bool:
+        """Whether this broker serves the topic's bundle, waiting up to ``timeout_ms`` while
+        it is taking the bundle (its ownership node created, the reply not yet in): another
+        broker's lookup reads the node as soon as it exists and may send a client here
+        first, which would be refused ("not served") in that gap."""
+        deadline_s = self._clock.monotonic_s() + timeout_ms / 1000
+        while not self.serves(name):
+            bundle = self.bundle_of(name)
+            if bundle is None or self.core.holding(bundle) is not Holding.ACQUIRING:
+                return False
+            remaining_s = deadline_s - self._clock.monotonic_s()
+            if remaining_s <= 0 or self._closing:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), remaining_s)
+        return True
 
     async def namespace_bundles(self, namespace: str) -> NamespaceBundles | None:
         """The namespace's bundles as the controller stored them (``None`` before it has)."""

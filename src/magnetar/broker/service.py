@@ -108,6 +108,8 @@ POLICIES_ROOT = "/admin/policies"
 PARTITIONED_ROOT = "/admin/partitioned-topics"
 GENERATION_PATH = "/magnetar/producer-name-generation"
 GENERATION_UPDATE_ATTEMPTS_MAX = 100
+SERVING_SOON_TIMEOUT_MS = 5_000
+"""How long a topic request waits for a bundle this broker is taking before refusing it."""
 
 
 def managed_ledger_name(topic: TopicName) -> str:
@@ -406,6 +408,8 @@ class BrokerService:
         created then), or when ``create`` is false and the topic does not exist."""
         if self.closing:
             raise ServiceNotReady("broker is shutting down")
+        if self.ownership is not None and not self.ownership.serves(name):
+            await self.ownership.serving_soon(name, SERVING_SOON_TIMEOUT_MS)
         self._check_served(name)
         key = name.full_name
         fut = self._topics.get(key)

@@ -12,12 +12,17 @@ restarts on a directory that already holds a topic:
 
 Each start is stopped with SIGTERM before the next. Usage::
 
-    python benchmarks/startup.py [--runs N] [--compare-to TREE] [--no-functions-worker]
+    python benchmarks/startup.py [--runs N] [--compare-to TREE [--importtime]]
+                                 [--no-functions-worker]
 
 With ``--compare-to`` (a checkout's directory, or a commit of this repository), fresh starts
 of that tree and of this one alternate (old, new, old, ...: a shared machine's drift hits
 both alike), and each start also gives its resident memory ``IDLE_AFTER_S`` after the ready
-line (the Functions Worker has joined by then); it prints the medians side by side.
+line (the Functions Worker has joined by then); it prints the medians side by side. With
+``--importtime`` it also starts each tree ``IMPORTTIME_RUNS`` times under ``-X importtime``
+(through ``ready_marker.py``) and gives the median sum of the imports' own times before the
+ready line and the number of modules imported by then: CPU spent importing, which a loaded
+machine inflates less than wall-clock time.
 
 Prints the median, minimum and maximum of each, with the machine's load average (start-up is
 CPU-bound: imports and byte-code), and writes ``benchmarks/results/startup.json``. Run it
@@ -47,6 +52,41 @@ READY_TIMEOUT_S = 60.0
 REPORTED_MS = re.compile(r"\((\d+) ms\)\s*$")
 IDLE_AFTER_S = 3.0
 """When the idle resident memory is read, after the ready line."""
+IMPORTTIME_RUNS = 3
+READY_MARKER = "---- ready line ----"  # ready_marker.py's
+IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
+
+
+def imports_before_ready(
+    data_dir: Path, src: Path | None = None, extra: tuple[str, ...] = ()
+) -> tuple[float, int]:
+    """(sum of the imports' own ms, modules imported) before the ready line of one start of
+    the tree ``src`` (None: this one) under ``-X importtime``; stops the process."""
+    marker = Path(__file__).parent / "ready_marker.py"
+    args = [
+        sys.executable, "-X", "importtime", str(marker), "standalone", "--data-dir",
+        str(data_dir), "--port", "0", "--http-port", "0", *extra,
+    ]  # fmt: skip
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    proc = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
+    self_us = modules = 0
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the imports' lines come in order, the marker among them
+            if line.startswith(READY_MARKER):
+                return self_us / 1000, modules
+            match = IMPORT_LINE.match(line)
+            if match is not None:
+                self_us += int(match.group(1))
+                modules += 1
+        raise RuntimeError("the standalone ended without a ready line")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(READY_TIMEOUT_S)
 
 
 def start_once(
@@ -91,9 +131,12 @@ def summary(values: list[float]) -> dict[str, float]:
     }
 
 
-def compare(spec: str, runs: int, extra: tuple[str, ...]) -> dict[str, object]:
-    """``runs`` fresh starts of ``spec``'s tree and of this one, alternating; prints and
-    returns the medians of each figure side by side."""
+def compare(
+    spec: str, runs: int, extra: tuple[str, ...], importtime: bool = False
+) -> dict[str, object]:
+    """``runs`` fresh starts of ``spec``'s tree and of this one, alternating (and as many
+    more under ``-X importtime`` with ``importtime``); prints and returns the medians of
+    each figure side by side."""
     names = ("wall_ms", "reported_ms", "cpu_ms_at_ready", "rss_mb_idle")
     before: list[tuple[float, ...]] = []
     after: list[tuple[float, ...]] = []
@@ -102,13 +145,20 @@ def compare(spec: str, runs: int, extra: tuple[str, ...]) -> dict[str, object]:
         for i in range(runs):
             before.append(start_once(Path(tmp) / f"old-{i}", src, extra, idle_rss=True))
             after.append(start_once(Path(tmp) / f"new-{i}", None, extra, idle_rss=True))
+        if importtime:
+            names += ("import_self_ms_before_ready", "modules_before_ready")
+            for i in range(IMPORTTIME_RUNS):  # a start's figures, then its imports' figures
+                old = imports_before_ready(Path(tmp) / f"old-imports-{i}", src, extra)
+                new = imports_before_ready(Path(tmp) / f"new-imports-{i}", None, extra)
+                before.append((0.0,) * 4 + old)
+                after.append((0.0,) * 4 + new)
     table: dict[str, object] = {"compare_to": spec, "runs": runs, "options": list(extra)}
-    print(f"{'fresh start (median of ' + str(runs) + ')':32} {'before':>10} {'after':>10}")
+    print(f"{'fresh start (median of ' + str(runs) + ')':32} {'before':>10} {'after':>10}  ratio")
     for n, name in enumerate(names):
-        b = statistics.median(r[n] for r in before)
-        a = statistics.median(r[n] for r in after)
-        table[name] = {"before": round(b, 1), "after": round(a, 1)}
-        print(f"{name:32} {b:10.1f} {a:10.1f}")
+        b = statistics.median(r[n] for r in before if (len(r) > 4) == (n >= 4))
+        a = statistics.median(r[n] for r in after if (len(r) > 4) == (n >= 4))
+        table[name] = {"before": round(b, 1), "after": round(a, 1), "ratio": round(a / b, 2)}
+        print(f"{name:32} {b:10.1f} {a:10.1f}  x{a / b:.2f}")
     return table
 
 
@@ -117,12 +167,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="starts of each kind")
     parser.add_argument("--compare-to", help="a checkout's directory or a commit")
     parser.add_argument("--no-functions-worker", action="store_true")
+    parser.add_argument(
+        "--importtime",
+        action="store_true",
+        help="with --compare-to: also the imports' CPU before the ready line (-X importtime)",
+    )
     args = parser.parse_args()
     extra = ("--no-functions-worker",) if args.no_functions_worker else ()
     if args.compare_to is not None:
-        table = compare(args.compare_to, args.runs, extra)
+        table = compare(args.compare_to, args.runs, extra, args.importtime)
         table["load_average_1m"] = os.getloadavg()[0]
-        out = Path(__file__).parent / "results" / "startup-compare.json"
+        suffix = "-no-functions-worker" if args.no_functions_worker else ""
+        out = Path(__file__).parent / "results" / f"startup-compare{suffix}.json"
         out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps(table, indent=2) + "\n")
         return

@@ -3,7 +3,8 @@ HTTP side nor optional features, and serving (what the ready line announces) loa
 the admin app (FastAPI, pydantic, prometheus-client), the Functions Worker, the client
 library, Spark nor tiered storage's object store client (they follow the ready line, or the
 first use of the feature). An HTTP request that comes before the admin app is built waits
-for it and is served."""
+for it and is served. Without the Functions Worker the admin app is built only when the
+first HTTP request comes: an idle standalone never imports the web framework."""
 
 from __future__ import annotations
 
@@ -78,6 +79,35 @@ async def main() -> None:
 asyncio.run(main())
 """
 
+IDLE_WITHOUT_WORKER = """
+import asyncio, json, sys, tempfile, urllib.request
+from pathlib import Path
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker_server import APP_AFTER_WAIT_S, BrokerServerConfig
+from magnetar.standalone import Standalone, StandaloneConfig
+
+def get(url: str) -> list[object]:
+    with urllib.request.urlopen(url, timeout=60) as response:
+        return [response.status, json.loads(response.read())]
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = BrokerServerConfig(http_port=0, broker=BrokerConfig(port=0))
+        config = StandaloneConfig(data_dir=Path(tmp), server=server, functions_worker=False)
+        node = Standalone(config)
+        await node.start()
+        node.ready_line(0.0)  # what a built-after-ready app waits for
+        # idle for a while: an app built after the ready line has begun its imports by now
+        await asyncio.sleep(2 * APP_AFTER_WAIT_S)
+        idle = "fastapi" in sys.modules
+        assert node.http is not None
+        answer = await asyncio.to_thread(get, f"http://127.0.0.1:{node.http.port}/admin/v2/clusters")
+        await node.stop()
+    print(json.dumps([idle, answer]))
+
+asyncio.run(main())
+"""
+
 
 def output_of(code: str) -> Any:
     done = subprocess.run(
@@ -97,4 +127,10 @@ def test_importing_the_standalone_loads_no_http_side_nor_optional_feature() -> N
 def test_serving_loads_no_admin_app_worker_nor_optional_feature_yet_answers_http() -> None:
     loaded, answer = output_of(SERVING)
     assert heavy(set(loaded), NOT_WHEN_SERVING) == []
+    assert answer == [200, ["standalone"]]
+
+
+def test_without_the_worker_the_admin_app_is_built_by_the_first_request() -> None:
+    idle_loaded_fastapi, answer = output_of(IDLE_WITHOUT_WORKER)
+    assert not idle_loaded_fastapi
     assert answer == [200, ["standalone"]]

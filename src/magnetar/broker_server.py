@@ -108,7 +108,9 @@ class BrokerServer:
     (:func:`~magnetar.admin.server.build_route_matching_off_loop`); without them it is built
     off the loop as the HTTP server starts. ``collectors`` and ``first_routes`` may be
     given as a function returning them, called when the app is built. With ``app_after``
-    the app is built once that event is set (see the module's docstring); :meth:`wait_app`
+    the app is built once that event is set (see the module's docstring), and with
+    ``app_when_needed`` too only once the first HTTP request comes or :meth:`wait_app` is
+    called (an idle process then never imports the web framework); :meth:`wait_app`
     returns it.
     """
 
@@ -124,6 +126,7 @@ class BrokerServer:
         health_checks: Sequence[Callable[[], str | None]] = (),
         first_routes: Sequence[Any] | Callable[[], Sequence[Any]] = (),
         app_after: asyncio.Event | None = None,
+        app_when_needed: bool = False,
     ) -> None:
         self.config = config
         self.store = store
@@ -134,6 +137,7 @@ class BrokerServer:
         self._health_checks = list(health_checks)
         self._first_routes = first_routes
         self._app_after = app_after
+        self._app_when_needed = app_when_needed
         self._deferred: DeferredApp | None = None
         self._app_build: asyncio.Task[None] | None = None
         self.ledger_client: LedgerClient | None = None
@@ -226,6 +230,9 @@ class BrokerServer:
     async def _build_app_later(self, ctx: AdminContext, after: asyncio.Event) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(after.wait(), APP_AFTER_WAIT_S)
+        if self._app_when_needed:
+            assert self._deferred is not None
+            await self._deferred.wait_needed()
         try:
             # the imports off the loop (the loop serves meanwhile), the routes on it
             await asyncio.to_thread(importlib.import_module, "magnetar.admin.app")
@@ -247,6 +254,7 @@ class BrokerServer:
     async def wait_app(self) -> FastAPI:
         """The admin app, once built (at once unless ``app_after`` was given)."""
         if self._deferred is not None:
+            self._deferred.need()
             await self._deferred.wait_installed()
         assert self.app is not None
         return self.app

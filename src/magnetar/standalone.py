@@ -195,7 +195,8 @@ class Standalone(HostsBrokerServer):
             return [self._worker_routes]
 
         # The admin app is built after the ready line (app_after): HTTP requests that come
-        # first wait for it.
+        # first wait for it. Without the worker (whose routes it holds) it is built only
+        # when the first request comes: an idle standalone does without FastAPI's memory.
         self.server = BrokerServer(
             cfg.server,
             self.store,
@@ -204,6 +205,7 @@ class Standalone(HostsBrokerServer):
             health_checks=[lambda: None if self.bookie is None else bookie.write_problem()],
             first_routes=first_routes,
             app_after=self._announced,
+            app_when_needed=not cfg.functions_worker,
         )
         await self.server.start()
         assert self.server.admin is not None

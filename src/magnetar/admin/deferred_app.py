@@ -5,7 +5,9 @@ them) was about half of ``magnetar standalone``'s start-up CPU. The HTTP server 
 starts with a :class:`DeferredApp`: the port accepts connections at once, and a request
 that arrives before :meth:`DeferredApp.install` waits (at most ``wait_ms``) for the real app
 and is then served by it; one that waits longer is answered 503 with a reason. After the
-install every request goes straight to the real app. Importing this module imports no web
+install every request goes straight to the real app. :meth:`DeferredApp.wait_needed`
+serves a host that builds the app only once it is needed (an idle standalone without
+the Functions Worker never imports the web framework). Importing this module imports no web
 framework.
 """
 
@@ -32,6 +34,7 @@ class DeferredApp:
         self.wait_ms = wait_ms
         self._app: ASGIApp | None = None
         self._installed = asyncio.Event()
+        self._needed = asyncio.Event()
 
     @property
     def installed(self) -> bool:
@@ -45,9 +48,18 @@ class DeferredApp:
     async def wait_installed(self) -> None:
         await self._installed.wait()
 
+    def need(self) -> None:
+        """Mark the app needed (as a request does), for the host's own use of it."""
+        self._needed.set()
+
+    async def wait_needed(self) -> None:
+        """Until the first request has come or :meth:`need` was called (at once if so)."""
+        await self._needed.wait()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         app = self._app
         if app is None:
+            self._needed.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._installed.wait(), self.wait_ms / 1000)
             app = self._app

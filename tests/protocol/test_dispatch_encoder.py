@@ -110,3 +110,19 @@ def test_a_run_across_varint_lengths_of_entry_ids() -> None:
         for b in p.encode_message_at(4, 9, e, 1, data)
     ]
     assert [bytes(b) for b in run] == [bytes(b) for b in alone]
+
+
+def test_the_varint_tables_hold_every_one_and_two_byte_varint() -> None:
+    from magnetar.protocol import frame
+
+    def naive(value: int) -> bytes:
+        out = bytearray()
+        while value >= 0x80:
+            out.append((value & 0x7F) | 0x80)
+            value >>= 7
+        out.append(value)
+        return bytes(out)
+
+    assert [naive(i) for i in range(1 << 14)] == frame._VARINT_TABLE
+    # the first two bytes of the three-byte varint of every value with these low 14 bits
+    assert [naive(i | 1 << 14)[:2] for i in range(1 << 14)] == frame._VARINT_LOW14_MORE

@@ -69,8 +69,6 @@ from itertools import chain, repeat
 from pathlib import Path
 from typing import Final
 
-import crc32c
-
 from magnetar.bookie import file_io
 from magnetar.bookie.errors import JournalCorrupt
 from magnetar.bookie.file_io import IOV_MAX
@@ -81,6 +79,7 @@ from magnetar.bookie.journal_writer import (
     SEGMENT,
     journal_path,
 )
+from magnetar.common import crc32c
 from magnetar.common.clock import Clock
 
 log = logging.getLogger(__name__)

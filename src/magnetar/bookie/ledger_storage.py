@@ -45,8 +45,6 @@ from itertools import islice, repeat
 from pathlib import Path
 from typing import Final
 
-import crc32c
-
 from magnetar.bookie import file_io
 from magnetar.bookie.entry_index import EntryIndex, SpillFile
 from magnetar.bookie.entry_log import (
@@ -59,6 +57,7 @@ from magnetar.bookie.entry_log import (
 )
 from magnetar.bookie.errors import IndexCorrupt
 from magnetar.bookie.journal import JournalPosition
+from magnetar.common import crc32c
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,6 @@ from concurrent.futures import Executor
 from functools import partial
 from typing import Final
 
-import crc32c
-
 from magnetar.bookie.checkpoint import Checkpointer
 from magnetar.bookie.entry_log import StoredEntry
 from magnetar.bookie.journal import ADD_ENTRY, FENCE, Journal
@@ -46,6 +44,7 @@ from magnetar.bookie_protocol.errors import (
     StatusError,
 )
 from magnetar.bookie_protocol.responder import Reply, Responder
+from magnetar.common import crc32c
 
 DurableCallback = Callable[[list[int], StatusError | None], None]
 """``done(run_ids, error)`` of an in-process caller (``magnetar.ledger.transport``'s

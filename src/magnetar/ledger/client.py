@@ -35,10 +35,9 @@ import random
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-import crc32c
-
 from magnetar.bookie_protocol.codec import ENTRY_SIZE_MAX_BYTES, OpType, Request, Status
 from magnetar.bookie_protocol.layout import READONLY_PATH
+from magnetar.common import crc32c
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import PersistenceError
 from magnetar.ledger import placement, racks

@@ -50,10 +50,9 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
-import crc32c
-
 from magnetar.bookie_protocol.codec import OpType, Request, Response, Status
 from magnetar.bookie_protocol.errors import error_for_status
+from magnetar.common import crc32c
 from magnetar.common.errors import MagnetarError, PersistenceError
 from magnetar.ledger.errors import (
     BookieError,

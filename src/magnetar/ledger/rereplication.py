@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import asyncio
 
-import crc32c
-
 from magnetar.bookie_protocol.codec import OpType, Request, Status
+from magnetar.common import crc32c
 from magnetar.common.errors import PersistenceError
 from magnetar.ledger.client import LedgerClient
 from magnetar.ledger.errors import BookieUnavailable, NoSuchEntry

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import struct
 
-import crc32c
-
+from magnetar.common import crc32c
 from magnetar.common.errors import ChecksumMismatch, ProtocolError
 from magnetar.protocol import _convert
 from magnetar.protocol.command import CompressionType, KeyValue

@@ -2,7 +2,8 @@
 HTTP side nor optional features, and serving (what the ready line announces) loads neither
 the admin app (FastAPI, pydantic, prometheus-client), the Functions Worker, the client
 library, Spark nor tiered storage's object store client (they follow the ready line, or the
-first use of the feature). An HTTP request that comes before the admin app is built waits
+first use of the feature), nor the HTTP server itself: the port listens, and uvicorn starts
+with the first connection. An HTTP request that comes before the admin app is built waits
 for it and is served. Without the Functions Worker the admin app is built only when the
 first HTTP request comes: an idle standalone never imports the web framework."""
 
@@ -28,6 +29,8 @@ NOT_ON_IMPORT = (
     "obstore",
 )
 NOT_WHEN_SERVING = (
+    "uvicorn",
+    "h11",
     "fastapi",
     "starlette",
     "pydantic",

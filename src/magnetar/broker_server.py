@@ -265,7 +265,13 @@ class BrokerServer:
         cfg = self.config
         ctx = self.admin
         assert ctx is not None
-        self.http = AdminServer(app, cfg.http_host, cfg.http_port)
+        # With the app built later, so is the HTTP server: from the first connection.
+        self.http = AdminServer(
+            app,
+            cfg.http_host,
+            cfg.http_port,
+            serve_on_first_connection=self._app_after is not None,
+        )
         await self.http.start()
         ctx.http_port = self.http.port
         b = cfg.broker

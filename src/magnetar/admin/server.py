@@ -5,8 +5,9 @@ event loop (no thread, no second loop).
 port is known at once), then runs ``uvicorn.Server.serve(sockets=[sock])`` as a task on
 the running loop. Signal handling stays with the host process: the embedded server does not
 install handlers (uvicorn's default would replace the host's SIGTERM/SIGINT handlers).
-:meth:`start` returns once uvicorn accepts connections; :meth:`close` asks it to exit and
-waits for in-flight requests (bounded by ``graceful_shutdown_s``).
+:meth:`start` returns once uvicorn accepts connections (or, for a server started on its
+first connection, once the socket listens); :meth:`close` asks it to exit and waits for
+in-flight requests (bounded by ``graceful_shutdown_s``).
 
 uvicorn and the app's FastAPI are imported on first :meth:`start`, which keeps importing
 this module cheap.
@@ -146,7 +147,11 @@ def _server_class() -> Any:
 
 class AdminServer:
     """Serves ``app`` (an ASGI application) on ``host:port``; ``port`` 0 picks a free port,
-    readable from :attr:`port` after :meth:`start`."""
+    readable from :attr:`port` after :meth:`start`.
+
+    With ``serve_on_first_connection`` (plain HTTP only) :meth:`start` only binds and
+    listens: the kernel accepts connections into the backlog, and uvicorn (its imports and
+    its server) starts when the first one is there, then takes it as any other."""
 
     def __init__(
         self,
@@ -156,8 +161,11 @@ class AdminServer:
         *,
         graceful_shutdown_s: int = GRACEFUL_SHUTDOWN_S,
         tls: HttpsSettings | None = None,
+        serve_on_first_connection: bool = False,
     ) -> None:
+        assert tls is None or not serve_on_first_connection, "TLS settings are checked at start"
         self.app = app
+        self.serve_on_first_connection = serve_on_first_connection
         self.tls = tls
         """Serve HTTPS with these certificates (None: plain HTTP)."""
         self.host = host
@@ -166,12 +174,13 @@ class AdminServer:
         self._sock: socket.socket | None = None
         self._server: Any = None
         self._task: asyncio.Task[None] | None = None
+        self._starting: asyncio.Task[None] | None = None
+        """uvicorn's start on the first connection (``serve_on_first_connection``)."""
 
     async def start(self) -> None:
-        """Bind and serve. Raises ``OSError`` (naming the address) if the port cannot be
-        bound, ``RuntimeError`` if uvicorn stops during start-up."""
-        import uvicorn
-
+        """Bind and serve (or, with ``serve_on_first_connection``, bind and listen). Raises
+        ``OSError`` (naming the address) if the port cannot be bound, ``RuntimeError`` if
+        uvicorn stops during start-up."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -187,6 +196,29 @@ class AdminServer:
             ) from e
         self._sock = sock
         self.port = int(sock.getsockname()[1])
+        if not self.serve_on_first_connection:
+            await self._serve(sock)
+            return
+        loop = asyncio.get_running_loop()
+
+        def first_connection() -> None:
+            loop.remove_reader(sock.fileno())
+            self._starting = loop.create_task(self._serve_later(sock), name="http start")
+
+        loop.add_reader(sock.fileno(), first_connection)
+        log.info("HTTP listening on %s:%d (served from the first connection)", self.host, self.port)
+
+    async def _serve_later(self, sock: socket.socket) -> None:
+        try:
+            await self._serve(sock)
+        except Exception as exc:  # a bug (the port is bound): refuse rather than hold clients
+            log.error("the HTTP server could not start: %s", exc)
+            sock.close()
+            self._sock = None
+
+    async def _serve(self, sock: socket.socket) -> None:
+        import uvicorn
+
         app, http = self.app, "h11"
         if self.tls is not None and self.tls.trust_certs_file is not None:
             certificates: dict[tuple[str, int], Any] = {}
@@ -221,6 +253,12 @@ class AdminServer:
 
     async def close(self) -> None:
         """Stop accepting, finish in-flight requests, release the port. Idempotent."""
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            with contextlib.suppress(Exception):
+                await starting  # a server half started is stopped below
+        elif self._sock is not None and self.serve_on_first_connection:
+            asyncio.get_running_loop().remove_reader(self._sock.fileno())
         server, task = self._server, self._task
         self._server = self._task = None
         if server is not None and task is not None:

@@ -31,6 +31,9 @@ NOT_ON_IMPORT = (
 NOT_WHEN_SERVING = (
     "uvicorn",
     "h11",
+    "cramjam",
+    "lz4",
+    "importlib.metadata",
     "fastapi",
     "starlette",
     "pydantic",

@@ -12,15 +12,14 @@ type         format on the wire                        library
 A batch is compressed as a whole; ``MessageMetadata.uncompressed_size`` carries the size
 before compression, which LZ4 and the size check on decompression need. The formats match the
 C++ client byte for byte. It lives in the protocol package because the client (producing and
-consuming), the broker's compactor and the admin API's peek all use it.
+consuming), the broker's compactor and the admin API's peek all use it. The libraries are
+imported on first use of their codec: a broker that never compacts or peeks a compressed
+payload loads neither.
 """
 
 from __future__ import annotations
 
 import zlib
-
-import cramjam
-import lz4.block  # type: ignore[import-untyped]
 
 from magnetar.common.errors import ProtocolError
 from magnetar.protocol.command import CompressionType
@@ -39,12 +38,18 @@ def compress(kind: CompressionType, data: BytesLike) -> bytes:
     if kind == CompressionType.NONE:
         return bytes(data)
     if kind == CompressionType.LZ4:
+        import lz4.block  # type: ignore[import-untyped]
+
         return bytes(lz4.block.compress(data, store_size=False))
     if kind == CompressionType.ZLIB:
         return zlib.compress(data)
     if kind == CompressionType.ZSTD:
+        import cramjam
+
         return bytes(cramjam.zstd.compress(bytes(data)))
     if kind == CompressionType.SNAPPY:
+        import cramjam
+
         return bytes(cramjam.snappy.compress_raw(bytes(data)))
     raise CompressionError(f"unknown compression type {kind}")
 
@@ -59,12 +64,18 @@ def decompress(kind: CompressionType, data: BytesLike, uncompressed_size: int) -
     try:
         out: BytesLike
         if kind == CompressionType.LZ4:
+            import lz4.block
+
             out = lz4.block.decompress(data, uncompressed_size=uncompressed_size)
         elif kind == CompressionType.ZLIB:
             out = zlib.decompress(data)
         elif kind == CompressionType.ZSTD:
+            import cramjam
+
             out = bytes(cramjam.zstd.decompress(bytes(data)))
         elif kind == CompressionType.SNAPPY:
+            import cramjam
+
             out = bytes(cramjam.snappy.decompress_raw(bytes(data)))
         else:
             raise CompressionError(f"unknown compression type {kind}")

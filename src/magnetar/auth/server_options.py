@@ -9,15 +9,17 @@
 
 from __future__ import annotations
 
-import argparse
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.auth.client_credentials import ClientCredentials
 from magnetar.auth.client_params import ClientAuthParamsError, credentials_from_plugin
 from magnetar.auth.config import AuthConfig, AuthConfigError, ProviderName, parse_provider_names
+
+if TYPE_CHECKING:
+    import argparse
 
 
 class OptionKind(enum.Enum):
@@ -213,6 +215,8 @@ def own_client_credentials(auth: AuthConfig, given: ClientCredentials) -> Client
 
 
 def _seconds(text: str) -> float:
+    import argparse  # the functions worker's parser (not the servers' click commands)
+
     try:
         value = float(text)
     except ValueError:
@@ -225,6 +229,7 @@ def _seconds(text: str) -> float:
 def add_argparse_options(parser: argparse.ArgumentParser) -> None:
     """The options of :data:`SERVER_AUTH_OPTIONS` on an argparse parser (values under
     :attr:`OptionSpec.key`)."""
+    import argparse
     import os
 
     group = parser.add_argument_group("security (docs/security.md)")

@@ -9,7 +9,6 @@ sub-commands on first use (the root) are covered without importing anything.
 
 from __future__ import annotations
 
-import difflib
 from typing import Final
 
 import click
@@ -21,6 +20,8 @@ SIMILARITY_MIN: Final = 0.6
 
 def did_you_mean(name: str, candidates: list[str]) -> str:
     """``Did you mean 'x'?`` / ``Did you mean one of 'x', 'y'?``; empty when none is close."""
+    import difflib  # only for a misspelt name
+
     close = difflib.get_close_matches(name, candidates, n=SUGGESTIONS_MAX, cutoff=SIMILARITY_MIN)
     if not close:
         return ""

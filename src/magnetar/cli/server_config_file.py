@@ -11,14 +11,16 @@ take are named in one warning line on stderr and otherwise ignored, as Pulsar ig
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import click
+
+if TYPE_CHECKING:
+    import argparse
 
 ENV_PREFIX = "MAGNETAR"
 """``MAGNETAR_HTTP_PORT`` sets ``--http-port`` (see :func:`config_file_option`)."""
@@ -282,6 +284,8 @@ def argparse_argv(parser: argparse.ArgumentParser, argv: Sequence[str], command:
         if env:
             values[dest] = env
     front: list[str] = []
+    import argparse  # magnetar functions-worker's parser (the servers' are click's)
+
     for dest, value in values.items():
         action = actions[dest]
         if isinstance(action, argparse.BooleanOptionalAction):

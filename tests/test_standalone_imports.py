@@ -2,8 +2,8 @@
 HTTP side nor optional features, and serving (what the ready line announces) loads neither
 the admin app (FastAPI, pydantic, prometheus-client), the Functions Worker, the client
 library, Spark nor tiered storage's object store client (they follow the ready line, or the
-first use of the feature), nor the HTTP server itself: the port listens, and uvicorn starts
-with the first connection. An HTTP request that comes before the admin app is built waits
+first use of the feature). Without the Functions Worker neither is the HTTP server itself:
+the port listens, and uvicorn starts with the first connection. An HTTP request that comes before the admin app is built waits
 for it and is served. Without the Functions Worker the admin app is built only when the
 first HTTP request comes: an idle standalone never imports the web framework."""
 
@@ -29,8 +29,6 @@ NOT_ON_IMPORT = (
     "obstore",
 )
 NOT_WHEN_SERVING = (
-    "uvicorn",
-    "h11",
     "cramjam",
     "lz4",
     "importlib.metadata",
@@ -105,7 +103,7 @@ async def main() -> None:
         node.ready_line(0.0)  # what a built-after-ready app waits for
         # idle for a while: an app built after the ready line has begun its imports by now
         await asyncio.sleep(2 * APP_AFTER_WAIT_S)
-        idle = "fastapi" in sys.modules
+        idle = "fastapi" in sys.modules or "uvicorn" in sys.modules
         assert node.http is not None
         answer = await asyncio.to_thread(get, f"http://127.0.0.1:{node.http.port}/admin/v2/clusters")
         await node.stop()

@@ -265,12 +265,13 @@ class BrokerServer:
         cfg = self.config
         ctx = self.admin
         assert ctx is not None
-        # With the app built later, so is the HTTP server: from the first connection.
+        # With the app built when first needed, so is the HTTP server: from the first
+        # connection (then the app's imports follow uvicorn's, never beside them).
         self.http = AdminServer(
             app,
             cfg.http_host,
             cfg.http_port,
-            serve_on_first_connection=self._app_after is not None,
+            serve_on_first_connection=self._app_when_needed,
         )
         await self.http.start()
         ctx.http_port = self.http.port

@@ -62,7 +62,14 @@ from magnetar.ledger.metadata import (
 )
 from magnetar.ledger.placement import PlacementPolicy
 from magnetar.ledger.transport import AddRun, LocalBookie
-from magnetar.metadata.store import MUST_NOT_EXIST, BadVersion, MetadataStore, NotFound
+from magnetar.metadata.cache import MetadataCache
+from magnetar.metadata.store import (
+    MUST_NOT_EXIST,
+    BadVersion,
+    MetadataStore,
+    MetadataStoreError,
+    NotFound,
+)
 
 log = logging.getLogger(__name__)
 
@@ -114,12 +121,22 @@ class LedgerClient:
             self.clock, request_timeout_ms=self.config.request_timeout_ms, connect=connect
         )
         self.loop = asyncio.get_running_loop()
+        self._registrations: asyncio.Task[_Registrations | None] | None = None
+        """Watched caches of the bookies' registrations and racks, started by the first
+        :meth:`create` (see :meth:`_cached_registrations`)."""
         for bookie in local_bookies:
             self.pool.add_local(
                 LocalBookieTransport(bookie, self.clock, self.config.request_timeout_ms)
             )
 
     async def close(self) -> None:
+        registrations, self._registrations = self._registrations, None
+        if registrations is not None:
+            registrations.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                got = await registrations
+                if got is not None:
+                    await got.close()
         await self.pool.close()
 
     # -- bookies ---------------------------------------------------------------------------
@@ -139,22 +156,36 @@ class LedgerClient:
         exclude: Collection[str] = (),
         *,
         ledger_id: int | None = None,
+        cached: bool = False,
     ) -> tuple[list[str], dict[str, str]]:
         """``ensemble`` with its ``None`` positions filled by available bookies not in
         ``exclude``, placed by :attr:`LedgerClientConfig.placement`
         (:func:`magnetar.ledger.placement.place`), and the rack of every bookie of it.
         A degraded placement (write sets over fewer regions or racks than the policy wants)
         is logged, or refused when the policy enforces its minimums. Raises
-        :class:`NotEnoughBookies`."""
-        candidates = [b for b in await self.available_bookies() if b not in exclude]
+        :class:`NotEnoughBookies`.
+
+        ``cached``: the registrations and racks come from watched caches (as fresh as the
+        store's last notification; a cache with too few bookies is confirmed by fresh
+        reads), else from fresh reads (an ensemble change after a failure)."""
         open_positions = sum(b is None for b in ensemble)
+        registrations = await self._cached_registrations() if cached else None
+        available = None if registrations is None else await registrations.writable()
+        if available is None or len(available) - len(exclude) < open_positions:
+            # not cached, or too few in the cache: a bookie registered a moment ago may
+            # not have reached it yet (its notification still on the way)
+            available, registrations = await self.available_bookies(), None
+        candidates = [b for b in available if b not in exclude]
         if len(candidates) < open_positions:
             raise NotEnoughBookies(
                 f"need {open_positions} bookies, {len(candidates)} available "
                 f"(excluding {sorted(exclude)})"
             )
         policy = self.config.placement
-        rack_of = await self.bookie_racks([*candidates, *(b for b in ensemble if b is not None)])
+        placed = [*candidates, *(b for b in ensemble if b is not None)]
+        rack_of = await (self.bookie_racks if registrations is None else registrations.racks)(
+            placed
+        )
         chosen = placement.place(policy, candidates, ensemble, write_quorum, rack_of, self._rng)
         short = placement.shortfall(policy, chosen, write_quorum, rack_of)
         # Without any rack configured every placement is "one rack": nothing to warn about.
@@ -171,6 +202,12 @@ class LedgerClient:
         """Bookie id → rack for ``bookies`` that have one (:func:`bookie_racks`)."""
         return await bookie_racks(self.store, bookies)
 
+    async def _cached_registrations(self) -> _Registrations | None:
+        """The watched caches (None if they could not be started: fresh reads then)."""
+        if self._registrations is None:
+            self._registrations = self.loop.create_task(_Registrations.start(self.store))
+        return await asyncio.shield(self._registrations)
+
     # -- create / delete ---------------------------------------------------------------------
 
     async def create(
@@ -184,7 +221,9 @@ class LedgerClient:
         unless E >= Qw >= Qa >= 1, :class:`NotEnoughBookies`."""
         if not (ensemble_size >= write_quorum >= ack_quorum >= 1):
             raise ValueError("need ensemble_size >= write_quorum >= ack_quorum >= 1")
-        ensemble, rack_of = await self.choose_ensemble([None] * ensemble_size, write_quorum)
+        ensemble, rack_of = await self.choose_ensemble(
+            [None] * ensemble_size, write_quorum, cached=True
+        )
         ledger_id = await self._new_ledger_id()
         md = LedgerMetadata(
             ledger_id=ledger_id,
@@ -382,19 +421,67 @@ class LedgerClient:
             )
 
 
+class _Registrations:
+    """Watched caches of the writable bookies' registrations and of the rack placement: a
+    new ledger's ensemble is chosen without reading the store (BookKeeper's client watches
+    the registrations likewise)."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+        self._bookies = MetadataCache(store, AVAILABLE_PATH)
+        self._racks = MetadataCache(store, racks.RACKS_PATH)
+
+    @classmethod
+    async def start(cls, store: MetadataStore) -> _Registrations | None:
+        view = cls(store)
+        try:
+            await view._bookies.start()
+            await view._racks.start()
+        except MetadataStoreError as exc:
+            log.warning("bookie registrations not watched (%s): read at each ledger", exc)
+            await view.close()
+            return None
+        return view
+
+    async def close(self) -> None:
+        await self._bookies.close()
+        await self._racks.close()
+
+    async def writable(self) -> list[str]:
+        names = await self._bookies.children(AVAILABLE_PATH)
+        return [] if names is None else [n for n in names if n != READONLY_NAME]
+
+    async def racks(self, bookies: Iterable[str]) -> dict[str, str]:
+        """As :func:`bookie_racks` (the registrations of writable bookies, from the cache)."""
+        got = await self._racks.get(racks.RACKS_PATH)
+        labels: dict[str, str] = {}
+        for b in set(bookies):
+            registration = await self._bookies.get(f"{AVAILABLE_PATH}/{b}")
+            if registration is None:
+                labels.update(await bookie_racks(self._store, [b]))
+            elif (rack := racks.registered_rack(registration.value)) is not None:
+                labels[b] = rack
+        return {**labels, **_configured_racks(b"" if got is None else got.value)}
+
+
+def _configured_racks(value: bytes) -> dict[str, str]:
+    """The stored rack placement's bookie → rack (a malformed one is logged, ignored)."""
+    try:
+        return racks.racks_of(racks.parse_configuration(value))
+    except racks.InvalidRackConfiguration as exc:
+        log.warning("ignoring the rack placement: %s", exc)
+        return {}
+
+
 async def bookie_racks(store: MetadataStore, bookies: Iterable[str]) -> dict[str, str]:
     """Bookie id → rack for ``bookies`` that have one: the stored rack placement
     (admin-set) first, else the label in the bookie's registration. A placement that
     cannot be read is logged and ignored (placement then uses the labels only)."""
-    configured: dict[str, str] = {}
     try:
         value = (await store.get(racks.RACKS_PATH)).value
     except NotFound:
         value = b""
-    try:
-        configured = racks.racks_of(racks.parse_configuration(value))
-    except racks.InvalidRackConfiguration as exc:
-        log.warning("ignoring the rack placement: %s", exc)
+    configured = _configured_racks(value)
     unlabelled = sorted(set(bookies) - set(configured))
     labels = await asyncio.gather(*(_registered_rack(store, b) for b in unlabelled))
     found = {b: rack for b, rack in zip(unlabelled, labels, strict=True) if rack is not None}

@@ -230,6 +230,8 @@ class ManagedLedger:
             raise ManagedLedgerFenced(f"{self.name}: taken over while opening")
 
     async def _load_cursors(self) -> None:
+        if self._node.created:
+            return  # a node created by this open has no cursors yet
         try:
             names = await self._store.children(self._node.path)
         except NotFound:

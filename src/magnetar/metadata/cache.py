@@ -89,11 +89,12 @@ class MetadataCache:
             await stream.wait_ready()
 
     def invalidate(self, path: str) -> None:
-        """Forget ``path``'s value (a write this process has just made): the next read goes
-        to the store, and a read already in flight does not install what it got. Its
-        notification, when it comes, does the same again."""
+        """Forget ``path``'s value and children (a write this process has just made): the
+        next read goes to the store, and a read already in flight does not install what it
+        got. Its notification, when it comes, does the same again."""
         self._bump(path)
         self._values.pop(path, None)
+        self._children.pop(path, None)
 
     def _bump(self, path: str) -> None:
         self._generation[path] = self._generation.get(path, 0) + 1
@@ -153,6 +154,17 @@ class MetadataCache:
         if paths.is_under(path, self.prefix):
             self._store(self._values, path, result, stamp)
         return result
+
+    async def has_child(self, path: str, name: str) -> bool:
+        """Whether ``path`` has a child ``name``, by its cached children list (so asking
+        about many absent children costs one read of the list, not one read each)."""
+        if path in self._children and paths.is_under(path, self.prefix):
+            self.hits += 1
+            self._children.move_to_end(path)
+            cached = self._children[path]
+        else:
+            cached = await self.children(path)
+        return cached is not None and name in cached
 
     async def children(self, path: str) -> list[str] | None:
         """Sorted child names of ``path``, or ``None`` if it does not exist. The returned

@@ -104,3 +104,28 @@ async def test_new_ensembles_follow_the_registrations_and_racks_through_watched_
     finally:
         await client.close()
         await store.close()
+
+
+async def test_ledger_ids_are_unique_and_their_nodes_go_with_the_next_id() -> None:
+    """Ids from sequential nodes: unique across clients, increasing per client; a client
+    deletes the nodes of the ids it took in the transaction of its next one, and the last
+    at close, so the id nodes do not pile up."""
+    import asyncio
+
+    from magnetar.bookie_protocol.layout import IDGEN_PATH
+    from magnetar.ledger import LedgerClient
+    from magnetar.metadata import connect
+
+    store = await connect("memory:")
+    clients = [LedgerClient(store), LedgerClient(store)]
+    try:
+        ids = await asyncio.gather(*(c._new_ledger_id() for c in clients for _ in range(20)))
+        assert len(set(ids)) == 40
+        more = [await clients[0]._new_ledger_id() for _ in range(3)]
+        assert more == sorted(more) and min(more) > max(ids)
+        assert len(await store.children(IDGEN_PATH)) <= 2 + 20  # each client's last batch
+    finally:
+        for c in clients:
+            await c.close()
+    assert await store.children(IDGEN_PATH) == []
+    await store.close()

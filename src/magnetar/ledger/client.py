@@ -11,7 +11,8 @@ Usage (the managed ledger's view)::
     await client.delete(handle.ledger_id)
     await client.close()
 
-Ledger ids come from sequential nodes under ``/ledgers/idgen`` (unique cluster-wide);
+Ledger ids come from sequential nodes under ``/ledgers/idgen`` (unique cluster-wide; each
+node deleted with the next id's creation or at ``close``);
 metadata lives at ``/ledgers/L<id:010d>`` (see :mod:`magnetar.ledger.metadata`).
 
 ``open(ledger_id, recovery=True)`` on a ledger that is not CLOSED runs BookKeeper's
@@ -66,9 +67,12 @@ from magnetar.metadata.cache import MetadataCache
 from magnetar.metadata.store import (
     MUST_NOT_EXIST,
     BadVersion,
+    CreateOp,
+    DeleteOp,
     MetadataStore,
     MetadataStoreError,
     NotFound,
+    Op,
 )
 
 log = logging.getLogger(__name__)
@@ -121,6 +125,8 @@ class LedgerClient:
             self.clock, request_timeout_ms=self.config.request_timeout_ms, connect=connect
         )
         self.loop = asyncio.get_running_loop()
+        self._spent_ids: list[str] = []
+        """Id nodes (:meth:`_new_ledger_id`) whose ids are taken, to be deleted."""
         self._registrations: asyncio.Task[_Registrations | None] | None = None
         """Watched caches of the bookies' registrations and racks, started by the first
         :meth:`create` (see :meth:`_cached_registrations`)."""
@@ -130,6 +136,10 @@ class LedgerClient:
             )
 
     async def close(self) -> None:
+        spent, self._spent_ids = self._spent_ids, []
+        if spent:
+            with contextlib.suppress(MetadataStoreError):
+                await self.store.multi([DeleteOp(path) for path in spent])
         registrations, self._registrations = self._registrations, None
         if registrations is not None:
             registrations.cancel()
@@ -242,11 +252,35 @@ class LedgerClient:
         return LedgerHandle(self, md, stat.version, writable=True, racks=rack_of)
 
     async def _new_ledger_id(self) -> int:
-        path = await self.store.create(f"{IDGEN_PATH}/ID-", b"", sequential=True)
-        ledger_id = int(path.rsplit("-", 1)[1])
-        with contextlib.suppress(NotFound):
-            await self.store.delete(path)
-        return ledger_id
+        """A cluster-wide unique id: the number of a new sequential node under
+        :data:`IDGEN_PATH`. The nodes of the ids allocated before are deleted in the same
+        transaction (one metadata write per id, not a create and a delete), the last ones
+        at :meth:`close`."""
+        spent, self._spent_ids = self._spent_ids, []
+        ops: list[Op] = [CreateOp(f"{IDGEN_PATH}/ID-", b"", sequential=True)]
+        ops += [DeleteOp(path) for path in spent]
+        try:
+            path = (await self.store.multi(ops))[0].path
+        except NotFound:
+            # no id node yet in this store (a create makes the parents, a multi does not),
+            # or a spent one deleted meanwhile (by whom does not matter)
+            path = await self._new_id_node(spent)
+        except BaseException:
+            self._spent_ids += spent
+            raise
+        self._spent_ids.append(path)
+        return int(path.rsplit("-", 1)[1])
+
+    async def _new_id_node(self, spent: list[str]) -> str:
+        try:
+            path = await self.store.create(f"{IDGEN_PATH}/ID-", b"", sequential=True)
+        except BaseException:
+            self._spent_ids += spent
+            raise
+        for old in spent:
+            with contextlib.suppress(NotFound):
+                await self.store.delete(old)
+        return path
 
     async def delete(self, ledger_id: int) -> None:
         """Remove the ledger's metadata; bookies reclaim its space at their next garbage

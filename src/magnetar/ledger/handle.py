@@ -193,7 +193,7 @@ class LedgerHandle:
         """Runs written and not yet completed, by their first entry id."""
         self._ensemble: list[str] = list(metadata.current_ensemble)
         self._failed: dict[int, str] = {}  # ensemble index -> failed bookie id
-        self._failed_before: set[str] = set()
+        self._failed_before: frozenset[str] = frozenset()
         """Bookies that failed on this handle: not picked again while others are available
         (a killed bookie stays registered until its session expires)."""
         self._racks: dict[str, str] = dict(racks or {})
@@ -426,7 +426,7 @@ class LedgerHandle:
         try:
             while self._failed and self._error is None:
                 failed = dict(self._failed)
-                self._failed_before.update(failed.values())
+                self._failed_before = self._failed_before.union(failed.values())
                 try:
                     new_ensemble = await self._replacement(failed)
                     first = self._lac + 1  # after the wait: entries confirmed meanwhile stay

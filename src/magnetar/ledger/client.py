@@ -464,6 +464,10 @@ class _Registrations:
         self._store = store
         self._bookies = MetadataCache(store, AVAILABLE_PATH)
         self._racks = MetadataCache(store, racks.RACKS_PATH)
+        self._labels: dict[bytes, str | None] = {}
+        """A registration's value -> the rack it names (decoded once, not per ledger)."""
+        self._placement: tuple[bytes, dict[str, str]] = (b"", {})
+        """The rack placement's value last decoded and its bookie -> rack."""
 
     @classmethod
     async def start(cls, store: MetadataStore) -> _Registrations | None:
@@ -493,9 +497,22 @@ class _Registrations:
             registration = await self._bookies.get(f"{AVAILABLE_PATH}/{b}")
             if registration is None:
                 labels.update(await bookie_racks(self._store, [b]))
-            elif (rack := racks.registered_rack(registration.value)) is not None:
+                continue
+            value = registration.value
+            if value not in self._labels:
+                if len(self._labels) >= REGISTRATIONS_DECODED_MAX:
+                    self._labels.clear()
+                self._labels[value] = racks.registered_rack(value)
+            if (rack := self._labels[value]) is not None:
                 labels[b] = rack
-        return {**labels, **_configured_racks(b"" if got is None else got.value)}
+        value = b"" if got is None else got.value
+        if self._placement[0] != value:
+            self._placement = (value, _configured_racks(value))
+        return {**labels, **self._placement[1]}
+
+
+REGISTRATIONS_DECODED_MAX = 1024
+"""Bookie registrations' racks kept decoded at most (more: the table starts again)."""
 
 
 def _configured_racks(value: bytes) -> dict[str, str]:

@@ -147,6 +147,17 @@ class FaultCluster:
                 failed = exc
         raise failed or OSError("no broker is running")
 
+    def delete_topic(self, topic: str) -> None:
+        """Delete ``topic`` (forced: its subscriptions too) on its owner, so its ledgers
+        are deleted and the bookies collect their space (the disk bookie's volume is small).
+        Raises ``OSError`` if the owner does not answer 204."""
+        local = topic.removeprefix("persistent://")
+        owner = self.brokers[self.owner(topic)]
+        request = urllib.request.Request(
+            f"{owner.http_url}/admin/v2/persistent/{local}?force=true", method="DELETE"
+        )
+        urllib.request.urlopen(request, timeout=30).close()
+
     def owner(self, topic: str) -> int:
         """Index of the broker that owns ``topic`` (lookup; claims the bundle if no one has)."""
         local = topic.removeprefix("persistent://")

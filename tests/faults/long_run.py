@@ -5,7 +5,8 @@
 
 Starts its own ZooKeeper and one :class:`FaultCluster` (mounting a tmpfs: run as root),
 then runs batches of ``--batch`` rounds (:func:`tests.faults.fault_rounds.run_rounds`), each
-on a new topic checked as a whole when the batch ends, until ``--faults`` faults were
+on a new topic checked as a whole when the batch ends (then deleted, so the bookies collect
+its space), until ``--faults`` faults were
 injected or ``--minutes`` passed. Prints each batch's figures and the totals; exits 1 if
 any promise broke (lost, duplicated, regressed, two writers) or the service was not back
 within the bound after a heal. The seed of each batch is printed: ``--seed`` of a batch
@@ -72,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:
                 figures = Figures(faults={"unfinished batch": 1})
                 figures.problems = [f"batch seed {batch_seed} ended: {exc!r}"[:500]]
+            try:
+                # Checked: its data goes (the audit subscription acknowledges nothing, and
+                # the disk bookie's small volume would fill up over a long run).
+                cluster.delete_topic(f"persistent://public/faults/long-{n}-{batch_seed}")
+            except OSError as exc:
+                print(f"batch {n}: deleting its topic failed: {exc}", flush=True)
             print(f"batch {n}: {figures.line()}", flush=True)
             for line in figures.problems:
                 print(f"batch {n}: PROBLEM {line}", flush=True)

@@ -69,3 +69,63 @@ async def test_an_admin_set_rack_overrides_the_bookies_own_label() -> None:
     finally:
         await client.close()
         await store.close()
+
+
+async def test_new_ensembles_follow_the_registrations_and_racks_through_watched_caches() -> None:
+    """A new ledger's ensemble comes from watched caches of the registrations and the rack
+    placement: a bookie registered after they started is used, the admin's placement and a
+    bookie's leaving apply once notified."""
+    from magnetar.bookie_protocol.layout import AVAILABLE_PATH
+    from magnetar.ledger import LedgerClient
+    from magnetar.ledger.errors import NotEnoughBookies
+    from magnetar.ledger.racks import RACKS_PATH
+    from magnetar.metadata import connect
+    from magnetar.testing import wait_until_async
+
+    store = await connect("memory:")
+    client = LedgerClient(store)
+    try:
+        await store.create(f"{AVAILABLE_PATH}/a:1", b'{"rack": "/r1"}', ephemeral=True)
+        assert await client.choose_ensemble([None], 1, cached=True) == (["a:1"], {"a:1": "/r1"})
+        await store.create(f"{AVAILABLE_PATH}/b:1", b'{"rack": "/r2"}', ephemeral=True)
+        chosen, rack_of = await client.choose_ensemble([None, None], 2, cached=True)
+        assert sorted(chosen) == ["a:1", "b:1"]
+        assert rack_of == {"a:1": "/r1", "b:1": "/r2"}
+        await store.create(RACKS_PATH, b'{"default": {"a:1": {"rack": "/r9"}}}')
+
+        async def placed() -> bool:
+            _, got = await client.choose_ensemble([None, None], 2, cached=True)
+            return got == {"a:1": "/r9", "b:1": "/r2"}
+
+        await wait_until_async(placed, what="the admin's rack applied")
+        await store.delete(f"{AVAILABLE_PATH}/b:1")
+        with pytest.raises(NotEnoughBookies):
+            await client.choose_ensemble([None, None], 2, cached=True)
+    finally:
+        await client.close()
+        await store.close()
+
+
+async def test_ledger_ids_are_unique_and_their_nodes_go_with_the_next_id() -> None:
+    """Ids from sequential nodes: unique across clients, increasing per client; a client
+    deletes the nodes of the ids it took in the transaction of its next one, and the last
+    at close, so the id nodes do not pile up."""
+    import asyncio
+
+    from magnetar.bookie_protocol.layout import IDGEN_PATH
+    from magnetar.ledger import LedgerClient
+    from magnetar.metadata import connect
+
+    store = await connect("memory:")
+    clients = [LedgerClient(store), LedgerClient(store)]
+    try:
+        ids = await asyncio.gather(*(c._new_ledger_id() for c in clients for _ in range(20)))
+        assert len(set(ids)) == 40
+        more = [await clients[0]._new_ledger_id() for _ in range(3)]
+        assert more == sorted(more) and min(more) > max(ids)
+        assert len(await store.children(IDGEN_PATH)) <= 2 + 20  # each client's last batch
+    finally:
+        for c in clients:
+            await c.close()
+    assert await store.children(IDGEN_PATH) == []
+    await store.close()

@@ -664,3 +664,32 @@ async def test_a_fenced_ledger_stays_fenced_once_closed(cluster: Cluster) -> Non
     finally:
         await first.close()
         await other_client.close()
+
+
+async def test_a_quiet_managed_ledger_holds_no_task_and_an_append_starts_one(
+    cluster: Cluster,
+) -> None:
+    """An idle topic costs no task: the maintenance task ends once a round finds the ledger
+    quiet (nothing time-driven applies to an empty ledger), and the next append starts a new
+    one, which persists the cursor moved after it."""
+    ml = await ManagedLedger.open(
+        NAME,
+        storage=cluster.storage,
+        store=cluster.store,
+        config=ManagedLedgerConfig(maintenance_interval_ms=10, cursor_persist_interval_ms=10),
+    )
+    try:
+        cursor = await ml.open_cursor("sub")
+
+        def maintenance_running() -> bool:
+            return any(t.get_name() == f"ml-{NAME}" and not t.done() for t in asyncio.all_tasks())
+
+        await wait_until_async(lambda: not maintenance_running(), what="the quiet task ended")
+        position = await ml.add_entry(b"x")
+        assert maintenance_running()
+        cursor.ack(position)
+        assert not cursor.persisted
+        await wait_until_async(lambda: cursor.persisted, what="the cursor persisted")
+    finally:
+        await ml.close()
+    assert not maintenance_running()

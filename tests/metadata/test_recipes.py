@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 import pytest
 
@@ -18,6 +19,7 @@ from magnetar.metadata import (
 from magnetar.metadata.cache import MetadataCache
 from magnetar.metadata.election import LeaderElection, Leadership, SequentialElection
 from magnetar.metadata.lock import Lock
+from magnetar.metadata.store import GetResult
 from magnetar.testing import wait_until_async
 
 OpenStore = Callable[[], Awaitable[MetadataStore]]
@@ -172,5 +174,48 @@ async def test_cache_reads_through_and_stays_fresh(open_store: OpenStore) -> Non
             return await cache.get("/cfg/a") is None and await cache.children("/cfg") == ["missing"]
 
         await wait_until_async(gone, WAIT_S, what="cache never saw the delete")
+    finally:
+        await cache.close()
+
+
+async def test_cache_concurrent_misses_of_a_path_share_one_read(open_store: OpenStore) -> None:
+    """Misses of one path while its read is in flight wait for that read; if its reader is
+    cancelled, they read for themselves."""
+    store = await open_store()
+    await store.put("/cfg/a", b"1")
+    await store.put("/cfg/slow", b"s")
+    reads: list[str] = []
+    gate = asyncio.Event()
+
+    class Counted:
+        """The real store, its ``get`` counted (and ``/cfg/slow`` held until the gate)."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(store, name)
+
+        async def get(self, path: str) -> GetResult:
+            reads.append(path)
+            if path == "/cfg/slow":
+                await gate.wait()
+            return await store.get(path)
+
+    cache = MetadataCache(cast(MetadataStore, Counted()), "/cfg")
+    await cache.start()
+    try:
+        got = await asyncio.gather(
+            *(cache.get("/cfg/a") for _ in range(5)), *(cache.get("/cfg/no") for _ in range(3))
+        )
+        assert [g.value if g is not None else None for g in got] == [b"1"] * 5 + [None] * 3
+        assert sorted(reads) == ["/cfg/a", "/cfg/no"]
+        reads.clear()
+        first = asyncio.create_task(cache.get("/cfg/slow"))
+        second = asyncio.create_task(cache.get("/cfg/slow"))
+        await wait_until_async(lambda: reads == ["/cfg/slow"], what="the first read started")
+        first.cancel()
+        gate.set()
+        later = await second
+        assert later is not None and later.value == b"s"
+        assert reads == ["/cfg/slow", "/cfg/slow"]
+        assert first.cancelled()
     finally:
         await cache.close()

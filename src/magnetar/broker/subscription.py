@@ -43,7 +43,6 @@ from magnetar.broker.subscription_state import (
     SubscriptionState,
 )
 from magnetar.common.clock import Timer
-from magnetar.common.errors import MagnetarError
 from magnetar.managed_ledger.compaction import CompactedCursorReader
 from magnetar.managed_ledger.entry_run import EntryRun
 from magnetar.managed_ledger.errors import InvalidCursorPosition, ManagedLedgerError
@@ -426,19 +425,24 @@ class Subscription:
             if self._wake.is_set():  # woken during the round
                 waiter.cancel()
                 continue
-            # Parked on the log's next append; a wake-up resolves the same future (no task
-            # and no asyncio.wait per park: this runs once per journal sync when caught up).
+            # Parked on the log's next append; a wake-up resolves the same future (no
+            # asyncio.wait per park: this runs once per journal sync when caught up). The
+            # task ends here and the future's callback starts the next one, so an idle
+            # subscription holds no task or coroutine frame.
             self._wake.parked = waiter
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():
-                    raise
-            except MagnetarError:
-                pass  # the log failed or closed: the next round finds out
-            finally:
-                self._wake.parked = None
+            waiter.add_done_callback(self._unparked)
+            self._task = None  # this task (the only one: see _ensure_task), about to end
+            return
+
+    def _unparked(self, waiter: asyncio.Future[None]) -> None:
+        """The parked dispatcher's future is done (an append, a wake-up, or the log failed
+        or closed, which the next round finds out): dispatch again."""
+        if self._wake.parked is waiter:
+            self._wake.parked = None
+        if not waiter.cancelled():
+            waiter.exception()  # retrieved here; the round reports the log's state
+        if self.consumers and not self.closed:
+            self._ensure_task()
 
     async def _round(self) -> bool:
         if self.state.selector is not None:

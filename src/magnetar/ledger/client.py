@@ -11,7 +11,8 @@ Usage (the managed ledger's view)::
     await client.delete(handle.ledger_id)
     await client.close()
 
-Ledger ids come from sequential nodes under ``/ledgers/idgen`` (unique cluster-wide);
+Ledger ids come from sequential nodes under ``/ledgers/idgen`` (unique cluster-wide; each
+node deleted with the next id's creation or at ``close``);
 metadata lives at ``/ledgers/L<id:010d>`` (see :mod:`magnetar.ledger.metadata`).
 
 ``open(ledger_id, recovery=True)`` on a ledger that is not CLOSED runs BookKeeper's
@@ -61,7 +62,17 @@ from magnetar.ledger.metadata import (
 )
 from magnetar.ledger.placement import PlacementPolicy
 from magnetar.ledger.transport import AddRun, LocalBookie
-from magnetar.metadata.store import MUST_NOT_EXIST, BadVersion, MetadataStore, NotFound
+from magnetar.metadata.cache import MetadataCache
+from magnetar.metadata.store import (
+    MUST_NOT_EXIST,
+    BadVersion,
+    CreateOp,
+    DeleteOp,
+    MetadataStore,
+    MetadataStoreError,
+    NotFound,
+    Op,
+)
 
 log = logging.getLogger(__name__)
 
@@ -113,12 +124,28 @@ class LedgerClient:
             self.clock, request_timeout_ms=self.config.request_timeout_ms, connect=connect
         )
         self.loop = asyncio.get_running_loop()
+        self._spent_ids: list[str] = []
+        """Id nodes (:meth:`_new_ledger_id`) whose ids are taken, to be deleted."""
+        self._registrations: asyncio.Task[_Registrations | None] | None = None
+        """Watched caches of the bookies' registrations and racks, started by the first
+        :meth:`create` (see :meth:`_cached_registrations`)."""
         for bookie in local_bookies:
             self.pool.add_local(
                 LocalBookieTransport(bookie, self.clock, self.config.request_timeout_ms)
             )
 
     async def close(self) -> None:
+        spent, self._spent_ids = self._spent_ids, []
+        if spent:
+            with contextlib.suppress(MetadataStoreError):
+                await self.store.multi([DeleteOp(path) for path in spent])
+        registrations, self._registrations = self._registrations, None
+        if registrations is not None:
+            registrations.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                got = await registrations
+                if got is not None:
+                    await got.close()
         await self.pool.close()
 
     # -- bookies ---------------------------------------------------------------------------
@@ -138,22 +165,36 @@ class LedgerClient:
         exclude: Collection[str] = (),
         *,
         ledger_id: int | None = None,
+        cached: bool = False,
     ) -> tuple[list[str], dict[str, str]]:
         """``ensemble`` with its ``None`` positions filled by available bookies not in
         ``exclude``, placed by :attr:`LedgerClientConfig.placement`
         (:func:`magnetar.ledger.placement.place`), and the rack of every bookie of it.
         A degraded placement (write sets over fewer regions or racks than the policy wants)
         is logged, or refused when the policy enforces its minimums. Raises
-        :class:`NotEnoughBookies`."""
-        candidates = [b for b in await self.available_bookies() if b not in exclude]
+        :class:`NotEnoughBookies`.
+
+        ``cached``: the registrations and racks come from watched caches (as fresh as the
+        store's last notification; a cache with too few bookies is confirmed by fresh
+        reads), else from fresh reads (an ensemble change after a failure)."""
         open_positions = sum(b is None for b in ensemble)
+        registrations = await self._cached_registrations() if cached else None
+        available = None if registrations is None else await registrations.writable()
+        if available is None or len(available) - len(exclude) < open_positions:
+            # not cached, or too few in the cache: a bookie registered a moment ago may
+            # not have reached it yet (its notification still on the way)
+            available, registrations = await self.available_bookies(), None
+        candidates = [b for b in available if b not in exclude]
         if len(candidates) < open_positions:
             raise NotEnoughBookies(
                 f"need {open_positions} bookies, {len(candidates)} available "
                 f"(excluding {sorted(exclude)})"
             )
         policy = self.config.placement
-        rack_of = await self.bookie_racks([*candidates, *(b for b in ensemble if b is not None)])
+        placed = [*candidates, *(b for b in ensemble if b is not None)]
+        rack_of = await (self.bookie_racks if registrations is None else registrations.racks)(
+            placed
+        )
         chosen = placement.place(policy, candidates, ensemble, write_quorum, rack_of, self._rng)
         short = placement.shortfall(policy, chosen, write_quorum, rack_of)
         # Without any rack configured every placement is "one rack": nothing to warn about.
@@ -170,6 +211,12 @@ class LedgerClient:
         """Bookie id → rack for ``bookies`` that have one (:func:`bookie_racks`)."""
         return await bookie_racks(self.store, bookies)
 
+    async def _cached_registrations(self) -> _Registrations | None:
+        """The watched caches (None if they could not be started: fresh reads then)."""
+        if self._registrations is None:
+            self._registrations = self.loop.create_task(_Registrations.start(self.store))
+        return await asyncio.shield(self._registrations)
+
     # -- create / delete ---------------------------------------------------------------------
 
     async def create(
@@ -183,7 +230,9 @@ class LedgerClient:
         unless E >= Qw >= Qa >= 1, :class:`NotEnoughBookies`."""
         if not (ensemble_size >= write_quorum >= ack_quorum >= 1):
             raise ValueError("need ensemble_size >= write_quorum >= ack_quorum >= 1")
-        ensemble, rack_of = await self.choose_ensemble([None] * ensemble_size, write_quorum)
+        ensemble, rack_of = await self.choose_ensemble(
+            [None] * ensemble_size, write_quorum, cached=True
+        )
         ledger_id = await self._new_ledger_id()
         md = LedgerMetadata(
             ledger_id=ledger_id,
@@ -202,11 +251,35 @@ class LedgerClient:
         return LedgerHandle(self, md, stat.version, writable=True, racks=rack_of)
 
     async def _new_ledger_id(self) -> int:
-        path = await self.store.create(f"{IDGEN_PATH}/ID-", b"", sequential=True)
-        ledger_id = int(path.rsplit("-", 1)[1])
-        with contextlib.suppress(NotFound):
-            await self.store.delete(path)
-        return ledger_id
+        """A cluster-wide unique id: the number of a new sequential node under
+        :data:`IDGEN_PATH`. The nodes of the ids allocated before are deleted in the same
+        transaction (one metadata write per id, not a create and a delete), the last ones
+        at :meth:`close`."""
+        spent, self._spent_ids = self._spent_ids, []
+        ops: list[Op] = [CreateOp(f"{IDGEN_PATH}/ID-", b"", sequential=True)]
+        ops += [DeleteOp(path) for path in spent]
+        try:
+            path = (await self.store.multi(ops))[0].path
+        except NotFound:
+            # no id node yet in this store (a create makes the parents, a multi does not),
+            # or a spent one deleted meanwhile (by whom does not matter)
+            path = await self._new_id_node(spent)
+        except BaseException:
+            self._spent_ids += spent
+            raise
+        self._spent_ids.append(path)
+        return int(path.rsplit("-", 1)[1])
+
+    async def _new_id_node(self, spent: list[str]) -> str:
+        try:
+            path = await self.store.create(f"{IDGEN_PATH}/ID-", b"", sequential=True)
+        except BaseException:
+            self._spent_ids += spent
+            raise
+        for old in spent:
+            with contextlib.suppress(NotFound):
+                await self.store.delete(old)
+        return path
 
     async def delete(self, ledger_id: int) -> None:
         """Remove the ledger's metadata; bookies reclaim its space at their next garbage
@@ -381,19 +454,84 @@ class LedgerClient:
             )
 
 
+class _Registrations:
+    """Watched caches of the writable bookies' registrations and of the rack placement: a
+    new ledger's ensemble is chosen without reading the store (BookKeeper's client watches
+    the registrations likewise)."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+        self._bookies = MetadataCache(store, AVAILABLE_PATH)
+        self._racks = MetadataCache(store, racks.RACKS_PATH)
+        self._labels: dict[bytes, str | None] = {}
+        """A registration's value -> the rack it names (decoded once, not per ledger)."""
+        self._placement: tuple[bytes, dict[str, str]] = (b"", {})
+        """The rack placement's value last decoded and its bookie -> rack."""
+
+    @classmethod
+    async def start(cls, store: MetadataStore) -> _Registrations | None:
+        view = cls(store)
+        try:
+            await view._bookies.start()
+            await view._racks.start()
+        except MetadataStoreError as exc:
+            log.warning("bookie registrations not watched (%s): read at each ledger", exc)
+            await view.close()
+            return None
+        return view
+
+    async def close(self) -> None:
+        await self._bookies.close()
+        await self._racks.close()
+
+    async def writable(self) -> list[str]:
+        names = await self._bookies.children(AVAILABLE_PATH)
+        return [] if names is None else [n for n in names if n != READONLY_NAME]
+
+    async def racks(self, bookies: Iterable[str]) -> dict[str, str]:
+        """As :func:`bookie_racks` (the registrations of writable bookies, from the cache)."""
+        got = await self._racks.get(racks.RACKS_PATH)
+        labels: dict[str, str] = {}
+        for b in set(bookies):
+            registration = await self._bookies.get(f"{AVAILABLE_PATH}/{b}")
+            if registration is None:
+                labels.update(await bookie_racks(self._store, [b]))
+                continue
+            value = registration.value
+            if value not in self._labels:
+                if len(self._labels) >= REGISTRATIONS_DECODED_MAX:
+                    self._labels.clear()
+                self._labels[value] = racks.registered_rack(value)
+            if (rack := self._labels[value]) is not None:
+                labels[b] = rack
+        value = b"" if got is None else got.value
+        if self._placement[0] != value:
+            self._placement = (value, _configured_racks(value))
+        return {**labels, **self._placement[1]}
+
+
+REGISTRATIONS_DECODED_MAX = 1024
+"""Bookie registrations' racks kept decoded at most (more: the table starts again)."""
+
+
+def _configured_racks(value: bytes) -> dict[str, str]:
+    """The stored rack placement's bookie → rack (a malformed one is logged, ignored)."""
+    try:
+        return racks.racks_of(racks.parse_configuration(value))
+    except racks.InvalidRackConfiguration as exc:
+        log.warning("ignoring the rack placement: %s", exc)
+        return {}
+
+
 async def bookie_racks(store: MetadataStore, bookies: Iterable[str]) -> dict[str, str]:
     """Bookie id → rack for ``bookies`` that have one: the stored rack placement
     (admin-set) first, else the label in the bookie's registration. A placement that
     cannot be read is logged and ignored (placement then uses the labels only)."""
-    configured: dict[str, str] = {}
     try:
         value = (await store.get(racks.RACKS_PATH)).value
     except NotFound:
         value = b""
-    try:
-        configured = racks.racks_of(racks.parse_configuration(value))
-    except racks.InvalidRackConfiguration as exc:
-        log.warning("ignoring the rack placement: %s", exc)
+    configured = _configured_racks(value)
     unlabelled = sorted(set(bookies) - set(configured))
     labels = await asyncio.gather(*(_registered_rack(store, b) for b in unlabelled))
     found = {b: rack for b, rack in zip(unlabelled, labels, strict=True) if rack is not None}

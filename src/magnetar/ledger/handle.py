@@ -162,6 +162,10 @@ def _one_entry(
     callback(entry_id, error)
 
 
+_NONE_FAILED: frozenset[str] = frozenset()
+"""Shared by the handles no bookie failed on (each empty frozenset is a 216 B object)."""
+
+
 class LedgerHandle:
     """See the module docstring. Create through :class:`~magnetar.ledger.LedgerClient`."""
 
@@ -192,7 +196,7 @@ class LedgerHandle:
         """Runs written and not yet completed, by their first entry id."""
         self._ensemble: list[str] = list(metadata.current_ensemble)
         self._failed: dict[int, str] = {}  # ensemble index -> failed bookie id
-        self._failed_before: set[str] = set()
+        self._failed_before: frozenset[str] = _NONE_FAILED
         """Bookies that failed on this handle: not picked again while others are available
         (a killed bookie stays registered until its session expires)."""
         self._racks: dict[str, str] = dict(racks or {})
@@ -425,7 +429,7 @@ class LedgerHandle:
         try:
             while self._failed and self._error is None:
                 failed = dict(self._failed)
-                self._failed_before.update(failed.values())
+                self._failed_before = self._failed_before.union(failed.values())
                 try:
                     new_ensemble = await self._replacement(failed)
                     first = self._lac + 1  # after the wait: entries confirmed meanwhile stay

@@ -20,6 +20,7 @@ next round tries again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -53,11 +54,29 @@ class Maintainer:
         """Whether a durable cursor was over the backlog quota at the last check."""
         self._last_persist_s = 0.0
         self._last_maintenance_s = 0.0
-        self._wake: asyncio.Future[None] | None = None
-        """Set while the task waits, quiet, for :meth:`wake`."""
+        self._task: asyncio.Task[None] | None = None
+        self._parked = False
+        """Whether the task ended quiet, for :meth:`wake` to start it again."""
+        self._stopped = False
+
+    def start(self) -> None:
+        """Start the background task (:meth:`run`)."""
+        self._task = asyncio.get_running_loop().create_task(self.run(), name=f"ml-{self._ml.name}")
+
+    async def stop(self) -> None:
+        """Stop the background task for good (the managed ledger is closing)."""
+        self._stopped = True
+        self._parked = False
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def run(self) -> None:
-        """The periodic task: a round per tick until the managed ledger is closed or fenced."""
+        """The periodic task: a round per tick until the managed ledger is closed or fenced,
+        or until a round leaves it :meth:`quiet`: the task then ends (an idle managed ledger
+        holds no task or timer) and :meth:`wake` starts the next one."""
         ml = self._ml
         cfg = ml.config
         tick_s = max(min(cfg.maintenance_interval_ms, cfg.cursor_persist_interval_ms), 1) / 1000
@@ -71,11 +90,9 @@ class Maintainer:
                 log.warning("%s: maintenance failed: %s", ml.name, exc)
                 continue
             if self.quiet():
-                self._wake = asyncio.get_running_loop().create_future()
-                try:
-                    await self._wake
-                finally:
-                    self._wake = None
+                self._parked = True
+                self._task = None
+                return
 
     def quiet(self) -> bool:
         """Whether no maintenance round can find work before something happens to the
@@ -91,11 +108,11 @@ class Maintainer:
         return all(c.persisted or not c.durable for c in ml.cursors.values())
 
     def wake(self) -> None:
-        """Something happened that a round may have to look after: if the task waits,
-        quiet, it ticks again (its next round one tick from now). Cheap when it does not."""
-        wake = self._wake
-        if wake is not None and not wake.done():
-            wake.set_result(None)
+        """Something happened that a round may have to look after: if the task ended quiet,
+        a new one ticks again (its first round one tick from now). Cheap when it did not."""
+        if self._parked and not self._stopped:
+            self._parked = False
+            self.start()
 
     async def maintain(self, *, force: bool = False) -> None:
         """See :meth:`ManagedLedger.maintain`."""

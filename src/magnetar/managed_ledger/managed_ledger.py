@@ -150,7 +150,6 @@ class ManagedLedger:
         self.cursors: dict[str, ManagedCursor] = {}
         self.cache = EntryCache(config.cache_size_max_bytes, cache_budget)
         self._meta_lock = asyncio.Lock()
-        self._maintenance: asyncio.Task[None] | None = None
         self.stats_added = 0
         self.last_added_data: bytes | None = None
         """The data of the last entry this object appended (None: none yet)."""
@@ -207,7 +206,7 @@ class ManagedLedger:
         ml.offloader_source = offloader_source
         await ml._initialize()
         if background:
-            ml._maintenance = asyncio.create_task(ml.maintainer.run(), name=f"ml-{name}")
+            ml.maintainer.start()
         return ml
 
     async def _initialize(self) -> None:
@@ -231,6 +230,8 @@ class ManagedLedger:
             raise ManagedLedgerFenced(f"{self.name}: taken over while opening")
 
     async def _load_cursors(self) -> None:
+        if self._node.created:
+            return  # a node created by this open has no cursors yet
         try:
             names = await self._store.children(self._node.path)
         except NotFound:
@@ -545,10 +546,7 @@ class ManagedLedger:
         """Persist cursors, finish in-flight appends, close ledgers. Idempotent."""
         if self.state is State.CLOSED:
             return
-        if self._maintenance is not None:
-            self._maintenance.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._maintenance
+        await self.maintainer.stop()
         if self.fence_cause is None:
             await self.adds.drain()
             with contextlib.suppress(MagnetarError):

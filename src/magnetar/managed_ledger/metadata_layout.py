@@ -75,6 +75,8 @@ class LedgerInfoNode:
         self._store = store
         self.path = ledger_path(name)
         self._version = MUST_NOT_EXIST
+        self.created = False
+        """Whether :meth:`load` created the node (so it has no children: no cursors)."""
 
     async def load(self) -> ManagedLedgerInfo:
         """The stored value (a new empty one if there was none). Raises the store's errors."""
@@ -88,6 +90,7 @@ class LedgerInfoNode:
                 got = await self._store.get(self.path)
             else:
                 self._version = stat.version
+                self.created = True
                 return info
         self._version = got.stat.version
         return ManagedLedgerInfo.decode(got.value)

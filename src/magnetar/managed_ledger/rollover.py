@@ -44,7 +44,9 @@ class Rollover:
         """The rollover under way (None: none)."""
         self.unclosed: LedgerWriter | None = None
         """The previous ledger when closing it failed: closed before any new one starts."""
-        self._background: set[asyncio.Future[None]] = set()
+        self._background: set[asyncio.Future[None]] | None = None
+        """Deletions of unused ledgers in progress (made at the first: an empty set is
+        216 B, and most managed ledgers never have one)."""
 
     def due(self) -> bool:
         """Whether the current ledger should roll over by age, entries or size."""
@@ -128,6 +130,8 @@ class Rollover:
         if created.cancelled() or created.exception() is not None:
             return
         task = asyncio.ensure_future(self._delete_unused(created.result()))
+        if self._background is None:
+            self._background = set()
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 

@@ -3,8 +3,9 @@
 For hot read paths (policies, ownership, ledger lists). Entries are dropped when a
 notification says the path (or its children) changed, and re-read on the next access; a
 read racing with a change never re-installs the stale value (a per-path generation is
-checked before storing). Absence is cached too. At most ``entries_max`` values and
-``entries_max`` children lists are kept (least recently used evicted).
+checked before storing), and concurrent misses of one path share one read. Absence is
+cached too. At most ``entries_max`` values and ``entries_max`` children lists are kept
+(least recently used evicted).
 
 Freshness: after a change commits, the cache serves the new value as soon as the
 notification arrived (immediately for embedded; one watch round trip for ZooKeeper). If the
@@ -30,6 +31,10 @@ T = TypeVar("T")
 CACHE_ENTRIES_MAX = 10_000
 
 
+class _ReadAbandoned(Exception):
+    """The read another miss was waiting for was cancelled."""
+
+
 class MetadataCache:
     """Cache of ``store`` under ``prefix``. ``await start()`` before use; ``close()`` after."""
 
@@ -42,6 +47,9 @@ class MetadataCache:
         self._values: collections.OrderedDict[str, GetResult | None] = collections.OrderedDict()
         self._children: collections.OrderedDict[str, list[str] | None] = collections.OrderedDict()
         self._generation: dict[str, int] = {}
+        self._reading: dict[str, tuple[tuple[int, int], asyncio.Future[GetResult | None]]] = {}
+        """Values being read from the store, by path: a concurrent miss of the same path
+        waits for that read instead of issuing another."""
         self._epoch = 0  # bumped when everything is dropped
         self._task: asyncio.Task[None] | None = None
         self.hits = 0
@@ -81,11 +89,12 @@ class MetadataCache:
             await stream.wait_ready()
 
     def invalidate(self, path: str) -> None:
-        """Forget ``path``'s value (a write this process has just made): the next read goes
-        to the store, and a read already in flight does not install what it got. Its
-        notification, when it comes, does the same again."""
+        """Forget ``path``'s value and children (a write this process has just made): the
+        next read goes to the store, and a read already in flight does not install what it
+        got. Its notification, when it comes, does the same again."""
         self._bump(path)
         self._values.pop(path, None)
+        self._children.pop(path, None)
 
     def _bump(self, path: str) -> None:
         self._generation[path] = self._generation.get(path, 0) + 1
@@ -120,13 +129,42 @@ class MetadataCache:
             return self._values[path]
         self.misses += 1
         stamp = (self._epoch, self._generation.get(path, 0))
+        reading = self._reading.get(path)
+        if reading is not None and reading[0] == stamp:
+            # the same path's read is in flight and nothing changed since it started: its
+            # answer is as fresh as a read of our own would be
+            try:
+                return await asyncio.shield(reading[1])
+            except _ReadAbandoned:
+                pass  # its reader was cancelled: read for ourselves
+        shared: asyncio.Future[GetResult | None] = asyncio.get_running_loop().create_future()
+        self._reading[path] = (stamp, shared)
         try:
             result: GetResult | None = await self.store.get(path)
         except NotFound:
             result = None
+        except BaseException as exc:
+            shared.set_exception(exc if isinstance(exc, Exception) else _ReadAbandoned())
+            shared.exception()  # retrieved: nobody may be waiting
+            raise
+        finally:
+            if self._reading.get(path, (None, None))[1] is shared:
+                del self._reading[path]
+        shared.set_result(result)
         if paths.is_under(path, self.prefix):
             self._store(self._values, path, result, stamp)
         return result
+
+    async def has_child(self, path: str, name: str) -> bool:
+        """Whether ``path`` has a child ``name``, by its cached children list (so asking
+        about many absent children costs one read of the list, not one read each)."""
+        if path in self._children and paths.is_under(path, self.prefix):
+            self.hits += 1
+            self._children.move_to_end(path)
+            cached = self._children[path]
+        else:
+            cached = await self.children(path)
+        return cached is not None and name in cached
 
     async def children(self, path: str) -> list[str] | None:
         """Sorted child names of ``path``, or ``None`` if it does not exist. The returned

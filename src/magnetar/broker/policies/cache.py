@@ -126,7 +126,9 @@ class PolicyCache:
         if topic is None:
             self._namespaces.invalidate(namespace_path(namespace))
         else:
-            self._topics.invalidate(topic_path(topic))
+            path = topic_path(topic)
+            self._topics.invalidate(path)
+            self._topics.invalidate(path.rpartition("/")[0])  # its list of topics
         await self._notify(namespace, topic)
 
     async def _notify(self, namespace: NamespaceName | None, topic: TopicName | None) -> None:
@@ -167,7 +169,13 @@ class PolicyCache:
     async def topic(self, topic: TopicName, *, fresh: bool = False) -> TopicPolicies | None:
         if fresh:
             return await self.policy_store.get_topic(topic)
-        got = await self._topics.get(topic_path(topic))
+        path = topic_path(topic)
+        parent, _, leaf = path.rpartition("/")
+        # most topics have no overrides: the namespace's watched list of those that do
+        # answers for them without a read per topic
+        if not await self._topics.has_child(parent, leaf):
+            return None
+        got = await self._topics.get(path)
         return None if got is None else TopicPolicies.decode(got.value)
 
     async def effective(self, topic: TopicName, *, fresh: bool = False) -> EffectivePolicies:

@@ -50,6 +50,7 @@ from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata import MetadataStore, connect
 from magnetar.testing.simulation import LoopClock, SimulatedLoop, SimulatedNetwork
+from magnetar.testing.simulation.metadata import UnreliableStore
 
 from .bookie import SimulatedBookie
 from .transport import ClientEnd, connector
@@ -81,7 +82,7 @@ class Owner:
 
     term: int
     name: str
-    store: MetadataStore
+    store: UnreliableStore
     client: LedgerClient
     ml: ManagedLedger | None = None
     cursor: ManagedCursor | None = None
@@ -206,8 +207,9 @@ class DataPathSimulation:
         term = len(self.owners) + 1
         name = f"broker-{term}"
         # One metadata session for every broker: the managed ledger's fencing goes through
-        # versioned writes, not sessions (and each session costs a database thread).
-        store = self._stores[0]
+        # versioned writes, not sessions (and each session costs a database thread). Each
+        # broker's view of it can lose its connection or its session on its own.
+        store = UnreliableStore(self._stores[0], self.rng)
         client = LedgerClient(
             store,
             clock=self.clock,
@@ -333,8 +335,11 @@ class DataPathSimulation:
                 "free",
                 "slow",
                 "take-over",
+                "metadata-loss",
+                "metadata-back",
+                "session-expired",
             ],
-            weights=[4, 6, 0.3, 4, 3, 3, 1.5, 2, 1.5, 1.5],
+            weights=[4, 6, 0.3, 4, 3, 3, 1.5, 2, 1.5, 1.5, 2.5, 2, 1],
         )[0]
         what = kind
         if kind == "crash" and up:
@@ -382,6 +387,24 @@ class DataPathSimulation:
             bookie = rng.choice(bookies)
             bookie.slow = not bookie.slow
             what = f"disk of {bookie.bookie_id} {'slow' if bookie.slow else 'fast again'}"
+        elif kind == "metadata-loss" and live_owners:
+            owner = rng.choice(live_owners)
+            owner.store.unreachable = True
+            what = f"metadata store unreachable from {owner.name}"
+        elif kind == "metadata-back":
+            cut_off = [o for o in self.owners if o.store.unreachable]
+            if not cut_off:
+                return
+            owner = rng.choice(cut_off)
+            owner.store.unreachable = False
+            what = f"metadata store reachable again from {owner.name}"
+        elif kind == "session-expired" and live_owners and len(self.owners) < TERMS_MAX:
+            # the owner's session is lost: its bundle goes to another broker, which fences it
+            owner = rng.choice(live_owners)
+            owner.store.expire()
+            self.faults.append(f"{self.now_s:.3f} session of {owner.name} expired")
+            await self._take_over()
+            return
         elif kind == "take-over" and len(self.owners) < TERMS_MAX:
             del live_owners
             self.faults.append(f"{self.now_s:.3f} take-over")
@@ -394,6 +417,8 @@ class DataPathSimulation:
     async def _calm(self) -> None:
         """Heal everything, then a last broker takes the topic over (retrying until it can)."""
         self.network.heal_all()
+        for owner in self.owners:
+            owner.store.unreachable = False
         for bookie in self.bookies.values():
             bookie.slow = False
             bookie.disk.free()

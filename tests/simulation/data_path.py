@@ -33,13 +33,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import random
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.service import BrokerService
 from magnetar.common.errors import MagnetarError
+from magnetar.common.names import TopicName
 from magnetar.ledger.client import LedgerClient, LedgerClientConfig
 from magnetar.ledger.placement import PlacementPolicy
 from magnetar.managed_ledger.config import ManagedLedgerConfig
@@ -49,13 +53,18 @@ from magnetar.managed_ledger.managed_ledger import ManagedLedger
 from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata import MetadataStore, connect
+from magnetar.protocol.entry import Entry
 from magnetar.testing.simulation import LoopClock, SimulatedLoop, SimulatedNetwork
 from magnetar.testing.simulation.metadata import UnreliableStore
 
 from .bookie import SimulatedBookie
+from .pulsar_client import Broker, SimClient, SimConsumer, SimProducer
 from .transport import ClientEnd, connector
 
 TOPIC = "public/default/persistent/simulated"
+TOPIC_NAME = "persistent://public/default/simulated"
+"""The topic whose managed ledger is :data:`TOPIC`, as clients name it."""
+PRODUCERS = 2
 CURSOR = "sub"
 BOOKIES = 5
 QUORUMS = ((3, 2, 2), (3, 3, 2), (2, 2, 2), (3, 2, 1), (4, 3, 2))
@@ -92,6 +101,17 @@ class Owner:
     mark_delete: Position | None = None
     lac_of: dict[int, int] = field(default_factory=dict)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    service: BrokerService | None = None
+    """The broker's protocol layer, when clients reach the topic through it."""
+    persisted_before: Position = field(default_factory=lambda: Position(-1, -1))
+    """The highest mark-delete persisted before this owner took the topic over."""
+
+    @property
+    def serving(self) -> bool:
+        """Whether the owner still has the topic open (not found fenced)."""
+        if self.service is not None:
+            return self.service.loaded_topic(TopicName.parse(TOPIC_NAME)) is not None
+        return self.ml is not None and not self.fenced
 
 
 class DataPathSimulation:
@@ -108,6 +128,7 @@ class DataPathSimulation:
         produce_rate_hz: float = 100.0,
         sync_lies: bool = False,
         ignore_fences: bool = False,
+        broker_share: float = 0.5,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -117,6 +138,9 @@ class DataPathSimulation:
         self.sync_lies = sync_lies
         self.ignore_fences = ignore_fences
         self.quorums = self.rng.choice(QUORUMS)
+        self.through_broker = self.rng.random() < broker_share
+        """Whether producers and consumers are clients of the brokers' binary protocol
+        (else they call the managed ledger directly)."""
         self.loop = SimulatedLoop()
         self.clock = LoopClock(self.loop)
         self.network = SimulatedNetwork(self.loop, self.rng)
@@ -129,7 +153,11 @@ class DataPathSimulation:
         self.persisted_mark_delete = Position(-1, -1)
         self.persisted_by = ""
         """The highest mark-delete any owner had persisted."""
+        self.clients: list[SimClient] = []
+        self.receipted: set[tuple[str, int]] = set()
+        """Through the broker: every (producer name, sequence id) with a SEND_RECEIPT."""
         self.faults: list[str] = []
+        self.broken: list[str] = []
         self.steps = 0
         self.read_back = 0
         self._stores: list[MetadataStore] = []
@@ -168,6 +196,13 @@ class DataPathSimulation:
 
     async def _main(self) -> None:
         store = await self._connect_store()
+        # Brokers keep every ledger (as the managed ledgers opened directly do), so the end
+        # can read every receipted message back; the default retention trims consumed ones.
+        retention = {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
+        await store.put(
+            "/admin/policies/public/default",
+            json.dumps({"retention_policies": retention}).encode(),
+        )
         for i in range(BOOKIES):
             bookie_id = f"bookie-{i}:3181"
             bookie = SimulatedBookie(
@@ -223,8 +258,10 @@ class DataPathSimulation:
         )
         owner = Owner(term, name, store, client)
         self.owners.append(owner)
-        persisted_before = self.persisted_mark_delete
+        persisted_before = owner.persisted_before = self.persisted_mark_delete
         acked_before = dict(self.acked)
+        if work and self.through_broker:
+            return await self._take_over_as_broker(owner, acked_before)
         e, qw, qa = self.quorums
         try:
             owner.ml = await ManagedLedger.open(
@@ -233,13 +270,7 @@ class DataPathSimulation:
                     client, ensemble_size=e, write_quorum=qw, ack_quorum=qa
                 ),
                 store=store,
-                config=ManagedLedgerConfig(
-                    ledger_entries_max=self.rng.randint(5, 60),
-                    retention_time_ms=-1,
-                    retention_size_bytes=-1,
-                    maintenance_interval_ms=200,
-                    cursor_persist_interval_ms=100,
-                ),
+                config=self._ml_config(),
                 clock=self.clock,
             )
             owner.cursor = await owner.ml.open_cursor(CURSOR, earliest=True)
@@ -256,6 +287,101 @@ class DataPathSimulation:
             asyncio.create_task(self._consume(owner)),
         ]
         return owner
+
+    def _ml_config(self) -> ManagedLedgerConfig:
+        return ManagedLedgerConfig(
+            ledger_entries_max=self.rng.randint(5, 60),
+            retention_time_ms=-1,
+            retention_size_bytes=-1,
+            maintenance_interval_ms=200,
+            cursor_persist_interval_ms=100,
+        )
+
+    async def _take_over_as_broker(
+        self, owner: Owner, acked_before: dict[bytes, Position]
+    ) -> Owner | None:
+        """The broker ``owner`` starts (protocol layer on, no sockets) and loads the topic,
+        fencing the previous owner; the clients find it at their next lookup."""
+        e, qw, qa = self.quorums
+        service = BrokerService(
+            BrokerConfig(
+                cluster_name="simulated",
+                deduplication_enabled=True,
+                ensemble_size=e,
+                write_quorum=qw,
+                ack_quorum=qa,
+            ),
+            owner.store,
+            LedgerClientStorage(owner.client, ensemble_size=e, write_quorum=qw, ack_quorum=qa),
+            clock=self.clock,
+            ml_config=self._ml_config(),
+        )
+        try:
+            await service.start(listen=False)
+            topic = await service.get_topic(TopicName.parse(TOPIC_NAME))
+            owner.ml = topic.ml
+            owner.cursor = await topic.ml.open_cursor(CURSOR, earliest=True)
+        except MagnetarError as exc:
+            self.faults.append(f"{self.now_s:.3f} {owner.name} open failed: {type(exc).__name__}")
+            owner.fenced = True
+            return None
+        owner.service = service
+        self.faults.append(f"{self.now_s:.3f} {owner.name} owns the topic")
+        self._check_takeover(owner, acked_before, owner.persisted_before)
+        if not self.clients:
+            self._start_clients()
+        return owner
+
+    def _current_broker(self) -> Broker | None:
+        """A lookup: the newest broker that took the topic over."""
+        for owner in reversed(self.owners):
+            if owner.service is not None:
+                return Broker(owner.name, owner.term, owner.service)
+        return None
+
+    def _start_clients(self) -> None:
+        rng = self.rng
+        for i in range(PRODUCERS):
+            producer = SimProducer(
+                f"producer-{i}",
+                TOPIC_NAME,
+                self.network,
+                random.Random(rng.random()),
+                self._current_broker,
+                self.produce_rate_hz / PRODUCERS,
+                self._receipted,
+            )
+            self.clients.append(producer)
+        consumer = SimConsumer(
+            "consumer-0",
+            TOPIC_NAME,
+            CURSOR,
+            self.network,
+            random.Random(rng.random()),
+            self._current_broker,
+            self._delivered,
+        )
+        self.clients.append(consumer)
+        for client in self.clients:
+            task = asyncio.create_task(client.run())  # type: ignore[attr-defined]
+            self.owners[-1].tasks.append(task)
+
+    def _receipted(self, producer: SimProducer, seq: int, pos: Position | None) -> None:
+        self.receipted.add((producer.name, seq))
+        if pos is not None:
+            self.acked[producer.payload(seq)] = pos
+
+    def _delivered(self, consumer: SimConsumer, broker: Broker, pos: Position) -> None:
+        owner = self.owners[broker.term - 1]
+        if pos <= owner.persisted_before:
+            self._fail_later(
+                f"{consumer.name} got {pos} from {broker.name}, at or before the mark-delete "
+                f"{owner.persisted_before} persisted before it took the topic over"
+            )
+
+    def _fail_later(self, message: str) -> None:
+        """A broken invariant seen in a callback of the network: raised at the next check."""
+        self.broken.append(message)
 
     def _connector(self, name: str):  # type: ignore[no-untyped-def]
         connect_ = connector(name, self.bookies, self.network, REQUEST_TIMEOUT_MS)
@@ -322,7 +448,10 @@ class DataPathSimulation:
         bookies = list(self.bookies.values())
         up = [b for b in bookies if b.up]
         down = [b for b in bookies if not b.up]
-        live_owners = [o for o in self.owners if o.ml is not None and not o.fenced]
+        live_owners = [o for o in self.owners if o.serving]
+        if self.clients and rng.random() < 0.15:
+            self._client_fault()
+            return
         kind = rng.choices(
             [
                 "crash",
@@ -414,8 +543,27 @@ class DataPathSimulation:
             return
         self.faults.append(f"{self.now_s:.3f} {what}")
 
+    def _client_fault(self) -> None:
+        """A client's connection reset, or a client partitioned from the current owner."""
+        rng = self.rng
+        client = rng.choice(self.clients)
+        broker = self._current_broker()
+        if rng.random() < 0.5 or broker is None:
+            if client.reset():
+                self.faults.append(f"{self.now_s:.3f} reset the connection of {client.name}")
+            return
+        directions = rng.choice(["to", "from", "both"])
+        if directions in ("to", "both"):
+            self.network.partition(client.name, broker.name)
+        if directions in ("from", "both"):
+            self.network.partition(broker.name, client.name)
+        self.faults.append(f"{self.now_s:.3f} partition {client.name} {directions} {broker.name}")
+
     async def _calm(self) -> None:
         """Heal everything, then a last broker takes the topic over (retrying until it can)."""
+        for client in self.clients:
+            client.stopped = True
+            client.drop()
         self.network.heal_all()
         for owner in self.owners:
             owner.store.unreachable = False
@@ -444,6 +592,11 @@ class DataPathSimulation:
 
     def _check(self) -> None:
         self.steps += 1
+        if self.broken:
+            self._fail(self.broken[0])
+        for client in self.clients:
+            if isinstance(client, SimProducer) and client.violations:
+                self._fail(client.violations[0])
         for owner in self.owners:
             ml = owner.ml
             if ml is None:
@@ -515,9 +668,9 @@ class DataPathSimulation:
                         entries.extend(await handle.read(entry_id))
             terms = set()
             for entry in entries:
-                data = bytes(entry.data)
+                term, data = self._stored(bytes(entry.data))
                 stored[Position(segment.ledger_id, entry.entry_id)] = data
-                terms.add(int(data.split(b":")[0]))
+                terms.add(term)
             if len(terms) > 1:
                 self._fail(f"ledger {segment.ledger_id} holds entries of terms {sorted(terms)}")
             term = max(terms, default=last_term)
@@ -525,6 +678,8 @@ class DataPathSimulation:
                 self._fail(f"ledger {segment.ledger_id} of term {term} follows term {last_term}")
             last_term = term
         self.read_back = len(stored)
+        if self.through_broker:
+            self._check_deduplicated(stored)
         for payload, pos in sorted(self.acked.items(), key=lambda kv: kv[1]):
             got = stored.get(pos)
             if got != payload:
@@ -533,10 +688,37 @@ class DataPathSimulation:
                     f"{got.decode() if got is not None else 'nothing'}"
                 )
 
+    def _stored(self, data: bytes) -> tuple[int, bytes]:
+        """An entry's writer's term and its payload. Through the broker an entry is a
+        message (metadata, then payload) whose partition key is the term of the broker it
+        was sent to; else the payload is ``term:seq``."""
+        if not self.through_broker:
+            return int(data.split(b":")[0]), data
+        entry = Entry(data)
+        return int(entry.metadata.partition_key or 0), bytes(entry.payload)
+
+    def _check_deduplicated(self, stored: dict[Position, bytes]) -> None:
+        """Every receipted message stored once, each producer's in sequence order."""
+        last_seq: dict[str, int] = {}
+        seen: dict[tuple[str, int], Position] = {}
+        for pos, payload in stored.items():  # in log order
+            name, seq_text = payload.decode().split(":")
+            seq = int(seq_text)
+            key = (name, seq)
+            if key in seen:
+                self._fail(f"{name}'s message {seq} stored twice: at {seen[key]} and {pos}")
+            seen[key] = pos
+            if seq <= last_seq.get(name, -1):
+                self._fail(f"{name}'s message {seq} at {pos} follows its message {last_seq[name]}")
+            last_seq[name] = seq
+        for key in sorted(self.receipted - seen.keys()):
+            self._fail(f"{key[0]}'s message {key[1]} was receipted but is not stored")
+
     def fingerprint(self) -> str:
         """The run's outcome, to compare runs of one seed."""
         acked = ",".join(f"{p.decode()}@{pos}" for p, pos in sorted(self.acked.items()))
-        return f"{self.quorums} {self.steps} {self.now_s:.6f} {self.faults} {acked}"
+        receipted = sorted(self.receipted)
+        return f"{self.quorums} {self.steps} {self.now_s:.6f} {self.faults} {acked} {receipted}"
 
 
 __all__ = ["DataPathSimulation", "InvariantBroken"]

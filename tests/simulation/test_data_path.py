@@ -83,7 +83,8 @@ def run_seed(seed: int, test: str, **options: object) -> DataPathSimulation:
 def test_seeded_data_path_keeps_the_invariants() -> None:
     seeds = seeds_to_run()
     print(f"data path seeds: {seeds[0]}..{seeds[-1]}")
-    acked = crashes = takeovers = faults = 0
+    acked = crashes = takeovers = faults = through_broker = receipted = reconnects = 0
+    metadata_faults = 0
     with quiet(len(seeds) > 1):
         for seed in seeds:
             sim = run_seed(seed, "test_seeded_data_path_keeps_the_invariants", **OPTIONS)
@@ -91,11 +92,24 @@ def test_seeded_data_path_keeps_the_invariants() -> None:
             crashes += sum(b.crashes for b in sim.bookies.values())
             takeovers += len(sim.owners) - 1
             faults += len(sim.faults)
-    print(f"acknowledged {acked}, bookie crashes {crashes}, take-overs {takeovers}")
+            metadata_faults += sum(o.store.losses > 0 for o in sim.owners)
+            if sim.through_broker:
+                through_broker += 1
+                receipted += len(sim.receipted)
+                reconnects += sum(c.connections - 1 for c in sim.clients)
+    print(
+        f"acknowledged {acked}, bookie crashes {crashes}, take-overs {takeovers}, owners "
+        f"that lost the metadata store {metadata_faults}; through the brokers' protocol: "
+        f"{through_broker} seeds, {receipted} receipted, {reconnects} client reconnections"
+    )
     if len(seeds) > 1:  # the runs must have exercised what they claim to test
         assert acked >= 5 * len(seeds), acked
         assert takeovers >= len(seeds), takeovers
         assert crashes >= len(seeds) // 2, crashes
+        assert metadata_faults >= len(seeds) // 10, metadata_faults
+        assert len(seeds) // 3 <= through_broker <= 2 * len(seeds) // 3, through_broker
+        assert receipted >= 3 * through_broker, receipted
+        assert reconnects >= through_broker, reconnects
 
 
 def first_failing_seed(bug: str) -> tuple[int, str]:
@@ -124,8 +138,12 @@ def test_a_deliberate_bug_is_caught_by_a_seed_that_replays_it(bug: str) -> None:
     assert str(again.value) == failure
 
 
-def test_a_seed_replays_exactly_in_another_process() -> None:
-    """One seed, two processes with different string hashing: the same run."""
-    outputs = fingerprints_across_processes("simulation.data_path", "DataPathSimulation", seed=7)
+@pytest.mark.parametrize(("seed", "through_broker"), [(7, False), (8, True)])
+def test_a_seed_replays_exactly_in_another_process(seed: int, through_broker: bool) -> None:
+    """One seed, two processes with different string hashing: the same run (a seed whose
+    clients call the managed ledger, and one whose clients go through the brokers)."""
+    outputs = fingerprints_across_processes("simulation.data_path", "DataPathSimulation", seed=seed)
     assert len(outputs) == 1, outputs
-    assert "owns the topic" in next(iter(outputs))
+    fingerprint = next(iter(outputs))
+    assert "owns the topic" in fingerprint
+    assert ("producer-0" in fingerprint) == through_broker, fingerprint

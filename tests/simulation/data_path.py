@@ -7,12 +7,20 @@ One run (:class:`DataPathSimulation`) depends only on its seed:
 * brokers owning the topic one term after another: each opens the
   :class:`~magnetar.managed_ledger.managed_ledger.ManagedLedger` through its own
   :class:`~magnetar.ledger.client.LedgerClient` (which fences the previous owner's ledger)
-  and runs a producer (appends) and a consumer (a durable cursor, individual and cumulative
-  acks); an owner that lost the topic goes on trying (a zombie) until it finds itself fenced;
+  and its own view of the metadata store (an
+  :class:`~magnetar.testing.simulation.metadata.UnreliableStore`);
+* producers and a consumer (a durable cursor, individual and cumulative acks), drawn per
+  seed: either calling the managed ledger directly, or Pulsar clients
+  (:mod:`.pulsar_client`) speaking the binary protocol to the owner's real
+  :class:`~magnetar.broker.service.BrokerService` (deduplication on) over simulated
+  connections, reconnecting to the newest owner; an owner that lost the topic goes on
+  trying (a zombie) until it finds itself fenced;
 * faults drawn during the chaos phase: bookie crashes (the unsynced journal tail may be lost)
   and restarts, a power loss of every bookie at once, one- or two-way partitions between a
   broker and a bookie and their healing, connection resets, full disks (the bookie turns
-  read-only) freed again, slow disks, ownership moving to a new broker;
+  read-only) freed again, slow disks, ownership moving to a new broker, a broker's metadata
+  store unreachable (and back), a broker's session expired (the topic moves); through the
+  brokers, client connections reset and clients partitioned from the owner;
 * then calm: partitions healed, bookies restarted, disks freed; a last broker takes the
   topic over and reads the whole log back.
 
@@ -25,7 +33,10 @@ every fault) and at the end:
 * when an owner has taken the topic over, its log holds every entry acknowledged so far;
 * at the end, every acknowledged entry is read back at its position with its payload, and
   each ledger holds one writer's entries, ledgers in term order (no writes of a fenced
-  owner after a newer owner's).
+  owner after a newer owner's);
+* through the brokers: every receipted message is stored exactly once, each producer's in
+  sequence order; receipts come in send order; no MESSAGE at or before a mark-delete that
+  was persisted before its broker took the topic over.
 """
 
 from __future__ import annotations
@@ -117,7 +128,8 @@ class Owner:
 class DataPathSimulation:
     """See the module docstring. Deliberate bugs the invariants must catch: ``sync_lies``,
     every bookie's disk acknowledges syncs before the data is durable; ``ignore_fences``,
-    every bookie takes adds to fenced ledgers."""
+    every bookie takes adds to fenced ledgers; ``no_deduplication``, the brokers store the
+    producers' resends again."""
 
     def __init__(
         self,
@@ -128,6 +140,7 @@ class DataPathSimulation:
         produce_rate_hz: float = 100.0,
         sync_lies: bool = False,
         ignore_fences: bool = False,
+        no_deduplication: bool = False,
         broker_share: float = 0.5,
     ) -> None:
         self.seed = seed
@@ -137,6 +150,7 @@ class DataPathSimulation:
         self.produce_rate_hz = produce_rate_hz
         self.sync_lies = sync_lies
         self.ignore_fences = ignore_fences
+        self.no_deduplication = no_deduplication
         self.quorums = self.rng.choice(QUORUMS)
         self.through_broker = self.rng.random() < broker_share
         """Whether producers and consumers are clients of the brokers' binary protocol
@@ -306,7 +320,7 @@ class DataPathSimulation:
         service = BrokerService(
             BrokerConfig(
                 cluster_name="simulated",
-                deduplication_enabled=True,
+                deduplication_enabled=not self.no_deduplication,
                 ensemble_size=e,
                 write_quorum=qw,
                 ack_quorum=qa,

@@ -122,17 +122,25 @@ def first_failing_seed(bug: str) -> tuple[int, str]:
     raise AssertionError(f"no seed of {BUGGY_SEEDS_MAX} caught the deliberate bug {bug}")
 
 
-@pytest.mark.parametrize("bug", ["sync_lies", "ignore_fences"])
-def test_a_deliberate_bug_is_caught_by_a_seed_that_replays_it(bug: str) -> None:
+@pytest.mark.parametrize(
+    ("bug", "caught_as"),
+    [
+        ("sync_lies", "acknowledged entry"),
+        ("ignore_fences", "acknowledged entry"),
+        ("no_deduplication", "stored twice"),
+    ],
+)
+def test_a_deliberate_bug_is_caught_by_a_seed_that_replays_it(bug: str, caught_as: str) -> None:
     """Deliberate bugs, through parameters of the simulated parts (the product code is
     unchanged): ``sync_lies``, disks whose syncs return before the data is durable, so a
     crash loses entries the bookies acknowledged; ``ignore_fences``, bookies that take the
-    old writer's adds to a fenced ledger. Some seed must catch each, and replaying that seed
-    must fail the same way."""
+    old writer's adds to a fenced ledger; ``no_deduplication``, brokers with deduplication
+    off, which store a producer's resends of what they had stored already. Some seed must
+    catch each, and replaying that seed must fail the same way."""
     with quiet(True):
         seed, failure = first_failing_seed(bug)
         print(f"{bug} caught by seed {seed}: {failure.splitlines()[0]}")
-        assert "acknowledged entry" in failure, failure
+        assert caught_as in failure, failure
         with pytest.raises(InvariantBroken) as again:
             DataPathSimulation(seed, **{bug: True}).run()  # type: ignore[arg-type]
     assert str(again.value) == failure

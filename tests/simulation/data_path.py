@@ -53,7 +53,7 @@ from pathlib import Path
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
-from magnetar.common.errors import MagnetarError
+from magnetar.common.errors import MagnetarError, ServiceNotReady
 from magnetar.common.names import TopicName
 from magnetar.ledger.client import LedgerClient, LedgerClientConfig
 from magnetar.ledger.placement import PlacementPolicy
@@ -123,6 +123,32 @@ class Owner:
         if self.service is not None:
             return self.service.loaded_topic(TopicName.parse(TOPIC_NAME)) is not None
         return self.ml is not None and not self.fenced
+
+
+class SimulatedOwnership:
+    """What a broker's :class:`~magnetar.broker.ownership.ClusterOwnership` tells its
+    service, decided by the simulation: the broker serves the topic while it is the newest
+    owner and its metadata session lives (a broker whose session expired serves nothing).
+    Without it a broker would serve every topic (a standalone) and take the topic back
+    from its successor as soon as a client came back to it."""
+
+    def __init__(self, sim: DataPathSimulation, owner: Owner) -> None:
+        self._sim = sim
+        self._owner = owner
+
+    def serves(self, name: TopicName) -> bool:
+        owner = self._owner
+        return self._sim.owners[-1] is owner and not owner.store.expired
+
+    async def serving_soon(self, name: TopicName, timeout_ms: int) -> bool:
+        return self.serves(name)
+
+    def require_session(self) -> None:
+        if self._owner.store.expired:
+            raise ServiceNotReady("this broker lost its metadata session (simulated)")
+
+    def bundle_of(self, name: TopicName) -> str:
+        return "simulated-bundle"
 
 
 class DataPathSimulation:
@@ -329,6 +355,7 @@ class DataPathSimulation:
             LedgerClientStorage(owner.client, ensemble_size=e, write_quorum=qw, ack_quorum=qa),
             clock=self.clock,
             ml_config=self._ml_config(),
+            ownership=SimulatedOwnership(self, owner),  # type: ignore[arg-type]
         )
         try:
             await service.start(listen=False)

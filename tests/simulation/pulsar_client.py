@@ -85,6 +85,7 @@ class ClientConnection(asyncio.Protocol):
         self.connected: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.transport: StreamTransport | None = None
+        self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, StreamTransport)
@@ -102,6 +103,8 @@ class ClientConnection(asyncio.Protocol):
         self._decoder.feed_each(data, self._frame)
 
     def _frame(self, frame: Frame) -> None:
+        if self.closed:
+            return  # what arrives after the client closed the connection is not read
         cmd = frame.command
         if isinstance(cmd, Connected):
             if not self.connected.done():
@@ -138,6 +141,7 @@ class ClientConnection(asyncio.Protocol):
             raise Gone("request timed out") from None
 
     def close(self) -> None:
+        self.closed = True
         if self.transport is not None and self.is_open:
             self.transport.close()
 
@@ -287,8 +291,9 @@ class SimProducer(SimClient):
             self.receipted[seq] = pos
             self._on_receipt(self, seq, pos)
         elif isinstance(cmd, (SendError, CloseProducer)):
-            # Pulsar's clients reconnect (and resend) on both
+            # Pulsar's clients close the connection on both, reconnect and resend
             self.errors += isinstance(cmd, SendError)
+            self.drop()
             if self._broken is not None:
                 self._broken.set()
 

@@ -24,6 +24,14 @@ checks CONNECT's credentials (refused: Error ``AuthenticationError``, then close
 expiring ones (AUTH_CHALLENGE/AUTH_RESPONSE), and authorizes LOOKUP, PARTITIONED_METADATA,
 PRODUCER, SUBSCRIBE and GET_TOPICS_OF_NAMESPACE against the role.
 
+A PRODUCER or SUBSCRIBE refused as not served here (ServiceNotReady, or this broker's
+metadata session lost) is preceded by CLOSE_PRODUCER / CLOSE_CONSUMER for its id. The
+official C++ client attaches a producer or consumer to the connection before its request
+and, on a retriable error to a first creation, schedules a reconnection that it then skips
+because the handler is still attached: the creation waits out the operation timeout. The
+close detaches it, so it looks the topic up again (Java's and Magnetar's clients do the
+same on either message alone).
+
 Keep-alive: a PING goes out every ``keep_alive_interval_ms``; a connection with no traffic
 for a whole interval after a PING is closed. Every PING from the client gets a PONG.
 """
@@ -41,7 +49,8 @@ from magnetar.auth import TopicOperation
 from magnetar.broker.connection_auth import ConnectionAuth
 from magnetar.broker.error_reply import failure_reply
 from magnetar.common.clock import Timer
-from magnetar.common.errors import ProtocolError, ServerError
+from magnetar.common.errors import ProtocolError, ServerError, ServiceNotReady
+from magnetar.metadata.store import SessionExpired
 from magnetar.protocol import (
     FRAME_PADDING_BYTES,
     PROTOCOL_VERSION,
@@ -607,6 +616,9 @@ class ServerConnection(asyncio.Protocol):
             try:
                 await self.auth.check_topic(cmd.topic, TopicOperation.PRODUCE)
                 await self.service.create_producer(self, cmd)
+            except (ServiceNotReady, SessionExpired):
+                self.send_command(CloseProducer(producer_id=cmd.producer_id, request_id=0))
+                raise
             finally:
                 self._pending_producers.pop(cmd.producer_id, None)
 
@@ -651,6 +663,9 @@ class ServerConnection(asyncio.Protocol):
             try:
                 await self.auth.check_topic(cmd.topic, TopicOperation.CONSUME, cmd.subscription)
                 await self.service.subscribe(self, cmd)
+            except (ServiceNotReady, SessionExpired):
+                self.send_command(CloseConsumer(consumer_id=cmd.consumer_id, request_id=0))
+                raise
             finally:
                 self._pending_consumers.pop(cmd.consumer_id, None)
 

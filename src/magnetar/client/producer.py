@@ -278,7 +278,9 @@ class Producer:
             self._write(cnx, op)
 
     def on_disconnect(self, connection: Connection, closed_by_broker: bool) -> None:
-        if self._cnx is not connection and self._cnx is not None:
+        # Not attached to it (a close for a creation still in flight): the creation's own
+        # failure retries; a second reconnection here would race it.
+        if self._cnx is not connection:
             return
         self._cnx = None
         if self._state in (_State.CLOSING, _State.CLOSED):

@@ -47,6 +47,8 @@ from magnetar.protocol import (
     Producer,
     ProducerAccessMode,
     ProducerSuccess,
+    SendError,
+    SendReceipt,
     Subscribe,
     SubType,
     Success,
@@ -61,10 +63,14 @@ TIMEOUT_S = 15.0
 
 @asynccontextmanager
 async def running_broker(
-    tmp_path: Path, *, clock: Clock | None = None, **config: Any
+    tmp_path: Path,
+    *,
+    clock: Clock | None = None,
+    bookies: list[Bookie] | None = None,
+    **config: Any,
 ) -> AsyncIterator[BrokerService]:
-    """A started broker on a free port over one real bookie (E = Qw = Qa = 1); everything
-    is closed on exit, also when the test fails."""
+    """A started broker on a free port over one real bookie (E = Qw = Qa = 1), appended to
+    ``bookies`` when given; everything is closed on exit, also when the test fails."""
     store = await connect("memory:")
     bookie = Bookie(
         BookieConfig(data_dir=tmp_path / "bookie", port=0, disk_free_min_bytes=0), store
@@ -73,6 +79,8 @@ async def running_broker(
     service: BrokerService | None = None
     try:
         await bookie.start()
+        if bookies is not None:
+            bookies.append(bookie)
         client = LedgerClient(store, local_bookies=[bookie])
         storage = LedgerClientStorage(client, ensemble_size=1, write_quorum=1, ack_quorum=1)
         service = BrokerService(BrokerConfig(port=0, **config), store, storage, clock=clock)
@@ -393,3 +401,29 @@ async def test_queued_producer_duplicate_close_and_disconnect(tmp_path: Path) ->
         await wait_until_async(lambda: loaded.access.waiting == [], timeout_s=TIMEOUT_S)
         for raw in (holder, waiter):
             await raw.close()
+
+
+async def test_a_failed_write_disconnects_its_producer(tmp_path: Path) -> None:
+    """As Pulsar's broker does, a producer whose write failed is disconnected
+    (CLOSE_PRODUCER): a later SEND of it must not be stored before the client resends the
+    failed one, or its order breaks and deduplication takes the resend for a duplicate of
+    the later one (receipted, never stored). Found by the data-path simulation."""
+    bookies: list[Bookie] = []
+    async with running_broker(tmp_path, bookies=bookies, deduplication_enabled=True) as broker:
+        topic = new_topic()
+        raw = await AsyncRawClient.open(broker.port)
+        await raw.request(producer_cmd(raw, topic, 1, producer_name="p"))
+
+        def send(seq: int) -> None:
+            md = MessageMetadata(producer_name="p", sequence_id=seq, publish_time=1)
+            raw.writer.write(b"".join(encode_send(1, seq, md, b"x")))
+
+        send(0)
+        await raw.wait_for(lambda f: isinstance(f.command, SendReceipt))
+        await bookies[0].stop()  # the only bookie: every write fails from here
+        send(1)
+        await raw.wait_for(lambda f: isinstance(f.command, SendError))
+        closed = await raw.wait_for(lambda f: isinstance(f.command, CloseProducer))
+        assert closed.command.producer_id == 1  # type: ignore[attr-defined]
+        send(2)  # for a producer the broker closed: the connection goes
+        assert await raw.closed_by_broker()

@@ -83,7 +83,8 @@ def run_seed(seed: int, test: str, **options: object) -> DataPathSimulation:
 def test_seeded_data_path_keeps_the_invariants() -> None:
     seeds = seeds_to_run()
     print(f"data path seeds: {seeds[0]}..{seeds[-1]}")
-    acked = crashes = takeovers = faults = 0
+    acked = crashes = takeovers = faults = through_broker = receipted = reconnects = 0
+    metadata_faults = 0
     with quiet(len(seeds) > 1):
         for seed in seeds:
             sim = run_seed(seed, "test_seeded_data_path_keeps_the_invariants", **OPTIONS)
@@ -91,11 +92,24 @@ def test_seeded_data_path_keeps_the_invariants() -> None:
             crashes += sum(b.crashes for b in sim.bookies.values())
             takeovers += len(sim.owners) - 1
             faults += len(sim.faults)
-    print(f"acknowledged {acked}, bookie crashes {crashes}, take-overs {takeovers}")
+            metadata_faults += sum(o.store.losses > 0 for o in sim.owners)
+            if sim.through_broker:
+                through_broker += 1
+                receipted += len(sim.receipted)
+                reconnects += sum(c.connections - 1 for c in sim.clients)
+    print(
+        f"acknowledged {acked}, bookie crashes {crashes}, take-overs {takeovers}, owners "
+        f"that lost the metadata store {metadata_faults}; through the brokers' protocol: "
+        f"{through_broker} seeds, {receipted} receipted, {reconnects} client reconnections"
+    )
     if len(seeds) > 1:  # the runs must have exercised what they claim to test
         assert acked >= 5 * len(seeds), acked
         assert takeovers >= len(seeds), takeovers
         assert crashes >= len(seeds) // 2, crashes
+        assert metadata_faults >= len(seeds) // 10, metadata_faults
+        assert len(seeds) // 3 <= through_broker <= 2 * len(seeds) // 3, through_broker
+        assert receipted >= 3 * through_broker, receipted
+        assert reconnects >= through_broker, reconnects
 
 
 def first_failing_seed(bug: str) -> tuple[int, str]:
@@ -108,24 +122,36 @@ def first_failing_seed(bug: str) -> tuple[int, str]:
     raise AssertionError(f"no seed of {BUGGY_SEEDS_MAX} caught the deliberate bug {bug}")
 
 
-@pytest.mark.parametrize("bug", ["sync_lies", "ignore_fences"])
-def test_a_deliberate_bug_is_caught_by_a_seed_that_replays_it(bug: str) -> None:
+@pytest.mark.parametrize(
+    ("bug", "caught_as"),
+    [
+        ("sync_lies", "acknowledged entry"),
+        ("ignore_fences", "acknowledged entry"),
+        ("no_deduplication", "stored twice"),
+    ],
+)
+def test_a_deliberate_bug_is_caught_by_a_seed_that_replays_it(bug: str, caught_as: str) -> None:
     """Deliberate bugs, through parameters of the simulated parts (the product code is
     unchanged): ``sync_lies``, disks whose syncs return before the data is durable, so a
     crash loses entries the bookies acknowledged; ``ignore_fences``, bookies that take the
-    old writer's adds to a fenced ledger. Some seed must catch each, and replaying that seed
-    must fail the same way."""
+    old writer's adds to a fenced ledger; ``no_deduplication``, brokers with deduplication
+    off, which store a producer's resends of what they had stored already. Some seed must
+    catch each, and replaying that seed must fail the same way."""
     with quiet(True):
         seed, failure = first_failing_seed(bug)
         print(f"{bug} caught by seed {seed}: {failure.splitlines()[0]}")
-        assert "acknowledged entry" in failure, failure
+        assert caught_as in failure, failure
         with pytest.raises(InvariantBroken) as again:
             DataPathSimulation(seed, **{bug: True}).run()  # type: ignore[arg-type]
     assert str(again.value) == failure
 
 
-def test_a_seed_replays_exactly_in_another_process() -> None:
-    """One seed, two processes with different string hashing: the same run."""
-    outputs = fingerprints_across_processes("simulation.data_path", "DataPathSimulation", seed=7)
+@pytest.mark.parametrize(("seed", "through_broker"), [(7, False), (8, True)])
+def test_a_seed_replays_exactly_in_another_process(seed: int, through_broker: bool) -> None:
+    """One seed, two processes with different string hashing: the same run (a seed whose
+    clients call the managed ledger, and one whose clients go through the brokers)."""
+    outputs = fingerprints_across_processes("simulation.data_path", "DataPathSimulation", seed=seed)
     assert len(outputs) == 1, outputs
-    assert "owns the topic" in next(iter(outputs))
+    fingerprint = next(iter(outputs))
+    assert "owns the topic" in fingerprint
+    assert ("producer-0" in fingerprint) == through_broker, fingerprint

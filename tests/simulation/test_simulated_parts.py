@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from magnetar.metadata import ConnectionLoss, SessionExpired, SessionState, connect
 from magnetar.testing.simulation import (
     LoopClock,
     SimulatedDisk,
@@ -15,6 +16,8 @@ from magnetar.testing.simulation import (
     SimulatedNetwork,
     SimulationStuck,
 )
+from magnetar.testing.simulation.metadata import UnreliableStore
+from magnetar.testing.simulation.stream import open_stream
 
 
 def run(coro_factory):  # type: ignore[no-untyped-def]
@@ -133,3 +136,68 @@ def test_files_start_where_a_restart_began_a_new_one() -> None:
     disk.write(b"torn")
     disk.crash(random.Random(4))
     assert disk.files()[0] == b"first" and disk.files()[1].startswith(b"second")
+
+
+class Recorder(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.data = b""
+        self.lost: list[str] = []
+
+    def data_received(self, data: bytes) -> None:
+        self.data += data
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost.append(type(exc).__name__ if exc else "closed")
+
+
+def test_a_stream_delivers_bytes_in_order_then_the_close_and_a_reset_cuts_both_ends() -> None:
+    async def main(loop: SimulatedLoop) -> None:
+        net = SimulatedNetwork(loop, random.Random(3))
+        client, server = Recorder(), Recorder()
+        transport = open_stream(net, "c", client, "s", server)
+        for i in range(50):
+            transport.write(b"%d," % i)
+        net.partition("c", "s")
+        transport.write(b"held,")
+        await asyncio.sleep(1)
+        assert server.data == b"".join(b"%d," % i for i in range(50))
+        net.heal("c", "s")
+        transport.close()
+        await asyncio.sleep(1)
+        assert server.data.endswith(b"held,")
+        assert server.lost == ["closed"] and client.lost == ["closed"]
+
+        client, server = Recorder(), Recorder()
+        transport = open_stream(net, "c", client, "s", server)
+        transport.write(b"lost")
+        transport.reset()
+        await asyncio.sleep(1)
+        assert server.data == b""
+        assert client.lost == server.lost == ["ConnectionResetError"]
+
+    run(main)
+
+
+def test_an_unreliable_store_loses_its_connection_and_its_session() -> None:
+    async def main(loop: SimulatedLoop) -> None:
+        inner = await connect("memory:", clock=LoopClock(loop))
+        store = UnreliableStore(inner, random.Random(5))
+        await store.put("/a", b"1")
+        store.unreachable = True
+        with pytest.raises(ConnectionLoss):
+            await store.get("/a")
+        applied = 0
+        for i in range(20):  # a lost write's outcome is unknown: some were applied
+            with pytest.raises(ConnectionLoss):
+                await store.put(f"/w{i}", b"")
+            applied += await inner.exists(f"/w{i}") is not None
+        assert 0 < applied < 20
+        store.unreachable = False
+        assert (await store.get("/a")).value == b"1"
+        store.expire()
+        with pytest.raises(SessionExpired):
+            await store.get("/a")
+        assert store.session_state is SessionState.LOST
+        await inner.close()
+
+    run(main)

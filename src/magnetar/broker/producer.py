@@ -204,6 +204,7 @@ class Producer:
         self.connection.release_publish_bytes(
             sum([op.size_bytes for op in accepted[offset : offset + count]])
         )
+        disconnect = False
         if err is not None or first is None:
             if dedup is not None:
                 dedup.reset_pushed()
@@ -211,6 +212,8 @@ class Producer:
                 # Another broker took the topic over: tell its clients to look it up
                 # again (CLOSE_PRODUCER / CLOSE_CONSUMER), not to retry here.
                 topic.service.spawn(topic.service.topic_taken_over(topic))
+            else:
+                disconnect = True
             code, message = wire_error(err or MagnetarError("publish failed"))
             if code is ServerError.UnknownError:
                 code = ServerError.PersistenceError
@@ -232,6 +235,13 @@ class Producer:
                     dedup.record_persisted(name, *persisted[i])
                 topic.dedup_advanced(Position(ledger_id, entry_id - 1))
         self._flush_answers()
+        if disconnect and not self.closed:
+            # Disconnect the producer (its errors sent first), as Pulsar's broker does on a
+            # failed write: a later SEND of it must not be stored before the client resends
+            # the failed ones, or its order breaks and deduplication takes a resend for a
+            # duplicate of the later one (receipted, never stored).
+            topic.remove_producer(self)
+            self.connection.producer_closed_by_broker(self)
 
     def _publish_pause_s(self, messages: int, size_bytes: int) -> float:
         """Account one publish against the topic's, the namespace's and this producer's

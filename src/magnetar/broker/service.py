@@ -202,11 +202,17 @@ class BrokerService:
 
     # --- lifecycle -----------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, *, listen: bool = True) -> None:
+        """Initialize the metadata, then listen. ``listen=False`` opens no socket: the
+        caller connects each :class:`ServerConnection` (``ServerConnection(service)``) to a
+        transport of its own (the seeded simulation's network)."""
         # Bad TLS settings fail the start before anything listens (TlsConfigError).
         tls_context = None if self.config.tls_port is None else server_ssl_context(self.config)
         await self._initialize_metadata()
         await self.policies.start()
+        if not listen:
+            self._start_background()
+            return
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
             lambda: ServerConnection(self), self.config.host, self.config.port, backlog=1024
@@ -228,6 +234,9 @@ class BrokerService:
             )
             self.tls_port = int(self._tls_server.sockets[0].getsockname()[1])
             log.info("broker TLS listening on %s:%d", self.config.host, self.tls_port)
+        self._start_background()
+
+    def _start_background(self) -> None:
         self.spawn(self._sample_meters())
         self.spawn(self._close_overdue_partial_frames())
         if self.config.delete_inactive_topics_frequency_s > 0:

@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import os
 import socket
 import struct
@@ -142,14 +143,15 @@ class EndToEnd:
 
 
 def latency_keys(prefix: str, seconds: list[float]) -> dict[str, float]:
-    """OMB's ``<prefix>Avg``, ``<prefix>50pct`` … ``9999pct`` and ``<prefix>Max``, in ms."""
+    """OMB's ``<prefix>Avg``, ``<prefix>50pct`` … ``9999pct`` (nearest rank) and
+    ``<prefix>Max``, in ms, of ``seconds``."""
     if not seconds:
         return {}
     ordered = sorted(seconds)
     n = len(ordered)
     out = {f"{prefix}Avg": sum(ordered) / n * 1000}
     for name, q in QUANTILES:
-        out[f"{prefix}{name}"] = ordered[min(n - 1, max(0, int(n * q + 0.5) - 1))] * 1000
+        out[f"{prefix}{name}"] = ordered[min(n - 1, max(0, math.ceil(n * q) - 1))] * 1000
     out[f"{prefix}Max"] = ordered[-1] * 1000
     return out
 

@@ -331,6 +331,7 @@ async def run_raw(
     on_delivery: Callable[[memoryview], None] | None = None,
     drain_s: float = 60.0,
     undrained_ok: bool = False,
+    ack_every: int | None = None,
 ) -> dict[str, float]:
     """Produce round-robin to ``topics`` for ``seconds`` while a consumer drains every one;
     returns rates, the generator's CPU per message and, when rate-limited, publish
@@ -341,7 +342,9 @@ async def run_raw(
     ``publish_latencies``, when given, receives every SEND's latency in seconds, rate-limited
     or not; ``on_delivery`` sees every MESSAGE frame. The consumers wait at most ``drain_s``
     for the last message after the producer's last receipt, then raise TimeoutError, or
-    with ``undrained_ok`` report the messages still undelivered (``undrained_messages``)."""
+    with ``undrained_ok`` report the messages still undelivered (``undrained_messages``).
+    Each consumer acknowledges cumulatively every ``ack_every`` messages (a quarter of its
+    permits by default); deliveries beyond the messages sent show as ``excess_deliveries``."""
     per_send = frames.per_send
     prod = await connect(port, host)
     cons = await connect(port, host)
@@ -359,6 +362,7 @@ async def run_raw(
         await prod.request(Producer(topic=topic, producer_id=i, request_id=200 + i))
     assert cons.transport is not None and prod.transport is not None
     permits = 20_000 if per_send == 1 else 200_000
+    ack_at = permits // 4 if ack_every is None else ack_every
     for i in range(1, consumers + 1):
         cons.transport.write(encode(Flow(consumer_id=i, message_permits=permits)))
     loop = asyncio.get_running_loop()
@@ -387,7 +391,7 @@ async def run_raw(
         if granted[cid] >= permits // 2:
             cons_write(encode(Flow(consumer_id=cid, message_permits=granted[cid])))
             granted[cid] = 0
-        if consumed_at[cid] >= permits // 4:
+        if consumed_at[cid] >= ack_at:
             consumed_at[cid] = 0
             cmd = decode_one(frame).command
             assert isinstance(cmd, Message) and cmd.consumer_id == cid
@@ -395,7 +399,7 @@ async def run_raw(
                 encode(Ack(consumer_id=cid, ack_type=AckType.Cumulative,
                            message_id=(cmd.message_id,)))
             )  # fmt: skip
-        if received == target and not finished.done():
+        if received >= target >= 0 and not finished.done():
             finished.set_result(None)
 
     cons_write = cons.transport.write
@@ -483,6 +487,8 @@ async def run_raw(
     }
     if consume and received < target:
         result["undrained_messages"] = float(target - received)
+    if received > target:
+        result["excess_deliveries"] = float(received - target)
     if latencies:
         latencies.sort()
         for name, q in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999)):

@@ -25,15 +25,17 @@ Workloads (``--workloads``, comma-separated; all by default):
   15 000 msg/s produced in batches of 100 (1.5 M deliveries/s offered): ``consumeRate``
   counts deliveries (issue 39's target: ≥ 1 M/s).
 
-Durations are seconds (``--seconds``, 10 by default); ``--omb-durations`` runs each for
-its OMB ``testDurationMinutes`` instead. Each workload runs against a fresh broker (a new
+Consumers acknowledge cumulatively every ``--ack-every`` messages (100 unbatched, 1000
+batched by default: a broker may redeliver what stays unacknowledged, which shows as
+``excessDeliveries``). Durations are seconds (``--seconds``, 10 by default);
+``--omb-durations`` runs each for its OMB ``testDurationMinutes`` instead. Each workload runs against a fresh broker (a new
 ``magnetar standalone``; a new ``pulsar-lite`` with ``--peer pulsar-lite``) or on new topics
 of an external broker (``--peer pulsar://host:port``). With ``--peer`` both Magnetar and
 the peer run, alternating for ``--rounds`` rounds (medians), and the table shows
 Magnetar/peer ratios (rates: higher is better; latencies: lower is better). Usage::
 
     python benchmarks/omb.py [--workloads A,B] [--seconds S | --omb-durations]
-        [--peer pulsar-lite|pulsar://host:port] [--peer-only] [--rounds N]
+        [--peer pulsar-lite|pulsar://host:port] [--peer-only] [--rounds N] [--ack-every N]
 
 Writes ``benchmarks/results/omb.json``: one OMB ``TestResult`` per workload, driver and
 round (OMB's keys: ``publishRate``, ``consumeRate``, ``backlog``, ``publishLatencyAvg`` …
@@ -256,9 +258,16 @@ def tree_cpu_s(pid: int) -> float:
     return total
 
 
-def run_workload(w: Workload, broker: Broker, seconds: float) -> dict[str, object]:
-    """One OMB ``TestResult`` of ``w`` against ``broker`` (already started)."""
+def run_workload(
+    w: Workload, broker: Broker, seconds: float, ack_every: int | None = None
+) -> dict[str, object]:
+    """One OMB ``TestResult`` of ``w`` against ``broker`` (already started); each consumer
+    acknowledges cumulatively every ``ack_every`` messages (by default every 100 unbatched,
+    every 10 entries batched: OMB's consumers acknowledge every message, and a broker may
+    redeliver what stays unacknowledged; the raw consumer decodes only what it acknowledges)."""
     frames = StampedFrames(w.message_size, w.batched)
+    if ack_every is None:
+        ack_every = max(100, 10 * frames.per_send)
     stamp = time.time_ns()
     topics = [f"persistent://public/default/omb-{w.name}-{stamp}-{i}" for i in range(w.topics)]
     publish: list[float] = []
@@ -269,7 +278,7 @@ def run_workload(w: Workload, broker: Broker, seconds: float) -> dict[str, objec
         run_raw(broker.port, topics, frames, seconds, rate,  # type: ignore[arg-type]
                 host=broker.host, subscriptions=w.subscriptions_per_topic,
                 publish_latencies=publish, on_delivery=e2e, drain_s=max(60.0, seconds),
-                undrained_ok=True)
+                undrained_ok=True, ack_every=ack_every)
     )  # fmt: skip
     result: dict[str, object] = {
         "workload": w.name,
@@ -285,6 +294,7 @@ def run_workload(w: Workload, broker: Broker, seconds: float) -> dict[str, objec
         "publishRate": [r["produce_msg_per_s"]],
         "consumeRate": [r["consume_msg_per_s"]],
         "backlog": [int(r.get("undrained_messages", 0))],
+        "excessDeliveries": int(r.get("excess_deliveries", 0)),
     }
     for prefix, values in (
         ("publishLatency", publish),
@@ -307,7 +317,7 @@ def fresh(driver: str, peer: str | None) -> Broker:
 
 
 TABLE_KEYS = (
-    "publishRate", "consumeRate", "backlog", "publishLatency50pct", "publishLatency99pct",
+    "publishRate", "consumeRate", "backlog", "excessDeliveries", "publishLatency50pct", "publishLatency99pct",
     "publishLatency999pct", "publishLatency9999pct", "publishLatencyMax",
     "endToEndLatency50pct", "endToEndLatency99pct", "endToEndLatency999pct",
     "endToEndLatency9999pct", "brokerCpuUsPerMessage",
@@ -377,6 +387,9 @@ def main() -> None:
                         "fresh per workload) or pulsar://host:port (already running)")  # fmt: skip
     parser.add_argument("--peer-only", action="store_true", help="run the peer only")
     parser.add_argument("--rounds", type=int, default=1, help="alternating rounds (medians)")
+    parser.add_argument("--ack-every", type=int, default=None, metavar="N",
+                        help="each consumer acknowledges cumulatively every N messages "
+                        "(default: 100 unbatched, 1000 batched)")  # fmt: skip
     args = parser.parse_args()
     names = args.workloads.split(",")
     unknown = [n for n in names if n not in WORKLOADS]
@@ -401,7 +414,7 @@ def main() -> None:
                 print(f"round {round_no}/{args.rounds}: {name} on {driver}", file=sys.stderr,
                       flush=True)  # fmt: skip
                 with fresh(driver, args.peer) as broker:
-                    result = run_workload(w, broker, seconds)
+                    result = run_workload(w, broker, seconds, args.ack_every)
                 result["driver"] = driver
                 result["round"] = round_no
                 runs.append(result)

@@ -225,9 +225,9 @@ class Conn(asyncio.Protocol):
                 return frame.command  # type: ignore[attr-defined]
 
 
-async def connect(port: int) -> Conn:
+async def connect(port: int, host: str = "127.0.0.1") -> Conn:
     loop = asyncio.get_running_loop()
-    _, conn = await loop.create_connection(Conn, "127.0.0.1", port)
+    _, conn = await loop.create_connection(Conn, host, port)
     assert conn.transport is not None
     conn.transport.write(encode(Connect(client_version="bench", protocol_version=20)))
     await asyncio.wait_for(conn.frames.get(), 30)
@@ -324,34 +324,54 @@ async def run_raw(
     seconds: float,
     rate_limit_sends: float | None = None,
     consume: bool = True,
+    *,
+    host: str = "127.0.0.1",
+    subscriptions: int = 1,
+    publish_latencies: list[float] | None = None,
+    on_delivery: Callable[[memoryview], None] | None = None,
+    drain_s: float = 60.0,
+    undrained_ok: bool = False,
+    ack_every: int | None = None,
 ) -> dict[str, float]:
     """Produce round-robin to ``topics`` for ``seconds`` while a consumer drains every one;
     returns rates, the generator's CPU per message and, when rate-limited, publish
-    latencies (SEND written → SEND_RECEIPT read; receipts of one producer come in order)."""
+    latencies (SEND written → SEND_RECEIPT read; receipts of one producer come in order).
+
+    ``subscriptions`` per topic (``bench``, ``bench-1``, ...) each receive every message
+    (fan-out: the consume rate counts deliveries; at most 127 consumers in all);
+    ``publish_latencies``, when given, receives every SEND's latency in seconds, rate-limited
+    or not; ``on_delivery`` sees every MESSAGE frame. The consumers wait at most ``drain_s``
+    for the last message after the producer's last receipt, then raise TimeoutError, or
+    with ``undrained_ok`` report the messages still undelivered (``undrained_messages``).
+    Each consumer acknowledges cumulatively every ``ack_every`` messages (a quarter of its
+    permits by default); deliveries beyond the messages sent show as ``excess_deliveries``."""
     per_send = frames.per_send
-    prod = await connect(port)
-    cons = await connect(port)
+    prod = await connect(port, host)
+    cons = await connect(port, host)
     n = len(topics)
+    consumers = n * subscriptions if consume else 0
+    assert consumers < 128, "consumer ids are read as one byte"
     for i, topic in enumerate(topics, 1):
-        if not consume:
-            await prod.request(Producer(topic=topic, producer_id=i, request_id=200 + i))
-            continue
-        await cons.request(
-            Subscribe(topic=topic, subscription="bench", sub_type=SubType.Exclusive,
-                      consumer_id=i, request_id=100 + i)
-        )  # fmt: skip
+        if consume:
+            for s in range(subscriptions):
+                await cons.request(
+                    Subscribe(topic=topic, subscription=f"bench-{s}" if s else "bench",
+                              sub_type=SubType.Exclusive, consumer_id=s * n + i,
+                              request_id=100 + s * n + i)
+                )  # fmt: skip
         await prod.request(Producer(topic=topic, producer_id=i, request_id=200 + i))
     assert cons.transport is not None and prod.transport is not None
     permits = 20_000 if per_send == 1 else 200_000
-    for i in range(1, n + 1 if consume else 1):
+    ack_at = permits // 4 if ack_every is None else ack_every
+    for i in range(1, consumers + 1):
         cons.transport.write(encode(Flow(consumer_id=i, message_permits=permits)))
     loop = asyncio.get_running_loop()
     finished = loop.create_future()
 
     # --- consumer: count MESSAGE frames, grant permits, ack cumulatively now and then ---
     received = 0
-    granted = [0] * (n + 1)
-    consumed_at = [0] * (n + 1)
+    granted = [0] * (consumers + 1)
+    consumed_at = [0] * (consumers + 1)
     target = -1
 
     def on_message(kind: int, frame: memoryview) -> None:
@@ -359,6 +379,8 @@ async def run_raw(
         if kind != _TYPE_MESSAGE:
             print("consumer got", decode_one(frame).command)
             return
+        if on_delivery is not None:
+            on_delivery(frame)
         received += per_send
         cmd = None
         # BaseCommand{type=MESSAGE; message(len < 128){consumer_id(< 128), ...}}
@@ -369,7 +391,7 @@ async def run_raw(
         if granted[cid] >= permits // 2:
             cons_write(encode(Flow(consumer_id=cid, message_permits=granted[cid])))
             granted[cid] = 0
-        if consumed_at[cid] >= permits // 4:
+        if consumed_at[cid] >= ack_at:
             consumed_at[cid] = 0
             cmd = decode_one(frame).command
             assert isinstance(cmd, Message) and cmd.consumer_id == cid
@@ -377,7 +399,7 @@ async def run_raw(
                 encode(Ack(consumer_id=cid, ack_type=AckType.Cumulative,
                            message_id=(cmd.message_id,)))
             )  # fmt: skip
-        if received == target and not finished.done():
+        if received >= target >= 0 and not finished.done():
             finished.set_result(None)
 
     cons_write = cons.transport.write
@@ -388,14 +410,17 @@ async def run_raw(
     acked = 0
     seq = 0
     send_times: collections.deque[float] = collections.deque()
-    latencies: list[float] = []
+    latencies: list[float] = [] if publish_latencies is None else publish_latencies
     limited = rate_limit_sends is not None
+    timed = limited or publish_latencies is not None
     stopping = False
     write = prod.transport.writelines
     frame = frames.frame
 
     def send(count: int) -> None:
         nonlocal sent, seq
+        if timed:
+            send_times.extend([time.perf_counter()] * count)
         out: list[bytes] = []
         for _ in range(count):
             out.extend(frame(seq % n + 1, seq))
@@ -408,7 +433,7 @@ async def run_raw(
         if kind != _TYPE_SEND_RECEIPT:
             raise SystemExit(f"producer got {decode_one(data).command}")
         acked += 1
-        if limited:
+        if timed:
             latencies.append(time.perf_counter() - send_times.popleft())
 
     def on_receipts(data: bytes) -> None:
@@ -432,7 +457,6 @@ async def run_raw(
         while (now := time.perf_counter()) < deadline:
             due = min(int((now - t0) * rate_limit_sends) - sent, WINDOW_SENDS - (sent - acked))
             if due > 0:
-                send_times.extend([now] * due)
                 send(due)
             await asyncio.sleep(0.001)
     else:
@@ -442,20 +466,29 @@ async def run_raw(
     if acked < sent:
         await asyncio.wait_for(all_acked, 60)
     produce_s = time.perf_counter() - t0
-    target = sent * per_send
+    produced = sent * per_send
+    target = produced * subscriptions
     if received < target and consume:
-        await asyncio.wait_for(finished, 60)
+        try:
+            await asyncio.wait_for(finished, drain_s)
+        except TimeoutError:
+            if not undrained_ok:
+                raise
     consume_s = time.perf_counter() - t0
     generator_cpu_s = time.process_time() - cpu0
     for c in (prod, cons):
         assert c.transport is not None
         c.transport.close()
     result = {
-        "messages": float(target),
-        "produce_msg_per_s": target / produce_s,
+        "messages": float(produced),
+        "produce_msg_per_s": produced / produce_s,
         "consume_msg_per_s": received / consume_s,
-        "generator_cpu_us_per_msg": generator_cpu_s / max(target, 1) * 1e6,
+        "generator_cpu_us_per_msg": generator_cpu_s / max(produced, 1) * 1e6,
     }
+    if consume and received < target:
+        result["undrained_messages"] = float(target - received)
+    if received > target:
+        result["excess_deliveries"] = float(received - target)
     if latencies:
         latencies.sort()
         for name, q in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999)):

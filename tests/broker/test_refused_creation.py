@@ -21,6 +21,7 @@ from typing import Any
 
 import pulsar
 
+from magnetar.broker.service import BrokerService
 from magnetar.client import Client, ConsumerType
 from magnetar.common.errors import ServerError, ServiceNotReady
 from magnetar.common.names import TopicName
@@ -35,13 +36,30 @@ RECEIVER_QUEUE_SIZE = 100
 
 
 class TopicLoad(asyncio.Future[object]):
-    """A load of a topic in progress: counts the requests waiting on it."""
+    """A load of ``topic`` in progress on ``broker`` (another request is loading it): counts
+    the requests waiting on it."""
 
     waiting = 0
+
+    def __init__(self, broker: BrokerService, topic: str) -> None:
+        super().__init__()
+        self.broker, self.topic = broker, topic
+        broker._topics[topic] = self  # type: ignore[assignment]
 
     def add_done_callback(self, fn: Any, *, context: Any = None) -> None:
         self.waiting += 1
         super().add_done_callback(fn, context=context)
+
+    async def interrupt_once_both_wait(self) -> None:
+        """Once the client's SUBSCRIBE and PRODUCER wait on the load, interrupt it (its
+        connection went away): both are refused."""
+        await wait_until_async(
+            lambda: self.waiting == 2,
+            timeout_s=OPERATION_TIMEOUT_S,
+            what="the client's SUBSCRIBE and PRODUCER waiting on the load",
+        )
+        del self.broker._topics[self.topic]
+        self.set_exception(ServiceNotReady(f"loading {self.topic} was interrupted"))
 
 
 def closes(raw: AsyncRawClient, kind: type[CloseProducer] | type[CloseConsumer], id_: int) -> bool:
@@ -76,10 +94,7 @@ async def test_the_official_client_subscribes_after_an_interrupted_topic_load(
 ) -> None:
     async with cluster_broker(tmp_path) as (broker, _store):
         topic = f"persistent://public/default/interrupted-{uuid.uuid4().hex[:8]}"
-        # Another request is loading the topic: the client's requests wait on that load,
-        # which is then interrupted (its connection went away): they are refused.
-        load = TopicLoad()
-        broker._topics[topic] = load  # type: ignore[assignment]
+        load = TopicLoad(broker, topic)
         client = pulsar.Client(broker.service_url, operation_timeout_seconds=OPERATION_TIMEOUT_S)
         try:
             subscribing = asyncio.create_task(
@@ -88,13 +103,7 @@ async def test_the_official_client_subscribes_after_an_interrupted_topic_load(
                 )
             )
             producing = asyncio.create_task(asyncio.to_thread(client.create_producer, topic))
-            await wait_until_async(
-                lambda: load.waiting == 2,
-                timeout_s=OPERATION_TIMEOUT_S,
-                what="the client's SUBSCRIBE and PRODUCER waiting on the load",
-            )
-            del broker._topics[topic]
-            load.set_exception(ServiceNotReady(f"loading {topic} was interrupted"))
+            await load.interrupt_once_both_wait()
             consumer = await subscribing
             producer = await producing
             await asyncio.to_thread(producer.send, b"after the refusal")
@@ -109,8 +118,7 @@ async def test_magnetar_client_subscribes_once_after_an_interrupted_topic_load(
 ) -> None:
     async with cluster_broker(tmp_path) as (broker, _store):
         topic = f"persistent://public/default/interrupted-{uuid.uuid4().hex[:8]}"
-        load = TopicLoad()
-        broker._topics[topic] = load  # type: ignore[assignment]
+        load = TopicLoad(broker, topic)
         async with Client(
             broker.service_url, operation_timeout_seconds=OPERATION_TIMEOUT_S
         ) as client:
@@ -123,13 +131,7 @@ async def test_magnetar_client_subscribes_once_after_an_interrupted_topic_load(
                 )
             )
             producing = asyncio.create_task(client.create_producer(topic))
-            await wait_until_async(
-                lambda: load.waiting == 2,
-                timeout_s=OPERATION_TIMEOUT_S,
-                what="the client's SUBSCRIBE and PRODUCER waiting on the load",
-            )
-            del broker._topics[topic]
-            load.set_exception(ServiceNotReady(f"loading {topic} was interrupted"))
+            await load.interrupt_once_both_wait()
             consumer = await subscribing
             producer = await producing
             await producer.send(b"after the refusal")

@@ -56,34 +56,7 @@ import json, sys
 import magnetar.standalone
 print(json.dumps(sorted(sys.modules)))
 """
-SERVING = """
-import asyncio, json, sys, tempfile, urllib.request
-from pathlib import Path
-from magnetar.broker.config import BrokerConfig
-from magnetar.broker_server import BrokerServerConfig
-from magnetar.standalone import Standalone, StandaloneConfig
-
-def get(url: str) -> list[object]:
-    with urllib.request.urlopen(url, timeout=60) as response:
-        return [response.status, json.loads(response.read())]
-
-async def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        server = BrokerServerConfig(http_port=0, broker=BrokerConfig(port=0))
-        node = Standalone(StandaloneConfig(data_dir=Path(tmp), server=server))
-        await node.start()
-        loaded = sorted(sys.modules)  # serving now, as at the ready line
-        assert node.http is not None
-        url = f"http://127.0.0.1:{node.http.port}/admin/v2/clusters"
-        # sent before the admin app is built: it waits for it, then is answered
-        answer = await asyncio.to_thread(get, url)
-        await node.stop()
-    print(json.dumps([loaded, answer]))
-
-asyncio.run(main())
-"""
-
-IDLE_WITHOUT_WORKER = """
+_SERVER_SCRIPT_HEAD = """
 import asyncio, json, sys, tempfile, urllib.request
 from pathlib import Path
 from magnetar.broker.config import BrokerConfig
@@ -97,6 +70,29 @@ def get(url: str) -> list[object]:
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = BrokerServerConfig(http_port=0, broker=BrokerConfig(port=0))
+"""
+"""What both server scripts start with: imports, ``get``, the data and server settings."""
+
+SERVING = (
+    _SERVER_SCRIPT_HEAD
+    + """
+        node = Standalone(StandaloneConfig(data_dir=Path(tmp), server=server))
+        await node.start()
+        loaded = sorted(sys.modules)  # serving now, as at the ready line
+        assert node.http is not None
+        url = f"http://127.0.0.1:{node.http.port}/admin/v2/clusters"
+        # sent before the admin app is built: it waits for it, then is answered
+        answer = await asyncio.to_thread(get, url)
+        await node.stop()
+    print(json.dumps([loaded, answer]))
+
+asyncio.run(main())
+"""
+)
+
+IDLE_WITHOUT_WORKER = (
+    _SERVER_SCRIPT_HEAD
+    + """
         config = StandaloneConfig(data_dir=Path(tmp), server=server, functions_worker=False)
         node = Standalone(config)
         await node.start()
@@ -111,6 +107,7 @@ async def main() -> None:
 
 asyncio.run(main())
 """
+)
 
 
 def output_of(code: str) -> Any:

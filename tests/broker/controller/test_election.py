@@ -221,3 +221,36 @@ async def test_corrupt_state_refuses_to_lead_and_lets_others_try(
     assert await a.election.current_leader() is None  # resigned: nobody is stuck behind it
     with pytest.raises(ControllerDeposed):
         await a.tick()
+
+
+async def test_a_reader_while_the_winner_resumes_sees_no_controller_yet(
+    open_store: OpenStore,
+) -> None:
+    """The election is won before the persisted states are read: a metrics scrape or an
+    admin call in between is told this broker is not (yet) the controller, never half of
+    one (a scrape there answered HTTP 500)."""
+    registry = await open_store()
+    await register(registry, "b1")
+    controller = candidate(await open_store(), "b1", CommandLog())
+    resuming, release = asyncio.Event(), asyncio.Event()
+    resume_replicas = controller._resume_replicas
+
+    async def slow_resume_replicas(epoch: int):  # type: ignore[no-untyped-def]
+        resuming.set()
+        await release.wait()
+        return await resume_replicas(epoch)
+
+    controller._resume_replicas = slow_resume_replicas  # type: ignore[method-assign]
+    campaign = asyncio.create_task(controller.campaign())
+    async with asyncio.timeout(WAIT_S):
+        await resuming.wait()
+    assert controller.election.is_leader
+    with pytest.raises(ControllerDeposed):
+        _ = controller.machine
+    with pytest.raises(ControllerDeposed):
+        _ = controller.replicas
+    release.set()
+    async with asyncio.timeout(WAIT_S):
+        await campaign
+    assert controller.replicas.records == {} and controller.machine.records == {}
+    await controller.resign()

@@ -229,8 +229,10 @@ class ControllerElection:
         epoch = await self.election.campaign()
         try:
             async with self._lock:
-                self._machine = await self._resume(epoch)
-                self._replicas = await self._resume_replicas(epoch)
+                machine = await self._resume(epoch)
+                replicas = await self._resume_replicas(epoch)
+                # Both at once: a reader between the two awaits must not see half a controller.
+                self._machine, self._replicas = machine, replicas
                 now_ms = self._clock.now_ms()
                 await self._apply([*self._machine.start(now_ms), *self._replicas.start(now_ms)])
         except BaseException:
@@ -409,7 +411,7 @@ class ControllerElection:
             if self._replicas is not None:
                 self._replicas.epoch_changed((self.election.epoch or 0) + 1)
             self._broken = True
-        if self._machine is None or self._broken:
+        if self._machine is None or self._replicas is None or self._broken:
             raise ControllerDeposed(f"{self.broker_id} is not the controller")
 
     async def _run(self, event: _Event) -> None:

@@ -12,7 +12,10 @@ and tests.
 
 With ``functions_worker`` one ``magnetar functions-worker`` starts once the brokers are ready,
 without being waited for (:meth:`LocalCluster.wait_functions_worker` waits for it): its REST
-API is on its own port (:attr:`LocalCluster.functions_worker_url`).
+API is on its own port (:attr:`LocalCluster.functions_worker_url`), and every broker is given
+that URL (``--function-worker-web-service-url``), so the brokers' HTTP ports serve
+``/admin/v3/functions|sources|sinks`` and ``/admin/v2/worker`` too
+(:mod:`magnetar.admin.function_worker_forward`).
 
 Layout under ``data_dir``: ``zookeeper/``, ``bookie-<i>/`` (the bookie's data),
 ``functions-worker/`` (the worker's packages and instances' files), one ``<name>.log`` per
@@ -494,6 +497,11 @@ class LocalCluster:
             "--log-level", cfg.log_level,
             *cfg.broker_args,
             *self._token_args(),
+            *(
+                ()
+                if self.functions_worker_url is None
+                else ("--function-worker-web-service-url", self.functions_worker_url)
+            ),
         )  # fmt: skip
         return ClusterProcess(
             f"broker-{index}", args, self.data_dir / f"broker-{index}.log", _BROKER_READY,

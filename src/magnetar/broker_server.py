@@ -89,6 +89,10 @@ class BrokerServerConfig:
     """Pulsar's ``brokerClientAuthenticationPlugin``/``Parameters``: what this process's own
     clients present to brokers (calls between brokers, a Functions Worker and its
     instances). With authorization on, the role must be a super user."""
+    function_worker_url: str | None = None
+    """A Functions Worker's REST URL (Pulsar's proxy names it ``functionWorkerWebServiceURL``):
+    the HTTP API forwards the worker's paths there
+    (:mod:`magnetar.admin.function_worker_forward`); None: they are not served."""
 
     @property
     def entry_size_max_bytes(self) -> int:
@@ -221,7 +225,12 @@ class BrokerServer:
 
         collectors = self._collectors
         ctx.collectors.extend(collectors() if callable(collectors) else collectors)
-        self.app = app = create_app(ctx)
+        extra = []
+        if self.config.function_worker_url is not None:
+            from magnetar.admin import function_worker_forward
+
+            extra.append(function_worker_forward.router(self.config.function_worker_url))
+        self.app = app = create_app(ctx, extra)
         first = self._first_routes
         for position, route in enumerate(first() if callable(first) else first):
             app.router.routes.insert(position, route)

@@ -1,5 +1,6 @@
-"""``magnetar local-cluster``: a real ZooKeeper, M bookies and N brokers on 127.0.0.1, each
-its own process with its own data directory, for demos and tests.
+"""``magnetar local-cluster``: a real ZooKeeper, M bookies, N brokers and (optionally) one
+Functions Worker on 127.0.0.1, each its own process with its own data directory, for demos
+and tests.
 
     cluster = LocalCluster(LocalClusterConfig(data_dir=Path("cluster"), brokers=3, bookies=3))
     cluster.start()                 # ZooKeeper, then bookies, then brokers, each waited for
@@ -7,10 +8,18 @@ its own process with its own data directory, for demos and tests.
     cluster.web_service_url         # http://127.0.0.1:8080,127.0.0.1:8081,127.0.0.1:8082
     cluster.brokers[1].kill()       # SIGKILL one; .start() brings it back on its ports
     cluster.add_broker()            # one more broker; the controller moves bundles onto it
-    cluster.stop()                  # brokers, then bookies, then ZooKeeper; bounded
+    cluster.stop()                  # worker, brokers, bookies, then ZooKeeper; bounded
 
-Layout under ``data_dir``: ``zookeeper/``, ``bookie-<i>/`` (the bookie's data), one
-``<name>.log`` per process (its stdout and stderr), ``ports.json``: the ports picked at
+With ``functions_worker`` one ``magnetar functions-worker`` starts once the brokers are ready,
+without being waited for (:meth:`LocalCluster.wait_functions_worker` waits for it): its REST
+API is on its own port (:attr:`LocalCluster.functions_worker_url`), and every broker is given
+that URL (``--function-worker-web-service-url``), so the brokers' HTTP ports serve
+``/admin/v3/functions|sources|sinks`` and ``/admin/v2/worker`` too
+(:mod:`magnetar.admin.function_worker_forward`).
+
+Layout under ``data_dir``: ``zookeeper/``, ``bookie-<i>/`` (the bookie's data),
+``functions-worker/`` (the worker's packages and instances' files), one ``<name>.log`` per
+process (its stdout and stderr), ``ports.json``: the ports picked at
 the first start, ``client.conf``: the cluster's URLs (and the super user's token, when the
 cluster signs its own: :mod:`magnetar.local_cluster_security`) for the CLI's ``--config``,
 and ``local-cluster.lock``. A bookie's id is ``host:port`` and is written into every
@@ -57,6 +66,12 @@ LOCK_FILE = "local-cluster.lock"
 CLIENT_CONF_FILE = "client.conf"
 _BROKER_READY = re.compile(r"magnetar broker ready: broker (\S+) .*http (\S+)")
 _BOOKIE_READY = re.compile(r"bookie (\S+) ready")
+_WORKER_READY = re.compile(r"^joined (\S+)", re.MULTILINE)
+FUNCTIONS_WORKER = "functions-worker"
+"""The worker's process name (its log: ``functions-worker.log``, its id:
+``<cluster name>-functions-worker``)."""
+FUNCTIONS_RUNTIMES = ("process", "thread")
+"""How the worker runs instances (``magnetar functions-worker --runtime``)."""
 
 
 class LocalClusterError(MagnetarError):
@@ -123,7 +138,18 @@ class LocalClusterConfig:
     tokens: ClusterTokens | None = None
     """Whether the cluster signs its own tokens: the key and the super user's token are
     made at start (:class:`~magnetar.local_cluster_security.ClusterTokens`) and every broker
-    gets them; ``broker_args`` turn token authentication on."""
+    (and the Functions Worker) gets them; ``broker_args`` turn token authentication on."""
+    functions_worker: bool = False
+    """Run one Functions Worker beside the brokers (``magnetar local-cluster`` does unless
+    ``--no-functions-worker``)."""
+    functions_worker_port: int = 6750
+    """The worker's HTTP port (Pulsar's ``workerPort``); 0 picks a free one, kept in
+    ``ports.json`` like the others."""
+    functions_runtime: str = "process"
+    """How the worker runs instances: one subprocess each, or threads of the worker."""
+    functions_worker_args: tuple[str, ...] = ()
+    """More options for ``magnetar functions-worker`` (the brokers' security settings: it
+    checks its callers and presents credentials to the brokers as they do)."""
 
     def __post_init__(self) -> None:
         if not self.cluster_name:
@@ -136,6 +162,8 @@ class LocalClusterConfig:
             raise ValueError(
                 f"{len(self.bookie_racks)} bookie racks given for {self.bookies} bookies"
             )
+        if self.functions_runtime not in FUNCTIONS_RUNTIMES:
+            raise ValueError(f"unknown functions runtime {self.functions_runtime!r}")
         if self.ensemble_size > self.bookies:
             raise ValueError(
                 f"ensemble size {self.ensemble_size} needs at least that many bookies "
@@ -144,7 +172,7 @@ class LocalClusterConfig:
 
 
 class ClusterProcess:
-    """One child process (a bookie or a broker): started in its own session (so a Ctrl+C
+    """One child process (a bookie, a broker, the Functions Worker): started in its own session (so a Ctrl+C
     in the terminal reaches only ``local-cluster``, which stops the children in order),
     tied to this process by a lifeline, given the fds ``inherited`` (the data directory's
     lock), output appended to ``log_path``, ready once its ready line appears there."""
@@ -272,6 +300,8 @@ class LocalCluster:
         self.zookeeper: ZooKeeperServer | None = None
         self.bookies: list[ClusterProcess] = []
         self.brokers: list[ClusterProcess] = []
+        self.functions_worker: ClusterProcess | None = None
+        self._worker_port: int | None = None
         self._lock: DataDirLock | None = None
 
     @property
@@ -302,6 +332,18 @@ class LocalCluster:
         its own tokens, the super user's token."""
         return self.data_dir / CLIENT_CONF_FILE
 
+    @property
+    def functions_worker_url(self) -> str | None:
+        """The Functions Worker's REST API (None without one); every broker forwards to it."""
+        port = self._worker_port
+        return None if port is None else f"http://127.0.0.1:{port}"
+
+    def wait_functions_worker(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Until the Functions Worker has joined its cluster (at once without one); raises
+        :class:`LocalClusterError` when it exits or is not ready in time."""
+        if self.functions_worker is not None:
+            self.functions_worker.wait_ready(timeout_s)
+
     def broker_service_url(self, index: int) -> str:
         return self._broker_urls(self.brokers[index])[0]
 
@@ -314,8 +356,10 @@ class LocalCluster:
         return broker.ready_match.group(1), broker.ready_match.group(2)
 
     def processes(self) -> list[ClusterProcess]:
-        """The bookies and the brokers (ZooKeeper is :attr:`zookeeper`)."""
-        return [*self.bookies, *self.brokers]
+        """The bookies, the brokers and the Functions Worker (ZooKeeper is
+        :attr:`zookeeper`)."""
+        worker = [] if self.functions_worker is None else [self.functions_worker]
+        return [*self.bookies, *self.brokers, *worker]
 
     def process_table(self) -> list[tuple[str, int | None, Path]]:
         """(name, pid, log) of every process, ZooKeeper first; ZooKeeper's pid is its
@@ -328,12 +372,16 @@ class LocalCluster:
     def start(self) -> None:
         """Start everything, in order; on a failure, stop what started and raise
         :class:`LocalClusterError` (also when another local cluster uses the data
-        directory)."""
+        directory). The Functions Worker is launched last and not waited for
+        (:meth:`wait_functions_worker`): its start (the client library, joining its
+        cluster) does not delay the brokers' readiness."""
         cfg = self.config
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock = DataDirLock(self.data_dir)
         try:
             ports = self._ports()
+            if cfg.functions_worker:
+                self._worker_port = ports[FUNCTIONS_WORKER][0]
             if cfg.tokens is not None:
                 cfg.tokens.ensure(self.data_dir)
             self.zookeeper = ZooKeeperServer(
@@ -349,6 +397,9 @@ class LocalCluster:
             ]
             _start_all(self.brokers)
             self._write_client_conf()
+            if cfg.functions_worker:
+                self.functions_worker = self._worker()
+                self.functions_worker.launch()
         except BaseException:
             self.stop()
             raise
@@ -394,6 +445,7 @@ class LocalCluster:
             "bookies": (cfg.bookie_port, cfg.bookies),
             "brokers": (cfg.broker_port, brokers or cfg.brokers),
             "http": (cfg.http_port, brokers or cfg.brokers),
+            FUNCTIONS_WORKER: (cfg.functions_worker_port, int(cfg.functions_worker)),
         }
         taken = {port for ports in saved.values() for port in ports}
         for key, (base, count) in wanted.items():
@@ -444,12 +496,41 @@ class LocalCluster:
             "--session-timeout-s", str(cfg.session_timeout_s),
             "--log-level", cfg.log_level,
             *cfg.broker_args,
-            *(() if cfg.tokens is None else cfg.tokens.broker_args(self.data_dir)),
+            *self._token_args(),
+            *(
+                ()
+                if self.functions_worker_url is None
+                else ("--function-worker-web-service-url", self.functions_worker_url)
+            ),
         )  # fmt: skip
         return ClusterProcess(
             f"broker-{index}", args, self.data_dir / f"broker-{index}.log", _BROKER_READY,
             self._inherited(),
         )  # fmt: skip
+
+    def _worker(self) -> ClusterProcess:
+        cfg = self.config
+        assert self._worker_port is not None
+        args = self._magnetar(
+            "functions-worker",
+            "--worker-id", f"{cfg.cluster_name}-{FUNCTIONS_WORKER}",
+            "--host", "127.0.0.1",
+            "--port", str(self._worker_port),
+            "--service-url", self.service_url,
+            "--admin-url", self.web_service_url,
+            "--work-dir", str(self.data_dir / FUNCTIONS_WORKER),
+            "--runtime", cfg.functions_runtime,
+            *cfg.functions_worker_args,
+            *self._token_args(),
+        )  # fmt: skip
+        return ClusterProcess(
+            FUNCTIONS_WORKER, args, self.data_dir / f"{FUNCTIONS_WORKER}.log", _WORKER_READY,
+            self._inherited(),
+        )  # fmt: skip
+
+    def _token_args(self) -> tuple[str, ...]:
+        tokens = self.config.tokens
+        return () if tokens is None else tokens.broker_args(self.data_dir)
 
     def _inherited(self) -> tuple[int, ...]:
         """The data directory's lock, held by every child too (see the module docstring)."""
@@ -460,8 +541,10 @@ class LocalCluster:
         return [p for p in self.processes() if p.proc is not None and p.proc.poll() is not None]
 
     def stop(self) -> None:
-        """Brokers first (they flush cursors to the bookies), then bookies, then ZooKeeper."""
-        for group in (self.brokers, self.bookies):
+        """The Functions Worker first (a client of the brokers), then the brokers (they flush
+        cursors to the bookies), then bookies, then ZooKeeper."""
+        worker = [] if self.functions_worker is None else [self.functions_worker]
+        for group in (worker, self.brokers, self.bookies):
             for p in group:
                 p.signal(signal.SIGCONT)
                 p.signal(signal.SIGTERM)

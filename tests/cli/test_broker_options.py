@@ -9,8 +9,13 @@ from magnetar.cli.broker_cmd import broker
 from magnetar.cli.broker_options import BROKER_OPTION_NAMES
 from magnetar.cli.standalone_cmd import standalone
 
-CLUSTER_ONLY = {"--broker-id", "--overload-threshold-cpu-percent"}
-"""A cluster broker's registration and its controller's threshold (a standalone has none)."""
+CLUSTER_ONLY = {
+    "--broker-id",
+    "--overload-threshold-cpu-percent",
+    "--function-worker-web-service-url",
+}
+"""A cluster broker's registration, its controller's threshold and the Functions Worker it
+forwards to (a standalone has none: it runs its worker in-process)."""
 STANDALONE_ONLY = {
     "--data-dir",
     "--bookie-port",

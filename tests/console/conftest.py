@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +29,22 @@ _client_log = logging.getLogger("pulsar-client")
 _client_log.setLevel(logging.WARNING)
 
 PAGE_TIMEOUT_S = 20.0
+FUNCTION = b"def process(input, context):\n    return input\n"
+"""A Python function echoing its input."""
+
+
+def create_function(admin_url: str, name: str, package: Path) -> None:
+    """Deploy :data:`FUNCTION` as ``public/default/<name>`` (input ``<name>-in``, output
+    ``<name>-out``) with ``magnetar admin functions create`` against ``admin_url``."""
+    package.write_bytes(FUNCTION)
+    done = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli.main", "admin", "--admin-url", admin_url,
+         "functions", "create", "--name", name, "--py", str(package),
+         "--classname", f"{package.stem}.process", "--inputs", f"{name}-in",
+         "--output", f"{name}-out"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
 
 
 class Console:

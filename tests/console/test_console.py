@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -17,10 +15,9 @@ import pulsar
 from magnetar.testing import StandaloneProcess
 from magnetar.testing.wait import wait_until
 
-from .conftest import Console
+from .conftest import Console, create_function
 
 NAMESPACE = "public/default"
-FUNCTION = b"def process(input, context):\n    return input\n"
 
 
 def _stats(node: StandaloneProcess, topic: str) -> dict[str, object]:
@@ -36,18 +33,6 @@ def _clean(console: Console) -> None:
     assert console.foreign_requests() == []
 
 
-def _create_function(node: StandaloneProcess, name: str, package: Path) -> None:
-    package.write_bytes(FUNCTION)
-    done = subprocess.run(
-        [sys.executable, "-m", "magnetar.cli.main", "admin", "--admin-url", node.http_url,
-         "functions", "create", "--name", name, "--py", str(package),
-         "--classname", f"{package.stem}.process", "--inputs", f"{name}-in",
-         "--output", f"{name}-out"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-
-
 def test_pages_load_without_errors_and_fetch_only_from_the_broker(
     console: Console,
     standalone: StandaloneProcess,
@@ -55,7 +40,7 @@ def test_pages_load_without_errors_and_fetch_only_from_the_broker(
     name: str,
     tmp_path: Path,
 ) -> None:
-    _create_function(standalone, f"echo-{name}", tmp_path / "echo.py")
+    create_function(standalone.http_url, f"echo-{name}", tmp_path / "echo.py")
     topic = f"persistent://{NAMESPACE}/{name}"
     producer = client.create_producer(topic)
     client.subscribe(topic, "audit", consumer_type=pulsar.ConsumerType.Failover)

@@ -1,7 +1,8 @@
-"""The web console on a ``magnetar local-cluster`` (2 brokers, 1 bookie: the smallest
-cluster with two consoles, started in about 15 s) in headless chromium: the cluster view
-shows both brokers, the controller and its epoch, the bookie with its free disk and the
-bundles' owners; a topic is shown on its owner's console (another broker's console
+"""The web console on a ``magnetar local-cluster`` (2 brokers, 1 bookie and its Functions
+Worker: the smallest cluster with two consoles, started in about 15 s) in headless chromium:
+the cluster view shows both brokers, the controller and its epoch, the bookie with its free
+disk and the bundles' owners; a function deployed through a broker is shown running on the
+namespace page; a topic is shown on its owner's console (another broker's console
 links there); a stalled subscription's backlog is shown growing; an unload from the
 console closes the topic and it is served again (on either broker). No console error, no
 request leaving 127.0.0.1."""
@@ -21,7 +22,10 @@ from selenium import webdriver
 
 from magnetar.testing.wait import wait_until
 
-from .conftest import Console
+from .conftest import Console, create_function
+
+WORKER_TIMEOUT_S = 60.0
+"""The Functions Worker joins after the ready line; then an instance process starts."""
 
 
 @pytest.fixture
@@ -41,6 +45,15 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
         cmd.stop_everything()
 
 
+def _serves_functions(admin_url: str) -> bool:
+    """Whether the broker's forwarded function paths reach a worker that has joined."""
+    try:
+        with urllib.request.urlopen(f"{admin_url}/admin/v3/functions/public/default", timeout=10):
+            return True
+    except OSError:  # the worker not listening yet (503), or not joined yet
+        return False
+
+
 def _owner(admin_url: str, topic: str) -> dict[str, object]:
     path = topic.replace("persistent://", "persistent/")
     with urllib.request.urlopen(f"{admin_url}/admin/v2/console/owner/{path}", timeout=30) as a:
@@ -56,11 +69,15 @@ def _publisher_since(admin_url: str, topic: str) -> str | None:
 
 
 def test_the_console_on_a_local_cluster(
-    cluster: tuple[str, list[str]], chromium: webdriver.Chrome, screenshots: Path
+    cluster: tuple[str, list[str]], chromium: webdriver.Chrome, screenshots: Path, tmp_path: Path
 ) -> None:
     service_url, admin_urls = cluster
     name = f"t{uuid.uuid4().hex[:8]}"
     topic = f"persistent://public/default/{name}"
+    # deployed through a broker first: its instance starts while the rest is checked
+    wait_until(lambda: _serves_functions(admin_urls[0]), WORKER_TIMEOUT_S, 0.2,
+               "the Functions Worker served through a broker")  # fmt: skip
+    create_function(admin_urls[0], f"echo-{name}", tmp_path / "echo.py")
     client = pulsar.Client(service_url, operation_timeout_seconds=30)
     try:
         producer = client.create_producer(topic, batching_enabled=False)
@@ -85,6 +102,12 @@ def test_the_console_on_a_local_cluster(
         assert "% free" in first.text("#bookies tr[data-bookie] td.disk")
         first.find("#bundles tbody tr td")
         first.screenshot("cluster-local-cluster")
+        assert first.errors() == [] and first.foreign_requests() == []
+
+        first.go("#/ns/public/default")
+        running = f'tr[data-function="echo-{name}"] .tag.ok'  # its instance runs
+        assert first.find(running, timeout_s=WORKER_TIMEOUT_S)
+        first.screenshot("namespace-local-cluster")
         assert first.errors() == [] and first.foreign_requests() == []
 
         owner = _owner(admin_urls[0], topic)

@@ -17,6 +17,7 @@ READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 60.0
 _READY = re.compile(r"magnetar local-cluster ready: service (\S+) admin (\S+)")
 _PID = re.compile(r"^\s+(\S+)\s+pid (\d+)", re.MULTILINE)
+_WORKER = re.compile(r"^\s+functions worker (http://\S+)", re.MULTILINE)
 
 
 class LocalClusterCommand:
@@ -52,6 +53,11 @@ class LocalClusterCommand:
         match = _READY.search(self.text())
         assert match is not None, f"exited {self.proc.returncode}: {''.join(self.err)}"
         return match
+
+    def functions_worker_url(self) -> str | None:
+        """The Functions Worker's URL as printed (None: the command runs none)."""
+        match = _WORKER.search(self.text())
+        return None if match is None else match.group(1)
 
     def child_pids(self) -> dict[str, int]:
         return {name: int(pid) for name, pid in _PID.findall(self.text())}
@@ -95,4 +101,4 @@ def alive(pid: int) -> bool:
 
 
 FREE_PORTS = ("--zookeeper-port", "0", "--broker-port", "0", "--http-port", "0",
-              "--bookie-port", "0")  # fmt: skip
+              "--bookie-port", "0", "--functions-worker-port", "0")  # fmt: skip

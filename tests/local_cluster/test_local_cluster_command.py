@@ -1,5 +1,6 @@
-"""``magnetar local-cluster`` as a user runs it: a real ZooKeeper, bookies and brokers as
-processes, the official client through the printed service URL, Ctrl+C stops everything."""
+"""``magnetar local-cluster`` as a user runs it: a real ZooKeeper, bookies, brokers and a
+Functions Worker as processes, the official client through the printed service URL, Ctrl+C
+stops everything."""
 
 from __future__ import annotations
 
@@ -35,8 +36,11 @@ def test_two_brokers_three_bookies_serve_the_official_client_and_stop_on_ctrl_c(
     admin_urls = ready.group(2)  # every broker's HTTP address, as webServiceUrl takes them
     assert admin_urls.startswith("http://") and admin_urls.count(",") == 1
     assert set(cmd.child_pids()) == {
-        "zookeeper", "bookie-0", "bookie-1", "bookie-2", "broker-0", "broker-1"
+        "zookeeper", "bookie-0", "bookie-1", "bookie-2", "broker-0", "broker-1",
+        "functions-worker",
     }  # fmt: skip
+    worker_url = cmd.functions_worker_url()
+    assert worker_url is not None and worker_url.startswith("http://127.0.0.1:")
 
     client = pulsar.Client(service_url, operation_timeout_seconds=30)
     try:
@@ -79,6 +83,7 @@ def test_two_brokers_three_bookies_serve_the_official_client_and_stop_on_ctrl_c(
     again = LocalClusterCommand(data_dir, "--brokers", "2", "--bookies", "3", *FREE_PORTS)
     commands.append(again)
     assert again.wait_ready().group(1) == service_url
+    assert again.functions_worker_url() == worker_url
     client = pulsar.Client(service_url, operation_timeout_seconds=30)
     try:
         consumer = client.subscribe(

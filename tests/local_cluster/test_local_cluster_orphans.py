@@ -41,7 +41,7 @@ def test_a_killed_local_cluster_takes_its_processes_with_it_and_its_directory_st
     commands.append(first)
     first.wait_ready()
     pids = first.child_pids()
-    assert set(pids) == {"zookeeper", "bookie-0", "broker-0", "broker-1"}
+    assert set(pids) == {"zookeeper", "bookie-0", "broker-0", "broker-1", "functions-worker"}
     java = _pgrep(str(data_dir.resolve() / "zookeeper" / "conf"))
     assert java - {pids["zookeeper"]}, "ZooKeeper's java process"
 

@@ -1,7 +1,8 @@
 """``magnetar local-cluster`` with token authentication and authorization on: the security
 options reach every broker, the cluster signs its own key and super-user token, an
 unauthenticated client is refused, a token client produces and consumes, and the admin CLI
-works with the token through the ``client.conf`` the cluster writes."""
+works with the token through the ``client.conf`` the cluster writes, for the Functions
+Worker's paths too (a broker forwards them to the worker, under the same checks)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from magnetar.cli.local_cluster_cmd import broker_args
 from magnetar.common.errors import ServerError
 from magnetar.local_cluster_security import ClusterTokens, forwarded_args, plan_security
 from magnetar.protocol import Connected, Error
+from magnetar.testing import wait_until
 from tests.auth.conftest import connect_raw
 
 from .command import FREE_PORTS, LocalClusterCommand
@@ -154,4 +156,28 @@ def test_a_secured_local_cluster_refuses_anonymous_clients_and_serves_the_super_
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert refused_cli.returncode != 0 and "401" in refused_cli.stderr, refused_cli.stderr
+
+    # the Functions Worker's REST through a broker: the worker joined with the super
+    # user's token, the broker checks the caller and forwards its token
+    worker_log = data_dir / "functions-worker.log"
+    wait_until(lambda: "joined" in worker_log.read_text(), timeout_s=60,
+               what="the Functions Worker to join")  # fmt: skip
+    functions = [first_admin, "functions-worker", "get-cluster-leader"]
+    leader = subprocess.run(
+        [*admin, "--config", str(conf), "admin", "--admin-url", *functions],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert leader.returncode == 0 and "functions-worker" in leader.stdout, leader.stderr
+    listed = subprocess.run(
+        [*admin, "--config", str(conf), "admin", "--admin-url", first_admin, "--output", "json",
+         "functions", "list"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert listed.returncode == 0 and listed.stdout.strip() == "[]", listed.stderr
+    for anonymous in (functions, [cmd.functions_worker_url(), "functions", "list"]):
+        refused_cli = subprocess.run(
+            [*admin, "admin", "--admin-url", *anonymous],  # type: ignore[list-item]
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert refused_cli.returncode != 0 and "401" in refused_cli.stderr, refused_cli.stderr
     assert cmd.interrupt() == 0

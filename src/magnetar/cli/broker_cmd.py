@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -28,6 +29,18 @@ def _zk_url(_ctx: click.Context, _param: click.Parameter, url: str) -> str:
             "a cluster share one metadata store"
         )
     return url
+
+
+def _worker_url(_ctx: click.Context, _param: click.Parameter, url: str | None) -> str | None:
+    from magnetar.admin_client.errors import AdminError
+    from magnetar.admin_client.service_url import parse_service_url
+
+    if url:
+        try:
+            parse_service_url(url)
+        except AdminError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return url or None
 
 
 @click.command(context_settings=SERVER_CONTEXT)
@@ -60,6 +73,13 @@ def _zk_url(_ctx: click.Context, _param: click.Parameter, url: str) -> str:
     "its busiest bundle and gives it no new ones (loadBalancerBrokerOverloadedThreshold"
     "Percentage).",
 )
+@click.option(
+    "--function-worker-web-service-url",
+    default=None,
+    callback=_worker_url,
+    help="A Functions Worker's REST URL (functionWorkerWebServiceURL): this broker's HTTP "
+    "port forwards /admin/v3/functions|sources|sinks and /admin/v2/worker there.",
+)
 @log_level_option
 def broker(
     metadata_url: str,
@@ -67,6 +87,7 @@ def broker(
     broker_id: str | None,
     session_timeout_s: float,
     overload_threshold_cpu_percent: float,
+    function_worker_web_service_url: str | None,
     log_level: str,
 ) -> None:
     """A broker (binary protocol on 6650, HTTP on 8080) for a cluster on ZooKeeper."""
@@ -76,6 +97,10 @@ def broker(
     from magnetar.broker_node import BrokerNodeConfig, run
 
     configure_logging(log_level)
+    if function_worker_web_service_url is not None:
+        broker_server = dataclasses.replace(
+            broker_server, function_worker_url=function_worker_web_service_url
+        )
     config = BrokerNodeConfig(
         metadata_url=metadata_url,
         server=broker_server,

@@ -1,5 +1,5 @@
-"""``magnetar local-cluster``: ZooKeeper, bookies and brokers on loopback until Ctrl+C
-(see :mod:`magnetar.local_cluster`).
+"""``magnetar local-cluster``: ZooKeeper, bookies, brokers and a Functions Worker on loopback
+until Ctrl+C (see :mod:`magnetar.local_cluster`).
 
 The servers' security options (one declaration:
 :data:`magnetar.auth.server_options.SERVER_AUTH_OPTIONS`) and the brokers' connection limits
@@ -28,7 +28,7 @@ from magnetar.cli.placement_options import forwarded_args as placement_args
 from magnetar.cli.placement_options import placement_options
 from magnetar.cli.server_auth import server_auth_option_values
 from magnetar.cli.standalone_cmd import LOG_LEVELS
-from magnetar.local_cluster import LocalCluster, LocalClusterConfig
+from magnetar.local_cluster import FUNCTIONS_RUNTIMES, LocalCluster, LocalClusterConfig
 from magnetar.local_cluster_security import ClusterTokens, forwarded_args, plan_security
 
 CHILD_CHECK_INTERVAL_S = 0.5
@@ -131,6 +131,27 @@ def managed_ledger_args(values: Mapping[str, Any]) -> tuple[str, ...]:
     "/east/r1,/east/r2,/west/r1,/west/r2: two regions on one machine), given to each as "
     "'magnetar bookie --rack'.",
 )
+@click.option(
+    "--functions-worker/--no-functions-worker",
+    default=True,
+    show_default=True,
+    help="Run one Functions Worker beside the brokers (magnetar functions-worker, REST "
+    "/admin/v3/functions on its own port); it starts after the ready line.",
+)
+@click.option(
+    "--functions-worker-port",
+    default=6750,
+    show_default=True,
+    type=int,
+    help="The Functions Worker's HTTP port (workerPort).",
+)
+@click.option(
+    "--functions-runtime",
+    default="process",
+    show_default=True,
+    type=click.Choice(FUNCTIONS_RUNTIMES),
+    help="How the worker runs function instances: subprocesses, or threads of the worker.",
+)
 @placement_options(forwarded=True)
 @offload_options.offload_options
 @managed_ledger_options
@@ -151,12 +172,15 @@ def local_cluster(
     broker_max_connections: int | None,
     broker_max_connections_per_ip: int | None,
     bookie_racks: str | None,
+    functions_worker: bool,
+    functions_worker_port: int,
+    functions_runtime: str,
     server_auth_values: dict[str, Any],
     **placement_values: Any,
 ) -> None:
-    """A real ZooKeeper plus N brokers and M bookies on 127.0.0.1, each its own process,
-    until Ctrl+C or SIGTERM (then all stop: brokers, bookies, ZooKeeper). They stop too if
-    this command is killed. The security options are passed on to every broker; with
+    """A real ZooKeeper plus N brokers, M bookies and a Functions Worker on 127.0.0.1, each
+    its own process, until Ctrl+C or SIGTERM (then all stop: the worker, brokers, bookies,
+    ZooKeeper). They stop too if this command is killed. The security options are passed on to every broker; with
     --authentication-enabled --authentication-providers token and no key, the cluster makes
     its own key and a super user's token (docs/cluster.md)."""
     t0 = time.perf_counter()
@@ -190,6 +214,10 @@ def local_cluster(
             + managed_ledger_args(ledger_values),
             bookie_racks=_racks(bookie_racks),
             tokens=tokens,
+            functions_worker=functions_worker,
+            functions_worker_port=functions_worker_port,
+            functions_runtime=functions_runtime,
+            functions_worker_args=forwarded_args(settings),
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
@@ -205,14 +233,21 @@ def local_cluster(
         cluster.start()  # raises LocalClusterError (one line, via CliGroup) and stops all
         elapsed_s = time.perf_counter() - t0
         for name, pid, log_path in cluster.process_table():
-            click.echo(f"  {name:<10} pid {pid!s:<8} log {log_path}")
+            click.echo(f"  {name:<16} pid {pid!s:<8} log {log_path}")
         if tokens is not None:
             _echo_super_user(cluster, tokens)
+        if cluster.functions_worker_url is not None:
+            click.echo(
+                f"  functions worker {cluster.functions_worker_url} (joins after the ready "
+                f"line): magnetar admin --admin-url {cluster.functions_worker_url} "
+                "functions list"
+            )
         click.echo(
             f"magnetar local-cluster ready: service {cluster.service_url} "
             f"admin {cluster.web_service_url} metadata {cluster.metadata_url} "
             f"data {cluster.data_dir} ({elapsed_s:.1f} s)"
         )
+
         reported: set[str] = set()
         while not stop.wait(CHILD_CHECK_INTERVAL_S):
             for p in cluster.exited():

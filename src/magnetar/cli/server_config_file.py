@@ -131,6 +131,7 @@ PULSAR_KEYS: Final[Mapping[str, tuple[str, Callable[[str], str]]]] = {
     ),
     "reppMinimumRegionsForDurability": ("repp_minimum_regions_for_durability", _same),
     "functionsWorkerEnabled": ("functions_worker", _same),
+    "functionWorkerWebServiceURL": ("function_worker_web_service_url", _same),
     # proxy.conf
     "servicePort": ("port", _same),
     "servicePortTls": ("tls_port", _same),

@@ -21,7 +21,11 @@ def test_every_wire_code_round_trips_through_its_class() -> None:
 def test_flags_drive_retry_decisions() -> None:
     assert ServiceNotReady.retriable and ServiceNotReady.refresh_lookup
     # what a broker answers while failing over; Pulsar's Java client retries all three
-    for code in (ServerError.MetadataError, ServerError.PersistenceError, ServerError.ServiceNotReady):
+    for code in (
+        ServerError.MetadataError,
+        ServerError.PersistenceError,
+        ServerError.ServiceNotReady,
+    ):
         assert error_for_code(code, "session 0x1 is lost").retriable, code
     assert not TopicNotFound.retriable
     assert wire_error(ProducerFenced("fenced")) == (ServerError.ProducerFenced, "fenced")

@@ -49,7 +49,9 @@ class FlexProcess:
         try:
             event = self._events.get(timeout=timeout_s)
         except queue.Empty:
-            raise AssertionError(f"pulsar-flex said nothing for {timeout_s} s: {self.spec}") from None
+            raise AssertionError(
+                f"pulsar-flex said nothing for {timeout_s} s: {self.spec}"
+            ) from None
         self.seen.append(event)
         if event["event"] == "error":
             raise AssertionError(f"pulsar-flex failed: {event['message']}")
@@ -80,8 +82,15 @@ class FlexProcess:
         self.proc.wait(10)
 
 
-def produce(servers: list[str], topic: str, payloads: list[str], *, batch: bool = False,
-            properties: dict[str, str] | None = None, jwt: str | None = None) -> None:
+def produce(
+    servers: list[str],
+    topic: str,
+    payloads: list[str],
+    *,
+    batch: bool = False,
+    properties: dict[str, str] | None = None,
+    jwt: str | None = None,
+) -> None:
     """Produces with pulsar-flex and waits for its receipts (the process exits 0)."""
     spec = {
         "op": "produce", "servers": servers, "topic": topic, "batch": batch, "jwt": jwt,
@@ -95,9 +104,17 @@ def produce(servers: list[str], topic: str, payloads: list[str], *, batch: bool 
         process.kill()
 
 
-def consumer(servers: list[str], topic: str, subscription: str, sub_type: str, *,
-             name: str = "flex", count: int = 0, ack: str = "individual",
-             jwt: str | None = None) -> FlexProcess:
+def consumer(
+    servers: list[str],
+    topic: str,
+    subscription: str,
+    sub_type: str,
+    *,
+    name: str = "flex",
+    count: int = 0,
+    ack: str = "individual",
+    jwt: str | None = None,
+) -> FlexProcess:
     """A subscribed pulsar-flex consumer (returns once SUBSCRIBE was answered)."""
     process = FlexProcess({
         "op": "consume", "servers": servers, "topic": topic, "subscription": subscription,

@@ -95,9 +95,13 @@ class AuthConfig:
         if ProviderName.TOKEN in self.providers and not (
             self.token_secret_key or self.token_public_key
         ):
-            raise AuthConfigError("the token provider needs --token-secret-key or --token-public-key (tokenSecretKey, tokenPublicKey)")
+            raise AuthConfigError(
+                "the token provider needs --token-secret-key or --token-public-key (tokenSecretKey, tokenPublicKey)"
+            )
         if ProviderName.BASIC in self.providers and not self.basic_auth_conf:
-            raise AuthConfigError("the basic provider needs an htpasswd file: --basic-auth-conf FILE")
+            raise AuthConfigError(
+                "the basic provider needs an htpasswd file: --basic-auth-conf FILE"
+            )
         if self.refresh_check_s <= 0:
             raise AuthConfigError("--authentication-refresh-check-seconds must be positive")
         if self.authorization_enabled and not self.authentication_enabled:

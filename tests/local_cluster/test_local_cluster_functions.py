@@ -1,7 +1,7 @@
 """A local cluster's Functions Worker behind its brokers: a broker answers the worker's REST
 paths by forwarding them; with the worker down it answers 503 naming the worker, and the
 worker started again (on its port, from ``ports.json``) is served again; a path under
-``/admin/v3`` of no worker kind is not forwarded."""
+``/admin/v3`` of no worker kind is not forwarded, nor a body over the size limit (413)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from magnetar.admin.function_worker_forward import BODY_BYTES_MAX
 from magnetar.local_cluster import LocalCluster, LocalClusterConfig
 from magnetar.testing import wait_until
 
@@ -57,6 +58,14 @@ def test_a_broker_forwards_the_worker_paths_and_names_a_worker_that_is_down(
     )
     assert _get(f"{cluster.admin_url}/admin/v3/functions/public/default") == (200, [])
     assert _get(f"{cluster.admin_url}/admin/v3/nothing/public/default")[0] == 404
+    too_large = urllib.request.Request(
+        f"{cluster.admin_url}/admin/v3/functions/public/default/too-large",
+        data=b"x" * (BODY_BYTES_MAX + 1), method="POST",
+        headers={"Content-Type": "application/octet-stream"},
+    )  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(too_large, timeout=30)
+    assert refused.value.code == 413 and b"larger than" in refused.value.read()
 
     worker.kill()
     status, body = _get(leader)

@@ -20,7 +20,8 @@ Writing (handles from ``LedgerClient.create``):
   it picks another available bookie (by the client's placement policy, never one that
   already failed on this handle while others are available), writes new ledger metadata
   (CAS) with a fragment starting at ``last_add_confirmed + 1``, and re-sends the pending
-  runs that bookie owed. New adds wait (queued, in order) while the metadata is written. No
+  runs that bookie owed. Once it failed, its acks no longer count (those already received
+  for pending entries are forgotten): the new fragment places those entries elsewhere. New adds wait (queued, in order) while the metadata is written. No
   gap, no reordering. When no replacement can be placed (too few bookies, or a policy that
   enforces its minimums), every pending and later add fails with :class:`NotEnoughBookies`.
 * If any bookie answers FENCED, or the metadata CAS shows the ledger in recovery, the handle
@@ -360,6 +361,10 @@ class LedgerHandle:
             if self._ensemble[idx] != bookie_id or pending.finished:
                 return  # replaced bookie or already failed/completed entry
             if reason is None:
+                if self._failed.get(idx) == bookie_id:
+                    # Being replaced: its acks do not count in the new fragment (see
+                    # _change_ensemble); the entry is re-sent to the replacement.
+                    return
                 pending.acked.add(idx)
                 if pending.entry_id == self._lac + 1 and self._durable(pending):
                     self._complete_in_order()
@@ -433,6 +438,11 @@ class LedgerHandle:
                 try:
                     new_ensemble = await self._replacement(failed)
                     first = self._lac + 1  # after the wait: entries confirmed meanwhile stay
+                    # From ``first`` on the replaced positions' acks do not count (the new
+                    # fragment puts other bookies there): forget those already received, so
+                    # no entry completes on them while the metadata is written.
+                    for p in self._pending.values():
+                        p.acked.difference_update(failed)
                     await self._write_ensemble(first, tuple(new_ensemble))
                 except NotEnoughBookies as exc:
                     log.warning("ledger %d: no replacement bookie: %s", self.ledger_id, exc)

@@ -13,12 +13,11 @@ needs lazily through :class:`magnetar.protocol.entry.EntryMetadata`. Producers b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from magnetar.protocol.command import CompressionType, EncryptionKeys, KeyValue
+from magnetar.protocol.frozen_struct import frozen_struct
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class MessageMetadata:
     producer_name: str
     # For a batch: the sequence id of the first message.
@@ -52,7 +51,7 @@ class MessageMetadata:
     null_partition_key: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class SingleMessageMetadata:
     """Metadata of one message inside a batch. ``payload_size`` is filled in by
     :func:`magnetar.protocol.batch.build_batch` from the payload, so it may be left at 0."""
@@ -69,7 +68,7 @@ class SingleMessageMetadata:
     null_partition_key: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class BrokerEntryMetadata:
     """Added by the broker in front of an entry (the 0x0e02 section of a frame)."""
 

@@ -5,14 +5,14 @@ Field rules: :mod:`magnetar.protocol.command`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from magnetar.protocol.command.enums import AuthMethod, CommandType
 from magnetar.protocol.command.structures import AuthData, FeatureFlags
+from magnetar.protocol.frozen_struct import frozen_struct
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class Connect:
     TYPE: ClassVar[CommandType] = CommandType.CONNECT
     client_version: str
@@ -27,7 +27,7 @@ class Connect:
     feature_flags: FeatureFlags | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class Connected:
     TYPE: ClassVar[CommandType] = CommandType.CONNECTED
     server_version: str
@@ -36,7 +36,7 @@ class Connected:
     feature_flags: FeatureFlags | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class AuthChallenge:
     TYPE: ClassVar[CommandType] = CommandType.AUTH_CHALLENGE
     server_version: str | None = None
@@ -44,7 +44,7 @@ class AuthChallenge:
     protocol_version: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class AuthResponse:
     TYPE: ClassVar[CommandType] = CommandType.AUTH_RESPONSE
     client_version: str | None = None
@@ -52,11 +52,11 @@ class AuthResponse:
     protocol_version: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class Ping:
     TYPE: ClassVar[CommandType] = CommandType.PING
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class Pong:
     TYPE: ClassVar[CommandType] = CommandType.PONG

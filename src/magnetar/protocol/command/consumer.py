@@ -5,7 +5,6 @@ Field rules: :mod:`magnetar.protocol.command`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from magnetar.common.errors import ServerError
@@ -17,10 +16,11 @@ from magnetar.protocol.command.enums import (
     ValidationError,
 )
 from magnetar.protocol.command.structures import KeyLongValue, KeySharedMeta, KeyValue, SchemaInfo
+from magnetar.protocol.frozen_struct import frozen_struct
 from magnetar.protocol.message_id import MessageId
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class Subscribe:
     TYPE: ClassVar[CommandType] = CommandType.SUBSCRIBE
     topic: str
@@ -44,7 +44,7 @@ class Subscribe:
     consumer_epoch: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class Flow:
     """Adds ``message_permits`` permits (counted in messages, not entries). Hot path."""
 
@@ -53,7 +53,7 @@ class Flow:
     message_permits: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class Message:
     """MESSAGE's command part; the stored entry bytes travel beside it. Hot path: the
     broker builds MESSAGE frames with :func:`magnetar.protocol.frame.encode_message`."""
@@ -66,7 +66,7 @@ class Message:
     consumer_epoch: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class Ack:
     """Hot path. ``message_id`` holds every acknowledged id (several for list acks)."""
 
@@ -81,7 +81,7 @@ class Ack:
     request_id: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class AckResponse:
     TYPE: ClassVar[CommandType] = CommandType.ACK_RESPONSE
     consumer_id: int
@@ -92,7 +92,7 @@ class AckResponse:
     request_id: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class RedeliverUnacknowledgedMessages:
     TYPE: ClassVar[CommandType] = CommandType.REDELIVER_UNACKNOWLEDGED_MESSAGES
     consumer_id: int
@@ -100,14 +100,14 @@ class RedeliverUnacknowledgedMessages:
     consumer_epoch: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class Unsubscribe:
     TYPE: ClassVar[CommandType] = CommandType.UNSUBSCRIBE
     consumer_id: int
     request_id: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class Seek:
     """Either ``message_id`` or ``message_publish_time`` is set."""
 
@@ -118,7 +118,7 @@ class Seek:
     message_publish_time: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class CloseConsumer:
     TYPE: ClassVar[CommandType] = CommandType.CLOSE_CONSUMER
     consumer_id: int
@@ -127,7 +127,7 @@ class CloseConsumer:
     assigned_broker_service_url_tls: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class ReachedEndOfTopic:
     """Never send it to C++ clients: they close the connection on it."""
 
@@ -135,21 +135,21 @@ class ReachedEndOfTopic:
     consumer_id: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class ActiveConsumerChange:
     TYPE: ClassVar[CommandType] = CommandType.ACTIVE_CONSUMER_CHANGE
     consumer_id: int
     is_active: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class GetLastMessageId:
     TYPE: ClassVar[CommandType] = CommandType.GET_LAST_MESSAGE_ID
     consumer_id: int
     request_id: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class GetLastMessageIdResponse:
     TYPE: ClassVar[CommandType] = CommandType.GET_LAST_MESSAGE_ID_RESPONSE
     last_message_id: MessageId
@@ -157,14 +157,14 @@ class GetLastMessageIdResponse:
     consumer_mark_delete_position: MessageId | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class ConsumerStats:
     TYPE: ClassVar[CommandType] = CommandType.CONSUMER_STATS
     request_id: int
     consumer_id: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class ConsumerStatsResponse:
     TYPE: ClassVar[CommandType] = CommandType.CONSUMER_STATS_RESPONSE
     request_id: int

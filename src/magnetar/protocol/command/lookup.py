@@ -5,14 +5,14 @@ Field rules: :mod:`magnetar.protocol.command`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from magnetar.common.errors import ServerError
 from magnetar.protocol.command.enums import CommandType, LookupResult, MetadataResult
+from magnetar.protocol.frozen_struct import frozen_struct
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class PartitionedTopicMetadata:
     TYPE: ClassVar[CommandType] = CommandType.PARTITIONED_METADATA
     topic: str
@@ -22,7 +22,7 @@ class PartitionedTopicMetadata:
     original_auth_method: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class PartitionedTopicMetadataResponse:
     """Always set ``response``: the C++ client treats a missing one as a failure."""
 
@@ -34,7 +34,7 @@ class PartitionedTopicMetadataResponse:
     message: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class LookupTopic:
     TYPE: ClassVar[CommandType] = CommandType.LOOKUP
     topic: str
@@ -46,7 +46,7 @@ class LookupTopic:
     advertised_listener_name: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class LookupTopicResponse:
     """Always set ``response``: the C++ client treats a missing one as ConnectError."""
 

@@ -5,16 +5,16 @@ Field rules: :mod:`magnetar.protocol.command`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from magnetar.common.errors import ServerError
 from magnetar.protocol.command.enums import CommandType, ProducerAccessMode
 from magnetar.protocol.command.structures import KeyValue, SchemaInfo
+from magnetar.protocol.frozen_struct import frozen_struct
 from magnetar.protocol.message_id import MessageId
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class Producer:
     TYPE: ClassVar[CommandType] = CommandType.PRODUCER
     topic: str
@@ -32,7 +32,7 @@ class Producer:
     initial_subscription_name: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class ProducerSuccess:
     TYPE: ClassVar[CommandType] = CommandType.PRODUCER_SUCCESS
     request_id: int
@@ -43,7 +43,7 @@ class ProducerSuccess:
     producer_ready: bool = True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class Send:
     """SEND's command part; the entry bytes travel beside it in the frame (hot path)."""
 
@@ -59,7 +59,7 @@ class Send:
     message_id: MessageId | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class SendReceipt:
     TYPE: ClassVar[CommandType] = CommandType.SEND_RECEIPT
     producer_id: int
@@ -68,7 +68,7 @@ class SendReceipt:
     highest_sequence_id: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class SendError:
     TYPE: ClassVar[CommandType] = CommandType.SEND_ERROR
     producer_id: int
@@ -77,7 +77,7 @@ class SendError:
     message: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class CloseProducer:
     TYPE: ClassVar[CommandType] = CommandType.CLOSE_PRODUCER
     producer_id: int

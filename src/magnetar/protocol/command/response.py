@@ -5,22 +5,22 @@ Field rules: :mod:`magnetar.protocol.command`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from magnetar.common.errors import ServerError
 from magnetar.protocol.command.enums import CommandType, ResourceType
 from magnetar.protocol.command.structures import SchemaInfo
+from magnetar.protocol.frozen_struct import frozen_struct
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class Success:
     TYPE: ClassVar[CommandType] = CommandType.SUCCESS
     request_id: int
     schema: SchemaInfo | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class Error:
     """``CommandError``: a request failed (see :func:`magnetar.common.errors.error_for_code`)."""
 
@@ -30,7 +30,7 @@ class Error:
     message: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class TopicMigrated:
     TYPE: ClassVar[CommandType] = CommandType.TOPIC_MIGRATED
     resource_id: int

@@ -5,15 +5,15 @@ Field rules: :mod:`magnetar.protocol.command`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from magnetar.common.errors import ServerError
 from magnetar.protocol.command.enums import CommandType
 from magnetar.protocol.command.structures import SchemaInfo
+from magnetar.protocol.frozen_struct import frozen_struct
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class GetSchema:
     TYPE: ClassVar[CommandType] = CommandType.GET_SCHEMA
     request_id: int
@@ -21,7 +21,7 @@ class GetSchema:
     schema_version: bytes | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class GetSchemaResponse:
     TYPE: ClassVar[CommandType] = CommandType.GET_SCHEMA_RESPONSE
     request_id: int
@@ -31,7 +31,7 @@ class GetSchemaResponse:
     schema_version: bytes | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class GetOrCreateSchema:
     TYPE: ClassVar[CommandType] = CommandType.GET_OR_CREATE_SCHEMA
     request_id: int
@@ -39,7 +39,7 @@ class GetOrCreateSchema:
     schema: SchemaInfo
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class GetOrCreateSchemaResponse:
     TYPE: ClassVar[CommandType] = CommandType.GET_OR_CREATE_SCHEMA_RESPONSE
     request_id: int

@@ -5,9 +5,8 @@ Field rules: :mod:`magnetar.protocol.command`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from magnetar.protocol.command.enums import KeySharedMode, SchemaType
+from magnetar.protocol.frozen_struct import frozen_struct
 
 KeyValue = tuple[str, str]
 """A ``KeyValue`` pair."""
@@ -17,7 +16,7 @@ KeyLongValue = tuple[str, int]
 """A ``KeyLongValue`` pair."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class IntRange:
     """Hash range, both ends inclusive (hash space 0..65535)."""
 
@@ -25,7 +24,7 @@ class IntRange:
     end: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class SchemaInfo:
     """``Schema``."""
 
@@ -35,14 +34,14 @@ class SchemaInfo:
     properties: tuple[KeyValue, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class EncryptionKeys:
     key: str
     value: bytes
     metadata: tuple[KeyValue, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class FeatureFlags:
     supports_auth_refresh: bool = False
     supports_broker_entry_metadata: bool = False
@@ -51,20 +50,20 @@ class FeatureFlags:
     supports_get_partitioned_metadata_without_auto_creation: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class AuthData:
     auth_method_name: str | None = None
     auth_data: bytes | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class KeySharedMeta:
     key_shared_mode: KeySharedMode
     hash_ranges: tuple[IntRange, ...] = ()
     allow_out_of_order_delivery: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class TxnSubscription:
     """``Subscription`` as used by the transaction commands."""
 

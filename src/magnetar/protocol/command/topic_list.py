@@ -5,13 +5,13 @@ Field rules: :mod:`magnetar.protocol.command`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from magnetar.protocol.command.enums import CommandType, TopicsMode
+from magnetar.protocol.frozen_struct import frozen_struct
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class GetTopicsOfNamespace:
     TYPE: ClassVar[CommandType] = CommandType.GET_TOPICS_OF_NAMESPACE
     request_id: int
@@ -21,7 +21,7 @@ class GetTopicsOfNamespace:
     topics_hash: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class GetTopicsOfNamespaceResponse:
     TYPE: ClassVar[CommandType] = CommandType.GET_TOPICS_OF_NAMESPACE_RESPONSE
     request_id: int
@@ -31,7 +31,7 @@ class GetTopicsOfNamespaceResponse:
     changed: bool = True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class WatchTopicList:
     TYPE: ClassVar[CommandType] = CommandType.WATCH_TOPIC_LIST
     request_id: int
@@ -41,7 +41,7 @@ class WatchTopicList:
     topics_hash: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class WatchTopicListSuccess:
     TYPE: ClassVar[CommandType] = CommandType.WATCH_TOPIC_LIST_SUCCESS
     request_id: int
@@ -50,7 +50,7 @@ class WatchTopicListSuccess:
     topic: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class WatchTopicUpdate:
     TYPE: ClassVar[CommandType] = CommandType.WATCH_TOPIC_UPDATE
     watcher_id: int
@@ -59,7 +59,7 @@ class WatchTopicUpdate:
     deleted_topics: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class WatchTopicListClose:
     TYPE: ClassVar[CommandType] = CommandType.WATCH_TOPIC_LIST_CLOSE
     request_id: int

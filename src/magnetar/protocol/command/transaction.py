@@ -5,22 +5,22 @@ Field rules: :mod:`magnetar.protocol.command`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from magnetar.common.errors import ServerError
 from magnetar.protocol.command.enums import CommandType, TxnAction
 from magnetar.protocol.command.structures import TxnSubscription
+from magnetar.protocol.frozen_struct import frozen_struct
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class TcClientConnectRequest:
     TYPE: ClassVar[CommandType] = CommandType.TC_CLIENT_CONNECT_REQUEST
     request_id: int
     tc_id: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class TcClientConnectResponse:
     TYPE: ClassVar[CommandType] = CommandType.TC_CLIENT_CONNECT_RESPONSE
     request_id: int
@@ -28,7 +28,7 @@ class TcClientConnectResponse:
     message: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class NewTxn:
     TYPE: ClassVar[CommandType] = CommandType.NEW_TXN
     request_id: int
@@ -36,7 +36,7 @@ class NewTxn:
     tc_id: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class _TxnResponse:
     """Fields shared by every transaction response."""
 
@@ -47,12 +47,12 @@ class _TxnResponse:
     message: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class NewTxnResponse(_TxnResponse):
     TYPE: ClassVar[CommandType] = CommandType.NEW_TXN_RESPONSE
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class AddPartitionToTxn:
     TYPE: ClassVar[CommandType] = CommandType.ADD_PARTITION_TO_TXN
     request_id: int
@@ -61,12 +61,12 @@ class AddPartitionToTxn:
     partitions: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class AddPartitionToTxnResponse(_TxnResponse):
     TYPE: ClassVar[CommandType] = CommandType.ADD_PARTITION_TO_TXN_RESPONSE
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class AddSubscriptionToTxn:
     TYPE: ClassVar[CommandType] = CommandType.ADD_SUBSCRIPTION_TO_TXN
     request_id: int
@@ -75,12 +75,12 @@ class AddSubscriptionToTxn:
     subscription: tuple[TxnSubscription, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class AddSubscriptionToTxnResponse(_TxnResponse):
     TYPE: ClassVar[CommandType] = CommandType.ADD_SUBSCRIPTION_TO_TXN_RESPONSE
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class EndTxn:
     TYPE: ClassVar[CommandType] = CommandType.END_TXN
     request_id: int
@@ -89,12 +89,12 @@ class EndTxn:
     txn_action: TxnAction | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class EndTxnResponse(_TxnResponse):
     TYPE: ClassVar[CommandType] = CommandType.END_TXN_RESPONSE
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class EndTxnOnPartition:
     TYPE: ClassVar[CommandType] = CommandType.END_TXN_ON_PARTITION
     request_id: int
@@ -105,12 +105,12 @@ class EndTxnOnPartition:
     txnid_least_bits_of_low_watermark: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class EndTxnOnPartitionResponse(_TxnResponse):
     TYPE: ClassVar[CommandType] = CommandType.END_TXN_ON_PARTITION_RESPONSE
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class EndTxnOnSubscription:
     TYPE: ClassVar[CommandType] = CommandType.END_TXN_ON_SUBSCRIPTION
     request_id: int
@@ -121,6 +121,6 @@ class EndTxnOnSubscription:
     txnid_least_bits_of_low_watermark: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen_struct
 class EndTxnOnSubscriptionResponse(_TxnResponse):
     TYPE: ClassVar[CommandType] = CommandType.END_TXN_ON_SUBSCRIPTION_RESPONSE

@@ -107,11 +107,10 @@ class BrokerServer:
     ``ownership`` (cluster mode) limits the broker to the bundles it holds; without it the
     broker owns every topic. ``collectors`` and ``health_checks`` are the host's own (see
     :class:`~magnetar.admin.AdminContext`); ``first_routes`` go before every route of the
-    admin app (the standalone's stand-in for the Functions Worker's routes), and when given
-    the host builds the app's route matching once its routes are complete
-    (:func:`~magnetar.admin.server.build_route_matching_off_loop`); without them it is built
-    off the loop as the HTTP server starts. ``collectors`` and ``first_routes`` may be
-    given as a function returning them, called when the app is built. With ``app_after``
+    admin app (the standalone's Functions Worker routes). The app's route matching is built
+    off the loop once the app is (:func:`~magnetar.admin.server.build_route_matching_off_loop`).
+    ``collectors`` and ``first_routes`` may be given as a function returning them, called
+    when the app is built (:attr:`app` is set by then). With ``app_after``
     the app is built once that event is set (see the module's docstring), and with
     ``app_when_needed`` too only once the first HTTP request comes or :meth:`wait_app` is
     called (an idle process then never imports the web framework); :meth:`wait_app`
@@ -217,7 +216,7 @@ class BrokerServer:
             app = self._deferred = DeferredApp(APP_WAIT_MS)
             self._app_build = asyncio.create_task(self._build_app_later(ctx, self._app_after))
         await self._start_servers(app)
-        if self._app_after is None and not self._first_routes:
+        if self._app_after is None:
             self._build_route_matching()
 
     def _build_app(self, ctx: AdminContext) -> FastAPI:
@@ -251,8 +250,7 @@ class BrokerServer:
             raise
         assert self._deferred is not None
         self._deferred.install(app)
-        if not self._first_routes:
-            self._build_route_matching()
+        self._build_route_matching()
 
     def _build_route_matching(self) -> None:
         # built off the loop, not on it by the first request (see build_route_matching)

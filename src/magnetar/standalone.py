@@ -8,8 +8,10 @@ server. It joins its cluster in the background once the broker serves, so the re
 not delayed; until it has joined, its routes answer 503.
 
 The ready line means the binary protocol and the HTTP port accept connections; the admin
-app (FastAPI's imports and routes) is built just after it (:mod:`magnetar.broker_server`),
-and an HTTP request that comes before it is built waits for it instead of failing.
+app (FastAPI's imports and routes, the worker's among them) is built when the first HTTP
+request comes (:mod:`magnetar.broker_server`), which waits for it instead of failing: an
+idle standalone does without the web framework's memory. The worker's own imports (the
+client library, the runtime) follow the ready line.
 
 Data lives under ``data_dir``: ``metadata.db`` (the embedded SQLite metadata store, unless
 ``metadata_url`` names a shared one such as ZooKeeper) and ``bookie/`` (journal, entry
@@ -25,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import importlib
 import logging
 import shutil
 from dataclasses import dataclass, field
@@ -32,29 +35,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from magnetar.bookie import Bookie, BookieConfig
-from magnetar.broker_server import BrokerServer, BrokerServerConfig, HostsBrokerServer, serve
+from magnetar.broker_server import (
+    APP_AFTER_WAIT_S,
+    BrokerServer,
+    BrokerServerConfig,
+    HostsBrokerServer,
+    serve,
+)
 from magnetar.common.errors import MagnetarError
 from magnetar.common.names import TopicName
 from magnetar.common.shutdown import STOP_TIMEOUT_S, stop_step
+from magnetar.functions.service_slot import ServiceSlot
 from magnetar.metadata import MetadataStore, connect
 
 if TYPE_CHECKING:
-    from magnetar.admin.deferred_routes import DeferredRoutes
-    from magnetar.functions.rest import ServiceSlot
     from magnetar.functions.worker_service import WorkerService
 
 log = logging.getLogger(__name__)
-
-WORKER_PATH_PREFIXES = (
-    "/admin/v3/functions",
-    "/admin/v3/sources",
-    "/admin/v3/sinks",
-    "/admin/v2/worker",
-)
-"""Paths of the Functions Worker's REST routes (:func:`magnetar.functions.rest.router`)."""
-WORKER_ROUTES_WAIT_MS = 10_000
-"""How long a request to them waits for the routes to be built (they are, just after the
-ready line)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +122,6 @@ class Standalone(HostsBrokerServer):
         self.server: BrokerServer | None = None
         self.functions_worker: WorkerService | None = None
         self._worker_slot: ServiceSlot | None = None
-        self._worker_routes: DeferredRoutes | None = None
         self._worker_task: asyncio.Task[None] | None = None
         self._announced = asyncio.Event()
         """Set by :meth:`ready_line`: the worker's imports and start follow the ready line."""
@@ -185,18 +181,17 @@ class Standalone(HostsBrokerServer):
             return [JournalCollector(lambda: None if self.bookie is None else bookie.journal)]
 
         def first_routes() -> list[Any]:
-            if not cfg.functions_worker:
+            if self._worker_slot is None:
                 return []
-            # The worker's routes are built after the app (DeferredRoutes): until then this
-            # stand-in, first of the routes as they will be, holds their requests.
-            from magnetar.admin.deferred_routes import DeferredRoutes
+            from magnetar.functions.rest import routes_on
 
-            self._worker_routes = DeferredRoutes(WORKER_PATH_PREFIXES, WORKER_ROUTES_WAIT_MS)
-            return [self._worker_routes]
+            assert self.server is not None and self.server.app is not None
+            return routes_on(self.server.app, self._worker_slot)
 
-        # The admin app is built after the ready line (app_after): HTTP requests that come
-        # first wait for it. Without the worker (whose routes it holds) it is built only
-        # when the first request comes: an idle standalone does without FastAPI's memory.
+        # The admin app (with the worker's routes) is built when the first HTTP request
+        # comes, after the ready line: an idle standalone does without FastAPI's memory.
+        if cfg.functions_worker:
+            self._worker_slot = ServiceSlot()
         self.server = BrokerServer(
             cfg.server,
             self.store,
@@ -205,7 +200,7 @@ class Standalone(HostsBrokerServer):
             health_checks=[lambda: None if self.bookie is None else bookie.write_problem()],
             first_routes=first_routes,
             app_after=self._announced,
-            app_when_needed=not cfg.functions_worker,
+            app_when_needed=True,
         )
         await self.server.start()
         assert self.server.admin is not None
@@ -221,29 +216,19 @@ class Standalone(HostsBrokerServer):
             )
 
     async def _start_functions_worker(self) -> None:
-        # Its imports (the client library, the runtime) are a fifth of the start-up: they
-        # follow the ready line, which the worker's routes do not wait for (DeferredRoutes).
+        # Its imports (the client library, the runtime) follow the ready line, off the loop
+        # (which serves meanwhile), as the admin app's do.
         server = self.server
         assert server is not None
-        # the admin app is built after the ready line, its imports in a thread: the
-        # worker's imports follow it, not beside it
-        app = await server.wait_app()
-        from magnetar.functions.rest import ServiceSlot, router
-
-        assert self._worker_routes is not None
-        assert server.broker is not None and server.http is not None
-        self._worker_slot = ServiceSlot()
-        self._worker_routes.install(app, router(self._worker_slot))
-        from magnetar.admin.server import build_route_matching_off_loop
-
-        # the routes are complete now: their matching is built off the loop, not by the
-        # first request (a user's, or the worker's REST calls) on it
-        await build_route_matching_off_loop(app)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._announced.wait(), APP_AFTER_WAIT_S)
+        await asyncio.to_thread(importlib.import_module, "magnetar.functions.worker_service")
         from magnetar.functions.runtime_manager import runtime_factory
         from magnetar.functions.worker_config import WorkerConfig
         from magnetar.functions.worker_info import WorkerInfo
         from magnetar.functions.worker_service import WorkerService
 
+        assert server.broker is not None and server.http is not None
         host = server.config.http_host
         config = WorkerConfig(
             worker=WorkerInfo("standalone", host, server.http.port),
@@ -273,7 +258,7 @@ class Standalone(HostsBrokerServer):
         """The functions worker's member list source: the coordination topic's stats read
         in this process, as ``GET .../stats`` answers them (an HTTP request to ourselves
         cost ~2 ms of the event loop, once a second). Raises MembershipUnavailable."""
-        from magnetar.admin.topics import loaded_topic_stats
+        from magnetar.admin.resources.topics import loaded_topic_stats
         from magnetar.functions.errors import MembershipUnavailable
 
         assert self.server is not None and self.server.admin is not None

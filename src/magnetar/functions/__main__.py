@@ -30,9 +30,10 @@ from magnetar.common.clock import SystemClock
 from magnetar.common.errors import MagnetarError
 from magnetar.common.shutdown import stop_requested
 from magnetar.functions.leadership import LeadershipChanged
-from magnetar.functions.rest import ServiceSlot, create_worker_app
+from magnetar.functions.rest import create_worker_app
 from magnetar.functions.rest_access import WorkerRestAccess
 from magnetar.functions.runtime_manager import RUNTIME_KINDS, RuntimeFactory, runtime_factory
+from magnetar.functions.service_slot import ServiceSlot
 from magnetar.functions.worker_config import (
     DEFAULT_ASSIGNMENTS_TOPIC,
     DEFAULT_COORDINATION_SUBSCRIPTION,

@@ -21,7 +21,6 @@ while no leader can take writes. Changes that reach a follower are forwarded to 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Depends, FastAPI
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute
 
 from magnetar.admin_client import AdminClient, AdminError
 from magnetar.auth.authentication import AUTH_METHOD_HEADER
@@ -55,10 +55,11 @@ from magnetar.functions.function_config import (
 )
 from magnetar.functions.instance_status import InstanceStatus, function_status_json
 from magnetar.functions.rest_access import RestRefused, WorkerRestAccess
+from magnetar.functions.service_slot import ServiceSlot
 
 if TYPE_CHECKING:
-    # The worker brings the client library: the routes are built at the standalone's start,
-    # the worker joins later (see ServiceSlot).
+    # The worker brings the client library: a host may build the routes before its worker
+    # joins (see ServiceSlot).
     from magnetar.functions.worker_service import WorkerService
 
 log = logging.getLogger(__name__)
@@ -69,8 +70,6 @@ JSON_BODY_BYTES_MAX = 1024 * 1024
 MULTIPART_OVERHEAD_BYTES = 1024 * 1024
 """Room for the definition and multipart framing around the largest package."""
 FORWARD_TIMEOUT_S = 60.0
-SERVICE_WAIT_MS = 10_000
-"""How long a request waits for the worker to start (its host serves HTTP first)."""
 TRIGGER_TIMEOUT_MS = 10_000
 """How long ``trigger`` waits for the function's output."""
 TRIGGER_VALUE_BYTES_MAX = 1024 * 1024
@@ -287,43 +286,15 @@ async def _forward(service: WorkerService, request: Request, body: bytes) -> Res
     return Response(answer.body, status_code=answer.status, media_type=media or None)
 
 
-class ServiceSlot:
-    """The worker the routes serve, set once it has started (a host builds its HTTP app
-    before the worker, whose advertised port is the app's). Until then a request waits for
-    it, at most :data:`SERVICE_WAIT_MS`, then gets 503."""
-
-    def __init__(self, service: WorkerService | None = None) -> None:
-        self._service = service
-        self._set = asyncio.Event()
-        self.failure: str | None = None
-        """Why the worker could not start (then requests get 503 with it at once)."""
-        if service is not None:
-            self._set.set()
-
-    @property
-    def service(self) -> WorkerService | None:
-        return self._service
-
-    @service.setter
-    def service(self, service: WorkerService | None) -> None:
-        self._service = service
-        if service is None:
-            self._set.clear()
-        else:
-            self._set.set()
-
-    async def get(self) -> WorkerService:
-        """Raises :class:`LeaderUnavailable` when no worker came in time."""
-        if self._service is None and self.failure is None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._set.wait(), SERVICE_WAIT_MS / 1000)
-        if self._service is None:
-            raise LeaderUnavailable(
-                f"the functions worker did not start: {self.failure}"
-                if self.failure
-                else "the functions worker is starting; try again"
-            )
-        return self._service
+def routes_on(app: FastAPI, slot: ServiceSlot) -> list[BaseRoute]:
+    """:func:`router`'s routes built for ``app`` (with the app's dependencies) but not
+    placed in it: the caller puts them where they belong (the standalone: first)."""
+    routes = app.router.routes
+    before = len(routes)
+    app.include_router(router(slot))
+    built = routes[before:]
+    del routes[before:]
+    return built
 
 
 def router(slot: ServiceSlot) -> APIRouter:

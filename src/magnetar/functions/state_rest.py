@@ -32,12 +32,12 @@ from magnetar.functions.errors import FunctionNotFound, InvalidRequest
 from magnetar.functions.function_config import ComponentKind
 from magnetar.functions.rest import (
     MULTIPART_OVERHEAD_BYTES,
-    ServiceSlot,
     _answer,
     json_response,
     parse_form,
     read_body,
 )
+from magnetar.functions.service_slot import ServiceSlot
 from magnetar.functions.state_store import (
     STATE_VALUE_BYTES_MAX,
     StateEntry,

@@ -27,11 +27,19 @@ _T = TypeVar("_T")
 _new_struct = dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
 
 
-def _compile(cls: type[Any], name: str, source: str, namespace: dict[str, Any]) -> Any:
-    """Compiles ``source`` (defining ``name``), installs the function on ``cls``, returns it."""
+def _compile(
+    cls: type[Any],
+    name: str,
+    source: str,
+    namespace: dict[str, Any],
+    wrap: Callable[[Any], Any] = lambda fn: fn,
+) -> Any:
+    """Compiles ``source`` (defining ``name``), installs the function (through ``wrap``) on
+    ``cls`` and returns it."""
     exec(source, namespace)  # as dataclasses generates its methods
     fn = namespace[name]
     fn.__qualname__ = f"{cls.__qualname__}.{name}"
+    fn = wrap(fn)
     setattr(cls, name, fn)
     return fn
 
@@ -71,10 +79,8 @@ def _lazy_repr(self: Any) -> str:
     cls = type(self)
     parts = ", ".join(f"{f.name}={{self.{f.name}!r}}" for f in dataclasses.fields(cls) if f.repr)
     source = f"def __repr__(self):\n return self.__class__.__qualname__ + f'({parts})'\n"
-    fn = _compile(cls, "__repr__", source, {})
-    wrapped = reprlib.recursive_repr()(fn)  # as dataclasses' own, "..." for a cycle
-    setattr(cls, "__repr__", wrapped)
-    result: str = wrapped(self)
+    # recursive_repr: "..." for a cycle, as dataclasses' own
+    result: str = _compile(cls, "__repr__", source, {}, reprlib.recursive_repr())(self)
     return result
 
 

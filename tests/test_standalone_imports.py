@@ -5,7 +5,8 @@ library, Spark nor tiered storage's object store client (they follow the ready l
 first use of the feature). Without the Functions Worker neither is the HTTP server itself:
 the port listens, and uvicorn starts with the first connection. An HTTP request that comes before the admin app is built waits
 for it and is served. Without the Functions Worker the admin app is built only when the
-first HTTP request comes: an idle standalone never imports the web framework."""
+first HTTP request comes, and so it is with the Functions Worker, whose routes are built
+with the app: an idle standalone never imports the web framework, though its worker joins."""
 
 from __future__ import annotations
 
@@ -110,6 +111,27 @@ asyncio.run(main())
 )
 
 
+IDLE_WITH_WORKER = (
+    _SERVER_SCRIPT_HEAD
+    + """
+        from magnetar.testing.wait import wait_until_async
+
+        node = Standalone(StandaloneConfig(data_dir=Path(tmp), server=server))
+        await node.start()
+        node.ready_line(0.0)
+        await wait_until_async(lambda: node.functions_worker is not None, timeout_s=60)
+        idle = "fastapi" in sys.modules or "uvicorn" in sys.modules
+        assert node.http is not None
+        base = f"http://127.0.0.1:{node.http.port}"
+        members = await asyncio.to_thread(get, f"{base}/admin/v2/worker/cluster")
+        await node.stop()
+    print(json.dumps([idle, members]))
+
+asyncio.run(main())
+"""
+)
+
+
 def output_of(code: str) -> Any:
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
@@ -135,3 +157,12 @@ def test_without_the_worker_the_admin_app_is_built_by_the_first_request() -> Non
     idle_loaded_fastapi, answer = output_of(IDLE_WITHOUT_WORKER)
     assert not idle_loaded_fastapi
     assert answer == [200, ["standalone"]]
+
+
+def test_with_the_worker_the_admin_app_is_built_by_the_first_request_too() -> None:
+    """The worker joins (leader election over its Failover subscription) without the app;
+    the first request builds the app with the worker's routes, which answer it."""
+    idle_loaded_fastapi, (status, members) = output_of(IDLE_WITH_WORKER)
+    assert not idle_loaded_fastapi
+    assert status == 200
+    assert [m["workerId"] for m in members] == ["standalone"]

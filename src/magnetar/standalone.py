@@ -45,10 +45,10 @@ from magnetar.broker_server import (
 from magnetar.common.errors import MagnetarError
 from magnetar.common.names import TopicName
 from magnetar.common.shutdown import STOP_TIMEOUT_S, stop_step
-from magnetar.functions.service_slot import ServiceSlot
 from magnetar.metadata import MetadataStore, connect
 
 if TYPE_CHECKING:
+    from magnetar.functions.service_slot import ServiceSlot
     from magnetar.functions.worker_service import WorkerService
 
 log = logging.getLogger(__name__)
@@ -191,6 +191,8 @@ class Standalone(HostsBrokerServer):
         # The admin app (with the worker's routes) is built when the first HTTP request
         # comes, after the ready line: an idle standalone does without FastAPI's memory.
         if cfg.functions_worker:
+            from magnetar.functions.service_slot import ServiceSlot
+
             self._worker_slot = ServiceSlot()
         self.server = BrokerServer(
             cfg.server,

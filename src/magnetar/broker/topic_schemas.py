@@ -42,18 +42,13 @@ from magnetar.protocol import (
     SchemaType,
     Subscribe,
 )
-from magnetar.schema import (
-    SchemaDefinition,
-    SchemaPolicy,
-    SchemaRegistry,
-    version_bytes,
-    version_number,
-)
-from magnetar.schema.registry import schema_id
 
 if TYPE_CHECKING:
+    # imported on first use, by the first producer or schema request: not by a broker
+    # that serves nothing yet
     from magnetar.broker.service import BrokerService
     from magnetar.broker.topic import Topic
+    from magnetar.schema import SchemaDefinition, SchemaPolicy, SchemaRegistry
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +58,22 @@ class TopicSchemas:
 
     def __init__(self, service: BrokerService) -> None:
         self._service = service
-        self.registry = SchemaRegistry(service.store, service.clock)
+        self._registry: SchemaRegistry | None = None
+
+    @property
+    def registry(self) -> SchemaRegistry:
+        """The topics' schema versions in the metadata store (made on first use)."""
+        if self._registry is None:
+            from magnetar.schema import SchemaRegistry
+
+            self._registry = SchemaRegistry(self._service.store, self._service.clock)
+        return self._registry
 
     async def policy(self, topic: TopicName) -> SchemaPolicy:
         """The schema policy in force for ``topic`` (fresh reads: a strategy set a moment
         ago applies to the next producer). A malformed stored policy counts as unset."""
+        from magnetar.schema import SchemaPolicy
+
         policies = self._service.policies
         base = topic.partitioned_topic if topic.is_partition else topic
         namespace_strategy: str | None = None
@@ -96,6 +102,8 @@ class TopicSchemas:
     async def producer_version(self, topic: Topic, cmd: Producer) -> bytes | None:
         """The schema version for PRODUCER_SUCCESS (None without a schema). Raises
         IncompatibleSchema (InvalidSchema for malformed data); nothing is stored then."""
+        from magnetar.schema import version_bytes
+
         name = topic.name
         policy = await self.policy(name)
         if cmd.schema is None:
@@ -113,6 +121,8 @@ class TopicSchemas:
         """Register or check a subscriber's schema. Raises IncompatibleSchema."""
         if cmd.schema is None or cmd.schema.type == SchemaType.AutoConsume:
             return
+        from magnetar.schema import SchemaDefinition
+
         name = topic.name
         definition = SchemaDefinition.from_wire(cmd.schema)
         policy = await self.policy(name)
@@ -132,6 +142,9 @@ class TopicSchemas:
             await self.registry.check_consumer(name, definition, policy.strategy)
 
     async def handle_get_schema(self, cmd: GetSchema) -> GetSchemaResponse:
+        from magnetar.schema import version_bytes, version_number
+        from magnetar.schema.registry import schema_id
+
         name = TopicName.parse(cmd.topic)
         version: int | None = None
         if cmd.schema_version:
@@ -150,6 +163,8 @@ class TopicSchemas:
     async def handle_get_or_create_schema(
         self, cmd: GetOrCreateSchema
     ) -> GetOrCreateSchemaResponse:
+        from magnetar.schema import version_bytes
+
         name = TopicName.parse(cmd.topic)
         service = self._service
         if service.loaded_topic(name) is None and not await service.topic_exists(name):
@@ -164,6 +179,8 @@ class TopicSchemas:
 def _storable(info: SchemaInfo) -> SchemaDefinition:
     """A producer's schema as a definition to store; AUTO_CONSUME is refused (it names no
     schema, only a consumer's way of reading)."""
+    from magnetar.schema import SchemaDefinition
+
     if info.type == SchemaType.AutoConsume:
         raise IncompatibleSchema("AUTO_CONSUME is a consumer's schema; a producer cannot use it")
     return SchemaDefinition.from_wire(info)

@@ -18,14 +18,14 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.common.errors import MagnetarError
-from magnetar.replication.persistent_replicator import CURSOR_PREFIX, PersistentReplicator
 from magnetar.replication.policy import effective_clusters, remote_clusters
-from magnetar.replication.replicated_subscriptions import ReplicatedSubscriptionsController
 
 if TYPE_CHECKING:
     from magnetar.auth.client_credentials import ClientCredentials
     from magnetar.broker.service import BrokerService
     from magnetar.broker.topic import Topic
+    from magnetar.replication.persistent_replicator import PersistentReplicator
+    from magnetar.replication.replicated_subscriptions import ReplicatedSubscriptionsController
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,10 @@ class ReplicationManager:
         delete the cursors of clusters no longer among them (they would hold the log's
         entries forever). A failure to read the policies or to create or delete a cursor
         is logged; the next policy change or load tries again."""
+        # imported by the first topic, not at the broker's start: with the replicators
+        # come the protocol's markers and the replicated subscriptions' snapshots
+        from magnetar.replication.persistent_replicator import CURSOR_PREFIX, PersistentReplicator
+
         async with self._lock(topic.full_name):
             if topic.closed:
                 return
@@ -134,6 +138,10 @@ class ReplicationManager:
         name = topic.full_name
         controller = self._controllers.get(name)
         if running and controller is None:
+            from magnetar.replication.replicated_subscriptions import (
+                ReplicatedSubscriptionsController,
+            )
+
             controller = ReplicatedSubscriptionsController(
                 topic,
                 self._service.config.cluster_name,

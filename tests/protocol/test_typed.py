@@ -164,3 +164,10 @@ def test_string_fields_that_are_not_utf8_decode_to_str() -> None:
     assert cmd.subscription == "s\udcff\udcfes"
     assert cmd.metadata == (("k\udcff\udcfek", "v\udcff\udcfev"),)
     assert cmd.subscription.encode("utf-8", "surrogateescape") == b"s\xff\xfes"
+
+
+def test_every_codec_matches_its_proto() -> None:
+    """Codecs are derived on first use: derive them all here, where a typed class whose
+    fields differ from its protobuf message's raises TypeError."""
+    for cd in _convert._CODECS.values():
+        cd.build()

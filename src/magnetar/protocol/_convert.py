@@ -186,34 +186,49 @@ def _kv_fill(m: Any, kv: tuple[str, Any]) -> None:
 
 
 class StructCodec:
-    """Converts one typed dataclass to and from one protobuf message type."""
+    """Converts one typed dataclass to and from one protobuf message type.
+
+    Its converters are derived by its first use (most command types are rare: deriving
+    them all at import was a tenth of the package's import time); :meth:`build` derives
+    them at once."""
 
     __slots__ = ("_descriptor", "_getters", "_setters", "pb_cls", "typed")
 
     def __init__(self, typed: type[Any], descriptor: Descriptor) -> None:
         self.typed = typed
         self.pb_cls: type[PbMessage] = getattr(pb, descriptor.name)
-        self._getters: list[tuple[str, FromPb]] = []
+        self._getters: list[tuple[str, FromPb]] | None = None
         self._setters: list[FillPb] = []
         self._descriptor = descriptor
 
-    def build(self) -> None:
-        """Derive the converters (after every codec exists, so nested ones resolve)."""
+    def build(self) -> list[tuple[str, FromPb]]:
+        """Derive the converters (every codec exists by then, so nested ones resolve);
+        returns the getters. Raises TypeError if the typed fields and the proto's differ."""
+        if self._getters is not None:
+            return self._getters
         names = {f.name for f in fields(self.typed)}
+        getters: list[tuple[str, FromPb]] = []
+        setters: list[FillPb] = []
         for f in self._descriptor.fields:
             attr = typed_name(f.name)
             if attr not in names:
                 raise TypeError(f"{self.typed.__name__} lacks field {attr} ({f.full_name})")
-            self._getters.append((attr, _getter(f)))
-            self._setters.append(_setter(f, attr))
+            getters.append((attr, _getter(f)))
+            setters.append(_setter(f, attr))
         extra = names - {typed_name(f.name) for f in self._descriptor.fields}
         if extra:
             raise TypeError(f"{self.typed.__name__} has fields not in the proto: {extra}")
+        self._setters = setters
+        self._getters = getters
+        return getters
 
     def from_pb(self, m: Any) -> Any:
-        return self.typed(**{attr: get(m) for attr, get in self._getters})
+        getters = self._getters if self._getters is not None else self.build()
+        return self.typed(**{attr: get(m) for attr, get in getters})
 
     def fill(self, m: Any, obj: Any) -> None:
+        if self._getters is None:
+            self.build()
         for set_ in self._setters:
             set_(m, obj)
 
@@ -334,8 +349,6 @@ def _setter(f: FieldDescriptor, attr: str) -> FillPb:
 
 for _name, _typed in STRUCTS.items():
     _CODECS[_name] = StructCodec(_typed, pb.DESCRIPTOR.message_types_by_name[_name[len(_PKG) :]])
-for _codec in _CODECS.values():
-    _codec.build()
 
 
 def codec(typed: type[Any]) -> StructCodec:

@@ -34,6 +34,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
+from typing import Protocol
 
 from magnetar.common.errors import FrameTooLarge, ProtocolError
 from magnetar.protocol import _convert
@@ -470,29 +471,59 @@ def encode_send(
 # Hand-written protobuf for MESSAGE: this runs once per dispatched entry, and building it
 # through the protobuf runtime costs more than the rest of the dispatch path.
 
-_VARINT_SMALL = [bytes([i]) for i in range(0x80)]
 _TABLE_LIMIT = 1 << 14
 
 
 def _two_byte_varints(high_bits: int) -> bytes:
     """Byte pairs ``(i & 0x7F) | 0x80, (i >> 7) | high_bits`` for i below 2**14, end to end:
-    built by slice assignment, as slicing them out is, several times cheaper at import than
-    16 384 ``bytes([...])`` calls."""
+    built by slice assignment, as slicing them out is, several times cheaper than 16 384
+    ``bytes([...])`` calls."""
     pairs = bytearray(2 * _TABLE_LIMIT)
     pairs[0::2] = bytes(range(0x80, 0x100)) * (_TABLE_LIMIT >> 7)
     pairs[1::2] = b"".join([bytes((h | high_bits,)) * 0x80 for h in range(_TABLE_LIMIT >> 7)])
     return bytes(pairs)
 
 
-_pairs = _two_byte_varints(0)
+def varint_tables() -> tuple[list[bytes], list[bytes]]:
+    """The encoders' two varint tables (built by the first call): every varint below 2**14
+    by value, and the first two bytes of a three-byte varint by its low 14 bits."""
+    global _VARINT_TABLE, _VARINT_LOW14_MORE
+    if isinstance(_VARINT_TABLE, list) and isinstance(_VARINT_LOW14_MORE, list):
+        return _VARINT_TABLE, _VARINT_LOW14_MORE
+    pairs = _two_byte_varints(0)
+    table = [bytes((i,)) for i in range(0x80)]
+    table += [pairs[j : j + 2] for j in range(0x100, 2 * _TABLE_LIMIT, 2)]
+    pairs = _two_byte_varints(0x80)
+    low14_more = [pairs[j : j + 2] for j in range(0, 2 * _TABLE_LIMIT, 2)]
+    _VARINT_TABLE, _VARINT_LOW14_MORE = table, low14_more
+    return table, low14_more
+
+
+class _Table(Protocol):
+    def __getitem__(self, index: int, /) -> bytes: ...
+
+
+class _TableUntilUsed:
+    """Stands in for a varint table until it is first indexed, which builds both tables
+    (:func:`varint_tables`: 1.4 MB, several ms) in its place: a process that never encodes
+    a MESSAGE or receipt (an idle one) never builds them, and every later call reads the
+    real list, so the hot path pays nothing for the laziness."""
+
+    __slots__ = ("_which",)
+
+    def __init__(self, which: int) -> None:
+        self._which = which
+
+    def __getitem__(self, index: int) -> bytes:
+        return varint_tables()[self._which][index]
+
+
 # Every varint below 2**14 (one or two bytes), looked up inline on the MESSAGE path: ids,
 # lengths and counts are mostly small, and a lookup is far cheaper than a call.
-_VARINT_TABLE = _VARINT_SMALL + [_pairs[j : j + 2] for j in range(0x100, 2 * _TABLE_LIMIT, 2)]
-_pairs = _two_byte_varints(0x80)
-_VARINT_LOW14_MORE = [_pairs[j : j + 2] for j in range(0, 2 * _TABLE_LIMIT, 2)]
+_VARINT_TABLE: _Table = _TableUntilUsed(0)
+_VARINT_LOW14_MORE: _Table = _TableUntilUsed(1)
 """The first two bytes of a three-byte varint by its low 14 bits: entry ids of 2**14 up to
 2**21 (a ledger holds 50 000 entries by default) are then two lookups, not a call."""
-del _pairs
 _INT64_MIN = -(1 << 63)
 
 
@@ -566,8 +597,9 @@ def _encode_bem(bem: BrokerEntryMetadata) -> bytes:
     return out
 
 
-_MESSAGE_TYPE = b"\x08" + _varint(int(CommandType.MESSAGE)) + b"\x4a"
-_SEND_RECEIPT_TYPE = b"\x08" + _varint(int(CommandType.SEND_RECEIPT)) + b"\x3a"
+# type numbers below 0x80: one-byte varints
+_MESSAGE_TYPE = bytes((0x08, CommandType.MESSAGE, 0x4A))
+_SEND_RECEIPT_TYPE = bytes((0x08, CommandType.SEND_RECEIPT, 0x3A))
 
 
 def encode_send_receipt(receipt: SendReceipt) -> bytes:

@@ -13,8 +13,8 @@ needs lazily through :class:`magnetar.protocol.entry.EntryMetadata`. Producers b
 
 from __future__ import annotations
 
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.protocol.command import CompressionType, EncryptionKeys, KeyValue
-from magnetar.protocol.frozen_struct import frozen_struct
 
 
 @frozen_struct

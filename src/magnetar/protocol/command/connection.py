@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.protocol.command.enums import AuthMethod, CommandType
 from magnetar.protocol.command.structures import AuthData, FeatureFlags
-from magnetar.protocol.frozen_struct import frozen_struct
 
 
 @frozen_struct

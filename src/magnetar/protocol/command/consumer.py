@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from magnetar.common.errors import ServerError
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.protocol.command.enums import (
     AckType,
     CommandType,
@@ -16,7 +17,6 @@ from magnetar.protocol.command.enums import (
     ValidationError,
 )
 from magnetar.protocol.command.structures import KeyLongValue, KeySharedMeta, KeyValue, SchemaInfo
-from magnetar.protocol.frozen_struct import frozen_struct
 from magnetar.protocol.message_id import MessageId
 
 

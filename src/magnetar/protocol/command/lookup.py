@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from magnetar.common.errors import ServerError
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.protocol.command.enums import CommandType, LookupResult, MetadataResult
-from magnetar.protocol.frozen_struct import frozen_struct
 
 
 @frozen_struct

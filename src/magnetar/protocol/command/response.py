@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 from magnetar.common.errors import ServerError
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.protocol.command.enums import CommandType, ResourceType
 from magnetar.protocol.command.structures import SchemaInfo
-from magnetar.protocol.frozen_struct import frozen_struct
 
 
 @frozen_struct

@@ -5,8 +5,8 @@ Field rules: :mod:`magnetar.protocol.command`.
 
 from __future__ import annotations
 
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.protocol.command.enums import KeySharedMode, SchemaType
-from magnetar.protocol.frozen_struct import frozen_struct
 
 KeyValue = tuple[str, str]
 """A ``KeyValue`` pair."""

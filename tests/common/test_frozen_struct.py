@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from magnetar.protocol.frozen_struct import frozen_struct
+from magnetar.common.frozen_struct import frozen_struct
 
 
 @frozen_struct
@@ -96,3 +96,67 @@ def test_refuses_what_it_cannot_generate() -> None:
         @frozen_struct
         class WithoutInit:
             x: int = dataclasses.field(init=False, default=0)
+
+
+@frozen_struct(kw_only=False)
+class Point:
+    x: int
+    y: int = 0
+    tags: tuple[str, ...] = dataclasses.field(default=(), kw_only=True)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PointReference:
+    x: int
+    y: int = 0
+    tags: tuple[str, ...] = dataclasses.field(default=(), kw_only=True)
+
+
+def test_positional_structs_match_the_dataclass_ones() -> None:
+    point, reference = Point(1, 2, tags=("a",)), PointReference(1, 2, tags=("a",))
+    assert repr(point) == repr(reference).replace("PointReference", "Point")
+    assert hash(point) == hash(reference)
+    assert point == Point(x=1, y=2, tags=("a",)) and Point(1) == Point(1, 0)
+    assert Point.__match_args__ == PointReference.__match_args__ == ("x", "y")
+    match point:
+        case Point(1, y):
+            assert y == 2
+        case _:
+            raise AssertionError("no match")
+    with pytest.raises(TypeError):
+        Point(1, 2, ("a",))  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        point.x = 2  # type: ignore[misc]
+
+
+def test_methods_the_class_defines_are_kept() -> None:
+    @frozen_struct(kw_only=False)
+    class Custom:
+        x: int
+
+        def __repr__(self) -> str:
+            return "custom"
+
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    assert repr(Custom(1)) == "custom" and Custom(1) == Custom(2)
+    assert hash(Custom(1)) == hash((1,))  # __eq__ alone: the hash is still generated
+
+    @frozen_struct
+    class OwnHash:
+        x: int
+
+        def __hash__(self) -> int:
+            return 7
+
+    assert hash(OwnHash(x=1)) == 7
+
+
+def test_refuses_a_field_without_default_after_one_with() -> None:
+    with pytest.raises(TypeError):
+
+        @frozen_struct(kw_only=False)
+        class Misordered:
+            x: int = 0
+            y: int  # type: ignore[misc]

@@ -1,18 +1,20 @@
-"""Frozen, slotted, keyword-only dataclasses whose methods are compiled on first use.
+"""Frozen, slotted dataclasses whose methods are compiled on first use.
 
-``@frozen_struct`` makes what ``@dataclass(frozen=True, slots=True, kw_only=True)`` makes:
-the same fields (``dataclasses.fields``, ``replace``, ``asdict``), ``__init__`` (keyword-only),
-``__repr__``, ``__eq__``, ``__hash__`` over the compared fields, ``FrozenInstanceError`` on
-assignment and deletion, no ``__dict__``, pickling and copying. Only *when* differs:
-``dataclass`` compiles six methods per class while the class is created (about 0.6 ms a
-class, most of the protocol package's import time), here each of ``__init__``, ``__repr__``,
-``__eq__`` and ``__hash__`` is compiled by its first call on that class and then replaces
-itself on the class, so later calls run the generated code directly; assignment and
-deletion, which only ever raise, share one function for every class.
+``@frozen_struct`` makes what ``@dataclass(frozen=True, slots=True, kw_only=True)`` makes,
+and ``@frozen_struct(kw_only=False)`` what ``@dataclass(frozen=True, slots=True)`` makes:
+the same fields (``dataclasses.fields``, ``replace``, ``asdict``), ``__init__``,
+``__repr__``, ``__eq__``, ``__hash__`` over the compared fields, ``__match_args__``,
+``FrozenInstanceError`` on assignment and deletion, no ``__dict__``, pickling and copying;
+a method the class defines itself is kept, as ``dataclass`` keeps it. Only *when* differs:
+``dataclass`` compiles six methods per class while the class is created (about 0.5 ms a
+class: most of the import time of a module of small classes), here each of ``__init__``,
+``__repr__``, ``__eq__`` and ``__hash__`` is compiled by its first call on that class and
+then replaces itself on the class, so later calls run the generated code directly;
+assignment and deletion, which only ever raise, share one function for every class.
 
-Supported fields: those ``dataclass`` accepts with ``kw_only``, including defaults and
-``default_factory``; not ``field(init=False)`` nor ``__post_init__`` (refused when the class
-is made), so no ``InitVar`` either. A subclass must be decorated too.
+Supported fields: those ``dataclass`` accepts, including defaults and ``default_factory``;
+not ``field(init=False)`` nor ``__post_init__`` (refused when the class is made), so no
+``InitVar`` either. A subclass must be decorated too.
 """
 
 from __future__ import annotations
@@ -20,11 +22,9 @@ from __future__ import annotations
 import dataclasses
 import reprlib
 from collections.abc import Callable
-from typing import Any, TypeVar, dataclass_transform
+from typing import Any, TypeVar, dataclass_transform, overload
 
 _T = TypeVar("_T")
-
-_new_struct = dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)
 
 
 def _compile(
@@ -46,23 +46,25 @@ def _compile(
 
 def _make_init(cls: type[Any]) -> Callable[..., None]:
     namespace: dict[str, Any] = {"_HAS_FACTORY": _HAS_FACTORY}
-    params = []
+    positional: list[str] = []
+    keyword: list[str] = []
     body = []
     for f in dataclasses.fields(cls):
         # the slot's descriptor: stores past the frozen __setattr__, as object.__setattr__
         namespace[f"_set_{f.name}"] = getattr(cls, f.name).__set__
         if f.default is not dataclasses.MISSING:
             namespace[f"_default_{f.name}"] = f.default
-            params.append(f"{f.name}=_default_{f.name}")
+            param = f"{f.name}=_default_{f.name}"
         elif f.default_factory is not dataclasses.MISSING:
             namespace[f"_factory_{f.name}"] = f.default_factory
-            params.append(f"{f.name}=_HAS_FACTORY")
+            param = f"{f.name}=_HAS_FACTORY"
             body.append(f" if {f.name} is _HAS_FACTORY: {f.name} = _factory_{f.name}()\n")
         else:
-            params.append(f.name)
+            param = f.name
+        (keyword if f.kw_only else positional).append(param)
         body.append(f" _set_{f.name}(self, {f.name})\n")
-    star = "*, " if params else ""
-    source = f"def __init__(self, {star}{', '.join(params)}) -> None:\n{''.join(body)} pass\n"
+    params = ", ".join(["self", *positional, *(["*", *keyword] if keyword else [])])
+    source = f"def __init__({params}) -> None:\n{''.join(body)} pass\n"
     init: Callable[..., None] = _compile(cls, "__init__", source, namespace)
     return init
 
@@ -71,8 +73,8 @@ def _compared(cls: type[Any]) -> str:
     return "".join(f"self.{f.name}," for f in dataclasses.fields(cls) if f.compare)
 
 
-def _lazy_init(self: Any, /, **kwargs: Any) -> None:
-    _make_init(type(self))(self, **kwargs)
+def _lazy_init(self: Any, /, *args: Any, **kwargs: Any) -> None:
+    _make_init(type(self))(self, *args, **kwargs)
 
 
 def _lazy_repr(self: Any) -> str:
@@ -137,27 +139,57 @@ _METHODS: dict[str, Callable[..., Any]] = {
 }
 
 
+def _struct(cls: type[_T], kw_only: bool) -> type[_T]:
+    if "__post_init__" in cls.__dict__:
+        raise TypeError(f"{cls.__name__}: frozen_struct does not call __post_init__")
+    for name in ("__setattr__", "__delattr__"):
+        if name in cls.__dict__:  # as dataclass refuses for a frozen class
+            raise TypeError(f"Cannot overwrite attribute {name} in class {cls.__name__}")
+    doc = cls.__doc__
+    cls.__doc__ = doc or "-"  # dataclass would derive one through inspect.signature
+    made = dataclasses.dataclass(slots=True, kw_only=kw_only, init=False, repr=False, eq=False)(cls)
+    names = []
+    default_seen = False
+    for f in dataclasses.fields(made):  # type: ignore[arg-type]
+        if not f.init:
+            raise TypeError(f"{cls.__name__}.{f.name}: frozen_struct needs init fields")
+        has_default = not (
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        )
+        if not f.kw_only and not has_default and default_seen:  # as dataclass checks
+            raise TypeError(f"non-default argument {f.name!r} follows default argument")
+        default_seen = default_seen or (has_default and not f.kw_only)
+        default = "" if f.default is dataclasses.MISSING else f" = {f.default!r}"
+        names.append(f"{f.name}: {f.type}{default}")
+    made.__doc__ = doc or f"{cls.__name__}({', '.join(names)})"
+    own = made.__dict__
+    # an explicit __hash__ is kept; one Python set to None because the class defines
+    # __eq__ is not (dataclass's rule for a frozen class)
+    explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
+    for name, fn in _METHODS.items():
+        if name not in own or (name == "__hash__" and not explicit_hash):
+            setattr(made, name, fn)  # on every class: a subclass makes its own methods
+    return made
+
+
+@overload
+def frozen_struct(cls: type[_T], /) -> type[_T]: ...
+
+
+@overload
+def frozen_struct(*, kw_only: bool = True) -> Callable[[type[_T]], type[_T]]: ...
+
+
 @dataclass_transform(
     frozen_default=True,
     kw_only_default=True,
     field_specifiers=(dataclasses.field, dataclasses.Field),
 )
-def frozen_struct(cls: type[_T]) -> type[_T]:
-    """``cls`` as a frozen, slotted, keyword-only dataclass (see the module docstring).
-
-    Raises TypeError for what the lazy methods do not support."""
-    if "__post_init__" in cls.__dict__:
-        raise TypeError(f"{cls.__name__}: frozen_struct does not call __post_init__")
-    doc = cls.__doc__
-    cls.__doc__ = doc or "-"  # dataclass would derive one through inspect.signature
-    made = _new_struct(cls)
-    names = []
-    for f in dataclasses.fields(made):  # type: ignore[arg-type]
-        if not f.init:
-            raise TypeError(f"{cls.__name__}.{f.name}: frozen_struct needs init fields")
-        default = "" if f.default is dataclasses.MISSING else f" = {f.default!r}"
-        names.append(f"{f.name}: {f.type}{default}")
-    made.__doc__ = doc or f"{cls.__name__}(*, {', '.join(names)})"
-    for name, fn in _METHODS.items():
-        setattr(made, name, fn)  # on every class: a subclass makes its own methods
-    return made
+def frozen_struct(
+    cls: type[_T] | None = None, /, *, kw_only: bool = True
+) -> type[_T] | Callable[[type[_T]], type[_T]]:
+    """``cls`` as a frozen, slotted dataclass, keyword-only unless ``kw_only=False`` (see
+    the module docstring). Raises TypeError for what the lazy methods do not support."""
+    if cls is None:
+        return lambda c: _struct(c, kw_only)
+    return _struct(cls, kw_only)

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from magnetar.common.errors import MagnetarError, NotAllowed, ProtocolError
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.common.names import TopicName
 from magnetar.managed_ledger.compaction import (
     COMPACTED_LEDGER_PROPERTY,
@@ -98,7 +99,7 @@ class CompactionState(enum.Enum):
     ERROR = "ERROR"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class CompactionResult:
     ledger_id: int
     """The compacted ledger (-1: there was nothing to compact and no previous view)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from magnetar.auth.config import AuthConfig
 from magnetar.broker.listeners import NO_LISTENERS, AdvertisedListeners
@@ -11,11 +11,12 @@ from magnetar.broker.partial_frames import (
     DEFAULT_PARTIAL_FRAME_TIMEOUT_MS,
 )
 from magnetar.broker.publish_buffer import DEFAULT_PUBLISH_BUFFER_SIZE_MB
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.managed_ledger.entry_cache import DEFAULT_CACHE_SIZE_MAX_BYTES
 from magnetar.protocol import DEFAULT_MAX_MESSAGE_SIZE_BYTES
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class BrokerConfig:
     """Settings of one broker. Defaults follow Pulsar's standalone where it has one."""
 

@@ -21,10 +21,10 @@ import dataclasses
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from magnetar.common.errors import MagnetarError
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.metadata.notifications import NotificationStream, StreamOverflow
 from magnetar.metadata.store import (
     BadVersion,
@@ -65,7 +65,7 @@ def _bool(text: str) -> int | bool:
     return low == "true"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class DynamicSetting:
     """One dynamic setting: its ``broker.conf`` name, the ``BrokerDefaults`` field it sets,
     and its parser (raises ``ValueError``)."""

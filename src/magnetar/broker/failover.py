@@ -39,9 +39,9 @@ from __future__ import annotations
 import bisect
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from magnetar.common.errors import ConsumerBusy, ConsumerNotFound
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.common.murmur3 import pulsar_hash, pulsar_hash_str
 
 #: Points per consumer on the failover hash ring (Java CONSUMER_CONSISTENT_HASH_REPLICAS).
@@ -55,7 +55,7 @@ class SingleActiveType(enum.Enum):
     FAILOVER = "Failover"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class FailoverConsumer:
     """What the selector needs to know about a consumer. ``consumer_id`` must be unique
     within the subscription (the shell may use any unique integer, e.g. a broker-wide
@@ -66,12 +66,12 @@ class FailoverConsumer:
     priority_level: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class RewindCursor:
     """Rewind the subscription cursor to the first unacked entry."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class NotifyActiveConsumer:
     """Send ``ACTIVE_CONSUMER_CHANGE{consumer_id, is_active}`` to this consumer."""
 
@@ -79,14 +79,14 @@ class NotifyActiveConsumer:
     is_active: bool
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class StartDispatch:
     """Start (or resume) reading and dispatching entries to this, the active, consumer."""
 
     consumer_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class ScheduleActivation:
     """Call :meth:`ActiveConsumerSelector.on_timer` once the clock reaches ``due_ms``."""
 

@@ -20,17 +20,17 @@ and deletes those :meth:`InactivityTracker.due` names. The rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from magnetar.broker.policies import InactiveTopicDeleteMode, InactiveTopicPolicies
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.common.names import TopicDomain, TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.topic import Topic
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class TopicActivity:
     """What the check sees of one topic at one moment."""
 

@@ -26,10 +26,10 @@ lookup answer needs it) and a non-empty host and a port in every URL.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from magnetar.common.errors import ListenerNotFound
+from magnetar.common.frozen_struct import frozen_struct
 
 
 class ListenerConfigError(ValueError):
@@ -37,7 +37,7 @@ class ListenerConfigError(ValueError):
     message names the entry and the rule."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class AdvertisedListener:
     """One named route to the broker, as lookups answer it."""
 
@@ -52,7 +52,7 @@ _PULSAR_SCHEMES = ("pulsar", "pulsar+ssl")
 _IGNORED_SCHEMES = ("http", "https")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class AdvertisedListeners:
     """The broker's listeners, in the order configured; empty when none are.
 

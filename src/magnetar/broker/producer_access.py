@@ -50,9 +50,9 @@ Producers are identified by :class:`ProducerKey` (connection id, producer id).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from magnetar.common.errors import MagnetarError, ProducerBusy, ProducerFenced
+from magnetar.common.frozen_struct import frozen_struct
 
 DEFAULT_WAITING_PRODUCERS_MAX = 1_000
 """Bound of the WaitForExclusive queue of one topic (Java has none)."""
@@ -67,13 +67,13 @@ class AccessMode(enum.IntEnum):
     ExclusiveWithFencing = 3
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class ProducerKey:
     connection_id: int
     producer_id: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class ProducerRequest:
     """A PRODUCER command, reduced to what admission needs.
 
@@ -88,7 +88,7 @@ class ProducerRequest:
     topic_epoch: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class CloseProducer:
     """Close this producer. ``notify_client``: send CLOSE_PRODUCER (fencing) or not (replaced)."""
 
@@ -96,7 +96,7 @@ class CloseProducer:
     notify_client: bool
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class FailWaitingProducer:
     """A queued WaitForExclusive producer is refused: reply ERROR with ``error``'s code."""
 
@@ -104,7 +104,7 @@ class FailWaitingProducer:
     error: MagnetarError
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class ProducerReady:
     """A queued producer now holds the topic: send PRODUCER_SUCCESS{producer_ready=true}."""
 
@@ -115,7 +115,7 @@ class ProducerReady:
 ProducerEffect = CloseProducer | FailWaitingProducer | ProducerReady
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class Admission:
     """Outcome of :meth:`ProducerAccess.add`: ``ready`` False means queued (WaitForExclusive)."""
 

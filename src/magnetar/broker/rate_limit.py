@@ -21,7 +21,7 @@ Pulsar's ``subscribeRate`` (per period, 30 s by default).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from magnetar.common.frozen_struct import frozen_struct
 
 BURST_MS = 100
 """How much of its rate a limit lets through at once after an idle spell (what a bucket
@@ -71,7 +71,7 @@ class TokenBucket:
         return self._tokens
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class PublishRate:
     """Pulsar's ``PublishRate``; values of 0 or less mean no limit."""
 
@@ -117,7 +117,7 @@ class PublishRateLimiter:
         return pause_s
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class DispatchRate:
     """Pulsar's ``DispatchRate``: ``msgs`` messages and ``size_bytes`` bytes per
     ``period_s`` seconds (0 or less: no limit on that measure)."""
@@ -245,7 +245,7 @@ class DispatchRateLimiter:
                 self._bytes_per_msg = size_bytes / messages
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class SubscribeRate:
     """Pulsar's ``SubscribeRate``: ``per_consumer`` subscribes per ``period_s`` seconds from
     one client address (0 or less: no limit)."""

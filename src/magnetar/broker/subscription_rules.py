@@ -25,9 +25,9 @@ Exclusive/Failover must also be the active one; otherwise :class:`MetadataError`
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
 from magnetar.common.errors import ConsumerBusy, MetadataError
+from magnetar.common.frozen_struct import frozen_struct
 
 
 class SubType(enum.IntEnum):
@@ -46,7 +46,7 @@ class KeySharedMode(enum.IntEnum):
     STICKY = 1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class KeySharedPolicy:
     """The subscription-wide part of ``KeySharedMeta`` (ranges are per consumer)."""
 

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter
 from typing import Generic, Protocol, TypeVar
@@ -62,6 +61,7 @@ from magnetar.broker.redelivery_tracker import RedeliveryTracker, redelivery_tra
 from magnetar.broker.shared_dispatch import SharedConsumerRing
 from magnetar.common.clock import Clock
 from magnetar.common.errors import MagnetarError
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.managed_ledger.cursor import CursorState
 from magnetar.managed_ledger.entry_run import EntryRun
 from magnetar.managed_ledger.errors import InvalidCursorPosition
@@ -76,7 +76,7 @@ _tuple_new = tuple.__new__
 _ledger_and_entry_ids = attrgetter("ledger_id", "entry_id")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class RunDispatcher:
     """Run the dispatcher: it may have something to send now."""
 

@@ -7,16 +7,17 @@ the config-file keys (:data:`magnetar.cli.server_config_file.PULSAR_KEYS`); the 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from magnetar.common.frozen_struct import frozen_struct
 
 if TYPE_CHECKING:
     from magnetar.ledger.placement import PlacementPolicy
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class _Flag:
     name: str
     """The option without ``--`` (a boolean one also has ``--no-<name>``)."""

@@ -4,10 +4,10 @@ backlogs together, and what happens past them (Pulsar's ``BacklogQuota``)."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from typing import Any
 
 from magnetar.broker.policies.json_fields import PolicyError, json_int, json_object
+from magnetar.common.frozen_struct import frozen_struct
 
 
 class BacklogQuotaPolicy(enum.StrEnum):
@@ -28,7 +28,7 @@ class BacklogQuotaType(enum.StrEnum):
     MESSAGE_AGE = "message_age"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class BacklogQuota:
     """``{"limitSize": bytes, "limitTime": seconds, "policy": ...}``; -1 = no limit.
     (``limit`` is the deprecated alias of ``limitSize``.)"""
@@ -78,7 +78,7 @@ NAMESPACE_STORAGE_QUOTA_KEY = "namespaceStorageQuota"
 (``magnetar.admin.storage_quota``)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class NamespaceStorageQuota:
     """The sum of the backlogs of a namespace's topics on a broker may not pass
     ``limit_size_bytes``; over it new producers are held or refused per ``policy``."""

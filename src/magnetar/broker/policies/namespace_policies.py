@@ -5,7 +5,7 @@ by the admin API round-trips unchanged; ``None`` means "not set here"."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Self
 
 from magnetar.broker.policies.auto_topic_creation import AutoTopicCreationOverride
@@ -27,9 +27,10 @@ from magnetar.broker.policies.json_fields import (
 from magnetar.broker.policies.offload import OffloadPolicies
 from magnetar.broker.policies.persistence import PersistencePolicies
 from magnetar.broker.policies.retention import RetentionPolicies
+from magnetar.common.frozen_struct import frozen_struct
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class Policies:
     """One namespace's policies. Attribute names are Pulsar's JSON names."""
 

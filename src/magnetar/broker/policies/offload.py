@@ -25,10 +25,11 @@ filling the fields it leaves unset (Pulsar's ``oldPoliciesCompatible``).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Self
 
 from magnetar.broker.policies.json_fields import PolicyError, json_int, json_object
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.offload.settings import (
     DEFAULT_DELETION_LAG_MS,
     NO_OFFLOAD,
@@ -78,7 +79,7 @@ def read_priority_of(value: str) -> ReadPriority:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class OffloadPolicies:
     """One level's offload settings; ``None`` is "not set at this level"."""
 

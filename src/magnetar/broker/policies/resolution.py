@@ -6,7 +6,7 @@ ledger use. Pure: no I/O."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from magnetar.broker.config import BrokerConfig
@@ -42,12 +42,13 @@ from magnetar.broker.rate_limit import (
     PublishRate,
     SubscribeRate,
 )
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.managed_ledger.config import BacklogQuotaPolicy as MlQuotaPolicy
 from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.offload.settings import NO_OFFLOAD, OffloadSettings, ReadPriority
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class BrokerDefaults:
     """The broker-wide settings policies override (Pulsar's ``broker.conf`` names in docs)."""
 
@@ -73,7 +74,7 @@ class BrokerDefaults:
     offload: OffloadPolicies = field(default_factory=OffloadPolicies)  # managedLedgerOffload*
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class EffectivePolicies:
     """What applies to one topic right now, in the broker's units. Limits of 0 (counts) or
     -1 (sizes, times) mean "unlimited"."""

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from magnetar.broker.policies.json_fields import json_int, json_object
+from magnetar.common.frozen_struct import frozen_struct
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class RetentionPolicies:
     """``{"retentionTimeInMinutes": int, "retentionSizeInMB": int}``; -1 = infinite."""
 

@@ -5,7 +5,7 @@ modelled is kept in ``extra``; ``None`` means "not set here" (the namespace's va
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Self
 
 from magnetar.broker.policies.backlog_quota import (
@@ -26,9 +26,10 @@ from magnetar.broker.policies.json_fields import (
 from magnetar.broker.policies.offload import OffloadPolicies
 from magnetar.broker.policies.persistence import PersistencePolicies
 from magnetar.broker.policies.retention import RetentionPolicies
+from magnetar.common.frozen_struct import frozen_struct
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class TopicPolicies:
     """One topic's overrides. Attribute names are Pulsar's ``TopicPolicies`` JSON names."""
 

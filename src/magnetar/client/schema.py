@@ -25,8 +25,6 @@ import types
 import typing
 from typing import Any, Generic, TypeVar
 
-import fastavro
-
 from magnetar.client.errors import SchemaSerializationError
 from magnetar.protocol import SchemaInfo, SchemaType
 
@@ -158,9 +156,15 @@ class AvroSchema(_RecordSchema[T]):
 
     def __init__(self, record: type[T] | dict[str, Any]) -> None:
         super().__init__(record)
+        # imported by the first Avro schema, not with the client library (fastavro brings
+        # cramjam and decimal: a few MB a client without Avro schemas does without)
+        import fastavro
+
         self._parsed = fastavro.parse_schema(self._avro)
 
     def encode(self, value: T) -> bytes:
+        import fastavro
+
         buf = io.BytesIO()
         try:
             fastavro.schemaless_writer(buf, self._parsed, self._to_dict(value))
@@ -169,6 +173,8 @@ class AvroSchema(_RecordSchema[T]):
         return buf.getvalue()
 
     def decode(self, data: bytes) -> T:
+        import fastavro
+
         try:
             return self._from_dict(
                 fastavro.schemaless_reader(io.BytesIO(bytes(data)), self._parsed, None)

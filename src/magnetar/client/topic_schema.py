@@ -20,8 +20,6 @@ import json
 from collections import OrderedDict
 from typing import Any
 
-import fastavro
-
 from magnetar.client.context import ClientContext
 from magnetar.client.errors import SchemaSerializationError
 from magnetar.client.schema import AvroSchema, BytesSchema, JsonSchema, Schema, StringSchema
@@ -91,6 +89,8 @@ def schema_for(info: SchemaInfo | None) -> Schema[Any]:
     if info.type == SchemaType.String:
         return StringSchema()
     if info.type in (SchemaType.Avro, SchemaType.Json):
+        import fastavro  # with the first record schema, not with the client library
+
         try:
             definition = json.loads(info.schema_data)
             if info.type == SchemaType.Avro:
@@ -142,11 +142,11 @@ class AutoProduceBytesSchema(Schema[bytes]):
     def __init__(self, info: SchemaInfo | None = None) -> None:
         self._info = info
         self._check: Schema[Any] = schema_for(info)
-        self._parsed: Any = (
-            fastavro.parse_schema(json.loads(info.schema_data))
-            if info is not None and info.type == SchemaType.Avro
-            else None
-        )
+        self._parsed: Any = None
+        if info is not None and info.type == SchemaType.Avro:
+            import fastavro
+
+            self._parsed = fastavro.parse_schema(json.loads(info.schema_data))
 
     def bind(self, info: SchemaInfo | None) -> AutoProduceBytesSchema:
         """A copy that registers with ``info`` (the topic's latest schema, None for none)."""
@@ -160,6 +160,8 @@ class AutoProduceBytesSchema(Schema[bytes]):
         SchemaSerializationError for bytes that do not."""
         data = super().encode(value)
         if self._parsed is not None:
+            import fastavro
+
             buf = io.BytesIO(data)
             try:
                 fastavro.schemaless_reader(buf, self._parsed, None)

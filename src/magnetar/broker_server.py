@@ -31,13 +31,14 @@ import importlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.auth.client_credentials import NO_CREDENTIALS, ClientCredentials
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
 from magnetar.common.clock import Clock
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.common.shutdown import stop_requested, stop_step
 from magnetar.ledger import LedgerClient, LedgerClientConfig
 from magnetar.ledger.placement import PlacementPolicy
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class BrokerServerConfig:
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     http_host: str = "127.0.0.1"

@@ -30,7 +30,7 @@ import contextlib
 import importlib
 import logging
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ from magnetar.broker_server import (
     serve,
 )
 from magnetar.common.errors import MagnetarError
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.common.names import TopicName
 from magnetar.common.shutdown import STOP_TIMEOUT_S, stop_step
 from magnetar.metadata import MetadataStore, connect
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class StandaloneConfig:
     data_dir: Path = Path("data")
     server: BrokerServerConfig = field(default_factory=BrokerServerConfig)

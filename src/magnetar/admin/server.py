@@ -21,8 +21,9 @@ import logging
 import socket
 import ssl
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
+
+from magnetar.common.frozen_struct import frozen_struct
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ REQUEST_CONCURRENCY_MAX = 1000
 """Beyond this many concurrent connections uvicorn answers 503 (bounds memory)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class HttpsSettings:
     """Certificates of an HTTPS port (the broker's TLS listener files, PEM)."""
 

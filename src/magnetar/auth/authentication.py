@@ -26,12 +26,12 @@ import base64
 import binascii
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.auth.config import AUTH_DATA_BYTES_MAX, AuthConfig, AuthConfigError, ProviderName
 from magnetar.common.errors import AuthenticationError
+from magnetar.common.frozen_struct import frozen_struct
 
 if TYPE_CHECKING:  # PyJWT and cryptography load only when a token provider is configured
     from magnetar.auth.tokens import TokenVerifier
@@ -45,7 +45,7 @@ PeerCertificate = Mapping[str, Any]
 """``ssl.SSLSocket.getpeercert()``'s dict of a verified client certificate."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class AuthenticatedRole:
     """The outcome of authentication. ``role`` is None when authentication is off.
     ``expires_at_s``: when the credentials stop being valid (a token's ``exp``)."""

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from magnetar.common.errors import MagnetarError
+from magnetar.common.frozen_struct import frozen_struct
 
 
 class AuthAction(enum.StrEnum):
@@ -79,7 +79,7 @@ def _role_map(value: Any) -> dict[str, frozenset[AuthAction]]:
     return {str(role): _lenient_actions(actions) for role, actions in value.items()}
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class AuthPolicies:
     """A namespace's ``auth_policies``, typed."""
 
@@ -121,7 +121,7 @@ class AuthPolicies:
 EMPTY_AUTH_POLICIES = AuthPolicies({}, {}, {})
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class Authorizer:
     """The decisions, given the facts. ``enabled=False`` allows everything."""
 

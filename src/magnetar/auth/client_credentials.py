@@ -9,11 +9,12 @@ standalone's Functions Worker and its instances connect with them).
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
 from typing import Any
 
+from magnetar.common.frozen_struct import frozen_struct
 
-@dataclass(frozen=True, slots=True)
+
+@frozen_struct(kw_only=False)
 class ClientCredentials:
     """A token, a basic user/password pair, a TLS client certificate, or nothing."""
 

@@ -5,7 +5,8 @@ the basic provider's htpasswd file, ``authorizationEnabled`` and ``superUserRole
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+from magnetar.common.frozen_struct import frozen_struct
 
 AUTH_DATA_BYTES_MAX = 64 * 1024
 """Credentials longer than this (CONNECT's auth_data, AUTH_RESPONSE, an ``Authorization``
@@ -55,7 +56,7 @@ def parse_provider_names(value: str) -> tuple[ProviderName, ...]:
     return tuple(names)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class AuthConfig:
     """Authentication and authorization settings. Both are off by default (every client
     is accepted and allowed everything, as Pulsar's defaults)."""

@@ -16,27 +16,26 @@ authenticating the AUTH_RESPONSE). Outputs: :class:`Keep`, :class:`Challenge`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from magnetar.auth.authentication import AuthenticatedRole
+from magnetar.common.frozen_struct import frozen_struct
 
 REFRESH_AUTH_DATA = b"PulsarAuthRefresh"
 """The challenge data asking a client for fresh credentials (Pulsar's ``REFRESH_AUTH_DATA``)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class Keep:
     """Nothing to do."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class Challenge:
     """Send AUTH_CHALLENGE for ``method``."""
 
     method: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class Close:
     reason: str
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from magnetar.auth.client_credentials import ClientCredentials
 from magnetar.auth.client_params import ClientAuthParamsError, credentials_from_plugin
 from magnetar.auth.config import AuthConfig, AuthConfigError, ProviderName, parse_provider_names
+from magnetar.common.frozen_struct import frozen_struct
 
 if TYPE_CHECKING:
     import argparse
@@ -33,7 +33,7 @@ class OptionKind(enum.Enum):
 SECONDS_MIN = 0.1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class OptionSpec:
     name: str
     """Without dashes: ``authentication-enabled`` (its value's key uses underscores)."""
@@ -110,7 +110,7 @@ SERVER_AUTH_OPTIONS: tuple[OptionSpec, ...] = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class ServerAuth:
     auth: AuthConfig
     """What the process checks of its clients."""

@@ -55,9 +55,9 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
 
 from magnetar.common.errors import InvalidSubscriptionName, InvalidTopicName, TopicNameNotAllowed
+from magnetar.common.frozen_struct import frozen_struct
 
 PUBLIC_TENANT = "public"
 DEFAULT_NAMESPACE = "default"
@@ -149,7 +149,7 @@ def check_subscription_name(name: str) -> str:
     return name
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class NamespaceName:
     """``tenant/namespace``. Construct with :meth:`parse` (or :meth:`of`) to validate."""
 
@@ -226,7 +226,7 @@ def check_local_name(local: str, whole: str) -> str:
     return local
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class TopicName:
     """A validated, fully qualified topic name. Build with :meth:`parse` or :meth:`of`."""
 

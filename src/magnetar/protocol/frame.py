@@ -50,6 +50,8 @@ from magnetar.protocol.entry import MAGIC_BROKER_ENTRY_METADATA, Entry, build_en
 from magnetar.protocol.generated import PulsarApi_pb2 as pb
 from magnetar.protocol.message_id import BytesLike, MessageId
 from magnetar.protocol.metadata import BrokerEntryMetadata, MessageMetadata
+from magnetar.protocol.varint_table import TABLE_LIMIT as _TABLE_LIMIT
+from magnetar.protocol.varint_table import build_varint_tables
 
 DEFAULT_MAX_MESSAGE_SIZE_BYTES = 5 * 1024 * 1024
 """Pulsar's default ``maxMessageSize`` (5 MiB), advertised in CONNECTED."""
@@ -471,32 +473,14 @@ def encode_send(
 # Hand-written protobuf for MESSAGE: this runs once per dispatched entry, and building it
 # through the protobuf runtime costs more than the rest of the dispatch path.
 
-_TABLE_LIMIT = 1 << 14
-
-
-def _two_byte_varints(high_bits: int) -> bytes:
-    """Byte pairs ``(i & 0x7F) | 0x80, (i >> 7) | high_bits`` for i below 2**14, end to end:
-    built by slice assignment, as slicing them out is, several times cheaper than 16 384
-    ``bytes([...])`` calls."""
-    pairs = bytearray(2 * _TABLE_LIMIT)
-    pairs[0::2] = bytes(range(0x80, 0x100)) * (_TABLE_LIMIT >> 7)
-    pairs[1::2] = b"".join([bytes((h | high_bits,)) * 0x80 for h in range(_TABLE_LIMIT >> 7)])
-    return bytes(pairs)
-
 
 def varint_tables() -> tuple[list[bytes], list[bytes]]:
-    """The encoders' two varint tables (built by the first call): every varint below 2**14
-    by value, and the first two bytes of a three-byte varint by its low 14 bits."""
+    """The encoders' two varint tables (:mod:`.varint_table`), built by the first call."""
     global _VARINT_TABLE, _VARINT_LOW14_MORE
     if isinstance(_VARINT_TABLE, list) and isinstance(_VARINT_LOW14_MORE, list):
         return _VARINT_TABLE, _VARINT_LOW14_MORE
-    pairs = _two_byte_varints(0)
-    table = [bytes((i,)) for i in range(0x80)]
-    table += [pairs[j : j + 2] for j in range(0x100, 2 * _TABLE_LIMIT, 2)]
-    pairs = _two_byte_varints(0x80)
-    low14_more = [pairs[j : j + 2] for j in range(0, 2 * _TABLE_LIMIT, 2)]
-    _VARINT_TABLE, _VARINT_LOW14_MORE = table, low14_more
-    return table, low14_more
+    _VARINT_TABLE, _VARINT_LOW14_MORE = tables = build_varint_tables()
+    return tables
 
 
 class _Table(Protocol):
@@ -504,10 +488,8 @@ class _Table(Protocol):
 
 
 class _TableUntilUsed:
-    """Stands in for a varint table until it is first indexed, which builds both tables
-    (:func:`varint_tables`: 1.4 MB, several ms) in its place: a process that never encodes
-    a MESSAGE or receipt (an idle one) never builds them, and every later call reads the
-    real list, so the hot path pays nothing for the laziness."""
+    """A varint table until first indexed, which builds both in its place: an idle process
+    never builds them, and later calls read the real lists (the hot path pays nothing)."""
 
     __slots__ = ("_which",)
 
@@ -518,12 +500,8 @@ class _TableUntilUsed:
         return varint_tables()[self._which][index]
 
 
-# Every varint below 2**14 (one or two bytes), looked up inline on the MESSAGE path: ids,
-# lengths and counts are mostly small, and a lookup is far cheaper than a call.
 _VARINT_TABLE: _Table = _TableUntilUsed(0)
 _VARINT_LOW14_MORE: _Table = _TableUntilUsed(1)
-"""The first two bytes of a three-byte varint by its low 14 bits: entry ids of 2**14 up to
-2**21 (a ledger holds 50 000 entries by default) are then two lookups, not a call."""
 _INT64_MIN = -(1 << 63)
 
 

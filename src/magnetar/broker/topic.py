@@ -9,8 +9,9 @@ written after that position are replayed into it, so dedup survives restarts and
 
 The producer topic epoch (moved by exclusive producers, reference §6.2) is stored at
 ``/magnetar/topic-epoch/<managed ledger name>`` = ``{"topic_epoch": N}`` before the producer
-that moved it is answered, and read back when the topic opens, so a producer fenced before a
-restart stays fenced after it (Java keeps it in the managed ledger's properties).
+that moved it is answered, and read back when the topic opens (unless the open created its
+managed ledger), so a producer fenced before a restart stays fenced after it (Java keeps it
+in the managed ledger's properties).
 """
 
 from __future__ import annotations
@@ -464,6 +465,10 @@ class Topic:
         conn.send_command(producer.success_response(cmd.request_id))
 
     async def _load_topic_epoch(self) -> None:
+        if self.ml.created:
+            # none stored for a managed ledger this open created (Java keeps the epoch in
+            # the managed ledger's properties, which start empty)
+            return
         try:
             got = await self.service.store.get(self._epoch_path)
             epoch = int(json.loads(got.value)["topic_epoch"])

@@ -3,7 +3,9 @@
 Ownership and fencing: one process owns a managed ledger at a time. Opening it fences the
 previous owner: the last ledger is opened for recovery (its writer can add no more; its
 entries are read back to count their messages, see :meth:`ManagedLedger.open`) and a new
-ledger is registered with a compare-and-set of the metadata. The old owner's next add
+ledger is registered with a compare-and-set of the metadata. A managed ledger that has no
+node yet gets it with its first ledger, in one write that fails if another process created
+the node meanwhile (that opener then takes the other's over, as if it had been there). The old owner's next add
 fails with the ledger client's fenced error, its metadata writes fail with ``BadVersion``,
 and both surface as :class:`ManagedLedgerFenced`; it never appends behind the new owner.
 
@@ -56,9 +58,10 @@ from magnetar.managed_ledger.entry_run import Entry, EntryRun
 from magnetar.managed_ledger.errors import (
     CursorNotFound,
     ManagedLedgerClosed,
+    ManagedLedgerError,
     ManagedLedgerFenced,
 )
-from magnetar.managed_ledger.ledger_list import LedgerList
+from magnetar.managed_ledger.ledger_list import LedgerList, LedgerSegment
 from magnetar.managed_ledger.log_reader import LogReader
 from magnetar.managed_ledger.maintainer import Maintainer
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
@@ -76,7 +79,7 @@ from magnetar.managed_ledger.recovery import recover_ledger
 from magnetar.managed_ledger.rollover import Rollover
 from magnetar.managed_ledger.state import State
 from magnetar.managed_ledger.storage import LedgerStorage, LedgerWriter
-from magnetar.metadata.store import BadVersion, MetadataStore, NotFound
+from magnetar.metadata.store import BadVersion, MetadataStore, NodeExists, NotFound
 
 __all__ = [
     "AddCallback",
@@ -139,6 +142,9 @@ class ManagedLedger:
         self.expiry_listener: ExpiryListener | None = None
         """Set by the owner (the broker's topic) to count what TTL expired per cursor."""
         self._node = LedgerInfoNode(store, name)
+        self.created = False
+        """Whether this open created the managed ledger (it had no node: no cursors, and no
+        state its owner stored beside it)."""
         self.ledgers = LedgerList()
         self.state = State.OPEN
         self.fence_cause: BaseException | None = None
@@ -210,7 +216,42 @@ class ManagedLedger:
         return ml
 
     async def _initialize(self) -> None:
-        info = await self._node.load()
+        attempts = max(1, self.config.metadata_retries_max)
+        for _ in range(attempts):
+            info = await self._node.load()
+            if info is not None:
+                await self._take_over(info)
+                break
+            if await self._create():
+                break
+        else:
+            raise ManagedLedgerError(
+                f"{self.name}: created and deleted again by others {attempts} times while opening"
+            )
+        if self.fence_cause is not None:
+            raise ManagedLedgerFenced(f"{self.name}: taken over while opening")
+
+    async def _create(self) -> bool:
+        """Create the managed ledger's node with its first ledger (one write). False when
+        another process created the node meanwhile (the ledger made for it is deleted): the
+        caller opens that one instead, as if it had been there."""
+        writer = await self.rollover.new_ledger()
+        self.ledgers.add_ledger(LedgerSegment(writer.ledger_id, created_ms=self._clock.now_ms()))
+        try:
+            await self._node.write(ManagedLedgerInfo(list(self.ledgers), False, {}))
+        except Exception as exc:
+            self.ledgers = LedgerList()
+            await self.rollover.delete_unused(writer)
+            if isinstance(exc, NodeExists):
+                return False
+            raise
+        self.writer = writer
+        self.created = True
+        return True
+
+    async def _take_over(self, info: ManagedLedgerInfo) -> None:
+        """Open the stored managed ledger ``info``: recover its last ledger if a previous
+        owner left it open, restore its cursors, start a new ledger."""
         if info.terminated:
             self.state = State.TERMINATED
         self._properties = info.properties
@@ -226,12 +267,8 @@ class ManagedLedger:
             await self.write_info()
         else:
             await self.rollover.roll()
-        if self.fence_cause is not None:
-            raise ManagedLedgerFenced(f"{self.name}: taken over while opening")
 
     async def _load_cursors(self) -> None:
-        if self._node.created:
-            return  # a node created by this open has no cursors yet
         try:
             names = await self._store.children(self._node.path)
         except NotFound:

@@ -50,6 +50,7 @@ from typing import Any
 
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError
+from magnetar.common.lazy_lock import lazy_lock
 from magnetar.managed_ledger.add_pipeline import AddCallback, AddPipeline, RunCallback
 from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.managed_ledger.cursor import CursorState
@@ -155,7 +156,9 @@ class ManagedLedger:
         self._waiters: list[asyncio.Future[None]] = []
         self.cursors: dict[str, ManagedCursor] = {}
         self.cache = EntryCache(config.cache_size_max_bytes, cache_budget)
-        self._meta_lock = asyncio.Lock()
+        self._meta_lock: asyncio.Lock | None = None
+        """Made at first use (:func:`lazy_lock`): a new managed ledger's first write needs
+        none."""
         self.stats_added = 0
         self.last_added_data: bytes | None = None
         """The data of the last entry this object appended (None: none yet)."""
@@ -400,7 +403,7 @@ class ManagedLedger:
 
     async def write_info(self) -> None:
         """CAS the ledger list; ``BadVersion`` means another owner: fence."""
-        async with self._meta_lock:
+        async with lazy_lock(self, "_meta_lock"):
             if self.fence_cause is not None:
                 raise ManagedLedgerFenced(f"{self.name}: fenced")
             info = ManagedLedgerInfo(list(self.ledgers), self.is_terminated, self._properties)

@@ -115,6 +115,38 @@ class ManagedLedger:
     :class:`ManagedLedgerTerminated`, :class:`BacklogQuotaExceeded`, :class:`ManagedLedgerError`.
     """
 
+    # Slots: one per topic on a broker holding thousands of idle topics.
+    __slots__ = (
+        "_clock",
+        "_messages_of",
+        "_meta_lock",
+        "_node",
+        "_properties",
+        "_storage",
+        "_store",
+        "_waiters",
+        "add_latency",
+        "adds",
+        "cache",
+        "config",
+        "created",
+        "cursors",
+        "expiry_listener",
+        "fence_cause",
+        "last_added_data",
+        "ledgers",
+        "maintainer",
+        "name",
+        "offloader",
+        "offloader_source",
+        "offloads",
+        "reads",
+        "rollover",
+        "state",
+        "stats_added",
+        "writer",
+    )
+
     def __init__(
         self,
         name: str,

@@ -24,10 +24,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from magnetar.bookie import Bookie, BookieConfig
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.connection import ServerConnection
 from magnetar.broker.service import BrokerService
+from magnetar.broker.topic import Topic
 from magnetar.common.clock import Clock, ManualClock
 from magnetar.common.errors import ServerError
 from magnetar.common.names import TopicName
@@ -287,6 +290,43 @@ async def test_send_for_an_unknown_producer_closes_the_connection(tmp_path: Path
         md = MessageMetadata(producer_name="nobody", sequence_id=0, publish_time=1)
         raw.writer.write(b"".join(encode_send(7, 0, md, b"x")))
         assert await raw.closed_by_broker()
+
+
+async def test_interleaved_sends_of_producers_are_appended_as_one_run_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SENDs of several producers interleaved in one read (a client spreading messages over
+    topics): each producer's go to its topic as one append, in its order, and each is
+    receipted at its place in that topic."""
+    async with running_broker(tmp_path) as broker:
+        topics = [new_topic() for _ in range(3)]
+        raw = await AsyncRawClient.open(broker.port)
+        for pid, topic in enumerate(topics):
+            await raw.request(producer_cmd(raw, topic, pid, producer_name=f"p{pid}"))
+        appends: list[tuple[str, int]] = []
+        publish_run = Topic.publish_run
+
+        def counting(topic: Topic, datas: list[bytes], *args: Any) -> Any:
+            appends.append((str(topic.name), len(datas)))
+            return publish_run(topic, datas, *args)
+
+        monkeypatch.setattr(Topic, "publish_run", counting)
+        frames = []
+        for seq in range(4):
+            for pid in range(3):
+                md = MessageMetadata(producer_name=f"p{pid}", sequence_id=seq, publish_time=1)
+                frames.extend(encode_send(pid, seq, md, b"%d-%d" % (pid, seq)))
+        raw.writer.write(b"".join(frames))
+        receipts = [
+            (await raw.wait_for(lambda f: isinstance(f.command, SendReceipt))).command
+            for _ in range(12)
+        ]
+        assert sorted(appends) == sorted((t, 4) for t in topics)
+        for pid in range(3):
+            mine = [r for r in receipts if r.producer_id == pid]  # type: ignore[attr-defined]
+            assert [r.sequence_id for r in mine] == [0, 1, 2, 3]  # type: ignore[attr-defined]
+            ids = [r.message_id.entry_id for r in mine]  # type: ignore[attr-defined]
+            assert ids == sorted(ids) and len(set(ids)) == 4
 
 
 async def test_a_closed_connection_is_freed_without_the_cyclic_collector(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import json
 from magnetar.broker.service import managed_ledger_name
 from magnetar.common.names import TopicName
 from magnetar.ledger.client import LedgerClient
+from magnetar.managed_ledger.cursor import CursorSnapshot
 from magnetar.managed_ledger.metadata_layout import ManagedLedgerInfo, cursor_path, ledger_path
 from magnetar.metadata import connect
 from magnetar.metadata.store import NotFound
@@ -55,9 +56,10 @@ async def stored_entries(metadata_url: str, topic: str) -> list[StoredEntry]:
 async def stored_mark_delete(
     metadata_url: str, topic: str, subscription: str
 ) -> tuple[int, int] | None:
-    """The mark-delete position the cursor's metadata node holds (a durable lower bound of
-    the cursor: a position it persisted in a cursor ledger may be later), None before the
-    first persist."""
+    """A durable lower bound of the cursor's mark-delete position: the later of its
+    metadata node's (written when the cursor starts a ledger) and the last snapshot its
+    cursor ledger confirms (opened without recovery: the owner keeps writing); None before
+    the first persist."""
     store = await connect(metadata_url, session_timeout_s=10)
     try:
         name = managed_ledger_name(TopicName.parse(topic))
@@ -65,7 +67,20 @@ async def stored_mark_delete(
             got = await store.get(cursor_path(name, subscription))
         except NotFound:
             return None
-        mark = json.loads(got.value).get("mark_delete")
-        return (int(mark[0]), int(mark[1])) if mark else None
+        node = json.loads(got.value)
+        mark = node.get("mark_delete")
+        best = (int(mark[0]), int(mark[1])) if mark else None
+        if node.get("cursor_ledger", -1) >= 0:
+            client = LedgerClient(store)
+            try:
+                handle = await client.open(node["cursor_ledger"])
+                lac = handle.last_add_confirmed
+                if lac >= 0:
+                    snapshot = CursorSnapshot.decode((await handle.read(lac, lac))[0].data)
+                    last = (snapshot.mark_delete.ledger_id, snapshot.mark_delete.entry_id)
+                    best = last if best is None else max(best, last)
+            finally:
+                await client.close()
+        return best
     finally:
         await store.close()

@@ -21,7 +21,12 @@ from magnetar.managed_ledger.errors import (
     ManagedLedgerTerminated,
 )
 from magnetar.managed_ledger.managed_ledger import ManagedLedger
-from magnetar.managed_ledger.metadata_layout import ManagedLedgerInfo, ledger_path
+from magnetar.managed_ledger.metadata_layout import (
+    CursorInfo,
+    ManagedLedgerInfo,
+    cursor_path,
+    ledger_path,
+)
 from magnetar.managed_ledger.position import Position
 from magnetar.managed_ledger.state import State
 from magnetar.managed_ledger.storage import LedgerClientStorage
@@ -179,6 +184,40 @@ async def test_cursor_state_survives_a_crash_up_to_the_last_persist(cluster: Clu
     finally:
         await other_client.close()
         await ml.close()
+
+
+async def test_cursor_persists_write_its_metadata_node_once_per_cursor_ledger(
+    cluster: Cluster,
+) -> None:
+    ml = await open_ml(cluster, cursor_ledger_entries_max=3)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    path = cursor_path(NAME, "sub")
+    positions = [await ml.add_entry(b"%d" % i) for i in range(10)]
+    versions = []
+    for p in positions[:6]:
+        cursor.ack(p)
+        await cursor.persist()
+        versions.append((await cluster.store.get(path)).stat.version)
+    # the node changes when a ledger starts (persists 1 and 4), not on the snapshots between
+    assert versions[0] == versions[1] == versions[2] < versions[3] == versions[4] == versions[5]
+    node = CursorInfo.decode((await cluster.store.get(path)).value)
+    assert node.mark_delete == positions[3]  # the new ledger's first snapshot
+    # "crash": a new owner resumes from the ledger's newest snapshot, past the node's
+    other_client = LedgerClient(cluster.store)
+    try:
+        ml2 = await ManagedLedger.open(
+            NAME, storage=LedgerClientStorage(other_client), store=cluster.store, background=False
+        )
+        assert ml2.cursors["sub"].mark_delete_position == positions[5]
+        # the previous owner's next persist finds its cursor ledger fenced
+        cursor.ack(positions[6])
+        with pytest.raises(ManagedLedgerFenced):
+            await cursor.persist()
+        await ml2.close()
+    finally:
+        await other_client.close()
+        with contextlib.suppress(ManagedLedgerError):
+            await ml.close()
 
 
 async def test_trim_deletes_exactly_the_consumed_ledgers(cluster: Cluster) -> None:

@@ -295,24 +295,49 @@ class ServerConnection(asyncio.Protocol):
 
     def _on_sends(self, run: SendRun) -> None:
         """SENDs of the usual shape, consecutive in the stream, decoded without building
-        commands (hot path): each producer's consecutive SENDs go to it as one run."""
+        commands (hot path). Each topic's SENDs of the run are taken in stream order, each
+        producer's consecutive ones as one run; the order across topics is free (answers
+        are matched by producer and sequence id), so a client spreading messages over many
+        topics on one connection gets one append per topic per read, not one per SEND."""
         if self.closed:
             return
-        producers = self.producers
-        start = 0
+        pid = run[0][0][0]
         n = len(run)
-        while start < n:
-            pid = run[start][0][0]
-            producer = producers.get(pid)
-            if producer is None:
-                if not self.connected:
-                    raise ProtocolError("SEND before CONNECT")
-                raise ProtocolError(f"SEND for unknown producer {pid}")
-            end = start + 1
-            while end < n and run[end][0][0] == pid:
-                end += 1
-            producer.handle_sends(run if start == 0 and end == n else run[start:end])
-            start = end
+        end = 1
+        while end < n and run[end][0][0] == pid:
+            end += 1
+        if end == n:  # the usual case: one producer
+            self._producer_of(pid).handle_sends(run)
+            return
+        by_topic: dict[object, SendRun] = {}
+        sends: SendRun = []
+        pid = -1
+        for send in run:
+            if send[0][0] != pid:
+                pid = send[0][0]
+                topic = self._producer_of(pid).topic  # all known, or none of the run is taken
+                got = by_topic.get(topic)
+                sends = by_topic[topic] = [] if got is None else got
+            sends.append(send)
+        producers = self.producers
+        for sends in by_topic.values():
+            start = 0
+            n = len(sends)
+            while start < n:
+                pid = sends[start][0][0]
+                end = start + 1
+                while end < n and sends[end][0][0] == pid:
+                    end += 1
+                producers[pid].handle_sends(sends if start == 0 and end == n else sends[start:end])
+                start = end
+
+    def _producer_of(self, producer_id: int) -> TopicProducer:
+        producer = self.producers.get(producer_id)
+        if producer is None:
+            if not self.connected:
+                raise ProtocolError("SEND before CONNECT")
+            raise ProtocolError(f"SEND for unknown producer {producer_id}")
+        return producer
 
     # --- writing -------------------------------------------------------------------------
 

@@ -4,9 +4,13 @@ Acknowledgements are synchronous and cheap (they only change :class:`CursorState
 durable cursor's state reaches storage at most ``cursor_persist_interval_ms`` later, when
 the managed ledger's maintenance task calls :meth:`ManagedCursor.persist` (or on
 :meth:`flush`/``close``). Persisting appends a :class:`CursorSnapshot` to the cursor's own
-ledger and then records the ledger id and mark-delete position in the cursor's metadata
-node (compare-and-set). On reopen the newest snapshot of that ledger wins (it is opened for
-recovery, which also fences a previous owner's cursor writes), so after a crash the cursor
+ledger; the cursor's metadata node (compare-and-set) names that ledger and the mark-delete
+position of its first snapshot, and is written only when the cursor starts a new ledger (its
+first persist, a failed add, ``cursor_ledger_entries_max`` reached): one metadata write per
+ledger, not per persist, as Pulsar's cursors. On reopen the newest snapshot of the named
+ledger wins (it is opened for recovery, which also fences a previous owner's cursor writes;
+the owner's next add then fails as fenced, and its next ledger switch fails the version
+check), so after a crash the cursor
 resumes from what was persisted: never behind an acknowledged-and-persisted position, and
 redelivering at most the acknowledgements of the last persist interval.
 """
@@ -341,8 +345,10 @@ class ManagedCursor:
                         raise ManagedLedgerFenced(f"{self._path}: cursor ledger fenced") from exc
                     log.warning("%s: cursor ledger add failed (%s); switching", self._path, exc)
             if not stored:
+                # the metadata names the cursor's ledger: written only when it changes
+                # (as Pulsar's cursor); a restore takes the ledger's last snapshot
                 await self._switch_ledger(data)
-            await self._write_info(snapshot.mark_delete)
+                await self._write_info(snapshot.mark_delete)
             self._persisted_version = version
             self.persisted_mark_delete = snapshot.mark_delete
             self.persist_count += 1

@@ -22,7 +22,9 @@ Usage::
 With ``--compare-to`` (a checkout's directory, or a commit of this repository) the
 standalone of that tree and this one's alternate (old, new, old, ...), ``--rounds`` each,
 and the medians print side by side with their ratio. ``--profile DIR`` records the idle
-standalone with py-spy (``--py-spy PATH``; not a project dependency) into collapsed stacks.
+standalone with py-spy (``--py-spy PATH``; not a project dependency) into collapsed stacks,
+its creation phase as ``<label>-create.txt`` (threads apart) and its idle phase as
+``<label>.txt``.
 Writes ``benchmarks/results/topics.json`` (``topics-compare.json``).
 """
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -129,6 +132,23 @@ STOP_TIMEOUT_S = 300.0
 """A standalone with many topics closes each (cursors persisted) when stopped."""
 
 
+def py_spy_start(spy: Path, pid: int, directory: Path, name: str) -> subprocess.Popen[bytes]:
+    """py-spy recording ``pid`` (every thread, with its id) until :func:`py_spy_stop`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    process = subprocess.Popen(
+        [str(spy), "record", "--pid", str(pid), "--format", "raw", "--nonblocking", "--threads",
+         "--rate", "200", "-o", str(directory / f"{name}.txt")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    time.sleep(0.5)  # attached before the measured phase starts
+    return process
+
+
+def py_spy_stop(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+    process.wait(timeout=60)
+
+
 def py_spy_dump(spy: Path, pid: int, directory: Path, name: str, seconds: float) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     subprocess.run(
@@ -150,7 +170,12 @@ def measure(args: argparse.Namespace, src: Path | None, label: str) -> dict[str,
             cpu0 = sum(cpu_s(p) for p in process_tree(pid))
 
             async def run() -> dict[str, float]:
+                spy = None
+                if args.profile is not None:
+                    spy = py_spy_start(args.py_spy, pid, args.profile, f"{label}-create")
                 create_s = await create_topics(node.port, args.topics, args.in_flight, "idle")
+                if spy is not None:
+                    await asyncio.to_thread(py_spy_stop, spy)
                 create_cpu = sum(cpu_s(p) for p in process_tree(pid)) - cpu0
                 await asyncio.to_thread(wait_quiet, pid)
                 rss1 = await asyncio.to_thread(settled_rss_mb, pid)

@@ -7,8 +7,8 @@ persisting cursors) beside the one a later load opened. The usual way there is a
 that closes its connection while its PRODUCER or SUBSCRIBE is loading the topic: the
 broker cancels the request, and the load with it.
 
-The load is held at the stored topic epoch's read (the store answers once a gate opens)
-until the client has gone.
+The load is held in ``Topic.open`` by a topic hook (told the topic loaded, it returns once
+a gate opens) until the client has gone.
 """
 
 from __future__ import annotations
@@ -16,13 +16,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
-
 from magnetar.broker.service import managed_ledger_name
-from magnetar.broker.topic import TOPIC_EPOCH_ROOT
+from magnetar.broker.topic import Topic
 from magnetar.common.errors import ServerError
 from magnetar.common.names import TopicName
-from magnetar.metadata.store import GetResult
 from magnetar.protocol import Error, ProducerSuccess
 from magnetar.testing import wait_until_async
 
@@ -41,22 +38,32 @@ def _managed_ledger_tasks(topic: str) -> list[asyncio.Task[object]]:
     return [t for t in asyncio.all_tasks() if t.get_name() == name and not t.done()]
 
 
+class _GatedHook:
+    """A topic hook whose ``topic_loaded`` waits for ``gate`` (after setting ``reached``)."""
+
+    def __init__(self) -> None:
+        self.reached = asyncio.Event()
+        self.gate = asyncio.Event()
+
+    async def topic_loaded(self, topic: Topic) -> None:
+        self.reached.set()
+        await self.gate.wait()
+
+    def policies_applied(self, topic: Topic) -> None:
+        pass
+
+    async def topic_closing(self, topic: Topic) -> None:
+        pass
+
+
 async def test_a_load_abandoned_after_the_managed_ledger_opened_closes_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
     async with running_broker(tmp_path) as broker:
         topic = new_topic()
-        reached = asyncio.Event()
-        gate = asyncio.Event()
-        store_get = broker.store.get
-
-        async def gated_get(path: str) -> GetResult:
-            if path.startswith(TOPIC_EPOCH_ROOT):
-                reached.set()
-                await gate.wait()
-            return await store_get(path)
-
-        monkeypatch.setattr(broker.store, "get", gated_get)
+        hook = _GatedHook()
+        reached, gate = hook.reached, hook.gate
+        broker.topic_hooks.append(hook)
         leaving = await AsyncRawClient.open(broker.port)
         waiting = await AsyncRawClient.open(broker.port)
         leaving.send(producer_cmd(leaving, topic, 1))

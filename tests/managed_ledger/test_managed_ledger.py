@@ -120,6 +120,39 @@ async def test_second_owner_fences_the_first(cluster: Cluster) -> None:
         await other_client.close()
 
 
+async def test_two_openers_of_a_new_managed_ledger_the_later_takes_over(cluster: Cluster) -> None:
+    # Both find no node and create a first ledger; one creates the node with it, the other
+    # deletes its ledger and takes the created one over (fencing it), as a second opener.
+    other_client = LedgerClient(cluster.store)
+    opened: list[ManagedLedger] = []
+    try:
+        for ml in await asyncio.gather(
+            open_ml(cluster),
+            ManagedLedger.open(
+                NAME,
+                storage=LedgerClientStorage(other_client),
+                store=cluster.store,
+                background=False,
+            ),
+        ):
+            opened.append(ml)
+        created = [ml for ml in opened if ml.created]
+        taken = [ml for ml in opened if not ml.created]
+        assert len(created) == 1 and len(taken) == 1
+        stored = await stored_ledger_ids(cluster)
+        assert stored == taken[0].ledger_ids() and len(stored) == 2
+        assert stored[0] == created[0].ledger_ids()[0]
+        with pytest.raises(ManagedLedgerFenced):
+            await created[0].add_entry(b"fenced")
+        assert await taken[0].add_entry(b"b0") > Position(stored[0], -1)
+        ledgers = set(await cluster.client.list_ledgers())
+        assert ledgers == set(stored)  # the loser's first ledger is gone
+    finally:
+        for ml in opened:
+            await ml.close()
+        await other_client.close()
+
+
 async def test_cursor_state_survives_a_crash_up_to_the_last_persist(cluster: Cluster) -> None:
     ml = await open_ml(cluster, ledger_entries_max=10)
     cursor = await ml.open_cursor("sub", earliest=True)

@@ -138,6 +138,29 @@ class Consumer:
     """``consumer_id`` on ``connection``. ``uid`` is unique in the broker and keys the
     consumer in the dispatch cores (client ids are only unique per connection)."""
 
+    # Slots: one per topic on a broker holding thousands of idle topics.
+    __slots__ = (
+        "auto_consume",
+        "blocked_on_unacked",
+        "bytes_out_counter",
+        "closed",
+        "connected_since_ms",
+        "connection",
+        "consumer_epoch",
+        "consumer_id",
+        "metadata",
+        "meters",
+        "msg_out_counter",
+        "name",
+        "pending",
+        "permits",
+        "priority_level",
+        "sub_type",
+        "subscription",
+        "subscription_meters",
+        "uid",
+    )
+
     def __init__(
         self,
         subscription: Subscription,

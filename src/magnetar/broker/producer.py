@@ -56,6 +56,26 @@ empty deque holds a 760 B block: most of an idle producer's memory)."""
 class Producer:
     """One producer (``producer_id`` on ``connection``) of ``topic``."""
 
+    # Slots: one per topic on a broker holding thousands of idle topics.
+    __slots__ = (
+        "_drain_waiters",
+        "_pending",
+        "access_mode",
+        "closed",
+        "connected_since_ms",
+        "connection",
+        "epoch",
+        "key",
+        "metadata",
+        "meters",
+        "name",
+        "producer_id",
+        "publish_limiter",
+        "schema_version",
+        "topic",
+        "topic_epoch",
+    )
+
     def __init__(
         self,
         topic: Topic,

@@ -29,6 +29,8 @@ from magnetar.common.clock import Clock
 
 WINDOW_S = 10.0
 BUCKETS = 10
+_WIDTH_S = WINDOW_S / BUCKETS
+"""The default bucket width: one float shared by the meters that use it."""
 
 
 class RateMeter:
@@ -53,18 +55,29 @@ class RateMeter:
         "total_count",
     )
 
-    def __init__(self, clock: Clock, window_s: float = WINDOW_S, buckets: int = BUCKETS) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        window_s: float = WINDOW_S,
+        buckets: int = BUCKETS,
+        *,
+        born_s: float | None = None,
+    ) -> None:
+        """``born_s``: the clock's ``monotonic_s()`` now, when the caller has read it (the
+        meters of one producer or consumer share one reading, and its float)."""
         if buckets < 1 or window_s <= 0:
             raise ValueError("a rate meter needs at least one bucket and a positive window")
         self._clock = clock
-        self._width_s = window_s / buckets
+        default = window_s == WINDOW_S and buckets == BUCKETS
+        self._width_s = _WIDTH_S if default else window_s / buckets
         self._buckets = buckets
         self._counts: list[int] | None = None
         """The buckets (None until the first event: all zero)."""
         self._bytes: list[int] | None = None
-        now = clock.monotonic_s()
-        self._born_s = now
-        self._slot = int(now // self._width_s)
+        self._born_s = clock.monotonic_s() if born_s is None else born_s
+        self._slot = 0
+        """The current bucket's number (any while there are no buckets: set at the first
+        event)."""
         self.total_count = 0
         self.total_bytes = 0
         self.last_record_ms = 0
@@ -78,12 +91,13 @@ class RateMeter:
     def _add(self, count: int, size_bytes: int) -> None:
         """Add to the current bucket (creating the buckets on the first event)."""
         slot = int(self._clock.monotonic_s() // self._width_s)
-        if slot != self._slot:
-            self._rotate(slot)
         counts, sizes = self._counts, self._bytes
         if counts is None or sizes is None:
             counts = self._counts = [0] * self._buckets
             sizes = self._bytes = [0] * self._buckets
+            self._slot = slot
+        elif slot != self._slot:
+            self._rotate(slot)
         i = slot % self._buckets
         counts[i] += count
         sizes[i] += size_bytes
@@ -96,8 +110,8 @@ class RateMeter:
         counts, sizes = self._counts, self._bytes
         n = self._buckets
         if counts is None or sizes is None:
-            pass  # all zero already
-        elif slot - self._slot >= n:
+            return  # all zero already (the first event sets the slot)
+        if slot - self._slot >= n:
             for i in range(n):
                 counts[i] = 0
                 sizes[i] = 0
@@ -114,21 +128,23 @@ class RateMeter:
 
     def rate(self) -> float:
         """Events per second over the window."""
+        if self._counts is None:
+            return 0.0
         now = self._clock.monotonic_s()
         slot = int(now // self._width_s)
         if slot != self._slot:
             self._rotate(slot)
-        counts = self._counts
-        return 0.0 if counts is None else sum(counts) / self._span_s(now)
+        return sum(self._counts) / self._span_s(now)
 
     def throughput(self) -> float:
         """Bytes per second over the window."""
+        if self._bytes is None:
+            return 0.0
         now = self._clock.monotonic_s()
         slot = int(now // self._width_s)
         if slot != self._slot:
             self._rotate(slot)
-        sizes = self._bytes
-        return 0.0 if sizes is None else sum(sizes) / self._span_s(now)
+        return sum(self._bytes) / self._span_s(now)
 
 
 class SampledRateMeter(RateMeter):
@@ -145,8 +161,10 @@ class SampledRateMeter(RateMeter):
         sampler: MeterSampler | None = None,
         window_s: float = WINDOW_S,
         buckets: int = BUCKETS,
+        *,
+        born_s: float | None = None,
     ) -> None:
-        super().__init__(clock, window_s, buckets)
+        super().__init__(clock, window_s, buckets, born_s=born_s)
         self._sampled_count = 0
         self._sampled_bytes = 0
         self._sampler = sampler
@@ -208,8 +226,10 @@ class MeterSampler:
             meter.sample_queued()
 
 
-def _in_rate(clock: Clock, sampler: MeterSampler | None) -> RateMeter:
-    return RateMeter(clock) if sampler is None else SampledRateMeter(clock, sampler)
+def _in_rate(clock: Clock, sampler: MeterSampler | None, born_s: float) -> RateMeter:
+    if sampler is None:
+        return RateMeter(clock, born_s=born_s)
+    return SampledRateMeter(clock, sampler, born_s=born_s)
 
 
 class ProducerMeters:
@@ -218,9 +238,10 @@ class ProducerMeters:
     __slots__ = ("chunked", "msg_in")
 
     def __init__(self, clock: Clock, sampler: MeterSampler | None = None) -> None:
-        self.msg_in = _in_rate(clock, sampler)
+        now = clock.monotonic_s()
+        self.msg_in = _in_rate(clock, sampler, now)
         """Sampled (see :class:`SampledRateMeter`) when a ``sampler`` is given."""
-        self.chunked = RateMeter(clock)
+        self.chunked = RateMeter(clock, born_s=now)
 
 
 class ConsumerMeters:
@@ -229,15 +250,16 @@ class ConsumerMeters:
     __slots__ = ("ack", "entries_out", "flow", "msg_out", "redeliver")
 
     def __init__(self, clock: Clock, sampler: MeterSampler | None = None) -> None:
-        self.msg_out = _in_rate(clock, sampler)
+        now = clock.monotonic_s()
+        self.msg_out = _in_rate(clock, sampler, now)
         """Sampled (see :class:`SampledRateMeter`) when a ``sampler`` is given; its
         ``last_record_ms`` is then the last consume time to within a sampling interval."""
         self.entries_out = 0
-        self.redeliver = RateMeter(clock)
-        self.ack = RateMeter(clock)
+        self.redeliver = RateMeter(clock, born_s=now)
+        self.ack = RateMeter(clock, born_s=now)
         """Acknowledged messages (batch-aware: acknowledging a batch entry counts its
         messages; a cumulative ack counts every message it covers)."""
-        self.flow = RateMeter(clock)
+        self.flow = RateMeter(clock, born_s=now)
 
     def avg_messages_per_entry(self) -> int:
         """Messages per entry sent to this consumer, averaged since it connected, rounded
@@ -255,9 +277,10 @@ class SubscriptionMeters:
     __slots__ = ("expired", "last_expire_ms", "last_mark_delete_advanced_ms", "msg_out")
 
     def __init__(self, clock: Clock, sampler: MeterSampler | None = None) -> None:
-        self.msg_out = _in_rate(clock, sampler)
+        now = clock.monotonic_s()
+        self.msg_out = _in_rate(clock, sampler, now)
         """Every message sent to any consumer of the subscription, present or past."""
-        self.expired = RateMeter(clock)
+        self.expired = RateMeter(clock, born_s=now)
         self.last_expire_ms = 0
         self.last_mark_delete_advanced_ms = 0
 

@@ -100,6 +100,32 @@ class _Wake:
 class Subscription:
     """One subscription of ``topic``. Created by the topic; consumers come and go."""
 
+    # Slots: one per topic on a broker holding thousands of idle topics.
+    __slots__ = (
+        "_activation_timer",
+        "_clock",
+        "_compacted_reader",
+        "_config",
+        "_delayed_timer",
+        "_orphan_timer",
+        "_rate_timer",
+        "_reset_done",
+        "_task",
+        "_wake",
+        "closed",
+        "consumers",
+        "cursor",
+        "dispatch_limiter",
+        "durable",
+        "keep_when_empty",
+        "msg_out_counter",
+        "name",
+        "read_compacted",
+        "state",
+        "topic",
+        "waiting_for_reset",
+    )
+
     def __init__(
         self, topic: Topic, name: str, cursor: ManagedCursor, durable: bool, sub_type: SubType
     ) -> None:

@@ -9,8 +9,9 @@ written after that position are replayed into it, so dedup survives restarts and
 
 The producer topic epoch (moved by exclusive producers, reference §6.2) is stored at
 ``/magnetar/topic-epoch/<managed ledger name>`` = ``{"topic_epoch": N}`` before the producer
-that moved it is answered, and read back when the topic opens, so a producer fenced before a
-restart stays fenced after it (Java keeps it in the managed ledger's properties).
+that moved it is answered, and read back when the topic opens (unless the open created its
+managed ledger), so a producer fenced before a restart stays fenced after it (Java keeps it
+in the managed ledger's properties).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from magnetar.common.errors import (
     TopicTerminated,
     wire_error,
 )
+from magnetar.common.lazy_lock import lazy_lock
 from magnetar.common.names import TopicName
 from magnetar.managed_ledger.errors import CursorNotFound
 from magnetar.managed_ledger.managed_ledger import ManagedLedger, RunCallback
@@ -158,13 +160,14 @@ class Topic:
         self.ml = ml
         self.access = ProducerAccess()
         self._epoch_saved: int | None = None
-        self._epoch_lock = asyncio.Lock()
+        self._epoch_lock: asyncio.Lock | None = None
+        """Made at first use (:func:`lazy_lock`), as ``_dedup_switch``."""
         self.producers: dict[ProducerKey, Producer] = {}
         self._configure_limiters(self.policies)
         self._waiting: dict[ProducerKey, tuple[ServerConnection, ProducerCommand, Producer]] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self._sub_lock = asyncio.Lock()
-        self._dedup_switch = asyncio.Lock()
+        self._dedup_switch: asyncio.Lock | None = None
         self.dedup: DeduplicationState | None = None
         self._dedup_position: Position | None = None
         self._dedup_saved: Position | None = None
@@ -282,7 +285,7 @@ class Topic:
             hook.policies_applied(self)
 
     async def _switch_dedup(self) -> None:
-        async with self._dedup_switch:
+        async with lazy_lock(self, "_dedup_switch"):
             enabled = self.policies.deduplication_enabled
             if self.closed or enabled == (self.dedup is not None):
                 return
@@ -464,6 +467,10 @@ class Topic:
         conn.send_command(producer.success_response(cmd.request_id))
 
     async def _load_topic_epoch(self) -> None:
+        if self.ml.created:
+            # none stored for a managed ledger this open created (Java keeps the epoch in
+            # the managed ledger's properties, which start empty)
+            return
         try:
             got = await self.service.store.get(self._epoch_path)
             epoch = int(json.loads(got.value)["topic_epoch"])
@@ -483,7 +490,7 @@ class Topic:
         """Store the current topic epoch unless already stored. Epochs only grow, and each
         call writes the value current when it holds the lock, so the stored one never goes
         back. Raises the metadata store's errors."""
-        async with self._epoch_lock:
+        async with lazy_lock(self, "_epoch_lock"):
             epoch = self.access.topic_epoch
             if epoch is None or (self._epoch_saved is not None and epoch <= self._epoch_saved):
                 return

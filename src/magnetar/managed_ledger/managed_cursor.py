@@ -43,6 +43,24 @@ class ManagedCursor:
     """One subscription's position in a managed ledger. Obtain from
     ``ManagedLedger.open_cursor``. Reads on one cursor are serialised."""
 
+    # Slots: one per topic on a broker holding thousands of idle topics.
+    __slots__ = (
+        "_epoch",
+        "_info_version",
+        "_ledger",
+        "_ledger_entries",
+        "_ml",
+        "_path",
+        "_persist_lock",
+        "_persisted_version",
+        "_read_lock",
+        "_stale_ledgers",
+        "durable",
+        "persist_count",
+        "persisted_mark_delete",
+        "state",
+    )
+
     def __init__(
         self,
         ml: ManagedLedger,

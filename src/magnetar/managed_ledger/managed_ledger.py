@@ -3,7 +3,9 @@
 Ownership and fencing: one process owns a managed ledger at a time. Opening it fences the
 previous owner: the last ledger is opened for recovery (its writer can add no more; its
 entries are read back to count their messages, see :meth:`ManagedLedger.open`) and a new
-ledger is registered with a compare-and-set of the metadata. The old owner's next add
+ledger is registered with a compare-and-set of the metadata. A managed ledger that has no
+node yet gets it with its first ledger, in one write that fails if another process created
+the node meanwhile (that opener then takes the other's over, as if it had been there). The old owner's next add
 fails with the ledger client's fenced error, its metadata writes fail with ``BadVersion``,
 and both surface as :class:`ManagedLedgerFenced`; it never appends behind the new owner.
 
@@ -48,6 +50,7 @@ from typing import Any
 
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError
+from magnetar.common.lazy_lock import lazy_lock
 from magnetar.managed_ledger.add_pipeline import AddCallback, AddPipeline, RunCallback
 from magnetar.managed_ledger.config import ManagedLedgerConfig
 from magnetar.managed_ledger.cursor import CursorState
@@ -56,9 +59,10 @@ from magnetar.managed_ledger.entry_run import Entry, EntryRun
 from magnetar.managed_ledger.errors import (
     CursorNotFound,
     ManagedLedgerClosed,
+    ManagedLedgerError,
     ManagedLedgerFenced,
 )
-from magnetar.managed_ledger.ledger_list import LedgerList
+from magnetar.managed_ledger.ledger_list import LedgerList, LedgerSegment
 from magnetar.managed_ledger.log_reader import LogReader
 from magnetar.managed_ledger.maintainer import Maintainer
 from magnetar.managed_ledger.managed_cursor import ManagedCursor
@@ -76,7 +80,7 @@ from magnetar.managed_ledger.recovery import recover_ledger
 from magnetar.managed_ledger.rollover import Rollover
 from magnetar.managed_ledger.state import State
 from magnetar.managed_ledger.storage import LedgerStorage, LedgerWriter
-from magnetar.metadata.store import BadVersion, MetadataStore, NotFound
+from magnetar.metadata.store import BadVersion, MetadataStore, NodeExists, NotFound
 
 __all__ = [
     "AddCallback",
@@ -111,6 +115,38 @@ class ManagedLedger:
     :class:`ManagedLedgerTerminated`, :class:`BacklogQuotaExceeded`, :class:`ManagedLedgerError`.
     """
 
+    # Slots: one per topic on a broker holding thousands of idle topics.
+    __slots__ = (
+        "_clock",
+        "_messages_of",
+        "_meta_lock",
+        "_node",
+        "_properties",
+        "_storage",
+        "_store",
+        "_waiters",
+        "add_latency",
+        "adds",
+        "cache",
+        "config",
+        "created",
+        "cursors",
+        "expiry_listener",
+        "fence_cause",
+        "last_added_data",
+        "ledgers",
+        "maintainer",
+        "name",
+        "offloader",
+        "offloader_source",
+        "offloads",
+        "reads",
+        "rollover",
+        "state",
+        "stats_added",
+        "writer",
+    )
+
     def __init__(
         self,
         name: str,
@@ -139,6 +175,9 @@ class ManagedLedger:
         self.expiry_listener: ExpiryListener | None = None
         """Set by the owner (the broker's topic) to count what TTL expired per cursor."""
         self._node = LedgerInfoNode(store, name)
+        self.created = False
+        """Whether this open created the managed ledger (it had no node: no cursors, and no
+        state its owner stored beside it)."""
         self.ledgers = LedgerList()
         self.state = State.OPEN
         self.fence_cause: BaseException | None = None
@@ -149,7 +188,9 @@ class ManagedLedger:
         self._waiters: list[asyncio.Future[None]] = []
         self.cursors: dict[str, ManagedCursor] = {}
         self.cache = EntryCache(config.cache_size_max_bytes, cache_budget)
-        self._meta_lock = asyncio.Lock()
+        self._meta_lock: asyncio.Lock | None = None
+        """Made at first use (:func:`lazy_lock`): a new managed ledger's first write needs
+        none."""
         self.stats_added = 0
         self.last_added_data: bytes | None = None
         """The data of the last entry this object appended (None: none yet)."""
@@ -210,7 +251,42 @@ class ManagedLedger:
         return ml
 
     async def _initialize(self) -> None:
-        info = await self._node.load()
+        attempts = max(1, self.config.metadata_retries_max)
+        for _ in range(attempts):
+            info = await self._node.load()
+            if info is not None:
+                await self._take_over(info)
+                break
+            if await self._create():
+                break
+        else:
+            raise ManagedLedgerError(
+                f"{self.name}: created and deleted again by others {attempts} times while opening"
+            )
+        if self.fence_cause is not None:
+            raise ManagedLedgerFenced(f"{self.name}: taken over while opening")
+
+    async def _create(self) -> bool:
+        """Create the managed ledger's node with its first ledger (one write). False when
+        another process created the node meanwhile (the ledger made for it is deleted): the
+        caller opens that one instead, as if it had been there."""
+        writer = await self.rollover.new_ledger()
+        self.ledgers.add_ledger(LedgerSegment(writer.ledger_id, created_ms=self._clock.now_ms()))
+        try:
+            await self._node.write(ManagedLedgerInfo(list(self.ledgers), False, {}))
+        except Exception as exc:
+            self.ledgers = LedgerList()
+            await self.rollover.delete_unused(writer)
+            if isinstance(exc, NodeExists):
+                return False
+            raise
+        self.writer = writer
+        self.created = True
+        return True
+
+    async def _take_over(self, info: ManagedLedgerInfo) -> None:
+        """Open the stored managed ledger ``info``: recover its last ledger if a previous
+        owner left it open, restore its cursors, start a new ledger."""
         if info.terminated:
             self.state = State.TERMINATED
         self._properties = info.properties
@@ -226,12 +302,8 @@ class ManagedLedger:
             await self.write_info()
         else:
             await self.rollover.roll()
-        if self.fence_cause is not None:
-            raise ManagedLedgerFenced(f"{self.name}: taken over while opening")
 
     async def _load_cursors(self) -> None:
-        if self._node.created:
-            return  # a node created by this open has no cursors yet
         try:
             names = await self._store.children(self._node.path)
         except NotFound:
@@ -363,7 +435,7 @@ class ManagedLedger:
 
     async def write_info(self) -> None:
         """CAS the ledger list; ``BadVersion`` means another owner: fence."""
-        async with self._meta_lock:
+        async with lazy_lock(self, "_meta_lock"):
             if self.fence_cause is not None:
                 raise ManagedLedgerFenced(f"{self.name}: fenced")
             info = ManagedLedgerInfo(list(self.ledgers), self.is_terminated, self._properties)

@@ -22,7 +22,7 @@ from urllib.parse import quote, unquote
 
 from magnetar.managed_ledger.ledger_list import LedgerSegment
 from magnetar.managed_ledger.position import Position
-from magnetar.metadata.store import MUST_NOT_EXIST, MetadataStore, NodeExists, NotFound
+from magnetar.metadata.store import MUST_NOT_EXIST, MetadataStore, NotFound
 
 ROOT = "/managed-ledgers"
 
@@ -68,36 +68,30 @@ class ManagedLedgerInfo:
 
 
 class LedgerInfoNode:
-    """A managed ledger's node: :meth:`load` (creating it if missing), then :meth:`write`
-    with compare-and-set on the version this process last read or wrote."""
+    """A managed ledger's node: :meth:`load`, then :meth:`write` with compare-and-set on
+    the version this process last read or wrote. A node :meth:`load` did not find is
+    created by the first :meth:`write` (with the managed ledger's first ledger: one write,
+    not an empty node and then its first ledger)."""
 
     def __init__(self, store: MetadataStore, name: str) -> None:
         self._store = store
         self.path = ledger_path(name)
         self._version = MUST_NOT_EXIST
-        self.created = False
-        """Whether :meth:`load` created the node (so it has no children: no cursors)."""
 
-    async def load(self) -> ManagedLedgerInfo:
-        """The stored value (a new empty one if there was none). Raises the store's errors."""
+    async def load(self) -> ManagedLedgerInfo | None:
+        """The stored value, None if there is no node. Raises the store's errors."""
         try:
             got = await self._store.get(self.path)
         except NotFound:
-            info = ManagedLedgerInfo()
-            try:
-                stat = await self._store.put(self.path, info.encode(), MUST_NOT_EXIST)
-            except NodeExists:  # created by another process meanwhile
-                got = await self._store.get(self.path)
-            else:
-                self._version = stat.version
-                self.created = True
-                return info
+            self._version = MUST_NOT_EXIST
+            return None
         self._version = got.stat.version
         return ManagedLedgerInfo.decode(got.value)
 
     async def write(self, info: ManagedLedgerInfo) -> None:
         """Store ``info``. Raises ``BadVersion``/``NotFound`` when another process changed
-        or deleted the node since this one last read or wrote it."""
+        or deleted the node since this one last read or wrote it, ``NodeExists`` when
+        :meth:`load` found none and another process created it since."""
         stat = await self._store.put(self.path, info.encode(), self._version)
         self._version = stat.version
 

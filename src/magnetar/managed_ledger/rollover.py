@@ -105,9 +105,7 @@ class Rollover:
         ml = self._ml
         created: asyncio.Future[LedgerWriter] | None = None
         if start_new:
-            props = dict(ml.config.ledger_properties)
-            props.setdefault("managed-ledger", ml.name)
-            created = asyncio.ensure_future(ml.storage.create_ledger(props))
+            created = asyncio.ensure_future(self.new_ledger())
         try:
             await self._close_current()
             if created is None:
@@ -121,21 +119,29 @@ class Rollover:
         try:
             await ml.write_info()
         except ManagedLedgerFenced:
-            await self._delete_unused(writer)
+            await self.delete_unused(writer)
             raise
         ml.writer = writer
+
+    async def new_ledger(self) -> LedgerWriter:
+        """A new ledger of the managed ledger's storage, with its properties. Raises the
+        storage's errors."""
+        ml = self._ml
+        props = dict(ml.config.ledger_properties)
+        props.setdefault("managed-ledger", ml.name)
+        return await ml.storage.create_ledger(props)
 
     def _discard_created(self, created: asyncio.Future[LedgerWriter]) -> None:
         """Done-callback of a ledger created for a rollover that did not happen."""
         if created.cancelled() or created.exception() is not None:
             return
-        task = asyncio.ensure_future(self._delete_unused(created.result()))
+        task = asyncio.ensure_future(self.delete_unused(created.result()))
         if self._background is None:
             self._background = set()
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _delete_unused(self, writer: LedgerWriter) -> None:
+    async def delete_unused(self, writer: LedgerWriter) -> None:
         """Close and delete a ledger that never made it into the ledger list."""
         with contextlib.suppress(Exception):
             await writer.close()

@@ -21,8 +21,15 @@ _FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff]")
 """The characters ZooKeeper refuses in a path (its ``PathUtils.validatePath``)."""
 
 
+_VALID = re.compile(r"(?:/(?!\.\.?(?:/|$))[^/\x00-\x1f\x7f-\x9f\ud800-\uf8ff]+)+")
+"""Every valid path but ``/``, in one match (the checks below say what is wrong with one
+that does not match)."""
+
+
 def validate(path: str) -> str:
     """Return ``path`` unchanged if valid; raise :class:`InvalidPath` otherwise."""
+    if type(path) is str and len(path) <= PATH_LENGTH_MAX_CHARS and _VALID.fullmatch(path):
+        return path
     if not isinstance(path, str) or not path.startswith("/"):
         raise InvalidPath(f"path must be an absolute string: {path!r}")
     if len(path) > PATH_LENGTH_MAX_CHARS:

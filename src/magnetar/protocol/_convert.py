@@ -190,14 +190,24 @@ class StructCodec:
 
     Its converters are derived by its first use (most command types are rare: deriving
     them all at import was a tenth of the package's import time); :meth:`build` derives
-    them at once."""
+    them at once.
 
-    __slots__ = ("_descriptor", "_getters", "_setters", "pb_cls", "typed")
+    Decoding visits only the fields the message holds (``ListFields``); every other
+    attribute takes the value it has in an empty message (None for a field with presence,
+    else its default), worked out once. A command sets a few of its fields, so this is a
+    handful of conversions instead of one per field."""
+
+    __slots__ = ("_absent", "_descriptor", "_getters", "_present", "_setters", "pb_cls", "typed")
 
     def __init__(self, typed: type[Any], descriptor: Descriptor) -> None:
         self.typed = typed
         self.pb_cls: type[PbMessage] = getattr(pb, descriptor.name)
         self._getters: list[tuple[str, FromPb]] | None = None
+        self._present: dict[int, tuple[str, FromPb | None]] = {}
+        """Field number -> (attribute, converter of its value; None: taken as it is)."""
+        self._absent: dict[str, Any] | None = None
+        """Attribute -> its value when the message lacks the field (made at first decode:
+        the nested codecs must all exist first)."""
         self._setters: list[FillPb] = []
         self._descriptor = descriptor
 
@@ -209,22 +219,34 @@ class StructCodec:
         names = {f.name for f in fields(self.typed)}
         getters: list[tuple[str, FromPb]] = []
         setters: list[FillPb] = []
+        present: dict[int, tuple[str, FromPb | None]] = {}
         for f in self._descriptor.fields:
             attr = typed_name(f.name)
             if attr not in names:
                 raise TypeError(f"{self.typed.__name__} lacks field {attr} ({f.full_name})")
             getters.append((attr, _getter(f)))
+            present[f.number] = (attr, _value_converter(f))
             setters.append(_setter(f, attr))
         extra = names - {typed_name(f.name) for f in self._descriptor.fields}
         if extra:
             raise TypeError(f"{self.typed.__name__} has fields not in the proto: {extra}")
         self._setters = setters
+        self._present = present
         self._getters = getters
         return getters
 
     def from_pb(self, m: Any) -> Any:
-        getters = self._getters if self._getters is not None else self.build()
-        return self.typed(**{attr: get(m) for attr, get in getters})
+        absent = self._absent
+        if absent is None:
+            getters = self.build()
+            empty = self.pb_cls()
+            absent = self._absent = {attr: get(empty) for attr, get in getters}
+        values = absent.copy()
+        present = self._present
+        for f, value in m.ListFields():
+            attr, convert = present[f.number]
+            values[attr] = value if convert is None else convert(value)
+        return self.typed(**values)
 
     def fill(self, m: Any, obj: Any) -> None:
         if self._getters is None:
@@ -291,6 +313,26 @@ def _getter(f: FieldDescriptor) -> FromPb:
     if _presence_only(f):
         return lambda m: getattr(m, name) if m.HasField(name) else None
     return lambda m: getattr(m, name)
+
+
+def _value_converter(f: FieldDescriptor) -> FromPb | None:
+    """What :func:`_getter` does to a field's value once the field is known present (None:
+    nothing)."""
+    if f.is_repeated:
+        if f.type == FieldDescriptor.TYPE_MESSAGE:
+            conv = _nested_from(f)
+            return lambda v: tuple([conv(x) for x in v])
+        if f.type == FieldDescriptor.TYPE_STRING:
+            return lambda v: tuple([text(x) for x in v])
+        return tuple
+    if f.type == FieldDescriptor.TYPE_MESSAGE:
+        return _nested_from(f)
+    if f.type == FieldDescriptor.TYPE_ENUM:
+        assert f.enum_type is not None
+        return ENUMS[f.enum_type.full_name]
+    if f.type == FieldDescriptor.TYPE_STRING:
+        return text
+    return None
 
 
 def _setter(f: FieldDescriptor, attr: str) -> FillPb:

@@ -311,9 +311,25 @@ def broker_defaults(config: BrokerConfig) -> BrokerDefaults:
     )
 
 
+_last_ml_config: tuple[ManagedLedgerConfig, EffectivePolicies, ManagedLedgerConfig] | None = None
+"""The last call of :func:`ml_config_for` (both inputs and the result are immutable)."""
+
+
 def ml_config_for(base: ManagedLedgerConfig, policies: EffectivePolicies) -> ManagedLedgerConfig:
     """``base`` with the retention, TTL, backlog quota and offload triggers of ``policies``
-    (no offload driver: no automatic offload)."""
+    (no offload driver: no automatic offload). The topics of a namespace without overrides
+    share one resolution of its policies, so a run of them opening gets the same (frozen)
+    config object instead of a copy each."""
+    global _last_ml_config
+    last = _last_ml_config
+    if last is not None and last[0] is base and last[1] is policies:
+        return last[2]
+    config = _ml_config_for(base, policies)
+    _last_ml_config = (base, policies, config)
+    return config
+
+
+def _ml_config_for(base: ManagedLedgerConfig, policies: EffectivePolicies) -> ManagedLedgerConfig:
     evict = policies.backlog_quota_policy is BacklogQuotaPolicy.CONSUMER_BACKLOG_EVICTION
     offload = policies.offload
     configured = offload.driver is not None

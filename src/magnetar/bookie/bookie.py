@@ -48,6 +48,7 @@ from magnetar.bookie.state import BookieState
 from magnetar.bookie_protocol.codec import ENTRY_SIZE_MAX_BYTES, Request
 from magnetar.bookie_protocol.responder import Responder
 from magnetar.common.clock import Clock, SystemClock
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.metadata.store import MetadataStore
 
 log = logging.getLogger("magnetar.bookie")
@@ -107,7 +108,7 @@ class BookieConfig:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class _Parts:
     """What :meth:`Bookie.start` builds: everything that needs the bound port (the bookie
     id), loaded storage or the started journal. Services in start order."""

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from itertools import chain, compress
 from pathlib import Path
 from typing import Final
+
+from magnetar.common.frozen_struct import frozen_struct
 
 GAP_MAX_ENTRIES: Final = 65_536
 """Entry ids more than this past the arrays' end are kept in the sparse dict."""
@@ -41,7 +42,7 @@ _ABSENT: Final = -1
 """Location of an id inside the arrays that this bookie does not hold (locations are >= 0)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class SpillFile:
     """An :class:`EntryIndex`'s arrays in a file: ``length`` locations (``q``), then as many
     sizes (``I``), as they were at mutation ``version``."""

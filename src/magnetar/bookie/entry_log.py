@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Final
 
 from magnetar.bookie import file_io
+from magnetar.common.frozen_struct import frozen_struct
 
 ENTRY_HEADER: Final = struct.Struct("<IQqqI")
 HEADER_SIZE: Final = ENTRY_HEADER.size
@@ -54,7 +55,7 @@ def log_of(location: int) -> int:
     return location >> OFFSET_BITS
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class StoredEntry:
     ledger_id: int
     entry_id: int

@@ -81,6 +81,7 @@ from magnetar.bookie.journal_writer import (
 )
 from magnetar.common import crc32c
 from magnetar.common.clock import Clock
+from magnetar.common.frozen_struct import frozen_struct
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class JournalPosition:
     offset: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class JournalRecord:
     type: RecordKind
     ledger_id: int

@@ -43,6 +43,7 @@ import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.ledger.errors import NotEnoughBookies
 from magnetar.ledger.racks import DEFAULT_RACK
 
@@ -95,7 +96,7 @@ def write_sets(ensemble_size: int, write_quorum: int) -> list[tuple[int, ...]]:
     return [tuple((first + i) % e for i in range(write_quorum)) for first in range(e)]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class Shortfall:
     """The fewest regions and racks any write set of an ensemble spans, against what the
     policy asks; ``degraded`` when below."""

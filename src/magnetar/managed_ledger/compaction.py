@@ -25,10 +25,10 @@ from __future__ import annotations
 import contextlib
 import struct
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from magnetar.common.errors import MagnetarError
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.managed_ledger.errors import ManagedLedgerError
 from magnetar.managed_ledger.position import EARLIEST, Position
 from magnetar.managed_ledger.storage import LedgerReader, LedgerStorage
@@ -67,7 +67,7 @@ def decode_compacted_entry(raw: bytes) -> CompactedEntry:
     return CompactedEntry(Position(ledger_id, entry_id), raw[_HEADER.size :])
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class CompactedEntry:
     """A surviving entry: its position in the log and the bytes to deliver (the original
     entry, or a rebuilt batch holding only the surviving messages)."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+from magnetar.common.frozen_struct import frozen_struct
 
 
 class BacklogQuotaPolicy(enum.Enum):
@@ -15,7 +16,7 @@ class BacklogQuotaPolicy(enum.Enum):
     """The slowest cursors skip their oldest entries until the backlog fits."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class ManagedLedgerConfig:
     """Limits of one managed ledger. ``-1`` means "no limit" where noted."""
 

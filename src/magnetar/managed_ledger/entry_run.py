@@ -13,16 +13,16 @@ log's shared bytes, never copied: do not mutate.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import repeat
 from typing import Final
 
+from magnetar.common.frozen_struct import frozen_struct
 from magnetar.managed_ledger.position import Position
 
 _tuple_new: Final = tuple.__new__
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class Entry:
     """One entry read from the log. ``data`` is shared, never copied; do not mutate.
     ``messages``: the entry's message count as its appender gave it, when the entry came

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from magnetar.common.errors import MetadataError
+from magnetar.common.frozen_struct import frozen_struct
 
 if TYPE_CHECKING:
     from magnetar.metadata.notifications import NotificationStream, SessionStateStream
@@ -102,7 +102,7 @@ class SessionState(enum.Enum):
     LOST = "LOST"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class Stat:
     """Facts about a node. ``version`` counts modifications, starting at 0 on creation."""
 
@@ -114,7 +114,7 @@ class Stat:
     children_count: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class GetResult:
     value: bytes
     stat: Stat
@@ -127,7 +127,7 @@ class EventType(enum.Enum):
     CHILDREN_CHANGED = "CHILDREN_CHANGED"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class Notification:
     """A change to ``path``. CHILDREN_CHANGED is reported on the parent's path."""
 
@@ -138,7 +138,7 @@ class Notification:
 # --- operations for multi() ---------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class CheckOp:
     """Succeeds only if ``path`` exists with ``version``."""
 
@@ -146,7 +146,7 @@ class CheckOp:
     version: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class CreateOp:
     path: str
     value: bytes
@@ -154,7 +154,7 @@ class CreateOp:
     sequential: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class SetOp:
     """Overwrite an existing node; ``version`` is the expected version or ``ANY_VERSION``."""
 
@@ -163,7 +163,7 @@ class SetOp:
     version: int = ANY_VERSION
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class DeleteOp:
     path: str
     version: int = ANY_VERSION
@@ -172,7 +172,7 @@ class DeleteOp:
 Op = CheckOp | CreateOp | SetOp | DeleteOp
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_struct(kw_only=False)
 class OpResult:
     """Per-op outcome of a successful multi: the created path (sequential names resolved)
     for creates, the new stat for sets, ``None`` for checks and deletes."""

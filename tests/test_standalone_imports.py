@@ -39,7 +39,6 @@ NOT_WHEN_SERVING = (
     "prometheus_client",
     "magnetar.admin.app",
     "magnetar.admin.metrics",
-    "magnetar.admin.deferred_routes",
     "magnetar.broker.controller",
     "magnetar.broker.ownership",
     "magnetar.functions.rest",

@@ -173,8 +173,7 @@ def router(ctx: AdminContext) -> APIRouter:
 
 
 def _serves_functions(routes: list[BaseRoute]) -> bool:
-    """Whether the app has the Functions Worker's routes (built, or still a stand-in:
-    :class:`~magnetar.admin.deferred_routes.DeferredRoutes`)."""
+    """Whether the app has the Functions Worker's routes."""
     probe = {"type": "http", "method": "GET", "path": _FUNCTIONS_PROBE, "root_path": ""}
     return any(route.matches(probe)[0] is Match.FULL for route in routes)
 

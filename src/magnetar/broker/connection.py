@@ -41,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from magnetar import __version__
@@ -302,34 +302,42 @@ class ServerConnection(asyncio.Protocol):
         if self.closed:
             return
         pid = run[0][0][0]
-        n = len(run)
-        end = 1
-        while end < n and run[end][0][0] == pid:
-            end += 1
-        if end == n:  # the usual case: one producer
+        if all(send[0][0] == pid for send in run):  # the usual case: one producer
             self._producer_of(pid).handle_sends(run)
             return
+        for sends in self._by_topic(run):
+            self._hand_over(sends)
+
+    def _by_topic(self, run: SendRun) -> Iterable[SendRun]:
+        """``run``'s SENDs grouped by topic, each group in stream order. Raises
+        :class:`ProtocolError` for a producer this connection does not have (then none of
+        the run is taken)."""
         by_topic: dict[object, SendRun] = {}
         sends: SendRun = []
-        pid = -1
+        pid = -1  # producer ids are unsigned
         for send in run:
             if send[0][0] != pid:
                 pid = send[0][0]
-                topic = self._producer_of(pid).topic  # all known, or none of the run is taken
-                got = by_topic.get(topic)
-                sends = by_topic[topic] = [] if got is None else got
+                topic = self._producer_of(pid).topic
+                found = by_topic.get(topic)
+                if found is None:
+                    found = by_topic[topic] = []
+                sends = found
             sends.append(send)
+        return by_topic.values()
+
+    def _hand_over(self, sends: SendRun) -> None:
+        """Give each producer its consecutive SENDs of ``sends`` as one run (all known)."""
         producers = self.producers
-        for sends in by_topic.values():
-            start = 0
-            n = len(sends)
-            while start < n:
-                pid = sends[start][0][0]
-                end = start + 1
-                while end < n and sends[end][0][0] == pid:
-                    end += 1
-                producers[pid].handle_sends(sends if start == 0 and end == n else sends[start:end])
-                start = end
+        start = 0
+        n = len(sends)
+        while start < n:
+            pid = sends[start][0][0]
+            end = start + 1
+            while end < n and sends[end][0][0] == pid:
+                end += 1
+            producers[pid].handle_sends(sends if start == 0 and end == n else sends[start:end])
+            start = end
 
     def _producer_of(self, producer_id: int) -> TopicProducer:
         producer = self.producers.get(producer_id)

@@ -53,6 +53,16 @@ class Transaction:
         found = self.conn.execute(f"SELECT {COLUMNS} FROM nodes WHERE path = ?", (path,)).fetchone()
         return None if found is None else Row(*found)
 
+    def _row_at(self, path: str, version: int) -> Row:
+        """The node at ``path``, at ``version`` unless that is ``ANY_VERSION``. Raises
+        :class:`NotFound` or :class:`BadVersion`."""
+        row = self.row(path)
+        if row is None:
+            raise NotFound(path)
+        if version != ANY_VERSION and version != row.version:
+            raise BadVersion(f"{path}: expected version {version}, found {row.version}")
+        return row
+
     def stat(self, path: str, row: Row) -> Stat:
         (count,) = self.conn.execute(
             "SELECT count(*) FROM nodes WHERE parent = ?", (path,)
@@ -74,14 +84,10 @@ class Transaction:
         if path == "/" and not sequential:
             raise NodeExists("/ always exists")
         parent = paths.parent(path) if path != "/" else "/"
-        parent_row = self.conn.execute(
-            "SELECT owner, cversion FROM nodes WHERE path = ?", (parent,)
-        ).fetchone()
+        parent_row = self._owner_and_cversion(parent)
         if parent_row is None and parents:
             self.ensure_parents(path)
-            parent_row = self.conn.execute(
-                "SELECT owner, cversion FROM nodes WHERE path = ?", (parent,)
-            ).fetchone()
+            parent_row = self._owner_and_cversion(parent)
         if parent_row is None:
             raise NotFound(f"parent of {path} does not exist")
         owner, cversion = parent_row
@@ -101,6 +107,12 @@ class Transaction:
         self.events.append(Notification(EventType.CHILDREN_CHANGED, parent))
         return path
 
+    def _owner_and_cversion(self, path: str) -> tuple[int | None, int] | None:
+        found: tuple[int | None, int] | None = self.conn.execute(
+            "SELECT owner, cversion FROM nodes WHERE path = ?", (path,)
+        ).fetchone()
+        return found
+
     def created_stat(self) -> Stat:
         """The stat of a persistent node this transaction has just created."""
         return Stat(0, self.now_ms, self.now_ms, None, 0)
@@ -113,11 +125,7 @@ class Transaction:
             self.create(ancestor, b"", ephemeral=False, sequential=False)
 
     def set(self, path: str, value: bytes, version: int) -> Stat:
-        row = self.row(path)
-        if row is None:
-            raise NotFound(path)
-        if version != ANY_VERSION and version != row.version:
-            raise BadVersion(f"{path}: expected version {version}, found {row.version}")
+        row = self._row_at(path, version)
         self.conn.execute(
             "UPDATE nodes SET value = ?, version = version + 1, modified_ms = ? WHERE path = ?",
             (value, self.now_ms, path),
@@ -128,20 +136,12 @@ class Transaction:
         return self.stat(path, row)
 
     def check(self, path: str, version: int) -> None:
-        row = self.row(path)
-        if row is None:
-            raise NotFound(path)
-        if version != ANY_VERSION and version != row.version:
-            raise BadVersion(f"{path}: expected version {version}, found {row.version}")
+        self._row_at(path, version)
 
     def delete(self, path: str, version: int) -> None:
         if path == "/":
             raise InvalidPath("/ cannot be deleted")
-        row = self.row(path)
-        if row is None:
-            raise NotFound(path)
-        if version != ANY_VERSION and version != row.version:
-            raise BadVersion(f"{path}: expected version {version}, found {row.version}")
+        self._row_at(path, version)
         if self.conn.execute("SELECT 1 FROM nodes WHERE parent = ? LIMIT 1", (path,)).fetchone():
             raise NotEmpty(path)
         self._remove(path)

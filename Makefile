@@ -16,12 +16,15 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 # The project (editable) with its runtime dependencies only.
-$(RUNTIME_STAMP): pyproject.toml Makefile | $(PY)
+# setup.py and the C file: the optional compiled codec, rebuilt in place when they change.
+CFRAME_SRC := setup.py $(PROTO_DIR)/_cframe.c
+
+$(RUNTIME_STAMP): pyproject.toml Makefile $(CFRAME_SRC) | $(PY)
 	$(PY) -m pip install --quiet -e .
 	@touch $(RUNTIME_STAMP)
 
 # The project (editable) with the dev and Spark extras; includes the runtime level.
-$(DEV_STAMP): pyproject.toml Makefile | $(PY)
+$(DEV_STAMP): pyproject.toml Makefile $(CFRAME_SRC) | $(PY)
 	$(PY) -m pip install --quiet -e '.[dev,spark]'
 	@touch $(DEV_STAMP) $(RUNTIME_STAMP)
 

@@ -137,24 +137,24 @@ def test_the_first_encoding_builds_the_tables_and_agrees_with_later_ones(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Until first indexed the tables are stand-ins (an idle process never builds them);
-    the call that builds them encodes as every later one does."""
+    the call that builds them encodes as every later one does (the pure-Python encoders)."""
     from magnetar.protocol import frame
 
     positions = [(7, 5), (7, 300), (7, 20_000), (7, 3_000_000), (300, 1)]
     entries = [b"e%d" % i for i in range(len(positions))]
     sizes = [len(e) for e in entries]
     later = [
-        frame.encode_messages_at(3, -1, positions, entries, sizes),
-        frame.encode_send_receipt_at(1, 200, 7, 20_000, 0),
+        frame.py_encode_messages_at(3, -1, positions, entries, sizes),
+        frame.py_encode_send_receipt_at(1, 200, 7, 20_000, 0),
         frame.encode_message_at(200, 9, 300, 2, b"x"),
     ]
     for name, which in (("_VARINT_TABLE", 0), ("_VARINT_LOW14_MORE", 1)):
         monkeypatch.setattr(frame, name, frame._TableUntilUsed(which))
-    first = [frame.encode_messages_at(3, -1, positions, entries, sizes)]
+    first = [frame.py_encode_messages_at(3, -1, positions, entries, sizes)]
     assert isinstance(frame._VARINT_TABLE, list)  # built by that call
     for name, which in (("_VARINT_TABLE", 0), ("_VARINT_LOW14_MORE", 1)):
         monkeypatch.setattr(frame, name, frame._TableUntilUsed(which))
-    first.append(frame.encode_send_receipt_at(1, 200, 7, 20_000, 0))
+    first.append(frame.py_encode_send_receipt_at(1, 200, 7, 20_000, 0))
     for name, which in (("_VARINT_TABLE", 0), ("_VARINT_LOW14_MORE", 1)):
         monkeypatch.setattr(frame, name, frame._TableUntilUsed(which))
     first.append(frame.encode_message_at(200, 9, 300, 2, b"x"))

@@ -25,6 +25,7 @@ from magnetar.protocol import command as c
 from magnetar.protocol import metadata as md
 from magnetar.protocol.generated import PulsarApi_pb2 as pb
 from magnetar.protocol.message_id import MessageId, to_signed64, to_unsigned64
+from magnetar.protocol.speedups import CFRAME
 
 T = TypeVar("T")
 
@@ -470,7 +471,7 @@ def _short_varint(data: bytes, pos: int, n: int) -> tuple[int, int]:
     return 0, -1
 
 
-def send_fields_from_command_bytes(
+def py_send_fields_from_command_bytes(
     data: bytes,
 ) -> tuple[int, int, int, int, int, int, bool, bool] | None:
     """The fields 1-8 of the usual shape of a SEND command, decoded without the protobuf
@@ -532,6 +533,12 @@ def send_fields_from_command_bytes(
     if values[0] is None or values[1] is None:
         return None
     return tuple(values)  # type: ignore[return-value]
+
+
+send_fields_from_command_bytes = (
+    py_send_fields_from_command_bytes if CFRAME is None else CFRAME.send_fields
+)
+"""The SEND decoder in use: the C one where it was built (:mod:`~magnetar.protocol.speedups`)."""
 
 
 def send_from_command_bytes(data: bytes) -> c.Send | None:

@@ -50,6 +50,7 @@ from magnetar.protocol.entry import MAGIC_BROKER_ENTRY_METADATA, Entry, build_en
 from magnetar.protocol.generated import PulsarApi_pb2 as pb
 from magnetar.protocol.message_id import BytesLike, MessageId
 from magnetar.protocol.metadata import BrokerEntryMetadata, MessageMetadata
+from magnetar.protocol.speedups import CFRAME
 from magnetar.protocol.varint_table import TABLE_LIMIT as _TABLE_LIMIT
 from magnetar.protocol.varint_table import build_varint_tables
 
@@ -593,7 +594,7 @@ def encode_send_receipt(receipt: SendReceipt) -> bytes:
     )
 
 
-def encode_send_receipt_at(
+def py_encode_send_receipt_at(
     producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int
 ) -> bytes:
     """The publish path's SEND_RECEIPT, without building a :class:`SendReceipt` or a
@@ -667,7 +668,7 @@ def encode_message_at(
     return [_HEADER.pack(4 + cmd_size + len(entry), cmd_size) + body, entry]
 
 
-def encode_messages_at(
+def py_encode_messages_at(
     consumer_id: int,
     partition: int,
     positions: Sequence[tuple[int, int]],
@@ -735,6 +736,36 @@ def encode_messages_at(
             entry_var = _varint(entry_id)
         out += (pack(4 + cmd_size + size, cmd_size) + head + entry_var + tail, entry)
     return out
+
+
+def _c_encode_messages_at(
+    consumer_id: int,
+    partition: int,
+    positions: Sequence[tuple[int, int]],
+    entries: Sequence[bytes],
+    sizes: Sequence[int],
+    redelivery_counts: Sequence[int] | None = None,
+) -> list[bytes | memoryview]:
+    """:func:`py_encode_messages_at` through the C function where it applies (no
+    redelivery counts, no negative id)."""
+    if redelivery_counts is None:
+        assert CFRAME is not None
+        out: list[bytes | memoryview] | None = CFRAME.messages_at(
+            consumer_id, partition, positions, entries, sizes
+        )
+        if out is not None:
+            return out
+    return py_encode_messages_at(
+        consumer_id, partition, positions, entries, sizes, redelivery_counts
+    )
+
+
+encode_send_receipt_at: Callable[[int, int, int, int, int], bytes] = (
+    py_encode_send_receipt_at if CFRAME is None else CFRAME.send_receipt_at
+)
+"""The publish path's SEND_RECEIPT encoder in use (C where built: :mod:`.speedups`)."""
+encode_messages_at = py_encode_messages_at if CFRAME is None else _c_encode_messages_at
+"""The dispatch path's MESSAGE encoder in use (C where built: :mod:`.speedups`)."""
 
 
 def encode_message(

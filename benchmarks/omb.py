@@ -18,6 +18,9 @@ Workloads (``--workloads``, comma-separated; all by default):
   batches with a 1 ms delay; unbatched is the per-message cost this project tracks);
 - ``max-rate-1-topic-1-partition-100b``: OMB's file, producer rate 0 (as fast as the
   window allows), unbatched;
+- ``max-rate-1-topic-1-partition-100b-batched``: the same, the producer batching 100
+  messages per entry (as OMB's Pulsar driver does; issue 39's batched target: at least the
+  peer's rate);
 - ``100-topics-1-partition-100b``: OMB's ``100-topics-1-partitions-1kb`` at 100 B with one
   subscription, max rate, unbatched: the aggregate rate over 100 topics (issue 39's target:
   at least 0.9 of the one-topic max rate);
@@ -104,6 +107,7 @@ WORKLOADS = {
     for w in (
         Workload("1-topic-1-partition-100b", 1, 100, 1, 50_000, False, 15),
         Workload("max-rate-1-topic-1-partition-100b", 1, 100, 1, 0, False, 5),
+        Workload("max-rate-1-topic-1-partition-100b-batched", 1, 100, 1, 0, True, 5),
         Workload("100-topics-1-partition-100b", 100, 100, 1, 0, False, 5),
         Workload("1-topic-1-partition-100b-100-subscriptions", 1, 100, 100, 15_000, True, 5),
     )

@@ -49,6 +49,12 @@ NOT_WHEN_SERVING = (
     "pyspark",
     "obstore",
     "ctypes",
+    # the protobuf classes and the converters built from them: at the first frame
+    "google.protobuf.descriptor",
+    "google._upb",
+    "magnetar.protocol._convert",
+    "magnetar.protocol.generated.PulsarApi_pb2",
+    "magnetar.bookie_protocol.bookie_pb2",
 )
 
 IMPORT = """

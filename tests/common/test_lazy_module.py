@@ -17,6 +17,7 @@ assert "json.tool" not in sys.modules
 main = m.main
 assert "json.tool" in sys.modules and main is sys.modules["json.tool"].main
 assert "main" in vars(m)  # copied: later reads do not go through __getattr__
+assert type(m) is type(sys)  # a plain module now: its reads are a module's
 print("ok")
 """
 

@@ -49,7 +49,17 @@ NOT_WHEN_SERVING = (
     "pyspark",
     "obstore",
     "ctypes",
+    # the protobuf classes and the converters built from them: at the first frame
+    "google.protobuf.descriptor",
+    "google._upb",
+    "magnetar.protocol._convert",
+    "magnetar.protocol.generated.PulsarApi_pb2",
+    "magnetar.bookie_protocol.bookie_pb2",
 )
+
+WORKER_NOT_WHEN_IDLE = ("http.client", "urllib.request", "email")
+"""HTTP client modules a joined Functions Worker does not hold until it sends an HTTP
+request (its client speaks the binary protocol)."""
 
 IMPORT = """
 import json, sys
@@ -57,13 +67,15 @@ import magnetar.standalone
 print(json.dumps(sorted(sys.modules)))
 """
 _SERVER_SCRIPT_HEAD = """
-import asyncio, json, sys, tempfile, urllib.request
+import asyncio, json, sys, tempfile
 from pathlib import Path
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker_server import APP_AFTER_WAIT_S, BrokerServerConfig
 from magnetar.standalone import Standalone, StandaloneConfig
 
 def get(url: str) -> list[object]:
+    import urllib.request  # here: what the process imports itself is looked at before
+
     with urllib.request.urlopen(url, timeout=60) as response:
         return [response.status, json.loads(response.read())]
 
@@ -111,7 +123,8 @@ asyncio.run(main())
 
 
 IDLE_WITH_WORKER = (
-    _SERVER_SCRIPT_HEAD
+    f"HTTP_CLIENT = {WORKER_NOT_WHEN_IDLE!r}\n"
+    + _SERVER_SCRIPT_HEAD
     + """
         from magnetar.testing.wait import wait_until_async
 
@@ -120,11 +133,12 @@ IDLE_WITH_WORKER = (
         node.ready_line(0.0)
         await wait_until_async(lambda: node.functions_worker is not None, timeout_s=60)
         idle = "fastapi" in sys.modules or "uvicorn" in sys.modules
+        http_client = sorted(m for m in HTTP_CLIENT if m in sys.modules)
         assert node.http is not None
         base = f"http://127.0.0.1:{node.http.port}"
         members = await asyncio.to_thread(get, f"{base}/admin/v2/worker/cluster")
         await node.stop()
-    print(json.dumps([idle, members]))
+    print(json.dumps([idle, members, http_client]))
 
 asyncio.run(main())
 """
@@ -161,7 +175,8 @@ def test_without_the_worker_the_admin_app_is_built_by_the_first_request() -> Non
 def test_with_the_worker_the_admin_app_is_built_by_the_first_request_too() -> None:
     """The worker joins (leader election over its Failover subscription) without the app;
     the first request builds the app with the worker's routes, which answer it."""
-    idle_loaded_fastapi, (status, members) = output_of(IDLE_WITH_WORKER)
+    idle_loaded_fastapi, (status, members), http_client = output_of(IDLE_WITH_WORKER)
     assert not idle_loaded_fastapi
+    assert http_client == []
     assert status == 200
     assert [m["workerId"] for m in members] == ["standalone"]

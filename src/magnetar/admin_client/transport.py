@@ -24,7 +24,6 @@ Blocking (``http.client``); async callers run it in a thread. Clock and sleep ar
 
 from __future__ import annotations
 
-import http.client
 import socket
 import ssl
 import time
@@ -156,6 +155,8 @@ class Transport:
     ) -> HttpAnswer:
         """One request to one URL. Raises _NotConnected when connecting fails (nothing was
         sent), AdminUnreachable when the answer does not come."""
+        import http.client  # ~1 MB with the email package: not held until a first request
+
         parts = urlsplit(url)
         remaining_s = deadline - self._monotonic()
         if remaining_s <= 0:

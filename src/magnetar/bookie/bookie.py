@@ -32,6 +32,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from magnetar.bookie.checkpoint import Checkpointer
 from magnetar.bookie.cookie import check_cookie
@@ -45,11 +46,14 @@ from magnetar.bookie.request_processor import AddEntries, RequestProcessor
 from magnetar.bookie.server import BookieConnection
 from magnetar.bookie.service import BackgroundService
 from magnetar.bookie.state import BookieState
-from magnetar.bookie_protocol.codec import ENTRY_SIZE_MAX_BYTES, Request
+from magnetar.bookie_protocol.codec import ENTRY_SIZE_MAX_BYTES
 from magnetar.bookie_protocol.responder import Responder
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.frozen_struct import frozen_struct
 from magnetar.metadata.store import MetadataStore
+
+if TYPE_CHECKING:
+    from magnetar.bookie_protocol.codec import Request
 
 log = logging.getLogger("magnetar.bookie")
 

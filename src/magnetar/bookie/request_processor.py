@@ -27,14 +27,15 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from functools import partial
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from magnetar.bookie.checkpoint import Checkpointer
 from magnetar.bookie.entry_log import StoredEntry
 from magnetar.bookie.journal import ADD_ENTRY, FENCE, Journal
 from magnetar.bookie.ledger_storage import LedgerRecord, LedgerStorage
 from magnetar.bookie.state import BookieState
-from magnetar.bookie_protocol.codec import OpType, Request, Response, Status
+from magnetar.bookie_protocol import codec
+from magnetar.bookie_protocol.codec import OpType, Status
 from magnetar.bookie_protocol.errors import (
     BadRequest,
     BookieError,
@@ -45,6 +46,9 @@ from magnetar.bookie_protocol.errors import (
 )
 from magnetar.bookie_protocol.responder import Reply, Responder
 from magnetar.common import crc32c
+
+if TYPE_CHECKING:
+    from magnetar.bookie_protocol.codec import Request, Response
 
 DurableCallback = Callable[[list[int], StatusError | None], None]
 """``done(run_ids, error)`` of an in-process caller (``magnetar.ledger.transport``'s
@@ -309,7 +313,7 @@ class RequestProcessor:
             return
         durable.append(
             (
-                Response(
+                codec.Response(
                     request_id=request.request_id,
                     op=OpType.ADD_ENTRY,
                     ledger_id=request.ledger_id,
@@ -338,7 +342,7 @@ class RequestProcessor:
         # still be in flight.
         durable.append(
             (
-                Response(
+                codec.Response(
                     request_id=request.request_id,
                     op=OpType.FENCE,
                     ledger_id=request.ledger_id,
@@ -364,7 +368,7 @@ class RequestProcessor:
         if rec is None:
             return
         conn.reply(
-            Response(
+            codec.Response(
                 request_id=request.request_id,
                 op=OpType.READ_LAC,
                 ledger_id=request.ledger_id,
@@ -378,7 +382,7 @@ class RequestProcessor:
         if rec is None:
             return
         conn.reply(
-            Response(
+            codec.Response(
                 request_id=request.request_id,
                 op=OpType.LEDGER_INFO,
                 ledger_id=request.ledger_id,
@@ -507,7 +511,7 @@ class RequestProcessor:
 
 
 def _error(request: Request, status: Status, message: str) -> Response:
-    return Response(
+    return codec.Response(
         request_id=request.request_id,
         op=request.op,
         status=status,
@@ -522,7 +526,7 @@ def _write_failures(durable: list[Reply], exc: BaseException) -> list[Reply]:
     message = f"journal write failed: {exc}"
     return [
         (
-            Response(
+            codec.Response(
                 request_id=r.request_id,
                 op=r.op,
                 status=Status.INTERNAL_ERROR,
@@ -565,7 +569,7 @@ def _entry_response(
     request: Request, lac: int, checksum: int, fenced: bool, payload: bytes
 ) -> Reply:
     return (
-        Response(
+        codec.Response(
             request_id=request.request_id,
             op=request.op,
             ledger_id=request.ledger_id,

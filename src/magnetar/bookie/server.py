@@ -17,17 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
-from magnetar.bookie_protocol.codec import (
-    FRAME_SIZE_MAX_BYTES,
-    Request,
-    RequestDecoder,
-    Response,
-    encode_response,
-)
+from magnetar.bookie_protocol.codec import FRAME_SIZE_MAX_BYTES, RequestDecoder, encode_response
 from magnetar.bookie_protocol.responder import Reply, Responder
 from magnetar.common.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from magnetar.bookie_protocol.codec import Request, Response
 
 log = logging.getLogger(__name__)
 

@@ -23,16 +23,29 @@ from __future__ import annotations
 
 import enum
 import struct
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 from google.protobuf.message import DecodeError
 
-from magnetar.bookie_protocol import bookie_pb2 as pb
 from magnetar.common.errors import FrameTooLarge, ProtocolError
+from magnetar.common.lazy_module import lazy_module
 from magnetar.protocol.frame import DEFAULT_MAX_MESSAGE_SIZE_BYTES, FRAME_PADDING_BYTES
 
-Request = pb.Request
-Response = pb.Response
+if TYPE_CHECKING:
+    from magnetar.bookie_protocol import bookie_pb2 as pb
+    from magnetar.bookie_protocol.bookie_pb2 import Request, Response
+else:  # imported at the first request: an idle bookie holds no protobuf classes
+    pb = lazy_module("magnetar.bookie_protocol.bookie_pb2")
+
+
+def __getattr__(name: str) -> Any:
+    """``Request`` and ``Response``, the generated header classes, imported at the first
+    read of either (``codec.Request(...)``; a ``from`` import of them imports them then)."""
+    if name in ("Request", "Response"):
+        value = getattr(pb, name)
+        globals()[name] = value  # later reads find it without this call
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class OpType(enum.IntEnum):

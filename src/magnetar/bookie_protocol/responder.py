@@ -8,11 +8,13 @@ seam from here, so neither imports the other.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from magnetar.bookie_protocol.codec import Response
+if TYPE_CHECKING:
+    from magnetar.bookie_protocol.codec import Response
 
-Reply = tuple[Response, bytes]
+
+Reply = tuple["Response", bytes]
 """A response header and its payload (an entry's body for reads, else empty)."""
 
 

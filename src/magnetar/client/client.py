@@ -37,7 +37,6 @@ from magnetar.client.consumer_config import (
 )
 from magnetar.client.context import ClientContext
 from magnetar.client.errors import AlreadyClosed, InvalidConfiguration
-from magnetar.client.http_lookup import HttpLookupService
 from magnetar.client.lookup import Lookup, LookupService
 from magnetar.client.message_id import MessageId
 from magnetar.client.multi_topics_consumer import MultiTopicsConsumer
@@ -126,6 +125,9 @@ class Client:
         request_ids = itertools.count()
         lookup: Lookup
         if http:
+            # urllib.request and the email package: ~1 MB a binary-protocol client never uses
+            from magnetar.client.http_lookup import HttpLookupService
+
             lookup = HttpLookupService(
                 service_url,
                 clock=self._clock,

@@ -21,15 +21,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Final, cast
+from typing import TYPE_CHECKING, Final, cast
 
-from magnetar.bookie_protocol.codec import (
-    FRAME_SIZE_MAX_BYTES,
-    Request,
-    Response,
-    ResponseDecoder,
-    encode_frame,
-)
+from magnetar.bookie_protocol.codec import FRAME_SIZE_MAX_BYTES, ResponseDecoder, encode_frame
 from magnetar.bookie_protocol.errors import BookieUnavailable
 from magnetar.common.clock import Clock
 from magnetar.common.errors import PersistenceError, ProtocolError
@@ -42,6 +36,9 @@ from magnetar.ledger.transport import (
     answer,
     fail,
 )
+
+if TYPE_CHECKING:
+    from magnetar.bookie_protocol.codec import Request, Response
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,10 @@ import logging
 import random
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from magnetar.bookie_protocol.codec import ENTRY_SIZE_MAX_BYTES, OpType, Request, Status
+from magnetar.bookie_protocol import codec
+from magnetar.bookie_protocol.codec import ENTRY_SIZE_MAX_BYTES, OpType, Status
 from magnetar.bookie_protocol.layout import READONLY_PATH
 from magnetar.common import crc32c
 from magnetar.common.clock import Clock, SystemClock
@@ -73,6 +75,9 @@ from magnetar.metadata.store import (
     NotFound,
     Op,
 )
+
+if TYPE_CHECKING:
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -364,7 +369,7 @@ class LedgerClient:
         async def fence_one(bookie_id: str) -> int | None:
             try:
                 resp, _ = await self.pool.call(
-                    bookie_id, Request(op=OpType.FENCE, ledger_id=ledger_id)
+                    bookie_id, codec.Request(op=OpType.FENCE, ledger_id=ledger_id)
                 )
             except BookieUnavailable:
                 return None
@@ -391,7 +396,9 @@ class LedgerClient:
             try:
                 resp, payload = await self.pool.call(
                     bookie_id,
-                    Request(op=OpType.RECOVERY_READ, ledger_id=md.ledger_id, entry_id=entry_id),
+                    codec.Request(
+                        op=OpType.RECOVERY_READ, ledger_id=md.ledger_id, entry_id=entry_id
+                    ),
                 )
             except BookieUnavailable:
                 return "error", None

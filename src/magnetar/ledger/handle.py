@@ -51,7 +51,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
-from magnetar.bookie_protocol.codec import OpType, Request, Response, Status
+from magnetar.bookie_protocol import codec
+from magnetar.bookie_protocol.codec import OpType, Status
 from magnetar.bookie_protocol.errors import error_for_status
 from magnetar.common import crc32c
 from magnetar.common.errors import MagnetarError, PersistenceError
@@ -72,6 +73,7 @@ from magnetar.ledger.transport import AddCallback, AddRun
 from magnetar.metadata.store import BadVersion
 
 if TYPE_CHECKING:
+    from magnetar.bookie_protocol.codec import Response
     from magnetar.ledger.client import LedgerClient
 
 log = logging.getLogger(__name__)
@@ -650,7 +652,7 @@ class LedgerHandle:
 
     async def _read_run_from(self, bookie_id: str, ids: range) -> list[Entry]:
         cfg = self._client.config
-        request = Request(
+        request = codec.Request(
             op=OpType.READ_ENTRIES,
             ledger_id=self.ledger_id,
             entry_id=ids.start,
@@ -710,7 +712,7 @@ class LedgerHandle:
         next_i = 0
         while True:
             if next_i < len(replicas):
-                req = Request(op=op, ledger_id=self.ledger_id, entry_id=entry_id)
+                req = codec.Request(op=op, ledger_id=self.ledger_id, entry_id=entry_id)
                 in_flight.add(loop.create_task(pool.call(replicas[next_i], req)))
                 next_i += 1
             if not in_flight:
@@ -752,7 +754,7 @@ class LedgerHandle:
         for bookie_id in self.metadata.current_ensemble:
             try:
                 resp, _ = await self._client.pool.call(
-                    bookie_id, Request(op=OpType.READ_LAC, ledger_id=self.ledger_id)
+                    bookie_id, codec.Request(op=OpType.READ_LAC, ledger_id=self.ledger_id)
                 )
             except BookieUnavailable:
                 continue

@@ -27,8 +27,8 @@ paused, so memory is bounded by the callers' own limits (the managed ledger's
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
-from magnetar.bookie_protocol.codec import Request, Response
 from magnetar.bookie_protocol.errors import BookieUnavailable, StatusError
 from magnetar.bookie_protocol.responder import Reply
 from magnetar.common.clock import Clock
@@ -41,6 +41,9 @@ from magnetar.ledger.transport import (
     answer,
     fail,
 )
+
+if TYPE_CHECKING:
+    from magnetar.bookie_protocol.codec import Request, Response
 
 _SWEEPS_PER_TIMEOUT = 4
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 
-from magnetar.bookie_protocol.codec import OpType, Request, Status
+from magnetar.bookie_protocol import codec
+from magnetar.bookie_protocol.codec import OpType, Status
 from magnetar.common import crc32c
 from magnetar.common.errors import PersistenceError
 from magnetar.ledger.client import LedgerClient
@@ -119,7 +120,7 @@ async def _read_from_sources(
     missing = 0
     sources = plan.sources(entry_id)
     for source in sources:
-        request = Request(op=OpType.READ_ENTRY, ledger_id=plan.ledger_id, entry_id=entry_id)
+        request = codec.Request(op=OpType.READ_ENTRY, ledger_id=plan.ledger_id, entry_id=entry_id)
         try:
             resp, payload = await client.pool.call(source, request)
         except BookieUnavailable as exc:

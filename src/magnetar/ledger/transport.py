@@ -30,14 +30,18 @@ fault-injecting bookie can take the same seat.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from magnetar.bookie_protocol.codec import OpType, Request, Response, Status, encode_frame
+from magnetar.bookie_protocol import codec
+from magnetar.bookie_protocol.codec import OpType, Status, encode_frame
 from magnetar.bookie_protocol.errors import StatusError, error_for_status
 from magnetar.bookie_protocol.responder import Responder
 from magnetar.common.errors import PersistenceError
 
-Callback = Callable[[Response | None, bytes, BaseException | None], None]
+if TYPE_CHECKING:
+    from magnetar.bookie_protocol.codec import Request, Response
+
+Callback = Callable[["Response | None", bytes, BaseException | None], None]
 """``callback(response, payload, error)`` for requests other than adds."""
 
 AddCallback = Callable[[PersistenceError | None], None]
@@ -101,7 +105,7 @@ class AddRun:
             for i, (checksum, payload) in enumerate(
                 zip(self.checksums, self.payloads, strict=True)
             ):
-                header = Request(
+                header = codec.Request(
                     request_id=self.first_request_id + i,
                     op=OpType.ADD_ENTRY,
                     ledger_id=self.ledger_id,

@@ -23,6 +23,7 @@ from google.protobuf.message import Message as PbMessage
 from magnetar.common.errors import ProtocolError, ServerError
 from magnetar.protocol import command as c
 from magnetar.protocol import metadata as md
+from magnetar.protocol.fast_constructor import fast_constructor
 from magnetar.protocol.generated import PulsarApi_pb2 as pb
 from magnetar.protocol.message_id import MessageId, to_signed64, to_unsigned64
 from magnetar.protocol.speedups import CFRAME
@@ -100,24 +101,6 @@ PRESENCE_FIELDS = frozenset({_PKG + "MessageMetadata.num_messages_in_batch"})
 FILLED_BY_CODEC = frozenset({_PKG + "SingleMessageMetadata.payload_size"})
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-
-
-def fast_constructor(cls: type[T]) -> Callable[..., T]:
-    """A positional constructor for a frozen, slotted dataclass that skips its ``__init__``.
-
-    Hot path only: a frozen dataclass' ``__init__`` costs about twice as much as storing
-    the slots directly. Like that ``__init__`` it writes through the slot descriptors, so
-    the instance is indistinguishable from a normal one. Arguments: every field, in order.
-    """
-    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    namespace: dict[str, Any] = {"_new": object.__new__, "_cls": cls}
-    for name in names:
-        namespace[f"_set_{name}"] = cls.__dict__[name].__set__
-    body = "".join(f"    _set_{name}(o, {name})\n" for name in names)
-    source = f"def build({', '.join(names)}):\n    o = _new(_cls)\n{body}    return o\n"
-    exec(source, namespace)  # generated like dataclasses' own __init__
-    build: Callable[..., T] = namespace["build"]
-    return build
 
 
 def typed_name(pb_field_name: str) -> str:

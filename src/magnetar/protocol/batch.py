@@ -13,12 +13,19 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from magnetar.common.errors import ProtocolError
-from magnetar.protocol import _convert
-from magnetar.protocol.generated import PulsarApi_pb2 as pb
+from magnetar.common.lazy_module import lazy_module
 from magnetar.protocol.message_id import BytesLike
 from magnetar.protocol.metadata import SingleMessageMetadata
+
+if TYPE_CHECKING:
+    from magnetar.protocol import _convert
+    from magnetar.protocol.generated import PulsarApi_pb2 as pb
+else:  # imported at the first frame: an idle process holds no protobuf classes
+    _convert = lazy_module("magnetar.protocol._convert")
+    pb = lazy_module("magnetar.protocol.generated.PulsarApi_pb2")
 
 _U32 = struct.Struct(">I")
 

@@ -22,14 +22,21 @@ the (possibly compressed) concatenation described in :mod:`magnetar.protocol.bat
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 from magnetar.common import crc32c
 from magnetar.common.errors import ChecksumMismatch, ProtocolError
-from magnetar.protocol import _convert
+from magnetar.common.lazy_module import lazy_module
 from magnetar.protocol.command import CompressionType, KeyValue
-from magnetar.protocol.generated import PulsarApi_pb2 as pb
 from magnetar.protocol.message_id import BytesLike
 from magnetar.protocol.metadata import MessageMetadata
+
+if TYPE_CHECKING:
+    from magnetar.protocol import _convert
+    from magnetar.protocol.generated import PulsarApi_pb2 as pb
+else:  # imported at the first frame: an idle process holds no protobuf classes
+    _convert = lazy_module("magnetar.protocol._convert")
+    pb = lazy_module("magnetar.protocol.generated.PulsarApi_pb2")
 
 MAGIC_CRC32C = 0x0E01
 """Marks the checksum section of an entry."""

@@ -34,10 +34,10 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from magnetar.common.errors import FrameTooLarge, ProtocolError
-from magnetar.protocol import _convert
+from magnetar.common.lazy_module import lazy_module
 from magnetar.protocol.command import (
     PAYLOAD_COMMANDS,
     Command,
@@ -47,12 +47,19 @@ from magnetar.protocol.command import (
     SendReceipt,
 )
 from magnetar.protocol.entry import MAGIC_BROKER_ENTRY_METADATA, Entry, build_entry
-from magnetar.protocol.generated import PulsarApi_pb2 as pb
+from magnetar.protocol.fast_constructor import fast_constructor
 from magnetar.protocol.message_id import BytesLike, MessageId
 from magnetar.protocol.metadata import BrokerEntryMetadata, MessageMetadata
 from magnetar.protocol.speedups import CFRAME
 from magnetar.protocol.varint_table import TABLE_LIMIT as _TABLE_LIMIT
 from magnetar.protocol.varint_table import build_varint_tables
+
+if TYPE_CHECKING:
+    from magnetar.protocol import _convert
+    from magnetar.protocol.generated import PulsarApi_pb2 as pb
+else:  # imported at the first frame: an idle process holds no protobuf classes
+    _convert = lazy_module("magnetar.protocol._convert")
+    pb = lazy_module("magnetar.protocol.generated.PulsarApi_pb2")
 
 DEFAULT_MAX_MESSAGE_SIZE_BYTES = 5 * 1024 * 1024
 """Pulsar's default ``maxMessageSize`` (5 MiB), advertised in CONNECTED."""
@@ -82,7 +89,7 @@ class Frame:
     broker_entry_metadata: BrokerEntryMetadata | None = None
 
 
-_new_frame = _convert.fast_constructor(Frame)
+_new_frame = fast_constructor(Frame)
 
 SendFields = tuple[int, int, int, int, int, int, bool, bool]
 """A SEND command's fields 1-8: producer_id, sequence_id, num_messages, txnid_least_bits,

@@ -74,3 +74,13 @@ def test_latency_histogram_buckets() -> None:
     other.observe(2)
     h.merge(other)
     assert h.counts[2] == 2
+
+
+def test_a_histogram_holds_no_buckets_until_its_first_observation() -> None:
+    h = LatencyHistogram()
+    empty = LatencyHistogram()
+    h.merge(empty)
+    assert h.counts == [0] * 10 and h.count == 0 and h._counts is None
+    empty.observe(3)
+    h.merge(empty)
+    assert h.counts == [0, 0, 1, 0, 0, 0, 0, 0, 0, 0] and h.sum_ms == 3

@@ -93,12 +93,13 @@ def region_of(rack: str) -> str:
 
 def write_sets(ensemble_size: int, write_quorum: int) -> list[tuple[int, ...]]:
     """The ensemble positions of each write set, by ``entry_id % ensemble_size``."""
-    return list(_write_sets(ensemble_size, write_quorum))
+    return list(shared_write_sets(ensemble_size, write_quorum))
 
 
 @functools.lru_cache(maxsize=64)
-def _write_sets(ensemble_size: int, write_quorum: int) -> tuple[tuple[int, ...], ...]:
-    """:func:`write_sets`, shared (every placement of a ledger reads them several times)."""
+def shared_write_sets(ensemble_size: int, write_quorum: int) -> tuple[tuple[int, ...], ...]:
+    """:func:`write_sets`, shared by every caller (placements read them several times, and
+    every ledger handle keeps them)."""
     e = ensemble_size
     return tuple(tuple((first + i) % e for i in range(write_quorum)) for first in range(e))
 
@@ -133,7 +134,7 @@ def shortfall(
     racks: Mapping[str, str],
 ) -> Shortfall:
     """How well ``ensemble`` meets the policy's minimums (see :class:`Shortfall`)."""
-    sets = _write_sets(len(ensemble), write_quorum)
+    sets = shared_write_sets(len(ensemble), write_quorum)
     rack = [racks.get(b, DEFAULT_RACK) for b in ensemble]
     fewest_racks = min(len({rack[i] for i in ws}) for ws in sets)
     fewest_regions = min(len({region_of(rack[i]) for i in ws}) for ws in sets)
@@ -235,7 +236,7 @@ def _cost(
     b_rack = rack(b)
     b_region = region_of(b_rack)
     region_repeats = rack_repeats = 0
-    for ws in _write_sets(len(filled), write_quorum):
+    for ws in shared_write_sets(len(filled), write_quorum):
         if position not in ws:
             continue
         members = [m for m in (filled[i] for i in ws if i != position) if m is not None]
@@ -289,7 +290,7 @@ def regions_needed(
     rack = [racks.get(b, DEFAULT_RACK) for b in ensemble]
     return [
         min(policy.min_regions_for_durability, len({region_of(rack[i]) for i in ws}))
-        for ws in _write_sets(len(ensemble), write_quorum)
+        for ws in shared_write_sets(len(ensemble), write_quorum)
     ]
 
 

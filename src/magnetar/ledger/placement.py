@@ -180,6 +180,14 @@ def placed(
     pool = sorted(set(candidates) - taken)
     if len(pool) < len(open_positions):
         raise NotEnoughBookies(f"need {len(open_positions)} more bookies, {len(pool)} available")
+    if len(pool) == len(open_positions) == 1:  # one way to fill it (a standalone's bookie)
+        only = [pool[0] if b is None else b for b in ensemble]
+        only_short = shortfall(policy, only, write_quorum, racks)
+        if policy.enforce_min and only_short.degraded:
+            raise PlacementUnmet(
+                f"no placement meets the policy with the bookies available: {only_short.describe()}"
+            )
+        return only, only_short
     best: list[str] = []
     best_short: Shortfall | None = None
     for _ in range(PLACEMENT_ATTEMPTS_MAX):

@@ -64,6 +64,19 @@ class ReplicationManager:
         return remote_clusters(self._service.config.cluster_name, effective_clusters(ns, own))
 
     async def topic_loaded(self, topic: Topic) -> None:
+        from magnetar.replication.persistent_replicator import CURSOR_PREFIX
+
+        # Most topics replicate nowhere: then, with no replicator running and no replication
+        # cursor to delete, there is nothing to do and no lock to take (doing nothing is
+        # right whatever a concurrent change of the topic's policies does).
+        if topic.full_name not in self._replicators and not any(
+            n.startswith(CURSOR_PREFIX) for n in topic.ml.cursors
+        ):
+            try:
+                if not await self._remotes(topic, fresh=False):
+                    return
+            except MagnetarError:
+                pass  # _sync reports it
         await self._sync(topic, fresh=False)
 
     def policies_applied(self, topic: Topic) -> None:

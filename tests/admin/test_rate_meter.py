@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.broker.stats import MeterSampler, RateMeter, SampledRateMeter
+from magnetar.broker.stats import ConsumerMeters, MeterSampler, RateMeter, SampledRateMeter
 from magnetar.common.clock import ManualClock
 from magnetar.common.latency import LatencyHistogram
 
@@ -74,3 +74,25 @@ def test_latency_histogram_buckets() -> None:
     other.observe(2)
     h.merge(other)
     assert h.counts[2] == 2
+
+
+def test_a_histogram_holds_no_buckets_until_its_first_observation() -> None:
+    h = LatencyHistogram()
+    empty = LatencyHistogram()
+    h.merge(empty)
+    assert h.counts == [0] * 10 and h.count == 0 and h._counts is None
+    empty.observe(3)
+    h.merge(empty)
+    assert h.counts == [0, 0, 1, 0, 0, 0, 0, 0, 0, 0] and h.sum_ms == 3
+
+
+def test_a_consumers_meters_are_made_on_first_use_and_born_with_it() -> None:
+    """An idle consumer holds no ack, flow or redelivery meter; one made later measures
+    from the consumer's start, as one made with it would."""
+    clock = ManualClock()
+    meters = ConsumerMeters(clock)
+    assert meters._ack is None and meters._flow is None and meters._redeliver is None
+    clock.advance(5.0)
+    meters.ack.record(50)
+    assert meters.ack.rate() == pytest.approx(10, rel=0.01)
+    assert meters._flow is None

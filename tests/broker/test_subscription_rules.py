@@ -90,6 +90,8 @@ def test_redelivery_counts() -> None:
         disabled = redelivery_tracker_for(sub)
         assert isinstance(disabled, DisabledRedeliveryTracker)
         assert disabled.increment((1, 1)) == 0 and disabled.count((1, 1)) == 0
+    # it holds nothing, so every Exclusive and Failover subscription shares one
+    assert redelivery_tracker_for(SubType.Exclusive) is redelivery_tracker_for(SubType.Failover)
 
 
 def test_redelivery_tracker_bound_evicts_lowest() -> None:

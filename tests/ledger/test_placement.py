@@ -255,3 +255,13 @@ def test_an_entry_is_durable_with_acks_from_enough_regions() -> None:
     assert durable({0, 1}, 2, 1, regions)  # degraded (or not region-aware): Qa alone
     with pytest.raises(ValueError):
         PlacementPolicy(min_regions_for_durability=0)
+
+
+def test_one_candidate_for_one_open_position_is_placed_with_its_shortfall() -> None:
+    """The only way to fill the ensemble is taken as it is: a degraded result is returned
+    (and logged by the client) unless the policy enforces its minimums."""
+    racks = {"e1": "/east/r1", "e2": "/east/r2"}
+    assert place(REGION_AWARE, ["e2"], ["e1", None], 2, racks, random.Random(1)) == ["e1", "e2"]
+    with pytest.raises(PlacementUnmet):
+        place(ENFORCED, ["e2"], ["e1", None], 2, racks, random.Random(1))
+    assert place(ENFORCED, ["w1"], ["e1", None], 2, TWO_REGIONS, random.Random(1)) == ["e1", "w1"]

@@ -11,7 +11,7 @@ import pytest
 
 from magnetar.common.errors import MetadataError
 from magnetar.metadata import connect
-from magnetar.metadata.store import BadVersion, NodeExists
+from magnetar.metadata.store import BadVersion, EventType, NodeExists
 
 
 async def test_reopen_keeps_persistent_nodes_and_drops_ephemeral(tmp_path: Path) -> None:
@@ -115,6 +115,35 @@ async def test_concurrent_writes_commit_together_and_fail_alone(tmp_path: Path) 
     assert sorted(await reopened.children("/n"), key=int) == [str(i) for i in range(50)]
     assert len(await reopened.children("/p")) == 50
     await reopened.close()
+
+
+async def test_a_failed_write_leaves_no_trace_of_the_batch_run_before(tmp_path: Path) -> None:
+    """A batch in which one write fails is run again (with a savepoint per write): what the
+    first run did is rolled back whole, so sequence numbers have no gaps and every change
+    is notified once."""
+    store = await connect(f"sqlite://{tmp_path / 'meta.db'}")
+    await store.create("/taken", b"")
+    await store.create("/q", b"")
+    async with store.notifications("/q") as stream:
+        await stream.wait_ready()
+        outcomes = await asyncio.gather(
+            *(store.create("/q/n-", b"", sequential=True) for _ in range(10)),
+            store.create("/taken", b""),
+            *(store.create("/q/n-", b"", sequential=True) for _ in range(10)),
+            return_exceptions=True,
+        )
+        assert isinstance(outcomes[10], NodeExists)
+        created = [o for i, o in enumerate(outcomes) if i != 10]
+        assert created == [f"/q/n-{i:010d}" for i in range(20)]
+        await store.create("/q/end", b"")
+        seen: list[str] = []
+        async for event in stream:
+            if event.type is EventType.CREATED:
+                seen.append(event.path)
+                if event.path == "/q/end":
+                    break
+    assert seen == [*created, "/q/end"]
+    await store.close()
 
 
 async def test_operations_of_a_loop_run_in_the_order_issued(tmp_path: Path) -> None:

@@ -92,6 +92,22 @@ async def test_hooks_start_replicators_on_a_policy_change_and_stop_them_on_close
         assert isinstance(manager, ReplicationManager)
 
 
+async def test_a_topic_that_replicates_nowhere_leaves_nothing_in_the_manager(
+    tmp_path: Path,
+) -> None:
+    """Most topics are not replicated: loading one keeps no per-topic entry (no replicator
+    map, no lock) in the manager, so many idle topics cost it nothing."""
+    async with running_broker(tmp_path / "east", cluster_name="east") as east:
+        manager = attach_replication(east, NO_CREDENTIALS)
+        topic = new_topic()
+        async with Client(f"pulsar://127.0.0.1:{east.port}") as client:
+            producer = await client.create_producer(topic, batching_enabled=False)
+            await producer.send(b"m")
+            assert east.loaded_topic(TopicName.parse(topic)) is not None
+            assert manager._replicators == {} and manager._locks == {}
+            await producer.close()
+
+
 async def test_message_ttl_expires_the_replication_backlog(tmp_path: Path) -> None:
     async with running_broker(tmp_path / "east", cluster_name="east") as east:
         manager = attach_replication(east, NO_CREDENTIALS)

@@ -35,6 +35,8 @@ class TokenBucket:
     of the rate, at least one token, so a low rate still lets one message through); starts
     full."""
 
+    __slots__ = ("_at_s", "_tokens", "capacity", "rate_per_s")
+
     def __init__(self, rate_per_s: float, now_s: float, capacity: float | None = None) -> None:
         assert rate_per_s > 0, "a bucket needs a positive rate"
         self.rate_per_s = rate_per_s
@@ -88,6 +90,8 @@ NO_LIMIT = PublishRate()
 
 class PublishRateLimiter:
     """The publish limit of one topic."""
+
+    __slots__ = ("_bytes", "_msgs", "limited_times", "rate")
 
     def __init__(self) -> None:
         self.rate = NO_LIMIT
@@ -149,6 +153,17 @@ class DispatchRateLimiter:
     bucket goes into debt and the next read waits for it to be refilled, so over any window
     the dispatched rate is the configured one, plus :data:`BURST_MS` of it and one entry. Pure: callers pass the
     time."""
+
+    __slots__ = (
+        "_bytes",
+        "_bytes_per_msg",
+        "_last_entries",
+        "_msgs",
+        "_msgs_per_entry",
+        "rate",
+        "throttled_bytes_events",
+        "throttled_msg_events",
+    )
 
     def __init__(self) -> None:
         self.rate = NO_DISPATCH_LIMIT
@@ -270,6 +285,8 @@ class SubscribeRateLimiter:
     refused. One bucket per address, holding one period's worth; a bucket refilled to the
     full is forgotten (no state for addresses that stopped subscribing). Pure: callers pass
     the time."""
+
+    __slots__ = ("_buckets", "limited_times", "rate")
 
     def __init__(self) -> None:
         self.rate = NO_SUBSCRIBE_LIMIT

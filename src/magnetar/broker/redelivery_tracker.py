@@ -72,7 +72,8 @@ class RedeliveryTracker:
 
 
 class DisabledRedeliveryTracker(RedeliveryTracker):
-    """Exclusive/Failover: tracks nothing, every count is 0."""
+    """Exclusive/Failover: tracks nothing, every count is 0. Holds no state, so every such
+    subscription shares one (:data:`_DISABLED`)."""
 
     def increment(self, position: Position) -> int:
         return 0
@@ -80,9 +81,15 @@ class DisabledRedeliveryTracker(RedeliveryTracker):
     def add_if_absent(self, position: Position) -> None:
         return None
 
+    def remove_up_to(self, mark_delete: Position) -> None:
+        return None
+
+
+_DISABLED = DisabledRedeliveryTracker()
+
 
 def redelivery_tracker_for(sub_type: SubType) -> RedeliveryTracker:
     """The tracker a subscription of ``sub_type`` uses."""
     if sub_type in INDIVIDUAL_ACK_TYPES:
         return RedeliveryTracker()
-    return DisabledRedeliveryTracker()
+    return _DISABLED

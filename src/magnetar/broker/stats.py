@@ -25,6 +25,8 @@ idle topics never do.
 
 from __future__ import annotations
 
+from typing import Any
+
 from magnetar.common.clock import Clock
 
 WINDOW_S = 10.0
@@ -232,34 +234,62 @@ def _in_rate(clock: Clock, sampler: MeterSampler | None, born_s: float) -> RateM
     return SampledRateMeter(clock, sampler, born_s=born_s)
 
 
+class _LazyMeter:
+    """A :class:`RateMeter` attribute of a meters object, made on its first use (reading
+    or recording) and born when its owner was: most of an idle topic's meters never are.
+    The owner has a slot ``_<name>`` for it and ``_clock`` and ``_born_s`` slots."""
+
+    __slots__ = ("_slot",)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = "_" + name
+
+    def __get__(self, owner: Any, owner_type: type | None = None) -> RateMeter:
+        meter: RateMeter | None = getattr(owner, self._slot)
+        if meter is None:
+            meter = RateMeter(owner._clock, born_s=owner._born_s)
+            setattr(owner, self._slot, meter)
+        return meter
+
+
 class ProducerMeters:
     """What one producer records: messages and bytes in."""
 
-    __slots__ = ("chunked", "msg_in")
+    __slots__ = ("_born_s", "_chunked", "_clock", "msg_in")
+
+    chunked = _LazyMeter()
 
     def __init__(self, clock: Clock, sampler: MeterSampler | None = None) -> None:
         now = clock.monotonic_s()
+        self._clock = clock
+        self._born_s = now
         self.msg_in = _in_rate(clock, sampler, now)
         """Sampled (see :class:`SampledRateMeter`) when a ``sampler`` is given."""
-        self.chunked = RateMeter(clock, born_s=now)
+        self._chunked: RateMeter | None = None
 
 
 class ConsumerMeters:
-    """What one consumer records: messages out, redeliveries, acks, flow permits."""
+    """What one consumer records: messages out, redeliveries, acks (acknowledged messages,
+    batch-aware: acknowledging a batch entry counts its messages; a cumulative ack counts
+    every message it covers), flow permits."""
 
-    __slots__ = ("ack", "entries_out", "flow", "msg_out", "redeliver")
+    __slots__ = ("_ack", "_born_s", "_clock", "_flow", "_redeliver", "entries_out", "msg_out")
+
+    redeliver = _LazyMeter()
+    ack = _LazyMeter()
+    flow = _LazyMeter()
 
     def __init__(self, clock: Clock, sampler: MeterSampler | None = None) -> None:
         now = clock.monotonic_s()
+        self._clock = clock
+        self._born_s = now
         self.msg_out = _in_rate(clock, sampler, now)
         """Sampled (see :class:`SampledRateMeter`) when a ``sampler`` is given; its
         ``last_record_ms`` is then the last consume time to within a sampling interval."""
         self.entries_out = 0
-        self.redeliver = RateMeter(clock, born_s=now)
-        self.ack = RateMeter(clock, born_s=now)
-        """Acknowledged messages (batch-aware: acknowledging a batch entry counts its
-        messages; a cumulative ack counts every message it covers)."""
-        self.flow = RateMeter(clock, born_s=now)
+        self._redeliver: RateMeter | None = None
+        self._ack: RateMeter | None = None
+        self._flow: RateMeter | None = None
 
     def avg_messages_per_entry(self) -> int:
         """Messages per entry sent to this consumer, averaged since it connected, rounded
@@ -274,13 +304,24 @@ class SubscriptionMeters:
     never go backwards when consumers leave), expiries, mark-delete movements. Kept by the
     topic per subscription name (:attr:`Topic.subscription_meters`)."""
 
-    __slots__ = ("expired", "last_expire_ms", "last_mark_delete_advanced_ms", "msg_out")
+    __slots__ = (
+        "_born_s",
+        "_clock",
+        "_expired",
+        "last_expire_ms",
+        "last_mark_delete_advanced_ms",
+        "msg_out",
+    )
+
+    expired = _LazyMeter()
 
     def __init__(self, clock: Clock, sampler: MeterSampler | None = None) -> None:
         now = clock.monotonic_s()
+        self._clock = clock
+        self._born_s = now
         self.msg_out = _in_rate(clock, sampler, now)
         """Every message sent to any consumer of the subscription, present or past."""
-        self.expired = RateMeter(clock, born_s=now)
+        self._expired: RateMeter | None = None
         self.last_expire_ms = 0
         self.last_mark_delete_advanced_ms = 0
 

@@ -70,8 +70,10 @@ class TopicSchemas:
         return self._registry
 
     async def policy(self, topic: TopicName) -> SchemaPolicy:
-        """The schema policy in force for ``topic`` (fresh reads: a strategy set a moment
-        ago applies to the next producer). A malformed stored policy counts as unset."""
+        """The schema policy in force for ``topic``, from the broker's policy cache (a
+        strategy set through this broker's admin API applies to the next producer; one set
+        through another broker's once its notification has arrived, as for every other
+        policy). A malformed stored policy counts as unset."""
         from magnetar.schema import SchemaPolicy
 
         policies = self._service.policies
@@ -81,8 +83,8 @@ class TopicSchemas:
         auto_update: bool | None = None
         enforced: bool | None = None
         try:
-            ns = await policies.namespace(topic.namespace_name, fresh=True)
-            tp = await policies.topic(base, fresh=True)
+            ns = await policies.namespace(topic.namespace_name)
+            tp = await policies.topic(base)
         except PolicyError as exc:
             log.warning("%s: unreadable policies (%s); schema defaults apply", topic, exc)
             return SchemaPolicy()

@@ -200,8 +200,9 @@ class LedgerClient:
         rack_of = await (self.bookie_racks if registrations is None else registrations.racks)(
             placed
         )
-        chosen = placement.place(policy, candidates, ensemble, write_quorum, rack_of, self._rng)
-        short = placement.shortfall(policy, chosen, write_quorum, rack_of)
+        chosen, short = placement.placed(
+            policy, candidates, ensemble, write_quorum, rack_of, self._rng
+        )
         # Without any rack configured every placement is "one rack": nothing to warn about.
         if short.degraded and (rack_of or policy.region_aware):
             log.warning(

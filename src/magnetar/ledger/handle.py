@@ -67,7 +67,13 @@ from magnetar.ledger.errors import (
     NotEnoughBookies,
 )
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState, ledger_path
-from magnetar.ledger.placement import PlacementUnmet, durable, region_of, regions_needed
+from magnetar.ledger.placement import (
+    PlacementUnmet,
+    durable,
+    region_of,
+    regions_needed,
+    shared_write_sets,
+)
 from magnetar.ledger.racks import DEFAULT_RACK
 from magnetar.ledger.transport import AddCallback, AddRun
 from magnetar.metadata.store import BadVersion
@@ -213,7 +219,7 @@ class LedgerHandle:
         self._entry_size_max_bytes = cfg.entry_size_max_bytes
         e, qw = metadata.ensemble_size, metadata.write_quorum
         # Ensemble indexes each entry goes to, by entry_id % E (round-robin striping).
-        self._write_sets = [tuple((first + i) % e for i in range(qw)) for first in range(e)]
+        self._write_sets = shared_write_sets(e, qw)
         # Striped (E > Qw): consecutive entries go to different bookies, so runs are
         # split back into entries.
         self._striped = e != qw

@@ -39,6 +39,7 @@ writes go on at reduced durability, logged by the ledger client.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -92,8 +93,15 @@ def region_of(rack: str) -> str:
 
 def write_sets(ensemble_size: int, write_quorum: int) -> list[tuple[int, ...]]:
     """The ensemble positions of each write set, by ``entry_id % ensemble_size``."""
+    return list(shared_write_sets(ensemble_size, write_quorum))
+
+
+@functools.lru_cache(maxsize=64)
+def shared_write_sets(ensemble_size: int, write_quorum: int) -> tuple[tuple[int, ...], ...]:
+    """:func:`write_sets`, shared by every caller (placements read them several times, and
+    every ledger handle keeps them)."""
     e = ensemble_size
-    return [tuple((first + i) % e for i in range(write_quorum)) for first in range(e)]
+    return tuple(tuple((first + i) % e for i in range(write_quorum)) for first in range(e))
 
 
 @frozen_struct(kw_only=False)
@@ -126,7 +134,7 @@ def shortfall(
     racks: Mapping[str, str],
 ) -> Shortfall:
     """How well ``ensemble`` meets the policy's minimums (see :class:`Shortfall`)."""
-    sets = write_sets(len(ensemble), write_quorum)
+    sets = shared_write_sets(len(ensemble), write_quorum)
     rack = [racks.get(b, DEFAULT_RACK) for b in ensemble]
     fewest_racks = min(len({rack[i] for i in ws}) for ws in sets)
     fewest_regions = min(len({region_of(rack[i]) for i in ws}) for ws in sets)
@@ -155,11 +163,31 @@ def place(
     describes. ``racks``: bookie → rack (absent: :data:`DEFAULT_RACK`). Raises
     :class:`NotEnoughBookies` when there are too few candidates, :class:`PlacementUnmet` when
     the policy enforces its minimums and the result falls short."""
+    return placed(policy, candidates, ensemble, write_quorum, racks, rng)[0]
+
+
+def placed(
+    policy: PlacementPolicy,
+    candidates: Iterable[str],
+    ensemble: Sequence[str | None],
+    write_quorum: int,
+    racks: Mapping[str, str],
+    rng: random.Random,
+) -> tuple[list[str], Shortfall]:
+    """:func:`place`'s ensemble and its :func:`shortfall`."""
     open_positions = [i for i, b in enumerate(ensemble) if b is None]
     taken = {b for b in ensemble if b is not None}
     pool = sorted(set(candidates) - taken)
     if len(pool) < len(open_positions):
         raise NotEnoughBookies(f"need {len(open_positions)} more bookies, {len(pool)} available")
+    if len(pool) == len(open_positions) == 1:  # one way to fill it (a standalone's bookie)
+        only = [pool[0] if b is None else b for b in ensemble]
+        only_short = shortfall(policy, only, write_quorum, racks)
+        if policy.enforce_min and only_short.degraded:
+            raise PlacementUnmet(
+                f"no placement meets the policy with the bookies available: {only_short.describe()}"
+            )
+        return only, only_short
     best: list[str] = []
     best_short: Shortfall | None = None
     for _ in range(PLACEMENT_ATTEMPTS_MAX):
@@ -178,7 +206,7 @@ def place(
         raise PlacementUnmet(
             f"no placement meets the policy with the bookies available: {best_short.describe()}"
         )
-    return best
+    return best, best_short
 
 
 def _fill(
@@ -216,7 +244,7 @@ def _cost(
     b_rack = rack(b)
     b_region = region_of(b_rack)
     region_repeats = rack_repeats = 0
-    for ws in write_sets(len(filled), write_quorum):
+    for ws in shared_write_sets(len(filled), write_quorum):
         if position not in ws:
             continue
         members = [m for m in (filled[i] for i in ws if i != position) if m is not None]
@@ -270,7 +298,7 @@ def regions_needed(
     rack = [racks.get(b, DEFAULT_RACK) for b in ensemble]
     return [
         min(policy.min_regions_for_durability, len({region_of(rack[i]) for i in ws}))
-        for ws in write_sets(len(ensemble), write_quorum)
+        for ws in shared_write_sets(len(ensemble), write_quorum)
     ]
 
 

@@ -13,9 +13,10 @@ writer's own notification is queued before its call returns.
 Batches: the operations an event loop issues while the worker is busy with that loop's
 previous batch wait in the loop's queue, in issue order, and go to the worker together as the
 next batch (through ``loop.run_in_executor``, so a loop that runs executor jobs inline, the
-simulation's, stays deterministic). A batch's writes share one transaction, each inside its
-own savepoint: a write that raises rolls back alone and fails alone, and one COMMIT (one
-fsync) stands for all the others. No operation of a batch is answered before that COMMIT, so
+simulation's, stays deterministic). A batch's writes share one transaction: a write that
+raises rolls back alone and fails alone (the batch is run again with a savepoint per write
+when one raises; see :meth:`EmbeddedDatabase._run_batch`), and one COMMIT (one fsync) stands
+for all the others. No operation of a batch is answered before that COMMIT, so
 a read that saw an earlier write of its batch is answered only once that write is durable,
 and if the COMMIT fails every operation of the batch fails. Operations of one loop run in the
 order issued (a read issued after a write sees it, as a ZooKeeper session's do).
@@ -147,41 +148,22 @@ class EmbeddedDatabase:
 
     def _run_batch(self, batch: list[_Operation[Any]]) -> list[tuple[bool, Any]]:
         """Run ``batch`` in order (see the module doc) and return each operation's outcome,
-        ``(True, result)`` or ``(False, exception)``."""
+        ``(True, result)`` or ``(False, exception)``.
+
+        First without a savepoint per write (two statements fewer each, and each statement
+        is a hand-over of the GIL between this thread and the event loop's); if a write
+        raises, that attempt is rolled back whole and the batch runs again with a savepoint
+        per write, so the failing one rolls back alone (every body is a function of the
+        database: running it again is running it once)."""
         conn = self._conn
         assert conn is not None
-        outcomes: list[tuple[bool, Any]] = []
-        events: list[Notification] = []
-        ended: list[int] = []
         try:
-            for op in batch:
-                if op.session_id not in self._live_sessions:
-                    outcomes.append(
-                        (False, SessionExpired(f"session {op.session_id:#x} is not alive"))
-                    )
-                    continue
-                txn = Transaction(conn, op.session_id, op.now_ms)
-                if not op.writes:  # no BEGIN: the worker is the only writer (a snapshot)
-                    try:
-                        outcomes.append((True, op.body(txn)))
-                    except Exception as exc:
-                        outcomes.append((False, self._error(exc)))
-                    continue
-                if not conn.in_transaction:
-                    conn.execute("BEGIN IMMEDIATE")
-                conn.execute("SAVEPOINT op")
-                try:
-                    result = op.body(txn)
-                except Exception as exc:
-                    conn.execute("ROLLBACK TO op")
-                    conn.execute("RELEASE op")
-                    outcomes.append((False, self._error(exc)))
-                    continue
-                conn.execute("RELEASE op")
-                outcomes.append((True, result))
-                events.extend(txn.events)
-                if op.ends_session:
-                    ended.append(op.session_id)
+            try:
+                outcomes, events, ended = self._attempt(conn, batch, savepoints=False)
+            except _WriteFailed:
+                if conn.in_transaction:  # (an error may have ended it already)
+                    conn.execute("ROLLBACK")
+                outcomes, events, ended = self._attempt(conn, batch, savepoints=True)
             if conn.in_transaction:
                 conn.execute("COMMIT")
         except BaseException as exc:
@@ -195,6 +177,50 @@ class EmbeddedDatabase:
         self._live_sessions.difference_update(ended)
         self._publish(events)
         return outcomes
+
+    def _attempt(
+        self, conn: sqlite3.Connection, batch: list[_Operation[Any]], *, savepoints: bool
+    ) -> tuple[list[tuple[bool, Any]], list[Notification], list[int]]:
+        """Run ``batch``'s operations in one open transaction (begun at its first write):
+        their outcomes, the notifications of the writes and the sessions ended. Without
+        ``savepoints`` a write that raises raises :class:`_WriteFailed` (the transaction is
+        then the caller's to roll back)."""
+        outcomes: list[tuple[bool, Any]] = []
+        events: list[Notification] = []
+        ended: list[int] = []
+        for op in batch:
+            if op.session_id not in self._live_sessions:
+                outcomes.append((False, SessionExpired(f"session {op.session_id:#x} is not alive")))
+                continue
+            txn = Transaction(conn, op.session_id, op.now_ms)
+            if not op.writes:  # no BEGIN: the worker is the only writer (a snapshot)
+                try:
+                    outcomes.append((True, op.body(txn)))
+                except Exception as exc:
+                    outcomes.append((False, self._error(exc)))
+                continue
+            if not conn.in_transaction:
+                conn.execute("BEGIN IMMEDIATE")
+            if not savepoints:
+                try:
+                    result = op.body(txn)
+                except Exception as exc:
+                    raise _WriteFailed from exc
+            else:
+                conn.execute("SAVEPOINT op")
+                try:
+                    result = op.body(txn)
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO op")
+                    conn.execute("RELEASE op")
+                    outcomes.append((False, self._error(exc)))
+                    continue
+                conn.execute("RELEASE op")
+            outcomes.append((True, result))
+            events.extend(txn.events)
+            if op.ends_session:
+                ended.append(op.session_id)
+        return outcomes, events, ended
 
     def _error(self, exc: Exception) -> Exception:
         """What a caller sees for ``exc``: SQLite's own errors (e.g. "database or disk is
@@ -334,6 +360,10 @@ class EmbeddedDatabase:
 
 BATCH_OPERATIONS_MAX = 512
 """Operations sent to the worker together at most (their writes share one COMMIT)."""
+
+
+class _WriteFailed(Exception):
+    """A write of a batch run without savepoints raised: the batch runs again with them."""
 
 
 class _LoopQueue:

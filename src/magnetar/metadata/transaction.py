@@ -95,13 +95,21 @@ class Transaction:
             raise NoChildrenForEphemerals(f"{parent} is ephemeral")
         if sequential:
             path = f"{path}{cversion:0{paths.SEQUENCE_DIGITS}d}"
-        if self.conn.execute("SELECT 1 FROM nodes WHERE path = ?", (path,)).fetchone():
-            raise NodeExists(path)
-        self.conn.execute(
-            "INSERT INTO nodes (path, parent, value, version, cversion, created_ms, modified_ms,"
-            " owner) VALUES (?, ?, ?, 0, 0, ?, ?, ?)",
-            (path, parent, value, self.now_ms, self.now_ms, self.session_id if ephemeral else None),
-        )
+        try:  # the primary key refuses a node that exists (one statement, not a look first)
+            self.conn.execute(
+                "INSERT INTO nodes (path, parent, value, version, cversion, created_ms,"
+                " modified_ms, owner) VALUES (?, ?, ?, 0, 0, ?, ?, ?)",
+                (
+                    path,
+                    parent,
+                    value,
+                    self.now_ms,
+                    self.now_ms,
+                    self.session_id if ephemeral else None,
+                ),
+            )
+        except sqlite3.IntegrityError:
+            raise NodeExists(path) from None
         self.conn.execute("UPDATE nodes SET cversion = cversion + 1 WHERE path = ?", (parent,))
         self.events.append(Notification(EventType.CREATED, path))
         self.events.append(Notification(EventType.CHILDREN_CHANGED, parent))

@@ -14,7 +14,9 @@ holds the log), :meth:`ReplicationManager.topic_closing` before its managed ledg
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from magnetar.common.errors import MagnetarError
@@ -40,7 +42,7 @@ class ReplicationManager:
         self._credentials = credentials
         self._replicators: dict[str, dict[str, PersistentReplicator]] = {}
         self._controllers: dict[str, ReplicatedSubscriptionsController] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, _TopicLock] = {}
 
     def controller_of(self, topic: str) -> ReplicatedSubscriptionsController | None:
         """The replicated subscriptions controller of ``topic`` (None: not replicated)."""
@@ -62,6 +64,19 @@ class ReplicationManager:
         return remote_clusters(self._service.config.cluster_name, effective_clusters(ns, own))
 
     async def topic_loaded(self, topic: Topic) -> None:
+        from magnetar.replication.persistent_replicator import CURSOR_PREFIX
+
+        # Most topics replicate nowhere: then, with no replicator running and no replication
+        # cursor to delete, there is nothing to do and no lock to take (doing nothing is
+        # right whatever a concurrent change of the topic's policies does).
+        if topic.full_name not in self._replicators and not any(
+            n.startswith(CURSOR_PREFIX) for n in topic.ml.cursors
+        ):
+            try:
+                if not await self._remotes(topic, fresh=False):
+                    return
+            except MagnetarError:
+                pass  # _sync reports it
         await self._sync(topic, fresh=False)
 
     def policies_applied(self, topic: Topic) -> None:
@@ -69,17 +84,29 @@ class ReplicationManager:
         self._service.spawn(self._sync(topic, fresh=True))
 
     async def topic_closing(self, topic: Topic) -> None:
-        async with self._lock(topic.full_name):
+        async with self._locked(topic.full_name):
             controller = self._controllers.pop(topic.full_name, None)
             if controller is not None:
                 await controller.stop()
             running = self._replicators.pop(topic.full_name, {})
             for replicator in running.values():
                 await replicator.stop()
-        self._locks.pop(topic.full_name, None)
 
-    def _lock(self, name: str) -> asyncio.Lock:
-        return self._locks.setdefault(name, asyncio.Lock())
+    @contextlib.asynccontextmanager
+    async def _locked(self, name: str) -> AsyncIterator[None]:
+        """Hold topic ``name``'s lock (one change of its replicators at a time); the lock
+        is kept only while someone holds or waits for it, not per loaded topic."""
+        entry = self._locks.get(name)
+        if entry is None:
+            entry = self._locks[name] = _TopicLock()
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0 and self._locks.get(name) is entry:
+                del self._locks[name]
 
     async def _sync(self, topic: Topic, *, fresh: bool) -> None:
         """Start and stop ``topic``'s replicators to match its replication clusters, and
@@ -90,7 +117,7 @@ class ReplicationManager:
         # come the protocol's markers and the replicated subscriptions' snapshots
         from magnetar.replication.persistent_replicator import CURSOR_PREFIX, PersistentReplicator
 
-        async with self._lock(topic.full_name):
+        async with self._locked(topic.full_name):
             if topic.closed:
                 return
             try:
@@ -100,7 +127,11 @@ class ReplicationManager:
                 return
             if topic.closed:  # it closed while the policies were read
                 return
-            running = self._replicators.setdefault(topic.full_name, {})
+            running = self._replicators.get(topic.full_name)
+            if running is None:
+                if not wanted and not any(n.startswith(CURSOR_PREFIX) for n in topic.ml.cursors):
+                    return  # not replicated (most topics): nothing to do, nothing kept
+                running = self._replicators[topic.full_name] = {}
             for remote in sorted(set(running) - wanted):
                 await running.pop(remote).stop()
             for name in sorted(topic.ml.cursors):
@@ -130,6 +161,8 @@ class ReplicationManager:
                 replicator.start()
                 running[remote] = replicator
             await self._sync_controller(topic, running)
+            if not running:
+                self._replicators.pop(topic.full_name, None)
 
     async def _sync_controller(
         self, topic: Topic, running: dict[str, PersistentReplicator]
@@ -153,6 +186,16 @@ class ReplicationManager:
         elif not running and controller is not None:
             del self._controllers[name]
             await controller.stop()
+
+
+class _TopicLock:
+    """A topic's lock and how many hold or wait for it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
 
 
 def attach_replication(

@@ -701,7 +701,23 @@ def source_tree(spec: str, tmp: Path) -> Path:
             f"--compare-to {spec}: neither a checkout nor a commit ({exc.stderr.decode().strip()})"
         ) from None
     subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+    if (tmp / "src" / "magnetar" / "protocol" / "_cframe.c").exists():
+        build_c_codec(repo, spec, tmp)
     return tmp / "src"
+
+
+def build_c_codec(repo: Path, spec: str, tmp: Path) -> None:
+    """Builds the commit's optional C codec in place, as ``pip install`` would, so the old
+    tree runs the same codec a user's install of it would."""
+    for name in ("setup.py", "pyproject.toml", "README.md"):
+        blob = subprocess.run(
+            ["git", "-C", str(repo), "show", f"{spec}:{name}"], check=True, capture_output=True
+        ).stdout
+        (tmp / name).write_bytes(blob)
+    subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+        cwd=tmp, check=True, capture_output=True,
+    )  # fmt: skip
 
 
 def median(values: list[float]) -> float:

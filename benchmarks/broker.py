@@ -75,7 +75,7 @@ from magnetar.protocol import (
 from magnetar.protocol.batch import build_batch
 from magnetar.protocol.command import Send
 from magnetar.protocol.entry import build_entry
-from magnetar.protocol.frame import _uvarint as uvarint  # the codec's own varint
+from magnetar.protocol.hand_encoders import _uvarint as uvarint  # the codec's own varint
 from magnetar.protocol.metadata import SingleMessageMetadata
 from magnetar.testing import StandaloneProcess
 

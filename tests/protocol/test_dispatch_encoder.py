@@ -89,9 +89,9 @@ def test_a_run_encodes_as_each_entry_alone(
 def test_a_run_costs_one_call_per_entry() -> None:
     """Per entry of a run the encoder makes one call (the header's ``pack``), across the
     one- to three-byte entry ids."""
-    from magnetar.protocol import frame
+    from magnetar.protocol import hand_encoders
 
-    frame.varint_tables()  # built once, by a process's first encoding
+    hand_encoders.varint_tables()  # built once, by a process's first encoding
 
     def calls(first: int, n: int) -> int:
         positions = [(7, e) for e in range(first, first + n)]
@@ -117,7 +117,7 @@ def test_a_run_across_varint_lengths_of_entry_ids() -> None:
 
 
 def test_the_varint_tables_hold_every_one_and_two_byte_varint() -> None:
-    from magnetar.protocol import frame
+    from magnetar.protocol import hand_encoders
 
     def naive(value: int) -> bytes:
         out = bytearray()
@@ -127,7 +127,7 @@ def test_the_varint_tables_hold_every_one_and_two_byte_varint() -> None:
         out.append(value)
         return bytes(out)
 
-    table, low14_more = frame.varint_tables()
+    table, low14_more = hand_encoders.varint_tables()
     assert [naive(i) for i in range(1 << 14)] == table
     # the first two bytes of the three-byte varint of every value with these low 14 bits
     assert [naive(i | 1 << 14)[:2] for i in range(1 << 14)] == low14_more
@@ -138,24 +138,24 @@ def test_the_first_encoding_builds_the_tables_and_agrees_with_later_ones(
 ) -> None:
     """Until first indexed the tables are stand-ins (an idle process never builds them);
     the call that builds them encodes as every later one does (the pure-Python encoders)."""
-    from magnetar.protocol import frame
+    from magnetar.protocol import hand_encoders
 
     positions = [(7, 5), (7, 300), (7, 20_000), (7, 3_000_000), (300, 1)]
     entries = [b"e%d" % i for i in range(len(positions))]
     sizes = [len(e) for e in entries]
     later = [
-        frame.py_encode_messages_at(3, -1, positions, entries, sizes),
-        frame.py_encode_send_receipt_at(1, 200, 7, 20_000, 0),
-        frame.encode_message_at(200, 9, 300, 2, b"x"),
+        hand_encoders.py_encode_messages_at(3, -1, positions, entries, sizes),
+        hand_encoders.py_encode_send_receipt_at(1, 200, 7, 20_000, 0),
+        hand_encoders.encode_message_at(200, 9, 300, 2, b"x"),
     ]
     for name, which in (("_VARINT_TABLE", 0), ("_VARINT_LOW14_MORE", 1)):
-        monkeypatch.setattr(frame, name, frame._TableUntilUsed(which))
-    first = [frame.py_encode_messages_at(3, -1, positions, entries, sizes)]
-    assert isinstance(frame._VARINT_TABLE, list)  # built by that call
+        monkeypatch.setattr(hand_encoders, name, hand_encoders._TableUntilUsed(which))
+    first = [hand_encoders.py_encode_messages_at(3, -1, positions, entries, sizes)]
+    assert isinstance(hand_encoders._VARINT_TABLE, list)  # built by that call
     for name, which in (("_VARINT_TABLE", 0), ("_VARINT_LOW14_MORE", 1)):
-        monkeypatch.setattr(frame, name, frame._TableUntilUsed(which))
-    first.append(frame.py_encode_send_receipt_at(1, 200, 7, 20_000, 0))
+        monkeypatch.setattr(hand_encoders, name, hand_encoders._TableUntilUsed(which))
+    first.append(hand_encoders.py_encode_send_receipt_at(1, 200, 7, 20_000, 0))
     for name, which in (("_VARINT_TABLE", 0), ("_VARINT_LOW14_MORE", 1)):
-        monkeypatch.setattr(frame, name, frame._TableUntilUsed(which))
-    first.append(frame.encode_message_at(200, 9, 300, 2, b"x"))
+        monkeypatch.setattr(hand_encoders, name, hand_encoders._TableUntilUsed(which))
+    first.append(hand_encoders.encode_message_at(200, 9, 300, 2, b"x"))
     assert first == later

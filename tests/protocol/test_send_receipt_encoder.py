@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from magnetar.protocol import FrameDecoder, MessageId, SendReceipt, _convert, encode
-from magnetar.protocol.frame import encode_send_receipt
+from magnetar.protocol.hand_encoders import encode_send_receipt
 
 U64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
 I64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)

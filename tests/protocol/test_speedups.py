@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magnetar.protocol import _convert, frame, speedups
+from magnetar.protocol import _convert, hand_encoders, speedups
 
 CFRAME = speedups.CFRAME
 U64 = st.integers(0, (1 << 64) - 1)
@@ -24,15 +24,15 @@ def test_the_test_environment_builds_the_compiled_module() -> None:
     # make test installs the package with a compiler at hand: a build that silently fell
     # back to pure Python would leave the compiled functions untested.
     assert CFRAME is not None
-    assert frame.encode_send_receipt_at is CFRAME.send_receipt_at
+    assert hand_encoders.encode_send_receipt_at is CFRAME.send_receipt_at
     assert _convert.send_fields_from_command_bytes is CFRAME.send_fields
 
 
 def test_pure_python_is_chosen_by_the_environment_variable() -> None:
     code = (
-        "from magnetar.protocol import frame, _convert, speedups;"
+        "from magnetar.protocol import hand_encoders, _convert, speedups;"
         "print(speedups.CFRAME is None,"
-        " frame.encode_send_receipt_at is frame.py_encode_send_receipt_at,"
+        " hand_encoders.encode_send_receipt_at is hand_encoders.py_encode_send_receipt_at,"
         " _convert.send_fields_from_command_bytes is _convert.py_send_fields_from_command_bytes)"
     )
     env = {**os.environ, speedups.PURE_PYTHON_ENV: "1"}
@@ -101,7 +101,7 @@ def test_send_receipts_agree(
     assert CFRAME is not None
     args = (producer_id, sequence_id, ledger_id, entry_id, highest)
     assert _outcome(CFRAME.send_receipt_at, *args) == _outcome(
-        frame.py_encode_send_receipt_at, *args
+        hand_encoders.py_encode_send_receipt_at, *args
     )
 
 
@@ -128,8 +128,10 @@ def test_message_runs_agree(
     passed = [memoryview(e) if as_view else e for e in entries]
     sizes = [len(e) for e in entries]
     counts = [data.draw(st.integers(0, 3)) for _ in positions] if redelivery else None
-    got = frame.encode_messages_at(consumer_id, partition, positions, passed, sizes, counts)  # type: ignore[arg-type]
-    want = frame.py_encode_messages_at(consumer_id, partition, positions, passed, sizes, counts)  # type: ignore[arg-type]
+    got = hand_encoders.encode_messages_at(consumer_id, partition, positions, passed, sizes, counts)  # type: ignore[arg-type]
+    want = hand_encoders.py_encode_messages_at(
+        consumer_id, partition, positions, passed, sizes, counts
+    )  # type: ignore[arg-type]
     assert [bytes(x) for x in got] == [bytes(x) for x in want]
     assert all(a is b for a, b in zip(got[1::2], passed, strict=True))  # entries uncopied
 

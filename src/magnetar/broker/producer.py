@@ -22,7 +22,8 @@ from magnetar.common.errors import MagnetarError, ProtocolError, ServerError, wi
 from magnetar.managed_ledger.errors import ManagedLedgerFenced
 from magnetar.managed_ledger.position import Position
 from magnetar.protocol import ProducerSuccess, SendError, encode
-from magnetar.protocol.frame import SendRun, encode_send_receipt_at
+from magnetar.protocol.frame import SendRun
+from magnetar.protocol.hand_encoders import encode_send_receipt_at
 
 if TYPE_CHECKING:
     from magnetar.broker.connection import ServerConnection

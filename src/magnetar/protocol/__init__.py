@@ -134,12 +134,10 @@ from magnetar.protocol.frame import (
     Frame,
     FrameDecoder,
     encode,
-    encode_message,
-    encode_message_at,
-    encode_messages_at,
     encode_payload_command,
     encode_send,
 )
+from magnetar.protocol.hand_encoders import encode_message, encode_message_at, encode_messages_at
 from magnetar.protocol.message_id import EARLIEST, INT64_MAX, LATEST, BytesLike, MessageId
 from magnetar.protocol.metadata import BrokerEntryMetadata, MessageMetadata, SingleMessageMetadata
 

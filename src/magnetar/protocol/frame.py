@@ -23,9 +23,10 @@ Decoding: :class:`FrameDecoder` takes bytes in chunks of any size and returns
 SEND and MESSAGE). Every malformed input raises a
 :class:`~magnetar.common.errors.ProtocolError` subclass; the connection must then be closed.
 
-Encoding: :func:`encode` for commands without payload; :func:`encode_send`,
-:func:`encode_message` and :func:`encode_payload_command` for SEND and MESSAGE, which return
-a list of buffers for ``transport.writelines`` so the entry bytes are never copied.
+Encoding: :func:`encode` for commands without payload; :func:`encode_send` and
+:func:`encode_payload_command` for SEND and MESSAGE, which return a list of buffers for
+``transport.writelines`` so the entry bytes are never copied. The per-entry MESSAGE and
+SEND_RECEIPT encoders of the broker's hot paths are in :mod:`.hand_encoders`.
 """
 
 from __future__ import annotations
@@ -33,26 +34,27 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from magnetar.common.errors import FrameTooLarge, ProtocolError
 from magnetar.common.lazy_module import lazy_module
 from magnetar.protocol.command import (
     PAYLOAD_COMMANDS,
     Command,
-    CommandType,
     Message,
     Send,
     SendReceipt,
 )
 from magnetar.protocol.entry import MAGIC_BROKER_ENTRY_METADATA, Entry, build_entry
 from magnetar.protocol.fast_constructor import fast_constructor
-from magnetar.protocol.message_id import BytesLike, MessageId
+from magnetar.protocol.hand_encoders import (
+    BROKER_ENTRY_METADATA_HEADER,
+    FRAME_HEADER,
+    encode_broker_entry_metadata,
+    encode_send_receipt,
+)
+from magnetar.protocol.message_id import BytesLike
 from magnetar.protocol.metadata import BrokerEntryMetadata, MessageMetadata
-from magnetar.protocol.speedups import CFRAME
-from magnetar.protocol.varint_table import TABLE_LIMIT as _TABLE_LIMIT
-from magnetar.protocol.varint_table import build_varint_tables
 
 if TYPE_CHECKING:
     from magnetar.protocol import _convert
@@ -71,8 +73,6 @@ DEFAULT_MAX_FRAME_SIZE_BYTES = DEFAULT_MAX_MESSAGE_SIZE_BYTES + FRAME_PADDING_BY
 """Default frame-size limit of :class:`FrameDecoder` (5 MiB + 10 KiB)."""
 
 _U32 = struct.Struct(">I")
-_HEADER = struct.Struct(">II")
-_BEM_HEADER = struct.Struct(">HI")
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,7 +396,7 @@ def encode(command: Command) -> bytes:
     if command.TYPE in PAYLOAD_COMMANDS:
         raise ValueError(f"{command.TYPE.name} carries a payload; use encode_payload_command")
     body = _convert.command_to_base(command).SerializeToString()
-    return _HEADER.pack(len(body) + 4, len(body)) + body
+    return FRAME_HEADER.pack(len(body) + 4, len(body)) + body
 
 
 def encode_payload_command(
@@ -427,14 +427,14 @@ def _frame_around(
         entry_size = sum(memoryview(b).nbytes for b in parts)
     cmd_size = len(body)
     if bem is None:
-        head = _HEADER.pack(4 + cmd_size + entry_size, cmd_size) + body
+        head = FRAME_HEADER.pack(4 + cmd_size + entry_size, cmd_size) + body
     else:
-        bem_bytes = _encode_bem(bem)
+        bem_bytes = encode_broker_entry_metadata(bem)
         total = 4 + cmd_size + 6 + len(bem_bytes) + entry_size
         head = (
-            _HEADER.pack(total, cmd_size)
+            FRAME_HEADER.pack(total, cmd_size)
             + body
-            + _BEM_HEADER.pack(MAGIC_BROKER_ENTRY_METADATA, len(bem_bytes))
+            + BROKER_ENTRY_METADATA_HEADER.pack(MAGIC_BROKER_ENTRY_METADATA, len(bem_bytes))
             + bem_bytes
         )
     parts.insert(0, head)
@@ -476,351 +476,3 @@ def encode_send(
     return _frame_around(
         base.SerializeToString(), build_entry(metadata, payload, checksum=checksum), None
     )
-
-
-# Hand-written protobuf for MESSAGE: this runs once per dispatched entry, and building it
-# through the protobuf runtime costs more than the rest of the dispatch path.
-
-
-def varint_tables() -> tuple[list[bytes], list[bytes]]:
-    """The encoders' two varint tables (:mod:`.varint_table`), built by the first call."""
-    global _VARINT_TABLE, _VARINT_LOW14_MORE
-    if isinstance(_VARINT_TABLE, list) and isinstance(_VARINT_LOW14_MORE, list):
-        return _VARINT_TABLE, _VARINT_LOW14_MORE
-    _VARINT_TABLE, _VARINT_LOW14_MORE = tables = build_varint_tables()
-    return tables
-
-
-class _Table(Protocol):
-    def __getitem__(self, index: int, /) -> bytes: ...
-
-
-class _TableUntilUsed:
-    """A varint table until first indexed, which builds both in its place: an idle process
-    never builds them, and later calls read the real lists (the hot path pays nothing)."""
-
-    __slots__ = ("_which",)
-
-    def __init__(self, which: int) -> None:
-        self._which = which
-
-    def __getitem__(self, index: int) -> bytes:
-        return varint_tables()[self._which][index]
-
-
-_VARINT_TABLE: _Table = _TableUntilUsed(0)
-_VARINT_LOW14_MORE: _Table = _TableUntilUsed(1)
-_INT64_MIN = -(1 << 63)
-
-
-def _varint(value: int) -> bytes:
-    """Protobuf varint; negative values (int32/int64/int64-as-uint64) as 64-bit two's
-    complement. Raises ValueError outside the int64/uint64 range."""
-    if 0 <= value < _TABLE_LIMIT:
-        return _VARINT_TABLE[value]
-    if _TABLE_LIMIT <= value < 1 << 28:  # typical ledger and entry ids
-        if value < 1 << 21:
-            return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
-        return bytes(
-            (
-                (value & 0x7F) | 0x80,
-                ((value >> 7) & 0x7F) | 0x80,
-                ((value >> 14) & 0x7F) | 0x80,
-                value >> 21,
-            )
-        )
-    if value < 0:
-        if value < _INT64_MIN:
-            raise ValueError(f"{value} does not fit in 64 bits")
-        value += 1 << 64
-    elif value >= 1 << 64:
-        raise ValueError(f"{value} does not fit in 64 bits")
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _uvarint(value: int) -> bytes:
-    """A uint64 field's varint. Raises ValueError for negative or too large values."""
-    if value < 0:
-        raise ValueError(f"{value} is negative; the field is a uint64")
-    return _varint(value)
-
-
-def _encode_message_id(mid: MessageId) -> bytes:
-    # ledger/entry ids are int64 carried as uint64: _varint's two's complement is exactly that.
-    t, limit = _VARINT_TABLE, _TABLE_LIMIT
-    ledger, entry, partition = mid.ledger_id, mid.entry_id, mid.partition
-    out = (
-        b"\x08"
-        + (t[ledger] if 0 <= ledger < limit else _varint(ledger))
-        + b"\x10"
-        + (t[entry] if 0 <= entry < limit else _varint(entry))
-    )
-    if partition != -1:
-        out += b"\x18" + (t[partition] if 0 <= partition < limit else _varint(partition))
-    if mid.batch_index != -1:
-        out += b"\x20" + _varint(mid.batch_index)
-    if mid.ack_set:
-        out += b"".join([b"\x28" + _varint(word) for word in mid.ack_set])
-    if mid.batch_size is not None:
-        out += b"\x30" + _varint(mid.batch_size)
-    if mid.first_chunk_message_id is not None:
-        first = _encode_message_id(mid.first_chunk_message_id)
-        out += b"\x3a" + _varint(len(first)) + first
-    return out
-
-
-def _encode_bem(bem: BrokerEntryMetadata) -> bytes:
-    out = b""
-    if bem.broker_timestamp is not None:
-        out += b"\x08" + _varint(bem.broker_timestamp)
-    if bem.index is not None:
-        out += b"\x10" + _varint(bem.index)
-    return out
-
-
-# type numbers below 0x80: one-byte varints
-_MESSAGE_TYPE = bytes((0x08, CommandType.MESSAGE, 0x4A))
-_SEND_RECEIPT_TYPE = bytes((0x08, CommandType.SEND_RECEIPT, 0x3A))
-
-
-def encode_send_receipt(receipt: SendReceipt) -> bytes:
-    """The SEND_RECEIPT frame, written by hand (one per published entry): the same bytes as
-    the generic protobuf path of :func:`encode`, several times faster. Raises ValueError
-    for ids the wire cannot carry (negative or beyond 64 bits), like :func:`encode`."""
-    mid = receipt.message_id
-    return _send_receipt(
-        receipt.producer_id,
-        receipt.sequence_id,
-        None if mid is None else _encode_message_id(mid),
-        receipt.highest_sequence_id,
-    )
-
-
-def py_encode_send_receipt_at(
-    producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int
-) -> bytes:
-    """The publish path's SEND_RECEIPT, without building a :class:`SendReceipt` or a
-    :class:`MessageId`: ``message_id{ledger_id, entry_id}``. Same bytes as
-    :func:`encode_send_receipt` for those fields."""
-    t, limit = _VARINT_TABLE, _TABLE_LIMIT
-    mid = (
-        b"\x08"
-        + (t[ledger_id] if 0 <= ledger_id < limit else _varint(ledger_id))
-        + b"\x10"
-        + (t[entry_id] if 0 <= entry_id < limit else _varint(entry_id))
-    )
-    return _send_receipt(producer_id, sequence_id, mid, highest_sequence_id)
-
-
-def _send_receipt(
-    producer_id: int, sequence_id: int, encoded_mid: bytes | None, highest: int
-) -> bytes:
-    t, limit = _VARINT_TABLE, _TABLE_LIMIT
-    msg = (
-        b"\x08"
-        + (t[producer_id] if 0 <= producer_id < limit else _uvarint(producer_id))
-        + b"\x10"
-        + (t[sequence_id] if 0 <= sequence_id < limit else _uvarint(sequence_id))
-    )
-    if encoded_mid is not None:
-        msg += b"\x1a" + t[len(encoded_mid)] + encoded_mid  # far below 16 KiB
-    if highest:
-        msg += b"\x20" + (t[highest] if 0 <= highest < limit else _uvarint(highest))
-    body = _SEND_RECEIPT_TYPE + (t[len(msg)] if len(msg) < limit else _varint(len(msg))) + msg
-    return _HEADER.pack(len(body) + 4, len(body)) + body
-
-
-def encode_message_at(
-    consumer_id: int,
-    ledger_id: int,
-    entry_id: int,
-    partition: int,
-    entry: bytes | memoryview,
-    redelivery_count: int = 0,
-) -> list[bytes | memoryview]:
-    """The common MESSAGE of the dispatch path, without building a :class:`MessageId`:
-    ``message_id{ledger_id, entry_id, partition}`` (no batch index, ack set or epoch) in
-    front of stored ``entry`` bytes (a bytes object or a flat byte memoryview, passed through
-    uncopied). Same bytes as :func:`encode_message` for those fields; negative ids take that
-    general path."""
-    t, limit = _VARINT_TABLE, _TABLE_LIMIT
-    if not (
-        ledger_id >= 0
-        and entry_id >= 0
-        and -1 <= partition < limit
-        and 0 <= consumer_id < limit
-        and 0 <= redelivery_count < limit
-    ):
-        return encode_message(
-            consumer_id, MessageId(ledger_id, entry_id, partition), redelivery_count, entry
-        )
-    mid = (
-        b"\x08"
-        + (t[ledger_id] if ledger_id < limit else _varint(ledger_id))
-        + b"\x10"
-        + (t[entry_id] if entry_id < limit else _varint(entry_id))
-    )
-    if partition != -1:
-        mid += b"\x18" + t[partition]
-    msg = b"\x08" + t[consumer_id] + b"\x12" + t[len(mid)] + mid
-    if redelivery_count:
-        msg += b"\x18" + t[redelivery_count]
-    body = _MESSAGE_TYPE + t[len(msg)] + msg
-    cmd_size = len(body)
-    return [_HEADER.pack(4 + cmd_size + len(entry), cmd_size) + body, entry]
-
-
-def py_encode_messages_at(
-    consumer_id: int,
-    partition: int,
-    positions: Sequence[tuple[int, int]],
-    entries: Sequence[bytes],
-    sizes: Sequence[int],
-    redelivery_counts: Sequence[int] | None = None,
-) -> list[bytes | memoryview]:
-    """The MESSAGE frames of a run of entries, for one ``writelines``: ``[header, entry,
-    header, entry, ...]``, each pair the same bytes as :func:`encode_message_at` for
-    ``positions[i]``, ``entries[i]`` (of ``sizes[i]`` bytes) and ``redelivery_counts[i]``
-    (None: all 0). Entries are passed through uncopied.
-
-    The command bytes before the entry id depend only on the ledger and on how many bytes
-    the entry id's varint takes, so they are built once per ledger and varint length, not
-    once per entry: per entry this is one ``pack`` and two concatenations."""
-    t, limit = _VARINT_TABLE, _TABLE_LIMIT
-    if not (-1 <= partition < limit and 0 <= consumer_id < limit):
-        return [
-            part
-            for (ledger_id, entry_id), entry, rc in zip(
-                positions, entries, redelivery_counts or repeat(0, len(entries)), strict=True
-            )
-            for part in encode_message_at(consumer_id, ledger_id, entry_id, partition, entry, rc)
-        ]
-    pack = _HEADER.pack
-    low14_more = _VARINT_LOW14_MORE
-    cid = b"\x08" + t[consumer_id] + b"\x12"
-    tail = b"" if partition == -1 else b"\x18" + t[partition]
-    out: list[bytes | memoryview] = []
-    ledger = lo = hi = -1  # the prefix below is good for entry ids lo <= id < hi of ledger
-    head = b""
-    cmd_size = 0
-    for i, ((ledger_id, entry_id), entry, size) in enumerate(
-        zip(positions, entries, sizes, strict=True)
-    ):
-        if redelivery_counts is not None and redelivery_counts[i]:
-            out += encode_message_at(
-                consumer_id, ledger_id, entry_id, partition, entry, redelivery_counts[i]
-            )
-            continue
-        if ledger_id != ledger or not lo <= entry_id < hi:
-            if ledger_id < 0 or entry_id < 0:
-                out += encode_message_at(consumer_id, ledger_id, entry_id, partition, entry)
-                continue
-            ledger = ledger_id
-            if entry_id < 0x80:
-                lo, hi = 0, 0x80
-            elif entry_id < limit:
-                lo, hi = 0x80, limit
-            elif entry_id < 1 << 21:
-                lo, hi = limit, 1 << 21
-            else:
-                lo, hi = entry_id, entry_id + 1  # ids of 4 varint bytes or more: rare
-            entry_var = t[entry_id] if entry_id < limit else _varint(entry_id)
-            mid_head = b"\x08" + (t[ledger_id] if ledger_id < limit else _varint(ledger_id))
-            mid_len = len(mid_head) + 1 + len(entry_var) + len(tail)
-            msg_len = len(cid) + len(t[mid_len]) + mid_len
-            head = _MESSAGE_TYPE + t[msg_len] + cid + t[mid_len] + mid_head + b"\x10"
-            cmd_size = len(_MESSAGE_TYPE) + len(t[msg_len]) + msg_len
-        if entry_id < limit:
-            entry_var = t[entry_id]
-        elif entry_id < 1 << 21:
-            entry_var = low14_more[entry_id & 0x3FFF] + t[entry_id >> 14]
-        else:
-            entry_var = _varint(entry_id)
-        out += (pack(4 + cmd_size + size, cmd_size) + head + entry_var + tail, entry)
-    return out
-
-
-def _c_encode_messages_at(
-    consumer_id: int,
-    partition: int,
-    positions: Sequence[tuple[int, int]],
-    entries: Sequence[bytes],
-    sizes: Sequence[int],
-    redelivery_counts: Sequence[int] | None = None,
-) -> list[bytes | memoryview]:
-    """:func:`py_encode_messages_at` through the C function where it applies (no
-    redelivery counts, no negative id)."""
-    if redelivery_counts is None:
-        assert CFRAME is not None
-        out: list[bytes | memoryview] | None = CFRAME.messages_at(
-            consumer_id, partition, positions, entries, sizes
-        )
-        if out is not None:
-            return out
-    return py_encode_messages_at(
-        consumer_id, partition, positions, entries, sizes, redelivery_counts
-    )
-
-
-encode_send_receipt_at: Callable[[int, int, int, int, int], bytes] = (
-    py_encode_send_receipt_at if CFRAME is None else CFRAME.send_receipt_at
-)
-"""The publish path's SEND_RECEIPT encoder in use (C where built: :mod:`.speedups`)."""
-encode_messages_at = py_encode_messages_at if CFRAME is None else _c_encode_messages_at
-"""The dispatch path's MESSAGE encoder in use (C where built: :mod:`.speedups`)."""
-
-
-def encode_message(
-    consumer_id: int,
-    message_id: MessageId,
-    redelivery_count: int,
-    entry: BytesLike,
-    ack_set: Sequence[int] | None = None,
-    *,
-    consumer_epoch: int | None = None,
-    broker_entry_metadata: BrokerEntryMetadata | None = None,
-) -> list[bytes | memoryview]:
-    """A MESSAGE frame (broker side) prepended to stored entry bytes, for ``writelines``.
-
-    Returns ``[header, entry]``: the header holds sizes, command and the optional 0x0e02
-    section; ``entry`` is passed through uncopied. The bytes equal those of
-    ``encode_payload_command(Message(...), entry, broker_entry_metadata)``.
-    """
-    t, limit = _VARINT_TABLE, _TABLE_LIMIT
-    mid = _encode_message_id(message_id)
-    msg = (
-        b"\x08"
-        + (t[consumer_id] if 0 <= consumer_id < limit else _varint(consumer_id))
-        + b"\x12"
-        + t[len(mid)]  # a MessageIdData is far below 16 KiB
-        + mid
-    )
-    if redelivery_count:
-        msg += b"\x18" + _varint(redelivery_count)
-    if ack_set:
-        msg += b"".join([b"\x20" + _varint(word) for word in ack_set])
-    if consumer_epoch is not None:
-        msg += b"\x28" + _varint(consumer_epoch)
-    body = _MESSAGE_TYPE + (t[len(msg)] if len(msg) < limit else _varint(len(msg))) + msg
-    cmd_size = len(body)
-    if isinstance(entry, bytes):
-        entry_part: bytes | memoryview = entry
-        entry_size = len(entry)
-    else:
-        entry_part = entry if isinstance(entry, memoryview) else memoryview(entry)
-        entry_size = entry_part.nbytes
-    if broker_entry_metadata is None:
-        return [_HEADER.pack(4 + cmd_size + entry_size, cmd_size) + body, entry_part]
-    bem = _encode_bem(broker_entry_metadata)
-    head = (
-        _HEADER.pack(4 + cmd_size + 6 + len(bem) + entry_size, cmd_size)
-        + body
-        + _BEM_HEADER.pack(MAGIC_BROKER_ENTRY_METADATA, len(bem))
-        + bem
-    )
-    return [head, entry_part]

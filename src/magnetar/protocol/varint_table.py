@@ -1,4 +1,4 @@
-"""The MESSAGE and receipt encoders' varint tables (:mod:`magnetar.protocol.frame` builds them
+"""The MESSAGE and receipt encoders' varint tables (:mod:`magnetar.protocol.hand_encoders` builds them
 with its first encoding): varints looked up inline, because on the dispatch path a list
 lookup is far cheaper than a call."""
 

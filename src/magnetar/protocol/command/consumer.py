@@ -56,7 +56,7 @@ class Flow:
 @frozen_struct
 class Message:
     """MESSAGE's command part; the stored entry bytes travel beside it. Hot path: the
-    broker builds MESSAGE frames with :func:`magnetar.protocol.frame.encode_message`."""
+    broker builds MESSAGE frames with :func:`magnetar.protocol.hand_encoders.encode_message`."""
 
     TYPE: ClassVar[CommandType] = CommandType.MESSAGE
     consumer_id: int

@@ -20,7 +20,7 @@ import pytest
 
 from magnetar.bookie_protocol.codec import OpType, Request, Status
 from magnetar.broker.controller import ReplicaPolicy, ReplicaStateMachine, ReplicateFragment
-from magnetar.ledger import LedgerClient, LedgerClientConfig
+from magnetar.ledger import LedgerClient, LedgerClientConfig, LedgerHandle
 from magnetar.ledger.client import bookie_racks
 from magnetar.ledger.placement import PlacementPolicy, PlacementUnmet, region_of
 from magnetar.metadata import MetadataStore, connect
@@ -143,7 +143,15 @@ async def test_enforced_regions_fail_appends_when_a_region_is_lost(
         await wait_until_async(creation_refused, timeout_s=30)
         bookies["/west/r1"].start()  # until a west bookie is back
         await bookies["/west/r1"].wait_registered(store)
-        again = await client.create(2, 2, 2)
+
+        async def created_again() -> LedgerHandle | None:
+            # The client hears of the registration by its watch, after the store has it.
+            try:
+                return await client.create(2, 2, 2)
+            except PlacementUnmet:
+                return None
+
+        again = await wait_until_async(created_again, timeout_s=30)
         assert await again.add(b"z") == 0
         await again.close()
     finally:

@@ -48,6 +48,17 @@ log = logging.getLogger(__name__)
 class Maintainer:
     """The background work of one managed ledger (its ``maintainer``)."""
 
+    __slots__ = (
+        "_last_maintenance_s",
+        "_last_persist_s",
+        "_ml",
+        "_parked",
+        "_publish_time_of",
+        "_stopped",
+        "_task",
+        "quota_exceeded",
+    )
+
     def __init__(self, ml: ManagedLedger, publish_time_of: PublishTimeOf | None) -> None:
         self._ml = ml
         self._publish_time_of = publish_time_of

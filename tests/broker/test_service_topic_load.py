@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from magnetar.broker.service import managed_ledger_name
 from magnetar.broker.topic import Topic
 from magnetar.common.errors import ServerError
-from magnetar.common.names import TopicName
+from magnetar.managed_ledger.managed_ledger import ManagedLedger
+from magnetar.managed_ledger.state import State
 from magnetar.protocol import Error, ProducerSuccess
 from magnetar.testing import wait_until_async
 
@@ -32,20 +32,21 @@ from .test_service_connection import (
 )
 
 
-def _managed_ledger_tasks(topic: str) -> list[asyncio.Task[object]]:
-    """The running maintenance tasks of ``topic``'s managed ledgers (one per open one)."""
-    name = f"ml-{managed_ledger_name(TopicName.parse(topic))}"
-    return [t for t in asyncio.all_tasks() if t.get_name() == name and not t.done()]
-
-
 class _GatedHook:
-    """A topic hook whose ``topic_loaded`` waits for ``gate`` (after setting ``reached``)."""
+    """A topic hook whose ``topic_loaded`` waits for ``gate`` (after setting ``reached``);
+    it keeps the managed ledger of every load it was told of."""
 
     def __init__(self) -> None:
         self.reached = asyncio.Event()
         self.gate = asyncio.Event()
+        self.loaded: list[ManagedLedger] = []
+
+    def open_managed_ledgers(self) -> list[ManagedLedger]:
+        """The managed ledgers of the loads so far that are not closed."""
+        return [ml for ml in self.loaded if ml.state is not State.CLOSED]
 
     async def topic_loaded(self, topic: Topic) -> None:
+        self.loaded.append(topic.ml)
         self.reached.set()
         await self.gate.wait()
 
@@ -68,13 +69,13 @@ async def test_a_load_abandoned_after_the_managed_ledger_opened_closes_it(
         waiting = await AsyncRawClient.open(broker.port)
         leaving.send(producer_cmd(leaving, topic, 1))
         await asyncio.wait_for(reached.wait(), TIMEOUT_S)
-        assert len(_managed_ledger_tasks(topic)) == 1  # opened; Topic.open is reading
+        assert len(hook.open_managed_ledgers()) == 1  # opened; Topic.open is reading
         # a second PRODUCER waits for the same load
         second = producer_cmd(waiting, topic, 1)
         waiting.send(second)
         await leaving.close()  # the broker cancels the first PRODUCER, and the load
         await wait_until_async(
-            lambda: not _managed_ledger_tasks(topic),
+            lambda: not hook.open_managed_ledgers(),
             timeout_s=TIMEOUT_S,
             what="the abandoned managed ledger closed",
         )
@@ -85,5 +86,5 @@ async def test_a_load_abandoned_after_the_managed_ledger_opened_closes_it(
         # loading again works, with one managed ledger
         again = await waiting.request(producer_cmd(waiting, topic, 2))
         assert isinstance(again, ProducerSuccess), again
-        assert len(_managed_ledger_tasks(topic)) == 1
+        assert len(hook.open_managed_ledgers()) == 1
         await waiting.close()

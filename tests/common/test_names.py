@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from magnetar.common import names
 from magnetar.common.errors import (
     InvalidSubscriptionName,
     InvalidTopicName,
@@ -100,6 +101,20 @@ def test_invalid_names(name: str, fragment: str) -> None:
         TopicName.parse(name)
     assert fragment in info.value.message
     assert info.value.code is ServerError.InvalidTopicName
+
+
+def test_parse_remembers_the_names_it_parsed_last_within_its_bound() -> None:
+    """A client's lookup, producer and subscription of one topic each parse its name: the
+    second parse returns the first one's (immutable) object; invalid names are never
+    remembered; the remembered names stay bounded."""
+    first = TopicName.parse("persistent://public/default/remembered")
+    assert TopicName.parse("persistent://public/default/remembered") is first
+    for _ in range(2):
+        with pytest.raises(InvalidTopicName):
+            TopicName.parse("persistent://public/default/")
+    for i in range(names.PARSED_TOPICS_MAX + 1):
+        TopicName.parse(f"bound-{i}")
+    assert 0 < len(names._parsed_topics) <= names.PARSED_TOPICS_MAX
 
 
 def test_namespace_names() -> None:

@@ -765,3 +765,23 @@ async def test_a_quiet_managed_ledger_holds_no_task_and_an_append_starts_one(
     finally:
         await ml.close()
     assert not maintenance_running()
+
+
+async def test_a_new_managed_ledger_opens_parked_and_its_first_append_starts_the_task(
+    cluster: Cluster,
+) -> None:
+    """A managed ledger created by its open is quiet: it starts with no maintenance task (no
+    task, timer or round per new topic), and its first append starts one."""
+    ml = await ManagedLedger.open(NAME, storage=cluster.storage, store=cluster.store)
+    try:
+
+        def maintenance_running() -> bool:
+            return any(t.get_name() == f"ml-{NAME}" and not t.done() for t in asyncio.all_tasks())
+
+        assert ml.created and not maintenance_running()
+        await ml.open_cursor("sub")  # created persisted: still nothing to look after
+        assert not maintenance_running()
+        await ml.add_entry(b"x")
+        assert maintenance_running()
+    finally:
+        await ml.close()

@@ -158,6 +158,18 @@ class ActiveConsumerSelector:
     is -1 for a non-partitioned topic.
     """
 
+    __slots__ = (
+        "_activation_due_ms",
+        "_active",
+        "_consistent_hashing",
+        "_consumers",
+        "_delay_ms",
+        "_max_consumers",
+        "_partition_index",
+        "_sub_type",
+        "_topic_name",
+    )
+
     def __init__(
         self,
         topic_name: str,

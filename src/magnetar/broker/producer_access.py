@@ -127,6 +127,14 @@ class Admission:
 class ProducerAccess:
     """Who may produce on one topic. ``topic_epoch`` restores the persisted epoch, if any."""
 
+    __slots__ = (
+        "_exclusive_name",
+        "_producers",
+        "_topic_epoch",
+        "_waiting",
+        "_waiting_max",
+    )
+
     def __init__(
         self, topic_epoch: int | None = None, waiting_max: int = DEFAULT_WAITING_PRODUCERS_MAX
     ) -> None:

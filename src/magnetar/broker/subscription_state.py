@@ -195,6 +195,27 @@ class SubscriptionState(Generic[C]):
     ``clock`` times delayed delivery. Methods raise only where they say so.
     """
 
+    __slots__ = (
+        "_clock",
+        "_delayed_delivery_tick_ms",
+        "_failover_delay_ms",
+        "blocked_on_unacked",
+        "consumers",
+        "cursor",
+        "delayed",
+        "epoch",
+        "key_shared_policy",
+        "ledgers",
+        "partition_index",
+        "replay",
+        "ring",
+        "router",
+        "selector",
+        "sub_type",
+        "topic_name",
+        "tracker",
+    )
+
     def __init__(
         self,
         topic_name: str,

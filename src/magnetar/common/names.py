@@ -226,6 +226,12 @@ def check_local_name(local: str, whole: str) -> str:
     return local
 
 
+PARSED_TOPICS_MAX = 4096
+"""Topic names :meth:`TopicName.parse` remembers at most (all are forgotten when full)."""
+
+_parsed_topics: dict[str, TopicName] = {}
+
+
 @frozen_struct(kw_only=False)
 class TopicName:
     """A validated, fully qualified topic name. Build with :meth:`parse` or :meth:`of`."""
@@ -237,7 +243,20 @@ class TopicName:
 
     @classmethod
     def parse(cls, name: str) -> TopicName:
-        """Parse a full or short topic name; raises :class:`InvalidTopicName`."""
+        """Parse a full or short topic name; raises :class:`InvalidTopicName`. The names
+        parsed last are remembered (a client's lookup, producer and subscription each name
+        the topic: one parse and validation, not three); what is returned is immutable."""
+        parsed = _parsed_topics.get(name)
+        if parsed is not None:
+            return parsed
+        parsed = cls._parse(name)
+        if len(_parsed_topics) >= PARSED_TOPICS_MAX:
+            _parsed_topics.clear()
+        _parsed_topics[name] = parsed
+        return parsed
+
+    @classmethod
+    def _parse(cls, name: str) -> TopicName:
         if "://" not in name:
             parts = name.split("/")
             if len(parts) == 1:

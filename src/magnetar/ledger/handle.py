@@ -178,6 +178,32 @@ _NONE_FAILED: frozenset[str] = frozenset()
 class LedgerHandle:
     """See the module docstring. Create through :class:`~magnetar.ledger.LedgerClient`."""
 
+    __slots__ = (
+        "_changing",
+        "_client",
+        "_closing",
+        "_drained",
+        "_ensemble",
+        "_entry_size_max_bytes",
+        "_error",
+        "_failed",
+        "_failed_before",
+        "_lac",
+        "_length",
+        "_next_entry_id",
+        "_pending",
+        "_qa",
+        "_racks",
+        "_regions",
+        "_regions_needed",
+        "_striped",
+        "_version",
+        "_write_sets",
+        "ledger_id",
+        "metadata",
+        "writable",
+    )
+
     def __init__(
         self,
         client: LedgerClient,

@@ -149,6 +149,20 @@ before the first append."""
 class AddPipeline:
     """The appends of one managed ledger (its ``adds``). Not thread-safe: event loop only."""
 
+    __slots__ = (
+        "_add_progress",
+        "_add_room_made",
+        "_inflight_bytes",
+        "_ml",
+        "_slow_adds",
+        "_write_failures",
+        "_write_retry_at_s",
+        "add_latency",
+        "inflight",
+        "queue",
+        "write_error",
+    )
+
     def __init__(self, ml: ManagedLedger) -> None:
         self._ml = ml
         self.queue: deque[AddOp] = _NO_ADDS
@@ -156,7 +170,8 @@ class AddPipeline:
         self.inflight: deque[AddOp] = _NO_ADDS
         """Adds sent to the current ledger, in entry order, until accounted (likewise)."""
         self._inflight_bytes = 0
-        self._add_room = asyncio.Semaphore(ml.config.pending_adds_max)
+        self._add_room_made: asyncio.Semaphore | None = None
+        """See :attr:`_add_room`."""
         self._add_progress: asyncio.Future[None] | None = None
         """Resolved when an in-flight add comes back (for rollover and drain waits)."""
         self._slow_adds = 0  # add_entry_nowait calls waiting for room (not yet queued)
@@ -168,6 +183,15 @@ class AddPipeline:
         self.add_latency = LatencyHistogram()
         """From an add call to the entry being stored (Pulsar's
         ``pulsar_storage_write_latency``)."""
+
+    @property
+    def _add_room(self) -> asyncio.Semaphore:
+        """Room for ``pending_adds_max`` awaited adds, made at first use: the broker's
+        appends (:meth:`add_run`) never wait on it, so most managed ledgers never do."""
+        room = self._add_room_made
+        if room is None:
+            room = self._add_room_made = asyncio.Semaphore(self._ml.config.pending_adds_max)
+        return room
 
     # --- the callers' side -----------------------------------------------------------------
 

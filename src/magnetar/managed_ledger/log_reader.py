@@ -32,6 +32,12 @@ if TYPE_CHECKING:
 class LogReader:
     """The reads of one managed ledger (its ``reads``)."""
 
+    __slots__ = (
+        "_background",
+        "_ml",
+        "_readers",
+    )
+
     def __init__(self, ml: ManagedLedger) -> None:
         self._ml = ml
         self._readers: OrderedDict[int, asyncio.Task[LedgerReader]] = OrderedDict()

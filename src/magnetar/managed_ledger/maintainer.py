@@ -7,8 +7,9 @@ after; once a round leaves it *quiet* (no entry in any ledger, at most its one e
 ledger, no cached entry, every durable cursor persisted, no roll under way) no round could
 find work until something happens, so the task waits without a timer until
 :meth:`Maintainer.wake` (an append is stored, a rollover is requested, a cursor is opened or
-deleted) and then ticks again. An idle, drained topic thus costs no CPU. Each round persists the durable
-cursors that are due (every ``cursor_persist_interval_ms``); every
+deleted) and then ticks again; a managed ledger already quiet when opened (a new one)
+starts that way, without a task. An idle, drained topic thus costs no CPU. Each round
+persists the durable cursors that are due (every ``cursor_persist_interval_ms``); every
 ``maintenance_interval_ms`` it also rolls over by age or inactivity, applies message TTL
 (reading publish times for the search inside a ledger), checks backlog quotas, trims
 consumed ledgers (metadata first, then the ledgers and their offloaded objects: a crash
@@ -47,6 +48,17 @@ log = logging.getLogger(__name__)
 class Maintainer:
     """The background work of one managed ledger (its ``maintainer``)."""
 
+    __slots__ = (
+        "_last_maintenance_s",
+        "_last_persist_s",
+        "_ml",
+        "_parked",
+        "_publish_time_of",
+        "_stopped",
+        "_task",
+        "quota_exceeded",
+    )
+
     def __init__(self, ml: ManagedLedger, publish_time_of: PublishTimeOf | None) -> None:
         self._ml = ml
         self._publish_time_of = publish_time_of
@@ -62,6 +74,16 @@ class Maintainer:
     def start(self) -> None:
         """Start the background task (:meth:`run`)."""
         self._task = asyncio.get_running_loop().create_task(self.run(), name=f"ml-{self._ml.name}")
+
+    def start_or_park(self) -> None:
+        """At open: start the background task, or, when the managed ledger is already
+        :meth:`quiet` (as a newly created one is), leave it parked as a round would: no
+        round could find work before something wakes it (:meth:`wake`), so no task, timer
+        or round is spent on it until then."""
+        if self.quiet():
+            self._parked = True
+        else:
+            self.start()
 
     async def stop(self) -> None:
         """Stop the background task for good (the managed ledger is closing)."""
@@ -113,6 +135,13 @@ class Maintainer:
         if self._parked and not self._stopped:
             self._parked = False
             self.start()
+
+    def wake_unless_quiet(self) -> None:
+        """:meth:`wake`, for a change already applied (a cursor opened) that may have left
+        the managed ledger :meth:`quiet`: then no round could find work, and none is
+        started."""
+        if not self.quiet():
+            self.wake()
 
     async def maintain(self, *, force: bool = False) -> None:
         """See :meth:`ManagedLedger.maintain`."""

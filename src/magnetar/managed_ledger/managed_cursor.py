@@ -25,6 +25,7 @@ from itertools import compress
 from typing import TYPE_CHECKING
 
 from magnetar.common.errors import MagnetarError
+from magnetar.common.lazy_lock import lazy_lock
 from magnetar.managed_ledger.cursor import CursorSnapshot, CursorState
 from magnetar.managed_ledger.entry_run import Entry, EntryRun
 from magnetar.managed_ledger.errors import ManagedLedgerFenced
@@ -78,8 +79,10 @@ class ManagedCursor:
         self._ledger_entries = 0
         self._stale_ledgers: list[int] = []
         self._persisted_version = state.version
-        self._persist_lock = asyncio.Lock()
-        self._read_lock = asyncio.Lock()
+        self._persist_lock: asyncio.Lock | None = None
+        """Made at first use (:func:`lazy_lock`): an idle cursor never persists."""
+        self._read_lock: asyncio.Lock | None = None
+        """Made at first use (:func:`lazy_lock`): a cursor without consumers never reads."""
         self._epoch = 0
         self.persisted_mark_delete = state.mark_delete
         self.persist_count = 0
@@ -142,7 +145,7 @@ class ManagedCursor:
     async def read_entries(self, max_entries: int) -> list[Entry]:
         """Up to ``max_entries`` entries from the read position, skipping acknowledged
         ones; ``[]`` at the end of the log. Advances the read position."""
-        async with self._read_lock:
+        async with lazy_lock(self, "_read_lock"):
             runs = await self._read(max_entries)
         return [
             Entry(p, d, m)
@@ -159,7 +162,7 @@ class ManagedCursor:
         fit by its average entry size in the bytes left, and none once not even one fits;
         at least one entry is read (a read may pass the cap by entries larger than the
         average)."""
-        async with self._read_lock:
+        async with lazy_lock(self, "_read_lock"):
             return await self._read(max_entries, max_bytes)
 
     async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
@@ -326,7 +329,7 @@ class ManagedCursor:
         :class:`ManagedLedgerFenced` if another owner took the cursor over."""
         if not self.durable:
             return
-        async with self._persist_lock:
+        async with lazy_lock(self, "_persist_lock"):
             version = self.state.version
             if version == self._persisted_version:
                 return

@@ -247,7 +247,7 @@ class ManagedLedger:
         ml.offloader_source = offloader_source
         await ml._initialize()
         if background:
-            ml.maintainer.start()
+            ml.maintainer.start_or_park()
         return ml
 
     async def _initialize(self) -> None:
@@ -540,7 +540,7 @@ class ManagedLedger:
         if durable:
             await cursor.create_metadata()
         self.cursors[name] = cursor
-        self.maintainer.wake()
+        self.maintainer.wake_unless_quiet()
         return cursor
 
     async def delete_cursor(self, name: str) -> None:

@@ -73,6 +73,12 @@ class LedgerInfoNode:
     created by the first :meth:`write` (with the managed ledger's first ledger: one write,
     not an empty node and then its first ledger)."""
 
+    __slots__ = (
+        "_store",
+        "_version",
+        "path",
+    )
+
     def __init__(self, store: MetadataStore, name: str) -> None:
         self._store = store
         self.path = ledger_path(name)

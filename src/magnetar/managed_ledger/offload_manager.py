@@ -67,6 +67,26 @@ class OffloadFailed(ManagedLedgerError):
 class OffloadManager:
     """The offloads of one managed ledger (its ``offloads``)."""
 
+    __slots__ = (
+        "_failures",
+        "_ml",
+        "_new_uuid",
+        "_retry_at_ms",
+        "_task",
+        "_wanted",
+        "bookie_copies_deleted_total",
+        "last_error",
+        "offload_errors_total",
+        "offload_seconds_total",
+        "offloaded_bytes_total",
+        "offloaded_ledgers_total",
+        "read_bytes_total",
+        "read_entries_total",
+        "read_errors_total",
+        "read_latency",
+        "status",
+    )
+
     def __init__(
         self, ml: ManagedLedger, new_uuid: Callable[[], str] = lambda: str(uuid_module.uuid4())
     ) -> None:

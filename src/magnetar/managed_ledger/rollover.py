@@ -38,6 +38,13 @@ log = logging.getLogger(__name__)
 class Rollover:
     """The rollovers of one managed ledger (its ``rollover``)."""
 
+    __slots__ = (
+        "_background",
+        "_ml",
+        "task",
+        "unclosed",
+    )
+
     def __init__(self, ml: ManagedLedger) -> None:
         self._ml = ml
         self.task: asyncio.Task[None] | None = None

@@ -96,6 +96,13 @@ class LedgerStorage(Protocol):
 class LedgerClientStorage:
     """:class:`LedgerStorage` over the real ledger client, with fixed quorums."""
 
+    __slots__ = (
+        "ack_quorum",
+        "client",
+        "ensemble_size",
+        "write_quorum",
+    )
+
     def __init__(
         self,
         client: LedgerClient,

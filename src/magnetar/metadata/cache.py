@@ -122,11 +122,11 @@ class MetadataCache:
 
     async def get(self, path: str) -> GetResult | None:
         """Value and stat of ``path``, or ``None`` if it does not exist."""
-        paths.validate(path)
-        if path in self._values and paths.is_under(path, self.prefix):
+        if path in self._values:  # (validated when it was stored)
             self.hits += 1
             self._values.move_to_end(path)
             return self._values[path]
+        paths.validate(path)
         self.misses += 1
         stamp = (self._epoch, self._generation.get(path, 0))
         reading = self._reading.get(path)
@@ -158,7 +158,7 @@ class MetadataCache:
     async def has_child(self, path: str, name: str) -> bool:
         """Whether ``path`` has a child ``name``, by its cached children list (so asking
         about many absent children costs one read of the list, not one read each)."""
-        if path in self._children and paths.is_under(path, self.prefix):
+        if path in self._children:  # (only paths under the prefix are stored)
             self.hits += 1
             self._children.move_to_end(path)
             cached = self._children[path]
@@ -169,12 +169,12 @@ class MetadataCache:
     async def children(self, path: str) -> list[str] | None:
         """Sorted child names of ``path``, or ``None`` if it does not exist. The returned
         list is the caller's."""
-        paths.validate(path)
-        if path in self._children and paths.is_under(path, self.prefix):
+        if path in self._children:  # (validated when it was stored)
             self.hits += 1
             self._children.move_to_end(path)
             cached = self._children[path]
             return None if cached is None else list(cached)
+        paths.validate(path)
         self.misses += 1
         stamp = (self._epoch, self._generation.get(path, 0))
         try:

@@ -467,8 +467,8 @@ class Subscription:
         (with many topics each round carries an entry or two: the empty one cost as much)."""
         if self.state.selector is None or self.read_compacted:
             return False
-        ledgers = self.topic.ml.ledgers
-        return not ledgers.exists(self.cursor.read_position)
+        # past the last entry: no entry at or after it (else a round finds out)
+        return self.cursor.state.read_position > self.topic.ml.ledgers.last_confirmed
 
     def _unparked(self, waiter: asyncio.Future[None]) -> None:
         """The parked dispatcher's future is done (an append, a wake-up, or the log failed

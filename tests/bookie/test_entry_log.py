@@ -428,3 +428,55 @@ def test_runs_are_stored_as_the_same_records_added_one_at_a_time(tmp_path: Path)
         assert by_run.read_file(location).payload == payload
     by_run.close()
     by_one.close()
+
+
+def test_records_of_many_ledgers_are_stored_as_the_same_records_added_one_at_a_time(
+    tmp_path: Path,
+) -> None:
+    """``add_records`` (the runs of many ledgers at once) takes the same locations and
+    writes the same bytes as its records added one by one; a batch with a payload it does
+    not copy, or that would roll the log, is declined (``None``) and nothing is added."""
+    rng = random.Random(12)
+    log_max = 3 * 1024 * 1024
+    by_records = EntryLogger(tmp_path / "records", log_size_max_bytes=log_max)
+    by_one = EntryLogger(tmp_path / "ones", log_size_max_bytes=log_max)
+    next_entry = dict.fromkeys(range(1, 6), 0)
+    declined = 0
+    for round_ in range(300):
+        ledger_ids: list[int] = []
+        entry_ids: list[int] = []
+        for _ in range(rng.choice([1, 2, 5, 40])):
+            ledger = rng.randrange(1, 6)
+            ledger_ids.append(ledger)
+            entry_ids.append(next_entry[ledger])
+            next_entry[ledger] += 1
+        lacs = [e - 1 for e in entry_ids]
+        sizes = [0, 1, 100, 1000, INLINE_MAX_BYTES] + (
+            [INLINE_MAX_BYTES + 1] if round_ % 7 == 3 else []
+        )
+        payloads = [bytes([e % 251]) * rng.choice(sizes) for e in entry_ids]
+        checksums = [crc32c.crc32c(p) for p in payloads]
+        size_before = by_records.buffered_bytes
+        got = by_records.add_records(ledger_ids, entry_ids, lacs, checksums, payloads)
+        if got is None:
+            declined += 1
+            assert by_records.buffered_bytes == size_before  # nothing added
+            got = [by_records.add(*record) for record in
+                   zip(ledger_ids, entry_ids, lacs, checksums, payloads, strict=True)]  # fmt: skip
+        want = [by_one.add(*record) for record in
+                zip(ledger_ids, entry_ids, lacs, checksums, payloads, strict=True)]  # fmt: skip
+        assert got == want
+        for location, payload in zip(got, payloads, strict=True):
+            stored = by_records.read_buffered(location)
+            assert stored is not None and stored.payload == payload
+        if round_ % 50 == 49:
+            _checkpoint(by_records)
+            _checkpoint(by_one)
+    assert declined
+    _checkpoint(by_records)
+    _checkpoint(by_one)
+    assert by_records.log_ids() == by_one.log_ids() and len(by_records.log_ids()) > 1
+    for log_id in by_records.log_ids():
+        assert by_records.path(log_id).read_bytes() == by_one.path(log_id).read_bytes()
+    by_records.close()
+    by_one.close()

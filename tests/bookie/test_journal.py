@@ -213,10 +213,11 @@ async def test_runs_are_journaled_as_the_same_records_appended_one_at_a_time(
     tmp_path: Path,
 ) -> None:
     """``append_many`` writes the bytes ``append`` writes for each of its entries, whether
-    the run stays in one file (C loops) or rolls to the next one mid-run."""
+    the run stays in one file (C loops) or rolls to the next one mid-run; so does
+    ``append_records`` (runs of many ledgers at once) given the same records."""
     journals = {
         name: Journal(tmp_path / name, clock=SystemClock(), file_size_max_bytes=256 * 1024)
-        for name in ("runs", "ones")
+        for name in ("runs", "ones", "records")
     }
     for j in journals.values():
         j.start()
@@ -230,6 +231,9 @@ async def test_runs_are_journaled_as_the_same_records_appended_one_at_a_time(
         journals["runs"].append_many(ADD_ENTRY, 3, entry, entry - 1, checksums, payloads)
         for i in range(n):
             journals["ones"].append(ADD_ENTRY, 3, entry + i, entry - 1, checksums[i], payloads[i])
+        journals["records"].append_records(
+            ADD_ENTRY, [3] * n, list(range(entry, entry + n)), [entry - 1] * n, checksums, payloads
+        )
         entry += n
     for j in journals.values():
         done = asyncio.Event()
@@ -245,6 +249,7 @@ async def test_runs_are_journaled_as_the_same_records_appended_one_at_a_time(
     assert runs == ones and len(runs) == entry
     # file by file the same records (the zero-filled tails ahead of them may differ)
     files = {name: sorted((tmp_path / name).iterdir()) for name in journals}
-    for a, b in zip(files["runs"], files["ones"], strict=True):
-        assert a.name == b.name
-        assert a.read_bytes().rstrip(b"\0") == b.read_bytes().rstrip(b"\0")
+    for other in ("runs", "records"):
+        for a, b in zip(files[other], files["ones"], strict=True):
+            assert a.name == b.name
+            assert a.read_bytes().rstrip(b"\0") == b.read_bytes().rstrip(b"\0")

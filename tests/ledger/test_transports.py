@@ -196,6 +196,49 @@ async def test_reads_and_refusals_are_the_same_over_both_transports(
     assert (resp.status, payload) == (Status.OK, b"recovered")
 
 
+async def test_adds_to_many_ledgers_in_one_loop_turn_are_each_answered_as_alone(
+    pool: BookiePool, bookie: Bookie
+) -> None:
+    """The local transport hands one loop turn's runs to the bookie together: each run
+    still gets its own answer, a refused one refuses only itself, and what is taken is
+    journaled, stored and readable like a run added alone."""
+    transport = await pool.get(bookie.bookie_id)
+    assert await add(transport, add_request(pool, 20, 0, b"first")) == (Status.OK, "", None)
+    resp, _ = await pool.call(bookie.bookie_id, Request(op=OpType.FENCE, ledger_id=20))
+    assert resp.status == Status.OK
+    payloads = [b"a" * 10, b"b" * 20, b"c" * 30]
+    runs = [
+        AddRun(pool.next_request_ids(3), 21, 0, -1, [crc32c.crc32c(p) for p in payloads],
+               payloads),
+        add_request(pool, 20, 1, b"fenced"),
+        add_request(pool, 22, 0, b"twenty-two"),
+        AddRun(pool.next_request_id(), 23, 0, -1, [12345], [b"bad crc"]),
+        add_request(pool, 21, 3, b"d" * 40),
+    ]  # fmt: skip
+    answers = await asyncio.gather(*(add(transport, run) for run in runs))
+    assert answers == [
+        (Status.OK, "", None),
+        (Status.FENCED, "ledger 20 is fenced", None),
+        (Status.OK, "", None),
+        (Status.BAD_REQUEST, "payload checksum mismatch", None),
+        (Status.OK, "", None),
+    ]
+    # an empty payload among them (the journal then writes record by record)
+    runs = [add_request(pool, 24, 0, b""), add_request(pool, 22, 1, b"x")]
+    answers = await asyncio.gather(*(add(transport, run) for run in runs))
+    assert answers == [(Status.OK, "", None)] * 2
+    stored = {(21, 0): payloads[0], (21, 1): payloads[1], (21, 2): payloads[2],
+              (22, 0): b"twenty-two", (21, 3): b"d" * 40, (24, 0): b"", (22, 1): b"x"}  # fmt: skip
+    for (ledger, entry), payload in stored.items():
+        resp, data = await pool.call(
+            bookie.bookie_id, Request(op=OpType.READ_ENTRY, ledger_id=ledger, entry_id=entry)
+        )
+        assert (resp.status, data, resp.checksum) == (Status.OK, payload, crc32c.crc32c(payload))
+    on_disk = journaled(bookie)
+    assert set(stored) <= on_disk
+    assert (20, 1) not in on_disk and (23, 0) not in on_disk
+
+
 async def test_a_stopping_bookie_fails_what_is_pending_and_what_follows(
     pool: BookiePool, bookie: Bookie
 ) -> None:

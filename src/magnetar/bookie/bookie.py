@@ -42,7 +42,7 @@ from magnetar.bookie.garbage_collector import GarbageCollector
 from magnetar.bookie.index_spill import IndexSpiller
 from magnetar.bookie.journal import ADD_ENTRY, FENCE, Journal, JournalPosition, ReplayStats, replay
 from magnetar.bookie.ledger_storage import LedgerStorage
-from magnetar.bookie.request_processor import AddEntries, RequestProcessor
+from magnetar.bookie.request_processor import AddEntries, AddRuns, RequestProcessor
 from magnetar.bookie.server import BookieConnection
 from magnetar.bookie.service import BackgroundService
 from magnetar.bookie.state import BookieState
@@ -409,6 +409,12 @@ class Bookie:
         """:meth:`RequestProcessor.add_entries` itself (a caller binds it once: no call
         through the bookie per run of adds). Raises ``RuntimeError`` before start."""
         return self._started().processor.add_entries
+
+    @property
+    def add_runs(self) -> AddRuns:
+        """:meth:`RequestProcessor.add_runs` itself (bound once, as :attr:`add_entries`).
+        Raises ``RuntimeError`` before start."""
+        return self._started().processor.add_runs
 
     def request(self, request: Request, payload: bytes, responder: Responder) -> None:
         """See :meth:`RequestProcessor.request`."""

@@ -22,7 +22,7 @@ import struct
 import threading
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, islice, repeat
 from pathlib import Path
@@ -323,6 +323,40 @@ class EntryLogger:
         n = len(payloads)
         if n < 2 or len(checksums) != n:
             return None
+        return self._add_copied(
+            repeat(ledger_id), range(first_entry_id, first_entry_id + n), repeat(lac),
+            checksums, payloads,
+        )  # fmt: skip
+
+    def add_records(
+        self,
+        ledger_ids: Sequence[int],
+        entry_ids: Sequence[int],
+        lacs: Sequence[int],
+        checksums: Sequence[int],
+        payloads: Sequence[bytes],
+    ) -> list[int] | None:
+        """Append records of any ledgers (``ledger_ids[i]``, ``entry_ids[i]``, ``lacs[i]``
+        and ``checksums[i]`` belong to ``payloads[i]``) to the active log's buffer, in
+        order, in C loops (the runs of many ledgers at once); returns their locations. Only
+        when every payload is copied (at most :data:`INLINE_MAX_BYTES`) and no record rolls
+        the log; otherwise ``None``, and nothing was added (add them run by run with
+        :meth:`add_run`)."""
+        if len(payloads) != len(checksums):
+            return None
+        return self._add_copied(ledger_ids, entry_ids, lacs, checksums, payloads)
+
+    def _add_copied(
+        self,
+        ledger_ids: Iterable[int],
+        entry_ids: Iterable[int],
+        lacs: Iterable[int],
+        checksums: Sequence[int],
+        payloads: Sequence[bytes],
+    ) -> list[int] | None:
+        """See :meth:`_add_copied_run` and :meth:`add_records` (``payloads`` not empty,
+        ``checksums`` as long)."""
+        n = len(payloads)
         sizes = list(map(len, payloads))
         if max(sizes) > INLINE_MAX_BYTES:
             return None
@@ -331,14 +365,7 @@ class EntryLogger:
         active = self._active_size
         if active + total > self._log_size_max_bytes:
             return None
-        headers = map(
-            _header,
-            sizes,
-            repeat(ledger_id),
-            range(first_entry_id, first_entry_id + n),
-            repeat(lac),
-            checksums,
-        )
+        headers = map(_header, sizes, ledger_ids, entry_ids, lacs, checksums)
         records = b"".join(chain.from_iterable(zip(headers, payloads, strict=True)))
         buf = self._open_buffer()
         segments = buf.segments

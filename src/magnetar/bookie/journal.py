@@ -392,6 +392,47 @@ class Journal:
         if not self._woken:
             self._wake()
 
+    def append_records(
+        self,
+        type_: int,
+        ledger_ids: Sequence[int],
+        entry_ids: Sequence[int],
+        lacs: Sequence[int],
+        checksums: Sequence[int],
+        payloads: Sequence[bytes],
+    ) -> None:
+        """Append one record per payload, of any ledgers (``ledger_ids[i]``,
+        ``entry_ids[i]``, ``lacs[i]`` and ``checksums[i]`` belong to ``payloads[i]``), in
+        that order: the runs of many ledgers in one pass of C loops, when they stay in this
+        file and no payload is empty; else record by record (:meth:`append_many` each)."""
+        sizes = list(map(len, payloads))
+        count = len(sizes)
+        added = sum(sizes) + HEADER_SIZE * count
+        offset = self._file_offset
+        if (
+            not count
+            or len(checksums) != count
+            or min(sizes) == 0
+            or (offset + added > self._file_size_max_bytes)
+        ):
+            for ledger_id, entry_id, lac, checksum, payload in zip(
+                ledger_ids, entry_ids, lacs, checksums, payloads, strict=True
+            ):
+                self.append_many(type_, ledger_id, entry_id, lac, (checksum,), (payload,))
+            return
+        types = repeat(type_)
+        crcs = map(
+            crc32c.crc32c, map(_CRC_PART.pack, types, ledger_ids, entry_ids, lacs, checksums)
+        )
+        headers = map(
+            RECORD_HEADER.pack, sizes, crcs, types, ledger_ids, entry_ids, lacs, checksums
+        )
+        self._segments[-1][2].extend(chain.from_iterable(zip(headers, payloads, strict=True)))
+        self._file_offset = offset + added
+        self._pending_bytes += added
+        if not self._woken:
+            self._wake()
+
     def on_durable(
         self,
         callback: Callable[[], None],

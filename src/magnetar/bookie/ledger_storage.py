@@ -72,6 +72,31 @@ _ENTRY: Final = 1
 _LEDGER: Final = 2
 _DELETE: Final = 3
 
+StoredRun = tuple[int, int, int, Sequence[int], Sequence[bytes]]
+"""A run of adds to store: ledger id, first entry id, last add confirmed, checksums,
+payloads (``checksums[i]`` belongs to ``payloads[i]``)."""
+
+Records = tuple[list[int], list[int], list[int], list[int], list[bytes]]
+"""Records of runs flattened: ledger ids, entry ids, lacs, checksums, payloads (one item of
+each per entry)."""
+
+
+def flatten(runs: Iterable[StoredRun]) -> Records:
+    """The records of ``runs``, in order, as :data:`Records`."""
+    ledger_ids: list[int] = []
+    entry_ids: list[int] = []
+    lacs: list[int] = []
+    checksums: list[int] = []
+    payloads: list[bytes] = []
+    for ledger_id, first, lac, run_checksums, run_payloads in runs:
+        n = len(run_payloads)
+        ledger_ids += repeat(ledger_id, n)
+        entry_ids += range(first, first + n)
+        lacs += repeat(lac, n)
+        checksums += run_checksums
+        payloads += run_payloads
+    return ledger_ids, entry_ids, lacs, checksums, payloads
+
 
 @dataclass(slots=True)
 class LedgerRecord:
@@ -260,10 +285,37 @@ class LedgerStorage:
         """Store entries ``first_entry_id``, ``+1``, ... of ``ledger_id`` (``checksums[i]``
         belongs to ``payloads[i]``) in the write cache and the index. An entry stored again
         replaces the earlier copy."""
+        locations = self.entry_logger.add_run(ledger_id, first_entry_id, lac, checksums, payloads)
+        self._index_run(ledger_id, first_entry_id, lac, payloads, locations)
+
+    def add_runs(self, runs: Sequence[StoredRun], records: Records) -> None:
+        """:meth:`add_entries` for each run of ``runs``, in order, given their records
+        flattened (:func:`flatten`): the records of all of them go to the entry log in one
+        pass (:meth:`EntryLogger.add_records`) when they can."""
+        locations = self.entry_logger.add_records(*records) if len(runs) > 1 else None
+        if locations is None:
+            for run in runs:
+                self.add_entries(*run)
+            return
+        start = 0
+        for ledger_id, first, lac, _, payloads in runs:
+            end = start + len(payloads)
+            self._index_run(ledger_id, first, lac, payloads, locations[start:end])
+            start = end
+
+    def _index_run(
+        self,
+        ledger_id: int,
+        first_entry_id: int,
+        lac: int,
+        payloads: Sequence[bytes],
+        locations: list[int],
+    ) -> None:
+        """Index entries ``first_entry_id``, ``+1``, ... of ``ledger_id``, just added to the
+        entry log at ``locations``, and count their bytes."""
         rec = self.ledgers.get(ledger_id)
         if rec is None:
             rec = self.ledgers[ledger_id] = LedgerRecord()
-        locations = self.entry_logger.add_run(ledger_id, first_entry_id, lac, checksums, payloads)
         sizes = [HEADER_SIZE + len(payload) for payload in payloads]
         for old_location, old_size in rec.entries.put_run(first_entry_id, locations, sizes):
             self._unlive(rec, old_location, old_size)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final
 from magnetar.bookie.checkpoint import Checkpointer
 from magnetar.bookie.entry_log import StoredEntry
 from magnetar.bookie.journal import ADD_ENTRY, FENCE, Journal
-from magnetar.bookie.ledger_storage import LedgerRecord, LedgerStorage
+from magnetar.bookie.ledger_storage import LedgerRecord, LedgerStorage, flatten
 from magnetar.bookie.state import BookieState
 from magnetar.bookie_protocol import codec
 from magnetar.bookie_protocol.codec import OpType, Status
@@ -58,6 +58,13 @@ AddEntries = Callable[
     [int, int, int, Sequence[int], Sequence[bytes], bool, DurableCallback, int], StatusError | None
 ]
 """The type of :meth:`RequestProcessor.add_entries`."""
+
+LocalRun = tuple[int, int, int, Sequence[int], Sequence[bytes], bool, int]
+"""A run of adds of an in-process caller: ledger id, first entry id, last add confirmed,
+checksums, payloads, recovery, run id."""
+
+AddRuns = Callable[[Sequence[LocalRun], DurableCallback], list[StatusError | None]]
+"""The type of :meth:`RequestProcessor.add_runs`."""
 
 log = logging.getLogger("magnetar.bookie")
 
@@ -205,6 +212,28 @@ class RequestProcessor:
         None does not mean durable: the caller must acknowledge only from a
         ``journal.on_durable`` callback registered after this call. Raises nothing.
         """
+        refusal = self._refusal(ledger_id, first_entry_id, checksums, payloads, recovery)
+        if refusal is not None:
+            return refusal
+        self._storage.add_entries(
+            ledger_id, first_entry_id, last_add_confirmed, checksums, payloads
+        )
+        self._journal.append_many(
+            ADD_ENTRY, ledger_id, first_entry_id, last_add_confirmed, checksums, payloads
+        )
+        self._state.disk_trigger.written_bytes += sum(map(len, payloads))
+        return None
+
+    def _refusal(
+        self,
+        ledger_id: int,
+        first_entry_id: int,
+        checksums: Sequence[int],
+        payloads: Sequence[bytes],
+        recovery: bool,
+    ) -> StatusError | None:
+        """Why a run of adds is refused (of its first entry refused), or ``None``: it may be
+        stored (then a spilled index of its ledger was read back)."""
         if self._state.readonly:
             return BookieReadOnly(f"bookie {self._state.bookie_id} is read-only")
         if first_entry_id < 0:
@@ -222,9 +251,7 @@ class RequestProcessor:
                     return EntryTooLarge(f"entry of {size} bytes exceeds {size_max}")
                 if crc(payload) != checksum:
                     return BadRequest("payload checksum mismatch")
-        written_bytes = sum(sizes)
-        storage = self._storage
-        rec = storage.ledgers.get(ledger_id)
+        rec = self._storage.ledgers.get(ledger_id)
         if rec is not None:
             if rec.fenced and not recovery:
                 return LedgerFenced(f"ledger {ledger_id} is fenced")
@@ -233,12 +260,35 @@ class RequestProcessor:
             except OSError as exc:
                 log.error("index of ledger %d cannot be read back: %s", ledger_id, exc)
                 return BookieError(f"index of ledger {ledger_id} unreadable: {exc}")
-        storage.add_entries(ledger_id, first_entry_id, last_add_confirmed, checksums, payloads)
-        self._journal.append_many(
-            ADD_ENTRY, ledger_id, first_entry_id, last_add_confirmed, checksums, payloads
-        )
-        self._state.disk_trigger.written_bytes += written_bytes
         return None
+
+    def add_runs(self, runs: Sequence[LocalRun], done: DurableCallback) -> list[StatusError | None]:
+        """Runs of adds from an in-process caller, in order, each as :meth:`add_entries`
+        would take it (its refusal at its index of the answer, else ``None``), with one
+        pass through storage and the journal for all the runs taken: the runs of many
+        ledgers that one loop turn produced (:meth:`magnetar.ledger.transport.LocalBookie.add_runs`).
+        ``done(run_ids, ...)`` as for :meth:`add_entries`."""
+        refusals = [
+            self._refusal(ledger_id, first, checksums, payloads, recovery)
+            for ledger_id, first, _, checksums, payloads, recovery, _ in runs
+        ]
+        taken = [run[:5] for run, refusal in zip(runs, refusals, strict=True) if refusal is None]
+        if not taken:
+            return refusals
+        if len(taken) == 1:  # one ledger's run: nothing to flatten
+            ledger_id, first, lac, checksums, payloads = taken[0]
+            self._storage.add_entries(ledger_id, first, lac, checksums, payloads)
+            self._journal.append_many(ADD_ENTRY, ledger_id, first, lac, checksums, payloads)
+            written = payloads
+        else:
+            records = flatten(taken)
+            self._storage.add_runs(taken, records)
+            self._journal.append_records(ADD_ENTRY, *records)
+            written = records[4]
+        self._state.disk_trigger.written_bytes += sum(map(len, written))
+        run_ids = [run[6] for run, refusal in zip(runs, refusals, strict=True) if refusal is None]
+        self._durable_group(done).extend(run_ids)
+        return refusals
 
     def add_entries(
         self,
@@ -263,23 +313,28 @@ class RequestProcessor:
         )
         if refusal is not None:
             return refusal
+        self._durable_group(done).append(run_id)
+        return None
+
+    def _durable_group(self, done: DurableCallback) -> list[int]:
+        """The ids of ``done``'s runs the next journal sync answers (appended to: the
+        runs just journaled)."""
         journal = self._journal
         taken = journal.groups_taken
         group = self._local_group
         if group is None or self._local_group_taken != taken:
-            group = self._local_group = {done: [run_id]}
+            run_ids: list[int] = []
+            group = self._local_group = {done: run_ids}
             self._local_group_taken = taken
             journal.on_durable(
                 partial(self._local_synced, group), partial(self._local_sync_failed, group)
             )
             self.check_write_cache()  # once per sync group is often enough
-        else:
-            run_ids = group.get(done)
-            if run_ids is None:
-                group[done] = [run_id]
-            else:
-                run_ids.append(run_id)
-        return None
+            return run_ids
+        found = group.get(done)
+        if found is None:
+            found = group[done] = []
+        return found
 
     def _local_synced(self, group: dict[DurableCallback, list[int]]) -> None:
         if self._local_group is group:

@@ -441,7 +441,7 @@ class Subscription:
             except ManagedLedgerError as exc:
                 log.warning("%s/%s: dispatch stopped: %s", self.topic.full_name, self.name, exc)
                 return
-            if progressed:
+            if progressed and not self._caught_up():
                 await asyncio.sleep(0)  # let the connections run between rounds
                 continue
             try:
@@ -459,6 +459,16 @@ class Subscription:
             waiter.add_done_callback(self._unparked)
             self._task = None  # this task (the only one: see _ensure_task), about to end
             return
+
+    def _caught_up(self) -> bool:
+        """Whether another round now would find nothing to send: an Exclusive/Failover
+        subscription (its rounds only read the cursor) whose cursor is at the end of the
+        log. Then the dispatcher parks at once instead of a loop turn and an empty round
+        (with many topics each round carries an entry or two: the empty one cost as much)."""
+        if self.state.selector is None or self.read_compacted:
+            return False
+        # past the last entry: no entry at or after it (else a round finds out)
+        return self.cursor.state.read_position > self.topic.ml.ledgers.last_confirmed
 
     def _unparked(self, waiter: asyncio.Future[None]) -> None:
         """The parked dispatcher's future is done (an append, a wake-up, or the log failed

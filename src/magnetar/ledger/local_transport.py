@@ -5,9 +5,11 @@ would cost two system calls, a protobuf encoding and a decoding each way per ent
 transport calls the bookie through the :class:`~magnetar.ledger.transport.LocalBookie` seam
 instead:
 
-* a run of adds goes to :meth:`LocalBookie.add_entries` at once, in one call (so runs reach
-  the journal in call order) and is acknowledged from the bookie's ``done`` callback — after
-  the fdatasync that covers it, exactly like the ADD_ENTRY responses over TCP; one call
+* the runs of adds of one loop turn (of many ledgers: a connection's read carries SENDs for
+  many topics) go to :meth:`LocalBookie.add_runs` together, in one call at the end of the
+  turn (``call_soon``; runs reach the journal in call order, before any other request made
+  after them), and are acknowledged from the bookie's ``done`` callback — after the
+  fdatasync that covers them, exactly like the ADD_ENTRY responses over TCP; one call
   answers every run of this transport that one sync covered;
 * other requests are handed to :meth:`LocalBookie.request` on the next loop turn with this
   transport as the responder (typed responses, no encoding);
@@ -57,7 +59,9 @@ class LocalBookieTransport:
             raise BookieUnavailable(f"bookie {bookie.bookie_id or '?'} is not serving")
         self.bookie_id = bookie.bookie_id
         self._bookie = bookie
-        self._add_entries = bookie.add_entries  # bound once: the add path runs per run
+        self._add_runs = bookie.add_runs  # bound once
+        self._queued: list[tuple[AddRun, AddCallback]] = []
+        """Runs of adds of this loop turn, handed to the bookie by :meth:`_flush_adds`."""
         self._durable_callback = self._durable  # one object: the bookie groups runs by it
         self._clock = clock
         self._sweep_s = request_timeout_ms / 1000 / _SWEEPS_PER_TIMEOUT
@@ -73,7 +77,7 @@ class LocalBookieTransport:
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        return len(self._pending) + len(self._queued)
 
     # -- requests -----------------------------------------------------------------------
 
@@ -81,21 +85,38 @@ class LocalBookieTransport:
         if self.closed:
             self._refuse(callback, True)
             return
-        rid = run.first_request_id
-        refusal = self._add_entries(
-            run.ledger_id,
-            run.first_entry_id,
-            run.last_add_confirmed,
-            run.checksums,
-            run.payloads,
-            run.recovery,
+        queued = self._queued
+        if not queued:
+            self._loop.call_soon(self._flush_adds)
+        queued.append((run, callback))
+
+    def _flush_adds(self) -> None:
+        """Hand the runs queued this loop turn to the bookie in one call."""
+        queued, self._queued = self._queued, []
+        if self.closed or not queued:
+            return  # failed by close()
+        refusals = self._add_runs(
+            [
+                (
+                    run.ledger_id,
+                    run.first_entry_id,
+                    run.last_add_confirmed,
+                    run.checksums,
+                    run.payloads,
+                    run.recovery,
+                    run.first_request_id,
+                )
+                for run, _ in queued
+            ],
             self._durable_callback,
-            rid,
         )
-        if refusal is not None:
-            self._loop.call_soon(callback, refusal)
-            return
-        self._pending[rid] = (callback, self._generation, True)
+        pending = self._pending
+        generation = self._generation
+        for (run, callback), refusal in zip(queued, refusals, strict=True):
+            if refusal is None:
+                pending[run.first_request_id] = (callback, generation, True)
+            else:
+                callback(refusal)
 
     def _durable(self, run_ids: list[int], error: StatusError | None) -> None:
         """The bookie's answer to the runs ``run_ids`` (one journal sync): durable
@@ -110,6 +131,8 @@ class LocalBookieTransport:
         if self.closed:
             self._refuse(callback, False)
             return
+        if self._queued:  # adds made before this request reach the bookie before it
+            self._flush_adds()
         self._pending[request.request_id] = (callback, self._generation, False)
         self._loop.call_soon(self._handle, request, payload)
 
@@ -163,9 +186,12 @@ class LocalBookieTransport:
         self._sweeper.cancel()
         self._bookie.detach(self)
         pending, self._pending = self._pending, {}
+        queued, self._queued = self._queued, []
         exc = BookieUnavailable(f"bookie {self.bookie_id} closed")
         for entry in pending.values():
             fail(entry, exc)
+        for _, callback in queued:
+            fail((callback, 0, True), exc)
 
 
 __all__ = ["LocalBookieTransport"]

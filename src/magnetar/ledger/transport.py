@@ -215,6 +215,18 @@ class LocalBookie(Protocol):
         every run of a caller (a bound method kept once). Raises nothing."""
         ...
 
+    def add_runs(
+        self,
+        runs: Sequence[tuple[int, int, int, Sequence[int], Sequence[bytes], bool, int]],
+        done: DurableCallback,
+    ) -> list[StatusError | None]:
+        """:meth:`add_entries` for each of ``runs`` — ``(ledger_id, first_entry_id,
+        last_add_confirmed, checksums, payloads, recovery, run_id)`` — in order, with one
+        pass through the bookie's storage and journal for all the runs taken: the refusal
+        of each run at its index (``None``: taken, answered through ``done``). Raises
+        nothing."""
+        ...
+
     def request(self, request: Request, payload: bytes, responder: Responder) -> None:
         """Handle any other request; the answer goes to ``responder`` (``reply`` now or
         later, ``reply_all`` after the journal sync for a fence or a recovery read that

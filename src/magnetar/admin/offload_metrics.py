@@ -65,10 +65,13 @@ class OffloadCollector(Collector):
         cluster = self.ctx.cluster
         for topic in self.ctx.service.loaded_topics():
             ml = topic.ml
-            o = ml.offloads
+            made = ml.offloads_if_made
             offloaded = sum(s.size_bytes for s in ml.ledgers if s.offloaded)
-            if not offloaded and o.status.value == "NOT_RUN" and not o.read_entries_total:
+            if not offloaded and (
+                made is None or (made.status.value == "NOT_RUN" and not made.read_entries_total)
+            ):
                 continue
+            o = ml.offloads
             labels = [cluster, f"{topic.name.tenant}/{topic.name.namespace}", topic.full_name]
             size.add_metric(labels, offloaded)
             for name, value in (

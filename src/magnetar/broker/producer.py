@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Mapping
 from functools import partial
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final
 
 from magnetar.broker.deduplication import DupStatus
 from magnetar.broker.producer_access import AccessMode, ProducerKey
@@ -30,6 +32,10 @@ if TYPE_CHECKING:
     from magnetar.broker.topic import Topic
 
 log = logging.getLogger(__name__)
+
+NO_METADATA: Final[Mapping[str, str]] = MappingProxyType({})
+"""The properties of a producer whose client gave none (one shared, read-only mapping: an
+empty dict per producer is ~64 bytes on a broker holding thousands of idle ones)."""
 
 
 class _PendingSend:
@@ -92,7 +98,7 @@ class Producer:
         self.topic = topic
         self.schema_version = schema_version
         """The version of the producer's schema (PRODUCER_SUCCESS), None without one."""
-        self.metadata = metadata or {}
+        self.metadata: Mapping[str, str] = metadata if metadata else NO_METADATA
         """The client's producer properties (PRODUCER's ``metadata``), shown in stats."""
         self.connection = connection
         self.producer_id = producer_id

@@ -58,6 +58,7 @@ from magnetar.broker.inactive_topics import (
 from magnetar.broker.offloaders import Offloaders
 from magnetar.broker.partial_frames import PartialFrameBudget
 from magnetar.broker.policies import PolicyCache, broker_defaults, ml_config_for
+from magnetar.broker.policies.resolution import EffectivePolicies
 from magnetar.broker.publish_buffer import PublishBuffer
 from magnetar.broker.rate_limit import PublishRateLimiter
 from magnetar.broker.stats import MeterSampler
@@ -410,8 +411,12 @@ class BrokerService:
         if not await self.policies.namespace_exists(name.namespace_name):
             raise TopicNotFound(f"Namespace {name.namespace_name} does not exist")
 
-    async def get_topic(self, name: TopicName, *, create: bool = True) -> Topic:
+    async def get_topic(
+        self, name: TopicName, *, create: bool = True, policies: EffectivePolicies | None = None
+    ) -> Topic:
         """The loaded topic, opening (and creating, if allowed) its managed ledger.
+        ``policies``: the topic's effective policies, when the caller has just resolved them
+        (a topic it opens starts with those; None: resolved here).
 
         Raises :class:`TopicNotFound` when the topic's namespace does not exist (nothing is
         created then), or when ``create`` is false and the topic does not exist."""
@@ -432,7 +437,8 @@ class BrokerService:
             fut = asyncio.get_running_loop().create_future()
             self._topics[key] = fut
             try:
-                policies = await self.policies.effective(name)
+                if policies is None:
+                    policies = await self.policies.effective(name)
                 storage = self.storage
                 if isinstance(storage, LedgerClientStorage):
                     # per topic: persistence policies change the quorums of new ledgers
@@ -661,7 +667,9 @@ class BrokerService:
         if name.full_name in self._topics:
             return await self.get_topic(name)
         policies = await self.policies.effective(name)
-        return await self.get_topic(name, create=policies.allow_auto_topic_creation)
+        return await self.get_topic(
+            name, create=policies.allow_auto_topic_creation, policies=policies
+        )
 
     async def _policies_changed(
         self, namespace: NamespaceName | None, topic: TopicName | None

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import enum
 import re
+import sys
 
 from magnetar.common.errors import InvalidSubscriptionName, InvalidTopicName, TopicNameNotAllowed
 from magnetar.common.frozen_struct import frozen_struct
@@ -285,11 +286,12 @@ class TopicName:
     @classmethod
     def of(cls, domain: TopicDomain, tenant: str, namespace: str, local_name: str) -> TopicName:
         """Build from its parts (as an admin URL carries them); raises
-        :class:`InvalidTopicName`."""
+        :class:`InvalidTopicName`. The tenant and namespace strings are interned: the
+        topics of a namespace share one copy of each."""
         check_named_entity("tenant", tenant)
         check_named_entity("namespace", namespace)
         check_local_name(local_name, f"{domain.value}://{tenant}/{namespace}/{local_name}")
-        return cls(domain, tenant, namespace, local_name)
+        return cls(domain, sys.intern(tenant), sys.intern(namespace), local_name)
 
     @property
     def full_name(self) -> str:

@@ -121,6 +121,7 @@ class ManagedLedger:
         "_messages_of",
         "_meta_lock",
         "_node",
+        "_offloads",
         "_properties",
         "_storage",
         "_store",
@@ -139,7 +140,6 @@ class ManagedLedger:
         "name",
         "offloader",
         "offloader_source",
-        "offloads",
         "reads",
         "rollover",
         "state",
@@ -198,12 +198,27 @@ class ManagedLedger:
         self.rollover = Rollover(self)
         self.reads = LogReader(self)
         self.maintainer = Maintainer(self, publish_time_of)
-        self.offloads = OffloadManager(self)
+        self._offloads: OffloadManager | None = None
         self.add_latency = self.adds.add_latency
         """From an add call to the entry being stored (Pulsar's
         ``pulsar_storage_write_latency``)."""
 
     # --- opening ---------------------------------------------------------------------------
+
+    @property
+    def offloads(self) -> OffloadManager:
+        """This managed ledger's offloads to tiered storage (made at first use: the
+        managed ledgers of idle topics never need one)."""
+        offloads = self._offloads
+        if offloads is None:
+            offloads = self._offloads = OffloadManager(self)
+        return offloads
+
+    @property
+    def offloads_if_made(self) -> OffloadManager | None:
+        """:attr:`offloads` if it has been used (None: nothing offloaded or read from
+        tiered storage through this object yet)."""
+        return self._offloads
 
     @classmethod
     async def open(
@@ -635,6 +650,7 @@ class ManagedLedger:
                 with contextlib.suppress(Exception):
                     await writer.close()
         self.writer = self.rollover.unclosed = None
-        await self.offloads.close()
+        if self._offloads is not None:
+            await self._offloads.close()
         await self.reads.close()
         self.cache.clear()

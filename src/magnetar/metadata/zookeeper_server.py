@@ -15,6 +15,7 @@ four-letter words ``ruok``/``srvr``/``mntr``/``cons`` enabled for readiness and 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import shutil
@@ -44,11 +45,24 @@ class ZooKeeperServerError(MetadataError):
     """The server could not be started (Java or the jars missing, port taken, timeout)."""
 
 
+_RECENT_PORTS_MAX = 4096
+_recent_ports: collections.deque[int] = collections.deque(maxlen=_RECENT_PORTS_MAX)
+"""The ports :func:`free_port` handed out last (at most ``_RECENT_PORTS_MAX``)."""
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read, close)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read, close),
+    and not one this process was handed among its last ``_RECENT_PORTS_MAX``: the kernel
+    may give a closed port out again at once, and two processes started together must not
+    be told the same port."""
+    for _ in range(64):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _recent_ports:
+            _recent_ports.append(port)
+            return port
+    raise ZooKeeperServerError("no free TCP port on 127.0.0.1 that was not just handed out")
 
 
 def four_letter_word(port: int, word: str, timeout_s: float = 2.0) -> str:

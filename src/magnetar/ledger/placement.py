@@ -181,13 +181,27 @@ def placed(
     if len(pool) < len(open_positions):
         raise NotEnoughBookies(f"need {len(open_positions)} more bookies, {len(pool)} available")
     if len(pool) == len(open_positions) == 1:  # one way to fill it (a standalone's bookie)
-        only = [pool[0] if b is None else b for b in ensemble]
-        only_short = shortfall(policy, only, write_quorum, racks)
-        if policy.enforce_min and only_short.degraded:
-            raise PlacementUnmet(
-                f"no placement meets the policy with the bookies available: {only_short.describe()}"
-            )
-        return only, only_short
+        best = [pool[0] if b is None else b for b in ensemble]
+        best_short = shortfall(policy, best, write_quorum, racks)
+    else:
+        best, best_short = _best_of_attempts(policy, pool, ensemble, write_quorum, racks, rng)
+    if policy.enforce_min and best_short.degraded:
+        raise PlacementUnmet(
+            f"no placement meets the policy with the bookies available: {best_short.describe()}"
+        )
+    return best, best_short
+
+
+def _best_of_attempts(
+    policy: PlacementPolicy,
+    pool: list[str],
+    ensemble: Sequence[str | None],
+    write_quorum: int,
+    racks: Mapping[str, str],
+    rng: random.Random,
+) -> tuple[list[str], Shortfall]:
+    """The best of up to :data:`PLACEMENT_ATTEMPTS_MAX` greedy fills of ``pool`` (shuffled
+    each time), stopping at the first that meets the policy."""
     best: list[str] = []
     best_short: Shortfall | None = None
     for _ in range(PLACEMENT_ATTEMPTS_MAX):
@@ -202,10 +216,6 @@ def placed(
         if not short.degraded:
             break
     assert best_short is not None
-    if policy.enforce_min and best_short.degraded:
-        raise PlacementUnmet(
-            f"no placement meets the policy with the bookies available: {best_short.describe()}"
-        )
     return best, best_short
 
 

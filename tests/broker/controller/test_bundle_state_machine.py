@@ -442,3 +442,46 @@ def test_namespaces_are_bounded() -> None:
         m.lookup("persistent://t/c/x", 3)
     assert [ns.namespace for ns in m.namespaces] == ["t/a", "t/b"]
     assert m.lookup("persistent://t/a/y", 4) == []  # known namespaces still work
+
+
+def test_a_new_namespace_spreads_over_brokers_even_when_one_holds_far_fewer() -> None:
+    # b1 and b2 took the first namespace before b3 registered; a new namespace's bundles
+    # go one per broker first (fewest of that namespace), then by count: not all to b3
+    old, new = NamespaceBundles.default("t/old"), NamespaceBundles.default("t/new")
+    records = {
+        bundle: rec(OWN, "b1" if i % 2 else "b2", 1, 0) for i, bundle in enumerate(old.bundles)
+    }
+    m = BundleStateMachine(1, namespaces=[old], records=records, live_brokers=["b1", "b2", "b3"])
+    m.start(0)
+    effects = m.namespace_added(new, 10)
+    placed = [e.broker for e in effects if isinstance(e, AssignBundle)]
+    assert placed == ["b3", "b1", "b2", "b3"]
+
+
+def test_a_rebalanced_bundle_goes_to_the_emptiest_broker_so_the_moves_end() -> None:
+    # b1 holds 3 of t/a and 1 of t/f, b2 3 of t/f, b3 1 of t/a: a t/a bundle moved off b1
+    # goes to b3 (fewest bundles), not to b2 (fewest of t/a), and so every move after it
+    a, f = NamespaceBundles.default("t/a"), NamespaceBundles.default("t/f")
+    owners = {"b1": [*a.bundles[:3], f.bundles[0]], "b2": f.bundles[1:], "b3": a.bundles[3:]}
+    records = {bundle: rec(OWN, b, 1, 0) for b, held in owners.items() for bundle in held}
+    m = BundleStateMachine(
+        1, policy=REBALANCE_AT_ONCE, namespaces=[a, f], records=records,
+        live_brokers=["b1", "b2", "b3"],
+    )  # fmt: skip
+    m.start(0)
+    for t in range(1, 20):
+        effects = m.tick(t * 10)
+        if not effects:
+            break
+        release = effects[-1]
+        assert isinstance(release, ReleaseBundle)
+        assigned = [
+            e for e in m.ownership_released(release.bundle, release.broker, 1, t * 10 + 1)
+            if isinstance(e, AssignBundle)
+        ]  # fmt: skip
+        assert [e.broker for e in assigned] == ["b3"]
+        m.ownership_acquired(release.bundle, "b3", 1, t * 10 + 2)
+    counts = {b: 0 for b in ("b1", "b2", "b3")}
+    for bundle in (*a.bundles, *f.bundles):
+        counts[m.owner_of(bundle) or ""] += 1
+    assert max(counts.values()) - min(counts.values()) <= 1, counts

@@ -21,7 +21,11 @@ Rules (see :mod:`.bundle_state` for the states):
   a namespace becomes known through :meth:`~BundleStateMachine.namespace_added` or the
   first lookup of one of its topics (with the default bundles).
 * A bundle is assigned to the best live broker by :func:`.load.rank_brokers`, avoiding the
-  broker it was just moved off when any other broker lives.
+  broker it was just moved off when any other broker lives. A bundle placed afresh (a new
+  namespace's, a dead broker's) goes first to a broker holding fewest of its
+  namespace's bundles; one moved off a broker (unloaded, shed, rebalanced) goes to one
+  holding fewest bundles, so each count-rebalancing move narrows the spread and the moves
+  end.
 * A bundle goes back to UNASSIGNED only when its broker acknowledged the release or left
   (its ephemeral ownership node went with its session), or when the controller sees that
   the broker of an OWNED bundle holds no ownership node for it
@@ -462,11 +466,22 @@ class BundleStateMachine(EpochFenced[ControllerEffect]):
                 counts[record.broker] = counts.get(record.broker, 0) + 1
         return counts
 
+    def _namespace_counts(self) -> dict[str, dict[str, int]]:
+        """Bundles held or being handed to each broker, per namespace."""
+        counts: dict[str, dict[str, int]] = {}
+        for bundle, record in self._records.items():
+            if record.broker is not None:
+                per_broker = counts.setdefault(bundle.namespace, {})
+                per_broker[record.broker] = per_broker.get(record.broker, 0) + 1
+        return counts
+
     def _assign_unassigned(self, now_ms: int, effects: list[ControllerEffect]) -> None:
         if not self._live:
             return
         counts = self._bundle_counts()
+        namespace_counts = self._namespace_counts()
         for ns in self.namespaces:
+            in_namespace = namespace_counts.setdefault(ns.namespace, {})
             for bundle in ns.bundles:
                 record = self.record(bundle)
                 if record.state is not BundleState.UNASSIGNED:
@@ -475,8 +490,16 @@ class BundleStateMachine(EpochFenced[ControllerEffect]):
                 if not allowed:
                     continue  # isolation: no broker that may own it lives
                 candidates = allowed - {record.avoid_broker} or allowed
-                broker = rank_brokers(candidates, counts, self._reports, self.policy.load)[0]
+                moved = record.avoid_broker is not None
+                broker = rank_brokers(
+                    candidates,
+                    counts,
+                    self._reports,
+                    self.policy.load,
+                    None if moved else in_namespace,
+                )[0]
                 counts[broker] = counts.get(broker, 0) + 1
+                in_namespace[broker] = in_namespace.get(broker, 0) + 1
                 assigning = replace(
                     record.moved(BundleState.ASSIGNING, broker, self.epoch, now_ms),
                     avoid_broker=None,

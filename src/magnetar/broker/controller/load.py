@@ -1,10 +1,13 @@
 """Broker load reports and the choice of a broker for a bundle.
 
 The choice ranks live brokers by, in order: not overloaded (last reported CPU below
-``overload_cpu_percent``); fewest bundles held or being handed to it, as the controller's
-own table counts them (exact at once, while reports lag a reporting interval); lowest
-reported message rate (in + out); broker id. So a burst of assignments spreads over the
-brokers, a new broker takes new bundles first, and reports decide between equals.
+``overload_cpu_percent``); when given, fewest bundles of the bundle's own namespace (as
+Pulsar's placement spreads a namespace over its brokers first); fewest bundles held or being
+handed to it, as the controller's own table counts them (exact at once, while reports lag a
+reporting interval); lowest reported message rate (in + out); broker id. So a burst of
+assignments spreads over the brokers, a new namespace's bundles spread even when one broker
+holds far fewer bundles than the rest, a new broker takes new bundles first, and reports
+decide between equals.
 """
 
 from __future__ import annotations
@@ -63,13 +66,17 @@ def rank_brokers(
     bundle_counts: Mapping[str, int],
     reports: Mapping[str, LoadReport],
     policy: LoadPolicy,
+    namespace_counts: Mapping[str, int] | None = None,
 ) -> list[str]:
-    """``brokers`` best first for the next bundle (see the module docstring)."""
+    """``brokers`` best first for the next bundle (see the module docstring);
+    ``namespace_counts`` are the bundles of that bundle's namespace per broker."""
+    in_namespace = namespace_counts or {}
 
-    def key(broker: str) -> tuple[bool, int, float, str]:
+    def key(broker: str) -> tuple[bool, int, int, float, str]:
         report = reports.get(broker)
         return (
             policy.overloaded(report),
+            in_namespace.get(broker, 0),
             bundle_counts.get(broker, 0),
             report.msg_rate if report is not None else 0.0,
             broker,

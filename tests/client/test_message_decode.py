@@ -21,19 +21,11 @@ from magnetar.client.message import (
 from magnetar.client.message_id import MessageId, batch_message_ids
 from magnetar.common.errors import ProtocolError
 from magnetar.protocol import Entry, MessageMetadata, ValidationError, build_entry
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+from magnetar.protocol.varint import encode_varint
 
 
 def _field(tag: int, data: bytes) -> bytes:
-    return bytes([tag]) + _varint(len(data)) + data
+    return bytes([tag]) + encode_varint(len(data)) + data
 
 
 def _record(metadata: bytes, payload: bytes) -> bytes:

@@ -13,6 +13,7 @@ import _pulsar
 import pulsar
 import pytest
 
+from magnetar.protocol.varint import encode_varint
 from magnetar.testing import StandaloneProcess
 
 from .helpers import assert_nothing_more, receive_all
@@ -135,19 +136,10 @@ def _frame(command: bytes) -> bytes:
     return struct.pack(">II", len(command) + 4, len(command)) + command
 
 
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
 def _connect_frame() -> bytes:
     version = b"raw-test"
-    connect = b"\x0a" + _varint(len(version)) + version + b"\x20" + _varint(20)
-    return _frame(b"\x08\x02\x12" + _varint(len(connect)) + connect)
+    connect = b"\x0a" + encode_varint(len(version)) + version + b"\x20" + encode_varint(20)
+    return _frame(b"\x08\x02\x12" + encode_varint(len(connect)) + connect)
 
 
 def test_unknown_command_and_send_for_unknown_producer(
@@ -163,7 +155,7 @@ def test_unknown_command_and_send_for_unknown_producer(
         assert s.recv(4096)
         send = b"\x08\x07\x10\x01"  # producer_id 7, sequence_id 1
         entry = struct.pack(">I", 2) + b"\x0a\x00"
-        body = b"\x08\x06\x32" + _varint(len(send)) + send
+        body = b"\x08\x06\x32" + encode_varint(len(send)) + send
         s.sendall(struct.pack(">II", 4 + len(body) + len(entry), len(body)) + body + entry)
         assert _closed_by_peer(s)
     _works(client, topic)

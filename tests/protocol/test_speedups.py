@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magnetar.protocol import _convert, hand_encoders, speedups
+from magnetar.protocol.varint import encode_varint
 
 CFRAME = speedups.CFRAME
 U64 = st.integers(0, (1 << 64) - 1)
@@ -42,17 +43,8 @@ def test_pure_python_is_chosen_by_the_environment_variable() -> None:
     assert out.stdout.split() == ["True", "True", "True"]
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 send_field = st.tuples(st.integers(1, 8), st.one_of(st.integers(0, 300), U64)).map(
-    lambda f: bytes([f[0] << 3]) + _varint(f[1])
+    lambda f: bytes([f[0] << 3]) + encode_varint(f[1])
 )
 
 

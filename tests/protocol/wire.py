@@ -11,18 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-
-def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        assert shift < 70, "varint too long"
+from magnetar.protocol.varint import read_varint
 
 
 def read_fields(buf: bytes) -> list[tuple[int, int, Any]]:

@@ -25,23 +25,11 @@ from typing import Any
 
 from magnetar.protocol import CompressionType, MessageMetadata, encode_metadata
 from magnetar.protocol.compression import compress
+from magnetar.protocol.varint import encode_varint
 
 _U32 = struct.Struct(">I")
 
 KeyValuePairs = Sequence[tuple[str, str]]
-
-
-def _varint(value: int) -> bytes:
-    if value < 0:
-        value += 1 << 64
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 _PLAIN_HEADS: dict[int, tuple[bytes, ...]] = {}
@@ -55,7 +43,7 @@ _PLAIN_HEADS_MAX_SIZE = 64 * 1024
 def _plain_heads(n: int) -> tuple[bytes, ...]:
     heads = _PLAIN_HEADS.get(n)
     if heads is None:
-        prefix = b"\x18" + _varint(n) + b"\x40"
+        prefix = b"\x18" + encode_varint(n) + b"\x40"
         heads = (b"", *(_U32.pack(len(prefix) + length) + prefix for length in range(1, 11)))
         if n < _PLAIN_HEADS_MAX_SIZE:
             _PLAIN_HEADS[n] = heads
@@ -63,7 +51,7 @@ def _plain_heads(n: int) -> tuple[bytes, ...]:
 
 
 def _len_delimited(tag: int, data: bytes) -> bytes:
-    return bytes((tag,)) + _varint(len(data)) + data
+    return bytes((tag,)) + encode_varint(len(data)) + data
 
 
 def encode_single_metadata(
@@ -82,12 +70,12 @@ def encode_single_metadata(
         out += _len_delimited(0x0A, kv)
     if partition_key is not None:
         out += _len_delimited(0x12, partition_key.encode())
-    out += b"\x18" + _varint(payload_size)
+    out += b"\x18" + encode_varint(payload_size)
     if event_time:
-        out += b"\x28" + _varint(event_time)
+        out += b"\x28" + encode_varint(event_time)
     if ordering_key is not None:
         out += _len_delimited(0x3A, ordering_key)
-    out += b"\x40" + _varint(sequence_id)
+    out += b"\x40" + encode_varint(sequence_id)
     if null_value:
         out += b"\x48\x01"
     return out
@@ -204,7 +192,7 @@ class BatchBuilder:
         elif 0x80 <= sequence_id < 0x4000:
             seq = bytes(((sequence_id & 0x7F) | 0x80, sequence_id >> 7))
         else:
-            seq = _varint(sequence_id)
+            seq = encode_varint(sequence_id)
         # Pieces are joined once, in build(); the record's size and metadata up to the
         # sequence id's varint come from one cached bytes object.
         self._parts += (heads[len(seq)], seq, payload)

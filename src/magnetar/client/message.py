@@ -26,6 +26,7 @@ from magnetar.protocol import (
     ValidationError,
 )
 from magnetar.protocol.compression import CompressionError, decompress
+from magnetar.protocol.varint import read_varint
 
 _U32 = struct.Struct(">I")
 
@@ -267,17 +268,10 @@ _UNSET: Any = _Unset()
 
 
 def _read_varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= end or shift > 63:
-            raise ProtocolError("bad varint in SingleMessageMetadata")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
+    try:
+        return read_varint(buf, pos, end)
+    except ValueError:
+        raise ProtocolError("bad varint in SingleMessageMetadata") from None
 
 
 def _parse_key_value(buf: bytes) -> tuple[str, str]:

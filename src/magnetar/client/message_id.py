@@ -17,29 +17,7 @@ from typing import ClassVar
 from magnetar.protocol import INT64_MAX
 from magnetar.protocol import MessageId as WireMessageId
 from magnetar.protocol.message_id import to_signed64, to_unsigned64
-
-
-def _varint(value: int, out: bytearray) -> None:
-    if value < 0:
-        value += 1 << 64
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise ValueError("truncated or overlong varint in a serialized message id")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
+from magnetar.protocol.varint import append_varint, read_varint
 
 
 def _int32(value: int) -> int:
@@ -144,22 +122,22 @@ class MessageId:
     def serialize(self) -> bytes:
         """``MessageIdData`` protobuf bytes, as the official client writes them."""
         out = bytearray(b"\x08")
-        _varint(to_unsigned64(self._ledger_id), out)
+        append_varint(to_unsigned64(self._ledger_id), out)
         out.append(0x10)
-        _varint(to_unsigned64(self._entry_id), out)
+        append_varint(to_unsigned64(self._entry_id), out)
         if self._partition != -1:
             out.append(0x18)
-            _varint(self._partition, out)
+            append_varint(self._partition, out)
         if self._batch_index != -1:
             out.append(0x20)
-            _varint(self._batch_index, out)
+            append_varint(self._batch_index, out)
         if self._batch_size:
             out.append(0x30)
-            _varint(self._batch_size, out)
+            append_varint(self._batch_size, out)
         if self._first_chunk is not None:
             inner = self._first_chunk.serialize()
             out.append(0x3A)
-            _varint(len(inner), out)
+            append_varint(len(inner), out)
             out += inner
         return bytes(out)
 
@@ -172,10 +150,10 @@ class MessageId:
         first: MessageId | None = None
         pos = 0
         while pos < len(data):
-            key, pos = _read_varint(data, pos)
+            key, pos = read_varint(data, pos)
             number, wire_type = key >> 3, key & 7
             if wire_type == 0:
-                value, pos = _read_varint(data, pos)
+                value, pos = read_varint(data, pos)
                 if number == 1:
                     ledger = to_signed64(value)
                 elif number == 2:
@@ -187,7 +165,7 @@ class MessageId:
                 elif number == 6:
                     batch_size = _int32(value)
             elif wire_type == 2:
-                length, pos = _read_varint(data, pos)
+                length, pos = read_varint(data, pos)
                 if pos + length > len(data):
                     raise ValueError("truncated serialized message id")
                 if number == 7:

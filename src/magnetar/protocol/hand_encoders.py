@@ -18,6 +18,7 @@ from magnetar.protocol.entry import MAGIC_BROKER_ENTRY_METADATA
 from magnetar.protocol.message_id import BytesLike, MessageId
 from magnetar.protocol.metadata import BrokerEntryMetadata
 from magnetar.protocol.speedups import CFRAME
+from magnetar.protocol.varint import encode_varint
 from magnetar.protocol.varint_table import TABLE_LIMIT as _TABLE_LIMIT
 from magnetar.protocol.varint_table import build_varint_tables
 
@@ -55,7 +56,6 @@ class _TableUntilUsed:
 
 _VARINT_TABLE: _Table = _TableUntilUsed(0)
 _VARINT_LOW14_MORE: _Table = _TableUntilUsed(1)
-_INT64_MIN = -(1 << 63)
 
 
 def _varint(value: int) -> bytes:
@@ -74,18 +74,7 @@ def _varint(value: int) -> bytes:
                 value >> 21,
             )
         )
-    if value < 0:
-        if value < _INT64_MIN:
-            raise ValueError(f"{value} does not fit in 64 bits")
-        value += 1 << 64
-    elif value >= 1 << 64:
-        raise ValueError(f"{value} does not fit in 64 bits")
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return encode_varint(value)
 
 
 def _uvarint(value: int) -> bytes:

@@ -33,6 +33,7 @@ from pyspark.sql.types import (
 )
 
 from magnetar.client import Message, MessageId
+from magnetar.protocol.varint import encode_varint
 
 ROWS_PER_BATCH_MAX = 8192
 """Rows per Arrow record batch handed to Spark (about: a batched entry stays whole)."""
@@ -89,16 +90,7 @@ def output_schema(value_schema: StructType | None) -> StructType:
     return StructType([*value_schema.fields, *METADATA_FIELDS])
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_BATCH_INDEX_TAGS = [b"\x20" + _varint(i) for i in range(128)]
+_BATCH_INDEX_TAGS = [b"\x20" + encode_varint(i) for i in range(128)]
 
 
 def message_id_bytes(messages: Sequence[Message]) -> list[bytes]:

@@ -80,3 +80,36 @@ async def test_entries_read_from_bookies_come_with_unknown_counts(cluster: Clust
     assert not run.counts_known
     assert not EntryRun([positions[0]], [b"x"], [0]).counts_known
     await ml.close()
+
+
+def test_cache_run_whole_is_all_or_nothing() -> None:
+    cache = filled(10)
+    assert cache.run_whole(3, 8, 9) == ([Position(3, 8), Position(3, 9)], [b"e8", b"e9"], [1, 2])
+    assert cache.run_whole(3, 8, 10) is None  # 3:10 is not cached
+    assert (cache.hits, cache.misses) == (2, 0)  # the caller reads again through run()
+    assert cache.run_whole(3, 5, 4) == ([], [], [])
+
+
+async def test_a_cached_read_gives_what_read_runs_gives_or_nothing(cluster: Cluster) -> None:
+    """``read_runs_cached`` is the dispatcher's read without waiting: the runs
+    ``read_runs`` gives while every entry is cached; None, the read position unchanged,
+    once one is not."""
+    ml = await open_ml(cluster)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    positions = [await ml.add_entry(b"m%d" % i, i % 3 + 1) for i in range(10)]
+    cursor.ack(positions[4])
+    runs = cursor.read_runs_cached(6)
+    assert runs is not None
+    assert [(r.positions, r.messages) for r in runs] == [
+        (positions[:4], [1, 2, 3, 1]),
+        (positions[5:7], [3, 1]),
+    ]
+    assert cursor.read_runs_cached(100) is not None
+    assert cursor.read_runs_cached(100) == []  # at the end of the log
+    cursor.rewind()
+    ml.cache.evict_before_gradually(Position(positions[0].ledger_id, 8))
+    assert cursor.read_runs_cached(100) is None
+    assert cursor.state.read_position == positions[0]  # nothing taken
+    runs = await cursor.read_runs(100)
+    assert [r.positions for r in runs] == [positions[:4], positions[5:]]
+    await ml.close()

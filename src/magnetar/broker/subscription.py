@@ -475,10 +475,52 @@ class Subscription:
         or closed, which the next round finds out): dispatch again."""
         if self._wake.parked is waiter:
             self._wake.parked = None
-        if not waiter.cancelled():
-            waiter.exception()  # retrieved here; the round reports the log's state
+        appended = not waiter.cancelled() and waiter.exception() is None
         if self.consumers and not self.closed:
+            # an append: mostly one round, on this loop turn, parks again (no task)
+            if appended and (self._task is None or self._task.done()) and self._round_now():
+                return
             self._ensure_task()
+
+    def _round_now(self) -> bool:
+        """One round of :meth:`_run` without a task, when it needs no wait: an Exclusive or
+        Failover subscription (markers, compaction and dispatch rates aside) whose consumer
+        can be written to, every entry read in the cache. True when it ran and parked the
+        dispatcher again (or the log is no longer usable, where the task would end too);
+        False when the task is to go on from here (sent what it could, if anything)."""
+        state = self.state
+        topic = self.topic
+        if state.selector is None or self.read_compacted or topic.may_hold_markers:
+            return False
+        consumer = state.single_active_target()
+        if consumer is None or not consumer.connection.writable:
+            return False
+        if self._dispatch_rate_permits() is not None:
+            return False
+        self._wake.clear()
+        config = self._config
+        runs = self.cursor.read_runs_cached(
+            min(consumer.permits, config.dispatch_entries_max),
+            config.dispatcher_max_read_size_bytes,
+        )
+        if runs is None:
+            return False
+        if runs:
+            sent = Dispatched()
+            state.send_single_active(consumer, runs, sent)
+            self._account_dispatch(sent)
+            if not self._caught_up():
+                return False
+        try:
+            waiter = topic.ml.register_waiter()
+        except ManagedLedgerError:
+            return True
+        if self._wake.is_set():  # woken during the round
+            waiter.cancel()
+            return False
+        self._wake.parked = waiter
+        waiter.add_done_callback(self._unparked)
+        return True
 
     async def _round(self) -> bool:
         if self.state.selector is not None:

@@ -62,7 +62,7 @@ async def test_each_append_reaches_a_parked_exclusive_consumer(
         assert loaded is not None
         sub: Subscription = loaded.subscriptions["s"]
         for seq in range(5):
-            await wait_until_async(lambda: sub._wake.parked is not None, timeout_s=TIMEOUT_S)
+            await wait_until_async(lambda: sub._wake.parked, timeout_s=TIMEOUT_S)
             md = MessageMetadata(producer_name="p", sequence_id=seq, publish_time=1000 + seq)
             raw.writer.write(b"".join(encode_send(1, seq, md, b"m%d" % seq)))
             receipt = await raw.wait_for(lambda f: isinstance(f.command, SendReceipt))

@@ -3,8 +3,13 @@ one call, with a number of function calls that does not grow with the run's leng
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
 from magnetar.managed_ledger.entry_cache import EntryCache
 from magnetar.managed_ledger.entry_run import EntryRun, positions_of
+from magnetar.managed_ledger.errors import ManagedLedgerClosed
 from magnetar.managed_ledger.position import Position
 from tests.call_count import calls_made
 
@@ -113,3 +118,27 @@ async def test_a_cached_read_gives_what_read_runs_gives_or_nothing(cluster: Clus
     runs = await cursor.read_runs(100)
     assert [r.positions for r in runs] == [positions[:4], positions[5:]]
     await ml.close()
+
+
+async def test_call_on_append_calls_once_after_the_next_append_or_the_close(
+    cluster: Cluster,
+) -> None:
+    """The parked dispatchers' registration: ``callback(True)`` on a loop turn after the
+    next append (once), ``callback(False)`` when the log closes first; refused after."""
+    ml = await open_ml(cluster)
+    calls: list[bool] = []
+    ml.call_on_append(calls.append)
+    await asyncio.sleep(0)
+    assert calls == []
+    await ml.add_entry(b"a", 1)
+    await asyncio.sleep(0)
+    assert calls == [True]
+    await ml.add_entry(b"b", 1)
+    await asyncio.sleep(0)
+    assert calls == [True]  # once per registration
+    ml.call_on_append(calls.append)
+    await ml.close()
+    await asyncio.sleep(0)
+    assert calls == [True, False]
+    with pytest.raises(ManagedLedgerClosed):
+        ml.call_on_append(calls.append)

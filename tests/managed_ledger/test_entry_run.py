@@ -142,3 +142,28 @@ async def test_call_on_append_calls_once_after_the_next_append_or_the_close(
     assert calls == [True, False]
     with pytest.raises(ManagedLedgerClosed):
         ml.call_on_append(calls.append)
+
+
+@pytest.mark.parametrize("max_bytes", [0, 1, 40, 130, 10_000])
+async def test_cached_reads_follow_read_runs_step_by_step(cluster: Cluster, max_bytes: int) -> None:
+    """Tailing reads (the cached read's shortcut) and reads past acknowledged entries take
+    the same entries, budget by budget, as :meth:`read_runs` does."""
+    ml = await open_ml(cluster)
+    cached = await ml.open_cursor("cached", earliest=True)
+    plain = await ml.open_cursor("plain", earliest=True)
+    positions = [await ml.add_entry(b"m" * (10 + i % 7), i % 3 + 1) for i in range(12)]
+    for step, budget in enumerate([1, 2, 3, 100, 100, 4]):
+        if step == 4:  # now with an acknowledged entry ahead of both
+            await ml.add_entry(b"late", 1)
+            more = [await ml.add_entry(b"x%d" % i, 1) for i in range(5)]
+            for cursor in (cached, plain):
+                cursor.ack(more[1])
+        got = cached.read_runs_cached(budget, max_bytes)
+        want = await plain.read_runs(budget, max_bytes)
+        assert got is not None
+        assert [(r.positions, r.data, r.messages) for r in got] == [
+            (r.positions, r.data, r.messages) for r in want
+        ]
+        assert cached.state.read_position == plain.state.read_position
+    assert positions[0] < cached.state.read_position
+    await ml.close()

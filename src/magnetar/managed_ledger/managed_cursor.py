@@ -185,6 +185,31 @@ class ManagedCursor:
         lock = self._read_lock
         if lock is not None and lock.locked():
             return None
+        state = self.state
+        seg = self._ml.ledgers.last_segment
+        at = state.read_position
+        if (  # the usual tailing read: in the last ledger, nothing acknowledged past it
+            seg is not None
+            and at[0] == seg.ledger_id
+            and 0 <= at[1] < seg.entries
+            and max_entries > 0
+            and not state.acked
+            and at > state.mark_delete
+        ):
+            first = at[1]
+            last = min(seg.entries - 1, first + max_entries - 1)
+            if (
+                max_bytes
+                and seg.size_bytes
+                and first + max_bytes * seg.entries // seg.size_bytes <= last
+            ):
+                pass  # capped by bytes: the plan may read on after that run
+            else:
+                found = self._ml.cache.run_whole(seg.ledger_id, first, last)
+                if found is None:
+                    return None
+                state.advance_read_to(Position(seg.ledger_id, last + 1))
+                return [EntryRun(*found)]
         plan = self._read_plan(max_entries, max_bytes)
         read_cached = self._ml.reads.read_run_cached
         try:

@@ -3,8 +3,13 @@ one call, with a number of function calls that does not grow with the run's leng
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
 from magnetar.managed_ledger.entry_cache import EntryCache
 from magnetar.managed_ledger.entry_run import EntryRun, positions_of
+from magnetar.managed_ledger.errors import ManagedLedgerClosed
 from magnetar.managed_ledger.position import Position
 from tests.call_count import calls_made
 
@@ -79,4 +84,86 @@ async def test_entries_read_from_bookies_come_with_unknown_counts(cluster: Clust
     assert run.messages == [None] * 5
     assert not run.counts_known
     assert not EntryRun([positions[0]], [b"x"], [0]).counts_known
+    await ml.close()
+
+
+def test_cache_run_whole_is_all_or_nothing() -> None:
+    cache = filled(10)
+    assert cache.run_whole(3, 8, 9) == ([Position(3, 8), Position(3, 9)], [b"e8", b"e9"], [1, 2])
+    assert cache.run_whole(3, 8, 10) is None  # 3:10 is not cached
+    assert (cache.hits, cache.misses) == (2, 0)  # the caller reads again through run()
+    assert cache.run_whole(3, 5, 4) == ([], [], [])
+
+
+async def test_a_cached_read_gives_what_read_runs_gives_or_nothing(cluster: Cluster) -> None:
+    """``read_runs_cached`` is the dispatcher's read without waiting: the runs
+    ``read_runs`` gives while every entry is cached; None, the read position unchanged,
+    once one is not."""
+    ml = await open_ml(cluster)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    positions = [await ml.add_entry(b"m%d" % i, i % 3 + 1) for i in range(10)]
+    cursor.ack(positions[4])
+    runs = cursor.read_runs_cached(6)
+    assert runs is not None
+    assert [(r.positions, r.messages) for r in runs] == [
+        (positions[:4], [1, 2, 3, 1]),
+        (positions[5:7], [3, 1]),
+    ]
+    assert cursor.read_runs_cached(100) is not None
+    assert cursor.read_runs_cached(100) == []  # at the end of the log
+    cursor.rewind()
+    ml.cache.evict_before_gradually(Position(positions[0].ledger_id, 8))
+    assert cursor.read_runs_cached(100) is None
+    assert cursor.state.read_position == positions[0]  # nothing taken
+    runs = await cursor.read_runs(100)
+    assert [r.positions for r in runs] == [positions[:4], positions[5:]]
+    await ml.close()
+
+
+async def test_call_on_append_calls_once_after_the_next_append_or_the_close(
+    cluster: Cluster,
+) -> None:
+    """The parked dispatchers' registration: ``callback(True)`` on a loop turn after the
+    next append (once), ``callback(False)`` when the log closes first; refused after."""
+    ml = await open_ml(cluster)
+    calls: list[bool] = []
+    ml.call_on_append(calls.append)
+    await asyncio.sleep(0)
+    assert calls == []
+    await ml.add_entry(b"a", 1)
+    await asyncio.sleep(0)
+    assert calls == [True]
+    await ml.add_entry(b"b", 1)
+    await asyncio.sleep(0)
+    assert calls == [True]  # once per registration
+    ml.call_on_append(calls.append)
+    await ml.close()
+    await asyncio.sleep(0)
+    assert calls == [True, False]
+    with pytest.raises(ManagedLedgerClosed):
+        ml.call_on_append(calls.append)
+
+
+@pytest.mark.parametrize("max_bytes", [0, 1, 40, 130, 10_000])
+async def test_cached_reads_follow_read_runs_step_by_step(cluster: Cluster, max_bytes: int) -> None:
+    """Tailing reads (the cached read's shortcut) and reads past acknowledged entries take
+    the same entries, budget by budget, as :meth:`read_runs` does."""
+    ml = await open_ml(cluster)
+    cached = await ml.open_cursor("cached", earliest=True)
+    plain = await ml.open_cursor("plain", earliest=True)
+    positions = [await ml.add_entry(b"m" * (10 + i % 7), i % 3 + 1) for i in range(12)]
+    for step, budget in enumerate([1, 2, 3, 100, 100, 4]):
+        if step == 4:  # now with an acknowledged entry ahead of both
+            await ml.add_entry(b"late", 1)
+            more = [await ml.add_entry(b"x%d" % i, 1) for i in range(5)]
+            for cursor in (cached, plain):
+                cursor.ack(more[1])
+        got = cached.read_runs_cached(budget, max_bytes)
+        want = await plain.read_runs(budget, max_bytes)
+        assert got is not None
+        assert [(r.positions, r.data, r.messages) for r in got] == [
+            (r.positions, r.data, r.messages) for r in want
+        ]
+        assert cached.state.read_position == plain.state.read_position
+    assert positions[0] < cached.state.read_position
     await ml.close()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from magnetar.broker import subscription_rules as rules
@@ -75,20 +75,22 @@ def _publish_time_of(data: bytes) -> int:
 
 
 class _Wake:
-    """The dispatcher's wake-up flag. :meth:`set` also resolves the future the dispatcher is
-    parked on (:attr:`parked`), so waiting for "an append or a wake-up" is one future."""
+    """The dispatcher's wake-up flag. :meth:`set` also resumes the dispatcher when it is
+    parked (:attr:`parked`: its task ended, waiting for an append or a wake-up), on a
+    later loop turn."""
 
-    __slots__ = ("flag", "parked")
+    __slots__ = ("_resume", "flag", "parked")
 
-    def __init__(self) -> None:
+    def __init__(self, resume: Callable[[], None]) -> None:
         self.flag = False
-        self.parked: asyncio.Future[None] | None = None
+        self.parked = False
+        self._resume = resume
 
     def set(self) -> None:
         self.flag = True
-        parked = self.parked
-        if parked is not None and not parked.done():
-            parked.set_result(None)
+        if self.parked:
+            self.parked = False
+            asyncio.get_running_loop().call_soon(self._resume)
 
     def clear(self) -> None:
         self.flag = False
@@ -103,6 +105,7 @@ class Subscription:
     # Slots: one per topic on a broker holding thousands of idle topics.
     __slots__ = (
         "_activation_timer",
+        "_append_registered",
         "_clock",
         "_compacted_reader",
         "_config",
@@ -147,7 +150,9 @@ class Subscription:
         )
         self.consumers: dict[int, Consumer] = self.state.consumers
         """uid -> consumer (the state core's own table)."""
-        self._wake = _Wake()
+        self._wake = _Wake(self._woken)
+        self._append_registered = False
+        """Whether the log calls :meth:`_appended` at its next append (one call at most)."""
         self._task: asyncio.Task[None] | None = None
         self._activation_timer: Timer | None = None
         """Fires the selector's pending failover activation (Failover)."""
@@ -433,7 +438,6 @@ class Subscription:
                 await self._task
 
     async def _run(self) -> None:
-        ml = self.topic.ml
         while self.consumers and not self.closed:
             self._wake.clear()
             try:
@@ -445,18 +449,13 @@ class Subscription:
                 await asyncio.sleep(0)  # let the connections run between rounds
                 continue
             try:
-                waiter = ml.register_waiter()
+                parked = self._park()
             except ManagedLedgerError:
                 return
-            if self._wake.is_set():  # woken during the round
-                waiter.cancel()
+            if not parked:  # woken during the round
                 continue
-            # Parked on the log's next append; a wake-up resolves the same future (no
-            # asyncio.wait per park: this runs once per journal sync when caught up). The
-            # task ends here and the future's callback starts the next one, so an idle
-            # subscription holds no task or coroutine frame.
-            self._wake.parked = waiter
-            waiter.add_done_callback(self._unparked)
+            # The task ends here and the next append or wake-up resumes dispatch
+            # (:meth:`_resume`), so an idle subscription holds no task or coroutine frame.
             self._task = None  # this task (the only one: see _ensure_task), about to end
             return
 
@@ -470,15 +469,71 @@ class Subscription:
         # past the last entry: no entry at or after it (else a round finds out)
         return self.cursor.state.read_position > self.topic.ml.ledgers.last_confirmed
 
-    def _unparked(self, waiter: asyncio.Future[None]) -> None:
-        """The parked dispatcher's future is done (an append, a wake-up, or the log failed
-        or closed, which the next round finds out): dispatch again."""
-        if self._wake.parked is waiter:
-            self._wake.parked = None
-        if not waiter.cancelled():
-            waiter.exception()  # retrieved here; the round reports the log's state
+    def _park(self) -> bool:
+        """Park the dispatcher until the next append or wake-up: True when parked, False
+        when it was woken meanwhile (dispatch on). Raises :class:`ManagedLedgerError` when
+        the log is no longer usable (dispatch stops)."""
+        if not self._append_registered:
+            self.topic.ml.call_on_append(self._appended)
+            self._append_registered = True
+        if self._wake.is_set():
+            return False
+        self._wake.parked = True
+        return True
+
+    def _appended(self, appended: bool) -> None:
+        """The log's call after an append (``appended``) or once it failed or closed."""
+        self._append_registered = False
+        wake = self._wake
+        if wake.parked:
+            wake.parked = False
+            self._resume(appended)
+
+    def _woken(self) -> None:
+        self._resume(True)
+
+    def _resume(self, now: bool) -> None:
+        """Dispatch again after parking: when ``now`` (an append, a wake-up), mostly one
+        round on this loop turn parks again without a task (:meth:`_round_now`); else (the
+        log failed or closed) the task's round reports the log's state."""
         if self.consumers and not self.closed:
+            if now and (self._task is None or self._task.done()) and self._round_now():
+                return
             self._ensure_task()
+
+    def _round_now(self) -> bool:
+        """One round of :meth:`_run` without a task, when it needs no wait: an Exclusive or
+        Failover subscription (markers, compaction and dispatch rates aside) whose consumer
+        can be written to, every entry read in the cache. True when it ran and parked the
+        dispatcher again (or the log is no longer usable, where the task would end too);
+        False when the task is to go on from here (sent what it could, if anything)."""
+        state = self.state
+        topic = self.topic
+        if state.selector is None or self.read_compacted or topic.may_hold_markers:
+            return False
+        consumer = state.single_active_target()
+        if consumer is None or not consumer.connection.writable:
+            return False
+        if self._dispatch_rate_permits() is not None:
+            return False
+        self._wake.clear()
+        config = self._config
+        runs = self.cursor.read_runs_cached(
+            min(consumer.permits, config.dispatch_entries_max),
+            config.dispatcher_max_read_size_bytes,
+        )
+        if runs is None:
+            return False
+        if runs:
+            sent = Dispatched()
+            state.send_single_active(consumer, runs, sent)
+            self._account_dispatch(sent)
+            if not self._caught_up():
+                return False
+        try:
+            return self._park()
+        except ManagedLedgerError:
+            return True
 
     async def _round(self) -> bool:
         if self.state.selector is not None:

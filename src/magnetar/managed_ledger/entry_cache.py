@@ -296,6 +296,21 @@ class EntryCache:
         messages = list(map(self._messages.get, positions))
         return positions, data, messages  # type: ignore[return-value]  # Nones cut above
 
+    def run_whole(
+        self, ledger_id: int, first: int, last: int
+    ) -> tuple[list[Position], list[bytes], list[int | None]] | None:
+        """Like :meth:`run` when every entry ``first..last`` is cached; None (and no miss
+        counted: the caller reads again through :meth:`run`) when one is not."""
+        if last < first:
+            return [], [], []
+        positions = positions_of(ledger_id, first, last - first + 1)
+        data = list(map(self._entries.get, positions))
+        if None in data:
+            return None
+        self.hits += len(data)
+        messages = list(map(self._messages.get, positions))
+        return positions, data, messages  # type: ignore[return-value]  # no None: checked
+
     def evict_before_gradually(self, position: Position, now_max: int = 1024) -> int:
         """Drop at most ``now_max`` entries before ``position`` now (oldest inserted first)
         and the rest a few per later insert. Returns how many were dropped now."""

@@ -100,6 +100,16 @@ class LogReader:
             messages += [None] * len(rest)
         return EntryRun(positions, data, messages)
 
+    def read_run_cached(self, ledger_id: int, first: int, last: int) -> EntryRun | None:
+        """Like :meth:`read_run` when the cache holds every entry asked (clipped to what
+        exists); None when it does not, or the ledger is not in the log (:meth:`read_run`
+        then reads storage or raises)."""
+        seg = self._ml.ledgers.get(ledger_id)
+        if seg is None:
+            return None
+        found = self._ml.cache.run_whole(ledger_id, first, min(last, seg.entries - 1))
+        return None if found is None else EntryRun(*found)
+
     async def _read_storage(self, seg: LedgerSegment, first: int, last: int) -> Sequence[bytes]:
         ml = self._ml
         writer = ml.writer

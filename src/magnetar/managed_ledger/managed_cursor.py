@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from itertools import compress
 from typing import TYPE_CHECKING
 
@@ -177,15 +177,77 @@ class ManagedCursor:
                 continue  # a seek or an append happened meanwhile
             await self._ml.register_waiter()
 
+    def read_runs_cached(self, max_entries: int, max_bytes: int = 0) -> list[EntryRun] | None:
+        """Like :meth:`read_runs` without waiting: the same runs when the entry cache holds
+        every entry the read takes and no other read is under way; None otherwise (then
+        nothing was read and the read position is unchanged: call :meth:`read_runs`). The
+        dispatcher's path when it is woken by an append, whose entries are cached."""
+        lock = self._read_lock
+        if lock is not None and lock.locked():
+            return None
+        state = self.state
+        seg = self._ml.ledgers.last_segment
+        at = state.read_position
+        if (  # the usual tailing read: in the last ledger, nothing acknowledged past it
+            seg is not None
+            and at[0] == seg.ledger_id
+            and 0 <= at[1] < seg.entries
+            and max_entries > 0
+            and not state.acked
+            and at > state.mark_delete
+        ):
+            first = at[1]
+            last = min(seg.entries - 1, first + max_entries - 1)
+            if (
+                max_bytes
+                and seg.size_bytes
+                and first + max_bytes * seg.entries // seg.size_bytes <= last
+            ):
+                pass  # capped by bytes: the plan may read on after that run
+            else:
+                found = self._ml.cache.run_whole(seg.ledger_id, first, last)
+                if found is None:
+                    return None
+                state.advance_read_to(Position(seg.ledger_id, last + 1))
+                return [EntryRun(*found)]
+        plan = self._read_plan(max_entries, max_bytes)
+        read_cached = self._ml.reads.read_run_cached
+        try:
+            wanted = next(plan)
+            while True:
+                run = read_cached(*wanted)
+                if run is None:
+                    plan.close()
+                    return None
+                wanted = plan.send(run)
+        except StopIteration as done:
+            runs: list[EntryRun] = done.value
+            return runs
+
     async def _read(self, max_entries: int, max_bytes: int = 0) -> list[EntryRun]:
-        ml = self._ml
-        ledgers = ml.ledgers
+        plan = self._read_plan(max_entries, max_bytes)
+        read_run = self._ml.read_run
+        try:
+            wanted = next(plan)
+            while True:
+                wanted = plan.send(await read_run(*wanted))
+        except StopIteration as done:
+            runs: list[EntryRun] = done.value
+            return runs
+
+    def _read_plan(
+        self, max_entries: int, max_bytes: int
+    ) -> Generator[tuple[int, int, int], EntryRun, list[EntryRun]]:
+        """The read of :meth:`read_runs` without I/O: yields each ``(ledger_id, first,
+        last)`` to read and is sent that :meth:`ManagedLedger.read_run`; returns the runs
+        (the read position advanced past them). Closed early, it changes nothing."""
+        ledgers = self._ml.ledgers
         state = self.state
         out: list[EntryRun] = []
         read = 0
         read_bytes = 0
         epoch = self._epoch
-        # The read position is committed once, after the last await: a read cancelled
+        # The read position is committed once, after the last read: a read cancelled
         # midway (a consumer's timeout) must not skip entries it never returned.
         cursor_at = state.read_position
         while read < max_entries:
@@ -219,7 +281,7 @@ class ManagedCursor:
             # No entry of pos..last was acknowledged when the run was chosen; an ack that
             # arrives during the read's await bumps the state's version.
             version = state.version
-            run = await ml.read_run(pos[0], pos[1], last)
+            run = yield (pos[0], pos[1], last)
             if epoch != self._epoch:
                 return []  # a seek/rewind raced this read; the caller reads again
             if not run:

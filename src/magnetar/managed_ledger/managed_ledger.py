@@ -117,6 +117,7 @@ class ManagedLedger:
 
     # Slots: one per topic on a broker holding thousands of idle topics.
     __slots__ = (
+        "_append_callbacks",
         "_clock",
         "_messages_of",
         "_meta_lock",
@@ -186,6 +187,7 @@ class ManagedLedger:
         self.writer: LedgerWriter | None = None
         """The current ledger (None while rolling over or while storage fails)."""
         self._waiters: list[asyncio.Future[None]] = []
+        self._append_callbacks: list[Callable[[bool], None]] = []
         self.cursors: dict[str, ManagedCursor] = {}
         self.cache = EntryCache(config.cache_size_max_bytes, cache_budget)
         self._meta_lock: asyncio.Lock | None = None
@@ -478,6 +480,9 @@ class ManagedLedger:
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
+        if self._append_callbacks:
+            callbacks, self._append_callbacks = self._append_callbacks, []
+            asyncio.get_running_loop().call_soon(_call_each, callbacks, True)
 
     def _fail_waiters(self, exc: BaseException) -> None:
         waiters, self._waiters = self._waiters, []
@@ -485,6 +490,9 @@ class ManagedLedger:
             if not fut.done():
                 fut.set_exception(exc)
                 fut.exception()
+        if self._append_callbacks:
+            callbacks, self._append_callbacks = self._append_callbacks, []
+            asyncio.get_running_loop().call_soon(_call_each, callbacks, False)
 
     def register_waiter(self) -> asyncio.Future[None]:
         """A future resolved at the next append (used by cursors parking at the end)."""
@@ -492,6 +500,14 @@ class ManagedLedger:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
         return fut
+
+    def call_on_append(self, callback: Callable[[bool], None]) -> None:
+        """Call ``callback(True)`` on a loop turn after the next append, or
+        ``callback(False)`` once the log is fenced or closed first: :meth:`register_waiter`
+        without a future (for the dispatchers parked at the end: one loop callback per
+        append calls them all). Once per registration. Raises as :meth:`check_usable`."""
+        self.check_usable()
+        self._append_callbacks.append(callback)
 
     async def wait_for_entry_after(self, position: Position) -> None:
         """Return once an entry after ``position`` exists (no polling: parks on a future).
@@ -654,3 +670,8 @@ class ManagedLedger:
             await self._offloads.close()
         await self.reads.close()
         self.cache.clear()
+
+
+def _call_each(callbacks: list[Callable[[bool], None]], appended: bool) -> None:
+    for callback in callbacks:
+        callback(appended)

@@ -154,7 +154,9 @@ class BrokerService:
             config.managed_ledger_cache_size_mb * 1024 * 1024
         )
         """What the tailing-read caches of all this broker's topics hold together."""
-        self._topics: dict[str, asyncio.Future[Topic]] = {}
+        self._topics: dict[str, Topic | asyncio.Future[Topic]] = {}
+        """Topics by full name: the topic once loaded, its load's future while it loads (a
+        load that fails leaves no entry)."""
         self._taken_over: set[str] = set()
         """Topics being unloaded because another broker fenced their ledger."""
         self._connections: set[ServerConnection] = set()
@@ -321,12 +323,11 @@ class BrokerService:
         for conn in list(self._connections):
             conn.close()
         await self.compactor.close()
-        for fut in list(self._topics.values()):
-            if fut.done() and not fut.cancelled() and fut.exception() is None:
-                try:
-                    await fut.result().close()
-                except MagnetarError as exc:
-                    log.warning("closing %s: %s", fut.result().full_name, exc)
+        for loaded in self.loaded_topics():
+            try:
+                await loaded.close()
+            except MagnetarError as exc:
+                log.warning("closing %s: %s", loaded.full_name, exc)
         self._topics.clear()
         for task in list(self._background):
             task.cancel()
@@ -426,15 +427,19 @@ class BrokerService:
             await self.ownership.serving_soon(name, SERVING_SOON_TIMEOUT_MS)
         self._check_served(name)
         key = name.full_name
-        fut = self._topics.get(key)
-        if fut is None:
+        found = self._topics.get(key)
+        if isinstance(found, Topic):
+            return found
+        if found is None:
             await self.require_namespace(name)
             if not create and not await self.topic_exists(name):
                 raise TopicNotFound(f"Topic {key} does not exist")
-            fut = self._topics.get(key)  # opened by another request meanwhile
-            if fut is not None:
-                return await asyncio.shield(fut)
-            fut = asyncio.get_running_loop().create_future()
+            found = self._topics.get(key)  # opened by another request meanwhile
+            if isinstance(found, Topic):
+                return found
+            if found is not None:
+                return await asyncio.shield(found)
+            fut: asyncio.Future[Topic] = asyncio.get_running_loop().create_future()
             self._topics[key] = fut
             try:
                 if policies is None:
@@ -476,8 +481,11 @@ class BrokerService:
                 fut.exception()
                 raise
             fut.set_result(topic)
+            if self._topics.get(key) is fut:  # keyed by the topic's own string: one copy
+                del self._topics[key]
+                self._topics[topic.full_name] = topic
             return topic
-        return await asyncio.shield(fut)
+        return await asyncio.shield(found)
 
     def _check_served(self, name: TopicName) -> None:
         """Raises :class:`ServiceNotReady` in cluster mode unless this broker holds the
@@ -489,10 +497,10 @@ class BrokerService:
         """Close every topic of ``bundle`` loaded here (their producers and consumers are
         told to go; see :meth:`unload_topic`), including topics still opening."""
         assert self.ownership is not None
-        for fut in list(self._topics.values()):
-            if not fut.done():
+        for entry in list(self._topics.values()):
+            if not isinstance(entry, Topic):  # still loading
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(fut)
+                    await asyncio.shield(entry)
         for topic in self.loaded_topics():
             if self.ownership.bundle_of(topic.name) == bundle:
                 try:
@@ -519,18 +527,12 @@ class BrokerService:
 
     def loaded_topic(self, name: TopicName) -> Topic | None:
         """The topic if it is open on this broker now (no I/O; for admin and stats)."""
-        fut = self._topics.get(name.full_name)
-        if fut is None or not fut.done() or fut.cancelled() or fut.exception() is not None:
-            return None
-        return fut.result()
+        found = self._topics.get(name.full_name)
+        return found if isinstance(found, Topic) else None
 
     def loaded_topics(self) -> list[Topic]:
         """Every topic open on this broker now (for stats and metrics)."""
-        return [
-            fut.result()
-            for fut in list(self._topics.values())
-            if fut.done() and not fut.cancelled() and fut.exception() is None
-        ]
+        return [t for t in self._topics.values() if isinstance(t, Topic)]
 
     async def unload_topic(self, name: TopicName) -> Topic | None:
         """Close a loaded topic: its producers and consumers are told to go (CLOSE_PRODUCER /
@@ -675,17 +677,16 @@ class BrokerService:
         self, namespace: NamespaceName | None, topic: TopicName | None
     ) -> None:
         """Re-resolve the loaded topics a policy change may affect (fresh reads)."""
-        for key, fut in list(self._topics.items()):
-            if not fut.done() or fut.cancelled() or fut.exception() is not None:
+        for key, loaded in list(self._topics.items()):
+            if not isinstance(loaded, Topic):
                 continue
-            loaded = fut.result()
             name = loaded.name
             if namespace is not None and name.namespace_name != namespace:
                 continue
             if topic is not None and name.partitioned_topic != topic and name != topic:
                 continue
             policies = await self.policies.effective(name, fresh=True)
-            if self._topics.get(key) is fut and not loaded.closed:
+            if self._topics.get(key) is loaded and not loaded.closed:
                 loaded.apply_policies(policies)
 
     async def create_producer(self, conn: ServerConnection, cmd: Producer) -> None:

@@ -93,6 +93,35 @@ async def test_reader_at_the_end_parks_until_an_entry_arrives(cluster: Cluster) 
     await ml.close()
 
 
+async def test_a_parked_waiter_is_called_once_at_the_next_append_or_the_close(
+    cluster: Cluster,
+) -> None:
+    """A waiter parked (no future of its own: an idle subscription's dispatcher) is called
+    once at the next append; one taken back is not called; the close calls those left."""
+
+    class Waiter:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def log_changed(self) -> None:
+            self.calls += 1
+
+    ml = await open_ml(cluster)
+    appended, taken_back, at_close = Waiter(), Waiter(), Waiter()
+    ml.park(appended)
+    ml.park(taken_back)
+    ml.unpark(taken_back)
+    ml.unpark(taken_back)  # not parked any more: nothing
+    await ml.add_entry(b"x")
+    await ml.add_entry(b"y")
+    assert (appended.calls, taken_back.calls) == (1, 0)
+    ml.park(at_close)
+    await ml.close()
+    assert at_close.calls == 1
+    with pytest.raises(ManagedLedgerClosed):
+        ml.park(Waiter())
+
+
 async def test_second_owner_fences_the_first(cluster: Cluster) -> None:
     first = await open_ml(cluster)
     acked = [await first.add_entry(b"a%d" % i) for i in range(5)]

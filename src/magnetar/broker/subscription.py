@@ -75,20 +75,23 @@ def _publish_time_of(data: bytes) -> int:
 
 
 class _Wake:
-    """The dispatcher's wake-up flag. :meth:`set` also resolves the future the dispatcher is
-    parked on (:attr:`parked`), so waiting for "an append or a wake-up" is one future."""
+    """The dispatcher's wake-up flag. :meth:`set` also takes a dispatcher parked on its
+    log (:attr:`parked`, :meth:`ManagedLedger.park`) back and starts it, so waiting for
+    "an append or a wake-up" needs no future."""
 
-    __slots__ = ("flag", "parked")
+    __slots__ = ("flag", "parked", "sub")
 
-    def __init__(self) -> None:
+    def __init__(self, sub: Subscription) -> None:
         self.flag = False
-        self.parked: asyncio.Future[None] | None = None
+        self.parked = False
+        self.sub = sub
 
     def set(self) -> None:
         self.flag = True
-        parked = self.parked
-        if parked is not None and not parked.done():
-            parked.set_result(None)
+        if self.parked:
+            sub = self.sub
+            sub.topic.ml.unpark(sub)
+            sub.log_changed()
 
     def clear(self) -> None:
         self.flag = False
@@ -147,7 +150,7 @@ class Subscription:
         )
         self.consumers: dict[int, Consumer] = self.state.consumers
         """uid -> consumer (the state core's own table)."""
-        self._wake = _Wake()
+        self._wake = _Wake(self)
         self._task: asyncio.Task[None] | None = None
         self._activation_timer: Timer | None = None
         """Fires the selector's pending failover activation (Failover)."""
@@ -427,6 +430,9 @@ class Subscription:
     async def close(self) -> None:
         self.closed = True
         self._cancel_timers()
+        if self._wake.parked:
+            self._wake.parked = False
+            self.topic.ml.unpark(self)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -444,19 +450,17 @@ class Subscription:
             if progressed and not self._caught_up():
                 await asyncio.sleep(0)  # let the connections run between rounds
                 continue
+            if self._wake.is_set():  # woken during the round
+                continue
+            # Parked on the log's next append, or a wake-up, whichever first (each takes
+            # the park back and calls log_changed). The task ends here and log_changed
+            # starts the next one, so an idle subscription holds no task, coroutine frame
+            # or future.
             try:
-                waiter = ml.register_waiter()
+                ml.park(self)
             except ManagedLedgerError:
                 return
-            if self._wake.is_set():  # woken during the round
-                waiter.cancel()
-                continue
-            # Parked on the log's next append; a wake-up resolves the same future (no
-            # asyncio.wait per park: this runs once per journal sync when caught up). The
-            # task ends here and the future's callback starts the next one, so an idle
-            # subscription holds no task or coroutine frame.
-            self._wake.parked = waiter
-            waiter.add_done_callback(self._unparked)
+            self._wake.parked = True
             self._task = None  # this task (the only one: see _ensure_task), about to end
             return
 
@@ -470,13 +474,10 @@ class Subscription:
         # past the last entry: no entry at or after it (else a round finds out)
         return self.cursor.state.read_position > self.topic.ml.ledgers.last_confirmed
 
-    def _unparked(self, waiter: asyncio.Future[None]) -> None:
-        """The parked dispatcher's future is done (an append, a wake-up, or the log failed
-        or closed, which the next round finds out): dispatch again."""
-        if self._wake.parked is waiter:
-            self._wake.parked = None
-        if not waiter.cancelled():
-            waiter.exception()  # retrieved here; the round reports the log's state
+    def log_changed(self) -> None:
+        """The parked dispatcher's log was appended to, failed or closed (which the next
+        round finds out), or it was woken: dispatch again (a :class:`LogWaiter`)."""
+        self._wake.parked = False
         if self.consumers and not self.closed:
             self._ensure_task()
 

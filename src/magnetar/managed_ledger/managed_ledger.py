@@ -46,7 +46,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from magnetar.common.clock import Clock, SystemClock
 from magnetar.common.errors import MagnetarError
@@ -106,6 +106,13 @@ ExpiryListener = Callable[[str, int], None]
 MessagesOf = Callable[[bytes], int]
 """The number of messages in an entry from its bytes (the broker reads the batch size in
 the message metadata). May raise :class:`MagnetarError` for an entry it cannot parse."""
+
+
+class LogWaiter(Protocol):
+    """What :meth:`ManagedLedger.park` calls back (compared by identity)."""
+
+    def log_changed(self) -> None:
+        """An entry was appended, or the log failed or closed (read again to know which)."""
 
 
 class ManagedLedger:
@@ -185,7 +192,8 @@ class ManagedLedger:
         self._properties: dict[str, str] = {}
         self.writer: LedgerWriter | None = None
         """The current ledger (None while rolling over or while storage fails)."""
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: list[asyncio.Future[None] | LogWaiter] | None = None
+        """Futures of :meth:`register_waiter` and waiters :meth:`park` ed (None: none)."""
         self.cursors: dict[str, ManagedCursor] = {}
         self.cache = EntryCache(config.cache_size_max_bytes, cache_budget)
         self._meta_lock: asyncio.Lock | None = None
@@ -474,24 +482,55 @@ class ManagedLedger:
 
     def notify_waiters(self) -> None:
         """Wake the readers parked at the end of the log (an entry was appended)."""
-        waiters, self._waiters = self._waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
+        waiters, self._waiters = self._waiters, None
+        if waiters is None:
+            return
+        for waiter in waiters:
+            if isinstance(waiter, asyncio.Future):
+                if not waiter.done():
+                    waiter.set_result(None)
+            else:
+                waiter.log_changed()
 
     def _fail_waiters(self, exc: BaseException) -> None:
-        waiters, self._waiters = self._waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_exception(exc)
-                fut.exception()
+        waiters, self._waiters = self._waiters, None
+        if waiters is None:
+            return
+        for waiter in waiters:
+            if isinstance(waiter, asyncio.Future):
+                if not waiter.done():
+                    waiter.set_exception(exc)
+                    waiter.exception()
+            else:
+                waiter.log_changed()  # it finds out the log's state when it reads again
 
     def register_waiter(self) -> asyncio.Future[None]:
         """A future resolved at the next append (used by cursors parking at the end)."""
         self.check_usable()
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
+        self._add_waiter(fut)
         return fut
+
+    def park(self, waiter: LogWaiter) -> None:
+        """Call ``waiter.log_changed()`` once, at the next append or when the log fails or
+        closes, unless :meth:`unpark` takes it back first: a reader parked at the end of the
+        log without a future of its own (one per idle subscription otherwise). Raises what
+        :meth:`check_usable` raises."""
+        self.check_usable()
+        self._add_waiter(waiter)
+
+    def unpark(self, waiter: LogWaiter) -> None:
+        """Take back a :meth:`park` (no call then); nothing if it is not parked."""
+        waiters = self._waiters
+        if waiters is not None:
+            with contextlib.suppress(ValueError):
+                waiters.remove(waiter)
+
+    def _add_waiter(self, waiter: asyncio.Future[None] | LogWaiter) -> None:
+        if self._waiters is None:
+            self._waiters = [waiter]
+        else:
+            self._waiters.append(waiter)
 
     async def wait_for_entry_after(self, position: Position) -> None:
         """Return once an entry after ``position`` exists (no polling: parks on a future).

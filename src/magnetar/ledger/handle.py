@@ -49,7 +49,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, TypeVar
 
 from magnetar.bookie_protocol import codec
 from magnetar.bookie_protocol.codec import OpType, Status
@@ -171,8 +172,24 @@ def _one_entry(
     callback(entry_id, error)
 
 
+_T = TypeVar("_T")
 _NONE_FAILED: frozenset[str] = frozenset()
 """Shared by the handles no bookie failed on (each empty frozenset is a 216 B object)."""
+_NO_RACKS: Mapping[str, str] = MappingProxyType({})
+_SHAPES_MAX = 256
+_shapes: dict[tuple[object, ...], tuple[object, ...]] = {}
+"""Equal regions and region counts of handles, one tuple for them all (bounded)."""
+
+
+def _shared(shape: tuple[_T, ...]) -> tuple[_T, ...]:
+    """An equal tuple held by every handle that has this one (most handles of a broker
+    have the same few)."""
+    found = _shapes.get(shape)
+    if found is None:
+        if len(_shapes) >= _SHAPES_MAX:
+            _shapes.clear()
+        found = _shapes[shape] = shape
+    return found  # type: ignore[return-value]
 
 
 class LedgerHandle:
@@ -229,12 +246,14 @@ class LedgerHandle:
         self._length = max(metadata.length, 0)
         self._pending: dict[int, _PendingRun] = {}
         """Runs written and not yet completed, by their first entry id."""
-        self._ensemble: list[str] = list(metadata.current_ensemble)
-        self._failed: dict[int, str] = {}  # ensemble index -> failed bookie id
+        self._ensemble: Sequence[str] = metadata.current_ensemble
+        self._failed: dict[int, str] | None = None  # ensemble index -> failed bookie id
         self._failed_before: frozenset[str] = _NONE_FAILED
         """Bookies that failed on this handle: not picked again while others are available
         (a killed bookie stays registered until its session expires)."""
-        self._racks: dict[str, str] = dict(racks or {})
+        self._racks: Mapping[str, str] = _NO_RACKS if racks is None else racks
+        """Not changed in place (replaced when an ensemble change adds bookies): the caller's
+        mapping is held as it is."""
         self._changing: asyncio.Task[None] | None = None
         self._error: MagnetarError | None = None
         self._closing = False
@@ -249,17 +268,24 @@ class LedgerHandle:
         # Striped (E > Qw): consecutive entries go to different bookies, so runs are
         # split back into entries.
         self._striped = e != qw
-        self._regions: list[str] = []
-        self._regions_needed: list[int] = []
+        self._regions: tuple[str, ...] = ()
+        self._regions_needed: tuple[int, ...] = ()
         self._place_regions()
 
     def _place_regions(self) -> None:
         """The region of each ensemble position and, per write set, how many regions its
         acks must come from (see :func:`magnetar.ledger.placement.durable`)."""
         md = self.metadata
-        self._regions = [region_of(self._racks.get(b, DEFAULT_RACK)) for b in self._ensemble]
-        self._regions_needed = regions_needed(
-            self._client.config.placement, self._ensemble, md.write_quorum, self._racks
+        racks = self._racks
+        self._regions = _shared(
+            tuple(region_of(racks.get(b, DEFAULT_RACK)) for b in self._ensemble)
+        )
+        self._regions_needed = _shared(
+            tuple(
+                regions_needed(
+                    self._client.config.placement, self._ensemble, md.write_quorum, racks
+                )
+            )
         )
 
     def _durable(self, run: _PendingRun) -> bool:
@@ -395,7 +421,8 @@ class LedgerHandle:
             if self._ensemble[idx] != bookie_id or pending.finished:
                 return  # replaced bookie or already failed/completed entry
             if reason is None:
-                if self._failed.get(idx) == bookie_id:
+                failed = self._failed
+                if failed is not None and failed.get(idx) == bookie_id:
                     # Being replaced: its acks do not count in the new fragment (see
                     # _change_ensemble); the entry is re-sent to the replacement.
                     return
@@ -455,12 +482,15 @@ class LedgerHandle:
     # -- ensemble changes -------------------------------------------------------------------
 
     def _bookie_failed(self, idx: int, bookie_id: str, reason: BaseException) -> None:
-        if self._error is not None or self._failed.get(idx) == bookie_id:
+        failed = self._failed
+        if self._error is not None or (failed is not None and failed.get(idx) == bookie_id):
             return
         log.warning(
             "ledger %d: bookie %s failed (%s); replacing it", self.ledger_id, bookie_id, reason
         )
-        self._failed[idx] = bookie_id
+        if failed is None:
+            failed = self._failed = {}
+        failed[idx] = bookie_id
         if self._changing is None:
             self._changing = self._client.loop.create_task(self._change_ensemble())
 
@@ -503,9 +533,11 @@ class LedgerHandle:
                 )
                 self._ensemble = new_ensemble
                 self._place_regions()
+                now_failed = self._failed
+                assert now_failed is not None  # (set before this task started)
                 for idx in failed:
-                    if self._failed.get(idx) == failed[idx]:
-                        del self._failed[idx]
+                    if now_failed.get(idx) == failed[idx]:
+                        del now_failed[idx]
                 # Re-send what the replaced bookies owed, then everything held back.
                 e = self.metadata.ensemble_size
                 qw = self.metadata.write_quorum
@@ -548,7 +580,7 @@ class LedgerHandle:
             new_ensemble, racks = await self._client.choose_ensemble(
                 partial, qw, exclude, ledger_id=self.ledger_id
             )
-        self._racks.update(racks)
+        self._racks = {**self._racks, **racks}
         return new_ensemble
 
     async def _write_ensemble(self, first: int, ensemble: tuple[str, ...]) -> None:

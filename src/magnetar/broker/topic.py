@@ -90,6 +90,10 @@ DEDUP_ROOT = "/magnetar/dedup"
 TOPIC_EPOCH_ROOT = "/magnetar/topic-epoch"
 
 
+_NO_WAITING: dict[ProducerKey, tuple[ServerConnection, ProducerCommand, Producer]] = {}
+"""The waiting producers of every topic with none (never added to); most have none."""
+
+
 class Topic:
     """Created by :meth:`BrokerService.get_topic`; one instance per topic per broker."""
 
@@ -164,7 +168,11 @@ class Topic:
         """Made at first use (:func:`lazy_lock`), as ``_dedup_switch``."""
         self.producers: dict[ProducerKey, Producer] = {}
         self._configure_limiters(self.policies)
-        self._waiting: dict[ProducerKey, tuple[ServerConnection, ProducerCommand, Producer]] = {}
+        self._waiting: dict[ProducerKey, tuple[ServerConnection, ProducerCommand, Producer]] = (
+            _NO_WAITING
+        )
+        """Producers queued for exclusive access (the shared empty table, never added to,
+        until the first waits)."""
         self.subscriptions: dict[str, Subscription] = {}
         self._sub_lock = asyncio.Lock()
         self._dedup_switch: asyncio.Lock | None = None
@@ -456,6 +464,8 @@ class Topic:
         )  # fmt: skip
         self._apply_effects(admission.effects)
         if not admission.ready:
+            if self._waiting is _NO_WAITING:
+                self._waiting = {}
             self._waiting[key] = (conn, cmd, producer)
             conn.queued_producers[cmd.producer_id] = producer
             conn.send_command(producer.success_response(cmd.request_id, ready=False))

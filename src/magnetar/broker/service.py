@@ -158,6 +158,8 @@ class BrokerService:
         """Topics by full name: the topic once loaded, its load's future while it loads (a
         load that fails leaves no entry)."""
         self._taken_over: set[str] = set()
+        self._quorum_storages: dict[tuple[int, int, int], LedgerClientStorage] = {}
+        """See :meth:`ledger_storage_for` (a few: one per quorums in use)."""
         """Topics being unloaded because another broker fenced their ledger."""
         self._connections: set[ServerConnection] = set()
         self.namespace_publish_limiters: dict[str, PublishRateLimiter] = {}
@@ -444,15 +446,7 @@ class BrokerService:
             try:
                 if policies is None:
                     policies = await self.policies.effective(name)
-                storage = self.storage
-                if isinstance(storage, LedgerClientStorage):
-                    # per topic: persistence policies change the quorums of new ledgers
-                    storage = LedgerClientStorage(
-                        storage.client,
-                        ensemble_size=policies.ensemble_size,
-                        write_quorum=policies.write_quorum,
-                        ack_quorum=policies.ack_quorum,
-                    )
+                storage = self.ledger_storage_for(policies)
                 ml = await ManagedLedger.open(
                     managed_ledger_name(name),
                     storage=storage,
@@ -486,6 +480,24 @@ class BrokerService:
                 self._topics[topic.full_name] = topic
             return topic
         return await asyncio.shield(found)
+
+    def ledger_storage_for(self, policies: EffectivePolicies) -> LedgerStorage:
+        """The storage a topic with ``policies`` creates its ledgers on: over the ledger
+        client, one per quorums (persistence policies), shared by the topics that have them
+        and never changed (a topic whose quorums change is given another)."""
+        storage = self.storage
+        if not isinstance(storage, LedgerClientStorage):
+            return storage
+        quorums = (policies.ensemble_size, policies.write_quorum, policies.ack_quorum)
+        found = self._quorum_storages.get(quorums)
+        if found is None:
+            found = self._quorum_storages[quorums] = LedgerClientStorage(
+                storage.client,
+                ensemble_size=quorums[0],
+                write_quorum=quorums[1],
+                ack_quorum=quorums[2],
+            )
+        return found
 
     def _check_served(self, name: TopicName) -> None:
         """Raises :class:`ServiceNotReady` in cluster mode unless this broker holds the

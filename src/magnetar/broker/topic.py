@@ -280,11 +280,8 @@ class Topic:
         self._configure_limiters(policies)
         self.ml.config = ml_config_for(self.ml.config, policies)
         self.ml.offloader = self.service.offloaders.get(policies.offload.driver)
-        storage = self.ml.storage
-        if isinstance(storage, LedgerClientStorage):
-            storage.ensemble_size = policies.ensemble_size
-            storage.write_quorum = policies.write_quorum
-            storage.ack_quorum = policies.ack_quorum
+        if isinstance(self.ml.storage, LedgerClientStorage):
+            self.ml.storage = self.service.ledger_storage_for(policies)
         if policies.deduplication_enabled != old.deduplication_enabled:
             self.service.spawn(self._switch_dedup())
         for sub in list(self.subscriptions.values()):
@@ -460,7 +457,7 @@ class Topic:
         admission = self.access.add(ProducerRequest(key, name, mode, cmd.epoch, cmd.topic_epoch))
         producer = Producer(
             self, conn, cmd.producer_id, name, mode, cmd.epoch, admission.topic_epoch,
-            dict(cmd.metadata), schema_version,
+            dict(cmd.metadata), schema_version, key,
         )  # fmt: skip
         self._apply_effects(admission.effects)
         if not admission.ready:

@@ -363,6 +363,12 @@ class ManagedLedger:
     def storage(self) -> LedgerStorage:
         return self._storage
 
+    @storage.setter
+    def storage(self, storage: LedgerStorage) -> None:
+        """Ledgers are created on ``storage`` from now on (e.g. with other quorums); those
+        already in the log are read and deleted through it too."""
+        self._storage = storage
+
     @property
     def store(self) -> MetadataStore:
         return self._store

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import sys
 from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
@@ -707,19 +708,22 @@ class Topic:
 
     async def _create_subscription(self, cmd: Subscribe) -> Subscription:
         ml = self.ml
+        # one string for the name the topics of a broker often share (its cursor, its
+        # subscription, the tables keyed by it)
+        name = sys.intern(cmd.subscription)
         if cmd.durable:
             cursor = await ml.open_cursor(
-                cmd.subscription, earliest=cmd.initial_position is InitialPosition.Earliest
+                name, earliest=cmd.initial_position is InitialPosition.Earliest
             )
         else:
             start = cmd.start_message_id
             if start is None:
                 earliest = cmd.initial_position is InitialPosition.Earliest
-                cursor = await ml.open_cursor(cmd.subscription, durable=False, earliest=earliest)
+                cursor = await ml.open_cursor(name, durable=False, earliest=earliest)
             elif start.is_earliest or start.ledger_id < 0:
-                cursor = await ml.open_cursor(cmd.subscription, durable=False, earliest=True)
+                cursor = await ml.open_cursor(name, durable=False, earliest=True)
             elif start.is_latest:
-                cursor = await ml.open_cursor(cmd.subscription, durable=False)
+                cursor = await ml.open_cursor(name, durable=False)
             else:
                 # the start entry itself is delivered; the client filters it (§6.5)
                 position = Position(start.ledger_id, max(start.entry_id, 0))
@@ -727,9 +731,9 @@ class Topic:
                     position = ml.ledgers.end_position
                 first = ml.ledgers.first_position
                 position = max(position, first) if ml.ledgers.exists(first) else position
-                cursor = await ml.open_cursor(cmd.subscription, durable=False, start=position)
-        sub = Subscription(self, cmd.subscription, cursor, cmd.durable, cmd.sub_type)
-        self.subscriptions[cmd.subscription] = sub
+                cursor = await ml.open_cursor(name, durable=False, start=position)
+        sub = Subscription(self, name, cursor, cmd.durable, cmd.sub_type)
+        self.subscriptions[name] = sub
         return sub
 
     async def drop_subscription(self, sub: Subscription) -> None:

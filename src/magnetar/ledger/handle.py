@@ -192,6 +192,10 @@ def _shared(shape: tuple[_T, ...]) -> tuple[_T, ...]:
     return found  # type: ignore[return-value]
 
 
+_NO_PENDING: dict[int, _PendingRun] = {}
+"""The pending adds of every handle that has written nothing (never added to)."""
+
+
 class LedgerHandle:
     """See the module docstring. Create through :class:`~magnetar.ledger.LedgerClient`."""
 
@@ -244,7 +248,7 @@ class LedgerHandle:
             self._lac = last_add_confirmed if last_add_confirmed is not None else -1
         self._next_entry_id = self._lac + 1
         self._length = max(metadata.length, 0)
-        self._pending: dict[int, _PendingRun] = {}
+        self._pending: dict[int, _PendingRun] = _NO_PENDING
         """Runs written and not yet completed, by their first entry id."""
         self._ensemble: Sequence[str] = metadata.current_ensemble
         self._failed: dict[int, str] | None = None  # ensemble index -> failed bookie id
@@ -376,6 +380,8 @@ class LedgerHandle:
         crc = crc32c.crc32c
         checksums = [crc(p) for p in payloads]
         run = _PendingRun(entry_id, offset, payloads, checksums, sum(map(len, payloads)), callback)
+        if self._pending is _NO_PENDING:
+            self._pending = {}
         self._pending[entry_id] = run
         if self._changing is None:
             self._send_run(run)
@@ -469,7 +475,7 @@ class LedgerHandle:
         """The handle can no longer write: fail every pending add."""
         if self._error is None:
             self._error = error
-        pending, self._pending = self._pending, {}
+        pending, self._pending = self._pending, _NO_PENDING
         for p in pending.values():
             p.finish(-1, error)
         self._wake_drained()

@@ -108,6 +108,10 @@ MessagesOf = Callable[[bytes], int]
 the message metadata). May raise :class:`MagnetarError` for an entry it cannot parse."""
 
 
+_NO_PROPERTIES: dict[str, str] = {}
+"""The properties of every managed ledger that has none (never changed)."""
+
+
 class LogWaiter(Protocol):
     """What :meth:`ManagedLedger.park` calls back (compared by identity)."""
 
@@ -189,7 +193,8 @@ class ManagedLedger:
         self.state = State.OPEN
         self.fence_cause: BaseException | None = None
         """What fenced this managed ledger (kept once it is closed)."""
-        self._properties: dict[str, str] = {}
+        self._properties: dict[str, str] = _NO_PROPERTIES
+        """Stored with the ledger list and never changed here (kept as loaded)."""
         self.writer: LedgerWriter | None = None
         """The current ledger (None while rolling over or while storage fails)."""
         self._waiters: list[asyncio.Future[None] | LogWaiter] | None = None

@@ -154,14 +154,26 @@ class Transaction:
     def delete(self, path: str, version: int) -> None:
         if path == "/":
             raise InvalidPath("/ cannot be deleted")
-        self._row_at(path, version)
+        # Deleted first, checked after (one statement fewer than a look first): a check
+        # that fails raises, and the write that raises is rolled back whole.
+        found = self.conn.execute(
+            "DELETE FROM nodes WHERE path = ? RETURNING version", (path,)
+        ).fetchall()
+        if not found:
+            raise NotFound(path)
+        if version != ANY_VERSION and version != found[0][0]:
+            raise BadVersion(f"{path}: expected version {version}, found {found[0][0]}")
         if self.conn.execute("SELECT 1 FROM nodes WHERE parent = ? LIMIT 1", (path,)).fetchone():
             raise NotEmpty(path)
-        self._remove(path)
+        self._removed(path)
 
     def _remove(self, path: str) -> None:
-        parent = paths.parent(path)
         self.conn.execute("DELETE FROM nodes WHERE path = ?", (path,))
+        self._removed(path)
+
+    def _removed(self, path: str) -> None:
+        """``path`` was deleted: its parent counts the change, and both are notified."""
+        parent = paths.parent(path)
         self.conn.execute("UPDATE nodes SET cversion = cversion + 1 WHERE path = ?", (parent,))
         self.events.append(Notification(EventType.DELETED, path))
         self.events.append(Notification(EventType.CHILDREN_CHANGED, parent))

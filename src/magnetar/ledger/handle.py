@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from types import MappingProxyType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from magnetar.bookie_protocol import codec
 from magnetar.bookie_protocol.codec import OpType, Status
@@ -71,11 +71,9 @@ from magnetar.ledger.metadata import LedgerMetadata, LedgerState, ledger_path
 from magnetar.ledger.placement import (
     PlacementUnmet,
     durable,
-    region_of,
-    regions_needed,
+    ensemble_regions,
     shared_write_sets,
 )
-from magnetar.ledger.racks import DEFAULT_RACK
 from magnetar.ledger.transport import AddCallback, AddRun
 from magnetar.metadata.store import BadVersion
 
@@ -172,24 +170,9 @@ def _one_entry(
     callback(entry_id, error)
 
 
-_T = TypeVar("_T")
 _NONE_FAILED: frozenset[str] = frozenset()
 """Shared by the handles no bookie failed on (each empty frozenset is a 216 B object)."""
 _NO_RACKS: Mapping[str, str] = MappingProxyType({})
-_SHAPES_MAX = 256
-_shapes: dict[tuple[object, ...], tuple[object, ...]] = {}
-"""Equal regions and region counts of handles, one tuple for them all (bounded)."""
-
-
-def _shared(shape: tuple[_T, ...]) -> tuple[_T, ...]:
-    """An equal tuple held by every handle that has this one (most handles of a broker
-    have the same few)."""
-    found = _shapes.get(shape)
-    if found is None:
-        if len(_shapes) >= _SHAPES_MAX:
-            _shapes.clear()
-        found = _shapes[shape] = shape
-    return found  # type: ignore[return-value]
 
 
 _NO_PENDING: dict[int, _PendingRun] = {}
@@ -279,17 +262,8 @@ class LedgerHandle:
     def _place_regions(self) -> None:
         """The region of each ensemble position and, per write set, how many regions its
         acks must come from (see :func:`magnetar.ledger.placement.durable`)."""
-        md = self.metadata
-        racks = self._racks
-        self._regions = _shared(
-            tuple(region_of(racks.get(b, DEFAULT_RACK)) for b in self._ensemble)
-        )
-        self._regions_needed = _shared(
-            tuple(
-                regions_needed(
-                    self._client.config.placement, self._ensemble, md.write_quorum, racks
-                )
-            )
+        self._regions, self._regions_needed = ensemble_regions(
+            self._client.config.placement, self._ensemble, self.metadata.write_quorum, self._racks
         )
 
     def _durable(self, run: _PendingRun) -> bool:

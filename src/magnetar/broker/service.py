@@ -158,9 +158,9 @@ class BrokerService:
         """Topics by full name: the topic once loaded, its load's future while it loads (a
         load that fails leaves no entry)."""
         self._taken_over: set[str] = set()
+        """Topics being unloaded because another broker fenced their ledger."""
         self._quorum_storages: dict[tuple[int, int, int], LedgerClientStorage] = {}
         """See :meth:`ledger_storage_for` (a few: one per quorums in use)."""
-        """Topics being unloaded because another broker fenced their ledger."""
         self._connections: set[ServerConnection] = set()
         self.namespace_publish_limiters: dict[str, PublishRateLimiter] = {}
         """Per namespace (``tenant/ns``): the ``namespacePublishRate`` budget its topics on

@@ -54,7 +54,9 @@ def test_sampler_rounds_fold_what_each_meter_recorded_since_the_last() -> None:
         clock.advance(1.0)
         sampler.sample_all()
         assert busy.total_count == 100 * (second + 1)
-    assert busy._counts == [100] * 10  # one second's messages per bucket, none counted twice
+    assert (
+        busy._window is not None and busy._window.counts == [100] * 10
+    )  # one second's messages per bucket, none counted twice
     assert busy.rate() == pytest.approx(100, rel=0.15)  # the window spans 9-10 s
     assert busy.throughput() == pytest.approx(1000, rel=0.15)
     assert busy.last_record_ms == 15_000

@@ -15,11 +15,13 @@ import pytest
 from magnetar.broker.subscription import Subscription
 from magnetar.common.names import TopicName
 from magnetar.protocol import (
+    CloseConsumer,
     Flow,
     Message,
     MessageMetadata,
     ProducerSuccess,
     SendReceipt,
+    Subscribe,
     SubType,
     Success,
     encode_send,
@@ -78,4 +80,33 @@ async def test_each_append_reaches_a_parked_exclusive_consumer(
             assert tasks_started == 0  # each wake-up dispatched without a task
         else:
             assert tasks_started >= 4  # read from the bookie by the task
+        await raw.close()
+
+
+async def test_readers_closed_on_an_idle_topic_leave_nothing_parked(tmp_path: Path) -> None:
+    """Each reader's dispatcher parks on the idle log; closing the reader (its non-durable
+    subscription goes) takes the registration back, so a topic nobody publishes to does not
+    collect one per reader that came and went."""
+    async with running_broker(tmp_path) as broker:
+        topic = new_topic()
+        raw = await AsyncRawClient.open(broker.port)
+        assert isinstance(await raw.request(producer_cmd(raw, topic, 1)), ProducerSuccess)
+        loaded = broker.loaded_topic(TopicName.parse(topic))
+        assert loaded is not None
+        for consumer_id in range(1, 21):
+            name = f"reader-{consumer_id}"
+            subscribe = Subscribe(
+                topic=topic, subscription=name, sub_type=SubType.Exclusive,
+                consumer_id=consumer_id, request_id=raw.next_id(), durable=False,
+            )  # fmt: skip
+            assert isinstance(await raw.request(subscribe), Success)
+            raw.send(Flow(consumer_id=consumer_id, message_permits=100))
+            wake = loaded.subscriptions[name]._wake
+            await wait_until_async(lambda w=wake: w.parked, timeout_s=TIMEOUT_S)
+            close = CloseConsumer(consumer_id=consumer_id, request_id=raw.next_id())
+            assert isinstance(await raw.request(close), Success)
+            await wait_until_async(
+                lambda n=name: n not in loaded.subscriptions, timeout_s=TIMEOUT_S
+            )
+        assert not loaded.ml._append_callbacks
         await raw.close()

@@ -4,6 +4,7 @@ producers from the dedup state (with the injected clock), on an in-process broke
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Awaitable
 from pathlib import Path
@@ -14,6 +15,7 @@ from magnetar.broker.topic import DEDUP_ROOT, TOPIC_EPOCH_ROOT
 from magnetar.common.clock import ManualClock
 from magnetar.common.errors import ServerError
 from magnetar.common.names import TopicName
+from magnetar.managed_ledger.storage import LedgerClientStorage
 from magnetar.metadata.store import NotFound
 from magnetar.protocol import (
     CloseProducer,
@@ -226,3 +228,25 @@ def test_snapshot_keeps_connected_then_most_recently_inactive() -> None:
     restored.restore(state.snapshot())
     kept = {n for n in "abcdz" if restored.last_sequence_id(n) == 1}
     assert kept == {"a", "z", "d"}
+
+
+# --- ledger storage per quorums ----------------------------------------------------------------
+
+
+async def test_topics_share_a_ledger_storage_per_quorums_and_a_change_gives_a_topic_its_own(
+    tmp_path: Path,
+) -> None:
+    """Topics with the same quorums create their ledgers through one storage object; a
+    topic whose persistence policy changes gets the storage of its new quorums, and the
+    others keep theirs (the shared one is never changed in place)."""
+    async with running_broker(tmp_path) as service:
+        a = await service.get_topic(TopicName.parse(new_topic()))
+        b = await service.get_topic(TopicName.parse(new_topic()))
+        shared = a.ml.storage
+        assert b.ml.storage is shared
+        a.apply_policies(dataclasses.replace(a.policies, ensemble_size=2, write_quorum=2))
+        assert isinstance(a.ml.storage, LedgerClientStorage)
+        assert (a.ml.storage.ensemble_size, a.ml.storage.write_quorum) == (2, 2)
+        assert b.ml.storage is shared
+        assert isinstance(shared, LedgerClientStorage)
+        assert (shared.ensemble_size, shared.write_quorum) == (1, 1)

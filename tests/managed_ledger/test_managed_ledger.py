@@ -93,6 +93,24 @@ async def test_reader_at_the_end_parks_until_an_entry_arrives(cluster: Cluster) 
     await ml.close()
 
 
+async def test_a_callback_taken_back_is_not_called_and_not_kept(cluster: Cluster) -> None:
+    """A reader closed while parked takes its :meth:`call_on_append` back: it is not called
+    and the idle log keeps nothing of it; taking back twice, or one never given, is a no-op."""
+    ml = await open_ml(cluster)
+    kept: list[bool] = []
+    taken_back: list[bool] = []
+    for _ in range(1000):
+        ml.call_on_append(taken_back.append)
+        ml.cancel_on_append(taken_back.append)
+    ml.cancel_on_append(taken_back.append)
+    ml.call_on_append(kept.append)
+    assert ml._append_callbacks == [kept.append]
+    await ml.add_entry(b"x")
+    await asyncio.sleep(0)
+    assert (kept, taken_back) == ([True], [])
+    await ml.close()
+
+
 async def test_second_owner_fences_the_first(cluster: Cluster) -> None:
     first = await open_ml(cluster)
     acked = [await first.add_entry(b"a%d" % i) for i in range(5)]

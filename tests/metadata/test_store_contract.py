@@ -113,6 +113,28 @@ async def test_create_plain_sequential_and_ephemeral(store: MetadataStore) -> No
     assert await store.children("/c") == sorted(["plain", "eph", first[3:], second[3:]])
 
 
+async def test_sequence_numbers_count_only_the_children_created_and_deleted(
+    store: MetadataStore,
+) -> None:
+    # A sequential node is numbered by its parent's count of child changes (ZooKeeper's
+    # cversion): a create that fails, alone or in a multi, must not count.
+    first = await store.create("/s/seq-", b"", sequential=True)
+    await store.create("/s/a", b"")
+    with pytest.raises(NodeExists):
+        await store.create("/s/a", b"")
+    with pytest.raises(BadVersion):
+        await store.multi([CreateOp("/s/b", b""), CheckOp("/s/a", 7)])
+    await store.create("/s/eph", b"", ephemeral=True)
+    with pytest.raises(NoChildrenForEphemerals):
+        await store.create("/s/eph/child", b"")
+    with pytest.raises(BadVersion):  # nor a delete that fails
+        await store.delete("/s/a", 7)
+    second = await store.create("/s/seq-", b"", sequential=True)
+    assert int(second[-10:]) == int(first[-10:]) + 3  # seq-, a and eph
+    assert await store.exists("/s/b") is None
+    assert await store.exists("/s/a") is not None
+
+
 async def test_ephemeral_nodes_end_with_their_session(open_store: OpenStore) -> None:
     owner = await open_store()
     observer = await open_store()

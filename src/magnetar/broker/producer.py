@@ -94,7 +94,9 @@ class Producer:
         topic_epoch: int | None,
         metadata: dict[str, str] | None = None,
         schema_version: bytes | None = None,
+        key: ProducerKey | None = None,
     ) -> None:
+        """``key``: the producer's key when the caller has made it (else made here)."""
         self.topic = topic
         self.schema_version = schema_version
         """The version of the producer's schema (PRODUCER_SUCCESS), None without one."""
@@ -112,10 +114,11 @@ class Producer:
         self.access_mode = access_mode
         self.epoch = epoch
         self.topic_epoch = topic_epoch
-        self.key = ProducerKey(connection.connection_id, producer_id)
+        self.key = ProducerKey(connection.connection_id, producer_id) if key is None else key
         self._pending: deque[_PendingSend] = _NO_SENDS
         """Made the producer's own at its first SEND (see :data:`_NO_SENDS`)."""
-        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._drain_waiters: list[asyncio.Future[None]] | None = None
+        """Callers of :meth:`drain` waiting (None: none yet)."""
         self.closed = False
         self.connected_since_ms = topic.service.clock.now_ms()
         self.meters = ProducerMeters(topic.service.clock, topic.service.meter_sampler)
@@ -317,7 +320,7 @@ class Producer:
                 conn.write_buffers(out)
             conn.send_finished(len(out))
         if not pending and self._drain_waiters:
-            waiters, self._drain_waiters = self._drain_waiters, []
+            waiters, self._drain_waiters = self._drain_waiters, None
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
@@ -326,5 +329,7 @@ class Producer:
         """Return once every SEND received so far is answered."""
         if self._pending:
             waiter = asyncio.get_running_loop().create_future()
+            if self._drain_waiters is None:
+                self._drain_waiters = []
             self._drain_waiters.append(waiter)
             await waiter

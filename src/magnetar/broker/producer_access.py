@@ -124,6 +124,10 @@ class Admission:
     effects: tuple[ProducerEffect, ...] = ()
 
 
+_NO_WAITING: list[ProducerRequest] = []
+"""The wait queue of every producer access with none waiting (never added to)."""
+
+
 class ProducerAccess:
     """Who may produce on one topic. ``topic_epoch`` restores the persisted epoch, if any."""
 
@@ -142,7 +146,9 @@ class ProducerAccess:
         self._waiting_max = waiting_max
         self._producers: dict[str, ProducerRequest] = {}
         self._exclusive_name: str | None = None
-        self._waiting: list[ProducerRequest] = []  # rarely used: a deque is 760 B empty
+        self._waiting: list[ProducerRequest] = _NO_WAITING
+        """Queued WaitForExclusive requests (rarely any: the shared empty list, never added
+        to, until the first; a deque is 760 B empty)."""
 
     @property
     def topic_epoch(self) -> int | None:
@@ -200,6 +206,8 @@ class ProducerAccess:
                     raise ProducerBusy(
                         f"Topic reached max waiting exclusive producers limit ({self._waiting_max})"
                     )
+                if self._waiting is _NO_WAITING:
+                    self._waiting = []
                 self._waiting.append(req)
                 return Admission(False, None)
             self._become_exclusive(req)

@@ -290,7 +290,8 @@ class SubscribeRateLimiter:
 
     def __init__(self) -> None:
         self.rate = NO_SUBSCRIBE_LIMIT
-        self._buckets: dict[str, TokenBucket] = {}
+        self._buckets: dict[str, TokenBucket] | None = None
+        """By address (None until a limited rate's first SUBSCRIBE: most topics have none)."""
         self.limited_times = 0
         """SUBSCRIBEs held back since the topic was loaded."""
 
@@ -298,26 +299,29 @@ class SubscribeRateLimiter:
         """Apply a (changed) rate; a changed one starts every address afresh."""
         if rate != self.rate:
             self.rate = rate
-            self._buckets.clear()
+            self._buckets = None
 
     def on_subscribe(self, address: str, now_s: float) -> float:
         """Account one SUBSCRIBE from ``address``; the seconds it must wait (0: none)."""
         rate = self.rate
         if not rate.limited:
             return 0.0
-        self._forget_full(now_s)
-        bucket = self._buckets.get(address)
+        buckets = self._buckets
+        if buckets is None:
+            buckets = self._buckets = {}
+        self._forget_full(buckets, now_s)
+        bucket = buckets.get(address)
         if bucket is None:
             period_s = max(1, rate.period_s)
             bucket = TokenBucket(rate.per_consumer / period_s, now_s, rate.per_consumer)
-            self._buckets[address] = bucket
+            buckets[address] = bucket
         wait_s = bucket.consume(1, now_s)
         if wait_s > 0:
             self.limited_times += 1
         return wait_s
 
-    def _forget_full(self, now_s: float) -> None:
-        buckets = self._buckets
+    @staticmethod
+    def _forget_full(buckets: dict[str, TokenBucket], now_s: float) -> None:
         if len(buckets) < 64:
             return
         for address in [a for a, b in buckets.items() if b.is_full(now_s)]:
@@ -327,4 +331,4 @@ class SubscribeRateLimiter:
 
     @property
     def tracked_addresses(self) -> int:
-        return len(self._buckets)
+        return 0 if self._buckets is None else len(self._buckets)

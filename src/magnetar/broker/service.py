@@ -154,9 +154,13 @@ class BrokerService:
             config.managed_ledger_cache_size_mb * 1024 * 1024
         )
         """What the tailing-read caches of all this broker's topics hold together."""
-        self._topics: dict[str, asyncio.Future[Topic]] = {}
+        self._topics: dict[str, Topic | asyncio.Future[Topic]] = {}
+        """Topics by full name: the topic once loaded, its load's future while it loads (a
+        load that fails leaves no entry)."""
         self._taken_over: set[str] = set()
         """Topics being unloaded because another broker fenced their ledger."""
+        self._quorum_storages: dict[tuple[int, int, int], LedgerClientStorage] = {}
+        """See :meth:`ledger_storage_for` (a few: one per quorums in use)."""
         self._connections: set[ServerConnection] = set()
         self.namespace_publish_limiters: dict[str, PublishRateLimiter] = {}
         """Per namespace (``tenant/ns``): the ``namespacePublishRate`` budget its topics on
@@ -321,12 +325,11 @@ class BrokerService:
         for conn in list(self._connections):
             conn.close()
         await self.compactor.close()
-        for fut in list(self._topics.values()):
-            if fut.done() and not fut.cancelled() and fut.exception() is None:
-                try:
-                    await fut.result().close()
-                except MagnetarError as exc:
-                    log.warning("closing %s: %s", fut.result().full_name, exc)
+        for loaded in self.loaded_topics():
+            try:
+                await loaded.close()
+            except MagnetarError as exc:
+                log.warning("closing %s: %s", loaded.full_name, exc)
         self._topics.clear()
         for task in list(self._background):
             task.cancel()
@@ -426,28 +429,24 @@ class BrokerService:
             await self.ownership.serving_soon(name, SERVING_SOON_TIMEOUT_MS)
         self._check_served(name)
         key = name.full_name
-        fut = self._topics.get(key)
-        if fut is None:
+        found = self._topics.get(key)
+        if isinstance(found, Topic):
+            return found
+        if found is None:
             await self.require_namespace(name)
             if not create and not await self.topic_exists(name):
                 raise TopicNotFound(f"Topic {key} does not exist")
-            fut = self._topics.get(key)  # opened by another request meanwhile
-            if fut is not None:
-                return await asyncio.shield(fut)
-            fut = asyncio.get_running_loop().create_future()
+            found = self._topics.get(key)  # opened by another request meanwhile
+            if isinstance(found, Topic):
+                return found
+            if found is not None:
+                return await asyncio.shield(found)
+            fut: asyncio.Future[Topic] = asyncio.get_running_loop().create_future()
             self._topics[key] = fut
             try:
                 if policies is None:
                     policies = await self.policies.effective(name)
-                storage = self.storage
-                if isinstance(storage, LedgerClientStorage):
-                    # per topic: persistence policies change the quorums of new ledgers
-                    storage = LedgerClientStorage(
-                        storage.client,
-                        ensemble_size=policies.ensemble_size,
-                        write_quorum=policies.write_quorum,
-                        ack_quorum=policies.ack_quorum,
-                    )
+                storage = self.ledger_storage_for(policies)
                 ml = await ManagedLedger.open(
                     managed_ledger_name(name),
                     storage=storage,
@@ -476,8 +475,29 @@ class BrokerService:
                 fut.exception()
                 raise
             fut.set_result(topic)
+            if self._topics.get(key) is fut:  # keyed by the topic's own string: one copy
+                del self._topics[key]
+                self._topics[topic.full_name] = topic
             return topic
-        return await asyncio.shield(fut)
+        return await asyncio.shield(found)
+
+    def ledger_storage_for(self, policies: EffectivePolicies) -> LedgerStorage:
+        """The storage a topic with ``policies`` creates its ledgers on: over the ledger
+        client, one per quorums (persistence policies), shared by the topics that have them
+        and never changed (a topic whose quorums change is given another)."""
+        storage = self.storage
+        if not isinstance(storage, LedgerClientStorage):
+            return storage
+        quorums = (policies.ensemble_size, policies.write_quorum, policies.ack_quorum)
+        found = self._quorum_storages.get(quorums)
+        if found is None:
+            found = self._quorum_storages[quorums] = LedgerClientStorage(
+                storage.client,
+                ensemble_size=quorums[0],
+                write_quorum=quorums[1],
+                ack_quorum=quorums[2],
+            )
+        return found
 
     def _check_served(self, name: TopicName) -> None:
         """Raises :class:`ServiceNotReady` in cluster mode unless this broker holds the
@@ -489,10 +509,10 @@ class BrokerService:
         """Close every topic of ``bundle`` loaded here (their producers and consumers are
         told to go; see :meth:`unload_topic`), including topics still opening."""
         assert self.ownership is not None
-        for fut in list(self._topics.values()):
-            if not fut.done():
+        for entry in list(self._topics.values()):
+            if not isinstance(entry, Topic):  # still loading
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(fut)
+                    await asyncio.shield(entry)
         for topic in self.loaded_topics():
             if self.ownership.bundle_of(topic.name) == bundle:
                 try:
@@ -519,18 +539,12 @@ class BrokerService:
 
     def loaded_topic(self, name: TopicName) -> Topic | None:
         """The topic if it is open on this broker now (no I/O; for admin and stats)."""
-        fut = self._topics.get(name.full_name)
-        if fut is None or not fut.done() or fut.cancelled() or fut.exception() is not None:
-            return None
-        return fut.result()
+        found = self._topics.get(name.full_name)
+        return found if isinstance(found, Topic) else None
 
     def loaded_topics(self) -> list[Topic]:
         """Every topic open on this broker now (for stats and metrics)."""
-        return [
-            fut.result()
-            for fut in list(self._topics.values())
-            if fut.done() and not fut.cancelled() and fut.exception() is None
-        ]
+        return [t for t in self._topics.values() if isinstance(t, Topic)]
 
     async def unload_topic(self, name: TopicName) -> Topic | None:
         """Close a loaded topic: its producers and consumers are told to go (CLOSE_PRODUCER /
@@ -675,17 +689,16 @@ class BrokerService:
         self, namespace: NamespaceName | None, topic: TopicName | None
     ) -> None:
         """Re-resolve the loaded topics a policy change may affect (fresh reads)."""
-        for key, fut in list(self._topics.items()):
-            if not fut.done() or fut.cancelled() or fut.exception() is not None:
+        for key, loaded in list(self._topics.items()):
+            if not isinstance(loaded, Topic):
                 continue
-            loaded = fut.result()
             name = loaded.name
             if namespace is not None and name.namespace_name != namespace:
                 continue
             if topic is not None and name.partitioned_topic != topic and name != topic:
                 continue
             policies = await self.policies.effective(name, fresh=True)
-            if self._topics.get(key) is fut and not loaded.closed:
+            if self._topics.get(key) is loaded and not loaded.closed:
                 loaded.apply_policies(policies)
 
     async def create_producer(self, conn: ServerConnection, cmd: Producer) -> None:

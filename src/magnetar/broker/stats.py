@@ -31,8 +31,20 @@ from magnetar.common.clock import Clock
 
 WINDOW_S = 10.0
 BUCKETS = 10
-_WIDTH_S = WINDOW_S / BUCKETS
-"""The default bucket width: one float shared by the meters that use it."""
+_DEFAULT_SHAPE = (WINDOW_S / BUCKETS, BUCKETS)
+"""The default bucket width and count: one tuple shared by the meters that use them."""
+
+
+class _Window:
+    """A meter's buckets, made at its first event (an idle meter has none)."""
+
+    __slots__ = ("bytes", "counts", "slot")
+
+    def __init__(self, buckets: int, slot: int) -> None:
+        self.counts = [0] * buckets
+        self.bytes = [0] * buckets
+        self.slot = slot
+        """The current bucket's number."""
 
 
 class RateMeter:
@@ -46,12 +58,9 @@ class RateMeter:
 
     __slots__ = (
         "_born_s",
-        "_buckets",
-        "_bytes",
         "_clock",
-        "_counts",
-        "_slot",
-        "_width_s",
+        "_shape",
+        "_window",
         "last_record_ms",
         "total_bytes",
         "total_count",
@@ -71,15 +80,11 @@ class RateMeter:
             raise ValueError("a rate meter needs at least one bucket and a positive window")
         self._clock = clock
         default = window_s == WINDOW_S and buckets == BUCKETS
-        self._width_s = _WIDTH_S if default else window_s / buckets
-        self._buckets = buckets
-        self._counts: list[int] | None = None
+        self._shape = _DEFAULT_SHAPE if default else (window_s / buckets, buckets)
+        """The bucket width (s) and count."""
+        self._window: _Window | None = None
         """The buckets (None until the first event: all zero)."""
-        self._bytes: list[int] | None = None
         self._born_s = clock.monotonic_s() if born_s is None else born_s
-        self._slot = 0
-        """The current bucket's number (any while there are no buckets: set at the first
-        event)."""
         self.total_count = 0
         self.total_bytes = 0
         self.last_record_ms = 0
@@ -92,61 +97,65 @@ class RateMeter:
 
     def _add(self, count: int, size_bytes: int) -> None:
         """Add to the current bucket (creating the buckets on the first event)."""
-        slot = int(self._clock.monotonic_s() // self._width_s)
-        counts, sizes = self._counts, self._bytes
-        if counts is None or sizes is None:
-            counts = self._counts = [0] * self._buckets
-            sizes = self._bytes = [0] * self._buckets
-            self._slot = slot
-        elif slot != self._slot:
-            self._rotate(slot)
-        i = slot % self._buckets
-        counts[i] += count
-        sizes[i] += size_bytes
+        width_s, n = self._shape
+        slot = int(self._clock.monotonic_s() // width_s)
+        window = self._window
+        if window is None:
+            window = self._window = _Window(n, slot)
+        elif slot != window.slot:
+            _rotate(window, n, slot)
+        i = slot % n
+        window.counts[i] += count
+        window.bytes[i] += size_bytes
 
     def touch(self) -> None:
         """Remember now as the last activity time (for ``last…Timestamp`` fields)."""
         self.last_record_ms = self._clock.now_ms()
 
-    def _rotate(self, slot: int) -> None:
-        counts, sizes = self._counts, self._bytes
-        n = self._buckets
-        if counts is None or sizes is None:
-            return  # all zero already (the first event sets the slot)
-        if slot - self._slot >= n:
-            for i in range(n):
-                counts[i] = 0
-                sizes[i] = 0
-        else:
-            for s in range(self._slot + 1, slot + 1):
-                counts[s % n] = 0
-                sizes[s % n] = 0
-        self._slot = slot
-
-    def _span_s(self, now: float) -> float:
-        width = self._width_s
-        covered = (self._buckets - 1) * width + (now - self._slot * width)
+    def _span_s(self, window: _Window, now: float) -> float:
+        width, n = self._shape
+        covered = (n - 1) * width + (now - window.slot * width)
         return max(width, min(covered, now - self._born_s))
+
+    def _current(self) -> tuple[_Window | None, float]:
+        """The buckets rotated to now (None: no event yet), and now."""
+        window = self._window
+        if window is None:
+            return None, 0.0
+        now = self._clock.monotonic_s()
+        width_s, n = self._shape
+        slot = int(now // width_s)
+        if slot != window.slot:
+            _rotate(window, n, slot)
+        return window, now
 
     def rate(self) -> float:
         """Events per second over the window."""
-        if self._counts is None:
+        window, now = self._current()
+        if window is None:
             return 0.0
-        now = self._clock.monotonic_s()
-        slot = int(now // self._width_s)
-        if slot != self._slot:
-            self._rotate(slot)
-        return sum(self._counts) / self._span_s(now)
+        return sum(window.counts) / self._span_s(window, now)
 
     def throughput(self) -> float:
         """Bytes per second over the window."""
-        if self._bytes is None:
+        window, now = self._current()
+        if window is None:
             return 0.0
-        now = self._clock.monotonic_s()
-        slot = int(now // self._width_s)
-        if slot != self._slot:
-            self._rotate(slot)
-        return sum(self._bytes) / self._span_s(now)
+        return sum(window.bytes) / self._span_s(window, now)
+
+
+def _rotate(window: _Window, n: int, slot: int) -> None:
+    """Move ``window`` (of ``n`` buckets) on to bucket number ``slot``, zeroing those passed."""
+    counts, sizes = window.counts, window.bytes
+    if slot - window.slot >= n:
+        for i in range(n):
+            counts[i] = 0
+            sizes[i] = 0
+    else:
+        for s in range(window.slot + 1, slot + 1):
+            counts[s % n] = 0
+            sizes[s % n] = 0
+    window.slot = slot
 
 
 class SampledRateMeter(RateMeter):
@@ -155,7 +164,7 @@ class SampledRateMeter(RateMeter):
     every second, and by every read). ``last_record_ms`` is the time of the last sample
     that saw new events (so at most one sampling interval after the event)."""
 
-    __slots__ = ("_queued", "_sampled_bytes", "_sampled_count", "_sampler")
+    __slots__ = ("_sampled_bytes", "_sampled_count", "_sampler")
 
     def __init__(
         self,
@@ -170,17 +179,16 @@ class SampledRateMeter(RateMeter):
         self._sampled_count = 0
         self._sampled_bytes = 0
         self._sampler = sampler
-        self._queued = sampler is None
-        """Whether the sampler's next round visits this meter (always, without one: it
-        never queues itself then)."""
+        """The sampler to queue on at the next record; None while queued (the sampler's
+        round gives it back) or without one (every read samples then)."""
 
     def record(self, count: int, size_bytes: int = 0) -> None:
         self.total_count += count
         self.total_bytes += size_bytes
-        if not self._queued:
-            self._queued = True
-            assert self._sampler is not None
-            self._sampler.queue(self)
+        sampler = self._sampler
+        if sampler is not None:
+            self._sampler = None
+            sampler.queue(self)
 
     def sample(self) -> None:
         """Fold the events recorded since the last sample into the current bucket."""
@@ -194,9 +202,9 @@ class SampledRateMeter(RateMeter):
         if count:
             self.last_record_ms = self._clock.now_ms()
 
-    def sample_queued(self) -> None:
-        """:meth:`sample`, by the sampler's round that this meter queued itself for."""
-        self._queued = False
+    def sample_queued(self, sampler: MeterSampler) -> None:
+        """:meth:`sample`, by ``sampler``'s round that this meter queued itself for."""
+        self._sampler = sampler
         self.sample()
 
     def rate(self) -> float:
@@ -225,7 +233,7 @@ class MeterSampler:
     def sample_all(self) -> None:
         due, self._due = self._due, []
         for meter in due:
-            meter.sample_queued()
+            meter.sample_queued(self)
 
 
 def _in_rate(clock: Clock, sampler: MeterSampler | None, born_s: float) -> RateMeter:

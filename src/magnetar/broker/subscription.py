@@ -432,6 +432,10 @@ class Subscription:
     async def close(self) -> None:
         self.closed = True
         self._cancel_timers()
+        self._wake.parked = False
+        if self._append_registered:
+            self._append_registered = False
+            self.topic.ml.cancel_on_append(self._appended)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -188,6 +188,10 @@ def batch_indexes_acked(words: Sequence[int], size: int) -> list[int]:
     return [i for i in range(size) if not (words[i // 64] >> (i % 64)) & 1]
 
 
+_NO_REPLAY: dict[Position, int] = {}
+"""The replay set of every subscription with nothing to replay (never added to)."""
+
+
 class SubscriptionState(Generic[C]):
     """One subscription's consumers and dispatch bookkeeping (see the module docstring).
 
@@ -244,8 +248,9 @@ class SubscriptionState(Generic[C]):
         self.key_shared_policy: rules.KeySharedPolicy | None = None
         self.tracker: RedeliveryTracker = redelivery_tracker_for(rules.SubType(int(sub_type)))
         self.delayed: DelayedDeliveryTracker | None = None
-        self.replay: dict[Position, int] = {}
-        """Entries to send again (Shared/Key_Shared) -> key hash (Key_Shared only)."""
+        self.replay: dict[Position, int] = _NO_REPLAY
+        """Entries to send again (Shared/Key_Shared) -> key hash (Key_Shared only). The
+        shared empty table (never added to) until the first: add through :meth:`_replay_at`."""
         self.blocked_on_unacked = False
         """The whole subscription is over max_unacked_messages_per_subscription."""
         self.epoch = 0
@@ -343,7 +348,7 @@ class SubscriptionState(Generic[C]):
             for pos in pending:
                 if not self.cursor.is_acked(pos):
                     self.tracker.add_if_absent(pos)
-                    self.replay[pos] = self.replay.get(pos, 0)
+                    self._replay_at(pos, self.replay.get(pos, 0))
         if not self.consumers:
             self.tracker.clear()
             self.replay.clear()
@@ -502,8 +507,15 @@ class SubscriptionState(Generic[C]):
             if self.cursor.is_acked(pos):
                 continue
             self.tracker.increment(pos)
-            self.replay[pos] = self.replay.get(pos, 0)
+            self._replay_at(pos, self.replay.get(pos, 0))
         return [RunDispatcher()], len(positions)
+
+    def _replay_at(self, pos: Position, key_hash: int) -> None:
+        """Put ``pos`` in the replay set with ``key_hash``."""
+        replay = self.replay
+        if replay is _NO_REPLAY:
+            replay = self.replay = {}
+        replay[pos] = key_hash
 
     def on_reset(self) -> None:
         """A seek has moved the cursor: nothing read before is sent, nothing is replayed."""
@@ -677,14 +689,14 @@ class SubscriptionState(Generic[C]):
             consumer = self.consumers.get(uid)
             if consumer is None:  # not expected: the ring holds the subscription's consumers
                 for p in positions[lo:hi]:
-                    self.replay[p] = 0
+                    self._replay_at(p, 0)
                 continue
             group = positions[lo:hi]
             rcs = list(map(tracker.count, group)) if len(tracker) else None
             m, b = consumer.send_run(group, data[lo:hi], known[lo:hi], rcs)
             sent.add(m, b, hi - lo)
         for p in positions[assigned:]:
-            self.replay[p] = 0
+            self._replay_at(p, 0)
         return True
 
     def _hold_delayed(self, items: list[DispatchItem]) -> list[DispatchItem]:
@@ -706,7 +718,7 @@ class SubscriptionState(Generic[C]):
                             if delayed.add(item.position, at):
                                 continue
                         except DelayedDeliveryFull:
-                            self.replay[item.position] = item.key_hash
+                            self._replay_at(item.position, item.key_hash)
                             continue
             ready.append(item)
         return ready
@@ -743,7 +755,7 @@ class SubscriptionState(Generic[C]):
                         or (limit_c > 0 and consumer.pending.messages >= limit_c)
                         or (limit_s > 0 and total >= limit_s)
                     ):
-                        self.replay[item.position] = 0
+                        self._replay_at(item.position, 0)
                         continue
                     total += item.messages
                     sent.add(item.messages, len(item.data), 1)
@@ -756,7 +768,7 @@ class SubscriptionState(Generic[C]):
                     )
             for i, item in enumerate(ready):
                 if i not in assigned:
-                    self.replay[item.position] = 0
+                    self._replay_at(item.position, 0)
             return bool(assigned)
         router = self.router
         assert router is not None
@@ -783,7 +795,7 @@ class SubscriptionState(Generic[C]):
                     or (limit_c > 0 and consumer.pending.messages >= limit_c)
                     or (limit_s > 0 and total >= limit_s)
                 ):
-                    self.replay[pos] = item.key_hash
+                    self._replay_at(pos, item.key_hash)
                     continue
                 total += item.messages
                 sent.add(item.messages, len(item.data), 1)
@@ -791,5 +803,5 @@ class SubscriptionState(Generic[C]):
                 any_sent = True
         for deferred in routed.deferred:
             item = by_pos[deferred]
-            self.replay[item.position] = item.key_hash
+            self._replay_at(item.position, item.key_hash)
         return any_sent

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import sys
 from typing import TYPE_CHECKING
 
 from magnetar.broker.consumer import Consumer
@@ -88,6 +89,10 @@ log = logging.getLogger(__name__)
 
 DEDUP_ROOT = "/magnetar/dedup"
 TOPIC_EPOCH_ROOT = "/magnetar/topic-epoch"
+
+
+_NO_WAITING: dict[ProducerKey, tuple[ServerConnection, ProducerCommand, Producer]] = {}
+"""The waiting producers of every topic with none (never added to); most have none."""
 
 
 class Topic:
@@ -164,7 +169,11 @@ class Topic:
         """Made at first use (:func:`lazy_lock`), as ``_dedup_switch``."""
         self.producers: dict[ProducerKey, Producer] = {}
         self._configure_limiters(self.policies)
-        self._waiting: dict[ProducerKey, tuple[ServerConnection, ProducerCommand, Producer]] = {}
+        self._waiting: dict[ProducerKey, tuple[ServerConnection, ProducerCommand, Producer]] = (
+            _NO_WAITING
+        )
+        """Producers queued for exclusive access (the shared empty table, never added to,
+        until the first waits)."""
         self.subscriptions: dict[str, Subscription] = {}
         self._sub_lock = asyncio.Lock()
         self._dedup_switch: asyncio.Lock | None = None
@@ -272,11 +281,8 @@ class Topic:
         self._configure_limiters(policies)
         self.ml.config = ml_config_for(self.ml.config, policies)
         self.ml.offloader = self.service.offloaders.get(policies.offload.driver)
-        storage = self.ml.storage
-        if isinstance(storage, LedgerClientStorage):
-            storage.ensemble_size = policies.ensemble_size
-            storage.write_quorum = policies.write_quorum
-            storage.ack_quorum = policies.ack_quorum
+        if isinstance(self.ml.storage, LedgerClientStorage):
+            self.ml.storage = self.service.ledger_storage_for(policies)
         if policies.deduplication_enabled != old.deduplication_enabled:
             self.service.spawn(self._switch_dedup())
         for sub in list(self.subscriptions.values()):
@@ -452,10 +458,12 @@ class Topic:
         admission = self.access.add(ProducerRequest(key, name, mode, cmd.epoch, cmd.topic_epoch))
         producer = Producer(
             self, conn, cmd.producer_id, name, mode, cmd.epoch, admission.topic_epoch,
-            dict(cmd.metadata), schema_version,
+            dict(cmd.metadata), schema_version, key,
         )  # fmt: skip
         self._apply_effects(admission.effects)
         if not admission.ready:
+            if self._waiting is _NO_WAITING:
+                self._waiting = {}
             self._waiting[key] = (conn, cmd, producer)
             conn.queued_producers[cmd.producer_id] = producer
             conn.send_command(producer.success_response(cmd.request_id, ready=False))
@@ -700,19 +708,22 @@ class Topic:
 
     async def _create_subscription(self, cmd: Subscribe) -> Subscription:
         ml = self.ml
+        # one string for the name the topics of a broker often share (its cursor, its
+        # subscription, the tables keyed by it)
+        name = sys.intern(cmd.subscription)
         if cmd.durable:
             cursor = await ml.open_cursor(
-                cmd.subscription, earliest=cmd.initial_position is InitialPosition.Earliest
+                name, earliest=cmd.initial_position is InitialPosition.Earliest
             )
         else:
             start = cmd.start_message_id
             if start is None:
                 earliest = cmd.initial_position is InitialPosition.Earliest
-                cursor = await ml.open_cursor(cmd.subscription, durable=False, earliest=earliest)
+                cursor = await ml.open_cursor(name, durable=False, earliest=earliest)
             elif start.is_earliest or start.ledger_id < 0:
-                cursor = await ml.open_cursor(cmd.subscription, durable=False, earliest=True)
+                cursor = await ml.open_cursor(name, durable=False, earliest=True)
             elif start.is_latest:
-                cursor = await ml.open_cursor(cmd.subscription, durable=False)
+                cursor = await ml.open_cursor(name, durable=False)
             else:
                 # the start entry itself is delivered; the client filters it (§6.5)
                 position = Position(start.ledger_id, max(start.entry_id, 0))
@@ -720,9 +731,9 @@ class Topic:
                     position = ml.ledgers.end_position
                 first = ml.ledgers.first_position
                 position = max(position, first) if ml.ledgers.exists(first) else position
-                cursor = await ml.open_cursor(cmd.subscription, durable=False, start=position)
-        sub = Subscription(self, cmd.subscription, cursor, cmd.durable, cmd.sub_type)
-        self.subscriptions[cmd.subscription] = sub
+                cursor = await ml.open_cursor(name, durable=False, start=position)
+        sub = Subscription(self, name, cursor, cmd.durable, cmd.sub_type)
+        self.subscriptions[name] = sub
         return sub
 
     async def drop_subscription(self, sub: Subscription) -> None:

@@ -245,7 +245,7 @@ class LedgerClient:
             ensemble_size=ensemble_size,
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,
-            ensembles=((0, tuple(ensemble)),),
+            ensembles=_first_ensemble(tuple(ensemble)),
             created_ms=self.clock.now_ms(),
             properties=dict(properties or {}),
         )
@@ -519,6 +519,22 @@ class _Registrations:
 
 
 REGISTRATIONS_DECODED_MAX = 1024
+
+_FIRST_ENSEMBLES_MAX = 256
+_first_ensembles: dict[tuple[str, ...], tuple[tuple[int, tuple[str, ...]], ...]] = {}
+
+
+def _first_ensemble(ensemble: tuple[str, ...]) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """A new ledger's ensembles (``ensemble`` from entry 0), one immutable tuple for the
+    ledgers created on the same bookies (a few tuples per ledger otherwise; bounded)."""
+    found = _first_ensembles.get(ensemble)
+    if found is None:
+        if len(_first_ensembles) >= _FIRST_ENSEMBLES_MAX:
+            _first_ensembles.clear()
+        found = _first_ensembles[ensemble] = ((0, ensemble),)
+    return found
+
+
 """Bookie registrations' racks kept decoded at most (more: the table starts again)."""
 
 

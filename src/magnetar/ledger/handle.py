@@ -49,6 +49,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from magnetar.bookie_protocol import codec
@@ -70,11 +71,9 @@ from magnetar.ledger.metadata import LedgerMetadata, LedgerState, ledger_path
 from magnetar.ledger.placement import (
     PlacementUnmet,
     durable,
-    region_of,
-    regions_needed,
+    ensemble_regions,
     shared_write_sets,
 )
-from magnetar.ledger.racks import DEFAULT_RACK
 from magnetar.ledger.transport import AddCallback, AddRun
 from magnetar.metadata.store import BadVersion
 
@@ -173,6 +172,11 @@ def _one_entry(
 
 _NONE_FAILED: frozenset[str] = frozenset()
 """Shared by the handles no bookie failed on (each empty frozenset is a 216 B object)."""
+_NO_RACKS: Mapping[str, str] = MappingProxyType({})
+
+
+_NO_PENDING: dict[int, _PendingRun] = {}
+"""The pending adds of every handle that has written nothing (never added to)."""
 
 
 class LedgerHandle:
@@ -227,14 +231,16 @@ class LedgerHandle:
             self._lac = last_add_confirmed if last_add_confirmed is not None else -1
         self._next_entry_id = self._lac + 1
         self._length = max(metadata.length, 0)
-        self._pending: dict[int, _PendingRun] = {}
+        self._pending: dict[int, _PendingRun] = _NO_PENDING
         """Runs written and not yet completed, by their first entry id."""
-        self._ensemble: list[str] = list(metadata.current_ensemble)
-        self._failed: dict[int, str] = {}  # ensemble index -> failed bookie id
+        self._ensemble: Sequence[str] = metadata.current_ensemble
+        self._failed: dict[int, str] | None = None  # ensemble index -> failed bookie id
         self._failed_before: frozenset[str] = _NONE_FAILED
         """Bookies that failed on this handle: not picked again while others are available
         (a killed bookie stays registered until its session expires)."""
-        self._racks: dict[str, str] = dict(racks or {})
+        self._racks: Mapping[str, str] = _NO_RACKS if racks is None else racks
+        """Not changed in place (replaced when an ensemble change adds bookies): the caller's
+        mapping is held as it is."""
         self._changing: asyncio.Task[None] | None = None
         self._error: MagnetarError | None = None
         self._closing = False
@@ -249,17 +255,15 @@ class LedgerHandle:
         # Striped (E > Qw): consecutive entries go to different bookies, so runs are
         # split back into entries.
         self._striped = e != qw
-        self._regions: list[str] = []
-        self._regions_needed: list[int] = []
+        self._regions: tuple[str, ...] = ()
+        self._regions_needed: tuple[int, ...] = ()
         self._place_regions()
 
     def _place_regions(self) -> None:
         """The region of each ensemble position and, per write set, how many regions its
         acks must come from (see :func:`magnetar.ledger.placement.durable`)."""
-        md = self.metadata
-        self._regions = [region_of(self._racks.get(b, DEFAULT_RACK)) for b in self._ensemble]
-        self._regions_needed = regions_needed(
-            self._client.config.placement, self._ensemble, md.write_quorum, self._racks
+        self._regions, self._regions_needed = ensemble_regions(
+            self._client.config.placement, self._ensemble, self.metadata.write_quorum, self._racks
         )
 
     def _durable(self, run: _PendingRun) -> bool:
@@ -350,6 +354,8 @@ class LedgerHandle:
         crc = crc32c.crc32c
         checksums = [crc(p) for p in payloads]
         run = _PendingRun(entry_id, offset, payloads, checksums, sum(map(len, payloads)), callback)
+        if self._pending is _NO_PENDING:
+            self._pending = {}
         self._pending[entry_id] = run
         if self._changing is None:
             self._send_run(run)
@@ -395,7 +401,8 @@ class LedgerHandle:
             if self._ensemble[idx] != bookie_id or pending.finished:
                 return  # replaced bookie or already failed/completed entry
             if reason is None:
-                if self._failed.get(idx) == bookie_id:
+                failed = self._failed
+                if failed is not None and failed.get(idx) == bookie_id:
                     # Being replaced: its acks do not count in the new fragment (see
                     # _change_ensemble); the entry is re-sent to the replacement.
                     return
@@ -442,7 +449,7 @@ class LedgerHandle:
         """The handle can no longer write: fail every pending add."""
         if self._error is None:
             self._error = error
-        pending, self._pending = self._pending, {}
+        pending, self._pending = self._pending, _NO_PENDING
         for p in pending.values():
             p.finish(-1, error)
         self._wake_drained()
@@ -455,12 +462,15 @@ class LedgerHandle:
     # -- ensemble changes -------------------------------------------------------------------
 
     def _bookie_failed(self, idx: int, bookie_id: str, reason: BaseException) -> None:
-        if self._error is not None or self._failed.get(idx) == bookie_id:
+        failed = self._failed
+        if self._error is not None or (failed is not None and failed.get(idx) == bookie_id):
             return
         log.warning(
             "ledger %d: bookie %s failed (%s); replacing it", self.ledger_id, bookie_id, reason
         )
-        self._failed[idx] = bookie_id
+        if failed is None:
+            failed = self._failed = {}
+        failed[idx] = bookie_id
         if self._changing is None:
             self._changing = self._client.loop.create_task(self._change_ensemble())
 
@@ -503,9 +513,11 @@ class LedgerHandle:
                 )
                 self._ensemble = new_ensemble
                 self._place_regions()
+                now_failed = self._failed
+                assert now_failed is not None  # (set before this task started)
                 for idx in failed:
-                    if self._failed.get(idx) == failed[idx]:
-                        del self._failed[idx]
+                    if now_failed.get(idx) == failed[idx]:
+                        del now_failed[idx]
                 # Re-send what the replaced bookies owed, then everything held back.
                 e = self.metadata.ensemble_size
                 qw = self.metadata.write_quorum
@@ -548,7 +560,7 @@ class LedgerHandle:
             new_ensemble, racks = await self._client.choose_ensemble(
                 partial, qw, exclude, ledger_id=self.ledger_id
             )
-        self._racks.update(racks)
+        self._racks = {**self._racks, **racks}
         return new_ensemble
 
     async def _write_ensemble(self, first: int, ensemble: tuple[str, ...]) -> None:

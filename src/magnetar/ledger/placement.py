@@ -43,6 +43,7 @@ import functools
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from magnetar.common.frozen_struct import frozen_struct
 from magnetar.ledger.errors import NotEnoughBookies
@@ -310,6 +311,35 @@ def regions_needed(
         min(policy.min_regions_for_durability, len({region_of(rack[i]) for i in ws}))
         for ws in shared_write_sets(len(ensemble), write_quorum)
     ]
+
+
+_T = TypeVar("_T")
+_SHAPES_MAX = 256
+_shapes: dict[tuple[object, ...], tuple[object, ...]] = {}
+"""Equal tuples of :func:`ensemble_regions`, one kept for all (bounded)."""
+
+
+def _shared(shape: tuple[_T, ...]) -> tuple[_T, ...]:
+    found = _shapes.get(shape)
+    if found is None:
+        if len(_shapes) >= _SHAPES_MAX:
+            _shapes.clear()
+        found = _shapes[shape] = shape
+    return found  # type: ignore[return-value]
+
+
+def ensemble_regions(
+    policy: PlacementPolicy,
+    ensemble: Sequence[str],
+    write_quorum: int,
+    racks: Mapping[str, str],
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The region of each position of ``ensemble`` and :func:`regions_needed`, as tuples
+    shared with every caller that got equal ones (a ledger handle keeps both, and most
+    handles of a broker have the same few)."""
+    regions = tuple(region_of(racks.get(b, DEFAULT_RACK)) for b in ensemble)
+    needed = tuple(regions_needed(policy, ensemble, write_quorum, racks))
+    return _shared(regions), _shared(needed)
 
 
 def durable(acked: Collection[int], ack_quorum: int, needed: int, regions: Sequence[str]) -> bool:

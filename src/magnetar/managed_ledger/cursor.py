@@ -129,6 +129,10 @@ class CursorSnapshot:
         return cls(Position(ml, me), bytes(data[off:]), batch, props)
 
 
+_NO_BATCH_ACKS: dict[Position, BatchAck] = {}
+"""The batch-ack table of every cursor with none (never added to); most cursors have none."""
+
+
 class CursorState:
     """One cursor's acknowledgement and read state over a :class:`LedgerList`.
 
@@ -160,7 +164,9 @@ class CursorState:
         self._ledgers = ledgers
         self.mark_delete = mark_delete
         self.acked = PositionRangeSet()
-        self._batch: dict[Position, BatchAck] = {}
+        self._batch: dict[Position, BatchAck] = _NO_BATCH_ACKS
+        """Partly acknowledged batch entries (the shared empty table until the first; added
+        to through :meth:`_own_batch` only)."""
         self._acked_messages = 0
         self.properties: dict[str, int] = dict(properties or {})
         self.read_position = ledgers.next_position(mark_delete)
@@ -180,7 +186,7 @@ class CursorState:
             )
         for pos, (size, words) in snapshot.batch_acks.items():
             if pos > snapshot.mark_delete and pos not in state.acked:
-                state._batch[pos] = BatchAck(size, words_to_bits(words))
+                state._own_batch()[pos] = BatchAck(size, words_to_bits(words))
         state._advance()
         state.read_position = state.first_unacked()
         state.version = 0
@@ -359,9 +365,14 @@ class CursorState:
             return self.ack(position)
         if b.bits == before and position in self._batch:
             return False
-        self._batch[position] = b
+        self._own_batch()[position] = b
         self.version += 1
         return True
+
+    def _own_batch(self) -> dict[Position, BatchAck]:
+        if self._batch is _NO_BATCH_ACKS:
+            self._batch = {}
+        return self._batch
 
     def ack_cumulative(self, position: Position) -> bool:
         """Acknowledge every entry up to and including ``position``."""
@@ -423,7 +434,7 @@ class CursorState:
         self.mark_delete = self._ledgers.previous_position(target)
         self.acked.clear()
         self._acked_messages = 0
-        self._batch.clear()
+        self._batch = _NO_BATCH_ACKS
         self.read_position = target
         self.version += 1
 

@@ -17,8 +17,10 @@ Not thread-safe; owned by one managed ledger.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from magnetar.managed_ledger.offload import OffloadContext
@@ -97,14 +99,18 @@ class LedgerSegment:
         )
 
 
+_ledger_id = attrgetter("ledger_id")
+
+
 class LedgerList:
     """The log's ledgers in order (ascending ids). The last one may be open for appends."""
 
-    __slots__ = ("_index", "_segments")
+    __slots__ = ("_segments",)
 
     def __init__(self, segments: Sequence[LedgerSegment] = ()) -> None:
         self._segments: list[LedgerSegment] = []
-        self._index: dict[int, int] = {}
+        """Ascending ids: a ledger is found by bisection (no index table: one log of an idle
+        topic holds one or two ledgers, and a table was ~220 B)."""
         for segment in segments:
             self.add_ledger(segment)
 
@@ -117,11 +123,20 @@ class LedgerList:
         return iter(self._segments)
 
     def __contains__(self, ledger_id: object) -> bool:
-        return ledger_id in self._index
+        return isinstance(ledger_id, int) and self._find(ledger_id) is not None
 
     def get(self, ledger_id: int) -> LedgerSegment | None:
-        i = self._index.get(ledger_id)
+        i = self._find(ledger_id)
         return None if i is None else self._segments[i]
+
+    def _find(self, ledger_id: int) -> int | None:
+        """The index of ledger ``ledger_id`` in the list (None: not in it)."""
+        segments = self._segments
+        n = len(segments)
+        if n and segments[-1].ledger_id == ledger_id:  # the open ledger: most lookups
+            return n - 1
+        i = bisect_left(segments, ledger_id, key=_ledger_id)
+        return i if i < n and segments[i].ledger_id == ledger_id else None
 
     @property
     def segments(self) -> list[LedgerSegment]:
@@ -136,7 +151,6 @@ class LedgerList:
         """Append a ledger; its id must exceed every id already in the list."""
         if self._segments and segment.ledger_id <= self._segments[-1].ledger_id:
             raise ValueError("ledger ids must increase")
-        self._index[segment.ledger_id] = len(self._segments)
         self._segments.append(segment)
 
     def remove_ledgers(self, ledger_ids: set[int]) -> list[LedgerSegment]:
@@ -144,13 +158,11 @@ class LedgerList:
         removed = [s for s in self._segments if s.ledger_id in ledger_ids]
         if removed:
             self._segments = [s for s in self._segments if s.ledger_id not in ledger_ids]
-            self._index = {s.ledger_id: i for i, s in enumerate(self._segments)}
         return removed
 
     def restore_front(self, segments: Sequence[LedgerSegment]) -> None:
         """Put back ledgers removed by :meth:`remove_ledgers` (a failed trim)."""
         self._segments = [*segments, *self._segments]
-        self._index = {s.ledger_id: i for i, s in enumerate(self._segments)}
 
     def record_append(
         self, ledger_id: int, entry_id: int, size_bytes: int, messages: int, now_ms: int = 0
@@ -229,7 +241,7 @@ class LedgerList:
         """The position after ``position`` in the log, skipping ledger ends, empty ledgers
         and trimmed ledgers. Past the last entry this is :attr:`end_position`."""
         ledger_id, entry_id = position
-        i = self._index.get(ledger_id)
+        i = self._find(ledger_id)
         if i is not None:
             if entry_id + 1 < self._segments[i].entries:
                 return Position(ledger_id, entry_id + 1)
@@ -253,9 +265,9 @@ class LedgerList:
     def previous_position(self, position: Position) -> Position:
         """The entry before ``position`` (``(L, -1)`` boundary of the first ledger if none)."""
         ledger_id, entry_id = position
-        if ledger_id in self._index and entry_id > 0:
+        i = self._find(ledger_id)
+        if i is not None and entry_id > 0:
             return Position(ledger_id, entry_id - 1)
-        i = self._index.get(ledger_id)
         stop = i if i is not None else self._first_index_after(ledger_id)
         for j in range(stop - 1, -1, -1):
             s = self._segments[j]
@@ -330,7 +342,4 @@ class LedgerList:
         return total
 
     def _first_index_after(self, ledger_id: int) -> int:
-        for j, s in enumerate(self._segments):
-            if s.ledger_id > ledger_id:
-                return j
-        return len(self._segments)
+        return bisect_right(self._segments, ledger_id, key=_ledger_id)

@@ -29,6 +29,11 @@ if TYPE_CHECKING:
     from magnetar.managed_ledger.managed_ledger import ManagedLedger
 
 
+_NO_READERS: OrderedDict[int, asyncio.Task[LedgerReader]] = OrderedDict()
+"""The table of every log reader with no reader open (never added to: see
+:meth:`LogReader._own_readers`); an empty ``OrderedDict`` is 128 B per idle topic."""
+
+
 class LogReader:
     """The reads of one managed ledger (its ``reads``)."""
 
@@ -40,14 +45,20 @@ class LogReader:
 
     def __init__(self, ml: ManagedLedger) -> None:
         self._ml = ml
-        self._readers: OrderedDict[int, asyncio.Task[LedgerReader]] = OrderedDict()
+        self._readers: OrderedDict[int, asyncio.Task[LedgerReader]] = _NO_READERS
         self._background: set[asyncio.Future[None]] | None = None
         """Readers being closed (made at the first: an empty set is 216 B)."""
 
     def adopt(self, reader: LedgerReader) -> None:
         """Keep ``reader`` (a ledger opened for recovery) as that ledger's reader."""
         task = asyncio.get_running_loop().create_task(_ready(reader))
-        self._readers[reader.ledger_id] = task
+        self._own_readers()[reader.ledger_id] = task
+
+    def _own_readers(self) -> OrderedDict[int, asyncio.Task[LedgerReader]]:
+        """The table of open readers, this log's own (to add to)."""
+        if self._readers is _NO_READERS:
+            self._readers = OrderedDict()
+        return self._readers
 
     async def read_range(
         self, ledger_id: int, first: int, last: int, *, read_ahead: bool = True
@@ -131,7 +142,7 @@ class LogReader:
         task = self._readers.get(ledger_id)
         if task is None:
             task = asyncio.ensure_future(self._ml.storage.open_ledger(ledger_id, recovery=False))
-            self._readers[ledger_id] = task
+            self._own_readers()[ledger_id] = task
             while len(self._readers) > self._ml.config.open_readers_max:
                 _, old = self._readers.popitem(last=False)
                 closing = asyncio.ensure_future(_close_reader(old))
@@ -192,9 +203,9 @@ class LogReader:
 
     async def close(self) -> None:
         """Close every open reader."""
-        for task in self._readers.values():
+        readers, self._readers = self._readers, _NO_READERS
+        for task in readers.values():
             await _close_reader(task)
-        self._readers.clear()
 
 
 async def _ready(reader: LedgerReader) -> LedgerReader:

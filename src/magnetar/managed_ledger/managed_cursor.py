@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+_NO_STALE_LEDGERS: list[int] = []
+"""The stale ledgers of every cursor with none (never added to)."""
+
+
 class ManagedCursor:
     """One subscription's position in a managed ledger. Obtain from
     ``ManagedLedger.open_cursor``. Reads on one cursor are serialised."""
@@ -51,7 +55,6 @@ class ManagedCursor:
         "_ledger",
         "_ledger_entries",
         "_ml",
-        "_path",
         "_persist_lock",
         "_persisted_version",
         "_read_lock",
@@ -73,11 +76,12 @@ class ManagedCursor:
         self._ml = ml
         self.state = state
         self.durable = durable
-        self._path = cursor_path(ml.name, state.name)
         self._info_version = info_version
         self._ledger: LedgerWriter | None = None
         self._ledger_entries = 0
-        self._stale_ledgers: list[int] = []
+        self._stale_ledgers: list[int] = _NO_STALE_LEDGERS
+        """Old cursor ledgers to delete (the shared empty list, never added to, until the
+        first: add through :meth:`_retire`)."""
         self._persisted_version = state.version
         self._persist_lock: asyncio.Lock | None = None
         """Made at first use (:func:`lazy_lock`): an idle cursor never persists."""
@@ -86,6 +90,12 @@ class ManagedCursor:
         self._epoch = 0
         self.persisted_mark_delete = state.mark_delete
         self.persist_count = 0
+
+    @property
+    def path(self) -> str:
+        """The cursor's metadata node (made when needed: stored per cursor, the string was
+        ~100 B per idle topic)."""
+        return cursor_path(self._ml.name, self.state.name)
 
     @property
     def name(self) -> str:
@@ -134,10 +144,10 @@ class ManagedCursor:
     async def create_metadata(self) -> None:
         info = CursorInfo(-1, self.state.mark_delete, dict(self.state.properties))
         try:
-            stat = await self._ml.store.put(self._path, info.encode(), MUST_NOT_EXIST)
+            stat = await self._ml.store.put(self.path, info.encode(), MUST_NOT_EXIST)
         except NodeExists as exc:
             self._ml.on_cursor_fenced(exc)
-            raise ManagedLedgerFenced(f"{self._path} created by another owner") from exc
+            raise ManagedLedgerFenced(f"{self.path} created by another owner") from exc
         self._info_version = stat.version
 
     # --- reading ---------------------------------------------------------------------------
@@ -407,8 +417,8 @@ class ManagedCursor:
                 except Exception as exc:  # ledger client failure: fence, or switch ledgers
                     if is_fenced(exc):
                         self._ml.on_cursor_fenced(exc)
-                        raise ManagedLedgerFenced(f"{self._path}: cursor ledger fenced") from exc
-                    log.warning("%s: cursor ledger add failed (%s); switching", self._path, exc)
+                        raise ManagedLedgerFenced(f"{self.path}: cursor ledger fenced") from exc
+                    log.warning("%s: cursor ledger add failed (%s); switching", self.path, exc)
             if not stored:
                 # the metadata names the cursor's ledger: written only when it changes
                 # (as Pulsar's cursor); a restore takes the ledger's last snapshot
@@ -427,7 +437,7 @@ class ManagedCursor:
         self._ledger = writer
         self._ledger_entries = 1
         if old is not None:
-            self._stale_ledgers.append(old.ledger_id)
+            self._retire(old.ledger_id)
             with contextlib.suppress(Exception):
                 await old.close()
 
@@ -435,11 +445,16 @@ class ManagedCursor:
         cursor_ledger = -1 if self._ledger is None else self._ledger.ledger_id
         info = CursorInfo(cursor_ledger, mark_delete, dict(self.state.properties))
         try:
-            stat = await self._ml.store.put(self._path, info.encode(), self._info_version)
+            stat = await self._ml.store.put(self.path, info.encode(), self._info_version)
         except (BadVersion, NotFound) as exc:
             self._ml.on_cursor_fenced(exc)
-            raise ManagedLedgerFenced(f"{self._path}: changed by another owner") from exc
+            raise ManagedLedgerFenced(f"{self.path}: changed by another owner") from exc
         self._info_version = stat.version
+
+    def _retire(self, ledger_id: int) -> None:
+        if self._stale_ledgers is _NO_STALE_LEDGERS:
+            self._stale_ledgers = []
+        self._stale_ledgers.append(ledger_id)
 
     async def _delete_stale_ledgers(self) -> None:
         """Old cursor ledgers go once the metadata points at a newer one."""
@@ -452,9 +467,9 @@ class ManagedCursor:
         await self.close_storage()
         if self.durable:
             with contextlib.suppress(NotFound):
-                await self._ml.store.delete(self._path)
+                await self._ml.store.delete(self.path)
             if self._ledger is not None:
-                self._stale_ledgers.append(self._ledger.ledger_id)
+                self._retire(self._ledger.ledger_id)
                 self._ledger = None
             await self._delete_stale_ledgers()
 

@@ -108,6 +108,10 @@ MessagesOf = Callable[[bytes], int]
 the message metadata). May raise :class:`MagnetarError` for an entry it cannot parse."""
 
 
+_NO_PROPERTIES: dict[str, str] = {}
+"""The properties of every managed ledger that has none (never changed)."""
+
+
 class ManagedLedger:
     """A topic's log. Create with :meth:`open`; one instance per name per process.
 
@@ -183,11 +187,14 @@ class ManagedLedger:
         self.state = State.OPEN
         self.fence_cause: BaseException | None = None
         """What fenced this managed ledger (kept once it is closed)."""
-        self._properties: dict[str, str] = {}
+        self._properties: dict[str, str] = _NO_PROPERTIES
+        """Stored with the ledger list and never changed here (kept as loaded)."""
         self.writer: LedgerWriter | None = None
         """The current ledger (None while rolling over or while storage fails)."""
-        self._waiters: list[asyncio.Future[None]] = []
-        self._append_callbacks: list[Callable[[bool], None]] = []
+        self._waiters: list[asyncio.Future[None]] | None = None
+        """Futures of :meth:`register_waiter` (None: none)."""
+        self._append_callbacks: list[Callable[[bool], None]] | None = None
+        """Callbacks of :meth:`call_on_append` (None: none)."""
         self.cursors: dict[str, ManagedCursor] = {}
         self.cache = EntryCache(config.cache_size_max_bytes, cache_budget)
         self._meta_lock: asyncio.Lock | None = None
@@ -357,6 +364,12 @@ class ManagedLedger:
     def storage(self) -> LedgerStorage:
         return self._storage
 
+    @storage.setter
+    def storage(self, storage: LedgerStorage) -> None:
+        """Ledgers are created on ``storage`` from now on (e.g. with other quorums); those
+        already in the log are read and deleted through it too."""
+        self._storage = storage
+
     @property
     def store(self) -> MetadataStore:
         return self._store
@@ -476,29 +489,31 @@ class ManagedLedger:
 
     def notify_waiters(self) -> None:
         """Wake the readers parked at the end of the log (an entry was appended)."""
-        waiters, self._waiters = self._waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
-        if self._append_callbacks:
-            callbacks, self._append_callbacks = self._append_callbacks, []
+        waiters, self._waiters = self._waiters, None
+        if waiters is not None:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+        if self._append_callbacks is not None:
+            callbacks, self._append_callbacks = self._append_callbacks, None
             asyncio.get_running_loop().call_soon(_call_each, callbacks, True)
 
     def _fail_waiters(self, exc: BaseException) -> None:
-        waiters, self._waiters = self._waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_exception(exc)
-                fut.exception()
-        if self._append_callbacks:
-            callbacks, self._append_callbacks = self._append_callbacks, []
+        waiters, self._waiters = self._waiters, None
+        if waiters is not None:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_exception(exc)
+                    fut.exception()
+        if self._append_callbacks is not None:
+            callbacks, self._append_callbacks = self._append_callbacks, None
             asyncio.get_running_loop().call_soon(_call_each, callbacks, False)
 
     def register_waiter(self) -> asyncio.Future[None]:
         """A future resolved at the next append (used by cursors parking at the end)."""
         self.check_usable()
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
+        self._add_waiter(fut)
         return fut
 
     def call_on_append(self, callback: Callable[[bool], None]) -> None:
@@ -507,7 +522,24 @@ class ManagedLedger:
         without a future (for the dispatchers parked at the end: one loop callback per
         append calls them all). Once per registration. Raises as :meth:`check_usable`."""
         self.check_usable()
-        self._append_callbacks.append(callback)
+        if self._append_callbacks is None:
+            self._append_callbacks = [callback]
+        else:
+            self._append_callbacks.append(callback)
+
+    def cancel_on_append(self, callback: Callable[[bool], None]) -> None:
+        """Take back a :meth:`call_on_append` not yet called (nothing otherwise): a reader
+        closed while parked leaves nothing behind on an idle log."""
+        callbacks = self._append_callbacks
+        if callbacks is not None:
+            with contextlib.suppress(ValueError):
+                callbacks.remove(callback)
+
+    def _add_waiter(self, waiter: asyncio.Future[None]) -> None:
+        if self._waiters is None:
+            self._waiters = [waiter]
+        else:
+            self._waiters.append(waiter)
 
     async def wait_for_entry_after(self, position: Position) -> None:
         """Return once an entry after ``position`` exists (no polling: parks on a future).

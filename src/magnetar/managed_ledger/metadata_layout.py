@@ -74,15 +74,21 @@ class LedgerInfoNode:
     not an empty node and then its first ledger)."""
 
     __slots__ = (
+        "_name",
         "_store",
         "_version",
-        "path",
     )
 
     def __init__(self, store: MetadataStore, name: str) -> None:
         self._store = store
-        self.path = ledger_path(name)
+        self._name = name
         self._version = MUST_NOT_EXIST
+
+    @property
+    def path(self) -> str:
+        """The node's path (made when needed: the managed ledger's name string is kept
+        anyway, a path string beside it was ~100 B per idle topic)."""
+        return ledger_path(self._name)
 
     async def load(self) -> ManagedLedgerInfo | None:
         """The stored value, None if there is no node. Raises the store's errors."""

@@ -84,17 +84,20 @@ class Transaction:
         if path == "/" and not sequential:
             raise NodeExists("/ always exists")
         parent = paths.parent(path) if path != "/" else "/"
-        parent_row = self._owner_and_cversion(parent)
+        # One statement counts the child in the parent and reads what the checks need: a
+        # check that fails raises, and a write that raises is rolled back whole (see
+        # EmbeddedDatabase._run_batch), the count with it.
+        parent_row = self._count_child(parent)
         if parent_row is None and parents:
             self.ensure_parents(path)
-            parent_row = self._owner_and_cversion(parent)
+            parent_row = self._count_child(parent)
         if parent_row is None:
             raise NotFound(f"parent of {path} does not exist")
         owner, cversion = parent_row
         if owner is not None:
             raise NoChildrenForEphemerals(f"{parent} is ephemeral")
-        if sequential:
-            path = f"{path}{cversion:0{paths.SEQUENCE_DIGITS}d}"
+        if sequential:  # numbered by the parent's cversion before this child
+            path = f"{path}{cversion - 1:0{paths.SEQUENCE_DIGITS}d}"
         try:  # the primary key refuses a node that exists (one statement, not a look first)
             self.conn.execute(
                 "INSERT INTO nodes (path, parent, value, version, cversion, created_ms,"
@@ -110,16 +113,18 @@ class Transaction:
             )
         except sqlite3.IntegrityError:
             raise NodeExists(path) from None
-        self.conn.execute("UPDATE nodes SET cversion = cversion + 1 WHERE path = ?", (parent,))
         self.events.append(Notification(EventType.CREATED, path))
         self.events.append(Notification(EventType.CHILDREN_CHANGED, parent))
         return path
 
-    def _owner_and_cversion(self, path: str) -> tuple[int | None, int] | None:
-        found: tuple[int | None, int] | None = self.conn.execute(
-            "SELECT owner, cversion FROM nodes WHERE path = ?", (path,)
-        ).fetchone()
-        return found
+    def _count_child(self, path: str) -> tuple[int | None, int] | None:
+        """Adds one to the cversion of ``path`` and returns its owner and new cversion;
+        None (and no change) if there is no node at ``path``."""
+        rows: list[tuple[int | None, int]] = self.conn.execute(
+            "UPDATE nodes SET cversion = cversion + 1 WHERE path = ? RETURNING owner, cversion",
+            (path,),
+        ).fetchall()  # to its end: the statement is done with, not left in progress
+        return rows[0] if rows else None
 
     def created_stat(self) -> Stat:
         """The stat of a persistent node this transaction has just created."""
@@ -149,14 +154,26 @@ class Transaction:
     def delete(self, path: str, version: int) -> None:
         if path == "/":
             raise InvalidPath("/ cannot be deleted")
-        self._row_at(path, version)
+        # Deleted first, checked after (one statement fewer than a look first): a check
+        # that fails raises, and the write that raises is rolled back whole.
+        found = self.conn.execute(
+            "DELETE FROM nodes WHERE path = ? RETURNING version", (path,)
+        ).fetchall()
+        if not found:
+            raise NotFound(path)
+        if version != ANY_VERSION and version != found[0][0]:
+            raise BadVersion(f"{path}: expected version {version}, found {found[0][0]}")
         if self.conn.execute("SELECT 1 FROM nodes WHERE parent = ? LIMIT 1", (path,)).fetchone():
             raise NotEmpty(path)
-        self._remove(path)
+        self._removed(path)
 
     def _remove(self, path: str) -> None:
-        parent = paths.parent(path)
         self.conn.execute("DELETE FROM nodes WHERE path = ?", (path,))
+        self._removed(path)
+
+    def _removed(self, path: str) -> None:
+        """``path`` was deleted: its parent counts the change, and both are notified."""
+        parent = paths.parent(path)
         self.conn.execute("UPDATE nodes SET cversion = cversion + 1 WHERE path = ?", (parent,))
         self.events.append(Notification(EventType.DELETED, path))
         self.events.append(Notification(EventType.CHILDREN_CHANGED, parent))

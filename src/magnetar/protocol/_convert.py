@@ -48,6 +48,23 @@ def parse_into(m: PbMessage, data: bytes | bytearray | memoryview, what: str) ->
         raise ProtocolError(f"{what} lacks required fields: {missing}")
 
 
+_M = TypeVar("_M", bound=PbMessage)
+
+
+def parsed(cls: type[_M], data: bytes | bytearray | memoryview, what: str) -> _M:
+    """A new ``cls`` parsed from ``data``, its required fields checked; any failure is
+    ProtocolError. (Parsing into a message again does not free what the last parse put in
+    its arena: :func:`parse_into` suits a message used once.)"""
+    try:
+        m = cls.FromString(data)  # type: ignore[arg-type]  # any contiguous buffer
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise ProtocolError(f"unparsable {what}: {exc}") from exc
+    if not m.IsInitialized():
+        missing = ", ".join(m.FindInitializationErrors())  # type: ignore[attr-defined]
+        raise ProtocolError(f"{what} lacks required fields: {missing}")
+    return m
+
+
 def _message_type(f: FieldDescriptor) -> Descriptor:
     mt = f.message_type
     assert mt is not None, f.full_name

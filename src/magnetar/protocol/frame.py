@@ -139,7 +139,6 @@ class FrameDecoder:
     """
 
     __slots__ = (
-        "_base",
         "_failed",
         "_head",
         "_held",
@@ -158,7 +157,6 @@ class FrameDecoder:
         self._held = 0  # bytes in _parts
         self._needed = 0  # the announced size of the frame in _parts (after its prefix)
         self._failed: str | None = None
-        self._base = pb.BaseCommand()  # scratch, reused: parsing into it allocates less
         self.partial_frames_started = 0
         """How many times a frame was left incomplete at the end of a feed after none was
         (a counter, so a caller can tell a new partial frame from the same one growing)."""
@@ -346,8 +344,9 @@ class FrameDecoder:
             # The hottest command: try the hand-written decoder first.
             command = _convert.send_from_command_bytes(bytes(frame[4:end]))
         if command is None:
-            base = self._base
-            _convert.parse_into(base, frame[4:end], "command")
+            # A new message per command: upb parses into its message's arena, which a
+            # reused message never frees (~200 B per command, for the connection's life).
+            base = _convert.parsed(pb.BaseCommand, frame[4:end], "command")
             command = _convert.command_from_base(base)
             # Plain ints: hashing an IntEnum member runs Python code, and this runs per frame.
             has_payload = base.type in _PAYLOAD_TYPES

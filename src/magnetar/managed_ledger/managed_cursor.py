@@ -208,13 +208,12 @@ class ManagedCursor:
         ):
             first = at[1]
             last = min(seg.entries - 1, first + max_entries - 1)
-            if (
+            capped = (  # by bytes: then the plan may read on after that run
                 max_bytes
                 and seg.size_bytes
                 and first + max_bytes * seg.entries // seg.size_bytes <= last
-            ):
-                pass  # capped by bytes: the plan may read on after that run
-            else:
+            )
+            if not capped:
                 found = self._ml.cache.run_whole(seg.ledger_id, first, last)
                 if found is None:
                     return None

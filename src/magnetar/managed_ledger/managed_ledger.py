@@ -513,7 +513,10 @@ class ManagedLedger:
         """A future resolved at the next append (used by cursors parking at the end)."""
         self.check_usable()
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._add_waiter(fut)
+        if self._waiters is None:
+            self._waiters = [fut]
+        else:
+            self._waiters.append(fut)
         return fut
 
     def call_on_append(self, callback: Callable[[bool], None]) -> None:
@@ -534,12 +537,6 @@ class ManagedLedger:
         if callbacks is not None:
             with contextlib.suppress(ValueError):
                 callbacks.remove(callback)
-
-    def _add_waiter(self, waiter: asyncio.Future[None]) -> None:
-        if self._waiters is None:
-            self._waiters = [waiter]
-        else:
-            self._waiters.append(waiter)
 
     async def wait_for_entry_after(self, position: Position) -> None:
         """Return once an entry after ``position`` exists (no polling: parks on a future).

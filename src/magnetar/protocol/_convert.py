@@ -37,7 +37,9 @@ _PKG = "magnetar.pulsar."
 
 
 def parse_into(m: PbMessage, data: bytes | bytearray | memoryview, what: str) -> None:
-    """Parse ``data`` into ``m`` and check required fields; any failure is ProtocolError."""
+    """Parse ``data`` into ``m`` and check required fields; any failure is ProtocolError.
+    ``m`` should be new: parsing into a message again does not free what the last parse put
+    in its arena."""
     try:
         # upb parses any contiguous buffer; the stubs only admit bytes.
         m.ParseFromString(data)  # type: ignore[arg-type]
@@ -46,23 +48,6 @@ def parse_into(m: PbMessage, data: bytes | bytearray | memoryview, what: str) ->
     if not m.IsInitialized():
         missing = ", ".join(m.FindInitializationErrors())  # type: ignore[attr-defined]
         raise ProtocolError(f"{what} lacks required fields: {missing}")
-
-
-_M = TypeVar("_M", bound=PbMessage)
-
-
-def parsed(cls: type[_M], data: bytes | bytearray | memoryview, what: str) -> _M:
-    """A new ``cls`` parsed from ``data``, its required fields checked; any failure is
-    ProtocolError. (Parsing into a message again does not free what the last parse put in
-    its arena: :func:`parse_into` suits a message used once.)"""
-    try:
-        m = cls.FromString(data)  # type: ignore[arg-type]  # any contiguous buffer
-    except (DecodeError, ValueError, RuntimeError) as exc:
-        raise ProtocolError(f"unparsable {what}: {exc}") from exc
-    if not m.IsInitialized():
-        missing = ", ".join(m.FindInitializationErrors())  # type: ignore[attr-defined]
-        raise ProtocolError(f"{what} lacks required fields: {missing}")
-    return m
 
 
 def _message_type(f: FieldDescriptor) -> Descriptor:

@@ -346,7 +346,8 @@ class FrameDecoder:
         if command is None:
             # A new message per command: upb parses into its message's arena, which a
             # reused message never frees (~200 B per command, for the connection's life).
-            base = _convert.parsed(pb.BaseCommand, frame[4:end], "command")
+            base = pb.BaseCommand()
+            _convert.parse_into(base, frame[4:end], "command")
             command = _convert.command_from_base(base)
             # Plain ints: hashing an IntEnum member runs Python code, and this runs per frame.
             has_payload = base.type in _PAYLOAD_TYPES

@@ -153,6 +153,8 @@ class RequestProcessor:
         op = request.op
         if op == OpType.ADD_ENTRY:
             self._add(request, payload, conn, durable)
+        elif op == OpType.ADD_ENTRIES:
+            self._add_run(request, payload, conn, durable)
         elif op == OpType.READ_ENTRY or op == OpType.RECOVERY_READ:
             self._read(request, conn, durable)
         elif op == OpType.READ_ENTRIES:
@@ -373,6 +375,52 @@ class RequestProcessor:
                     op=OpType.ADD_ENTRY,
                     ledger_id=request.ledger_id,
                     entry_id=request.entry_id,
+                ),
+                b"",
+            )
+        )
+
+    def _add_run(
+        self, request: Request, payload: bytes, conn: Responder, durable: list[Reply]
+    ) -> None:
+        """ADD_ENTRIES: the run whole through :meth:`admit_adds`, one answer for it."""
+        sizes = request.entry_sizes
+        checksums = list(request.checksums)  # kept by storage: not a view into the request
+        if not sizes or len(checksums) != len(sizes) or sum(sizes) != len(payload):
+            conn.reply(
+                _error(
+                    request,
+                    Status.BAD_REQUEST,
+                    f"a run of {len(sizes)} entry sizes, {len(checksums)} checksums"
+                    f" and {len(payload)} payload bytes does not add up",
+                )
+            )
+            return
+        payloads = []
+        start = 0
+        for size in sizes:
+            end = start + size
+            payloads.append(payload[start:end])
+            start = end
+        refusal = self.admit_adds(
+            request.ledger_id,
+            request.entry_id,
+            request.last_add_confirmed,
+            checksums,
+            payloads,
+            request.recovery,
+        )
+        if refusal is not None:
+            conn.reply(_error(request, refusal.status, str(refusal)))
+            return
+        durable.append(
+            (
+                codec.Response(
+                    request_id=request.request_id,
+                    op=OpType.ADD_ENTRIES,
+                    ledger_id=request.ledger_id,
+                    entry_id=request.entry_id,
+                    last_entry_id=request.entry_id + len(payloads) - 1,
                 ),
                 b"",
             )

@@ -7,8 +7,9 @@ read entry, read last-add-confirmed, fencing, recovery reads); the encoding is o
 
 Framing (see magnetar/bookie_protocol/codec.py):
   [u32 frame_size][u32 header_size][header: Request|Response][payload bytes]
-frame_size counts everything after itself. The payload is the entry body for ADD_ENTRY
-requests and for READ_ENTRY / RECOVERY_READ / READ_ENTRIES responses, empty otherwise;
+frame_size counts everything after itself. The payload is the entry body of ADD_ENTRY
+requests and READ_ENTRY / RECOVERY_READ responses, the bodies concatenated for
+ADD_ENTRIES requests and READ_ENTRIES responses, empty otherwise;
 keeping it out of the protobuf lets the bookie journal it without re-encoding.
 
 Flat messages (no oneof, no nesting) keep encode/decode cheap in Python.
@@ -55,6 +56,8 @@ class _OpTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_OpType.ValueTy
     """what this bookie holds of a ledger"""
     READ_ENTRIES: _OpType.ValueType  # 7
     """read a run of entries from entry_id on, in one response"""
+    ADD_ENTRIES: _OpType.ValueType  # 8
+    """store a run of consecutive entries from entry_id on; one answer"""
 
 class OpType(_OpType, metaclass=_OpTypeEnumTypeWrapper):
     """values of Request.op and Response.op"""
@@ -74,6 +77,8 @@ LEDGER_INFO: OpType.ValueType  # 6
 """what this bookie holds of a ledger"""
 READ_ENTRIES: OpType.ValueType  # 7
 """read a run of entries from entry_id on, in one response"""
+ADD_ENTRIES: OpType.ValueType  # 8
+"""store a run of consecutive entries from entry_id on; one answer"""
 Global___OpType: _TypeAlias = OpType  # noqa: Y015
 
 class _Status:
@@ -118,6 +123,8 @@ class Request(_message.Message):
     LAST_ENTRY_ID_FIELD_NUMBER: _builtins.int
     MAX_BYTES_FIELD_NUMBER: _builtins.int
     STRIDE_FIELD_NUMBER: _builtins.int
+    ENTRY_SIZES_FIELD_NUMBER: _builtins.int
+    CHECKSUMS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.int
     """chosen by the client; echoed in the response"""
     op: _builtins.int
@@ -138,6 +145,16 @@ class Request(_message.Message):
     """entry is always sent, whatever its size)
     READ_ENTRIES: entry_id, entry_id + stride, ... up to
     """
+    @_builtins.property
+    def entry_sizes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """last_entry_id (0 and 1: consecutive entries)
+        ADD_ENTRIES: the entries entry_id, entry_id + 1, ... in order, their bodies
+        concatenated in the payload; the i-th is entry_sizes[i] bytes long with CRC32C
+        checksums[i]. last_add_confirmed and recovery apply to all of them.
+        """
+
+    @_builtins.property
+    def checksums(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
         self,
         *,
@@ -151,10 +168,12 @@ class Request(_message.Message):
         last_entry_id: _builtins.int = ...,
         max_bytes: _builtins.int = ...,
         stride: _builtins.int = ...,
+        entry_sizes: _abc.Iterable[_builtins.int] | None = ...,
+        checksums: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checksum", b"checksum", "entry_id", b"entry_id", "last_add_confirmed", b"last_add_confirmed", "last_entry_id", b"last_entry_id", "ledger_id", b"ledger_id", "max_bytes", b"max_bytes", "op", b"op", "recovery", b"recovery", "request_id", b"request_id", "stride", b"stride"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checksum", b"checksum", "checksums", b"checksums", "entry_id", b"entry_id", "entry_sizes", b"entry_sizes", "last_add_confirmed", b"last_add_confirmed", "last_entry_id", b"last_entry_id", "ledger_id", b"ledger_id", "max_bytes", b"max_bytes", "op", b"op", "recovery", b"recovery", "request_id", b"request_id", "stride", b"stride"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -10,7 +10,8 @@ Wire format of one frame (big-endian)::
 The header is a ``magnetar.bookie.Request`` (client → bookie) or ``Response`` (bookie →
 client), see ``bookie.proto`` next to this module; their ``op`` is an :class:`OpType` and a
 response's ``status`` a :class:`Status`. The payload is the entry body of ADD_ENTRY requests
-and of READ_ENTRY / RECOVERY_READ responses. Requests and responses are matched by
+and of READ_ENTRY / RECOVERY_READ responses, the bodies concatenated for ADD_ENTRIES requests
+and READ_ENTRIES responses. Requests and responses are matched by
 ``request_id``; a connection carries any number of requests in flight for any ledgers.
 
 The decoders never buffer more than one frame beyond what was fed: a frame announcing more
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from google.protobuf.message import DecodeError
@@ -60,6 +62,7 @@ class OpType(enum.IntEnum):
     RECOVERY_READ = 5
     LEDGER_INFO = 6
     READ_ENTRIES = 7
+    ADD_ENTRIES = 8
 
 
 class Status(enum.IntEnum):
@@ -97,6 +100,13 @@ def encode_frame(header: bytes, payload: bytes = b"") -> list[bytes]:
     if payload:
         return [prefix, header, payload]
     return [prefix + header]
+
+
+def encode_frame_parts(header: bytes, payloads: Sequence[bytes]) -> list[bytes]:
+    """The frame of ``header`` whose payload is ``payloads`` concatenated, as buffers for
+    ``transport.writelines`` (no payload is copied)."""
+    prefix = FRAME_PREFIX.pack(4 + len(header) + sum(map(len, payloads)), len(header))
+    return [prefix, header, *payloads]
 
 
 def encode_request(request: pb.Request, payload: bytes = b"") -> list[bytes]:
@@ -194,6 +204,7 @@ __all__ = [
     "ResponseDecoder",
     "Status",
     "encode_frame",
+    "encode_frame_parts",
     "encode_request",
     "encode_response",
 ]

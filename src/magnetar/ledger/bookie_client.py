@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Final, cast
 from magnetar.bookie_protocol.codec import FRAME_SIZE_MAX_BYTES, ResponseDecoder, encode_frame
 from magnetar.bookie_protocol.errors import BookieUnavailable
 from magnetar.common.clock import Clock
-from magnetar.common.errors import PersistenceError, ProtocolError
+from magnetar.common.errors import ProtocolError
 from magnetar.ledger.transport import (
     AddCallback,
     AddRun,
@@ -43,27 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S: Final = 5.0
-
-
-class _RunAnswers:
-    """Folds the answers to the requests of one run into the run's single answer."""
-
-    __slots__ = ("_callback", "_remaining")
-
-    def __init__(self, count: int, callback: AddCallback) -> None:
-        self._remaining = count
-        self._callback: AddCallback | None = callback
-
-    def on_answer(self, error: PersistenceError | None) -> None:
-        callback = self._callback
-        if callback is None:
-            return  # answered already (a refusal came first)
-        if error is None:
-            self._remaining -= 1
-            if self._remaining:
-                return
-        self._callback = None
-        callback(error)
 
 
 class BookieClient(asyncio.Protocol):
@@ -108,25 +87,9 @@ class BookieClient(asyncio.Protocol):
     # -- requests --------------------------------------------------------------------------
 
     def add(self, run: AddRun, callback: AddCallback) -> None:
-        """One ADD_ENTRY request per entry of ``run`` (their frames go out in one
-        ``writelines``); ``callback`` once, when the last is answered OK or the first is
-        not."""
-        if run.count == 1:
-            self._send(run.first_request_id, run.frames(), callback, True)
-            return
-        if self.closed:
-            exc = BookieUnavailable(f"connection to {self.bookie_id} is closed")
-            self._loop.call_soon(fail, (callback, 0.0, True), exc)
-            return
-        answers = _RunAnswers(run.count, callback)
-        deadline = self._clock.monotonic_s() + self._timeout_s
-        pending = self._pending
-        for rid in range(run.first_request_id, run.first_request_id + run.count):
-            pending[rid] = (answers.on_answer, deadline, True)
-        self._outbox.extend(run.frames())
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+        """One request for the whole run (:meth:`AddRun.frames`); ``callback`` once, with
+        its answer."""
+        self._send(run.first_request_id, run.frames(), callback, True)
 
     def request(self, request: Request, payload: bytes, callback: Callback) -> None:
         self._send(

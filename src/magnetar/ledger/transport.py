@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from magnetar.bookie_protocol import codec
-from magnetar.bookie_protocol.codec import OpType, Status, encode_frame
+from magnetar.bookie_protocol.codec import OpType, Status, encode_frame, encode_frame_parts
 from magnetar.bookie_protocol.errors import StatusError, error_for_status
 from magnetar.bookie_protocol.responder import Responder
 from magnetar.common.errors import PersistenceError
@@ -53,8 +53,9 @@ class AddRun:
     shared by every bookie of their write set (a run of one for a single add).
 
     ``payloads`` and ``checksums`` must not change after construction (``checksums[i]`` is
-    the CRC32C of ``payloads[i]``). Over TCP each entry is one ADD_ENTRY request, request
-    id ``first_request_id + i``; the encoding is made once, on first use, and reused for
+    the CRC32C of ``payloads[i]``). Over TCP the run is one request, id
+    ``first_request_id``: ADD_ENTRY for a single entry, else ADD_ENTRIES, which a bookie
+    stores whole or not at all; the encoding is made once, on first use, and reused for
     every replica."""
 
     __slots__ = (
@@ -97,24 +98,27 @@ class AddRun:
         return self.first_entry_id + len(self.payloads) - 1
 
     def frames(self) -> list[bytes]:
-        """The bookie-protocol frames, one per entry in order (buffers for ``writelines``;
-        the payloads are not copied)."""
+        """The run's bookie-protocol request as buffers for ``writelines`` (the payloads
+        are not copied)."""
         frames = self._frames
         if frames is None:
-            frames = []
-            for i, (checksum, payload) in enumerate(
-                zip(self.checksums, self.payloads, strict=True)
-            ):
-                header = codec.Request(
-                    request_id=self.first_request_id + i,
-                    op=OpType.ADD_ENTRY,
-                    ledger_id=self.ledger_id,
-                    entry_id=self.first_entry_id + i,
-                    last_add_confirmed=self.last_add_confirmed,
-                    checksum=checksum,
-                    recovery=self.recovery,
-                ).SerializeToString()
-                frames.extend(encode_frame(header, payload))
+            payloads = self.payloads
+            request = codec.Request(
+                request_id=self.first_request_id,
+                ledger_id=self.ledger_id,
+                entry_id=self.first_entry_id,
+                last_add_confirmed=self.last_add_confirmed,
+                recovery=self.recovery,
+            )
+            if len(payloads) == 1:
+                request.op = OpType.ADD_ENTRY
+                request.checksum = self.checksums[0]
+                frames = encode_frame(request.SerializeToString(), payloads[0])
+            else:
+                request.op = OpType.ADD_ENTRIES
+                request.entry_sizes.extend(map(len, payloads))
+                request.checksums.extend(self.checksums)
+                frames = encode_frame_parts(request.SerializeToString(), payloads)
             self._frames = frames
         return frames
 

@@ -1,0 +1,151 @@
+"""ADD_ENTRIES on a real bookie over loopback: a run of entries in one request, encoded as
+the ledger client encodes it (:meth:`AddRun.frames`), answered once after the journal
+sync, stored whole or not at all."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import crc32c
+import pytest
+
+from magnetar.bookie import Bookie, BookieConfig
+from magnetar.bookie_protocol.codec import OpType, Request, Status, encode_request
+from magnetar.ledger.transport import AddRun
+from magnetar.metadata import MetadataStore, connect
+
+from .test_bookie import RawConnection
+from .test_read_entries import read_entries
+
+LEDGER = 7
+
+
+@pytest.fixture
+async def bookie(tmp_path: Path) -> AsyncIterator[Bookie]:
+    store: MetadataStore = await connect("memory:")
+    b = Bookie(BookieConfig(data_dir=tmp_path / "b", port=0, disk_free_min_bytes=0), store)
+    await b.start()
+    yield b
+    await b.stop()
+    await store.close()
+
+
+@pytest.fixture
+async def conn(bookie: Bookie) -> AsyncIterator[RawConnection]:
+    c = await RawConnection.open(bookie.port)
+    yield c
+    c.close()
+
+
+def run_of(first: int, payloads: list[bytes], rid: int = 1, recovery: bool = False) -> AddRun:
+    return AddRun(
+        rid, LEDGER, first, first - 1, [crc32c.crc32c(p) for p in payloads], payloads, recovery
+    )
+
+
+async def send(conn: RawConnection, run: AddRun) -> tuple[int, str]:
+    conn.writer.writelines(run.frames())
+    await conn.writer.drain()
+    resp, _ = await conn.next()
+    assert resp.request_id == run.first_request_id
+    return resp.status, resp.message
+
+
+async def test_a_run_is_one_request_and_one_answer(conn: RawConnection) -> None:
+    payloads = [b"%d:" % i + b"x" * (i * 53 % 700) for i in range(40)]
+    run = run_of(0, payloads, rid=5)
+    conn.writer.writelines(run.frames())
+    await conn.writer.drain()
+    resp, _ = await conn.next()
+    assert (resp.request_id, resp.op, resp.status) == (5, OpType.ADD_ENTRIES, Status.OK)
+    assert (resp.entry_id, resp.last_entry_id) == (0, 39)
+    assert not conn.buffered  # one answer for the run
+
+    _, stored = await read_entries(conn, 0, 39, ledger=LEDGER)
+    assert stored == payloads
+
+
+async def test_a_run_of_one_is_an_add_entry(conn: RawConnection) -> None:
+    run = run_of(0, [b"only"])
+    status, _ = await send(conn, run)
+    assert status == Status.OK
+    resp, body = await conn.call(
+        Request(request_id=9, op=OpType.READ_ENTRY, ledger_id=LEDGER, entry_id=0)
+    )
+    assert (resp.op, resp.status, body) == (OpType.READ_ENTRY, Status.OK, b"only")
+
+
+async def test_a_refused_entry_stores_none_of_the_run(conn: RawConnection) -> None:
+    payloads = [b"a", b"b", b"c", b"d", b"e"]
+    run = run_of(0, payloads)
+    run.checksums[3] ^= 1  # type: ignore[index]  # a list: the run is not encoded yet
+    status, message = await send(conn, run)
+    assert status == Status.BAD_REQUEST
+    assert "checksum" in message
+
+    resp, _ = await conn.call(
+        Request(request_id=9, op=OpType.READ_ENTRY, ledger_id=LEDGER, entry_id=0)
+    )
+    assert resp.status in (Status.NO_SUCH_LEDGER, Status.NO_SUCH_ENTRY)
+
+    status, _ = await send(conn, run_of(0, payloads, rid=20))  # the connection still serves
+    assert status == Status.OK
+
+
+@pytest.mark.parametrize(
+    ("sizes", "checksums", "payload"),
+    [
+        ([2, 2], [0, 0], b"abc"),  # sizes add up to more than the payload
+        ([1, 1], [0], b"ab"),  # a checksum missing
+        ([], [], b""),  # no entry at all
+    ],
+)
+async def test_a_run_that_does_not_add_up_is_refused(
+    conn: RawConnection, sizes: list[int], checksums: list[int], payload: bytes
+) -> None:
+    request = Request(
+        request_id=3,
+        op=OpType.ADD_ENTRIES,
+        ledger_id=LEDGER,
+        entry_id=0,
+        entry_sizes=sizes,
+        checksums=checksums,
+    )
+    resp, _ = await conn.call(request, payload)
+    assert resp.status == Status.BAD_REQUEST
+    assert "does not add up" in resp.message
+    status, _ = await send(conn, run_of(0, [b"x", b"y"], rid=4))
+    assert status == Status.OK
+
+
+async def test_a_fenced_ledger_takes_recovery_runs_only(conn: RawConnection) -> None:
+    status, _ = await send(conn, run_of(0, [b"a", b"b"]))
+    assert status == Status.OK
+    resp, _ = await conn.call(Request(request_id=2, op=OpType.FENCE, ledger_id=LEDGER))
+    assert resp.status == Status.OK
+
+    status, _ = await send(conn, run_of(2, [b"c", b"d"], rid=3))
+    assert status == Status.FENCED
+    status, _ = await send(conn, run_of(2, [b"c", b"d"], rid=5, recovery=True))
+    assert status == Status.OK
+    _, stored = await read_entries(conn, 0, 3, ledger=LEDGER)
+    assert stored == [b"a", b"b", b"c", b"d"]
+
+
+async def test_an_add_entry_beside_runs_still_works(conn: RawConnection) -> None:
+    payload = b"single"
+    request = Request(
+        request_id=1,
+        op=OpType.ADD_ENTRY,
+        ledger_id=LEDGER,
+        entry_id=0,
+        checksum=crc32c.crc32c(payload),
+    )
+    conn.writer.writelines(encode_request(request, payload))
+    conn.writer.writelines(run_of(1, [b"p", b"q"], rid=2).frames())
+    await conn.writer.drain()
+    first, _ = await conn.next()
+    second, _ = await conn.next()
+    assert (first.request_id, first.status) == (1, Status.OK)
+    assert (second.request_id, second.status) == (2, Status.OK)

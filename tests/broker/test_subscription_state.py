@@ -15,9 +15,15 @@ from magnetar.broker.failover import (
     ScheduleActivation,
     StartDispatch,
 )
-from magnetar.broker.subscription_state import (
+from magnetar.broker.subscription_dispatch import (
     Dispatched,
     DispatchItem,
+    dispatch_items,
+    dispatch_runs_shared,
+    prepare,
+    send_single_active,
+)
+from magnetar.broker.subscription_state import (
     RunDispatcher,
     SubscriptionEffect,
     SubscriptionState,
@@ -150,7 +156,8 @@ class Log:
     def dispatch(
         self, items: list[DispatchItem], *, replay: bool = False, limit_c: int = 0, limit_s: int = 0
     ) -> bool:
-        return self.state.dispatch_items(
+        return dispatch_items(
+            self.state,
             items,
             replay=replay,
             limit_per_consumer=limit_c,
@@ -171,7 +178,7 @@ def test_shared_sends_each_entry_once_within_permits() -> None:
     log.state.flow(a, 2)
     log.state.flow(b, 2)
     sent = Dispatched()
-    assert log.state.dispatch_runs_shared(log.run(0, 5), False, sent)
+    assert dispatch_runs_shared(log.state, log.run(0, 5), False, sent)
     assert sorted(a.positions + b.positions) == [Position(LEDGER, i) for i in range(4)]
     assert a.permits == b.permits == 0
     assert (sent.entries, sent.messages) == (4, 4)
@@ -185,7 +192,7 @@ def test_shared_unacked_entries_of_a_leaver_are_replayed_to_the_others() -> None
     log.join(a, SubType.Shared)
     log.join(b, SubType.Shared)
     log.state.flow(a, 4)
-    log.state.dispatch_runs_shared(log.run(0, 3), False, Dispatched())
+    dispatch_runs_shared(log.state, log.run(0, 3), False, Dispatched())
     assert a.positions == [Position(LEDGER, i) for i in range(4)]
     log.state.ack_individual(a, [mid(1)])
     assert log.state.remove_consumer(a, log.now_ms()) == []
@@ -204,7 +211,7 @@ def test_shared_redelivery_counts_and_replay() -> None:
     a = Member(1)
     log.join(a, SubType.Shared)
     log.state.flow(a, 3)
-    log.state.dispatch_runs_shared(log.run(0, 2), False, Dispatched())
+    dispatch_runs_shared(log.state, log.run(0, 2), False, Dispatched())
     effects, entries = log.state.redeliver(a, [mid(1)])
     assert effects == [RunDispatcher()] and entries == 1
     assert Position(LEDGER, 1) not in a.pending
@@ -224,7 +231,7 @@ def test_individual_ack_past_the_end_applies_what_came_before() -> None:
     a = Member(1)
     log.join(a, SubType.Shared)
     log.state.flow(a, 3)
-    log.state.dispatch_runs_shared(log.run(0, 2), False, Dispatched())
+    dispatch_runs_shared(log.state, log.run(0, 2), False, Dispatched())
     acked, error = log.state.ack_individual(a, [mid(0), mid(9)])
     assert error is not None
     assert log.cursor.is_acked(Position(LEDGER, 0))
@@ -248,7 +255,7 @@ def test_batch_index_acks_remove_the_entry_once_every_message_is_acked() -> None
     assert log.cursor.batch_ack_set(Position(LEDGER, 0)) == [0b101]
     # sent again (a redelivery), it carries the ack set and counts only what is left
     item = log.items(0)[0]
-    assert log.state.prepare(item) and (item.messages, item.ack_set) == (2, [0b101])
+    assert prepare(log.state, item) and (item.messages, item.ack_set) == (2, [0b101])
     log.state.ack_individual(a, [mid(0, [0b010], 3)])
     assert a.pending == {} and log.cursor.is_acked(Position(LEDGER, 0))
 
@@ -264,7 +271,7 @@ def test_exclusive_refuses_a_second_consumer_and_acks_cumulatively() -> None:
     a.permits = 4
     assert log.state.single_active_target() is a
     epoch = log.state.epoch
-    log.state.send_single_active(a, log.run(0, 3), Dispatched())
+    send_single_active(log.state, a, log.run(0, 3), Dispatched())
     assert log.state.still_active(a, epoch)
     assert log.state.ack_cumulative(a, mid(2)) is None
     assert list(a.pending) == [Position(LEDGER, 3)]
@@ -282,7 +289,7 @@ def test_failover_redelivery_by_the_active_consumer_rewinds() -> None:
     active = log.state.consumers[log.state.active_uid or 0]
     standby = b if active is a else a
     active.permits = 2
-    log.state.send_single_active(active, log.run(0, 1), Dispatched())
+    send_single_active(log.state, active, log.run(0, 1), Dispatched())
     assert log.state.redeliver(standby, []) == ([], None)
     epoch = log.state.epoch
     effects, entries = log.state.redeliver(active, [])
@@ -311,7 +318,7 @@ def test_the_last_consumer_leaving_forgets_replays_and_rewinds() -> None:
     a = Member(1)
     log.join(a, SubType.Shared)
     log.state.flow(a, 2)
-    log.state.dispatch_runs_shared(log.run(0, 1), False, Dispatched())
+    dispatch_runs_shared(log.state, log.run(0, 1), False, Dispatched())
     log.state.redeliver(a, [mid(0)])
     epoch = log.state.epoch
     assert log.state.remove_consumer(a, log.now_ms()) == [RewindCursor()]
@@ -344,7 +351,7 @@ def test_delayed_entries_wait_until_due() -> None:
     log.join(a, SubType.Shared)
     log.state.flow(a, 10)
     # the tag of deliver_at_time sends the round to the per-entry path
-    assert not log.state.dispatch_runs_shared(log.run(0, 1), False, Dispatched())
+    assert not dispatch_runs_shared(log.state, log.run(0, 1), False, Dispatched())
     log.dispatch(log.items(0, 1))
     assert a.positions == [Position(LEDGER, 1)]
     assert log.state.next_delayed_delivery_ms() == at_ms
@@ -398,7 +405,7 @@ def test_a_seek_drops_what_was_read_and_every_replay() -> None:
     a = Member(1)
     log.join(a, SubType.Shared)
     log.state.flow(a, 2)
-    log.state.dispatch_runs_shared(log.run(0, 1), False, Dispatched())
+    dispatch_runs_shared(log.state, log.run(0, 1), False, Dispatched())
     log.state.redeliver(a, [])
     epoch = log.state.epoch
     log.state.on_reset()

@@ -2,7 +2,8 @@
 asyncio shell around :class:`~magnetar.broker.subscription_state.SubscriptionState`.
 
 The state core holds the bookkeeping and makes every decision (who may subscribe, who is
-active, what is replayed, who gets which entry, the unacked limits); this shell reads
+active, what is replayed, the unacked limits; who gets which entry through its dispatch
+steps, :mod:`~magnetar.broker.subscription_dispatch`); this shell reads
 storage, writes to connections, arms timers and runs the dispatcher task, executing the
 core's effects in order.
 
@@ -35,9 +36,14 @@ from magnetar.broker.failover import (
 from magnetar.broker.key_shared import KeySharedRouter
 from magnetar.broker.marker_filter import drop_markers
 from magnetar.broker.rate_limit import DispatchRateLimiter
-from magnetar.broker.subscription_state import (
+from magnetar.broker.subscription_dispatch import (
     Dispatched,
     DispatchItem,
+    dispatch_items,
+    dispatch_runs_shared,
+    send_single_active,
+)
+from magnetar.broker.subscription_state import (
     RunDispatcher,
     SubscriptionEffect,
     SubscriptionState,
@@ -530,7 +536,7 @@ class Subscription:
             return False
         if runs:
             sent = Dispatched()
-            state.send_single_active(consumer, runs, sent)
+            send_single_active(state, consumer, runs, sent)
             self._account_dispatch(sent)
             if not self._caught_up():
                 return False
@@ -569,7 +575,7 @@ class Subscription:
         if consumer.closed or not state.still_active(consumer, epoch):
             return True  # state changed during the read; the cursor was rewound meanwhile
         sent = Dispatched()
-        state.send_single_active(consumer, runs, sent)
+        send_single_active(state, consumer, runs, sent)
         self._account_dispatch(sent)
         return True
 
@@ -669,7 +675,7 @@ class Subscription:
             return sent
         if state.ring is not None:
             done = Dispatched()
-            if state.dispatch_runs_shared(runs, limit_c > 0 or limit_s > 0, done):
+            if dispatch_runs_shared(state, runs, limit_c > 0 or limit_s > 0, done):
                 self._schedule_delayed_wake()
                 self._account_dispatch(done)
                 return True
@@ -684,7 +690,8 @@ class Subscription:
     def _dispatch_items(self, items: list[DispatchItem], *, replay: bool) -> bool:
         policies = self.topic.policies
         done = Dispatched()
-        sent = self.state.dispatch_items(
+        sent = dispatch_items(
+            self.state,
             items,
             replay=replay,
             limit_per_consumer=policies.max_unacked_messages_per_consumer,

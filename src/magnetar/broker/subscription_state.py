@@ -1,20 +1,22 @@
 """The bookkeeping of one subscription, without I/O: who its consumers are, what each may
-receive, what must be sent again, and who gets which entry.
+receive and what must be sent again (who gets which entry is decided by the dispatch steps
+over it, :mod:`~magnetar.broker.subscription_dispatch`).
 
 Sans-IO: :class:`SubscriptionState` takes a subscription's inputs (a consumer joins or
-leaves, FLOW, ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES, a seek, entries the shell has read)
-and returns *effects* for the shell to execute in order (the
+leaves, FLOW, ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES, a seek; through the dispatch steps,
+entries the shell has read) and returns *effects* for the shell to execute in order (the
 :mod:`~magnetar.broker.failover` effects: :class:`ScheduleActivation`,
 :class:`RewindCursor`, :class:`NotifyActiveConsumer`, :class:`StartDispatch`). It reads and
 writes no socket and no storage, and arms no timer; the time it needs comes from the
 injected clock (delayed delivery) or the caller's ``now_ms`` (failover).
 
 Consumers enter as :class:`DispatchConsumer` (what the core reads of a consumer: permits,
-unacknowledged entries, priority) and are also the core's output port: the core hands each
-one its entries with :meth:`DispatchConsumer.send` / :meth:`DispatchConsumer.send_run`, which
-write the MESSAGE frames and record the entries as pending. The acknowledgement state is
-the cursor's :class:`~magnetar.managed_ledger.cursor.CursorState` (acks are applied to it
-here); moving the read position is the shell's (:class:`RewindCursor`, reads, seeks).
+unacknowledged entries, priority) and are also the core's output port: the dispatch steps
+hand each one its entries with :meth:`DispatchConsumer.send` /
+:meth:`DispatchConsumer.send_run`, which write the MESSAGE frames and record the entries as
+pending. The acknowledgement state is the cursor's
+:class:`~magnetar.managed_ledger.cursor.CursorState` (acks are applied to it here); moving
+the read position is the shell's (:class:`RewindCursor`, reads, seeks).
 
 The rules per subscription type (reference §6.5-§6.10):
 
@@ -48,7 +50,7 @@ from typing import Generic, Protocol, TypeVar
 
 from magnetar.broker import subscription_rules as rules
 from magnetar.broker.consumer import PendingEntries
-from magnetar.broker.delayed_delivery import DelayedDeliveryFull, DelayedDeliveryTracker
+from magnetar.broker.delayed_delivery import DelayedDeliveryTracker
 from magnetar.broker.failover import (
     ActiveConsumerSelector,
     FailoverConsumer,
@@ -56,22 +58,18 @@ from magnetar.broker.failover import (
     RewindCursor,
     SingleActiveType,
 )
-from magnetar.broker.key_shared import HashRange, KeySharedRouter, sticky_key, sticky_key_hash
+from magnetar.broker.key_shared import HashRange, KeySharedRouter
 from magnetar.broker.redelivery_tracker import RedeliveryTracker, redelivery_tracker_for
 from magnetar.broker.shared_dispatch import SharedConsumerRing
 from magnetar.common.clock import Clock
 from magnetar.common.errors import MagnetarError
 from magnetar.common.frozen_struct import frozen_struct
 from magnetar.managed_ledger.cursor import CursorState
-from magnetar.managed_ledger.entry_run import EntryRun
 from magnetar.managed_ledger.errors import InvalidCursorPosition
 from magnetar.managed_ledger.ledger_list import LedgerList
 from magnetar.managed_ledger.position import Position
-from magnetar.protocol import Entry, KeySharedMeta, MessageId, ProtocolError, SubType
+from magnetar.protocol import KeySharedMeta, MessageId, SubType
 
-DELIVER_AT_TIME_TAG = b"\x98\x01"
-"""The key of MessageMetadata's ``deliver_at_time`` (field 19, varint) as it appears on
-the wire."""
 _tuple_new = tuple.__new__
 _ledger_and_entry_ids = attrgetter("ledger_id", "entry_id")
 
@@ -123,38 +121,6 @@ class DispatchConsumer(Protocol):
 C = TypeVar("C", bound=DispatchConsumer)
 
 
-class DispatchItem:
-    """An entry on its way to a consumer."""
-
-    __slots__ = ("ack_set", "data", "key_hash", "messages", "position")
-
-    def __init__(self, position: Position, data: bytes, messages: int | None = None) -> None:
-        self.position = position
-        self.data = data
-        self.messages = 0 if messages is None else messages
-        """0 until known (from the log's cache, or by :meth:`SubscriptionState.prepare`)."""
-        self.ack_set: list[int] | None = None
-        self.key_hash = 0
-        """Key_Shared's sticky key hash; -1 for an entry read for replay (its
-        ``deliver_at_time`` was checked already)."""
-
-
-class Dispatched:
-    """What one dispatch step sent (the shell charges it to the dispatch rates)."""
-
-    __slots__ = ("entries", "messages", "size_bytes")
-
-    def __init__(self) -> None:
-        self.messages = 0
-        self.size_bytes = 0
-        self.entries = 0
-
-    def add(self, messages: int, size_bytes: int, entries: int) -> None:
-        self.messages += messages
-        self.size_bytes += size_bytes
-        self.entries += entries
-
-
 def key_shared_policy_of(meta: KeySharedMeta | None) -> rules.KeySharedPolicy:
     """The Key_Shared policy a SUBSCRIBE asks for (AUTO_SPLIT, in order, when unset)."""
     if meta is None:
@@ -173,10 +139,6 @@ def unacked_limit_blocks(blocked: bool, unacked_messages: int, limit: int) -> bo
     if blocked:
         return unacked_messages > limit // 2
     return unacked_messages >= limit
-
-
-def _popcount(words: Sequence[int]) -> int:
-    return sum(bin(w & 0xFFFFFFFFFFFFFFFF).count("1") for w in words)
 
 
 def batch_indexes_acked(words: Sequence[int], size: int) -> list[int]:
@@ -250,7 +212,7 @@ class SubscriptionState(Generic[C]):
         self.delayed: DelayedDeliveryTracker | None = None
         self.replay: dict[Position, int] = _NO_REPLAY
         """Entries to send again (Shared/Key_Shared) -> key hash (Key_Shared only). The
-        shared empty table (never added to) until the first: add through :meth:`_replay_at`."""
+        shared empty table (never added to) until the first: add through :meth:`add_replay`."""
         self.blocked_on_unacked = False
         """The whole subscription is over max_unacked_messages_per_subscription."""
         self.epoch = 0
@@ -348,7 +310,7 @@ class SubscriptionState(Generic[C]):
             for pos in pending:
                 if not self.cursor.is_acked(pos):
                     self.tracker.add_if_absent(pos)
-                    self._replay_at(pos, self.replay.get(pos, 0))
+                    self.add_replay(pos, self.replay.get(pos, 0))
         if not self.consumers:
             self.tracker.clear()
             self.replay.clear()
@@ -507,11 +469,12 @@ class SubscriptionState(Generic[C]):
             if self.cursor.is_acked(pos):
                 continue
             self.tracker.increment(pos)
-            self._replay_at(pos, self.replay.get(pos, 0))
+            self.add_replay(pos, self.replay.get(pos, 0))
         return [RunDispatcher()], len(positions)
 
-    def _replay_at(self, pos: Position, key_hash: int) -> None:
-        """Put ``pos`` in the replay set with ``key_hash``."""
+    def add_replay(self, pos: Position, key_hash: int) -> None:
+        """Put ``pos`` in the replay set with ``key_hash`` (what a dispatch step could not
+        send goes there too)."""
         replay = self.replay
         if replay is _NO_REPLAY:
             replay = self.replay = {}
@@ -528,7 +491,7 @@ class SubscriptionState(Generic[C]):
         if self.delayed is not None:
             self.delayed.clear()
 
-    # --- dispatching ---------------------------------------------------------------------
+    # --- dispatching (the steps that send: subscription_dispatch) ------------------------
 
     def single_active_target(self) -> C | None:
         """Exclusive/Failover: the consumer to send to now (active, with permits), if any."""
@@ -595,213 +558,3 @@ class SubscriptionState(Generic[C]):
     def next_delayed_delivery_ms(self) -> int | None:
         """When the earliest held-back entry is due (the shell wakes the dispatcher then)."""
         return None if self.delayed is None else self.delayed.next_delivery_ms
-
-    def prepare(self, item: DispatchItem) -> bool:
-        """Fill message count, ack set and key hash; False for an unparsable entry. The
-        metadata is parsed only when needed: the count of an entry appended by this broker
-        comes with it (it was parsed on publish)."""
-        if self.router is not None or not item.messages:
-            try:
-                md = Entry(item.data).metadata
-                item.messages = md.num_messages
-                if self.router is not None:
-                    item.key_hash = sticky_key_hash(
-                        sticky_key(md.ordering_key, md.partition_key, md.partition_key_b64_encoded)
-                    )
-            except ProtocolError:
-                return False
-        ack_set = self.cursor.batch_ack_set(item.position)
-        if ack_set is not None:
-            item.ack_set = ack_set
-            item.messages = _popcount(ack_set)
-        return True
-
-    def send_single_active(self, consumer: C, runs: list[EntryRun], sent: Dispatched) -> None:
-        """Exclusive/Failover: send ``runs`` (read in log order) to ``consumer``. Entries
-        appended by this broker come with their message count; without partly acknowledged
-        batches a run of them goes out as it was read (no object per entry)."""
-        plain = not self.cursor.partial_batches
-        for run in runs:
-            if plain and run.counts_known:
-                m, b = consumer.send_run(run.positions, run.data, run.messages)  # type: ignore[arg-type]
-                sent.add(m, b, len(run))
-            else:
-                self._send_prepared(consumer, run, sent)
-
-    def _send_prepared(self, consumer: C, run: EntryRun, sent: Dispatched) -> None:
-        """Send a run whose entries need preparing (message counts to parse, partly
-        acknowledged batches): entries without an ack set still go in runs, in log order
-        (unparsable entries are skipped)."""
-        positions: list[Position] = []
-        data: list[bytes] = []
-        counts: list[int] = []
-        for pos, entry, count in zip(run.positions, run.data, run.messages, strict=True):
-            item = DispatchItem(pos, entry, count)
-            if not self.prepare(item):
-                continue
-            sent.entries += 1
-            if item.ack_set is None:
-                positions.append(pos)
-                data.append(entry)
-                counts.append(item.messages)
-                continue
-            m, b = consumer.send_run(positions, data, counts)
-            sent.add(m + item.messages, b + len(entry), 0)
-            positions, data, counts = [], [], []
-            consumer.send(pos, entry, item.messages, 0, item.ack_set)
-        m, b = consumer.send_run(positions, data, counts)
-        sent.add(m, b, 0)
-
-    def dispatch_runs_shared(
-        self, runs: list[EntryRun], limits_set: bool, sent: Dispatched
-    ) -> bool:
-        """Shared, the common case: entries with known message counts, no partly
-        acknowledged batch, no ``deliver_at_time``, no max-unacked limit (``limits_set``
-        False). The ring picks a consumer per group of consecutive entries and each group
-        goes out as one run; what no consumer takes waits for replay. False (nothing done)
-        when the round needs the per-entry path (:meth:`dispatch_items`)."""
-        if limits_set or self.cursor.partial_batches:
-            return False
-        if len(runs) == 1:
-            positions, data, counts = runs[0].positions, runs[0].data, runs[0].messages
-        else:
-            positions, data, counts = [], [], []
-            for run in runs:
-                positions += run.positions
-                data += run.data
-                counts += run.messages
-        if not all(counts):
-            return False  # counts to parse (entries read from bookies)
-        # deliver_at_time's tag: where these bytes appear nowhere in the entries none has
-        # the field (where they do, maybe in a payload, the per-entry path parses the
-        # metadata). One search over the joined bytes: a generator would be a call per entry.
-        if self.delayed is not None and DELIVER_AT_TIME_TAG in b"".join(data):
-            return False
-        assert self.ring is not None
-        known: list[int] = counts  # type: ignore[assignment]  # all(counts): no None
-        tracker = self.tracker
-        assigned = 0
-        for uid, indexes in self.ring.assign(known):
-            if not indexes:
-                continue
-            lo, hi = indexes[0], indexes[-1] + 1
-            assigned = hi
-            consumer = self.consumers.get(uid)
-            if consumer is None:  # not expected: the ring holds the subscription's consumers
-                for p in positions[lo:hi]:
-                    self._replay_at(p, 0)
-                continue
-            group = positions[lo:hi]
-            rcs = list(map(tracker.count, group)) if len(tracker) else None
-            m, b = consumer.send_run(group, data[lo:hi], known[lo:hi], rcs)
-            sent.add(m, b, hi - lo)
-        for p in positions[assigned:]:
-            self._replay_at(p, 0)
-        return True
-
-    def _hold_delayed(self, items: list[DispatchItem]) -> list[DispatchItem]:
-        """Prepare ``items`` and keep back those with a future ``deliver_at_time``."""
-        ready: list[DispatchItem] = []
-        delayed = self.delayed
-        now_cutoff = None
-        for item in items:
-            from_replay = item.key_hash == -1
-            if not self.prepare(item):
-                continue
-            if delayed is not None and not from_replay and DELIVER_AT_TIME_TAG in item.data:
-                at = Entry(item.data).metadata.deliver_at_time
-                if at is not None:
-                    if now_cutoff is None:
-                        now_cutoff = delayed.cutoff_ms()
-                    if at > now_cutoff:
-                        try:
-                            if delayed.add(item.position, at):
-                                continue
-                        except DelayedDeliveryFull:
-                            self._replay_at(item.position, item.key_hash)
-                            continue
-            ready.append(item)
-        return ready
-
-    def dispatch_items(
-        self,
-        items: list[DispatchItem],
-        *,
-        replay: bool,
-        limit_per_consumer: int,
-        limit_per_subscription: int,
-        sent: Dispatched,
-    ) -> bool:
-        """Shared/Key_Shared, entry by entry: hold back delayed entries, let the ring or
-        the router pick a consumer per entry, and send what the max-unacked limits (per
-        message; 0 = none) allow; the rest waits for replay. ``replay`` says the items
-        were read from the replay set. True when something was assigned (Shared) or sent
-        (Key_Shared)."""
-        ready = self._hold_delayed(items)
-        if not ready:
-            return False
-        limit_c, limit_s = limit_per_consumer, limit_per_subscription
-        total = sum(c.pending.messages for c in self.consumers.values()) if limit_s > 0 else 0
-        if self.ring is not None:
-            groups = self.ring.assign([i.messages for i in ready])
-            assigned = set()
-            for uid, indexes in groups:
-                consumer = self.consumers.get(uid)
-                for i in indexes:
-                    item = ready[i]
-                    assigned.add(i)
-                    if (
-                        consumer is None
-                        or (limit_c > 0 and consumer.pending.messages >= limit_c)
-                        or (limit_s > 0 and total >= limit_s)
-                    ):
-                        self._replay_at(item.position, 0)
-                        continue
-                    total += item.messages
-                    sent.add(item.messages, len(item.data), 1)
-                    consumer.send(
-                        item.position,
-                        item.data,
-                        item.messages,
-                        self.tracker.count(item.position),
-                        item.ack_set,
-                    )
-            for i, item in enumerate(ready):
-                if i not in assigned:
-                    self._replay_at(item.position, 0)
-            return bool(assigned)
-        router = self.router
-        assert router is not None
-        permits = {
-            c.uid: c.permits
-            for c in self.consumers.values()
-            if c.permits > 0 and not c.blocked_on_unacked
-        }
-        by_pos: dict[tuple[int, int], DispatchItem] = {i.position: i for i in ready}
-        routed = router.route(
-            [(i.position, i.key_hash) for i in ready],
-            permits,
-            replay,
-            set(self.replay.values()),
-        )
-        any_sent = False
-        for uid, positions in routed.by_consumer.items():
-            consumer = self.consumers.get(uid)
-            for routed_pos in positions:
-                item = by_pos[routed_pos]
-                pos = item.position
-                if (
-                    consumer is None
-                    or (limit_c > 0 and consumer.pending.messages >= limit_c)
-                    or (limit_s > 0 and total >= limit_s)
-                ):
-                    self._replay_at(pos, item.key_hash)
-                    continue
-                total += item.messages
-                sent.add(item.messages, len(item.data), 1)
-                consumer.send(pos, item.data, item.messages, self.tracker.count(pos), item.ack_set)
-                any_sent = True
-        for deferred in routed.deferred:
-            item = by_pos[deferred]
-            self._replay_at(item.position, item.key_hash)
-        return any_sent

@@ -16,8 +16,9 @@ from magnetar.ledger.errors import (
     NoSuchLedger,
     NotEnoughBookies,
 )
-from magnetar.ledger.handle import Entry, LedgerHandle
+from magnetar.ledger.handle import LedgerHandle
 from magnetar.ledger.metadata import LedgerMetadata, LedgerState
+from magnetar.ledger.replica_read import Entry
 
 __all__ = [
     "BookieUnavailable",

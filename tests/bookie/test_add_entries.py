@@ -4,14 +4,18 @@ sync, stored whole or not at all."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import crc32c
 import pytest
 
 from magnetar.bookie import Bookie, BookieConfig
-from magnetar.bookie_protocol.codec import OpType, Request, Status, encode_request
+from magnetar.bookie_protocol.codec import OpType, Request, Response, Status, encode_request
+from magnetar.common.clock import SystemClock
+from magnetar.ledger.bookie_client import BookiePool
 from magnetar.ledger.transport import AddRun
 from magnetar.metadata import MetadataStore, connect
 
@@ -149,3 +153,58 @@ async def test_an_add_entry_beside_runs_still_works(conn: RawConnection) -> None
     second, _ = await conn.next()
     assert (first.request_id, first.status) == (1, Status.OK)
     assert (second.request_id, second.status) == (2, Status.OK)
+
+
+async def test_a_bookie_without_add_entries_gets_runs_entry_by_entry(bookie: Bookie) -> None:
+    """A bookie of an older version answers ADD_ENTRIES as an unknown operation (what its
+    request processor answers any op it does not know): the client sends those runs again
+    as ADD_ENTRY requests, and every later run on that connection too, and every run is
+    stored and answered once."""
+    processor = bookie._parts.processor  # type: ignore[union-attr]
+    handle = processor.handle
+    seen: list[int] = []
+
+    def as_an_older_bookie(request: Request, payload: bytes, conn: Any, durable: Any) -> None:
+        seen.append(request.op)
+        if request.op == OpType.ADD_ENTRIES:
+            conn.reply(
+                Response(
+                    request_id=request.request_id,
+                    op=request.op,
+                    status=Status.BAD_REQUEST,
+                    message=f"unknown operation {request.op}",
+                    ledger_id=request.ledger_id,
+                    entry_id=request.entry_id,
+                )
+            )
+            return
+        handle(request, payload, conn, durable)
+
+    processor.handle = as_an_older_bookie
+    pool = BookiePool(SystemClock(), request_timeout_ms=10_000)
+    try:
+        client = await pool.get(bookie.bookie_id)
+        loop = asyncio.get_running_loop()
+        answers: list[asyncio.Future[object]] = []
+        first = 0
+        for count in (3, 4, 5):  # the first two in flight together, the third after
+            payloads = [b"entry %d" % i for i in range(first, first + count)]
+            run = run_of(first, payloads, rid=pool.next_request_ids(count))
+            fut: asyncio.Future[object] = loop.create_future()
+            client.add(run, fut.set_result)
+            answers.append(fut)
+            first += count
+            if count == 4:
+                assert await asyncio.wait_for(asyncio.gather(*answers), 10) == [None, None]
+        assert await asyncio.wait_for(answers[2], 10) is None
+    finally:
+        await pool.close()
+
+    assert seen.count(OpType.ADD_ENTRIES) == 2  # the third run went entry by entry
+    assert seen.count(OpType.ADD_ENTRY) == 12
+    conn = await RawConnection.open(bookie.port)
+    try:
+        _, stored = await read_entries(conn, 0, 11, ledger=LEDGER)
+    finally:
+        conn.close()
+    assert stored == [b"entry %d" % i for i in range(12)]

@@ -24,9 +24,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final, cast
 
 from magnetar.bookie_protocol.codec import FRAME_SIZE_MAX_BYTES, ResponseDecoder, encode_frame
-from magnetar.bookie_protocol.errors import BookieUnavailable
+from magnetar.bookie_protocol.errors import BadRequest, BookieUnavailable
 from magnetar.common.clock import Clock
-from magnetar.common.errors import ProtocolError
+from magnetar.common.errors import PersistenceError, ProtocolError
 from magnetar.ledger.transport import (
     AddCallback,
     AddRun,
@@ -45,6 +45,51 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S: Final = 5.0
 
 
+def _unknown_operation(error: PersistenceError | None) -> bool:
+    """The answer a bookie that does not know ADD_ENTRIES (an older version) gives it."""
+    return isinstance(error, BadRequest) and str(error).startswith("unknown operation")
+
+
+class _RunAnswers:
+    """Folds the answers to the ADD_ENTRY requests of one run into the run's single
+    answer."""
+
+    __slots__ = ("_callback", "_remaining")
+
+    def __init__(self, count: int, callback: AddCallback) -> None:
+        self._remaining = count
+        self._callback: AddCallback | None = callback
+
+    def on_answer(self, error: PersistenceError | None) -> None:
+        callback = self._callback
+        if callback is None:
+            return  # answered already (a refusal came first)
+        if error is None:
+            self._remaining -= 1
+            if self._remaining:
+                return
+        self._callback = None
+        callback(error)
+
+
+class _RunRequest:
+    """The answer to one ADD_ENTRIES request: passed on, unless the bookie does not know
+    the operation; then the run goes again as ADD_ENTRY requests."""
+
+    __slots__ = ("callback", "client", "run")
+
+    def __init__(self, client: BookieClient, run: AddRun, callback: AddCallback) -> None:
+        self.client = client
+        self.run = run
+        self.callback = callback
+
+    def __call__(self, error: PersistenceError | None) -> None:
+        if error is not None and _unknown_operation(error):
+            self.client.add_entry_by_entry(self.run, self.callback)
+        else:
+            self.callback(error)
+
+
 class BookieClient(asyncio.Protocol):
     """A :class:`~magnetar.ledger.transport.BookieTransport` over one TCP connection."""
 
@@ -60,6 +105,8 @@ class BookieClient(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self.closed = False
         self._sweeper: asyncio.Task[None] | None = None
+        self._entry_by_entry = False
+        """The bookie does not know ADD_ENTRIES: runs go as ADD_ENTRY requests."""
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -88,8 +135,39 @@ class BookieClient(asyncio.Protocol):
 
     def add(self, run: AddRun, callback: AddCallback) -> None:
         """One request for the whole run (:meth:`AddRun.frames`); ``callback`` once, with
-        its answer."""
-        self._send(run.first_request_id, run.frames(), callback, True)
+        its answer. A bookie that answers ADD_ENTRIES as an unknown operation (an older
+        version, during a rolling upgrade) gets that run and every later one on this
+        connection entry by entry (:meth:`add_entry_by_entry`)."""
+        if run.count == 1:
+            self._send(run.first_request_id, run.frames(), callback, True)
+        elif self._entry_by_entry:
+            self.add_entry_by_entry(run, callback)
+        else:
+            self._send(run.first_request_id, run.frames(), _RunRequest(self, run, callback), True)
+
+    def add_entry_by_entry(self, run: AddRun, callback: AddCallback) -> None:
+        """One ADD_ENTRY request per entry of ``run`` (request ids ``first_request_id``
+        on); ``callback`` once, when the last is answered OK or the first is not."""
+        if not self._entry_by_entry:
+            log.warning(
+                "bookie %s does not know ADD_ENTRIES (an older version?): adding entry by"
+                " entry on this connection",
+                self.bookie_id,
+            )
+            self._entry_by_entry = True
+        if self.closed:
+            exc = BookieUnavailable(f"connection to {self.bookie_id} is closed")
+            self._loop.call_soon(fail, (callback, 0.0, True), exc)
+            return
+        answers = _RunAnswers(run.count, callback)
+        deadline = self._clock.monotonic_s() + self._timeout_s
+        pending = self._pending
+        for rid in range(run.first_request_id, run.first_request_id + run.count):
+            pending[rid] = (answers.on_answer, deadline, True)
+        self._outbox.extend(run.entry_frames())
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
     def request(self, request: Request, payload: bytes, callback: Callback) -> None:
         self._send(

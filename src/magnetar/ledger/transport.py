@@ -97,6 +97,24 @@ class AddRun:
     def last_entry_id(self) -> int:
         return self.first_entry_id + len(self.payloads) - 1
 
+    def entry_frames(self) -> list[bytes]:
+        """One ADD_ENTRY request per entry, request id ``first_request_id + i``, as buffers
+        for ``writelines``: the run for a bookie that does not know ADD_ENTRIES (one of an
+        older version)."""
+        frames: list[bytes] = []
+        for i, (checksum, payload) in enumerate(zip(self.checksums, self.payloads, strict=True)):
+            header = codec.Request(
+                request_id=self.first_request_id + i,
+                op=OpType.ADD_ENTRY,
+                ledger_id=self.ledger_id,
+                entry_id=self.first_entry_id + i,
+                last_add_confirmed=self.last_add_confirmed,
+                checksum=checksum,
+                recovery=self.recovery,
+            ).SerializeToString()
+            frames.extend(encode_frame(header, payload))
+        return frames
+
     def frames(self) -> list[bytes]:
         """The run's bookie-protocol request as buffers for ``writelines`` (the payloads
         are not copied)."""

@@ -262,11 +262,16 @@ def bookie_cut_from_zookeeper(c: FaultCluster, rng: random.Random, topic: str) -
 
 
 def bookie_disk_full(c: FaultCluster, rng: random.Random, topic: str) -> Fault:
-    """One bookie's disk full (the others have room) until the heal deletes the filler."""
+    """One bookie's disk full (the others have room) until the heal deletes the filler;
+    recovered once that bookie is registered writable again (its ledgers, a cursor's too,
+    can be recovered by the next round only then: a recovery add needs the whole write
+    set)."""
     filler = c.disk.path / "filler"
     fill_disk(filler)
-    f = Fault(f"bookie{c.disk_bookie} disk full", duration_s=rng.uniform(2.0, 6.0))
+    index = c.disk_bookie
+    f = Fault(f"bookie{index} disk full", duration_s=rng.uniform(2.0, 6.0))
     f.heals.append(lambda: filler.unlink(missing_ok=True))
+    f.recovered = lambda: c.registered_writable(index)
     return f
 
 

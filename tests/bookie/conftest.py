@@ -8,13 +8,15 @@ import logging
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from pathlib import Path
 
 import pulsar
 import pytest
 
+from magnetar.bookie import Bookie, BookieConfig
+from magnetar.metadata import MetadataStore, connect
 from magnetar.testing import StandaloneProcess, wait_until
 from magnetar.testing.disk import Tmpfs
 
@@ -184,3 +186,15 @@ def send_until_refused(sends: Sends, log: ClientLog, timeout_s: float = 30) -> r
         tail = "\n".join(log.lines[-20:])
         raise AssertionError(f"{exc}; the client's last log lines:\n{tail}") from None
     return range(first, sends.sent)
+
+
+@pytest.fixture
+async def bookie(tmp_path: Path) -> AsyncIterator[Bookie]:
+    """A started bookie on a free port with an in-memory metadata store (a module may
+    define its own, differently configured)."""
+    store: MetadataStore = await connect("memory:")
+    b = Bookie(BookieConfig(data_dir=tmp_path / "b", port=0, disk_free_min_bytes=0), store)
+    await b.start()
+    yield b
+    await b.stop()
+    await store.close()

@@ -6,33 +6,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import crc32c
 import pytest
 
-from magnetar.bookie import Bookie, BookieConfig
+from magnetar.bookie import Bookie
 from magnetar.bookie_protocol.codec import OpType, Request, Response, Status, encode_request
 from magnetar.common.clock import SystemClock
 from magnetar.ledger.bookie_client import BookiePool
 from magnetar.ledger.transport import AddRun
-from magnetar.metadata import MetadataStore, connect
 
 from .test_bookie import RawConnection
 from .test_read_entries import read_entries
 
 LEDGER = 7
-
-
-@pytest.fixture
-async def bookie(tmp_path: Path) -> AsyncIterator[Bookie]:
-    store: MetadataStore = await connect("memory:")
-    b = Bookie(BookieConfig(data_dir=tmp_path / "b", port=0, disk_free_min_bytes=0), store)
-    await b.start()
-    yield b
-    await b.stop()
-    await store.close()
 
 
 @pytest.fixture

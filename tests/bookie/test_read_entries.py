@@ -4,30 +4,15 @@ and ending at the first entry the bookie does not hold."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import crc32c
-import pytest
 
-from magnetar.bookie import Bookie, BookieConfig
+from magnetar.bookie import Bookie
 from magnetar.bookie.request_processor import READ_ENTRIES_MAX
 from magnetar.bookie_protocol.codec import OpType, Request, Response, Status, encode_request
-from magnetar.metadata import MetadataStore, connect
 
 from .test_bookie import RawConnection, add
 
 LEDGER = 7
-
-
-@pytest.fixture
-async def bookie(tmp_path: Path) -> AsyncIterator[Bookie]:
-    store: MetadataStore = await connect("memory:")
-    b = Bookie(BookieConfig(data_dir=tmp_path / "b", port=0, disk_free_min_bytes=0), store)
-    await b.start()
-    yield b
-    await b.stop()
-    await store.close()
 
 
 def body(entry_id: int) -> bytes:

@@ -35,7 +35,7 @@ from magnetar.bookie.journal import ADD_ENTRY, FENCE, Journal
 from magnetar.bookie.ledger_storage import LedgerRecord, LedgerStorage, flatten
 from magnetar.bookie.state import BookieState
 from magnetar.bookie_protocol import codec
-from magnetar.bookie_protocol.codec import OpType, Status
+from magnetar.bookie_protocol.codec import OpType, Status, split_bodies
 from magnetar.bookie_protocol.errors import (
     BadRequest,
     BookieError,
@@ -357,28 +357,7 @@ class RequestProcessor:
             done(run_ids, BookieError(message))
 
     def _add(self, request: Request, payload: bytes, conn: Responder, durable: list[Reply]) -> None:
-        refusal = self.admit_adds(
-            request.ledger_id,
-            request.entry_id,
-            request.last_add_confirmed,
-            (request.checksum,),
-            (payload,),
-            request.recovery,
-        )
-        if refusal is not None:
-            conn.reply(_error(request, refusal.status, str(refusal)))
-            return
-        durable.append(
-            (
-                codec.Response(
-                    request_id=request.request_id,
-                    op=OpType.ADD_ENTRY,
-                    ledger_id=request.ledger_id,
-                    entry_id=request.entry_id,
-                ),
-                b"",
-            )
-        )
+        self._admit_and_answer(request, [request.checksum], [payload], conn, durable)
 
     def _add_run(
         self, request: Request, payload: bytes, conn: Responder, durable: list[Reply]
@@ -396,12 +375,18 @@ class RequestProcessor:
                 )
             )
             return
-        payloads = []
-        start = 0
-        for size in sizes:
-            end = start + size
-            payloads.append(payload[start:end])
-            start = end
+        self._admit_and_answer(request, checksums, split_bodies(payload, sizes), conn, durable)
+
+    def _admit_and_answer(
+        self,
+        request: Request,
+        checksums: list[int],
+        payloads: list[bytes],
+        conn: Responder,
+        durable: list[Reply],
+    ) -> None:
+        """An add request's entries through :meth:`admit_adds`: its refusal answered now,
+        else its answer (ADD_ENTRIES: with the run's last entry id) after the journal sync."""
         refusal = self.admit_adds(
             request.ledger_id,
             request.entry_id,
@@ -413,18 +398,15 @@ class RequestProcessor:
         if refusal is not None:
             conn.reply(_error(request, refusal.status, str(refusal)))
             return
-        durable.append(
-            (
-                codec.Response(
-                    request_id=request.request_id,
-                    op=OpType.ADD_ENTRIES,
-                    ledger_id=request.ledger_id,
-                    entry_id=request.entry_id,
-                    last_entry_id=request.entry_id + len(payloads) - 1,
-                ),
-                b"",
-            )
+        response = codec.Response(
+            request_id=request.request_id,
+            op=request.op,
+            ledger_id=request.ledger_id,
+            entry_id=request.entry_id,
         )
+        if request.op == OpType.ADD_ENTRIES:
+            response.last_entry_id = request.entry_id + len(payloads) - 1
+        durable.append((response, b""))
 
     # -- fences ---------------------------------------------------------------------------
 

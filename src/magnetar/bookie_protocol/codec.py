@@ -109,6 +109,19 @@ def encode_frame_parts(header: bytes, payloads: Sequence[bytes]) -> list[bytes]:
     return [prefix, header, *payloads]
 
 
+def split_bodies(payload: bytes, sizes: Sequence[int]) -> list[bytes]:
+    """The bodies of a payload that concatenates them (ADD_ENTRIES requests, READ_ENTRIES
+    responses): the first ``sizes[0]`` bytes, the next ``sizes[1]``, ... The caller checks
+    that the sizes add up to the payload's length."""
+    bodies: list[bytes] = []
+    start = 0
+    for size in sizes:
+        end = start + size
+        bodies.append(payload[start:end])
+        start = end
+    return bodies
+
+
 def encode_request(request: pb.Request, payload: bytes = b"") -> list[bytes]:
     return encode_frame(request.SerializeToString(), payload)
 
@@ -207,4 +220,5 @@ __all__ = [
     "encode_frame_parts",
     "encode_request",
     "encode_response",
+    "split_bodies",
 ]

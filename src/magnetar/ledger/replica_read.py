@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from magnetar.bookie_protocol import codec
-from magnetar.bookie_protocol.codec import OpType, Status
+from magnetar.bookie_protocol.codec import OpType, Status, split_bodies
 from magnetar.bookie_protocol.errors import error_for_status
 from magnetar.common import crc32c
 from magnetar.ledger.errors import BookieError, BookieUnavailable, DigestMismatch, NoSuchEntry
@@ -123,11 +123,7 @@ async def _read_run_from(
     ):
         return []
     run: list[Entry] = []
-    view = memoryview(payload)
-    at = 0
-    for entry_id, size, checksum in zip(ids, sizes, checksums, strict=False):
-        data = bytes(view[at : at + size])
-        at += size
+    for entry_id, data, checksum in zip(ids, split_bodies(payload, sizes), checksums, strict=False):
         if crc32c.crc32c(data) != checksum:
             log.warning("entry %d:%d from %s: checksum mismatch", ledger_id, entry_id, bookie_id)
             break

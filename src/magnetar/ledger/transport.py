@@ -121,22 +121,20 @@ class AddRun:
         frames = self._frames
         if frames is None:
             payloads = self.payloads
-            request = codec.Request(
-                request_id=self.first_request_id,
-                ledger_id=self.ledger_id,
-                entry_id=self.first_entry_id,
-                last_add_confirmed=self.last_add_confirmed,
-                recovery=self.recovery,
-            )
             if len(payloads) == 1:
-                request.op = OpType.ADD_ENTRY
-                request.checksum = self.checksums[0]
-                frames = encode_frame(request.SerializeToString(), payloads[0])
+                frames = self.entry_frames()
             else:
-                request.op = OpType.ADD_ENTRIES
-                request.entry_sizes.extend(map(len, payloads))
-                request.checksums.extend(self.checksums)
-                frames = encode_frame_parts(request.SerializeToString(), payloads)
+                header = codec.Request(
+                    request_id=self.first_request_id,
+                    op=OpType.ADD_ENTRIES,
+                    ledger_id=self.ledger_id,
+                    entry_id=self.first_entry_id,
+                    last_add_confirmed=self.last_add_confirmed,
+                    recovery=self.recovery,
+                    entry_sizes=map(len, payloads),
+                    checksums=self.checksums,
+                ).SerializeToString()
+                frames = encode_frame_parts(header, payloads)
             self._frames = frames
         return frames
 

@@ -16,8 +16,9 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 # The project (editable) with its runtime dependencies only.
-# setup.py and the C file: the optional compiled codec, rebuilt in place when they change.
-CFRAME_SRC := setup.py $(PROTO_DIR)/_cframe.c
+# setup.py and the C files: the optional compiled codec and record encoders, rebuilt in
+# place when they change.
+CFRAME_SRC := setup.py $(PROTO_DIR)/_cframe.c $(PROTO_DIR)/_crecords.c
 
 $(RUNTIME_STAMP): pyproject.toml Makefile $(CFRAME_SRC) | $(PY)
 	$(PY) -m pip install --quiet -e .

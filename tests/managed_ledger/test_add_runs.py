@@ -88,6 +88,33 @@ async def test_a_run_crossing_ledger_limits_is_split_at_each_rollover(cluster: C
     await ml.close()
 
 
+async def test_a_run_crossing_the_size_limit_is_split_where_the_bytes_pass_it(
+    cluster: Cluster,
+) -> None:
+    """An add fits while the ledger's bytes before it are under the limit: with 10-byte
+    entries and 35 bytes a ledger, each ledger takes four (the fourth starts at 30)."""
+    ml = await open_ml(cluster, ledger_size_max_bytes=35, ledger_age_min_ms=0)
+    run = Run(ml, [b"%010d" % i for i in range(10)])
+    positions = await run.outcome()
+    ledgers = sorted({p.ledger_id for p in positions if isinstance(p, Position)})
+    assert positions == [
+        *(Position(ledgers[0], e) for e in range(4)),
+        *(Position(ledgers[1], e) for e in range(4)),
+        *(Position(ledgers[2], e) for e in range(2)),
+    ]
+    await ml.close()
+
+
+async def test_a_ledger_younger_than_its_minimum_age_takes_a_run_past_its_limits(
+    cluster: Cluster,
+) -> None:
+    ml = await open_ml(cluster, ledger_entries_max=3, ledger_age_min_ms=60_000)
+    first = await ml.add_entry(b"before")
+    positions = await Run(ml, [b"m%d" % i for i in range(8)]).outcome()
+    assert positions == [Position(first.ledger_id, e) for e in range(1, 9)]
+    await ml.close()
+
+
 async def test_a_run_past_pending_adds_max_keeps_its_order(cluster: Cluster) -> None:
     ml = await open_ml(cluster, pending_adds_max=4)
     runs = [Run(ml, [b"r%d-%d" % (r, i) for i in range(r + 3)]) for r in range(4)]

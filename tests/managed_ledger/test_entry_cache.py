@@ -237,3 +237,52 @@ def test_an_eviction_under_way_survives_a_cache_that_is_cleared() -> None:
         fill(b, 2, 1502 + len(b), 1)
     assert budget.size_bytes == b.size_bytes < 4000 * U
     assert budget.caches == 1
+
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(  # insert a run (it may overlap cached entries)
+            st.just("insert"),
+            st.integers(1, 2),
+            st.integers(0, 200),
+            st.lists(st.integers(0, 40), min_size=0, max_size=80),
+        ),
+        st.tuples(st.just("floor"), st.integers(1, 2), st.integers(0, 300), st.just([])),
+        st.tuples(st.just("evict"), st.integers(1, 2), st.integers(0, 300), st.just([])),
+    ),
+    max_size=30,
+)
+
+
+def _state(cache: EntryCache) -> tuple[object, ...]:
+    entries = list(cache._entries.items())
+    counts = [cache.messages_of(p) for p, _ in entries]
+    return entries, counts, cache.size_bytes, cache._floor
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=operations)
+def test_long_runs_in_c_loops_leave_the_state_one_by_one_steps_leave(
+    ops: list[tuple[str, int, int, list[int]]],
+) -> None:
+    from magnetar.managed_ledger import entry_cache as module
+
+    states = []
+    for loops_min in (1, 1 << 30):  # every run through the C loops; none
+        saved = module._C_LOOPS_MIN
+        module._C_LOOPS_MIN = loops_min
+        try:
+            # a bound of ~40 entries: long inserts drop the oldest too
+            cache = EntryCache(size_max_bytes=40 * (30 + ENTRY_OVERHEAD_BYTES))
+            for kind, ledger, entry, sizes in ops:
+                if kind == "insert":
+                    datas = [bytes([s]) * s for s in sizes]
+                    cache.insert_run(ledger, entry, datas, [s + 1 for s in sizes])
+                elif kind == "floor":
+                    cache.set_floor(Position(ledger, entry))
+                else:
+                    cache.evict_before_gradually(Position(ledger, entry), now_max=entry % 50)
+            states.append(_state(cache))
+        finally:
+            module._C_LOOPS_MIN = saved
+    assert states[0] == states[1]

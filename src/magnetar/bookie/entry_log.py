@@ -22,7 +22,7 @@ import struct
 import threading
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, chain, islice, repeat
 from pathlib import Path
@@ -30,12 +30,40 @@ from typing import Final
 
 from magnetar.bookie import file_io
 from magnetar.common.frozen_struct import frozen_struct
+from magnetar.protocol.speedups import CRECORDS
 
 ENTRY_HEADER: Final = struct.Struct("<IQqqI")
 HEADER_SIZE: Final = ENTRY_HEADER.size
 pack_header: Final = ENTRY_HEADER.pack_into
 _header: Final = ENTRY_HEADER.pack
 OFFSET_BITS: Final = 40
+
+
+def py_encode_records(
+    ledger_ids: int | Sequence[int],
+    entry_ids: int | Sequence[int],
+    lacs: int | Sequence[int],
+    checksums: Sequence[int],
+    payloads: Sequence[bytes],
+) -> bytes:
+    """The records of ``payloads[i]``, back to back, in C loops. ``ledger_ids`` and
+    ``lacs``: an int for every record, or one each; ``entry_ids``: the first of consecutive
+    ids, or one each. The compiled ``entry_log_records``
+    (:data:`~magnetar.protocol.speedups.CRECORDS`) returns the same bytes."""
+    n = len(payloads)
+    headers = map(
+        _header,
+        map(len, payloads),
+        repeat(ledger_ids, n) if isinstance(ledger_ids, int) else ledger_ids,
+        range(entry_ids, entry_ids + n) if isinstance(entry_ids, int) else entry_ids,
+        repeat(lacs, n) if isinstance(lacs, int) else lacs,
+        checksums,
+    )
+    return b"".join(chain.from_iterable(zip(headers, payloads, strict=True)))
+
+
+encode_records: Final = py_encode_records if CRECORDS is None else CRECORDS.entry_log_records
+"""The entry log's record encoder in use (C where built)."""
 OFFSET_MASK: Final = (1 << OFFSET_BITS) - 1
 _SUFFIX: Final = ".log"
 SYNC_CHUNK_BYTES: Final = 512 * 1024
@@ -323,10 +351,7 @@ class EntryLogger:
         n = len(payloads)
         if n < 2 or len(checksums) != n:
             return None
-        return self._add_copied(
-            repeat(ledger_id), range(first_entry_id, first_entry_id + n), repeat(lac),
-            checksums, payloads,
-        )  # fmt: skip
+        return self._add_copied(ledger_id, first_entry_id, lac, checksums, payloads)
 
     def add_records(
         self,
@@ -348,14 +373,14 @@ class EntryLogger:
 
     def _add_copied(
         self,
-        ledger_ids: Iterable[int],
-        entry_ids: Iterable[int],
-        lacs: Iterable[int],
+        ledger_ids: int | Sequence[int],
+        entry_ids: int | Sequence[int],
+        lacs: int | Sequence[int],
         checksums: Sequence[int],
         payloads: Sequence[bytes],
     ) -> list[int] | None:
         """See :meth:`_add_copied_run` and :meth:`add_records` (``payloads`` not empty,
-        ``checksums`` as long)."""
+        ``checksums`` as long; columns as :func:`py_encode_records` takes them)."""
         n = len(payloads)
         sizes = list(map(len, payloads))
         if max(sizes) > INLINE_MAX_BYTES:
@@ -365,8 +390,7 @@ class EntryLogger:
         active = self._active_size
         if active + total > self._log_size_max_bytes:
             return None
-        headers = map(_header, sizes, ledger_ids, entry_ids, lacs, checksums)
-        records = b"".join(chain.from_iterable(zip(headers, payloads, strict=True)))
+        records = encode_records(ledger_ids, entry_ids, lacs, checksums, payloads)
         buf = self._open_buffer()
         segments = buf.segments
         ends = buf.segment_ends

@@ -333,8 +333,7 @@ class LedgerHandle:
     def _start_run(self, payloads: Sequence[bytes], offset: int, callback: RunDone) -> None:
         entry_id = self._next_entry_id
         self._next_entry_id = entry_id + len(payloads)
-        crc = crc32c.crc32c
-        checksums = [crc(p) for p in payloads]
+        checksums = list(map(crc32c.crc32c, payloads))
         run = _PendingRun(entry_id, offset, payloads, checksums, sum(map(len, payloads)), callback)
         if self._pending is _NO_PENDING:
             self._pending = {}

@@ -29,10 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from itertools import accumulate, repeat
+from operator import attrgetter
+from typing import TYPE_CHECKING, Final
 
 from magnetar.common.errors import MagnetarError
 from magnetar.common.latency import LatencyHistogram
@@ -71,6 +74,12 @@ def _single(
     error: BaseException | None,
 ) -> None:
     callback(position, error)
+
+
+_data_of: Final = attrgetter("data")
+_messages_of: Final = attrgetter("messages")
+_started_s_of: Final = attrgetter("started_s")
+_attempt_of: Final = attrgetter("attempt")
 
 
 class AddOp:
@@ -248,9 +257,9 @@ class AddPipeline:
                 return
         if fast:
             started_s = ml.clock.monotonic_s()
-            queue = self._own()
-            for i in range(fast):
-                queue.append(AddOp(datas[i], messages[i], callback, i, started_s))
+            self._own().extend(
+                map(AddOp, datas, messages, repeat(callback), range(fast), repeat(started_s))
+            )
             self.pump()
         if fast < n:
             loop = asyncio.get_running_loop()
@@ -352,30 +361,35 @@ class AddPipeline:
             return
         seg = ml.ledgers.last_segment
         assert seg is not None
-        cfg = ml.config
         queue = self.queue
+        if not queue:
+            return
+        cfg = ml.config
         inflight = self.inflight
-        run: list[AddOp] = []
-        roll = False
-        while queue:
-            # a ledger takes no more than its limits, counting adds still in flight: a
-            # run that would cross them is split, its rest waits for the next ledger
-            full = seg.entries + len(inflight) >= cfg.ledger_entries_max or (
-                seg.size_bytes + self._inflight_bytes >= cfg.ledger_size_max_bytes
-            )
-            if full and ml.clock.now_ms() - seg.created_ms >= cfg.ledger_age_min_ms:
-                roll = True
-                break
-            op = queue.popleft()
-            inflight.append(op)
-            self._inflight_bytes += len(op.data)
-            run.append(op)
+        datas = list(map(_data_of, queue))
+        sizes = list(map(len, datas))
+        # A ledger takes no more than its limits, counting adds still in flight: a run that
+        # would cross them is split, its rest waits for the next ledger. The add at index i
+        # fits while seg.entries + in flight + i < the entries limit and seg.size_bytes +
+        # in flight bytes + the sizes before it < the size limit.
+        take = len(queue)
+        fits = min(take, max(0, cfg.ledger_entries_max - seg.entries - len(inflight)))
+        room_bytes = cfg.ledger_size_max_bytes - seg.size_bytes - self._inflight_bytes
+        if fits < take or sum(sizes) - sizes[-1] >= room_bytes:
+            fits = bisect_left(list(accumulate(sizes, initial=0)), room_bytes, 0, fits)
+        roll = fits < take and ml.clock.now_ms() - seg.created_ms >= cfg.ledger_age_min_ms
+        if roll:  # a ledger younger than ledger_age_min_ms takes the adds past its limits
+            take = fits
+            del datas[take:]
+            run = [queue.popleft() for _ in range(take)]
+        else:
+            run = list(queue)
+            queue.clear()
+        inflight.extend(run)
+        self._inflight_bytes += sum(sizes[:take])
         if run:
             # all queued adds go to the ledger as one run (one request per bookie)
-            writer.add_run(
-                [op.data for op in run],
-                partial(self._on_added, writer, run, [op.attempt for op in run]),
-            )
+            writer.add_run(datas, partial(self._on_added, writer, run, list(map(_attempt_of, run))))
         if roll:
             ml.rollover.request()
 
@@ -555,18 +569,20 @@ class AddPipeline:
         first_entry_id = ops[0].entry_id
         latency = self.add_latency
         started_s = ops[0].started_s
-        same_start = 0
-        datas = []
-        counts = []
-        for op in ops:
-            datas.append(op.data)
-            counts.append(op.messages)
-            if op.started_s != started_s:
-                latency.observe((now_s - started_s) * 1000, same_start)
-                started_s = op.started_s
-                same_start = 0
-            same_start += 1
-        latency.observe((now_s - started_s) * 1000, same_start)
+        datas = list(map(_data_of, ops))
+        counts = list(map(_messages_of, ops))
+        starts = list(map(_started_s_of, ops))
+        if starts.count(started_s) == len(starts):  # one caller's run: one start
+            latency.observe((now_s - started_s) * 1000, len(starts))
+        else:
+            same_start = 0
+            for op_started_s in starts:
+                if op_started_s != started_s:
+                    latency.observe((now_s - started_s) * 1000, same_start)
+                    started_s = op_started_s
+                    same_start = 0
+                same_start += 1
+            latency.observe((now_s - started_s) * 1000, same_start)
         size = sum(map(len, datas))
         self._inflight_bytes -= size
         cache = ml.cache

@@ -40,8 +40,9 @@ the process's event loop. Returned ``bytes`` are shared (immutable), never copie
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Sequence
+from itertools import islice, repeat, takewhile
 from typing import Final
 
 from magnetar.managed_ledger.entry_run import positions_of
@@ -50,6 +51,10 @@ from magnetar.managed_ledger.position import Position
 _EVICT_PER_INSERT = 2
 """Entries below the floor dropped per insert: more than one, so the backlog of read
 entries shrinks while appends go on."""
+
+_C_LOOPS_MIN: Final = 32
+"""Runs this long (and evictions of this many) go through C loops; shorter ones a Python
+step per entry, cheaper below it (a topic among many gets runs of one to five entries)."""
 
 _BUDGET_EVICT_STEP_BYTES: Final = 64 * 1024
 """Bytes of a budget eviction an insert performs besides twice its own (≈ 150 entries of
@@ -221,18 +226,33 @@ class EntryCache:
                 self._messages = {}
         counts = self._messages
         size_max = min(self.size_max_bytes, budget.size_max_bytes)
-        added = 0
-        entry_id = first_entry_id
-        for i, data in enumerate(datas):
-            size = len(data) + ENTRY_OVERHEAD_BYTES
-            position = Position(ledger_id, entry_id)
-            entry_id += 1
-            if size > size_max or position in entries:
-                continue
-            entries[position] = data
+        count = len(datas)
+        positions = None
+        if count >= _C_LOOPS_MIN:
+            positions = positions_of(ledger_id, first_entry_id, count)
+            sizes = list(map(len, datas))
+            if max(sizes) + ENTRY_OVERHEAD_BYTES > size_max or not (
+                entries.keys().isdisjoint(positions)
+            ):
+                positions = None
+        if positions is not None:  # a long run of new entries (appends): in C loops
+            entries.update(zip(positions, datas, strict=True))
             if messages is not None:
-                counts[position] = messages[i]
-            added += size
+                counts.update(zip(positions, messages, strict=True))
+            added = sum(sizes) + ENTRY_OVERHEAD_BYTES * count
+        else:
+            added = 0
+            entry_id = first_entry_id
+            for i, data in enumerate(datas):
+                size = len(data) + ENTRY_OVERHEAD_BYTES
+                position = Position(ledger_id, entry_id)
+                entry_id += 1
+                if size > size_max or position in entries:
+                    continue
+                entries[position] = data
+                if messages is not None:
+                    counts[position] = messages[i]
+                added += size
         if not entries:
             budget._caches.discard(self)
             self._entries = _NO_ENTRIES
@@ -335,8 +355,30 @@ class EntryCache:
         self._floor = position
 
     def _evict_below_floor(self, limit: int) -> int:
+        """Drop the oldest inserted entries while they are below the floor, ``limit`` at
+        most; forget the floor once an entry at or past it (or none) is next. In C loops:
+        this runs on every insert."""
         floor = self._floor
         assert floor is not None
+        entries = self._entries
+        if limit < _C_LOOPS_MIN:
+            return self._evict_below_floor_one_by_one(floor, limit)
+        oldest = list(islice(entries, limit))
+        below = list(takewhile(floor.__gt__, oldest))
+        n = len(below)
+        if n < limit:
+            self._floor = None  # nothing left below it
+        if n:
+            freed = sum(map(len, map(entries.pop, below))) + ENTRY_OVERHEAD_BYTES * n
+            messages = self._messages
+            if messages:
+                deque(map(messages.pop, below, repeat(None)), maxlen=0)
+            self._forget(freed)
+        return n
+
+    def _evict_below_floor_one_by_one(self, floor: Position, limit: int) -> int:
+        """:meth:`_evict_below_floor` for a few entries (C loops cost more set-up than a
+        Python step per entry for runs of one or two)."""
         entries = self._entries
         messages = self._messages
         n = 0

@@ -1,31 +1,34 @@
-"""The optional C versions of the codec's hottest functions (``_cframe``, built from
-``_cframe.c`` when the package is installed on a machine with a C compiler).
+"""The optional C versions of the hottest loops: the codec's (``_cframe``, built from
+``_cframe.c``) and the bookie's record encoders (``_crecords``, from ``_crecords.c``),
+compiled when the package is installed on a machine with a C compiler.
 
 Each C function returns the same bytes or values as the pure-Python function it stands in
-for (``tests/protocol/test_speedups.py`` compares them on generated inputs), so the codec
-binds whichever :data:`CFRAME` allows. Without the compiled module, or with
-``MAGNETAR_PURE_PYTHON`` set to a non-empty value when the codec is imported, the
-pure-Python functions serve.
+for (``tests/protocol/test_speedups.py`` and ``tests/bookie/test_record_speedups.py``
+compare them on generated inputs), so callers bind whichever :data:`CFRAME` and
+:data:`CRECORDS` allow. Without a compiled module, or with ``MAGNETAR_PURE_PYTHON`` set to a
+non-empty value when this module is imported, the pure-Python functions serve.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 
 PURE_PYTHON_ENV = "MAGNETAR_PURE_PYTHON"
 
 
-def load() -> ModuleType | None:
-    """The compiled ``_cframe`` module, or None (not built, or pure Python asked for)."""
+def load(name: str = "magnetar.protocol._cframe") -> ModuleType | None:
+    """The compiled module ``name``, or None (not built, or pure Python asked for)."""
     if os.environ.get(PURE_PYTHON_ENV):
         return None
     try:
-        from magnetar.protocol import _cframe
+        return importlib.import_module(name)
     except ImportError:
         return None
-    return _cframe
 
 
 CFRAME = load()
 """What the codec runs: the compiled module, or None for the pure-Python functions."""
+CRECORDS = load("magnetar.protocol._crecords")
+"""What the journal and the entry log encode records with: the compiled module, or None."""

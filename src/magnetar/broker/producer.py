@@ -1,9 +1,10 @@
 """A producer attached to a topic: SEND in, entries stored, receipts out in SEND order.
 
 Every SEND becomes one entry (a batch is stored whole, reference §6.3). Each SEND gets a
-slot in :attr:`Producer._pending` at arrival; the slot is answered (receipt or error) when
-its write finishes or at once (checksum error, duplicate), and answers leave strictly from
-the head of the queue, so receipts are in SEND order whatever finishes first (§7.4).
+slot in :attr:`Producer._pending` at arrival (the SENDs of one read together, a
+:class:`_SendRun`); the slot is answered (receipt or error) when its write finishes or at
+once (checksum error, duplicate), and answers leave strictly from the head of the queue, so
+receipts are in SEND order whatever finishes first (§7.4).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import logging
 from collections import deque
 from collections.abc import Mapping
 from functools import partial
+from itertools import repeat
+from operator import attrgetter, itemgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
@@ -20,11 +23,13 @@ from magnetar.broker.deduplication import DupStatus
 from magnetar.broker.producer_access import AccessMode, ProducerKey
 from magnetar.broker.rate_limit import PublishRateLimiter
 from magnetar.broker.stats import ProducerMeters
+from magnetar.common import crc32c
 from magnetar.common.errors import MagnetarError, ProtocolError, ServerError, wire_error
 from magnetar.managed_ledger.errors import ManagedLedgerFenced
 from magnetar.managed_ledger.position import Position
 from magnetar.protocol import ProducerSuccess, SendError, encode
-from magnetar.protocol.frame import SendRun
+from magnetar.protocol.entry import Entry
+from magnetar.protocol.frame import SendFields, SendRun
 from magnetar.protocol.hand_encoders import encode_send_receipt_at
 
 if TYPE_CHECKING:
@@ -38,16 +43,35 @@ NO_METADATA: Final[Mapping[str, str]] = MappingProxyType({})
 empty dict per producer is ~64 bytes on a broker holding thousands of idle ones)."""
 
 
-class _PendingSend:
-    __slots__ = ("highest_sequence_id", "reply", "sequence_id", "size_bytes")
+class _SendRun:
+    """The SENDs of one :meth:`Producer.handle_sends` call, answered in their order."""
 
-    def __init__(self, sequence_id: int, highest_sequence_id: int) -> None:
-        self.sequence_id = sequence_id
-        self.highest_sequence_id = highest_sequence_id
-        self.reply: bytes | None = None
-        """The encoded SEND_RECEIPT or SEND_ERROR frame, once known."""
-        self.size_bytes = 0
-        """The entry's bytes held in the broker's publish buffer while it is stored."""
+    __slots__ = ("accepted", "flushed", "highest_sequence_ids", "replies", "sequence_ids", "sizes")
+
+    def __init__(self, sequence_ids: list[int], highest_sequence_ids: list[int]) -> None:
+        self.sequence_ids = sequence_ids
+        self.highest_sequence_ids = highest_sequence_ids
+        self.replies: list[bytes | None] = [None] * len(sequence_ids)
+        """Each SEND's encoded SEND_RECEIPT or SEND_ERROR frame, once known."""
+        self.flushed = 0
+        """How many replies, from the first, are written."""
+        self.accepted: list[int] | None = None
+        """The indexes of the SENDs given to the topic, in order (None: every one)."""
+        self.sizes: list[int] = []
+        """The bytes of each SEND given to the topic (in the order of :attr:`accepted`),
+        held in the broker's publish buffer while it is stored."""
+
+
+_fields_of: Final = itemgetter(0)
+_entry_of: Final = itemgetter(1)
+_sequence_id_of: Final = itemgetter(1)
+_num_messages_of: Final = itemgetter(2)
+_highest_sequence_id_of: Final = itemgetter(5)
+_is_chunk_of: Final = itemgetter(6)
+_data_of: Final = attrgetter("data")
+_checksum_of: Final = attrgetter("checksum")
+_past_checksum: Final = itemgetter(slice(6, None))
+"""An entry's bytes that its checksum covers (after the magic and the checksum)."""
 
 
 _Persisted = tuple[int, int, int | None, int | None]
@@ -55,7 +79,7 @@ _Persisted = tuple[int, int, int | None, int | None]
 number of chunks."""
 
 
-_NO_SENDS: deque[_PendingSend] = deque()
+_NO_SENDS: deque[_SendRun] = deque()
 """The answer queue of a producer that has sent nothing, shared and never appended to (an
 empty deque holds a 760 B block: most of an idle producer's memory)."""
 
@@ -115,7 +139,7 @@ class Producer:
         self.epoch = epoch
         self.topic_epoch = topic_epoch
         self.key = ProducerKey(connection.connection_id, producer_id) if key is None else key
-        self._pending: deque[_PendingSend] = _NO_SENDS
+        self._pending: deque[_SendRun] = _NO_SENDS
         """Made the producer's own at its first SEND (see :data:`_NO_SENDS`)."""
         self._drain_waiters: list[asyncio.Future[None]] | None = None
         """Callers of :meth:`drain` waiting (None: none yet)."""
@@ -144,34 +168,75 @@ class Producer:
         entry's metadata is parsed only when deduplication needs it (chunk ids): the
         message count comes from the SEND (``num_messages``) and chunking from its
         ``is_chunk``, as Pulsar's broker takes them."""
+        if not sends:
+            return
         pending = self._pending
         if pending is _NO_SENDS:
             pending = self._pending = deque()
         topic = self.topic
         dedup = topic.dedup
+        fields = list(map(_fields_of, sends))
+        entries = list(map(_entry_of, sends))
+        run = _SendRun(
+            list(map(_sequence_id_of, fields)), list(map(_highest_sequence_id_of, fields))
+        )
+        pending.append(run)
+        self.connection.send_started(len(sends))
+        views = list(map(_data_of, entries))
+        checksums = list(map(_checksum_of, entries))
+        persisted: list[_Persisted] = []
+        if (
+            not topic.publish_limited
+            and dedup is None
+            and None not in checksums
+            and checksums == list(map(crc32c.crc32c, map(_past_checksum, views)))
+        ):  # the usual read: every SEND accepted, in C loops
+            datas = list(map(bytes, views))
+            counts = list(map(_num_messages_of, fields))
+            run.sizes = list(map(len, datas))
+            chunks = len(fields) - list(map(_is_chunk_of, fields)).count(False)
+        else:
+            datas, counts, chunks = self._check_sends(run, fields, entries, persisted)
+        if datas:
+            size = sum(run.sizes)
+            messages = sum(counts)
+            self.connection.hold_publish_bytes(size)
+            self.meters.msg_in.record(messages, size)
+            if chunks:
+                self.meters.chunked.record(chunks)
+            topic.publish_run(datas, counts, messages, size, partial(self._stored, run, persisted))
+        if len(datas) < len(fields):
+            self._flush_answers()
+
+    def _check_sends(
+        self,
+        run: _SendRun,
+        fields: list[SendFields],
+        entries: list[Entry],
+        persisted: list[_Persisted],
+    ) -> tuple[list[bytes], list[int], int]:
+        """Each SEND of ``run`` checked on its own (rates, checksum, deduplication): the
+        refused answered in ``run``, the rest's entries and message counts returned, with
+        how many are chunks, and their indexes in ``run.accepted``."""
+        topic = self.topic
+        dedup = topic.dedup
         limited = topic.publish_limited
+        replies = run.replies
         datas: list[bytes] = []
         counts: list[int] = []
-        accepted: list[_PendingSend] = []
-        persisted: list[_Persisted] = []
-        size = 0
-        messages = 0
+        accepted: list[int] = []
+        sizes = run.sizes
         chunks = 0
-        refused = False
-        self.connection.send_started(len(sends))
-        for fields, entry in sends:
-            sequence_id = fields[1]
-            num_messages = fields[2]
-            highest_sequence_id = fields[5]
-            op = _PendingSend(sequence_id, highest_sequence_id)
-            pending.append(op)
+        for i, (fields_i, entry) in enumerate(zip(fields, entries, strict=True)):
+            sequence_id = fields_i[1]
+            num_messages = fields_i[2]
+            highest_sequence_id = fields_i[5]
             if limited:
                 pause_s = self._publish_pause_s(num_messages, len(entry.data))
                 if pause_s > 0:
                     self.connection.pause_reading_for(pause_s)
             if not entry.verify_checksum():
-                op.reply = self._error(op, ServerError.ChecksumError, "Checksum failed")
-                refused = True
+                replies[i] = self._error(sequence_id, ServerError.ChecksumError, "Checksum failed")
                 continue
             if dedup is not None:
                 try:
@@ -179,61 +244,52 @@ class Producer:
                     chunk_id = md.chunk_id
                     num_chunks = md.num_chunks_from_msg
                 except ProtocolError as exc:
-                    op.reply = self._error(op, ServerError.UnknownError, f"bad metadata: {exc}")
-                    refused = True
+                    replies[i] = self._error(
+                        sequence_id, ServerError.UnknownError, f"bad metadata: {exc}"
+                    )
                     continue
                 status = dedup.check(
                     self.name, sequence_id, highest_sequence_id, chunk_id, num_chunks
                 )
                 if status is DupStatus.DUP:
-                    op.reply = encode_send_receipt_at(
+                    replies[i] = encode_send_receipt_at(
                         self.producer_id, sequence_id, -1, -1, highest_sequence_id
                     )
-                    refused = True
                     continue
                 if status is DupStatus.UNKNOWN:
-                    op.reply = self._error(
-                        op, ServerError.PersistenceError, "Sequence id not yet persisted"
+                    replies[i] = self._error(
+                        sequence_id, ServerError.PersistenceError, "Sequence id not yet persisted"
                     )
-                    refused = True
                     continue
                 persisted.append((sequence_id, highest_sequence_id, chunk_id, num_chunks))
             data = bytes(entry.data)
             datas.append(data)
             counts.append(num_messages)
-            accepted.append(op)
-            op.size_bytes = n = len(data)
-            size += n
-            messages += num_messages
-            if fields[6]:
+            accepted.append(i)
+            sizes.append(len(data))
+            if fields_i[6]:
                 chunks += 1
-        if datas:
-            self.connection.hold_publish_bytes(size)
-            self.meters.msg_in.record(messages, size)
-            if chunks:
-                self.meters.chunked.record(chunks)
-            topic.publish_run(
-                datas, counts, messages, size, partial(self._stored, accepted, persisted)
-            )
-        if refused:
-            self._flush_answers()
+        run.accepted = accepted
+        return datas, counts, chunks
 
     def _stored(
         self,
-        accepted: list[_PendingSend],
+        run: _SendRun,
         persisted: list[_Persisted],
         offset: int,
         count: int,
         first: Position | None,
         err: BaseException | None,
     ) -> None:
-        """The outcome of ``accepted[offset:offset + count]`` (a piece of a run given to
-        the topic): receipts at ``first`` and the positions after it, or errors."""
+        """The outcome of the SENDs ``offset .. offset + count - 1`` of those ``run`` gave
+        the topic (a piece of its run of entries): receipts at ``first`` and the positions
+        after it, or errors."""
         topic = self.topic
         dedup = topic.dedup
-        self.connection.release_publish_bytes(
-            sum([op.size_bytes for op in accepted[offset : offset + count]])
-        )
+        end = offset + count
+        self.connection.release_publish_bytes(sum(run.sizes[offset:end]))
+        indexes = range(offset, end) if run.accepted is None else run.accepted[offset:end]
+        replies = run.replies
         disconnect = False
         if err is not None or first is None:
             if dedup is not None:
@@ -247,23 +303,28 @@ class Producer:
             code, message = wire_error(err or MagnetarError("publish failed"))
             if code is ServerError.UnknownError:
                 code = ServerError.PersistenceError
-            for i in range(offset, offset + count):
-                op = accepted[i]
-                op.reply = self._error(op, code, message)
+            for i in indexes:
+                replies[i] = self._error(run.sequence_ids[i], code, message)
         else:
             ledger_id, entry_id = first
-            producer_id = self.producer_id
-            for i in range(offset, offset + count):
-                op = accepted[i]
-                op.reply = encode_send_receipt_at(
-                    producer_id, op.sequence_id, ledger_id, entry_id, op.highest_sequence_id
-                )
-                entry_id += 1
+            receipts = map(
+                encode_send_receipt_at,
+                repeat(self.producer_id),
+                map(run.sequence_ids.__getitem__, indexes),
+                repeat(ledger_id),
+                range(entry_id, entry_id + count),
+                map(run.highest_sequence_ids.__getitem__, indexes),
+            )
+            if run.accepted is None:
+                replies[offset:end] = receipts
+            else:
+                for i, receipt in zip(indexes, receipts, strict=True):
+                    replies[i] = receipt
             if dedup is not None:
                 name = self.name
-                for i in range(offset, offset + count):
+                for i in range(offset, end):
                     dedup.record_persisted(name, *persisted[i])
-                topic.dedup_advanced(Position(ledger_id, entry_id - 1))
+                topic.dedup_advanced(Position(ledger_id, entry_id + count - 1))
         self._flush_answers()
         if disconnect and not self.closed:
             # Disconnect the producer (its errors sent first), as Pulsar's broker does on a
@@ -296,11 +357,11 @@ class Producer:
             topic_limiter.limited_times += 1
         return pause_s
 
-    def _error(self, op: _PendingSend, code: ServerError, message: str) -> bytes:
+    def _error(self, sequence_id: int, code: ServerError, message: str) -> bytes:
         return encode(
             SendError(
                 producer_id=self.producer_id,
-                sequence_id=op.sequence_id,
+                sequence_id=sequence_id,
                 error=code,
                 message=message,
             )
@@ -310,10 +371,18 @@ class Producer:
         """Write the answers known at the head of the queue, in SEND order, in one go."""
         pending = self._pending
         out: list[bytes | memoryview] = []
-        while pending and pending[0].reply is not None:
-            reply = pending.popleft().reply
-            assert reply is not None
-            out.append(reply)
+        while pending:
+            run = pending[0]
+            replies = run.replies
+            try:
+                known = replies.index(None, run.flushed)
+            except ValueError:  # all known
+                out += replies[run.flushed :] if run.flushed else replies  # type: ignore[arg-type]
+                pending.popleft()
+                continue
+            out += replies[run.flushed : known]  # type: ignore[arg-type]
+            run.flushed = known
+            break
         if out:
             conn = self.connection
             if not self.closed:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -134,3 +135,19 @@ def test_message_runs_check_their_arguments() -> None:
         CFRAME.messages_at(1, -1, [(1, 2)], [b"x", b"y"], [1])
     with pytest.raises(TypeError):
         CFRAME.messages_at(1, -1, [(1, 2, 3)], [b"x"], [1])
+
+
+def test_a_compiled_module_not_built_falls_back_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    assert speedups.load("magnetar.protocol._not_built") is None
+    assert not caplog.records
+
+
+def test_a_compiled_module_that_fails_to_load_falls_back_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # as a module built for another Python, or one whose import cycles back through
+    # speedups, does: it is there, and importing it raises ImportError
+    (tmp_path / "broken_speedup.py").write_text("raise ImportError('built for another ABI')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert speedups.load("broken_speedup") is None
+    assert "compiled module broken_speedup not loaded: built for another ABI" in caplog.text

@@ -12,19 +12,29 @@ non-empty value when this module is imported, the pure-Python functions serve.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from types import ModuleType
+
+log = logging.getLogger(__name__)
 
 PURE_PYTHON_ENV = "MAGNETAR_PURE_PYTHON"
 
 
 def load(name: str = "magnetar.protocol._cframe") -> ModuleType | None:
-    """The compiled module ``name``, or None (not built, or pure Python asked for)."""
+    """The compiled module ``name``, or None (not built, or pure Python asked for). A module
+    that is there but fails to load (built for another Python, or an import cycle through
+    this module) is logged as a warning: the pure-Python code then serves, slower."""
     if os.environ.get(PURE_PYTHON_ENV):
         return None
     try:
         return importlib.import_module(name)
-    except ImportError:
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            log.warning("compiled module %s not loaded: %s", name, exc)
+        return None
+    except ImportError as exc:
+        log.warning("compiled module %s not loaded: %s", name, exc)
         return None
 
 

@@ -12,7 +12,6 @@ goes through the proxy; its keep-alive every 2 s.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -23,15 +22,11 @@ import pytest
 from magnetar.metadata.zookeeper_server import free_port
 from magnetar.testing import StandaloneProcess, wait_until
 from magnetar.testing.fault_proxy import FaultProxy
+from tests.faults.consume_output import consumed
 
 pytestmark = pytest.mark.timeout(120)
 
 TOPIC = "persistent://public/default/link-reset"
-
-
-def consumed(path: Path) -> list[str]:
-    lines = path.read_text(errors="replace").splitlines()
-    return [json.loads(line)["payload"] for line in lines if line.startswith("{")]
 
 
 def send(url: str, payload: str) -> None:

@@ -42,6 +42,7 @@ from magnetar.testing.bookie import BookieProcess
 from magnetar.testing.broker import BrokerProcess
 from magnetar.testing.fault_proxy import FaultProxy
 from magnetar.testing.history import History
+from tests.faults.consume_output import consumed
 from tests.faults.history_sender import HistorySender
 
 pytestmark = pytest.mark.timeout(240)
@@ -82,12 +83,6 @@ def owner_url(broker: BrokerProcess, topic: str) -> str:
     url = f"{broker.http_url}/lookup/v2/topic/persistent/{local}"
     with urllib.request.urlopen(url, timeout=30) as response:  # follows 307 to the owner
         return str(json.load(response)["brokerUrl"])
-
-
-def consumed(path: Path) -> list[str]:
-    """Payloads printed so far by ``magnetar client consume --output json``."""
-    lines = path.read_text(errors="replace").splitlines()
-    return [json.loads(line)["payload"] for line in lines if line.startswith("{")]
 
 
 @pytest.mark.parametrize("run", range(RUNS))

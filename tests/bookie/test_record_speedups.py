@@ -87,6 +87,9 @@ def test_journal_records_match_the_pure_python_encoder(
     assert CRECORDS.journal_records(type_, ledgers, entries, lacs, checksums, payloads) == (
         expected
     )
+    assert b"".join(journal.record_parts(type_, ledgers, entries, lacs, checksums, payloads)) == (
+        expected
+    )
 
 
 @settings(max_examples=500, deadline=None)

@@ -146,18 +146,43 @@ def encode_record(
     )
 
 
+def run_buffers(
+    type_: int,
+    ledger_ids: int | Sequence[int],
+    entry_ids: int | Sequence[int],
+    lacs: int | Sequence[int],
+    checksums: Sequence[int],
+    payloads: Sequence[bytes],
+    payload_max: int,
+) -> Iterable[bytes]:
+    """The buffers holding the records of ``payloads`` (the largest ``payload_max`` bytes),
+    columns as :func:`record_parts` takes them: one buffer from the compiled encoder when
+    the payloads are small enough to copy, else each header and payload uncopied."""
+    if CRECORDS is not None and payload_max <= COPY_MAX_BYTES:
+        return (CRECORDS.journal_records(type_, ledger_ids, entry_ids, lacs, checksums, payloads),)
+    return record_parts(type_, ledger_ids, entry_ids, lacs, checksums, payloads)
+
+
 def record_parts(
     type_: int,
-    ledger_ids: Iterable[int],
-    entry_ids: Iterable[int],
-    lacs: Iterable[int],
-    checksums: Iterable[int],
+    ledger_ids: int | Sequence[int],
+    entry_ids: int | Sequence[int],
+    lacs: int | Sequence[int],
+    checksums: Sequence[int],
     payloads: Sequence[bytes],
 ) -> Iterator[bytes]:
     """Each record's header, then its payload, in order: the records of a run in C loops,
-    without copying the payloads. ``ledger_ids``, ``entry_ids`` and ``lacs`` are iterated
-    twice (sequences, ranges or ``repeat``). The compiled ``journal_records``
-    (:data:`~magnetar.protocol.speedups.CRECORDS`) returns the same bytes joined."""
+    without copying the payloads. ``ledger_ids`` and ``lacs``: an int for every record, or
+    one each; ``entry_ids``: the first of consecutive ids, or one each. The compiled
+    ``journal_records`` (:data:`~magnetar.protocol.speedups.CRECORDS`) returns the same
+    bytes joined."""
+    n = len(payloads)
+    if isinstance(ledger_ids, int):
+        ledger_ids = [ledger_ids] * n
+    if isinstance(entry_ids, int):
+        entry_ids = range(entry_ids, entry_ids + n)
+    if isinstance(lacs, int):
+        lacs = [lacs] * n
     types = repeat(type_)
     sizes = map(len, payloads)
     crcs = map(crc32c.crc32c, map(_CRC_PART.pack, types, ledger_ids, entry_ids, lacs, checksums))
@@ -378,18 +403,10 @@ class Journal:
         sizes = list(map(len, payloads)) if run else []
         added = sum(sizes) + HEADER_SIZE * count
         if run and min(sizes) > 0 and offset + added <= file_max:
-            # the usual run (tens of unbatched adds) in C, when it stays in this file
-            if CRECORDS is not None and max(sizes) <= COPY_MAX_BYTES:
-                bufs.append(
-                    CRECORDS.journal_records(
-                        type_, ledger_id, first_entry_id, lac, checksums, payloads
-                    )
-                )
-            else:
-                ids = range(first_entry_id, first_entry_id + count)
-                bufs.extend(
-                    record_parts(type_, repeat(ledger_id), ids, repeat(lac), checksums, payloads)
-                )
+            # the usual run (tens of unbatched adds) at once, when it stays in this file
+            bufs.extend(
+                run_buffers(type_, ledger_id, first_entry_id, lac, checksums, payloads, max(sizes))
+            )
             offset += added
         else:
             added = 0
@@ -447,14 +464,9 @@ class Journal:
             ):
                 self.append_many(type_, ledger_id, entry_id, lac, (checksum,), (payload,))
             return
-        if CRECORDS is not None and max(sizes) <= COPY_MAX_BYTES:
-            self._segments[-1][2].append(
-                CRECORDS.journal_records(type_, ledger_ids, entry_ids, lacs, checksums, payloads)
-            )
-        else:
-            self._segments[-1][2].extend(
-                record_parts(type_, ledger_ids, entry_ids, lacs, checksums, payloads)
-            )
+        self._segments[-1][2].extend(
+            run_buffers(type_, ledger_ids, entry_ids, lacs, checksums, payloads, max(sizes))
+        )
         self._file_offset = offset + added
         self._pending_bytes += added
         if not self._woken:

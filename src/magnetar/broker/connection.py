@@ -48,6 +48,7 @@ from magnetar import __version__
 from magnetar.auth import TopicOperation
 from magnetar.broker.connection_auth import ConnectionAuth
 from magnetar.broker.error_reply import failure_reply
+from magnetar.broker.read_slices import SLICE_SENDS, ReadBacklog, producer_runs, send_slices
 from magnetar.common.clock import Timer
 from magnetar.common.errors import ProtocolError, ServerError, ServiceNotReady
 from magnetar.metadata.store import SessionExpired
@@ -133,6 +134,10 @@ class ServerConnection(asyncio.Protocol):
         self._paused_for_budget = False
         self._paused_for_rate = False  # a topic published to is over its publish rate
         self._paused_for_publish_buffer = False  # the broker's publishes in flight: too many bytes
+        self._paused_for_backlog = False
+        self._backlog: ReadBacklog | None = None
+        """What the reads held after a deferred slice of SENDs, in stream order
+        (:mod:`magnetar.broker.read_slices`); None when nothing is deferred."""
         self._rate_resume_at_s = 0.0
         self._rate_timer: Timer | None = None
         self._partial_held_bytes = 0  # what the budget counts for this connection
@@ -169,6 +174,7 @@ class ServerConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._writable.set()
+        self._backlog = None
         self._release_partial_frame()
         self.service.publish_buffer.forget(self)
         # a clock's timer keeps its callback (a method of this connection) after cancel():
@@ -201,15 +207,22 @@ class ServerConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._traffic = True
+        if self._backlog is not None:  # read before the pause took effect: after the rest
+            self._backlog.append(self._feed, data)
+            return
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> bool:
         decoder = self._decoder
         try:
             decoder.feed_each(data, self._on_frame, self._on_sends)
         except ProtocolError as exc:
             log.info("connection %s: closing: %s", self.address, exc)
             self.close()
-            return
+            return False
         if (decoder.buffered_bytes or self._partial_held_bytes) and not self.closed:
             self._account_partial_frame()
+        return False
 
     def _account_partial_frame(self) -> None:
         """Tell the broker-wide budget what this connection holds now (off the hot path:
@@ -281,6 +294,7 @@ class ServerConnection(asyncio.Protocol):
             or self._paused_for_budget
             or self._paused_for_rate
             or self._paused_for_publish_buffer
+            or self._paused_for_backlog
         )
         if paused != self._reading_paused:
             self._reading_paused = paused
@@ -290,23 +304,86 @@ class ServerConnection(asyncio.Protocol):
                 transport.resume_reading()
 
     def _on_frame(self, frame: Frame) -> None:
-        if not self.closed:
+        if self.closed:
+            return
+        if self._backlog is not None:
+            self._backlog.append(self._handle_later, frame)
+        else:
             self._handle(frame)
 
+    def _handle_later(self, frame: Frame) -> bool:
+        self._handle(frame)
+        return False
+
     def _on_sends(self, run: SendRun) -> None:
+        if self.closed:
+            return
+        if self._backlog is not None:
+            self._backlog.append(self._take_sends, run)
+        else:
+            self._take_sends(run)
+
+    def _take_sends(self, run: SendRun) -> bool:
         """SENDs of the usual shape, consecutive in the stream, decoded without building
         commands (hot path). Each topic's SENDs of the run are taken in stream order, each
         producer's consecutive ones as one run; the order across topics is free (answers
         are matched by producer and sequence id), so a client spreading messages over many
-        topics on one connection gets one append per topic per read, not one per SEND."""
-        if self.closed:
-            return
+        topics on one connection gets one append per topic per read, not one per SEND.
+        Past :data:`SLICE_SENDS` SENDs, the first slice is taken now and the rest on later
+        loop turns (:mod:`magnetar.broker.read_slices`); returns whether it sliced."""
         pid = run[0][0][0]
-        if all(send[0][0] == pid for send in run):  # the usual case: one producer
-            self._producer_of(pid).handle_sends(run)
+        one_producer = all(send[0][0] == pid for send in run)  # the usual case
+        if len(run) <= SLICE_SENDS:
+            if one_producer:
+                self._producer_of(pid).handle_sends(run)
+            else:
+                for sends in self._by_topic(run):
+                    self._hand_over(sends)
+            return False
+        if one_producer:
+            self._producer_of(pid)  # raises before any of the run is taken
+            runs = [run]
+        else:
+            runs = [r for sends in self._by_topic(run) for r in producer_runs(sends)]
+        first, *rest = send_slices(runs)
+        backlog = self._backlog
+        if backlog is None:
+            backlog = self._backlog = ReadBacklog()
+            self._paused_for_backlog = True
+            self._update_reading()
+            self._loop.call_soon(self._run_backlog)
+        for later in rest:
+            backlog.append(self._take_slice, later)
+        self._take_slice(first)
+        return True
+
+    def _take_slice(self, runs: list[SendRun]) -> bool:
+        for sends in runs:
+            self._producer_of(sends[0][0][0]).handle_sends(sends)
+        return True
+
+    def _run_backlog(self) -> None:
+        """One loop turn's share of the deferred work; reading resumes once it is all done.
+        A protocol error in it closes the connection, as it would have in the read."""
+        backlog = self._backlog
+        if backlog is None or self.closed:
             return
-        for sends in self._by_topic(run):
-            self._hand_over(sends)
+        try:
+            backlog.run_turn()
+        except ProtocolError as exc:
+            log.info("connection %s: closing: %s", self.address, exc)
+            self.close()
+            return
+        except Exception:  # as a failing data_received would: logged, connection closed
+            log.exception("connection %s: closing after an internal error", self.address)
+            self.close()
+            return
+        if backlog:
+            self._loop.call_soon(self._run_backlog)
+            return
+        self._backlog = None
+        self._paused_for_backlog = False
+        self._update_reading()
 
     def _by_topic(self, run: SendRun) -> Iterable[SendRun]:
         """``run``'s SENDs grouped by topic, each group in stream order. Raises
@@ -329,15 +406,8 @@ class ServerConnection(asyncio.Protocol):
     def _hand_over(self, sends: SendRun) -> None:
         """Give each producer its consecutive SENDs of ``sends`` as one run (all known)."""
         producers = self.producers
-        start = 0
-        n = len(sends)
-        while start < n:
-            pid = sends[start][0][0]
-            end = start + 1
-            while end < n and sends[end][0][0] == pid:
-                end += 1
-            producers[pid].handle_sends(sends if start == 0 and end == n else sends[start:end])
-            start = end
+        for run in producer_runs(sends):
+            producers[run[0][0][0]].handle_sends(run)
 
     def _producer_of(self, producer_id: int) -> TopicProducer:
         producer = self.producers.get(producer_id)

@@ -1,0 +1,113 @@
+"""A read's SENDs taken a slice per event-loop turn, and what followed them kept in order.
+
+A client with a full window of SENDs in flight delivers them in one read. Taken all at once,
+the whole window is appended before the journal's writer gets any of it, its sync starts
+only when the last SEND is handled, and every receipt waits for that one sync: the client,
+the broker and the disk take turns. Taken a slice at a time (at most
+:data:`SLICE_SENDS` SENDs per loop turn), the first slice's sync runs on the other core
+while the broker handles the next slice, and its receipts go out while the rest is still
+being appended, so the client sends again sooner.
+
+Slices are cut from producers' runs (each producer's consecutive SENDs, as the connection
+groups them per topic): a run longer than a slice is cut, shorter runs are packed whole,
+never split across slices, so a read spread over many topics keeps one append per topic.
+Everything the read held after a deferred slice (other frames, further SEND runs, later
+reads) waits behind it in :class:`ReadBacklog`, in stream order, and the connection reads
+no more until the backlog is empty.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from magnetar.protocol.frame import SendRun
+
+SLICE_SENDS = 128
+"""At most this many SENDs of one read are handled per event-loop turn."""
+
+
+def producer_runs(sends: SendRun) -> list[SendRun]:
+    """``sends`` cut where the producer changes: each producer's consecutive SENDs."""
+    runs: list[SendRun] = []
+    start = 0
+    n = len(sends)
+    while start < n:
+        pid = sends[start][0][0]
+        end = start + 1
+        while end < n and sends[end][0][0] == pid:
+            end += 1
+        runs.append(sends if start == 0 and end == n else sends[start:end])
+        start = end
+    return runs
+
+
+def send_slices(runs: list[SendRun], size: int = SLICE_SENDS) -> list[list[SendRun]]:
+    """``runs`` (each one producer's consecutive SENDs, in the order to hand them over) cut
+    into slices of at most ``size`` SENDs: a run longer than ``size`` is cut into pieces of
+    ``size`` (the last one shorter), shorter runs are packed whole, in order."""
+    if size < 1:
+        raise ValueError(f"slice size must be at least 1, not {size}")
+    slices: list[list[SendRun]] = []
+    current: list[SendRun] = []
+    filled = 0
+    for run in runs:
+        n = len(run)
+        if filled + n <= size:
+            current.append(run)
+            filled += n
+            continue
+        if current:
+            slices.append(current)
+            current, filled = [], 0
+        start = 0
+        while n - start > size:
+            slices.append([run[start : start + size]])
+            start += size
+        current, filled = [run[start:] if start else run], n - start
+    if current:
+        slices.append(current)
+    return slices
+
+
+TurnHandler = Callable[[Any], bool]
+"""Handles one deferred item; returns whether that used up the loop turn (a slice of SENDs
+was handled)."""
+
+
+class ReadBacklog:
+    """Work of a read deferred to later loop turns, in stream order: ``handler(arg)`` pairs
+    run by :meth:`run_turn` until a handler says it used up the turn."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: deque[tuple[TurnHandler, object]] = deque()
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def append(self, handler: TurnHandler, arg: object) -> None:
+        """Queue ``handler(arg)`` after everything queued."""
+        self._items.append((handler, arg))
+
+    def run_turn(self) -> None:
+        """Run queued items in order until one's handler says it used up the turn. What a
+        handler queues goes before the items queued after its own (it came earlier in the
+        stream). An exception from a handler propagates; the items after it stay queued."""
+        while self._items:
+            handler, arg = self._items.popleft()
+            rest, self._items = self._items, deque()
+            try:
+                used = handler(arg)
+            finally:
+                self._items.extend(rest)
+            if used:
+                return
+
+    def clear(self) -> None:
+        self._items.clear()

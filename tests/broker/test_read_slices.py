@@ -204,3 +204,17 @@ async def test_an_unknown_producer_in_a_deferred_read_closes_the_connection(
         again = await AsyncRawClient.open(broker.port)
         await again.request(producer_cmd(again, new_topic(), 1, producer_name="q"))
         await again.close()
+
+
+async def test_garbage_after_a_sliced_read_closes_only_that_connection(tmp_path: Path) -> None:
+    """300 SENDs, then bytes that are no frame, in one write: the connection is closed (the
+    slices not yet taken are dropped with it) and the broker serves on."""
+    async with running_broker(tmp_path) as broker:
+        raw = await AsyncRawClient.open(broker.port)
+        await raw.request(producer_cmd(raw, new_topic(), 1, producer_name="p"))
+        garbage = b"\xff\xff\xff\xff" + b"\x00" * 64
+        raw.writer.write(b"".join([*sends(1, "p", range(300)), garbage]))
+        assert await raw.closed_by_broker()
+        again = await AsyncRawClient.open(broker.port)
+        await again.request(producer_cmd(again, new_topic(), 1, producer_name="q"))
+        await again.close()

@@ -112,6 +112,19 @@ def test_backlog_keeps_the_items_after_a_failing_one() -> None:
     assert len(backlog) == 1
 
 
+def count_appends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of every run appended to a topic from now on, in order."""
+    appends: list[int] = []
+    publish_run = Topic.publish_run
+
+    def counting(topic: Topic, datas: list[bytes], *args: Any) -> Any:
+        appends.append(len(datas))
+        return publish_run(topic, datas, *args)
+
+    monkeypatch.setattr(Topic, "publish_run", counting)
+    return appends
+
+
 def raw_frames(*commands: Any) -> list[bytes]:
     return [encode(c) for c in commands]
 
@@ -133,14 +146,7 @@ async def test_a_long_read_is_appended_in_slices_and_a_close_after_it_waits_for_
     async with running_broker(tmp_path) as broker:
         raw = await AsyncRawClient.open(broker.port)
         await raw.request(producer_cmd(raw, new_topic(), 1, producer_name="p"))
-        appends: list[int] = []
-        publish_run = Topic.publish_run
-
-        def counting(topic: Topic, datas: list[bytes], *args: Any) -> Any:
-            appends.append(len(datas))
-            return publish_run(topic, datas, *args)
-
-        monkeypatch.setattr(Topic, "publish_run", counting)
+        appends = count_appends(monkeypatch)
         close = CloseProducer(producer_id=1, request_id=raw.next_id())
         raw.writer.write(b"".join([*sends(1, "p", range(300)), *raw_frames(close)]))
         answers = []
@@ -166,14 +172,7 @@ async def test_a_read_over_many_topics_keeps_one_append_per_topic(
         raw = await AsyncRawClient.open(broker.port)
         for pid in range(30):
             await raw.request(producer_cmd(raw, new_topic(), pid, producer_name=f"p{pid}"))
-        appends: list[int] = []
-        publish_run = Topic.publish_run
-
-        def counting(topic: Topic, datas: list[bytes], *args: Any) -> Any:
-            appends.append(len(datas))
-            return publish_run(topic, datas, *args)
-
-        monkeypatch.setattr(Topic, "publish_run", counting)
+        appends = count_appends(monkeypatch)
         frames: list[bytes] = []
         for seq in range(10):
             for pid in range(30):

@@ -216,10 +216,9 @@ class ServerConnection(asyncio.Protocol):
         decoder = self._decoder
         try:
             decoder.feed_each(data, self._on_frame, self._on_sends)
-        except ProtocolError as exc:
+        except ProtocolError as exc:  # closed: nothing held is accounted below
             log.info("connection %s: closing: %s", self.address, exc)
             self.close()
-            return False
         if (decoder.buffered_bytes or self._partial_held_bytes) and not self.closed:
             self._account_partial_frame()
         return False

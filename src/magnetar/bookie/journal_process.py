@@ -1,0 +1,197 @@
+"""The event loop's end of the journal's writer process
+(:mod:`magnetar.bookie.journal_writer`): batches of records down its stdin, answers back on
+its stdout, settled in order (used by :class:`magnetar.bookie.journal.Journal`)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import errno as errno_module
+import fcntl
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+from magnetar.bookie.file_io import IOV_MAX
+from magnetar.bookie.journal_writer import ANSWER, REQUEST, SEGMENT
+
+log = logging.getLogger(__name__)
+
+Segment = tuple[int, int, list[bytes]]
+"""Records for one journal file: ``(file id, offset, buffers)``."""
+
+
+class WriterProcess:
+    """The journal's writer as a child process (:mod:`magnetar.bookie.journal_writer`):
+    batches go down its stdin as one ``writev`` (queued with ``add_writer`` when the pipe is
+    full), answers come back on its stdout, read with ``add_reader`` and settled in order.
+    Started on first use; if it dies, what it had not answered fails with ``EIO`` and the
+    next batch starts a new one."""
+
+    def __init__(self, directory: Path, file_size_max_bytes: int, prealloc_bytes: int) -> None:
+        self._argv = [
+            sys.executable,
+            "-I",
+            "-S",
+            str(Path(__file__).with_name("journal_writer.py")),
+            str(directory),
+            str(file_size_max_bytes),
+            str(prealloc_bytes),
+        ]
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiting: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._out: collections.deque[memoryview] = collections.deque()
+        self._writing = False
+        self._answers = bytearray()
+        self._in_fd = -1
+        self._out_fd = -1
+
+    @property
+    def pid(self) -> int | None:
+        """The writer process's id while it runs."""
+        return None if self._proc is None else self._proc.pid
+
+    def _start(self, loop: asyncio.AbstractEventLoop) -> None:
+        proc = subprocess.Popen(
+            self._argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        self._proc = proc
+        self._loop = loop
+        self._in_fd = proc.stdin.fileno()
+        self._out_fd = proc.stdout.fileno()
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(self._in_fd, _F_SETPIPE_SZ, _PIPE_BYTES)
+        os.set_blocking(self._in_fd, False)
+        os.set_blocking(self._out_fd, False)
+        loop.add_reader(self._out_fd, self._read_answers)
+
+    def run(self, loop: asyncio.AbstractEventLoop, segments: list[Segment]) -> asyncio.Future[None]:
+        """A future that completes (or fails with the writer's error) once the segments are
+        written and synced."""
+        if self._proc is None:
+            self._start(loop)
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiting.append(fut)
+        parts: list[bytes] = [REQUEST.pack(len(segments))]
+        total = 0
+        for file_id, offset, bufs in segments:
+            size = sum(map(len, bufs))
+            total += size
+            parts.append(SEGMENT.pack(file_id, offset, size))
+            parts.extend(bufs)
+        if total <= _JOIN_MAX_BYTES:  # one buffer: one iovec, no Python step per record
+            self._out.append(memoryview(b"".join(parts)))
+        else:  # big payloads go as they are, not copied
+            self._out.extend(map(memoryview, parts))
+        if not self._writing:
+            self._write_out()
+        return fut
+
+    def _write_out(self) -> None:
+        out = self._out
+        while out:
+            chunk = [out[i] for i in range(min(len(out), IOV_MAX))]
+            try:
+                written = os.writev(self._in_fd, chunk)
+            except BlockingIOError:
+                break
+            except OSError as exc:  # the process is gone: its answers' EOF settles it
+                log.error("journal writer process: %s", exc)
+                out.clear()
+                break
+            for buf in chunk:
+                n = len(buf)
+                if written >= n:
+                    out.popleft()
+                    written -= n
+                else:
+                    out[0] = buf[written:]
+                    break
+        assert self._loop is not None
+        if out and not self._writing:
+            self._writing = True
+            self._loop.add_writer(self._in_fd, self._write_out)
+        elif not out and self._writing:
+            self._writing = False
+            self._loop.remove_writer(self._in_fd)
+
+    def _read_answers(self) -> None:
+        try:
+            data = os.read(self._out_fd, 65536)
+        except BlockingIOError:
+            return
+        if not data:
+            self._died()
+            return
+        buf = self._answers
+        buf += data
+        pos = 0
+        while len(buf) - pos >= ANSWER.size:
+            errno, n = ANSWER.unpack_from(buf, pos)
+            if len(buf) - pos - ANSWER.size < n:
+                break
+            message = bytes(buf[pos + ANSWER.size : pos + ANSWER.size + n]).decode()
+            pos += ANSWER.size + n
+            fut = self._waiting.popleft()
+            if fut.done():
+                continue
+            if errno == 0:
+                fut.set_result(None)
+            else:
+                fut.set_exception(OSError(errno, message) if errno > 0 else OSError(message))
+        del buf[:pos]
+
+    def _died(self) -> None:
+        code = self._detach()
+        self._out.clear()
+        self._answers.clear()
+        error = OSError(errno_module.EIO, f"journal writer process exited with code {code}")
+        while self._waiting:
+            fut = self._waiting.popleft()
+            if not fut.done():
+                fut.set_exception(error)
+
+    def stop(self) -> None:
+        """Close its input (the process then ends) and reap it; nothing should be queued:
+        the journal's close waited for every sync."""
+        if self._proc is None:
+            return
+        if self._out:
+            log.warning("journal writer stopped with %d buffers unwritten", len(self._out))
+        self._detach(wait_s=10.0)
+
+    def _detach(self, wait_s: float | None = None) -> int:
+        """Stop watching the process's pipes, close them and reap it (killed if it has not
+        ended within ``wait_s``); returns its exit code."""
+        proc = self._proc
+        assert proc is not None and self._loop is not None
+        self._loop.remove_reader(self._out_fd)
+        if self._writing:
+            self._loop.remove_writer(self._in_fd)
+            self._writing = False
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+        self._proc = None
+        try:
+            return proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait()
+
+
+_JOIN_MAX_BYTES: Final = 256 * 1024
+"""A batch up to this size goes down the pipe as one joined buffer (copying a few KiB costs
+less than a Python step per record in the write loop); a bigger one as its records' own
+buffers."""
+_F_SETPIPE_SZ: Final = 1031
+_PIPE_BYTES: Final = 1024 * 1024

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 
 import crc32c
@@ -21,7 +23,7 @@ from magnetar.bookie.journal import (
     journal_file_ids,
     replay,
 )
-from magnetar.common.clock import SystemClock
+from magnetar.common.clock import ManualClock, SystemClock
 from magnetar.testing import wait_until_async
 
 
@@ -253,3 +255,56 @@ async def test_runs_are_journaled_as_the_same_records_appended_one_at_a_time(
         for a, b in zip(files[other], files["ones"], strict=True):
             assert a.name == b.name
             assert a.read_bytes().rstrip(b"\0") == b.read_bytes().rstrip(b"\0")
+
+
+async def test_a_loaded_journal_is_paced_in_full_and_a_light_one_by_its_syncs_duration(
+    tmp_path: Path,
+) -> None:
+    # On a manual clock that stands still every sync takes no time: a journal with few
+    # records pending when a sync comes back starts the next one at once, one with 128 or
+    # more waits group_wait_ms after the previous start. The records are appended while
+    # the writer process is stopped, so they are pending when its sync comes back; the
+    # sync's callback runs after the decision and sees whether the next one was taken.
+    clock = ManualClock()
+    j = Journal(tmp_path, clock=clock, group_wait_ms=1)
+    j.start()
+    warm = asyncio.Event()
+    _add(j, 1, 0, b"w")
+    j.on_durable(warm.set)
+    await asyncio.wait_for(warm.wait(), 10)
+    writer = j.writer_pid
+    assert writer is not None
+    taken_then: list[int] = []
+    entry = 1
+
+    async def sync_with_pending(records: int) -> asyncio.Event:
+        nonlocal entry
+        taken = j.groups_taken
+        os.kill(writer, signal.SIGSTOP)
+        try:
+            _add(j, 1, entry, b"a")
+            j.on_durable(lambda: taken_then.append(j.groups_taken))
+            await wait_until_async(lambda: j.groups_taken == taken + 1, 10, what="a sync")
+            for i in range(entry + 1, entry + 1 + records):
+                _add(j, 1, i, b"b")
+            entry += 1 + records
+            done = asyncio.Event()
+            j.on_durable(done.set)
+        finally:
+            os.kill(writer, signal.SIGCONT)
+        await wait_until_async(lambda: len(taken_then) == 1, 10, what="the sync's callback")
+        return done
+
+    light = await sync_with_pending(1)
+    assert taken_then.pop() == 3  # the warm-up's, this one's, and the next at once
+    await asyncio.wait_for(light.wait(), 10)
+
+    loaded = await sync_with_pending(200)
+    assert taken_then.pop() == 4  # the next one waits for the clock
+    await wait_until_async(lambda: clock.sleepers == 1, 10, what="the flusher to pace")
+    assert not loaded.is_set()
+    clock.advance(0.001)
+    await asyncio.wait_for(loaded.wait(), 10)
+    await j.close()
+    records = list(replay(tmp_path, JournalPosition(0, 0)))
+    assert [r.entry_id for r in records] == list(range(entry))

@@ -34,7 +34,10 @@ time, up to three times a sync); the process answers on a pipe the loop's select
 When ``group_wait_ms`` > 0 syncs are paced: one starts no sooner than ``group_wait_ms``
 after the previous one started (unless ``group_bytes_max`` are pending), so an idle journal
 syncs at once and a busy one gathers more records per sync; with 0 it syncs as soon as the
-previous sync returns.
+previous sync returns. Only a loaded journal is paced in full: one with fewer than 128
+records pending when a sync came back waits at most twice that sync's duration, so a light
+load on a fast disk is not held to one sync per ``group_wait_ms`` (its bursts queue behind
+the pacing instead of the disk).
 ``pending_bytes_max`` bounds memory: callers check :attr:`Journal.over_limit` and stop
 reading from their sockets until durable callbacks fire.
 
@@ -284,6 +287,11 @@ def replay(
             pos = resume
 
 
+_LOADED_RECORDS: Final = 128
+"""Records pending when a sync comes back that mark the journal as loaded (paced by
+``group_wait_ms`` in full)."""
+
+
 class Journal:
     """Append records, learn when they are durable.
 
@@ -328,6 +336,7 @@ class Journal:
         # Segments waiting for the flusher: [file_id, [buffers], bytes].
         self._segments: list[Segment] = [(self._file_id, 0, [])]
         self._pending_bytes = 0
+        self._pending_records = 0
         self._callbacks: list[_Callback] = []
         self._on_write_failure = on_write_failure
         self._wakeup = asyncio.Event()
@@ -344,6 +353,8 @@ class Journal:
         """Time spent writing and fdatasync'ing batches (for the sync latency metric)."""
         self._closing = False
         self._last_sync_s = float("-inf")
+        self._last_sync_duration_s = 0.0
+        self._loaded = False
 
     # -- appending (event loop) ----------------------------------------------------------
 
@@ -422,6 +433,7 @@ class Journal:
                 entry_id += 1
         self._file_offset = offset
         self._pending_bytes += added
+        self._pending_records += count
         if not self._woken:
             self._wake()
 
@@ -458,6 +470,7 @@ class Journal:
         )
         self._file_offset = offset + added
         self._pending_bytes += added
+        self._pending_records += count
         if not self._woken:
             self._wake()
 
@@ -549,7 +562,10 @@ class Journal:
                 self.failed = None
             if started_s is not None:
                 self.syncs += 1
-                self.sync_seconds_total += self._clock.monotonic_s() - started_s
+                took_s = self._clock.monotonic_s() - started_s
+                self.sync_seconds_total += took_s
+                self._last_sync_duration_s = took_s
+            self._loaded = self._pending_records >= _LOADED_RECORDS
             inflight = None
             if self._has_work() and self._pacing_wait_s() <= 0:
                 inflight = self._submit(loop)
@@ -572,6 +588,7 @@ class Journal:
         self._file_offset = 0
         self._segments = [(self._file_id, 0, [])]
         self._pending_bytes = 0
+        self._pending_records = 0
         for _, on_failure in failed:
             if on_failure is not None:
                 on_failure(exc)
@@ -582,12 +599,16 @@ class Journal:
         return bool(self._segments[-1][2] or len(self._segments) > 1 or self._callbacks)
 
     def _pacing_wait_s(self) -> float:
-        """How long to wait before the next sync: at most one per ``group_wait_s`` (an idle
-        journal syncs at once; a busy one gathers more records per sync instead of spending
-        a hand-off to the writer and an fdatasync on every few entries)."""
+        """How long to wait before the next sync: at most one per ``group_wait_s`` while
+        loaded (a busy journal gathers more records per sync instead of spending a hand-off
+        to the writer, an fdatasync and a round of completions on every few entries),
+        else at most twice the last sync's duration (see the module docstring)."""
         if self._group_wait_s <= 0 or self._pending_bytes >= self._group_bytes_max:
             return 0.0
-        return self._last_sync_s + self._group_wait_s - self._clock.monotonic_s()
+        wait_s = self._group_wait_s
+        if not self._loaded:
+            wait_s = min(wait_s, 2 * self._last_sync_duration_s)
+        return self._last_sync_s + wait_s - self._clock.monotonic_s()
 
     def _submit(self, loop: asyncio.AbstractEventLoop) -> _Sync:
         """Take the pending records and callbacks and start their write + sync."""
@@ -606,6 +627,7 @@ class Journal:
         segments = [seg for seg in self._segments if seg[2]]
         self._segments = [(self._file_id, self._file_offset, [])]
         self._pending_bytes = 0
+        self._pending_records = 0
         callbacks, self._callbacks = self._callbacks, []
         return segments, callbacks
 

@@ -99,7 +99,7 @@ def _rack(rack: str | None) -> str | None:
     default=1.0,  # BookieConfig.journal_group_wait_ms
     show_default=True,
     type=float,
-    help="pace journal syncs: wait this long after a sync before the next (0 = at once)",
+    help="pace a loaded journal's syncs: one no sooner than this after the previous (0 = at once)",
 )
 @click.option("--session-timeout-s", default=10.0, show_default=True, type=float)
 @click.option(

@@ -257,12 +257,10 @@ async def test_runs_are_journaled_as_the_same_records_appended_one_at_a_time(
             assert a.read_bytes().rstrip(b"\0") == b.read_bytes().rstrip(b"\0")
 
 
-async def test_a_loaded_journal_is_paced_in_full_and_a_light_one_by_its_syncs_duration(
-    tmp_path: Path,
-) -> None:
-    # On a manual clock that stands still every sync takes no time: a journal with few
-    # records pending when a sync comes back starts the next one at once, one with 128 or
-    # more waits group_wait_ms after the previous start. The records are appended while
+async def test_a_loaded_journal_is_paced_and_a_light_one_syncs_at_once(tmp_path: Path) -> None:
+    # Each sync takes half of group_wait_ms on a manual clock: a journal with few records
+    # pending when a sync comes back starts the next one at once, one with 128 or more
+    # waits until group_wait_ms after the previous start. The records are appended while
     # the writer process is stopped, so they are pending when its sync comes back; the
     # sync's callback runs after the decision and sees whether the next one was taken.
     clock = ManualClock()
@@ -290,6 +288,7 @@ async def test_a_loaded_journal_is_paced_in_full_and_a_light_one_by_its_syncs_du
             entry += 1 + records
             done = asyncio.Event()
             j.on_durable(done.set)
+            clock.advance(0.0005)
         finally:
             os.kill(writer, signal.SIGCONT)
         await wait_until_async(lambda: len(taken_then) == 1, 10, what="the sync's callback")
@@ -303,7 +302,7 @@ async def test_a_loaded_journal_is_paced_in_full_and_a_light_one_by_its_syncs_du
     assert taken_then.pop() == 4  # the next one waits for the clock
     await wait_until_async(lambda: clock.sleepers == 1, 10, what="the flusher to pace")
     assert not loaded.is_set()
-    clock.advance(0.001)
+    clock.advance(0.0005)
     await asyncio.wait_for(loaded.wait(), 10)
     await j.close()
     records = list(replay(tmp_path, JournalPosition(0, 0)))

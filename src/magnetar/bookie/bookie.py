@@ -69,9 +69,9 @@ class BookieConfig:
     journal_group_bytes_max: int = 4 * 1024 * 1024
     journal_group_wait_ms: float = 1.0
     """Pacing: a journal sync starts no sooner than this after the previous one (0: back to
-    back) while the journal is loaded (else no sooner than twice the last sync's duration,
-    see :mod:`magnetar.bookie.journal`). 1 ms caps a loaded journal at ~1000 syncs/s: fewer
-    hand-offs to the writer and fdatasyncs per entry."""
+    back) while the journal is loaded (else at once, see :mod:`magnetar.bookie.journal`).
+    1 ms caps a loaded journal at ~1000 syncs/s: fewer hand-offs to the writer and
+    fdatasyncs per entry."""
     journal_pending_bytes_max: int = 64 * 1024 * 1024
     entry_log_size_max_bytes: int = 512 * 1024 * 1024
     write_cache_max_bytes: int = 64 * 1024 * 1024

@@ -34,10 +34,10 @@ time, up to three times a sync); the process answers on a pipe the loop's select
 When ``group_wait_ms`` > 0 syncs are paced: one starts no sooner than ``group_wait_ms``
 after the previous one started (unless ``group_bytes_max`` are pending), so an idle journal
 syncs at once and a busy one gathers more records per sync; with 0 it syncs as soon as the
-previous sync returns. Only a loaded journal is paced in full: one with fewer than 128
-records pending when a sync came back waits at most twice that sync's duration, so a light
-load on a fast disk is not held to one sync per ``group_wait_ms`` (its bursts queue behind
-the pacing instead of the disk).
+previous sync returns. Only a loaded journal is paced: one with fewer than 128 records
+pending when a sync came back syncs again as soon as it has records, so a light load is not
+held to one sync per ``group_wait_ms`` (its bursts would queue behind the pacing instead of
+the disk).
 ``pending_bytes_max`` bounds memory: callers check :attr:`Journal.over_limit` and stop
 reading from their sockets until durable callbacks fire.
 
@@ -289,7 +289,7 @@ def replay(
 
 _LOADED_RECORDS: Final = 128
 """Records pending when a sync comes back that mark the journal as loaded (paced by
-``group_wait_ms`` in full)."""
+``group_wait_ms``)."""
 
 
 class Journal:
@@ -353,7 +353,6 @@ class Journal:
         """Time spent writing and fdatasync'ing batches (for the sync latency metric)."""
         self._closing = False
         self._last_sync_s = float("-inf")
-        self._last_sync_duration_s = 0.0
         self._loaded = False
 
     # -- appending (event loop) ----------------------------------------------------------
@@ -564,7 +563,6 @@ class Journal:
                 self.syncs += 1
                 took_s = self._clock.monotonic_s() - started_s
                 self.sync_seconds_total += took_s
-                self._last_sync_duration_s = took_s
             self._loaded = self._pending_records >= _LOADED_RECORDS
             inflight = None
             if self._has_work() and self._pacing_wait_s() <= 0:
@@ -601,14 +599,15 @@ class Journal:
     def _pacing_wait_s(self) -> float:
         """How long to wait before the next sync: at most one per ``group_wait_s`` while
         loaded (a busy journal gathers more records per sync instead of spending a hand-off
-        to the writer, an fdatasync and a round of completions on every few entries),
-        else at most twice the last sync's duration (see the module docstring)."""
-        if self._group_wait_s <= 0 or self._pending_bytes >= self._group_bytes_max:
+        to the writer, an fdatasync and a round of completions on every few entries), none
+        otherwise (see the module docstring)."""
+        if (
+            not self._loaded
+            or self._group_wait_s <= 0
+            or self._pending_bytes >= self._group_bytes_max
+        ):
             return 0.0
-        wait_s = self._group_wait_s
-        if not self._loaded:
-            wait_s = min(wait_s, 2 * self._last_sync_duration_s)
-        return self._last_sync_s + wait_s - self._clock.monotonic_s()
+        return self._last_sync_s + self._group_wait_s - self._clock.monotonic_s()
 
     def _submit(self, loop: asyncio.AbstractEventLoop) -> _Sync:
         """Take the pending records and callbacks and start their write + sync."""

@@ -307,3 +307,30 @@ async def test_a_loaded_journal_is_paced_and_a_light_one_syncs_at_once(tmp_path:
     await j.close()
     records = list(replay(tmp_path, JournalPosition(0, 0)))
     assert [r.entry_id for r in records] == list(range(entry))
+
+
+async def test_a_raising_callback_is_logged_and_the_journal_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A defect in a caller's callback must not stop the syncs: the sync's other callbacks
+    # still run, later records are still synced, and the error is logged.
+    j = Journal(tmp_path, clock=SystemClock())
+    j.start()
+    seen: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("a caller's bug")
+
+    _add(j, 1, 0, b"a")
+    j.on_durable(broken)
+    j.on_durable(lambda: seen.append("same sync"))
+    await wait_until_async(lambda: seen == ["same sync"], 10, what="the sync's other callback")
+    later = asyncio.Event()
+    _add(j, 1, 1, b"b")
+    j.on_durable(later.set)
+    await asyncio.wait_for(later.wait(), 10)
+    await j.close()
+    assert [r.entry_id for r in replay(tmp_path, JournalPosition(0, 0))] == [0, 1]
+    assert any(
+        "callback after a sync raised" in r.getMessage() and r.exc_info for r in caplog.records
+    )

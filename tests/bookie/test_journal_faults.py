@@ -57,6 +57,11 @@ async def test_a_failed_write_fails_its_records_and_later_writes_work_again(
         fill_disk(filler)
         for entry in range(1, 200):  # beyond the zero-filled part: needs new blocks
             _append(j, entry)
+
+        def broken(exc: BaseException) -> None:  # a caller's defect: logged, not fatal
+            raise RuntimeError("a caller's bug")
+
+        j.on_durable(lambda: None, broken)
         error = await _sync(j)
         assert isinstance(error, OSError) and "No space left" in str(error)
         assert j.failed is error and failures == [error]

@@ -480,7 +480,8 @@ class Journal:
     ) -> None:
         """Run ``callback`` once everything appended so far is synced, or ``on_failure``
         (if given) with the error if the write covering it fails (then nothing appended
-        before the registration is acknowledged)."""
+        before the registration is acknowledged). A callback that raises is logged; the
+        others and later syncs go on."""
         self._callbacks.append((callback, on_failure))
         if not self._woken:
             self._wake()
@@ -493,6 +494,7 @@ class Journal:
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._flusher(), name="journal")
+        self._task.add_done_callback(_report_flusher_end)
 
     async def close(self) -> None:
         """Flush and sync what is pending, then stop."""
@@ -568,7 +570,10 @@ class Journal:
             if self._has_work() and self._pacing_wait_s() <= 0:
                 inflight = self._submit(loop)
             for cb, _ in callbacks:
-                cb()
+                try:
+                    cb()
+                except Exception:  # a caller's defect must not stop the journal's syncs
+                    log.exception("journal: a callback after a sync raised; going on")
 
     def _write_failed(self, exc: BaseException, callbacks: list[_Callback]) -> None:
         """A batch failed: drop it and everything appended since (none of it was synced),
@@ -589,7 +594,10 @@ class Journal:
         self._pending_records = 0
         for _, on_failure in failed:
             if on_failure is not None:
-                on_failure(exc)
+                try:
+                    on_failure(exc)
+                except Exception:
+                    log.exception("journal: a failure callback raised; going on")
         if self._on_write_failure is not None:
             self._on_write_failure(exc)
 
@@ -633,6 +641,13 @@ class Journal:
 
 _Sync = tuple[asyncio.Future[None], list[_Callback], float | None]
 """A sync handed to the writer: its future, the callbacks due after it, its start time."""
+
+
+def _report_flusher_end(task: asyncio.Task[None]) -> None:
+    """Log at once a flusher that ended on an error (nothing would be synced after it),
+    instead of when the task is collected."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("journal: the flusher stopped: %r; nothing more is synced", exc, exc_info=exc)
 
 
 def unlink_all(paths: list[Path]) -> None:

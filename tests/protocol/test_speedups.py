@@ -4,6 +4,7 @@ test environment builds them; ``MAGNETAR_PURE_PYTHON`` turns them off."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -13,6 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import magnetar.protocol as p
+import magnetar.protocol.frame as frame_module
+from magnetar.common.errors import ProtocolError
 from magnetar.protocol import _convert, hand_encoders, speedups
 from magnetar.protocol.varint import encode_varint
 
@@ -151,3 +155,118 @@ def test_a_compiled_module_that_fails_to_load_falls_back_with_a_warning(
     monkeypatch.syspath_prepend(str(tmp_path))
     assert speedups.load("broken_speedup") is None
     assert "compiled module broken_speedup not loaded: built for another ABI" in caplog.text
+
+
+_METADATA = p.encode_metadata(p.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1))
+
+
+def _send_frame(pid: int, seq: int, checksum: bool, batch: int | None, size: int) -> bytes:
+    return b"".join(
+        p.encode_send(pid, seq, _METADATA, b"x" * size, num_messages=batch, checksum=checksum)
+    )
+
+
+_frames = st.one_of(
+    st.builds(
+        _send_frame,
+        st.integers(0, 1 << 40),
+        U64,
+        st.booleans(),
+        st.one_of(st.none(), st.integers(-5, 500)),
+        st.integers(0, 300),
+    ),
+    st.builds(  # a SEND carrying broker entry metadata: left to the Python loop
+        lambda seq: b"".join(
+            p.encode_payload_command(
+                p.Send(producer_id=1, sequence_id=seq),
+                p.build_entry(_METADATA, b"y"),
+                p.BrokerEntryMetadata(index=seq),
+            )
+        ),
+        st.integers(0, 1000),
+    ),
+    st.sampled_from([p.encode(p.Ping()), p.encode(p.Flow(consumer_id=1, message_permits=5))]),
+    st.binary(max_size=40).map(lambda b: len(b).to_bytes(4, "big") + b),  # anything
+)
+
+
+def _damaged(frame: bytes, at: int, value: int) -> bytes:
+    """``frame`` with the byte at ``at`` (taken modulo its length) set to ``value``."""
+    i = at % len(frame)
+    return frame[:i] + bytes([value]) + frame[i + 1 :]
+
+
+def _decode(stream: bytes, cuts: list[int], scan: object) -> list[object]:
+    """What FrameDecoder.feed_each hands over for ``stream`` read in pieces at ``cuts``,
+    with the decoder's SEND loop ``scan`` (None: the Python loop)."""
+    events: list[object] = []
+
+    def on_sends(run: list[tuple[object, p.Entry]]) -> None:
+        events.append(
+            [
+                (fields, bytes(e.data), e.checksum, e.metadata_bytes.tobytes(), e.verify_checksum())
+                for fields, e in run
+            ]
+        )
+
+    def on_frame(frame: p.Frame) -> None:
+        entry = None if frame.entry is None else bytes(frame.entry.data)
+        events.append((repr(frame.command), entry, repr(frame.broker_entry_metadata)))
+
+    saved = frame_module._SCAN_SENDS
+    frame_module._SCAN_SENDS = scan
+    try:
+        decoder = p.FrameDecoder(max_frame_size_bytes=2000)
+        bounds = [0, *sorted(c % (len(stream) + 1) for c in cuts), len(stream)]
+        for start, end in itertools.pairwise(bounds):
+            try:
+                decoder.feed_each(stream[start:end], on_frame, on_sends)
+            except ProtocolError as exc:
+                events.append(("error", type(exc).__name__, str(exc)))
+                break
+        events.append(("left", decoder.buffered_bytes, decoder.partial_frames_started))
+    finally:
+        frame_module._SCAN_SENDS = saved
+    return events
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    frames=st.lists(
+        st.tuples(
+            _frames, st.one_of(st.none(), st.tuples(st.integers(0, 80), st.integers(0, 255)))
+        ),
+        max_size=12,
+    ),
+    cuts=st.lists(st.integers(0, 1 << 16), max_size=4),
+)
+def test_the_send_loop_agrees_with_the_python_loop(
+    frames: list[tuple[bytes, tuple[int, int] | None]], cuts: list[int]
+) -> None:
+    stream = b"".join(f if d is None else _damaged(f, *d) for f, d in frames)
+    assert CFRAME is not None
+    assert _decode(stream, cuts, CFRAME.scan_sends) == _decode(stream, cuts, None)
+
+
+def test_the_send_loop_checks_its_arguments() -> None:
+    assert CFRAME is not None
+    with pytest.raises(TypeError):
+        CFRAME.scan_sends(bytearray(b"x"), memoryview(b"x"), 0, 10, [], p.Entry)
+    with pytest.raises(ValueError):
+        CFRAME.scan_sends(b"x", memoryview(b"x"), 5, 10, [], p.Entry)
+
+
+def test_the_send_loop_takes_whole_sends_and_stops_at_anything_else() -> None:
+    assert CFRAME is not None
+    sends_part = _send_frame(7, 1, True, None, 10) + _send_frame(7, 2, False, 3, 0)
+    stream = sends_part + p.encode(p.Ping()) + _send_frame(7, 3, True, None, 5)[:-1]
+    run: list[tuple[object, p.Entry]] = []
+    pos = CFRAME.scan_sends(stream, memoryview(stream), 0, 2000, run, p.Entry)
+    assert pos == len(sends_part)  # stopped at the PING
+    assert [fields[:3] for fields, _ in run] == [(7, 1, 1), (7, 2, 3)]
+    for (_, entry), checksum in zip(run, (True, False), strict=True):
+        assert type(entry) is p.Entry and (entry.checksum is not None) is checksum
+        assert entry.verify_checksum() and entry.metadata.producer_name == "p"
+    ping_end = pos + len(p.encode(p.Ping()))
+    assert CFRAME.scan_sends(stream, memoryview(stream), ping_end, 2000, run, p.Entry) == ping_end
+    assert len(run) == 2  # the last SEND is not whole

@@ -1,5 +1,5 @@
-/* The codec's hottest functions in C: the SEND command's fields, the SEND_RECEIPT and a
- * run of MESSAGE headers. Optional: magnetar.protocol.speedups loads this module when it
+/* The codec's hottest functions in C: the SEND command's fields, the decoder's loop over
+ * a read's SEND frames, the SEND_RECEIPT and a run of MESSAGE headers. Optional: magnetar.protocol.speedups loads this module when it
  * was built and falls back to the pure-Python functions of _convert and frame, which
  * these must match byte for byte (tests/protocol/test_speedups.py compares them). */
 
@@ -74,14 +74,8 @@ PyDoc_STRVAR(send_fields_doc,
 "_convert.send_fields_from_command_bytes: fields 1-8 of BaseCommand{type=SEND, send{...}}\n"
 "as varints in any order, or None for any other shape.");
 
-static PyObject *send_fields(PyObject *self, PyObject *arg) {
-    (void)self;
-    if (!PyBytes_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "send_fields takes bytes");
-        return NULL;
-    }
-    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(arg);
-    Py_ssize_t n = PyBytes_GET_SIZE(arg);
+/* The fields of the SEND command in d[0:n], or None (another shape). */
+static PyObject *parse_send_fields(const unsigned char *d, Py_ssize_t n) {
     if (n < 4 || d[0] != 0x08 || d[1] != 0x06 || d[2] != 0x32 || (Py_ssize_t)d[3] + 4 != n)
         Py_RETURN_NONE;
     uint64_t values[8] = {0, 0, 1, 0, 0, 0, 0, 0};
@@ -123,6 +117,123 @@ static PyObject *send_fields(PyObject *self, PyObject *arg) {
                          (unsigned long long)values[3], (unsigned long long)values[4],
                          (unsigned long long)values[5], PyBool_FromLong(values[6] != 0),
                          PyBool_FromLong(values[7] != 0));
+}
+
+static PyObject *send_fields(PyObject *self, PyObject *arg) {
+    (void)self;
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "send_fields takes bytes");
+        return NULL;
+    }
+    return parse_send_fields((const unsigned char *)PyBytes_AS_STRING(arg),
+                             PyBytes_GET_SIZE(arg));
+}
+
+static inline uint32_t get_u32be(const unsigned char *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static PyObject *str_data, *str_checksum, *str_md_start, *str_md_end, *str_md;
+
+PyDoc_STRVAR(scan_sends_doc,
+"scan_sends(data, view, pos, max_frame, sends, entry_type) -> int\n\n"
+"FrameDecoder._feed's loop over whole SEND frames of the usual shape in data (bytes;\n"
+"view is memoryview(data)), from pos: each appended to sends as (fields, entry), the\n"
+"entry built as entry_type(view[start:end]) would be. Returns the position of the first\n"
+"frame left to the Python loop (incomplete, over max_frame, another command or shape, an\n"
+"entry the constructor would refuse), or len(data).");
+
+static PyObject *scan_sends(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 6 || !PyBytes_Check(args[0]) || !PyList_Check(args[4]) ||
+        !PyType_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "scan_sends(data: bytes, view, pos, max_frame, sends: list, type)");
+        return NULL;
+    }
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t n = PyBytes_GET_SIZE(args[0]);
+    PyObject *view = args[1], *sends = args[4];
+    PyTypeObject *entry_type = (PyTypeObject *)args[5];
+    Py_ssize_t pos = PyLong_AsSsize_t(args[2]);
+    long long max_frame = PyLong_AsLongLong(args[3]);
+    if ((pos == -1 || max_frame == -1) && PyErr_Occurred())
+        return NULL;
+    if (pos < 0 || pos > n) {
+        PyErr_SetString(PyExc_ValueError, "pos outside data");
+        return NULL;
+    }
+    while (n - pos >= 4) {
+        long long total = get_u32be(d + pos);
+        if (total + 4 > max_frame)
+            break;
+        Py_ssize_t body = pos + 4;
+        if (n - body < total)
+            break;
+        Py_ssize_t end = body + (Py_ssize_t)total;
+        if (total <= 10 || d[body + 4] != 0x08 || d[body + 5] != 0x06)
+            break;
+        long long cmd_end = (long long)body + 4 + get_u32be(d + body);
+        if (!(cmd_end < (long long)end - 1) || (d[cmd_end] == 0x0E && d[cmd_end + 1] == 0x02))
+            break;
+        /* the entry, checked as Entry.__init__ does (what it refuses, Python raises for) */
+        const unsigned char *e = d + cmd_end;
+        Py_ssize_t en = end - (Py_ssize_t)cmd_end, mpos = 0;
+        int has_checksum = en >= 2 && e[0] == 0x0E && e[1] == 0x01;
+        if (has_checksum) {
+            if (en < 6)
+                break;
+            mpos = 6;
+        }
+        if (en - mpos < 4)
+            break;
+        uint32_t md_size = get_u32be(e + mpos);
+        mpos += 4;
+        if ((Py_ssize_t)md_size > en - mpos)
+            break;
+        PyObject *fields = parse_send_fields(d + body + 4, (Py_ssize_t)cmd_end - body - 4);
+        if (fields == NULL)
+            return NULL;
+        if (fields == Py_None) {
+            Py_DECREF(fields);
+            break;
+        }
+        PyObject *entry = NULL, *item = NULL, *tmp = NULL;
+        PyObject *data = PySequence_GetSlice(view, (Py_ssize_t)cmd_end, end);
+        if (data == NULL)
+            goto fail;
+        entry = entry_type->tp_alloc(entry_type, 0);
+        if (entry == NULL || PyObject_SetAttr(entry, str_data, data) < 0)
+            goto fail;
+        tmp = has_checksum ? PyLong_FromUnsignedLong(get_u32be(e + 2)) : Py_NewRef(Py_None);
+        if (tmp == NULL || PyObject_SetAttr(entry, str_checksum, tmp) < 0)
+            goto fail;
+        Py_SETREF(tmp, PyLong_FromSsize_t(mpos));
+        if (tmp == NULL || PyObject_SetAttr(entry, str_md_start, tmp) < 0)
+            goto fail;
+        Py_SETREF(tmp, PyLong_FromSsize_t(mpos + (Py_ssize_t)md_size));
+        if (tmp == NULL || PyObject_SetAttr(entry, str_md_end, tmp) < 0 ||
+            PyObject_SetAttr(entry, str_md, Py_None) < 0)
+            goto fail;
+        item = PyTuple_Pack(2, fields, entry);
+        if (item == NULL || PyList_Append(sends, item) < 0)
+            goto fail;
+        Py_DECREF(item);
+        Py_DECREF(tmp);
+        Py_DECREF(entry);
+        Py_DECREF(data);
+        Py_DECREF(fields);
+        pos = end;
+        continue;
+    fail:
+        Py_XDECREF(item);
+        Py_XDECREF(tmp);
+        Py_XDECREF(entry);
+        Py_XDECREF(data);
+        Py_DECREF(fields);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(pos);
 }
 
 /* ---- SEND_RECEIPT -------------------------------------------------------------------- */
@@ -288,6 +399,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"send_fields", send_fields, METH_O, send_fields_doc},
+    {"scan_sends", (PyCFunction)(void (*)(void))scan_sends, METH_FASTCALL, scan_sends_doc},
     {"send_receipt_at", (PyCFunction)(void (*)(void))send_receipt_at, METH_FASTCALL,
      send_receipt_at_doc},
     {"messages_at", (PyCFunction)(void (*)(void))messages_at, METH_FASTCALL, messages_at_doc},
@@ -300,4 +412,13 @@ static struct PyModuleDef module = {
     methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__cframe(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__cframe(void) {
+    str_data = PyUnicode_InternFromString("data");
+    str_checksum = PyUnicode_InternFromString("checksum");
+    str_md_start = PyUnicode_InternFromString("_metadata_start");
+    str_md_end = PyUnicode_InternFromString("_metadata_end");
+    str_md = PyUnicode_InternFromString("_metadata");
+    if (!str_data || !str_checksum || !str_md_start || !str_md_end || !str_md)
+        return NULL;
+    return PyModule_Create(&module);
+}

@@ -55,6 +55,7 @@ from magnetar.protocol.hand_encoders import (
 )
 from magnetar.protocol.message_id import BytesLike
 from magnetar.protocol.metadata import BrokerEntryMetadata, MessageMetadata
+from magnetar.protocol.speedups import CFRAME
 
 if TYPE_CHECKING:
     from magnetar.protocol import _convert
@@ -71,6 +72,10 @@ FRAME_PADDING_BYTES = 10 * 1024
 
 DEFAULT_MAX_FRAME_SIZE_BYTES = DEFAULT_MAX_MESSAGE_SIZE_BYTES + FRAME_PADDING_BYTES
 """Default frame-size limit of :class:`FrameDecoder` (5 MiB + 10 KiB)."""
+
+_SCAN_SENDS = None if CFRAME is None else CFRAME.scan_sends
+"""The C loop over a read's whole SEND frames of the usual shape (the Python loop in
+:meth:`FrameDecoder._feed` does the same where it is not built)."""
 
 _U32 = struct.Struct(">I")
 
@@ -273,7 +278,10 @@ class FrameDecoder:
             self._needed = 0
             pos = missing
             on_frame(self._parse(memoryview(body)))
+        scan = _SCAN_SENDS if sends is not None and type(data) is bytes else None
         while True:
+            if scan is not None and not self._head:
+                pos = scan(data, view, pos, self.max_frame_size_bytes, sends, Entry)
             if pos == n and not self._head:
                 return
             if self._head or n - pos < 4:

@@ -563,8 +563,7 @@ class Journal:
                 self.failed = None
             if started_s is not None:
                 self.syncs += 1
-                took_s = self._clock.monotonic_s() - started_s
-                self.sync_seconds_total += took_s
+                self.sync_seconds_total += self._clock.monotonic_s() - started_s
             self._loaded = self._pending_records >= _LOADED_RECORDS
             inflight = None
             if self._has_work() and self._pacing_wait_s() <= 0:

@@ -1,7 +1,8 @@
 /* The codec's hottest functions in C: the SEND command's fields, the decoder's loop over
- * a read's SEND frames, the SEND_RECEIPT and a run of MESSAGE headers. Optional: magnetar.protocol.speedups loads this module when it
- * was built and falls back to the pure-Python functions of _convert and frame, which
- * these must match byte for byte (tests/protocol/test_speedups.py compares them). */
+ * a read's SEND frames, the SEND_RECEIPT and a run of MESSAGE headers. Optional:
+ * magnetar.protocol.speedups loads this module when it was built and falls back to the
+ * pure-Python functions of _convert and frame, which these must match byte for byte
+ * (tests/protocol/test_speedups.py compares them). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -278,7 +278,7 @@ class FrameDecoder:
             self._needed = 0
             pos = missing
             on_frame(self._parse(memoryview(body)))
-        scan = _SCAN_SENDS if sends is not None and type(data) is bytes else None
+        scan = _SCAN_SENDS if sends is not None else None
         while True:
             if scan is not None and not self._head:
                 pos = scan(data, view, pos, self.max_frame_size_bytes, sends, Entry)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import functools
 import gc
 import json
 import os
@@ -332,11 +333,17 @@ async def run_raw(
     drain_s: float = 60.0,
     undrained_ok: bool = False,
     ack_every: int | None = None,
+    connections: int = 1,
 ) -> dict[str, float]:
     """Produce round-robin to ``topics`` for ``seconds`` while a consumer drains every one;
     returns rates, the generator's CPU per message and, when rate-limited, publish
     latencies (SEND written → SEND_RECEIPT read; receipts of one producer come in order).
 
+    The producers are spread over ``connections`` connections (topic ``i`` on connection
+    ``i mod connections``, as a Pulsar client with ``connectionsPerBroker`` spreads them),
+    each with its own window of ``WINDOW_SENDS`` in flight (below the broker's pending
+    limit per connection); with a rate, each connection sends its share of it. The
+    consumers likewise, over as many connections of their own.
     ``subscriptions`` per topic (``bench``, ``bench-1``, ...) each receive every message
     (fan-out: the consume rate counts deliveries; at most 127 consumers in all);
     ``publish_latencies``, when given, receives every SEND's latency in seconds, rate-limited
@@ -346,25 +353,27 @@ async def run_raw(
     Each consumer acknowledges cumulatively every ``ack_every`` messages (a quarter of its
     permits by default); deliveries beyond the messages sent show as ``excess_deliveries``."""
     per_send = frames.per_send
-    prod = await connect(port, host)
-    cons = await connect(port, host)
     n = len(topics)
+    prods = [await connect(port, host) for _ in range(max(1, min(connections, n)))]
     consumers = n * subscriptions if consume else 0
     assert consumers < 128, "consumer ids are read as one byte"
+    conses = [await connect(port, host) for _ in range(max(1, min(connections, consumers)))]
     for i, topic in enumerate(topics, 1):
         if consume:
             for s in range(subscriptions):
-                await cons.request(
+                await conses[(s * n + i - 1) % len(conses)].request(
                     Subscribe(topic=topic, subscription=f"bench-{s}" if s else "bench",
                               sub_type=SubType.Exclusive, consumer_id=s * n + i,
                               request_id=100 + s * n + i)
                 )  # fmt: skip
-        await prod.request(Producer(topic=topic, producer_id=i, request_id=200 + i))
-    assert cons.transport is not None and prod.transport is not None
+        await prods[(i - 1) % len(prods)].request(
+            Producer(topic=topic, producer_id=i, request_id=200 + i)
+        )
+    cons_writes = [c.transport.write for c in conses if c.transport is not None]
     permits = 20_000 if per_send == 1 else 200_000
     ack_at = permits // 4 if ack_every is None else ack_every
     for i in range(1, consumers + 1):
-        cons.transport.write(encode(Flow(consumer_id=i, message_permits=permits)))
+        cons_writes[(i - 1) % len(conses)](encode(Flow(consumer_id=i, message_permits=permits)))
     loop = asyncio.get_running_loop()
     finished = loop.create_future()
 
@@ -374,7 +383,7 @@ async def run_raw(
     consumed_at = [0] * (consumers + 1)
     target = -1
 
-    def on_message(kind: int, frame: memoryview) -> None:
+    def on_message(cons_write: Callable[[bytes], None], kind: int, frame: memoryview) -> None:
         nonlocal received
         if kind != _TYPE_MESSAGE:
             print("consumer got", decode_one(frame).command)
@@ -402,71 +411,59 @@ async def run_raw(
         if received >= target >= 0 and not finished.done():
             finished.set_result(None)
 
-    cons_write = cons.transport.write
-    cons.hook = LeanFrames(cons.transport, on_message).feed
+    for cons, cons_write in zip(conses, cons_writes, strict=True):
+        assert cons.transport is not None
+        cons.hook = LeanFrames(cons.transport, functools.partial(on_message, cons_write)).feed
 
-    # --- producer: a window of SENDs in flight, topped up from the receipts ---
-    sent = 0
-    acked = 0
-    seq = 0
-    send_times: collections.deque[float] = collections.deque()
+    # --- producers: per connection, a window of SENDs in flight, topped up from receipts ---
     latencies: list[float] = [] if publish_latencies is None else publish_latencies
     limited = rate_limit_sends is not None
     timed = limited or publish_latencies is not None
     stopping = False
-    write = prod.transport.writelines
-    frame = frames.frame
+    all_acked = loop.create_future()
+    producing = [
+        _Producing(conn, list(range(c + 1, n + 1, len(prods))), frames, timed, latencies)
+        for c, conn in enumerate(prods)
+    ]
 
-    def send(count: int) -> None:
-        nonlocal sent, seq
-        if timed:
-            send_times.extend([time.perf_counter()] * count)
-        out: list[bytes] = []
-        for _ in range(count):
-            out.extend(frame(seq % n + 1, seq))
-            seq += 1
-        sent += count
-        write(out)
-
-    def on_receipt(kind: int, data: memoryview) -> None:
-        nonlocal acked
-        if kind != _TYPE_SEND_RECEIPT:
-            raise SystemExit(f"producer got {decode_one(data).command}")
-        acked += 1
-        if timed:
-            latencies.append(time.perf_counter() - send_times.popleft())
-
-    def on_receipts(data: bytes) -> None:
-        prod_lean.feed(data)
+    def on_receipts(p: _Producing, data: bytes) -> None:
+        p.lean.feed(data)
         if not limited and not stopping:
-            room = WINDOW_SENDS - (sent - acked)
+            room = WINDOW_SENDS - (p.sent - p.acked)
             if room >= WRITE_BATCH_SENDS:
-                send(room)
-        if stopping and acked == sent and not all_acked.done():
+                p.send(room)
+        if (
+            stopping
+            and p.acked == p.sent
+            and not all_acked.done()
+            and all(q.acked == q.sent for q in producing)
+        ):
             all_acked.set_result(None)
 
-    all_acked = loop.create_future()
-    prod_lean = LeanFrames(prod.transport, on_receipt)
-    prod.hook = on_receipts
+    for p in producing:
+        p.conn.hook = functools.partial(on_receipts, p)
     t0 = time.perf_counter()
     cpu0 = time.process_time()
     if limited:
         assert rate_limit_sends is not None
         # every millisecond, write what is due (a timer per message would be the bottleneck)
         deadline = t0 + seconds
+        share = rate_limit_sends / len(producing)
         while (now := time.perf_counter()) < deadline:
-            due = min(int((now - t0) * rate_limit_sends) - sent, WINDOW_SENDS - (sent - acked))
-            if due > 0:
-                send(due)
+            for p in producing:
+                due = min(int((now - t0) * share) - p.sent, WINDOW_SENDS - (p.sent - p.acked))
+                if due > 0:
+                    p.send(due)
             await asyncio.sleep(0.001)
     else:
-        send(WINDOW_SENDS)
+        for p in producing:
+            p.send(WINDOW_SENDS)
         await asyncio.sleep(seconds)
     stopping = True
-    if acked < sent:
+    if any(p.acked < p.sent for p in producing):
         await asyncio.wait_for(all_acked, 60)
     produce_s = time.perf_counter() - t0
-    produced = sent * per_send
+    produced = sum(p.sent for p in producing) * per_send
     target = produced * subscriptions
     if received < target and consume:
         try:
@@ -476,7 +473,7 @@ async def run_raw(
                 raise
     consume_s = time.perf_counter() - t0
     generator_cpu_s = time.process_time() - cpu0
-    for c in (prod, cons):
+    for c in (*prods, *conses):
         assert c.transport is not None
         c.transport.close()
     result = {
@@ -494,6 +491,57 @@ async def run_raw(
         for name, q in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999)):
             result[f"publish_latency_{name}_ms"] = latencies[int(len(latencies) * q) - 1] * 1000
     return result
+
+
+class _Producing:
+    """One producer connection of :func:`run_raw`: its producers' SENDs (round-robin over
+    ``producer_ids``), what it has sent and had receipted, and each SEND's send time when
+    ``timed`` (receipts of one connection come in the order of its SENDs)."""
+
+    __slots__ = ("acked", "conn", "frame", "ids", "latencies", "lean", "send_times", "sent",
+                 "seq", "timed", "write")  # fmt: skip
+
+    def __init__(
+        self,
+        conn: Conn,
+        producer_ids: list[int],
+        frames: SendFrames,
+        timed: bool,
+        latencies: list[float],
+    ) -> None:
+        assert conn.transport is not None
+        self.conn = conn
+        self.ids = producer_ids
+        self.frame = frames.frame
+        self.timed = timed
+        self.latencies = latencies
+        self.send_times: collections.deque[float] = collections.deque()
+        self.write = conn.transport.writelines
+        self.lean = LeanFrames(conn.transport, self.on_receipt)
+        self.sent = 0
+        self.acked = 0
+        self.seq = 0
+
+    def send(self, count: int) -> None:
+        if self.timed:
+            self.send_times.extend([time.perf_counter()] * count)
+        ids = self.ids
+        k = len(ids)
+        frame = self.frame
+        seq = self.seq
+        out: list[bytes] = []
+        for s in range(seq, seq + count):
+            out.extend(frame(ids[s % k], s))
+        self.seq = seq + count
+        self.sent += count
+        self.write(out)
+
+    def on_receipt(self, kind: int, data: memoryview) -> None:
+        if kind != _TYPE_SEND_RECEIPT:
+            raise SystemExit(f"producer got {decode_one(data).command}")
+        self.acked += 1
+        if self.timed:
+            self.latencies.append(time.perf_counter() - self.send_times.popleft())
 
 
 def run_wheel(url: str, n: int) -> dict[str, float]:

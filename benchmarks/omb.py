@@ -4,9 +4,13 @@ Pulsar-protocol peer, in the same run.
 Each workload keeps its OpenMessaging Benchmark (OMB) name and shape (topics, partitions
 per topic, message size, subscriptions per topic, producer rate; ``producerRate`` 0 is OMB's
 "max rate"). The load is ``broker.py``'s raw-protocol generator (``run_raw``: one producer
-per topic on one connection, a window of 500 SENDs in flight, paced every millisecond when
-a rate is set; one exclusive consumer per subscription on another connection), so the
-generator, not a client library, is the cheap side. Every SEND carries its send time
+per topic, the producers spread over eight connections as OMB's Pulsar drivers'
+``connectionsPerBroker: 8`` spreads them, each connection with a window of 500 SENDs in
+flight, paced every millisecond when a rate is set; one exclusive consumer per subscription,
+spread likewise over eight connections of their own), so the generator, not a client
+library, is the cheap side. A one-topic workload has one producer, so one connection;
+``--connections-per-broker 1`` puts every producer on one connection and every consumer on
+another, as this script did before. Every SEND carries its send time
 (``perf_counter_ns``, 8 bytes big-endian, at the start of the entry's first message payload,
 the entry's CRC32C recomputed), and the consumer reads it back from each delivered MESSAGE:
 end-to-end latency is delivery minus that stamp (one process, one clock). Publish latency
@@ -79,6 +83,9 @@ from broker import (  # this directory: the script's own
 
 from magnetar.testing import StandaloneProcess
 
+CONNECTIONS_PER_BROKER = 8
+"""OMB's Pulsar drivers' ``connectionsPerBroker``: producers spread over this many
+connections (each with its own window)."""
 _STAMP = struct.Struct(">Q")
 _CRC = struct.Struct(">I")
 _CRC_AT = 2  # the entry's magic (2 bytes), then its CRC32C of everything after it
@@ -263,12 +270,17 @@ def tree_cpu_s(pid: int) -> float:
 
 
 def run_workload(
-    w: Workload, broker: Broker, seconds: float, ack_every: int | None = None
+    w: Workload,
+    broker: Broker,
+    seconds: float,
+    ack_every: int | None = None,
+    connections: int = CONNECTIONS_PER_BROKER,
 ) -> dict[str, object]:
     """One OMB ``TestResult`` of ``w`` against ``broker`` (already started); each consumer
     acknowledges cumulatively every ``ack_every`` messages (by default every 100 unbatched,
     every 10 entries batched: OMB's consumers acknowledge every message, and a broker may
-    redeliver what stays unacknowledged; the raw consumer decodes only what it acknowledges)."""
+    redeliver what stays unacknowledged; the raw consumer decodes only what it acknowledges).
+    The producers are spread over ``connections`` connections (one topic: one)."""
     frames = StampedFrames(w.message_size, w.batched)
     if ack_every is None:
         ack_every = max(100, 10 * frames.per_send)
@@ -282,7 +294,7 @@ def run_workload(
         run_raw(broker.port, topics, frames, seconds, rate,  # type: ignore[arg-type]
                 host=broker.host, subscriptions=w.subscriptions_per_topic,
                 publish_latencies=publish, on_delivery=e2e, drain_s=max(60.0, seconds),
-                undrained_ok=True, ack_every=ack_every)
+                undrained_ok=True, ack_every=ack_every, connections=connections)
     )  # fmt: skip
     result: dict[str, object] = {
         "workload": w.name,
@@ -295,6 +307,7 @@ def run_workload(
         "producerRate": w.producer_rate,
         "batched": w.batched,
         "testDurationSeconds": seconds,
+        "connectionsPerBroker": connections,
         "publishRate": [r["produce_msg_per_s"]],
         "consumeRate": [r["consume_msg_per_s"]],
         "backlog": [int(r.get("undrained_messages", 0))],
@@ -391,6 +404,9 @@ def main() -> None:
                         "fresh per workload) or pulsar://host:port (already running)")  # fmt: skip
     parser.add_argument("--peer-only", action="store_true", help="run the peer only")
     parser.add_argument("--rounds", type=int, default=1, help="alternating rounds (medians)")
+    parser.add_argument("--connections-per-broker", type=int, default=CONNECTIONS_PER_BROKER,
+                        metavar="N", help="producer connections, topics spread over them "
+                        "(default: OMB's Pulsar driver's 8; 1: every producer on one)")  # fmt: skip
     parser.add_argument("--ack-every", type=int, default=None, metavar="N",
                         help="each consumer acknowledges cumulatively every N messages "
                         "(default: 100 unbatched, 1000 batched)")  # fmt: skip
@@ -418,7 +434,9 @@ def main() -> None:
                 print(f"round {round_no}/{args.rounds}: {name} on {driver}", file=sys.stderr,
                       flush=True)  # fmt: skip
                 with fresh(driver, args.peer) as broker:
-                    result = run_workload(w, broker, seconds, args.ack_every)
+                    result = run_workload(
+                        w, broker, seconds, args.ack_every, args.connections_per_broker
+                    )
                 result["driver"] = driver
                 result["round"] = round_no
                 runs.append(result)

@@ -499,7 +499,7 @@ class _Producing:
     ``timed`` (receipts of one connection come in the order of its SENDs)."""
 
     __slots__ = ("acked", "conn", "frame", "ids", "latencies", "lean", "send_times", "sent",
-                 "seq", "timed", "write")  # fmt: skip
+                 "timed", "write")  # fmt: skip
 
     def __init__(
         self,
@@ -519,8 +519,8 @@ class _Producing:
         self.write = conn.transport.writelines
         self.lean = LeanFrames(conn.transport, self.on_receipt)
         self.sent = 0
+        """SENDs written so far; the next one's sequence id."""
         self.acked = 0
-        self.seq = 0
 
     def send(self, count: int) -> None:
         if self.timed:
@@ -528,12 +528,11 @@ class _Producing:
         ids = self.ids
         k = len(ids)
         frame = self.frame
-        seq = self.seq
+        sent = self.sent
         out: list[bytes] = []
-        for s in range(seq, seq + count):
+        for s in range(sent, sent + count):
             out.extend(frame(ids[s % k], s))
-        self.seq = seq + count
-        self.sent += count
+        self.sent = sent + count
         self.write(out)
 
     def on_receipt(self, kind: int, data: memoryview) -> None:

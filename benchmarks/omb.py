@@ -85,7 +85,7 @@ from magnetar.testing import StandaloneProcess
 
 CONNECTIONS_PER_BROKER = 8
 """OMB's Pulsar drivers' ``connectionsPerBroker``: producers spread over this many
-connections (each with its own window)."""
+connections (each with its own window), and consumers over as many of their own."""
 _STAMP = struct.Struct(">Q")
 _CRC = struct.Struct(">I")
 _CRC_AT = 2  # the entry's magic (2 bytes), then its CRC32C of everything after it
@@ -280,7 +280,8 @@ def run_workload(
     acknowledges cumulatively every ``ack_every`` messages (by default every 100 unbatched,
     every 10 entries batched: OMB's consumers acknowledge every message, and a broker may
     redeliver what stays unacknowledged; the raw consumer decodes only what it acknowledges).
-    The producers are spread over ``connections`` connections (one topic: one)."""
+    The producers are spread over ``connections`` connections (one topic: one), the
+    consumers over as many of their own."""
     frames = StampedFrames(w.message_size, w.batched)
     if ack_every is None:
         ack_every = max(100, 10 * frames.per_send)
@@ -405,8 +406,9 @@ def main() -> None:
     parser.add_argument("--peer-only", action="store_true", help="run the peer only")
     parser.add_argument("--rounds", type=int, default=1, help="alternating rounds (medians)")
     parser.add_argument("--connections-per-broker", type=int, default=CONNECTIONS_PER_BROKER,
-                        metavar="N", help="producer connections, topics spread over them "
-                        "(default: OMB's Pulsar driver's 8; 1: every producer on one)")  # fmt: skip
+                        metavar="N", help="producer connections, topics spread over them, and "
+                        "as many consumer connections (default: OMB's Pulsar driver's 8; 1: "
+                        "every producer on one, every consumer on another)")  # fmt: skip
     parser.add_argument("--ack-every", type=int, default=None, metavar="N",
                         help="each consumer acknowledges cumulatively every N messages "
                         "(default: 100 unbatched, 1000 batched)")  # fmt: skip

@@ -31,6 +31,11 @@ pass); it prints a before/after table of the medians with their ratio and writes
 this virtualenv's interpreter and packages. ``--nats`` also runs the issue's peer, NATS
 JetStream (``nats_peer.py``: the same window of unbatched 100 B publishes, end to end), once
 per pass, and prints Magnetar's unbatched and batched rates as ratios to it.
+
+``--modes latency --latency-rate 37500 --compare-to TREE --rounds N`` measures publish
+latency alone, on a fresh standalone each pass (once its start-up work is done), the two
+trees alternating. The generator's own garbage collector is off during every timed phase:
+its pauses would show as the broker's latency.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import functools
 import gc
 import json
@@ -49,7 +55,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast
 
@@ -97,6 +103,22 @@ def sys_cpu_s(pid: int) -> float:
     """The kernel's share of :func:`cpu_s` (system calls, loopback TCP, page faults)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[12]) / CLK_TCK
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The generator's cyclic garbage collector off for a timed phase: a collection of
+    this process's heap stops its event loop for milliseconds (10-11 ms measured at 37.5 k
+    msg/s with the default thresholds), its sends then go out in one burst, and the
+    burst's wait shows as the broker's publish latency. What the phase allocates is freed
+    by reference counting; cycles wait for the collector's next run after it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def wait_quiet(pid: int, timeout_s: float = 30.0) -> None:
@@ -442,36 +464,37 @@ async def run_raw(
 
     for p in producing:
         p.conn.hook = functools.partial(on_receipts, p)
-    t0 = time.perf_counter()
-    cpu0 = time.process_time()
-    if limited:
-        assert rate_limit_sends is not None
-        # every millisecond, write what is due (a timer per message would be the bottleneck)
-        deadline = t0 + seconds
-        share = rate_limit_sends / len(producing)
-        while (now := time.perf_counter()) < deadline:
+    with collector_paused():
+        t0 = time.perf_counter()
+        cpu0 = time.process_time()
+        if limited:
+            assert rate_limit_sends is not None
+            # every millisecond, write what is due (a timer per message would be the bottleneck)
+            deadline = t0 + seconds
+            share = rate_limit_sends / len(producing)
+            while (now := time.perf_counter()) < deadline:
+                for p in producing:
+                    due = min(int((now - t0) * share) - p.sent, WINDOW_SENDS - (p.sent - p.acked))
+                    if due > 0:
+                        p.send(due)
+                await asyncio.sleep(0.001)
+        else:
             for p in producing:
-                due = min(int((now - t0) * share) - p.sent, WINDOW_SENDS - (p.sent - p.acked))
-                if due > 0:
-                    p.send(due)
-            await asyncio.sleep(0.001)
-    else:
-        for p in producing:
-            p.send(WINDOW_SENDS)
-        await asyncio.sleep(seconds)
-    stopping = True
-    if any(p.acked < p.sent for p in producing):
-        await asyncio.wait_for(all_acked, 60)
-    produce_s = time.perf_counter() - t0
-    produced = sum(p.sent for p in producing) * per_send
-    target = produced * subscriptions
-    if received < target and consume:
-        try:
-            await asyncio.wait_for(finished, drain_s)
-        except TimeoutError:
-            if not undrained_ok:
-                raise
-    consume_s = time.perf_counter() - t0
+                p.send(WINDOW_SENDS)
+            await asyncio.sleep(seconds)
+        stopping = True
+        if any(p.acked < p.sent for p in producing):
+            await asyncio.wait_for(all_acked, 60)
+        produce_s = time.perf_counter() - t0
+        produced = sum(p.sent for p in producing) * per_send
+        target = produced * subscriptions
+        if received < target and consume:
+            try:
+                await asyncio.wait_for(finished, drain_s)
+            except TimeoutError:
+                if not undrained_ok:
+                    raise
+        consume_s = time.perf_counter() - t0
     generator_cpu_s = time.process_time() - cpu0
     for c in (*prods, *conses):
         assert c.transport is not None
@@ -633,11 +656,12 @@ def run_matrix(
     # Unbatched runs and the latency runs first, batched last: a batched run writes
     # gigabytes, and the disk is still busy with them for a while after it ends.
     for kind in ("unbatched", "batched"):
-        if kind not in modes:
+        latency_too = kind == "unbatched" and "latency" in modes
+        if kind not in modes and not latency_too:
             continue
         for size in sizes:
             frames = SendFrames(*entry_for(size, kind == "batched"))
-            for partitions in partition_counts:
+            for partitions in partition_counts if kind in modes else ():
                 key = f"{kind}_{size}B_{partitions}p"
                 topics = create_partitioned(node.http_url, f"raw-{key}{suffix}", partitions)
                 c0 = cpu_s(pid)
@@ -654,9 +678,9 @@ def run_matrix(
                 results[f"{key}_generator_cpu_us_per_msg"] = r["generator_cpu_us_per_msg"]
                 phase_peak(key)
             half_key = f"unbatched_{size}B_1p_produce_msg_per_s"
-            if "latency" in modes and kind == "unbatched" and half_key in results:
-                # with --compare-to, both trees at the same rate: half the first maximum
-                # measured (args.latency_rate), else half of this run's
+            if latency_too and (size in args.latency_rate or half_key in results):
+                # --latency-rate, or with --compare-to both trees at the same rate: half the
+                # first maximum measured (args.latency_rate), else half of this run's
                 half = args.latency_rate.get(size) or results[half_key] / 2
                 key = f"latency_{size}B"
                 wait_quiet(pid)
@@ -830,7 +854,8 @@ def main() -> None:
         "--modes",
         default="batched,unbatched,latency",
         help="comma-separated subset: batched, unbatched (maximum rates), latency (at half "
-        "the maximum unbatched rate, one partition)",
+        "the maximum unbatched rate, one partition; alone, at --latency-rate on a fresh "
+        "standalone)",
     )
     parser.add_argument(
         "--repeat",
@@ -875,6 +900,9 @@ def main() -> None:
         parser.error(
             f"--profile needs py-spy in this environment ({py_spy_path()}): pip install py-spy"
         )
+    modes = set(args.modes.split(","))
+    if "latency" in modes and "unbatched" not in modes and args.fixed_latency_rate is None:
+        parser.error("--modes latency without unbatched needs --latency-rate")
     args.latency_rate = {}  # per size; filled from the first run unless fixed
     if args.fixed_latency_rate is not None:
         args.latency_rate = {int(x): args.fixed_latency_rate for x in args.sizes.split(",")}

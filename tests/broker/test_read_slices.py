@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from magnetar.broker import connection as connection_module
 from magnetar.broker.read_slices import SLICE_SENDS, ReadBacklog, producer_runs, send_slices
 from magnetar.broker.topic import Topic
 from magnetar.protocol import (
@@ -163,11 +164,26 @@ async def test_a_long_read_is_appended_in_slices_and_a_close_after_it_waits_for_
         assert entry_ids == sorted(entry_ids) and len(set(entry_ids)) == 300
 
 
-async def test_a_read_over_many_topics_keeps_one_append_per_topic(
+def count_backlogs(monkeypatch: pytest.MonkeyPatch) -> list[ReadBacklog]:
+    """Every backlog a connection starts (a read deferred in slices) from now on."""
+    started: list[ReadBacklog] = []
+
+    class Counted(ReadBacklog):
+        def __init__(self) -> None:
+            super().__init__()
+            started.append(self)
+
+    monkeypatch.setattr(connection_module, "ReadBacklog", Counted)
+    return started
+
+
+async def test_a_read_over_many_topics_is_taken_whole_with_one_append_per_topic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """300 SENDs spread round-robin over 30 producers (10 each): sliced, but each topic
-    still gets its 10 as one append, and each producer's receipts come in order."""
+    """300 SENDs spread round-robin over 30 producers (10 each): no producer has more
+    than a slice, so the read is taken in one turn (nothing deferred), each topic gets
+    its 10 as one append, and each producer's receipts come in order."""
+    backlogs = count_backlogs(monkeypatch)
     async with running_broker(tmp_path) as broker:
         raw = await AsyncRawClient.open(broker.port)
         for pid in range(30):
@@ -183,9 +199,38 @@ async def test_a_read_over_many_topics_keeps_one_append_per_topic(
             for _ in range(300)
         ]
         assert appends == [10] * 30
+        assert backlogs == []
         for pid in range(30):
             mine = [r.sequence_id for r in receipts if r.producer_id == pid]  # type: ignore[attr-defined]
             assert mine == list(range(10))
+
+
+async def test_a_read_where_one_of_many_producers_has_a_long_run_is_sliced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two producers, 150 SENDs each, interleaved in one read: each has more than a slice,
+    so the read is deferred in slices; each topic gets its SENDs in order, in appends of
+    at most SLICE_SENDS, and every one is receipted."""
+    backlogs = count_backlogs(monkeypatch)
+    async with running_broker(tmp_path) as broker:
+        raw = await AsyncRawClient.open(broker.port)
+        for pid in range(2):
+            await raw.request(producer_cmd(raw, new_topic(), pid, producer_name=f"p{pid}"))
+        appends = count_appends(monkeypatch)
+        frames: list[bytes] = []
+        for seq in range(150):
+            for pid in range(2):
+                frames.extend(sends(pid, f"p{pid}", range(seq, seq + 1)))
+        raw.writer.write(b"".join(frames))
+        receipts = [
+            (await raw.wait_for(lambda f: isinstance(f.command, SendReceipt))).command
+            for _ in range(300)
+        ]
+        assert len(backlogs) == 1
+        assert sum(appends) == 300 and max(appends) <= SLICE_SENDS
+        for pid in range(2):
+            mine = [r.sequence_id for r in receipts if r.producer_id == pid]  # type: ignore[attr-defined]
+            assert mine == list(range(150))
 
 
 async def test_an_unknown_producer_in_a_deferred_read_closes_the_connection(

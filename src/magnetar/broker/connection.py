@@ -328,8 +328,9 @@ class ServerConnection(asyncio.Protocol):
         producer's consecutive ones as one run; the order across topics is free (answers
         are matched by producer and sequence id), so a client spreading messages over many
         topics on one connection gets one append per topic per read, not one per SEND.
-        Past :data:`SLICE_SENDS` SENDs, the first slice is taken now and the rest on later
-        loop turns (:mod:`magnetar.broker.read_slices`); returns whether it sliced."""
+        When a producer has more than :data:`SLICE_SENDS` of them, the first slice is taken
+        now and the rest on later loop turns (:mod:`magnetar.broker.read_slices`); returns
+        whether it sliced."""
         pid = run[0][0][0]
         one_producer = all(send[0][0] == pid for send in run)  # the usual case
         if len(run) <= SLICE_SENDS:
@@ -344,6 +345,9 @@ class ServerConnection(asyncio.Protocol):
             runs = [run]
         else:
             runs = [r for sends in self._by_topic(run) for r in producer_runs(sends)]
+            if max(map(len, runs)) <= SLICE_SENDS:  # many producers' short runs: all now
+                self._take_slice(runs)
+                return False
         first, *rest = send_slices(runs)
         backlog = self._backlog
         if backlog is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import tracemalloc
+from collections import OrderedDict
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -254,35 +255,92 @@ operations = st.lists(
 )
 
 
-def _state(cache: EntryCache) -> tuple[object, ...]:
-    entries = list(cache._entries.items())
-    counts = [cache.messages_of(p) for p, _ in entries]
-    return entries, counts, cache.size_bytes, cache._floor
+class Model:
+    """The cache's contract entry by entry: a table keyed by position, in insertion order."""
+
+    def __init__(self, size_max_bytes: int) -> None:
+        self.entries: OrderedDict[Position, tuple[bytes, int | None]] = OrderedDict()
+        self.size_max_bytes = size_max_bytes
+        self.size_bytes = 0
+        self.floor: Position | None = None
+
+    def insert_run(self, ledger: int, first: int, datas: list[bytes], counts: list[int]) -> None:
+        for i, data in enumerate(datas):
+            position = Position(ledger, first + i)
+            size = len(data) + ENTRY_OVERHEAD_BYTES
+            if size > self.size_max_bytes or position in self.entries:
+                continue
+            self.entries[position] = (data, counts[i])
+            self.size_bytes += size
+        if not self.entries:
+            return
+        if self.floor is not None:
+            self.evict_below_floor(2 * len(datas))
+        while self.size_bytes > self.size_max_bytes:
+            self.pop_oldest()
+
+    def pop_oldest(self) -> None:
+        data, _ = self.entries.popitem(last=False)[1]
+        self.size_bytes -= len(data) + ENTRY_OVERHEAD_BYTES
+
+    def evict_below_floor(self, limit: int) -> int:
+        assert self.floor is not None
+        n = 0
+        while n < limit and self.entries and next(iter(self.entries)) < self.floor:
+            self.pop_oldest()
+            n += 1
+        if n < limit:
+            self.floor = None
+        return n
 
 
-@settings(max_examples=300, deadline=None)
+def _contents(cache: EntryCache) -> list[tuple[Position, bytes | None, int | None]]:
+    """Every cached entry in the order the cache holds them (oldest cached first)."""
+    return [
+        (Position(block.ledger_id, block.first + i), block.datas[i], block.counts[i])
+        for block in cache._blocks
+        for i in range(block.start, len(block.datas))
+    ]
+
+
+@settings(max_examples=400, deadline=None)
 @given(ops=operations)
-def test_long_runs_in_c_loops_leave_the_state_one_by_one_steps_leave(
+def test_the_cache_holds_what_entry_by_entry_steps_would(
     ops: list[tuple[str, int, int, list[int]]],
 ) -> None:
-    from magnetar.managed_ledger import entry_cache as module
-
-    states = []
-    for loops_min in (1, 1 << 30):  # every run through the C loops; none
-        saved = module._C_LOOPS_MIN
-        module._C_LOOPS_MIN = loops_min
-        try:
-            # a bound of ~40 entries: long inserts drop the oldest too
-            cache = EntryCache(size_max_bytes=40 * (30 + ENTRY_OVERHEAD_BYTES))
-            for kind, ledger, entry, sizes in ops:
-                if kind == "insert":
-                    datas = [bytes([s]) * s for s in sizes]
-                    cache.insert_run(ledger, entry, datas, [s + 1 for s in sizes])
-                elif kind == "floor":
-                    cache.set_floor(Position(ledger, entry))
-                else:
-                    cache.evict_before_gradually(Position(ledger, entry), now_max=entry % 50)
-            states.append(_state(cache))
-        finally:
-            module._C_LOOPS_MIN = saved
-    assert states[0] == states[1]
+    """Blocks of consecutive entries keep the contract of a table of entries in insertion
+    order: the same entries in the same order, the same bytes, the same floor, the same
+    answers to reads; after every operation."""
+    bound = 40 * (30 + ENTRY_OVERHEAD_BYTES)  # ~40 entries: long inserts drop the oldest too
+    cache = EntryCache(size_max_bytes=bound)
+    model = Model(bound)
+    for kind, ledger, entry, sizes in ops:
+        if kind == "insert":
+            datas = [bytes([s]) * s for s in sizes]
+            counts = [s + 1 for s in sizes]
+            cache.insert_run(ledger, entry, datas, counts)
+            model.insert_run(ledger, entry, datas, counts)
+        elif kind == "floor":
+            cache.set_floor(Position(ledger, entry))
+            model.floor = Position(ledger, entry)
+        else:
+            model.floor = Position(ledger, entry)
+            assert cache.evict_before_gradually(
+                Position(ledger, entry), now_max=entry % 50
+            ) == model.evict_below_floor(entry % 50)
+        assert _contents(cache) == [(p, d, c) for p, (d, c) in model.entries.items()]
+        assert cache.size_bytes == model.size_bytes and len(cache) == len(model.entries)
+        assert cache._floor == model.floor
+        for first in range(0, 300, 37):
+            last = first + entry % 60
+            expected = []
+            for e in range(first, last + 1):
+                found = model.entries.get(Position(ledger, e))
+                if found is None:
+                    break
+                expected.append(found)
+            positions, data, counts = cache.run(ledger, first, last)
+            assert list(zip(data, counts, strict=True)) == expected
+            assert positions == [Position(ledger, first + i) for i in range(len(expected))]
+            whole = cache.run_whole(ledger, first, last)
+            assert (whole is not None) == (len(expected) == last - first + 1)

@@ -40,9 +40,8 @@ the process's event loop. Returned ``bytes`` are shared (immutable), never copie
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
 from collections.abc import Sequence
-from itertools import islice, repeat, takewhile
+from itertools import islice, repeat
 from typing import Final
 
 from magnetar.managed_ledger.entry_run import positions_of
@@ -52,9 +51,9 @@ _EVICT_PER_INSERT = 2
 """Entries below the floor dropped per insert: more than one, so the backlog of read
 entries shrinks while appends go on."""
 
-_C_LOOPS_MIN: Final = 32
-"""Runs this long (and evictions of this many) go through C loops; shorter ones a Python
-step per entry, cheaper below it (a topic among many gets runs of one to five entries)."""
+_COMPACT_MIN: Final = 64
+"""A block drops the references of entries that left at once, and its list slots once at
+least this many left and they are half of it (amortized: no copy per eviction)."""
 
 _BUDGET_EVICT_STEP_BYTES: Final = 64 * 1024
 """Bytes of a budget eviction an insert performs besides twice its own (≈ 150 entries of
@@ -152,21 +151,47 @@ class EntryCacheBudget:
         return freed
 
 
-_NO_ENTRIES: OrderedDict[Position, bytes] = OrderedDict()
-_NO_MESSAGES: dict[Position, int] = {}
+class _Block:
+    """Consecutive entries of one ledger, in the order they were cached: entries
+    ``first + start`` .. ``first + len(datas) - 1`` (``datas[:start]`` have left; their
+    slots hold None until the block is compacted). ``counts[i]`` is ``datas[i]``'s message
+    count when its appender gave one."""
+
+    __slots__ = ("counts", "datas", "first", "ledger_id", "start")
+
+    def __init__(self, ledger_id: int, first: int) -> None:
+        self.ledger_id = ledger_id
+        self.first = first
+        self.datas: list[bytes | None] = []
+        self.counts: list[int | None] = []
+        self.start = 0
+
+
+_NONES: Final = (None,) * 256
+"""What the slots of entries that left hold until their block is compacted."""
+
+_NO_BLOCKS: list[_Block] = []
+_NO_LEDGERS: dict[int, list[_Block]] = {}
 """The tables of every empty cache (never added to: :meth:`EntryCache.insert_run` makes a
 cache its own tables first). Most topics of a broker with many are idle, their caches
-empty; an empty ``OrderedDict`` and ``dict`` are ~190 B."""
+empty."""
 
 
 class EntryCache:
+    """Entries kept as blocks of consecutive entries of one ledger, in the order they were
+    cached: appends extend the newest block (a list ``extend``), evictions take from the
+    oldest block's front, reads slice a block, with no per-entry key or table slot. The
+    order of entries across blocks is the order they came in, as a table keyed by position
+    in insertion order would keep it (what the bounds and evictions go by)."""
+
     __slots__ = (
         "_age_mark",
         "_age_mark_ms",
+        "_blocks",
         "_budget",
-        "_entries",
+        "_by_ledger",
+        "_count",
         "_floor",
-        "_messages",
         "_size_bytes",
         "hits",
         "misses",
@@ -180,9 +205,11 @@ class EntryCache:
         when done with it."""
         self.size_max_bytes = size_max_bytes
         self._budget = budget if budget is not None else EntryCacheBudget(size_max_bytes)
-        self._entries: OrderedDict[Position, bytes] = _NO_ENTRIES
-        self._messages: dict[Position, int] = _NO_MESSAGES
-        """Message counts of cached entries whose appender knew them (saves a parse)."""
+        self._blocks = _NO_BLOCKS
+        """The blocks, oldest cached first."""
+        self._by_ledger = _NO_LEDGERS
+        """Each ledger's blocks (usually one), oldest cached first."""
+        self._count = 0
         self._size_bytes = 0
         self._floor: Position | None = None
         """Entries before this are dropped a few per insert (see the module docstring)."""
@@ -194,7 +221,7 @@ class EntryCache:
         self.misses = 0
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return self._count
 
     @property
     def size_bytes(self) -> int:
@@ -215,68 +242,144 @@ class EntryCache:
         messages: Sequence[int] | None = None,
     ) -> None:
         """Cache entries ``ledger_id:first_entry_id`` … (``messages[i]`` messages in
-        ``datas[i]``, if known), as :meth:`insert` of each in order would; the byte bounds
-        are enforced once, after the run (the oldest inserted go first)."""
+        ``datas[i]``, if known), as :meth:`insert` of each in order would: an entry already
+        cached, or bigger than the bound, is skipped. The byte bounds are enforced once,
+        after the run (the oldest inserted go first)."""
         budget = self._budget
-        entries = self._entries
-        if not entries:
-            budget._caches.add(self)
-            if entries is _NO_ENTRIES:
-                entries = self._entries = OrderedDict()
-                self._messages = {}
-        counts = self._messages
-        size_max = min(self.size_max_bytes, budget.size_max_bytes)
         count = len(datas)
-        positions = None
-        if count >= _C_LOOPS_MIN:
-            positions = positions_of(ledger_id, first_entry_id, count)
-            sizes = list(map(len, datas))
-            if max(sizes) + ENTRY_OVERHEAD_BYTES > size_max or not (
-                entries.keys().isdisjoint(positions)
-            ):
-                positions = None
-        if positions is not None:  # a long run of new entries (appends): in C loops
-            entries.update(zip(positions, datas, strict=True))
-            if messages is not None:
-                counts.update(zip(positions, messages, strict=True))
+        if not count:
+            return
+        if not self._count and self._blocks is _NO_BLOCKS:
+            self._blocks = []
+            self._by_ledger = {}
+        blocks = self._blocks
+        size_max = self.size_max_bytes
+        if budget.size_max_bytes < size_max:
+            size_max = budget.size_max_bytes
+        sizes = list(map(len, datas))
+        last = blocks[-1] if blocks else None
+        if (  # the usual append: right after the newest block, the ledger's only one
+            last is not None
+            and last.ledger_id == ledger_id
+            and last.first + len(last.datas) == first_entry_id
+            and len(self._by_ledger[ledger_id]) == 1
+            and max(sizes) + ENTRY_OVERHEAD_BYTES <= size_max
+        ):
+            last.datas.extend(datas)
+            last.counts.extend(repeat(None, count) if messages is None else messages)
+            self._count += count
+            added_count = count
             added = sum(sizes) + ENTRY_OVERHEAD_BYTES * count
         else:
-            added = 0
-            entry_id = first_entry_id
-            for i, data in enumerate(datas):
-                size = len(data) + ENTRY_OVERHEAD_BYTES
-                position = Position(ledger_id, entry_id)
-                entry_id += 1
-                if size > size_max or position in entries:
-                    continue
-                entries[position] = data
-                if messages is not None:
-                    counts[position] = messages[i]
-                added += size
-        if not entries:
-            budget._caches.discard(self)
-            self._entries = _NO_ENTRIES
-            self._messages = _NO_MESSAGES
+            added_count, added = self._insert_each(
+                ledger_id, first_entry_id, datas, messages, sizes, size_max
+            )
+        if not self._count:
+            self._forget(0)
             return
-        self._size_bytes += added
-        budget.size_bytes += added
+        if added_count:
+            if not self._count - added_count:
+                budget._caches.add(self)
+            self._size_bytes += added
+            budget.size_bytes += added
         if self._floor is not None:
-            self._evict_below_floor(_EVICT_PER_INSERT * len(datas))
+            self._evict_below_floor(_EVICT_PER_INSERT * count)
         if self._size_bytes > self.size_max_bytes:
             self.drop_oldest(self._size_bytes - self.size_max_bytes)
         if budget.evicting:
             budget.evict(2 * added + _BUDGET_EVICT_STEP_BYTES)
 
+    def _insert_each(
+        self,
+        ledger_id: int,
+        first_entry_id: int,
+        datas: Sequence[bytes],
+        messages: Sequence[int] | None,
+        sizes: list[int],
+        size_max: int,
+    ) -> tuple[int, int]:
+        """:meth:`insert_run` entry by entry (a run that does not just extend the newest
+        block); returns the entries and bytes added."""
+        blocks = self._blocks
+        by_ledger = self._by_ledger
+        added_count = 0
+        added = 0
+        for i, data in enumerate(datas):
+            size = sizes[i] + ENTRY_OVERHEAD_BYTES
+            entry_id = first_entry_id + i
+            if size > size_max or self._find(ledger_id, entry_id) is not None:
+                continue
+            last = blocks[-1] if blocks else None
+            if (
+                last is None
+                or last.ledger_id != ledger_id
+                or last.first + len(last.datas) != entry_id
+            ):
+                last = _Block(ledger_id, entry_id)
+                blocks.append(last)
+                by_ledger.setdefault(ledger_id, []).append(last)
+            last.datas.append(data)
+            last.counts.append(None if messages is None else messages[i])
+            added_count += 1
+            added += size
+        self._count += added_count
+        return added_count, added
+
+    def _find(self, ledger_id: int, entry_id: int) -> tuple[_Block, int] | None:
+        """The block holding ``ledger_id:entry_id`` and its index there (None: not cached)."""
+        for block in self._by_ledger.get(ledger_id, ()):
+            i = entry_id - block.first
+            if block.start <= i < len(block.datas):
+                return block, i
+        return None
+
+    def _drop_front(self, block: _Block, k: int) -> int:
+        """Drop the ``k`` oldest entries of ``block`` (the oldest block); returns their
+        bytes (the caller accounts for them with :meth:`_forget`)."""
+        start = block.start
+        datas = block.datas
+        end = start + k
+        if k == 1:
+            freed = len(datas[start]) + ENTRY_OVERHEAD_BYTES  # type: ignore[arg-type]
+        else:
+            freed = sum(map(len, islice(datas, start, end))) + ENTRY_OVERHEAD_BYTES * k  # type: ignore[arg-type]
+        self._count -= k
+        if end == len(datas):
+            self._blocks.pop(0)
+            mine = self._by_ledger[block.ledger_id]
+            mine.remove(block)
+            if not mine:
+                del self._by_ledger[block.ledger_id]
+            return freed
+        if k == 1:
+            datas[start] = None
+        else:  # (message counts are small ints: kept until compacted, they hold nothing)
+            datas[start:end] = _NONES[:k] if k <= len(_NONES) else repeat(None, k)
+        if end >= _COMPACT_MIN and 2 * end >= len(datas):
+            del datas[:end]
+            del block.counts[:end]
+            block.first += end
+            end = 0
+        block.start = end
+        return freed
+
     def drop_oldest(self, size_bytes: int) -> int:
         """Drop the oldest inserted entries until at least ``size_bytes`` are freed (or the
         cache is empty); returns the bytes freed."""
-        entries = self._entries
-        messages = self._messages
+        blocks = self._blocks
         freed = 0
-        while freed < size_bytes and entries:
-            old_position, old = entries.popitem(last=False)
-            messages.pop(old_position, None)
-            freed += len(old) + ENTRY_OVERHEAD_BYTES
+        while freed < size_bytes and blocks:
+            block = blocks[0]
+            datas = block.datas
+            k = 0
+            need = size_bytes - freed
+            got = 0
+            for data in islice(datas, block.start, None):
+                got += len(data) + ENTRY_OVERHEAD_BYTES  # type: ignore[arg-type]
+                k += 1
+                if got >= need:
+                    break
+            freed += self._drop_front(block, k)
         self._forget(freed)
         return freed
 
@@ -285,48 +388,69 @@ class EntryCache:
         self._size_bytes -= size_bytes
         budget = self._budget
         budget.size_bytes -= size_bytes
-        if not self._entries:
+        if not self._count:
             budget._caches.discard(self)
-            # A dict keeps its table after its items are deleted: an idle topic's emptied
-            # cache held the table of its busiest second (about 1.5 MB for 30 000 entries).
-            self._entries = _NO_ENTRIES
-            self._messages = _NO_MESSAGES
+            # an emptied cache gives its tables back (an idle topic holds none)
+            self._blocks = _NO_BLOCKS
+            self._by_ledger = _NO_LEDGERS
 
     def messages_of(self, position: Position) -> int | None:
         """The message count given when ``position`` was cached (None if not given or
         not cached)."""
-        return self._messages.get(position)
+        found = self._find(position[0], position[1])
+        return None if found is None else found[0].counts[found[1]]
 
     def get(self, position: Position) -> bytes | None:
-        data = self._entries.get(position)
-        if data is None:
+        found = self._find(position[0], position[1])
+        if found is None:
             self.misses += 1
-        else:
-            self.hits += 1
-        return data
+            return None
+        self.hits += 1
+        return found[0].datas[found[1]]
 
     def get_run(self, ledger_id: int, first: int, last: int) -> list[bytes]:
         """The cached prefix of entries ``first..last`` of one ledger (stops at a miss)."""
         return self.run(ledger_id, first, last)[1]
 
+    def _collect(
+        self, ledger_id: int, first: int, last: int
+    ) -> tuple[list[bytes], list[int | None]]:
+        """The cached prefix of entries ``first..last`` (``last >= first``): bytes and
+        message counts, a slice of a block at a time."""
+        lst = self._by_ledger.get(ledger_id)
+        if lst is not None and len(lst) == 1:  # the usual case: one block, slices of it
+            block = lst[0]
+            i = first - block.first
+            if block.start <= i < len(block.datas):
+                j = min(last - block.first + 1, len(block.datas))
+                return block.datas[i:j], block.counts[i:j]  # type: ignore[return-value]
+            return [], []
+        data: list[bytes] = []
+        counts: list[int | None] = []
+        entry_id = first
+        while entry_id <= last:
+            found = self._find(ledger_id, entry_id)
+            if found is None:
+                break
+            block, i = found
+            j = min(i + last - entry_id + 1, len(block.datas))
+            data += block.datas[i:j]  # type: ignore[arg-type]
+            counts += block.counts[i:j]
+            entry_id += j - i
+        return data, counts
+
     def run(
         self, ledger_id: int, first: int, last: int
     ) -> tuple[list[Position], list[bytes], list[int | None]]:
         """The cached prefix of entries ``first..last`` of one ledger (stops at a miss):
-        their positions, bytes and message counts (None where the appender gave none).
-        Looks the run up in C loops: no Python call per entry."""
+        their positions, bytes and message counts (None where the appender gave none)."""
         if last < first:
             return [], [], []
-        positions = positions_of(ledger_id, first, last - first + 1)
-        data = list(map(self._entries.get, positions))
-        if None in data:
-            miss = data.index(None)
-            del data[miss:]
-            del positions[miss:]
+        data, counts = self._collect(ledger_id, first, last)
+        if len(data) <= last - first:
             self.misses += 1
         self.hits += len(data)
-        messages = list(map(self._messages.get, positions))
-        return positions, data, messages  # type: ignore[return-value]  # Nones cut above
+        return positions_of(ledger_id, first, len(data)), data, counts
 
     def run_whole(
         self, ledger_id: int, first: int, last: int
@@ -335,13 +459,11 @@ class EntryCache:
         counted: the caller reads again through :meth:`run`) when one is not."""
         if last < first:
             return [], [], []
-        positions = positions_of(ledger_id, first, last - first + 1)
-        data = list(map(self._entries.get, positions))
-        if None in data:
+        data, counts = self._collect(ledger_id, first, last)
+        if len(data) <= last - first:
             return None
         self.hits += len(data)
-        messages = list(map(self._messages.get, positions))
-        return positions, data, messages  # type: ignore[return-value]  # no None: checked
+        return positions_of(ledger_id, first, len(data)), data, counts
 
     def evict_before_gradually(self, position: Position, now_max: int = 1024) -> int:
         """Drop at most ``now_max`` entries before ``position`` now (oldest inserted first)
@@ -356,40 +478,35 @@ class EntryCache:
 
     def _evict_below_floor(self, limit: int) -> int:
         """Drop the oldest inserted entries while they are below the floor, ``limit`` at
-        most; forget the floor once an entry at or past it (or none) is next. In C loops:
-        this runs on every insert."""
+        most; forget the floor once an entry at or past it (or none) is next."""
         floor = self._floor
         assert floor is not None
-        entries = self._entries
-        if limit < _C_LOOPS_MIN:
-            return self._evict_below_floor_one_by_one(floor, limit)
-        oldest = list(islice(entries, limit))
-        below = list(takewhile(floor.__gt__, oldest))
-        n = len(below)
-        if n < limit:
-            self._floor = None  # nothing left below it
-        if n:
-            freed = sum(map(len, map(entries.pop, below))) + ENTRY_OVERHEAD_BYTES * n
-            messages = self._messages
-            if messages:
-                deque(map(messages.pop, below, repeat(None)), maxlen=0)
-            self._forget(freed)
-        return n
-
-    def _evict_below_floor_one_by_one(self, floor: Position, limit: int) -> int:
-        """:meth:`_evict_below_floor` for a few entries (C loops cost more set-up than a
-        Python step per entry for runs of one or two)."""
-        entries = self._entries
-        messages = self._messages
+        floor_ledger, floor_entry = floor
+        blocks = self._blocks
         n = 0
         freed = 0
-        while n < limit and entries:
-            first = next(iter(entries))
-            if first >= floor:
+        while n < limit and blocks:
+            block = blocks[0]
+            size = len(block.datas)
+            ledger_id = block.ledger_id
+            if ledger_id < floor_ledger:
+                end = size
+            elif ledger_id == floor_ledger:
+                end = floor_entry - block.first
+                if end > size:
+                    end = size
+            else:
                 break
-            freed += len(entries.pop(first)) + ENTRY_OVERHEAD_BYTES
-            messages.pop(first, None)
-            n += 1
+            below = end - block.start
+            if below <= 0:
+                break
+            k = limit - n
+            if k > below:
+                k = below
+            freed += self._drop_front(block, k)
+            n += k
+            if k < below or end < size:  # the limit, or an entry at the floor is next
+                break
         if n < limit:
             self._floor = None  # nothing left below it
         if freed:
@@ -408,19 +525,24 @@ class EntryCache:
         it came. An entry cached again after it left (a catch-up read) counts from then."""
         if age_max_ms < 0:
             return 0
-        entries = self._entries
         mark = self._age_mark
         dropped = 0
         if mark is not None and now_ms - self._age_mark_ms >= age_max_ms:
-            if mark in entries:
-                messages = self._messages
+            found = self._find(mark[0], mark[1])
+            if found is not None:
+                marked_block, marked_i = found
+                blocks = self._blocks
                 freed = 0
-                while dropped < now_max:
-                    position, data = entries.popitem(last=False)
-                    messages.pop(position, None)
-                    freed += len(data) + ENTRY_OVERHEAD_BYTES
-                    dropped += 1
-                    if position == mark:
+                while dropped < now_max and blocks:
+                    block = blocks[0]
+                    if block is marked_block:
+                        k = marked_i - block.start + 1
+                    else:
+                        k = len(block.datas) - block.start
+                    take = min(k, now_max - dropped)
+                    freed += self._drop_front(block, take)
+                    dropped += take
+                    if block is marked_block and take == k:
                         mark = None
                         break
                 if freed:
@@ -428,9 +550,10 @@ class EntryCache:
             else:  # already gone, with everything before it
                 mark = None
         if mark is None:
-            entries = self._entries  # _forget may have replaced an emptied table
-            if entries:
-                self._age_mark = next(reversed(entries))
+            blocks = self._blocks
+            if blocks:
+                newest = blocks[-1]
+                self._age_mark = Position(newest.ledger_id, newest.first + len(newest.datas) - 1)
                 self._age_mark_ms = now_ms
             else:
                 self._age_mark = None
@@ -440,6 +563,5 @@ class EntryCache:
         """Drop everything (the managed ledger closes); gives its bytes back to the budget."""
         self._floor = None
         self._age_mark = None
-        self._entries = _NO_ENTRIES
-        self._messages = _NO_MESSAGES
+        self._count = 0
         self._forget(self._size_bytes)

@@ -35,7 +35,12 @@ class Entry:
 
 def positions_of(ledger_id: int, first: int, count: int) -> list[Position]:
     """``Position(ledger_id, first) .. Position(ledger_id, first + count - 1)``, built in
-    one C loop (``Position(...)`` is a Python call per entry)."""
+    one C loop (``Position(...)`` is a Python call per entry); the few of a short run
+    without the loop's set-up, which costs more than they do below eight."""
+    if count == 1:
+        return [_tuple_new(Position, (ledger_id, first))]
+    if count < 8:
+        return [_tuple_new(Position, (ledger_id, e)) for e in range(first, first + count)]
     return list(
         map(_tuple_new, repeat(Position), zip(repeat(ledger_id), range(first, first + count)))
     )

@@ -13,7 +13,7 @@ second (the p99 of publish latency). The managed ledger moves the floor to its s
 on every append (Pulsar evicts read entries every 10 ms), so a cache whose readers keep up
 holds little more than the entries in flight: with the floor moved only by the
 once-a-second maintenance, read entries piled up, ~40 000 at 25 000 msg/s, and resizing the
-tables of that many took 3-8 ms (a stall of the loop every few hundred milliseconds,
+table the cache then was took 3-8 ms (a stall of the loop every few hundred milliseconds,
 measured at that rate).
 
 Entries also leave by age (Pulsar's ``managedLedgerCacheEvictionTimeThresholdMillis``):
@@ -56,16 +56,16 @@ _COMPACT_MIN: Final = 64
 least this many left and they are half of it (amortized: no copy per eviction)."""
 
 _BUDGET_EVICT_STEP_BYTES: Final = 64 * 1024
-"""Bytes of a budget eviction an insert performs besides twice its own (≈ 150 entries of
+"""Bytes of a budget eviction an insert performs besides twice its own (≈ 400 entries of
 100 B, ~0.1 ms): the eviction ends within a few inserts without stalling any one of them."""
 
 
-ENTRY_OVERHEAD_BYTES: Final = 288
+ENTRY_OVERHEAD_BYTES: Final = 56
 """What a cached entry costs besides its payload's length, counted against the bounds: its
-``Position`` and table slots in the entry and message-count maps (≈ 254 bytes, measured
-with tracemalloc over 100 000 cached entries) and the ``bytes`` object's header (33). For
-100 B messages unbatched that is most of the memory: counted by payload alone, a 16 MiB
-budget held ≈ 55 MB."""
+slots in its block's two lists (≈ 17 bytes with their growth room, measured with
+tracemalloc over 100 000 cached entries) and the ``bytes`` object's header (33). For
+100 B messages unbatched that is a third of the memory: counted by payload alone, a
+16 MiB budget would hold ≈ 24 MB."""
 
 DEFAULT_CACHE_SIZE_MAX_BYTES: Final = 16 * 1024 * 1024
 """Default budget of all entry caches of a broker together (``--managed-ledger-cache-size-mb``).

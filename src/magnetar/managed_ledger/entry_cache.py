@@ -40,8 +40,11 @@ the process's event loop. Returned ``bytes`` are shared (immutable), never copie
 
 from __future__ import annotations
 
+from bisect import bisect_right, insort
+from collections import deque
 from collections.abc import Sequence
 from itertools import islice, repeat
+from operator import attrgetter
 from typing import Final
 
 from magnetar.managed_ledger.entry_run import positions_of
@@ -170,8 +173,11 @@ class _Block:
 _NONES: Final = (None,) * 256
 """What the slots of entries that left hold until their block is compacted."""
 
-_NO_BLOCKS: list[_Block] = []
+_first_of = attrgetter("first")
+
+_NO_BLOCKS: deque[_Block] = deque()
 _NO_LEDGERS: dict[int, list[_Block]] = {}
+_NO_TOPS: dict[int, int] = {}
 """The tables of every empty cache (never added to: :meth:`EntryCache.insert_run` makes a
 cache its own tables first). Most topics of a broker with many are idle, their caches
 empty."""
@@ -193,6 +199,7 @@ class EntryCache:
         "_count",
         "_floor",
         "_size_bytes",
+        "_tops",
         "hits",
         "misses",
         "size_max_bytes",
@@ -208,7 +215,11 @@ class EntryCache:
         self._blocks = _NO_BLOCKS
         """The blocks, oldest cached first."""
         self._by_ledger = _NO_LEDGERS
-        """Each ledger's blocks (usually one), oldest cached first."""
+        """Each ledger's blocks (usually one), by their first entry id (they never overlap:
+        an entry is cached once)."""
+        self._tops = _NO_TOPS
+        """Per ledger with blocks, an entry id past every one it has cached (an upper
+        bound: evictions leave it): a run from there on holds no entry already cached."""
         self._count = 0
         self._size_bytes = 0
         self._floor: Position | None = None
@@ -250,21 +261,29 @@ class EntryCache:
         if not count:
             return
         if not self._count and self._blocks is _NO_BLOCKS:
-            self._blocks = []
+            self._blocks = deque()
             self._by_ledger = {}
+            self._tops = {}
         blocks = self._blocks
         size_max = self.size_max_bytes
         if budget.size_max_bytes < size_max:
             size_max = budget.size_max_bytes
         sizes = list(map(len, datas))
-        last = blocks[-1] if blocks else None
-        if (  # the usual append: right after the newest block, the ledger's only one
-            last is not None
-            and last.ledger_id == ledger_id
-            and last.first + len(last.datas) == first_entry_id
-            and len(self._by_ledger[ledger_id]) == 1
+        tops = self._tops
+        if (  # an append: past all the ledger has cached, every entry within the bound
+            first_entry_id >= tops.get(ledger_id, first_entry_id)
             and max(sizes) + ENTRY_OVERHEAD_BYTES <= size_max
         ):
+            last = blocks[-1] if blocks else None
+            if (  # not right after the newest block: a block of its own
+                last is None
+                or last.ledger_id != ledger_id
+                or last.first + len(last.datas) != first_entry_id
+            ):
+                last = _Block(ledger_id, first_entry_id)
+                blocks.append(last)
+                self._by_ledger.setdefault(ledger_id, []).append(last)  # the last by first
+            tops[ledger_id] = first_entry_id + count
             last.datas.extend(datas)
             last.counts.extend(repeat(None, count) if messages is None else messages)
             self._count += count
@@ -317,7 +336,9 @@ class EntryCache:
             ):
                 last = _Block(ledger_id, entry_id)
                 blocks.append(last)
-                by_ledger.setdefault(ledger_id, []).append(last)
+                insort(by_ledger.setdefault(ledger_id, []), last, key=_first_of)
+            if entry_id >= self._tops.get(ledger_id, 0):
+                self._tops[ledger_id] = entry_id + 1
             last.datas.append(data)
             last.counts.append(None if messages is None else messages[i])
             added_count += 1
@@ -327,10 +348,19 @@ class EntryCache:
 
     def _find(self, ledger_id: int, entry_id: int) -> tuple[_Block, int] | None:
         """The block holding ``ledger_id:entry_id`` and its index there (None: not cached)."""
-        for block in self._by_ledger.get(ledger_id, ()):
-            i = entry_id - block.first
-            if block.start <= i < len(block.datas):
-                return block, i
+        mine = self._by_ledger.get(ledger_id)
+        if not mine:
+            return None
+        if len(mine) == 1:
+            block = mine[0]
+        else:  # the block with the last first entry at or before it: the only one it may be in
+            k = bisect_right(mine, entry_id, key=_first_of) - 1
+            if k < 0:
+                return None
+            block = mine[k]
+        i = entry_id - block.first
+        if block.start <= i < len(block.datas):
+            return block, i
         return None
 
     def _drop_front(self, block: _Block, k: int) -> int:
@@ -345,11 +375,15 @@ class EntryCache:
             freed = sum(map(len, islice(datas, start, end))) + ENTRY_OVERHEAD_BYTES * k  # type: ignore[arg-type]
         self._count -= k
         if end == len(datas):
-            self._blocks.pop(0)
+            self._blocks.popleft()
             mine = self._by_ledger[block.ledger_id]
-            mine.remove(block)
+            if len(mine) == 1:
+                mine.clear()
+            else:
+                del mine[bisect_right(mine, block.first, key=_first_of) - 1]
             if not mine:
                 del self._by_ledger[block.ledger_id]
+                del self._tops[block.ledger_id]
             return freed
         if k == 1:
             datas[start] = None
@@ -393,6 +427,7 @@ class EntryCache:
             # an emptied cache gives its tables back (an idle topic holds none)
             self._blocks = _NO_BLOCKS
             self._by_ledger = _NO_LEDGERS
+            self._tops = _NO_TOPS
 
     def messages_of(self, position: Position) -> int | None:
         """The message count given when ``position`` was cached (None if not given or

@@ -255,6 +255,25 @@ operations = st.lists(
 )
 
 
+def test_a_block_extended_over_an_older_blocks_evicted_front_is_still_found() -> None:
+    """Entries 25..34 cached, then 10..19 (a block of their own); 25..27 leave; 20..27 come
+    and extend the second block over the first one's old start: all are found there."""
+    cache = EntryCache(size_max_bytes=1 << 30)
+    cache.insert_run(1, 25, [b"y"] * 10)
+    cache.insert_run(1, 10, [b"x"] * 10)
+    assert cache.evict_before_gradually(Position(1, 28), now_max=3) == 3
+    cache.insert_run(1, 20, [b"z"] * 8)
+    assert [cache.get(Position(1, e)) for e in (19, 20, 26, 27, 28)] == [
+        b"x",
+        b"z",
+        b"z",
+        b"z",
+        b"y",
+    ]
+    assert cache.run(1, 10, 34)[1] == [b"x"] * 10 + [b"z"] * 8 + [b"y"] * 7
+    assert len(cache) == 25
+
+
 class Model:
     """The cache's contract entry by entry: a table keyed by position, in insertion order."""
 
@@ -303,7 +322,7 @@ def _contents(cache: EntryCache) -> list[tuple[Position, bytes | None, int | Non
     ]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(ops=operations)
 def test_the_cache_holds_what_entry_by_entry_steps_would(
     ops: list[tuple[str, int, int, list[int]]],

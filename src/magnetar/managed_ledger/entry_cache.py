@@ -44,7 +44,6 @@ from bisect import bisect_right, insort
 from collections import deque
 from collections.abc import Sequence
 from itertools import islice, repeat
-from operator import attrgetter
 from typing import Final
 
 from magnetar.managed_ledger.entry_run import positions_of
@@ -173,7 +172,12 @@ class _Block:
 _NONES: Final = (None,) * 256
 """What the slots of entries that left hold until their block is compacted."""
 
-_first_of = attrgetter("first")
+
+def _live_first(block: _Block) -> int:
+    """The first entry id ``block`` still holds: a ledger's blocks are ordered by it (their
+    live entries never overlap, so an eviction from a block's front keeps the order)."""
+    return block.first + block.start
+
 
 _NO_BLOCKS: deque[_Block] = deque()
 _NO_LEDGERS: dict[int, list[_Block]] = {}
@@ -215,8 +219,8 @@ class EntryCache:
         self._blocks = _NO_BLOCKS
         """The blocks, oldest cached first."""
         self._by_ledger = _NO_LEDGERS
-        """Each ledger's blocks (usually one), by their first entry id (they never overlap:
-        an entry is cached once)."""
+        """Each ledger's blocks (usually one), by the first entry each still holds
+        (:func:`_live_first`)."""
         self._tops = _NO_TOPS
         """Per ledger with blocks, an entry id past every one it has cached (an upper
         bound: evictions leave it): a run from there on holds no entry already cached."""
@@ -336,7 +340,7 @@ class EntryCache:
             ):
                 last = _Block(ledger_id, entry_id)
                 blocks.append(last)
-                insort(by_ledger.setdefault(ledger_id, []), last, key=_first_of)
+                insort(by_ledger.setdefault(ledger_id, []), last, key=_live_first)
             if entry_id >= self._tops.get(ledger_id, 0):
                 self._tops[ledger_id] = entry_id + 1
             last.datas.append(data)
@@ -353,8 +357,8 @@ class EntryCache:
             return None
         if len(mine) == 1:
             block = mine[0]
-        else:  # the block with the last first entry at or before it: the only one it may be in
-            k = bisect_right(mine, entry_id, key=_first_of) - 1
+        else:  # the last block holding entries from at or before it: the only one it may be in
+            k = bisect_right(mine, entry_id, key=_live_first) - 1
             if k < 0:
                 return None
             block = mine[k]
@@ -380,7 +384,7 @@ class EntryCache:
             if len(mine) == 1:
                 mine.clear()
             else:
-                del mine[bisect_right(mine, block.first, key=_first_of) - 1]
+                del mine[bisect_right(mine, _live_first(block), key=_live_first) - 1]
             if not mine:
                 del self._by_ledger[block.ledger_id]
                 del self._tops[block.ledger_id]

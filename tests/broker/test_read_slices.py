@@ -177,6 +177,31 @@ def count_backlogs(monkeypatch: pytest.MonkeyPatch) -> list[ReadBacklog]:
     return started
 
 
+async def round_robin_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, producers: int, each: int
+) -> tuple[list[int], dict[int, list[int]]]:
+    """``producers`` producers on new topics, then one write of ``each`` SENDs per producer,
+    round-robin: the size of every append it made, and each producer's receipted sequence
+    ids in the order they came."""
+    async with running_broker(tmp_path) as broker:
+        raw = await AsyncRawClient.open(broker.port)
+        for pid in range(producers):
+            await raw.request(producer_cmd(raw, new_topic(), pid, producer_name=f"p{pid}"))
+        appends = count_appends(monkeypatch)
+        frames: list[bytes] = []
+        for seq in range(each):
+            for pid in range(producers):
+                frames.extend(sends(pid, f"p{pid}", range(seq, seq + 1)))
+        raw.writer.write(b"".join(frames))
+        receipts: dict[int, list[int]] = {pid: [] for pid in range(producers)}
+        for _ in range(producers * each):
+            frame = await raw.wait_for(lambda f: isinstance(f.command, SendReceipt))
+            receipt = frame.command
+            assert isinstance(receipt, SendReceipt)
+            receipts[receipt.producer_id].append(receipt.sequence_id)
+        return appends, receipts
+
+
 async def test_a_read_over_many_topics_is_taken_whole_with_one_append_per_topic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -184,25 +209,10 @@ async def test_a_read_over_many_topics_is_taken_whole_with_one_append_per_topic(
     than a slice, so the read is taken in one turn (nothing deferred), each topic gets
     its 10 as one append, and each producer's receipts come in order."""
     backlogs = count_backlogs(monkeypatch)
-    async with running_broker(tmp_path) as broker:
-        raw = await AsyncRawClient.open(broker.port)
-        for pid in range(30):
-            await raw.request(producer_cmd(raw, new_topic(), pid, producer_name=f"p{pid}"))
-        appends = count_appends(monkeypatch)
-        frames: list[bytes] = []
-        for seq in range(10):
-            for pid in range(30):
-                frames.extend(sends(pid, f"p{pid}", range(seq, seq + 1)))
-        raw.writer.write(b"".join(frames))
-        receipts = [
-            (await raw.wait_for(lambda f: isinstance(f.command, SendReceipt))).command
-            for _ in range(300)
-        ]
-        assert appends == [10] * 30
-        assert backlogs == []
-        for pid in range(30):
-            mine = [r.sequence_id for r in receipts if r.producer_id == pid]  # type: ignore[attr-defined]
-            assert mine == list(range(10))
+    appends, receipts = await round_robin_read(tmp_path, monkeypatch, producers=30, each=10)
+    assert appends == [10] * 30
+    assert backlogs == []
+    assert receipts == {pid: list(range(10)) for pid in range(30)}
 
 
 async def test_a_read_where_one_of_many_producers_has_a_long_run_is_sliced(
@@ -212,25 +222,10 @@ async def test_a_read_where_one_of_many_producers_has_a_long_run_is_sliced(
     so the read is deferred in slices; each topic gets its SENDs in order, in appends of
     at most SLICE_SENDS, and every one is receipted."""
     backlogs = count_backlogs(monkeypatch)
-    async with running_broker(tmp_path) as broker:
-        raw = await AsyncRawClient.open(broker.port)
-        for pid in range(2):
-            await raw.request(producer_cmd(raw, new_topic(), pid, producer_name=f"p{pid}"))
-        appends = count_appends(monkeypatch)
-        frames: list[bytes] = []
-        for seq in range(150):
-            for pid in range(2):
-                frames.extend(sends(pid, f"p{pid}", range(seq, seq + 1)))
-        raw.writer.write(b"".join(frames))
-        receipts = [
-            (await raw.wait_for(lambda f: isinstance(f.command, SendReceipt))).command
-            for _ in range(300)
-        ]
-        assert len(backlogs) == 1
-        assert sum(appends) == 300 and max(appends) <= SLICE_SENDS
-        for pid in range(2):
-            mine = [r.sequence_id for r in receipts if r.producer_id == pid]  # type: ignore[attr-defined]
-            assert mine == list(range(150))
+    appends, receipts = await round_robin_read(tmp_path, monkeypatch, producers=2, each=150)
+    assert len(backlogs) == 1
+    assert sum(appends) == 300 and max(appends) <= SLICE_SENDS
+    assert receipts == {pid: list(range(150)) for pid in range(2)}
 
 
 async def test_an_unknown_producer_in_a_deferred_read_closes_the_connection(

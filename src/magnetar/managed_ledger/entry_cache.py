@@ -268,7 +268,6 @@ class EntryCache:
             self._blocks = deque()
             self._by_ledger = {}
             self._tops = {}
-        blocks = self._blocks
         size_max = self.size_max_bytes
         if budget.size_max_bytes < size_max:
             size_max = budget.size_max_bytes
@@ -278,15 +277,7 @@ class EntryCache:
             first_entry_id >= tops.get(ledger_id, first_entry_id)
             and max(sizes) + ENTRY_OVERHEAD_BYTES <= size_max
         ):
-            last = blocks[-1] if blocks else None
-            if (  # not right after the newest block: a block of its own
-                last is None
-                or last.ledger_id != ledger_id
-                or last.first + len(last.datas) != first_entry_id
-            ):
-                last = _Block(ledger_id, first_entry_id)
-                blocks.append(last)
-                self._by_ledger.setdefault(ledger_id, []).append(last)  # the last by first
+            last = self._tail_block(ledger_id, first_entry_id)
             tops[ledger_id] = first_entry_id + count
             last.datas.extend(datas)
             last.counts.extend(repeat(None, count) if messages is None else messages)
@@ -323,8 +314,6 @@ class EntryCache:
     ) -> tuple[int, int]:
         """:meth:`insert_run` entry by entry (a run that does not just extend the newest
         block); returns the entries and bytes added."""
-        blocks = self._blocks
-        by_ledger = self._by_ledger
         added_count = 0
         added = 0
         for i, data in enumerate(datas):
@@ -332,15 +321,7 @@ class EntryCache:
             entry_id = first_entry_id + i
             if size > size_max or self._find(ledger_id, entry_id) is not None:
                 continue
-            last = blocks[-1] if blocks else None
-            if (
-                last is None
-                or last.ledger_id != ledger_id
-                or last.first + len(last.datas) != entry_id
-            ):
-                last = _Block(ledger_id, entry_id)
-                blocks.append(last)
-                insort(by_ledger.setdefault(ledger_id, []), last, key=_live_first)
+            last = self._tail_block(ledger_id, entry_id)
             if entry_id >= self._tops.get(ledger_id, 0):
                 self._tops[ledger_id] = entry_id + 1
             last.datas.append(data)
@@ -349,6 +330,19 @@ class EntryCache:
             added += size
         self._count += added_count
         return added_count, added
+
+    def _tail_block(self, ledger_id: int, entry_id: int) -> _Block:
+        """The block ``ledger_id:entry_id`` (not cached) goes to: the newest block when it
+        ends right before it, else a new one (the newest then)."""
+        blocks = self._blocks
+        if blocks:
+            last = blocks[-1]
+            if last.ledger_id == ledger_id and last.first + len(last.datas) == entry_id:
+                return last
+        last = _Block(ledger_id, entry_id)
+        blocks.append(last)
+        insort(self._by_ledger.setdefault(ledger_id, []), last, key=_live_first)
+        return last
 
     def _find(self, ledger_id: int, entry_id: int) -> tuple[_Block, int] | None:
         """The block holding ``ledger_id:entry_id`` and its index there (None: not cached)."""
@@ -381,13 +375,11 @@ class EntryCache:
         if end == len(datas):
             self._blocks.popleft()
             mine = self._by_ledger[block.ledger_id]
-            if len(mine) == 1:
-                mine.clear()
-            else:
-                del mine[bisect_right(mine, _live_first(block), key=_live_first) - 1]
-            if not mine:
+            if len(mine) == 1:  # the ledger's last block
                 del self._by_ledger[block.ledger_id]
                 del self._tops[block.ledger_id]
+            else:
+                del mine[bisect_right(mine, _live_first(block), key=_live_first) - 1]
             return freed
         if k == 1:
             datas[start] = None

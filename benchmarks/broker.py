@@ -62,6 +62,7 @@ from typing import cast
 import uvloop
 from nats_peer import measure_nats  # this directory: the script's own
 
+from magnetar.bookie.gc_tuning import tune_gc_for_serving
 from magnetar.protocol import (
     Ack,
     AckType,
@@ -906,8 +907,7 @@ def main() -> None:
     args.latency_rate = {}  # per size; filled from the first run unless fixed
     if args.fixed_latency_rate is not None:
         args.latency_rate = {int(x): args.fixed_latency_rate for x in args.sizes.split(",")}
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
+    tune_gc_for_serving()  # the generator's per-message objects too: off the collector
     out = Path(__file__).parent / "results" / "broker.json"
     out.parent.mkdir(exist_ok=True)
     if args.compare_to is not None:

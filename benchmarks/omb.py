@@ -55,7 +55,6 @@ broker is a local process.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import math
 import os
@@ -81,6 +80,7 @@ from broker import (  # this directory: the script's own
     start_standalone,
 )
 
+from magnetar.bookie.gc_tuning import tune_gc_for_serving
 from magnetar.testing import StandaloneProcess
 
 CONNECTIONS_PER_BROKER = 8
@@ -424,8 +424,7 @@ def main() -> None:
         if args.peer != "pulsar-lite":
             External(args.peer)  # a malformed URL fails before any run
         drivers.append("pulsar-lite" if args.peer == "pulsar-lite" else args.peer)
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
+    tune_gc_for_serving()  # the generator's per-message objects too: off the collector
     runs: list[dict[str, object]] = []
     load_before = os.getloadavg()
     for round_no in range(1, args.rounds + 1):

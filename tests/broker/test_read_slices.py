@@ -12,7 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from magnetar.broker import connection as connection_module
-from magnetar.broker.read_slices import SLICE_SENDS, ReadBacklog, producer_runs, send_slices
+from magnetar.broker.read_slices import (
+    SLICE_SENDS,
+    ReadBacklog,
+    plan_read,
+    producer_runs,
+    send_slices,
+)
 from magnetar.broker.topic import Topic
 from magnetar.protocol import (
     CloseProducer,
@@ -73,6 +79,39 @@ def test_producer_runs_cut_where_the_producer_changes() -> None:
         [(1, 2), (1, 3), (1, 4)],
     ]
     assert producer_runs([]) == []
+
+
+class _OnTopic:
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+
+
+def producers_on(topics: dict[int, str]) -> Any:
+    """``producer_of`` for producer ids on the given topics; an unknown id raises."""
+
+    def producer_of(pid: int) -> _OnTopic:
+        if pid not in topics:
+            raise LookupError(f"unknown producer {pid}")
+        return _OnTopic(topics[pid])
+
+    return producer_of
+
+
+def test_a_read_is_planned_whole_unless_one_producer_has_more_than_a_slice() -> None:
+    on = producers_on({1: "a", 2: "b", 3: "a"})
+    short = fake_run(1, 2) + fake_run(2, 1) + fake_run(3, 1) + fake_run(1, 1, 2)
+    now, later = plan_read(short, on)
+    assert [ids(r) for r in now] == [[(1, 0), (1, 1)], [(3, 0)], [(1, 2)], [(2, 0)]]
+    assert later == []
+    many = [s for pid in range(1, 4) for s in fake_run(pid, SLICE_SENDS // 2)]
+    now, later = plan_read(many, on)  # longer than a slice, every producer's run short
+    assert sum(map(len, now)) == len(many) and later == []
+    long = fake_run(2, 1) + fake_run(1, SLICE_SENDS + 5)
+    now, later = plan_read(long, on)
+    assert [ids(r) for r in now] == [[(2, 0)]]  # topic b came first; a's run is cut
+    assert [[len(r) for r in s] for s in later] == [[SLICE_SENDS], [5]]
+    with pytest.raises(LookupError):
+        plan_read(fake_run(1, 1) + fake_run(9, 1), on)
 
 
 def test_backlog_runs_a_turn_and_puts_what_an_item_queues_before_the_rest() -> None:

@@ -41,14 +41,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 from magnetar import __version__
 from magnetar.auth import TopicOperation
 from magnetar.broker.connection_auth import ConnectionAuth
 from magnetar.broker.error_reply import failure_reply
-from magnetar.broker.read_slices import SLICE_SENDS, ReadBacklog, producer_runs, send_slices
+from magnetar.broker.read_slices import SLICE_SENDS, ReadBacklog, plan_read
 from magnetar.common.clock import Timer
 from magnetar.common.errors import ProtocolError, ServerError, ServiceNotReady
 from magnetar.metadata.store import SessionExpired
@@ -329,36 +329,24 @@ class ServerConnection(asyncio.Protocol):
         are matched by producer and sequence id), so a client spreading messages over many
         topics on one connection gets one append per topic per read, not one per SEND.
         When a producer has more than :data:`SLICE_SENDS` of them, the first slice is taken
-        now and the rest on later loop turns (:mod:`magnetar.broker.read_slices`); returns
-        whether it sliced."""
+        now and the rest on later loop turns (:func:`~magnetar.broker.read_slices.plan_read`);
+        returns whether it sliced."""
         pid = run[0][0][0]
-        one_producer = all(send[0][0] == pid for send in run)  # the usual case
-        if len(run) <= SLICE_SENDS:
-            if one_producer:
-                self._producer_of(pid).handle_sends(run)
-            else:
-                for sends in self._by_topic(run):
-                    self._hand_over(sends)
+        if len(run) <= SLICE_SENDS and all(send[0][0] == pid for send in run):  # the usual
+            self._producer_of(pid).handle_sends(run)
             return False
-        if one_producer:
-            self._producer_of(pid)  # raises before any of the run is taken
-            runs = [run]
-        else:
-            runs = [r for sends in self._by_topic(run) for r in producer_runs(sends)]
-            if max(map(len, runs)) <= SLICE_SENDS:  # many producers' short runs: all now
-                self._take_slice(runs)
-                return False
-        first, *rest = send_slices(runs)
-        backlog = self._backlog
-        if backlog is None:
-            backlog = self._backlog = ReadBacklog()
-            self._paused_for_backlog = True
-            self._update_reading()
-            self._loop.call_soon(self._run_backlog)
-        for later in rest:
-            backlog.append(self._take_slice, later)
-        self._take_slice(first)
-        return True
+        now, later = plan_read(run, self._producer_of)
+        if later:
+            backlog = self._backlog
+            if backlog is None:
+                backlog = self._backlog = ReadBacklog()
+                self._paused_for_backlog = True
+                self._update_reading()
+                self._loop.call_soon(self._run_backlog)
+            for runs in later:
+                backlog.append(self._take_slice, runs)
+        self._take_slice(now)
+        return bool(later)
 
     def _take_slice(self, runs: list[SendRun]) -> bool:
         for sends in runs:
@@ -387,30 +375,6 @@ class ServerConnection(asyncio.Protocol):
         self._backlog = None
         self._paused_for_backlog = False
         self._update_reading()
-
-    def _by_topic(self, run: SendRun) -> Iterable[SendRun]:
-        """``run``'s SENDs grouped by topic, each group in stream order. Raises
-        :class:`ProtocolError` for a producer this connection does not have (then none of
-        the run is taken)."""
-        by_topic: dict[object, SendRun] = {}
-        sends: SendRun = []
-        pid = -1  # producer ids are unsigned
-        for send in run:
-            if send[0][0] != pid:
-                pid = send[0][0]
-                topic = self._producer_of(pid).topic
-                found = by_topic.get(topic)
-                if found is None:
-                    found = by_topic[topic] = []
-                sends = found
-            sends.append(send)
-        return by_topic.values()
-
-    def _hand_over(self, sends: SendRun) -> None:
-        """Give each producer its consecutive SENDs of ``sends`` as one run (all known)."""
-        producers = self.producers
-        for run in producer_runs(sends):
-            producers[run[0][0][0]].handle_sends(run)
 
     def _producer_of(self, producer_id: int) -> TopicProducer:
         producer = self.producers.get(producer_id)

@@ -25,8 +25,8 @@ no more until the backlog is empty.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from magnetar.protocol.frame import SendRun
 
@@ -47,6 +47,49 @@ def producer_runs(sends: SendRun) -> list[SendRun]:
         runs.append(sends if start == 0 and end == n else sends[start:end])
         start = end
     return runs
+
+
+class _OfTopic(Protocol):
+    @property
+    def topic(self) -> object: ...
+
+
+def by_topic(run: SendRun, producer_of: Callable[[int], _OfTopic]) -> Iterable[SendRun]:
+    """``run``'s SENDs grouped by their producer's topic, each group in stream order.
+    ``producer_of`` raises for an unknown producer id; then none of the run is taken."""
+    groups: dict[object, SendRun] = {}
+    sends: SendRun = []
+    pid = -1  # producer ids are unsigned
+    for send in run:
+        if send[0][0] != pid:
+            pid = send[0][0]
+            topic = producer_of(pid).topic
+            found = groups.get(topic)
+            if found is None:
+                found = groups[topic] = []
+            sends = found
+        sends.append(send)
+    return groups.values()
+
+
+def plan_read(
+    run: SendRun, producer_of: Callable[[int], _OfTopic]
+) -> tuple[list[SendRun], list[list[SendRun]]]:
+    """What of a read's SENDs is handed over now and what waits for later loop turns:
+    ``(now, later)``, ``now`` as producers' runs (grouped by topic, each producer's
+    consecutive SENDs), ``later`` as slices of such runs. Only a read in which some
+    producer has more than :data:`SLICE_SENDS` SENDs has a ``later``. Raises (through
+    ``producer_of``) before anything is planned when a producer is unknown."""
+    pid = run[0][0][0]
+    if all(send[0][0] == pid for send in run):
+        producer_of(pid)
+        runs = [run]
+    else:
+        runs = [r for sends in by_topic(run, producer_of) for r in producer_runs(sends)]
+    if len(run) <= SLICE_SENDS or max(map(len, runs)) <= SLICE_SENDS:
+        return runs, []
+    first, *rest = send_slices(runs)
+    return first, rest
 
 
 def send_slices(runs: list[SendRun], size: int = SLICE_SENDS) -> list[list[SendRun]]:

@@ -225,7 +225,11 @@ class Standalone(HostsBrokerServer):
         assert server is not None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._announced.wait(), APP_AFTER_WAIT_S)
-        await asyncio.to_thread(importlib.import_module, "magnetar.functions.worker_service")
+        # imported in a thread: the loop gets the GIL back every switch interval instead of
+        # waiting out each import (the stats reader's module, first used by the worker's
+        # first membership poll, with them)
+        for module in ("magnetar.functions.worker_service", "magnetar.admin.resources.topics"):
+            await asyncio.to_thread(importlib.import_module, module)
         from magnetar.functions.runtime_manager import runtime_factory
         from magnetar.functions.worker_config import WorkerConfig
         from magnetar.functions.worker_info import WorkerInfo

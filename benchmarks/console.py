@@ -31,14 +31,16 @@ from pathlib import Path
 
 import uvloop
 from broker import (  # this directory: the script's own
-    SendFrames,
     cpu_s,
-    entry_for,
     median,
     process_tree,
-    run_raw,
     start_standalone,
     wait_quiet,
+)
+from raw_generator import (  # this directory: the script's own
+    SendFrames,
+    entry_for,
+    run_raw,
 )
 from selenium import webdriver
 

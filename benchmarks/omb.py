@@ -58,9 +58,7 @@ import argparse
 import json
 import math
 import os
-import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -71,13 +69,16 @@ from types import TracebackType
 import crc32c
 import uvloop
 from broker import (  # this directory: the script's own
-    SendFrames,
     cpu_s,
-    entry_for,
     median,
     process_tree,
-    run_raw,
     start_standalone,
+)
+from peers import Broker, External, PulsarLite  # this directory: the script's own
+from raw_generator import (  # this directory: the script's own
+    SendFrames,
+    entry_for,
+    run_raw,
 )
 
 from magnetar.bookie.gc_tuning import tune_gc_for_serving
@@ -169,23 +170,6 @@ def latency_keys(prefix: str, seconds: list[float]) -> dict[str, float]:
     return out
 
 
-class Broker:
-    """A broker to run one workload against: started fresh when it is a local process."""
-
-    driver = "magnetar"
-    pid: int | None = None
-    host = "127.0.0.1"
-    port = 0
-
-    def __enter__(self) -> Broker:
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        return None
-
-
 class MagnetarStandalone(Broker):
     """A fresh ``magnetar standalone`` (this tree's code) on a temporary data directory."""
 
@@ -202,61 +186,6 @@ class MagnetarStandalone(Broker):
     ) -> None:
         self._node.stop()
         self._tmp.cleanup()
-
-
-class PulsarLite(Broker):
-    """A fresh ``pulsar-lite`` (the PyPI package's Rust binary) on a temporary database."""
-
-    driver = "pulsar-lite"
-
-    def __enter__(self) -> Broker:
-        try:
-            from pulsar_lite.binary_finder import find_pulsar_lite_binary
-        except ImportError:
-            raise SystemExit(
-                "--peer pulsar-lite needs the pulsar-lite package in this environment: "
-                "pip install pulsar-lite"
-            ) from None
-        self._tmp = tempfile.TemporaryDirectory()
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self._proc = subprocess.Popen(
-            [find_pulsar_lite_binary(), "--addr", f"127.0.0.1:{self.port}",
-             "--db-path", str(Path(self._tmp.name) / "db"), "--log-level", "error"],
-            cwd=self._tmp.name, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        self.pid = self._proc.pid
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection((self.host, self.port), timeout=1).close()
-                return self
-            except OSError:
-                if self._proc.poll() is not None or time.monotonic() > deadline:
-                    self.__exit__(None, None, None)
-                    raise SystemExit("pulsar-lite did not start listening") from None
-                time.sleep(0.05)
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._proc.terminate()
-        self._proc.wait(30)
-        self._tmp.cleanup()
-
-
-class External(Broker):
-    """A broker already running at ``pulsar://host:port`` (new topics each workload)."""
-
-    def __init__(self, url: str) -> None:
-        rest = url.removeprefix("pulsar://")
-        host, _, port = rest.rstrip("/").rpartition(":")
-        if rest == url or not host or not port.isdigit():
-            raise SystemExit(f"--peer {url}: expected pulsar-lite or pulsar://host:port")
-        self.driver = url
-        self.host = host
-        self.port = int(port)
 
 
 def tree_cpu_s(pid: int) -> float:

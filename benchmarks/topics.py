@@ -43,7 +43,6 @@ from pathlib import Path
 
 import uvloop
 from broker import (  # this directory: the script's own
-    connect,
     cpu_s,
     median,
     process_tree,
@@ -51,6 +50,9 @@ from broker import (  # this directory: the script's own
     source_tree,
     start_standalone,
     wait_quiet,
+)
+from raw_generator import (  # this directory: the script's own
+    connect,
 )
 
 from magnetar.protocol import Producer, Subscribe, SubType, encode

@@ -5,6 +5,7 @@ write, and it ends by itself when its bookie is killed."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import signal
 import subprocess
@@ -157,3 +158,51 @@ def test_the_writer_process_imports_no_module_that_loads_others() -> None:
     loaded = set(done.stdout.split())
     assert "_signal" in loaded
     assert sorted(loaded & set(HELD_OUT_OF_THE_WRITER)) == []
+
+
+def test_the_writer_fills_zeros_around_a_request_never_under_it(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Records are written over whatever is under them in the same sync: zeros there are
+    work for nothing (a request past the fill's size wrote all of itself twice). Around
+    them, the fill still reaches ``prealloc`` past its old end."""
+    from magnetar.bookie import journal_writer
+
+    filled: list[tuple[int, int]] = []
+    real_fill = journal_writer.zero_fill
+
+    def recording_fill(fd: int, start: int, end: int) -> int:
+        filled.append((start, end))
+        return real_fill(fd, start, end)
+
+    monkeypatch.setattr(journal_writer, "zero_fill", recording_fill)
+    writer = journal_writer.Writer(str(tmp_path), 1 << 30, 64 * 1024)
+    path = Path(journal_writer.journal_path(str(tmp_path), 1))
+
+    def request(offset: int, data: bytes) -> None:
+        r, w = os.pipe()
+        try:
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 1 << 20)  # the whole request fits
+            os.write(w, data)
+            assert writer.write(r, 1, offset, len(data)) is None
+        finally:
+            os.close(r)
+            os.close(w)
+
+    small, big = b"s" * 1000, b"b" * 50_000
+    request(0, small)  # outruns the (empty) fill: zeros after it, to 64 KiB
+    assert filled == [(1000, 64 * 1024)]
+    request(1000, big)  # inside the fill: nothing to do
+    assert len(filled) == 1
+    request(51_000, big)  # past the fill's end: zeros only past the records
+    assert filled[1:] == [(101_000, 128 * 1024)]
+    request(101_000, b"x" * 100_000)  # past prealloc beyond the fill: no zeros at all
+    assert len(filled) == 2
+    request(210_000, small)  # a gap before the records (not made by the journal): zeroed
+    assert filled[2:] == [(201_000, 210_000), (211_000, 201_000 + 64 * 1024)]
+    data = path.read_bytes()
+    assert data[:1000] == small and data[1000:101_000] == big * 2
+    assert data[101_000:201_000] == b"x" * 100_000 and data[201_000:210_000] == bytes(9000)
+    assert data[210_000:211_000] == small and data[211_000:] == bytes(len(data) - 211_000)
+    for fd in writer.fds.values():
+        os.close(fd)

@@ -164,8 +164,10 @@ def test_the_writer_fills_zeros_around_a_request_never_under_it(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     """Records are written over whatever is under them in the same sync: zeros there are
-    work for nothing (a request past the fill's size wrote all of itself twice). Around
-    them, the fill still reaches ``prealloc`` past its old end."""
+    work for nothing (a request past the fill's size wrote all of itself twice). A small
+    request that outruns the fill fills one piece past its records (here ``prealloc``, the
+    smaller); a request of a piece or more fills nothing (zeros ahead of it doubled what
+    its sync wrote); a gap before the records is filled."""
     from magnetar.bookie import journal_writer
 
     filled: list[tuple[int, int]] = []
@@ -176,7 +178,8 @@ def test_the_writer_fills_zeros_around_a_request_never_under_it(
         return real_fill(fd, start, end)
 
     monkeypatch.setattr(journal_writer, "zero_fill", recording_fill)
-    writer = journal_writer.Writer(str(tmp_path), 1 << 30, 64 * 1024)
+    piece = 64 * 1024
+    writer = journal_writer.Writer(str(tmp_path), 1 << 30, piece)
     path = Path(journal_writer.journal_path(str(tmp_path), 1))
 
     def request(offset: int, data: bytes) -> None:
@@ -189,20 +192,24 @@ def test_the_writer_fills_zeros_around_a_request_never_under_it(
             os.close(r)
             os.close(w)
 
-    small, big = b"s" * 1000, b"b" * 50_000
-    request(0, small)  # outruns the (empty) fill: zeros after it, to 64 KiB
-    assert filled == [(1000, 64 * 1024)]
-    request(1000, big)  # inside the fill: nothing to do
+    small, mid = b"s" * 1000, b"m" * 50_000
+    request(0, small)  # outruns the (empty) fill: a piece of zeros after it
+    assert filled == [(1000, 1000 + piece)]
+    request(1000, mid)  # inside the fill: nothing to do
     assert len(filled) == 1
-    request(51_000, big)  # past the fill's end: zeros only past the records
-    assert filled[1:] == [(101_000, 128 * 1024)]
-    request(101_000, b"x" * 100_000)  # past prealloc beyond the fill: no zeros at all
+    request(51_000, mid)  # past the fill's end: zeros only past the records
+    assert filled[1:] == [(101_000, 101_000 + piece)]
+    big = b"b" * journal_writer.PIECE_BYTES
+    request(101_000, big)  # a piece or more: no zeros at all, the file grows with it
     assert len(filled) == 2
-    request(210_000, small)  # a gap before the records (not made by the journal): zeroed
-    assert filled[2:] == [(201_000, 210_000), (211_000, 201_000 + 64 * 1024)]
+    big_end = 101_000 + len(big)
+    assert writer.allocated[1] == big_end
+    request(big_end + 9000, small)  # a gap before the records (not made by the journal)
+    assert filled[2:] == [(big_end, big_end + 9000), (big_end + 10_000, big_end + 10_000 + piece)]
     data = path.read_bytes()
-    assert data[:1000] == small and data[1000:101_000] == big * 2
-    assert data[101_000:201_000] == b"x" * 100_000 and data[201_000:210_000] == bytes(9000)
-    assert data[210_000:211_000] == small and data[211_000:] == bytes(len(data) - 211_000)
+    assert data[:1000] == small and data[1000:101_000] == mid * 2
+    assert data[101_000:big_end] == big and data[big_end : big_end + 9000] == bytes(9000)
+    assert data[big_end + 9000 : big_end + 10_000] == small
+    assert data[big_end + 10_000 :] == bytes(piece)
     for fd in writer.fds.values():
         os.close(fd)

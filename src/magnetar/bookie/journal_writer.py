@@ -26,12 +26,15 @@ at each sync: an fdatasync then flushes data only, instead of also writing the i
 on a journaling file system, waiting for a metadata commit). While requests are smaller
 than a piece (256 KiB), the fill is done between them: once less than half of ``prealloc
 bytes`` is filled past the last record, pieces are written, each synced on its own, until
-``prealloc bytes`` are, stopping whenever a request waits in the pipe. Bigger requests, and
-a request whose records outrun the fill, fill inside the request, past its records up to
-``prealloc bytes`` past the fill's old end (never under the records: they are written there
-in the same sync). Filled inside a request, the zeros went to disk in that request's sync:
-with 4 MiB at a time, one sync in about a thousand took 8-13 ms instead of 0.4 ms on the
-test machine, and every publish waiting behind it waited as long.
+``prealloc bytes`` are, stopping whenever a request waits in the pipe. A request whose records
+outrun the fill fills inside itself only if it is smaller than a piece, and then one piece
+past its records at most (never under them: they are written there in the same sync).
+Zeros filled inside a request go to disk in that request's sync: with ``prealloc bytes``
+at a time, one sync in about a thousand took 8-13 ms instead of 0.4 ms on the test
+machine, and every publish waiting behind it waited as long; a small request after big
+ones paid 4 MiB of zeros. A request of a piece or more (batched publishing) grows the file
+with its records and fills nothing: zeros ahead of it doubled the bytes each of its syncs
+wrote, and the next big request follows at once.
 Opening a file closes those of earlier files (synced first: a failed file's sync error must
 not fail the next file's writes) and syncs the directory.
 """
@@ -122,12 +125,14 @@ class Writer:
         try:
             fd = self.fd(file_id)
             allocated = self.allocated.get(file_id, 0)
-            if end > allocated:  # zeros around the records, never under them: they are
-                # written over at once, in the same sync (a request past ``prealloc`` bytes
-                # wrote all of itself twice)
+            if end > allocated:  # the records outrun the fill: zeros never under them
+                # (written over at once, in the same sync), and past them at most a piece,
+                # for a small request only (see the module docstring)
                 if offset > allocated:
                     zero_fill(fd, allocated, offset)
-                target = min(allocated + self.prealloc, self.file_size_max)
+                target = end
+                if length < PIECE_BYTES:
+                    target = min(end + min(PIECE_BYTES, self.prealloc), self.file_size_max)
                 self.allocated[file_id] = zero_fill(fd, end, target) if target > end else end
             while offset < end:
                 moved = os.splice(inp, fd, end - offset, offset_dst=offset)
@@ -151,8 +156,7 @@ class Writer:
         lasts)."""
         if not self.fds or last_request_bytes >= PIECE_BYTES:
             # requests this big come back to back: the next would wait for a piece, and each
-            # piece's own sync is one more; such a writer fills inside its requests, as it
-            # always did
+            # piece's own sync is one more; they grow the file themselves (see write)
             return
         file_id = max(self.fds)
         fd = self.fds[file_id]

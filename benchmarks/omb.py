@@ -204,13 +204,15 @@ def run_workload(
     seconds: float,
     ack_every: int | None = None,
     connections: int = CONNECTIONS_PER_BROKER,
+    consume: bool = True,
 ) -> dict[str, object]:
     """One OMB ``TestResult`` of ``w`` against ``broker`` (already started); each consumer
     acknowledges cumulatively every ``ack_every`` messages (by default every 100 unbatched,
     every 10 entries batched: OMB's consumers acknowledge every message, and a broker may
     redeliver what stays unacknowledged; the raw consumer decodes only what it acknowledges).
     The producers are spread over ``connections`` connections (one topic: one), the
-    consumers over as many of their own."""
+    consumers over as many of their own; with ``consume`` false there are no consumers
+    (the producers' rate alone)."""
     frames = StampedFrames(w.message_size, w.batched)
     if ack_every is None:
         ack_every = max(100, 10 * frames.per_send)
@@ -224,7 +226,8 @@ def run_workload(
         run_raw(broker.port, topics, frames, seconds, rate,  # type: ignore[arg-type]
                 host=broker.host, subscriptions=w.subscriptions_per_topic,
                 publish_latencies=publish, on_delivery=e2e, drain_s=max(60.0, seconds),
-                undrained_ok=True, ack_every=ack_every, connections=connections)
+                undrained_ok=True, ack_every=ack_every, connections=connections,
+                consume=consume)
     )  # fmt: skip
     result: dict[str, object] = {
         "workload": w.name,
@@ -341,6 +344,9 @@ def main() -> None:
     parser.add_argument("--ack-every", type=int, default=None, metavar="N",
                         help="each consumer acknowledges cumulatively every N messages "
                         "(default: 100 unbatched, 1000 batched)")  # fmt: skip
+    parser.add_argument("--produce-only", action="store_true",
+                        help="no subscriptions: the producers' rate alone (a peer whose "
+                        "consumers fall behind then measures the same work)")  # fmt: skip
     args = parser.parse_args()
     names = args.workloads.split(",")
     unknown = [n for n in names if n not in WORKLOADS]
@@ -365,7 +371,12 @@ def main() -> None:
                       flush=True)  # fmt: skip
                 with fresh(driver, args.peer) as broker:
                     result = run_workload(
-                        w, broker, seconds, args.ack_every, args.connections_per_broker
+                        w,
+                        broker,
+                        seconds,
+                        args.ack_every,
+                        args.connections_per_broker,
+                        not args.produce_only,
                     )
                 result["driver"] = driver
                 result["round"] = round_no

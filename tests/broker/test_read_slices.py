@@ -3,6 +3,7 @@ backlog's order, and a broker that answers a sliced read exactly as a whole one.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from magnetar.broker import connection as connection_module
 from magnetar.broker.read_slices import (
     SLICE_SENDS,
+    TURN_READ_BYTES,
     ReadBacklog,
     plan_read,
     producer_runs,
@@ -296,3 +298,34 @@ async def test_garbage_after_a_sliced_read_closes_only_that_connection(tmp_path:
         again = await AsyncRawClient.open(broker.port)
         await again.request(producer_cmd(again, new_topic(), 1, producer_name="q"))
         await again.close()
+
+
+async def test_reading_stops_for_two_loop_turns_after_a_mebibyte(tmp_path: Path) -> None:
+    """uvloop reads a socket up to 32 times per readiness event: a window of big SENDs was
+    decoded in one turn, before the bookie got any of it. Two reads that together pass
+    TURN_READ_BYTES, handed in as uvloop hands them (one after the other, no turn
+    between), stop reading for two loop turns; then the connection reads on, and every
+    SEND is receipted."""
+    async with running_broker(tmp_path) as broker:
+        raw = await AsyncRawClient.open(broker.port)
+        await raw.request(producer_cmd(raw, new_topic(), 1, producer_name="p"))
+        (conn,) = broker._connections
+        assert conn.transport is not None
+        frames: list[bytes] = []
+        count = TURN_READ_BYTES // 100_000 + 2
+        for seq in range(count):
+            md = MessageMetadata(producer_name="p", sequence_id=seq, publish_time=1)
+            frames.extend(encode_send(1, seq, md, bytes(100_000)))
+        data = b"".join(frames)
+        half = len(data) // 2
+        conn.data_received(data[:half])
+        assert conn.transport.is_reading()  # less than TURN_READ_BYTES so far
+        conn.data_received(data[half:])
+        assert not conn.transport.is_reading()
+        await asyncio.sleep(0)  # the first turn: the SENDs go to the bookie
+        assert not conn.transport.is_reading()
+        await asyncio.sleep(0)  # the second: the journal's flusher starts the sync
+        assert conn.transport.is_reading()
+        for seq in range(count):
+            frame = await raw.wait_for(lambda f: isinstance(f.command, SendReceipt))
+            assert frame.command.sequence_id == seq  # type: ignore[attr-defined]

@@ -48,7 +48,7 @@ from magnetar import __version__
 from magnetar.auth import TopicOperation
 from magnetar.broker.connection_auth import ConnectionAuth
 from magnetar.broker.error_reply import failure_reply
-from magnetar.broker.read_slices import SLICE_SENDS, ReadBacklog, plan_read
+from magnetar.broker.read_slices import SLICE_SENDS, TURN_READ_BYTES, ReadBacklog, plan_read
 from magnetar.common.clock import Timer
 from magnetar.common.errors import ProtocolError, ServerError, ServiceNotReady
 from magnetar.metadata.store import SessionExpired
@@ -135,6 +135,9 @@ class ServerConnection(asyncio.Protocol):
         self._paused_for_rate = False  # a topic published to is over its publish rate
         self._paused_for_publish_buffer = False  # the broker's publishes in flight: too many bytes
         self._paused_for_backlog = False
+        self._paused_for_turns = False
+        self._read_bytes = 0
+        """Bytes read since reading last stopped for two loop turns (``read_slices``)."""
         self._backlog: ReadBacklog | None = None
         """What the reads held after a deferred slice of SENDs, in stream order
         (:mod:`magnetar.broker.read_slices`); None when nothing is deferred."""
@@ -211,6 +214,17 @@ class ServerConnection(asyncio.Protocol):
             self._backlog.append(self._feed, data)
             return
         self._feed(data)
+        self._read_bytes += len(data)
+        if self._read_bytes >= TURN_READ_BYTES and not self.closed:
+            self._read_bytes = 0
+            self._paused_for_turns = True
+            self._update_reading()
+            self._loop.call_soon(self._loop.call_soon, self._resume_after_turns)
+
+    def _resume_after_turns(self) -> None:
+        """Two loop turns after reading stopped (``read_slices``): read on."""
+        self._paused_for_turns = False
+        self._update_reading()
 
     def _feed(self, data: bytes) -> bool:
         decoder = self._decoder
@@ -294,6 +308,7 @@ class ServerConnection(asyncio.Protocol):
             or self._paused_for_rate
             or self._paused_for_publish_buffer
             or self._paused_for_backlog
+            or self._paused_for_turns
         )
         if paused != self._reading_paused:
             self._reading_paused = paused

@@ -20,6 +20,13 @@ shorter runs (about a third more broker CPU per message over 100 topics on 8 con
 Everything the read held after a deferred slice (other frames, further SEND runs, later
 reads) waits behind it in :class:`ReadBacklog`, in stream order, and the connection reads
 no more until the backlog is empty.
+
+Big SENDs need no slicing to fill a window (500 entries of 10 KB are 5 MB in 20 reads
+of 256 KB, each under a slice), but uvloop reads a socket up to 32 times per readiness
+event, so the whole window was decoded in one turn all the same. A connection therefore
+also stops reading for two loop turns after every :data:`TURN_READ_BYTES` it has read: the
+first hands what was read to the bookie, the second lets the journal's flusher start its
+sync, and reading goes on while the disk works.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from magnetar.protocol.frame import SendRun
 
 SLICE_SENDS = 128
 """At most this many SENDs of one read are handled per event-loop turn."""
+TURN_READ_BYTES = 1024 * 1024
+"""After this many bytes read, a connection stops reading for two event-loop turns."""
 
 
 def producer_runs(sends: SendRun) -> list[SendRun]:

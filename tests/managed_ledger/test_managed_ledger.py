@@ -567,6 +567,36 @@ async def test_a_rollover_whose_close_fails_leaves_no_ledger_behind(
     await ml.close()
 
 
+async def test_every_entry_of_a_ledger_whose_close_failed_stays_readable(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger whose close failed still says OPEN. Opened for reading apart from its
+    writer, its end is the last confirmation the bookies heard, one entry short of what its
+    writer confirmed (that confirmation rides on the next add, which never came): a reader
+    was refused the last acknowledged entry. Its entries are read through its writer until
+    it is closed."""
+    clock = ManualClock()
+    ml = await open_ml(cluster, clock=clock, ledger_entries_max=3, write_retry_backoff_min_ms=10)
+    written = [await ml.add_entry(b"m%d" % i) for i in range(3)]
+    full = written[0].ledger_id
+    real_close = LedgerHandle.close
+
+    async def close_failing(handle: LedgerHandle) -> None:
+        if handle.ledger_id == full:
+            raise OSError("metadata store unavailable")
+        await real_close(handle)
+
+    monkeypatch.setattr(LedgerHandle, "close", close_failing)
+    with pytest.raises(ManagedLedgerError, match="closing ledger"):
+        await ml.add_entry(b"refused")  # the full ledger's rollover fails
+    assert ml.writer is None and ml.rollover.unclosed is not None
+    ml.cache.clear()  # from storage, not memory
+    cursor = await ml.open_cursor("sub", earliest=True)
+    assert [e.position for e in await cursor.read_entries(3)] == written
+    monkeypatch.setattr(LedgerHandle, "close", real_close)
+    await ml.close()
+
+
 async def _ledgers_match(cluster: Cluster, ml: ManagedLedger) -> bool:
     return (
         await cluster.client.list_ledgers() == ml.ledger_ids() == await stored_ledger_ids(cluster)

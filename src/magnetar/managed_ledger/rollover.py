@@ -9,7 +9,9 @@ is written (compare-and-set) and the new ledger takes the queued appends.
 
 Failures: a ledger that cannot be closed is kept (``unclosed``) and closed before any new
 one starts (the log must not move past a ledger whose metadata still says OPEN: readers
-would see none of its entries); a ledger created for a rollover that did not happen is
+would see none of its entries); while closing, and until it is closed, its entries are
+read through that handle (opened apart, its end would be the last confirmation the bookies
+heard, one entry short of its writer's); a ledger created for a rollover that did not happen is
 deleted. Any failure fails the queued appends (never left hanging) and, unless the managed
 ledger was fenced, counts as a storage failure (state ``WRITE_FAILED``, see
 :mod:`~magnetar.managed_ledger.add_pipeline`).
@@ -164,6 +166,7 @@ class Rollover:
         old = ml.writer or self.unclosed
         ml.writer = None
         if old is not None:
+            self.unclosed = old  # read through until closed (``LogReader``)
             try:
                 await old.close()
             except Exception as exc:
@@ -173,7 +176,6 @@ class Rollover:
                 # Its metadata still says OPEN: readers would see none of its entries
                 # (acknowledged ones included), so the log must not move past it. The next
                 # rollover tries again.
-                self.unclosed = old
                 raise ManagedLedgerError(
                     f"{ml.name}: closing ledger {old.ledger_id} failed: {exc}"
                 ) from exc

@@ -123,14 +123,12 @@ class LogReader:
 
     async def _read_storage(self, seg: LedgerSegment, first: int, last: int) -> Sequence[bytes]:
         ml = self._ml
-        writer = ml.writer
-        if writer is None or writer.ledger_id != seg.ledger_id:
-            # a ledger being closed, or whose close failed, still says OPEN: opened apart,
-            # its end would be what the bookies heard confirmed, one entry short of what
-            # its writer confirmed (the last confirmation rides on the next add)
-            writer = ml.rollover.unclosed
-        if writer is not None and writer.ledger_id == seg.ledger_id:
-            return [e.data for e in await writer.read(first, last)]
+        # the current ledger, or one being closed or whose close failed (it still says
+        # OPEN: opened apart, its end would be what the bookies heard confirmed, one entry
+        # short of what its writer confirmed; the last confirmation rides on the next add)
+        for writer in (ml.writer, ml.rollover.unclosed):
+            if writer is not None and writer.ledger_id == seg.ledger_id:
+                return [e.data for e in await writer.read(first, last)]
         readable = seg.offload is not None and ml.offloads.offloader_of(seg.offload) is not None
         if seg.offloaded and (not seg.on_bookies or readable):
             if not seg.on_bookies or not ml.config.offload_read_bookkeeper_first:

@@ -52,7 +52,8 @@ class Rollover:
         self.task: asyncio.Task[None] | None = None
         """The rollover under way (None: none)."""
         self.unclosed: LedgerWriter | None = None
-        """The previous ledger when closing it failed: closed before any new one starts."""
+        """The previous ledger while it is being closed, and after closing it failed
+        (closed before any new one starts); its entries are read through it meanwhile."""
         self._background: set[asyncio.Future[None]] | None = None
         """Deletions of unused ledgers in progress (made at the first: an empty set is
         216 B, and most managed ledgers never have one)."""

@@ -371,13 +371,9 @@ def main() -> None:
                       flush=True)  # fmt: skip
                 with fresh(driver, args.peer) as broker:
                     result = run_workload(
-                        w,
-                        broker,
-                        seconds,
-                        args.ack_every,
-                        args.connections_per_broker,
-                        not args.produce_only,
-                    )
+                        w, broker, seconds, args.ack_every, args.connections_per_broker,
+                        consume=not args.produce_only,
+                    )  # fmt: skip
                 result["driver"] = driver
                 result["round"] = round_no
                 runs.append(result)

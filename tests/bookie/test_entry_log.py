@@ -219,6 +219,42 @@ async def _bookie_collected_by_hand(tmp_path: Path, **config: Any) -> tuple[Meta
     return store, bookie
 
 
+def test_a_checkpoint_that_adds_wait_for_syncs_in_bigger_pieces_from_its_next_piece_on(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A checkpoint syncs 512 KiB at a time; once the owner marks it behind (adds wait for
+    write-cache room), 2 MiB at a time from the next piece on, and every entry is in the
+    file either way."""
+    from magnetar.bookie import entry_log
+
+    logger = EntryLogger(tmp_path)
+    payload = b"x" * 1200
+    added = [logger.add(1, e, e - 1, crc32c.crc32c(payload), payload) for e in range(12_000)]
+    assert logger.buffered_bytes > 6 * entry_log.SYNC_CHUNK_BYTES_BEHIND
+    real_fdatasync = os.fdatasync
+    synced_at: list[int] = []
+    frozen = logger.freeze()
+    (buf,) = frozen
+
+    def recording_sync(fd: int) -> None:
+        real_fdatasync(fd)
+        synced_at.append(os.fstat(fd).st_size)
+        if len(synced_at) == 2:  # adds start waiting while the third piece is cut
+            logger.behind = True
+
+    monkeypatch.setattr(os, "fdatasync", recording_sync)
+    logger.write_frozen(frozen)
+    monkeypatch.setattr(os, "fdatasync", real_fdatasync)
+    pieces = [b - a for a, b in zip([0, *synced_at], synced_at, strict=False)]
+    assert pieces[:2] == [pytest.approx(entry_log.SYNC_CHUNK_BYTES, abs=2000)] * 2
+    assert pieces[2:-1] == [pytest.approx(entry_log.SYNC_CHUNK_BYTES_BEHIND, abs=2000)] * (
+        len(pieces) - 3
+    )
+    assert len(pieces) > 4 and synced_at[-1] == buf.size
+    logger.release(frozen)
+    assert logger.read_file(added[-1]).payload == payload
+
+
 def test_a_checkpoint_drops_big_payloads_as_they_are_synced_and_a_retry_writes_only_the_rest(
     tmp_path: Path, monkeypatch: Any
 ) -> None:

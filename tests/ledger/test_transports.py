@@ -282,7 +282,9 @@ async def test_local_acks_wait_for_the_checkpoint_once_the_write_cache_is_full(
 ) -> None:
     """Adds go on while a checkpoint writes; past a quarter more than the write cache, the
     in-process transport acknowledges only once that checkpoint ends, so the callers' windows
-    stop further adds (the write buffers grew without bound while a slow checkpoint ran)."""
+    stop further adds (the write buffers grew without bound while a slow checkpoint ran).
+    While adds wait, the entry logs are written in the bigger pieces of a checkpoint that is
+    behind."""
     cache_bytes = 16 * 1024
     b = Bookie(
         BookieConfig(
@@ -325,8 +327,10 @@ async def test_local_acks_wait_for_the_checkpoint_once_the_write_cache_is_full(
             await asyncio.wait_for(synced.wait(), 30)
             assert b.checkpointer.write_cache_full
             assert answers == []  # in the journal, not acknowledged while the cache is full
+            assert storage.entry_logger.behind
         await wait_until_async(lambda: answers == [0], 30, what="the add acknowledged")
         assert not b.checkpointer.write_cache_full
+        assert not storage.entry_logger.behind
     finally:
         transport.close()
         await b.stop()

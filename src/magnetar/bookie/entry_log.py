@@ -69,6 +69,12 @@ _SUFFIX: Final = ".log"
 SYNC_CHUNK_BYTES: Final = 512 * 1024
 """A checkpoint writes the buffers and syncs every this many bytes: the journal, on the same
 disk, then waits behind at most this much entry-log data, not a whole checkpoint's."""
+SYNC_CHUNK_BYTES_BEHIND: Final = 2 * 1024 * 1024
+"""...and every this many while adds wait for write-cache room (:attr:`EntryLogger.behind`):
+each sync of a growing file also commits its size and blocks, a cost of its own. At 512 KiB
+the checkpoints of batched publishing spent twice as long syncing as writing and the adds
+waited half the time; 2 MiB always made 1 KiB publishes at 37.5 k msg/s wait longer behind
+them (p99 2.5 → 3.6 ms; docs/perf-log.md, fourteenth pass)."""
 SYNC_CHUNK_RECORDS_MIN: Final = 32
 """...and every this many records at least: 100 KB entries synced five at a time made
 batched publishing 10-20 % slower (each sync has a cost of its own), while small entries
@@ -180,11 +186,12 @@ class _Buffer:
         return StoredEntry(ledger, entry, lac, crc, payload)
 
     def sync_chunks(
-        self, chunk_bytes: int, records_min: int = 1
+        self, chunk_bytes: Callable[[], int], records_min: int = 1
     ) -> Iterator[tuple[int, int, list[memoryview | bytes]]]:
         """Worker thread, frozen buffer: the records not yet released in runs of about
-        ``chunk_bytes`` and at least ``records_min`` records: ``(log offset, end record,
-        pieces)``, the pieces to write back to back at that offset."""
+        ``chunk_bytes()`` (asked before each run) and at least ``records_min`` records:
+        ``(log offset, end record, pieces)``, the pieces to write back to back at that
+        offset."""
         offsets = self.offsets
         heads = self.heads
         big = self.big
@@ -195,7 +202,7 @@ class _Buffer:
         first = self.released
         while first < n:
             start = offsets[first]
-            end = min(max(bisect_left(offsets, start + chunk_bytes), first + records_min), n)
+            end = min(max(bisect_left(offsets, start + chunk_bytes()), first + records_min), n)
             pieces: list[memoryview | bytes] = []
             pos = heads[first]
             lo = bisect_left(big_records, first)
@@ -268,6 +275,10 @@ class EntryLogger:
         self.on_released: Callable[[], None] | None = None
         """Called from the writing thread after each sync chunk of a checkpoint (the owner's
         hook to let adds waiting for room go on before the checkpoint ends)."""
+        self.behind = False
+        """Set by the owner while adds wait for write-cache room: the checkpoint writing syncs
+        :data:`SYNC_CHUNK_BYTES_BEHIND` at a time from its next chunk on (read by the writing
+        thread)."""
 
     def path(self, log_id: int) -> Path:
         return self._dir / f"{log_id:010d}{_SUFFIX}"
@@ -488,7 +499,7 @@ class EntryLogger:
                     # a sync per chunk: the journal, on the same disk, then waits behind at
                     # most a chunk of entry-log data, not a whole checkpoint's, and a big
                     # payload leaves memory as soon as it is on disk
-                    chunks = b.sync_chunks(SYNC_CHUNK_BYTES, SYNC_CHUNK_RECORDS_MIN)
+                    chunks = b.sync_chunks(self._sync_chunk_bytes, SYNC_CHUNK_RECORDS_MIN)
                     for start, end, pieces in chunks:
                         file_io.pwritev_all(fd, pieces, start)
                         os.fdatasync(fd)
@@ -499,6 +510,9 @@ class EntryLogger:
                 os.close(fd)
         if created:  # a new file's directory entry; otherwise no directory sync (a commit)
             file_io.fsync_dir(self._dir)
+
+    def _sync_chunk_bytes(self) -> int:
+        return SYNC_CHUNK_BYTES_BEHIND if self.behind else SYNC_CHUNK_BYTES
 
     def unfreeze(self, frozen: list[_Buffer]) -> None:
         """A checkpoint failed to write ``frozen``: the next :meth:`freeze` takes them again

@@ -71,13 +71,11 @@ class StandaloneConfig:
     bookie_disk_check_interval_ms: int = 1_000
     """How often the bookie checks free space and, when read-only after a storage fault,
     retries a checkpoint to turn writable again."""
-    bookie_write_cache_size_mb: int = 32
+    bookie_write_cache_size_mb: int = 16
     """MiB of written entries the bookie buffers before a checkpoint writes them to its
     entry logs (BookKeeper's ``dbStorage_writeCacheMaxSizeMb``; a checkpoint also runs
     every second). Smaller than a dedicated bookie's 64 MiB: the standalone's broker caches
-    the same entries for tailing reads, in the same process. Adds wait past a quarter more
-    (see :mod:`magnetar.bookie.checkpoint`): at 16 MiB that headroom, 4 MiB, was ~15 ms of
-    batched publishing, less than one checkpoint takes to write it."""
+    the same entries for tailing reads, in the same process."""
     bookie_gc_interval_ms: int = 60_000
     """How often the bookie garbage-collects deleted ledgers (BookKeeper's ``gcWaitTime``):
     forgets their entries and removes or compacts the entry logs that held them."""

@@ -51,7 +51,7 @@ __all__ = ["LOG_LEVELS", "standalone"]
 )
 @click.option(
     "--bookie-write-cache-size-mb",
-    default=32,
+    default=16,
     show_default=True,
     type=click.IntRange(min=1),
     help="MiB of written entries the bookie buffers before writing them to its entry logs "

@@ -277,6 +277,50 @@ async def test_local_transport_needs_a_serving_bookie(tmp_path: Path) -> None:
         LocalBookieTransport(b, SystemClock(), 1000)
 
 
+async def test_checkpoints_are_behind_from_a_cache_filled_again_while_one_writes(
+    tmp_path: Path, store: MetadataStore
+) -> None:
+    """Past the write cache while a checkpoint still writes (before any add waits for
+    room), the checkpoints are behind: the entry logs are synced in bigger pieces until a
+    checkpoint ends with less than the cache buffered."""
+    cache_bytes = 16 * 1024
+    b = Bookie(
+        BookieConfig(
+            data_dir=tmp_path / "b",
+            port=0,
+            disk_free_min_bytes=0,
+            entry_size_max_bytes=8192,
+            write_cache_max_bytes=cache_bytes,
+            checkpoint_interval_ms=600_000,
+        ),
+        store,
+    )
+    await b.start()
+    transport = LocalBookieTransport(b, SystemClock(), 30_000)
+    pool = BookiePool(SystemClock(), request_timeout_ms=30_000)
+    payload = b"p" * 4000
+    try:
+        storage = b.storage
+        assert storage is not None
+        logger = storage.entry_logger
+        entry = 0
+        while logger.buffered_bytes <= cache_bytes // 2:  # no checkpoint wanted yet
+            assert (await add(transport, add_request(pool, 1, entry, payload)))[0] == 0
+            entry += 1
+        assert not logger.behind
+        async with b.checkpointer.lock:  # a checkpoint still writing (a slow disk)
+            while logger.buffered_bytes <= cache_bytes:
+                assert not logger.behind
+                assert (await add(transport, add_request(pool, 1, entry, payload)))[0] == 0
+                entry += 1
+            assert logger.behind and not b.checkpointer.write_cache_full
+        await wait_until_async(lambda: not logger.behind, 30, what="a checkpoint caught up")
+        assert logger.buffered_bytes <= cache_bytes
+    finally:
+        transport.close()
+        await b.stop()
+
+
 async def test_local_acks_wait_for_the_checkpoint_once_the_write_cache_is_full(
     tmp_path: Path, store: MetadataStore
 ) -> None:

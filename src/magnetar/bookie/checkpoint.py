@@ -15,9 +15,13 @@ bookie's state (read-only until a retried checkpoint works, see
 ``write_cache_max_bytes`` still in memory (:attr:`Checkpointer.write_cache_full`), the
 in-process transport's acknowledgements wait (:meth:`Checkpointer.on_write_cache_room`) until
 the checkpoint writing has synced enough, or its attempt ends (BookKeeper throttles adds
-when its write cache is full): the callers' windows then hold further adds back. While they
-wait, the checkpoint syncs in bigger pieces (:attr:`EntryLogger.behind`): it writes faster,
-and the journal's syncs it then delays are of adds that are waiting anyway.
+when its write cache is full): the callers' windows then hold further adds back.
+
+**A checkpoint that is behind** syncs in bigger pieces (:attr:`EntryLogger.behind`, faster):
+from when adds wait for room, or the cache fills again while a checkpoint still writes the
+last fill, until a checkpoint ends with less than the cache buffered. Under loads that never
+fill the cache during a checkpoint (publishing at 37.5 k msg/s, unbatched at full speed) the
+pieces stay small, so the journal's syncs on the same disk wait behind less.
 """
 
 from __future__ import annotations
@@ -102,6 +106,10 @@ class Checkpointer(BackgroundService):
                 log.info(
                     "bookie %s: removed entry logs, %d bytes freed", self._state.bookie_id, freed
                 )
+            # caught up, unless the adds during this checkpoint filled the cache again
+            storage.entry_logger.behind = (
+                storage.entry_logger.buffered_bytes > self.write_cache_max_bytes
+            )
             detached = journal.detach_before(job.journal_position)
             if detached:
                 await loop.run_in_executor(self._executor, unlink_all, detached)
@@ -138,8 +146,11 @@ class Checkpointer(BackgroundService):
     # -- the write cache ------------------------------------------------------------------
 
     def check_write_cache(self) -> None:
-        """Start a checkpoint now if the write buffers outgrew the cache."""
+        """Start a checkpoint now if the write buffers outgrew the cache (and mark the one
+        writing, if any, behind)."""
         if self._storage.entry_logger.buffered_bytes > self.write_cache_max_bytes:
+            if self.lock.locked():  # filled again before the last fill is written
+                self._storage.entry_logger.behind = True
             self._wanted.set()
 
     @property
@@ -173,7 +184,6 @@ class Checkpointer(BackgroundService):
             self.release_waiters()
 
     def release_waiters(self) -> None:
-        self._storage.entry_logger.behind = False
         waiters, self._waiters = self._waiters, []
         for callback in waiters:
             callback()

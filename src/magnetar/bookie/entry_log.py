@@ -70,11 +70,11 @@ SYNC_CHUNK_BYTES: Final = 512 * 1024
 """A checkpoint writes the buffers and syncs every this many bytes: the journal, on the same
 disk, then waits behind at most this much entry-log data, not a whole checkpoint's."""
 SYNC_CHUNK_BYTES_BEHIND: Final = 2 * 1024 * 1024
-"""...and every this many while adds wait for write-cache room (:attr:`EntryLogger.behind`):
+"""...and every this many while the checkpoints are behind (:attr:`EntryLogger.behind`):
 each sync of a growing file also commits its size and blocks, a cost of its own. At 512 KiB
 the checkpoints of batched publishing spent twice as long syncing as writing and the adds
-waited half the time; 2 MiB always made 1 KiB publishes at 37.5 k msg/s wait longer behind
-them (p99 2.5 → 3.6 ms; docs/perf-log.md, fourteenth pass)."""
+waited for write-cache room half the time; 2 MiB always made 1 KiB publishes at 37.5 k
+msg/s wait longer behind them (p99 2.5 → 3.6 ms; docs/perf-log.md, fourteenth pass)."""
 SYNC_CHUNK_RECORDS_MIN: Final = 32
 """...and every this many records at least: 100 KB entries synced five at a time made
 batched publishing 10-20 % slower (each sync has a cost of its own), while small entries
@@ -276,7 +276,8 @@ class EntryLogger:
         """Called from the writing thread after each sync chunk of a checkpoint (the owner's
         hook to let adds waiting for room go on before the checkpoint ends)."""
         self.behind = False
-        """Set by the owner while adds wait for write-cache room: the checkpoint writing syncs
+        """Set by the owner while its checkpoints are behind (see
+        :mod:`magnetar.bookie.checkpoint`): the checkpoint writing syncs
         :data:`SYNC_CHUNK_BYTES_BEHIND` at a time from its next chunk on (read by the writing
         thread)."""
 

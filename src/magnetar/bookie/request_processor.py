@@ -308,8 +308,8 @@ class RequestProcessor:
         then ``done(run_ids, ...)`` from the journal sync that covers the run, for every
         run of that caller in the sync. While the write cache is full
         (:attr:`Checkpointer.write_cache_full`) the durable answer waits for room: the
-        callers' windows stop adds meanwhile, so the write buffers stay near twice their
-        bound."""
+        callers' windows stop adds meanwhile, so the write buffers stay near a quarter over
+        their bound."""
         refusal = self.admit_adds(
             ledger_id, first_entry_id, last_add_confirmed, checksums, payloads, recovery
         )

@@ -223,8 +223,8 @@ def test_a_checkpoint_that_adds_wait_for_syncs_in_bigger_pieces_from_its_next_pi
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     """A checkpoint syncs 512 KiB at a time; once the owner marks it behind (adds wait for
-    write-cache room), 2 MiB at a time from the next piece on, and every entry is in the
-    file either way."""
+    write-cache room, or the cache filled again meanwhile), 2 MiB at a time from the next
+    piece on, and every entry is in the file either way."""
     from magnetar.bookie import entry_log
 
     logger = EntryLogger(tmp_path)

@@ -5,6 +5,7 @@ journal has written and synced, the same failures when the bookie stops or stall
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -277,13 +278,12 @@ async def test_local_transport_needs_a_serving_bookie(tmp_path: Path) -> None:
         LocalBookieTransport(b, SystemClock(), 1000)
 
 
-async def test_checkpoints_are_behind_from_a_cache_filled_again_while_one_writes(
-    tmp_path: Path, store: MetadataStore
-) -> None:
-    """Past the write cache while a checkpoint still writes (before any add waits for
-    room), the checkpoints are behind: the entry logs are synced in bigger pieces until a
-    checkpoint ends with less than the cache buffered."""
-    cache_bytes = 16 * 1024
+@contextlib.asynccontextmanager
+async def _small_write_cache_bookie(
+    tmp_path: Path, store: MetadataStore, cache_bytes: int
+) -> AsyncIterator[tuple[Bookie, LocalBookieTransport, BookiePool]]:
+    """A started bookie with a write cache of ``cache_bytes`` and no timed checkpoints (only
+    a full cache starts one), its in-process transport and a pool to build requests with."""
     b = Bookie(
         BookieConfig(
             data_dir=tmp_path / "b",
@@ -297,9 +297,22 @@ async def test_checkpoints_are_behind_from_a_cache_filled_again_while_one_writes
     )
     await b.start()
     transport = LocalBookieTransport(b, SystemClock(), 30_000)
-    pool = BookiePool(SystemClock(), request_timeout_ms=30_000)
-    payload = b"p" * 4000
     try:
+        yield b, transport, BookiePool(SystemClock(), request_timeout_ms=30_000)
+    finally:
+        transport.close()
+        await b.stop()
+
+
+async def test_checkpoints_are_behind_from_a_cache_filled_again_while_one_writes(
+    tmp_path: Path, store: MetadataStore
+) -> None:
+    """Past the write cache while a checkpoint still writes (before any add waits for
+    room), the checkpoints are behind: the entry logs are synced in bigger pieces until a
+    checkpoint ends with less than the cache buffered."""
+    cache_bytes = 16 * 1024
+    payload = b"p" * 4000
+    async with _small_write_cache_bookie(tmp_path, store, cache_bytes) as (b, transport, pool):
         storage = b.storage
         assert storage is not None
         logger = storage.entry_logger
@@ -316,9 +329,6 @@ async def test_checkpoints_are_behind_from_a_cache_filled_again_while_one_writes
             assert logger.behind and not b.checkpointer.write_cache_full
         await wait_until_async(lambda: not logger.behind, 30, what="a checkpoint caught up")
         assert logger.buffered_bytes <= cache_bytes
-    finally:
-        transport.close()
-        await b.stop()
 
 
 async def test_local_acks_wait_for_the_checkpoint_once_the_write_cache_is_full(
@@ -330,22 +340,8 @@ async def test_local_acks_wait_for_the_checkpoint_once_the_write_cache_is_full(
     While adds wait, the entry logs are written in the bigger pieces of a checkpoint that is
     behind."""
     cache_bytes = 16 * 1024
-    b = Bookie(
-        BookieConfig(
-            data_dir=tmp_path / "b",
-            port=0,
-            disk_free_min_bytes=0,
-            entry_size_max_bytes=8192,
-            write_cache_max_bytes=cache_bytes,
-            checkpoint_interval_ms=600_000,
-        ),
-        store,
-    )
-    await b.start()
-    transport = LocalBookieTransport(b, SystemClock(), 30_000)
-    pool = BookiePool(SystemClock(), request_timeout_ms=30_000)
     payload = b"p" * 4000
-    try:
+    async with _small_write_cache_bookie(tmp_path, store, cache_bytes) as (b, transport, pool):
         async with b.checkpointer.lock:  # a checkpoint that cannot write yet (a slow disk)
             storage = b.storage
             assert storage is not None
@@ -375,6 +371,3 @@ async def test_local_acks_wait_for_the_checkpoint_once_the_write_cache_is_full(
         await wait_until_async(lambda: answers == [0], 30, what="the add acknowledged")
         assert not b.checkpointer.write_cache_full
         assert not storage.entry_logger.behind
-    finally:
-        transport.close()
-        await b.stop()

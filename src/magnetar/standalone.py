@@ -87,6 +87,8 @@ class StandaloneConfig:
     metadata_session_timeout_s: float = 10.0
     bookie_journal_skip_invalid_records: bool = False
     """See :attr:`BookieConfig.journal_skip_invalid_records`."""
+    bookie_journal_reuse_files: bool = True
+    """See :attr:`BookieConfig.journal_reuse_files`."""
     functions_worker: bool = True
     """Run one Functions Worker in the process (``--no-functions-worker`` turns it off)."""
     functions_runtime: str = "thread"
@@ -166,6 +168,7 @@ class Standalone(HostsBrokerServer):
                 disk_check_interval_ms=cfg.bookie_disk_check_interval_ms,
                 write_cache_max_bytes=cfg.bookie_write_cache_size_mb * 1024 * 1024,
                 journal_skip_invalid_records=cfg.bookie_journal_skip_invalid_records,
+                journal_reuse_files=cfg.bookie_journal_reuse_files,
                 gc_interval_ms=cfg.bookie_gc_interval_ms,
             ),
             self.store,

@@ -150,10 +150,11 @@ async def test_files_are_zero_filled_ahead_and_replay_stops_at_the_zeros(tmp_pat
     assert [(r.ledger_id, r.entry_id) for r in records] == [(4, i) for i in range(1000)] + [(5, 0)]
 
 
-def _records(*payloads: bytes, ledger: int = 7) -> list[bytes]:
-    """Encoded ADD_ENTRY records, one per payload (entry ids 0, 1, ...)."""
+def _records(*payloads: bytes, ledger: int = 7, file_id: int = 1) -> list[bytes]:
+    """Encoded ADD_ENTRY records of journal file ``file_id``, one per payload (entry ids 0,
+    1, ...)."""
     return [
-        encode_record(RecordKind.ADD_ENTRY, ledger, i, i - 1, crc32c.crc32c(p), len(p)) + p
+        encode_record(file_id, RecordKind.ADD_ENTRY, ledger, i, i - 1, crc32c.crc32c(p), len(p)) + p
         for i, p in enumerate(payloads)
     ]
 
@@ -205,7 +206,7 @@ def test_replay_skips_damaged_records_when_told_and_counts_them(tmp_path: Path) 
 
 def test_replay_treats_an_unknown_record_kind_as_damage(tmp_path: Path) -> None:
     recs = _records(b"a" * 10, b"b" * 10)
-    bad = encode_record(9, 7, 5, 4, 0, 0)  # intact checksums, but no such kind
+    bad = encode_record(1, 9, 7, 5, 4, 0, 0)  # intact checksums, but no such kind
     _write_journal(tmp_path, recs[0] + bad + recs[1])
     with pytest.raises(JournalCorrupt):
         list(replay(tmp_path, JournalPosition(0, 0)))

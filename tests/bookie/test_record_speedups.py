@@ -75,21 +75,20 @@ def test_pure_python_is_chosen_by_the_environment_variable() -> None:
 
 
 @settings(max_examples=500, deadline=None)
-@given(run=runs, type_=st.sampled_from([1, 2]))
+@given(run=runs, type_=st.sampled_from([1, 2]), file_id=st.integers(0, 2**64 - 1))
 def test_journal_records_match_the_pure_python_encoder(
     run: tuple[int | list[int], int | list[int], int | list[int], list[int], list[bytes]],
     type_: int,
+    file_id: int,
 ) -> None:
     assert CRECORDS is not None
     ledgers, entries, lacs, checksums, payloads = run
     columns = _columns(ledgers, entries, lacs, len(payloads))
-    expected = b"".join(journal.record_parts(type_, *columns, checksums, payloads))
-    assert CRECORDS.journal_records(type_, ledgers, entries, lacs, checksums, payloads) == (
-        expected
-    )
-    assert b"".join(journal.record_parts(type_, ledgers, entries, lacs, checksums, payloads)) == (
-        expected
-    )
+    expected = b"".join(journal.record_parts(file_id, type_, *columns, checksums, payloads))
+    got = CRECORDS.journal_records(file_id, type_, ledgers, entries, lacs, checksums, payloads)
+    assert got == expected
+    parts = journal.record_parts(file_id, type_, ledgers, entries, lacs, checksums, payloads)
+    assert b"".join(parts) == expected
 
 
 @settings(max_examples=500, deadline=None)
@@ -121,9 +120,11 @@ def test_bad_columns_raise(args: tuple[object, ...], error: type[Exception]) -> 
     with pytest.raises(error):
         CRECORDS.entry_log_records(*args)
     with pytest.raises(error):
-        CRECORDS.journal_records(1, *args)
+        CRECORDS.journal_records(1, 1, *args)
     with pytest.raises(ValueError):
-        CRECORDS.journal_records(256, 1, 0, 0, [1], [b"a"])
+        CRECORDS.journal_records(1, 256, 1, 0, 0, [1], [b"a"])
+    with pytest.raises(OverflowError):  # a file id is a u64
+        CRECORDS.journal_records(-1, 1, 1, 0, 0, [1], [b"a"])
 
 
 def test_records_written_by_the_compiled_encoder_read_back(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ STANDALONE_ONLY = {
     "--bookie-write-cache-size-mb",
     "--bookie-gc-interval-ms",
     "--journal-skip-invalid-records",
+    "--journal-reuse-files",
     "--functions-worker",
     "--functions-runtime",
 }

@@ -81,7 +81,13 @@ class SimulatedJournal:
     ) -> None:
         for i, (checksum, payload) in enumerate(zip(checksums, payloads, strict=True)):
             header = encode_record(
-                type_, ledger_id, first_entry_id + i, lac, checksum, len(payload)
+                self._disk.file_id,
+                type_,
+                ledger_id,
+                first_entry_id + i,
+                lac,
+                checksum,
+                len(payload),
             )
             self._pending.append(header + payload)
         self._kick()

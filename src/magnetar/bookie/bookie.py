@@ -107,6 +107,11 @@ class BookieConfig:
     """Start even if journal replay finds a damaged record followed by valid ones
     (BookKeeper's ``skipReplayJournalInvalidRecord``): the damaged bytes are skipped and
     logged. Off: the bookie refuses to start (:class:`~magnetar.bookie.errors.JournalCorrupt`)."""
+    journal_reuse_files: bool = True
+    """Keep a checkpointed journal file and write the next file over it (BookKeeper's
+    ``journalReuseFiles``): the journal's syncs then write data only, without committing a
+    growing file's size (see :mod:`magnetar.bookie.journal`). Costs the disk space of one
+    journal file."""
     rack: str | None = None
     """Where the bookie stands, ``/region/rack``, written into its registration for the
     ledger clients' placement (a rack set through ``admin bookies set-bookie-rack``
@@ -227,6 +232,7 @@ class Bookie:
             group_bytes_max=cfg.journal_group_bytes_max,
             group_wait_ms=cfg.journal_group_wait_ms,
             pending_bytes_max=cfg.journal_pending_bytes_max,
+            reuse_files=cfg.journal_reuse_files,
             on_write_failure=state.journal_write_failed,
         )
         journal.start()

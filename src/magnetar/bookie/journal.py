@@ -7,8 +7,12 @@ Files ``journal/<file_id:020d>.jnl`` hold records back to back::
     |         |           |          | u64    |             |        | (entry's)|         |
     +---------+-----------+----------+--------+-------------+--------+----------+---------+
 
-``len`` is the payload length; ``hcrc`` is the CRC32C of the fields after it (type..crc);
-``type`` is a :class:`RecordKind`; ``crc`` is the client's CRC32C of the payload.
+``len`` is the payload length; ``hcrc`` is the CRC32C of the file's id (a ``u64``) followed
+by the fields after it (type..crc); ``type`` is a :class:`RecordKind`; ``crc`` is the
+client's CRC32C of the payload. With the file's id under ``hcrc``, a record is valid only in
+the file it was written for: a reused file's old records read as the end of what was written
+(see *Reuse* below). Replay also takes records whose ``hcrc`` leaves the file id out, the
+format of journals written before it was added (such files are never reused).
 
 Replay tells the end of the written part from corruption (as etcd's WAL does). Files are
 zero-filled ahead of the records (``prealloc_bytes`` at a time, see
@@ -51,6 +55,15 @@ owner's ``on_write_failure`` listener is told. Later appends are tried again.
 Files roll at ``file_size_max_bytes`` (decided at append time, so every record's position is
 known at once); files wholly before a checkpoint's position are removed with
 :meth:`Journal.remove_before`.
+
+Reuse (BookKeeper's ``journalReuseFiles``): with ``reuse_files``, a checkpointed file this
+journal wrote is renamed ``<file_id:020d>.jnl.spare`` instead of deleted (one is kept,
+:data:`SPARE_FILES_MAX`); the writer process renames a spare to the next file's name when it
+opens that file, and writes over the old records in place. An fdatasync of a file whose size
+and blocks do not change writes data only; one that grows the file also commits its new size
+(on ext4 with the entry logs' dirty data, which couples the journal to the checkpoint).
+Only files written in this format are kept as spares: this journal's own, and spares (made
+from such files only). An older file's records would still validate.
 """
 
 from __future__ import annotations
@@ -71,6 +84,7 @@ from magnetar.bookie.errors import JournalCorrupt
 from magnetar.bookie.journal_process import Segment, WriterProcess
 from magnetar.bookie.journal_writer import (
     JOURNAL_SUFFIX,
+    SPARE_SUFFIX,
     journal_path,
 )
 from magnetar.common import crc32c
@@ -81,8 +95,14 @@ from magnetar.protocol.speedups import CRECORDS
 log = logging.getLogger(__name__)
 
 RECORD_HEADER: Final = struct.Struct("<IIBQqqI")
-_CRC_PART: Final = struct.Struct("<BQqqI")
+_CRC_PART: Final = struct.Struct("<QBQqqI")
+"""What ``hcrc`` covers: the file's id, then the header's fields after ``hcrc``."""
+_FILE_ID: Final = struct.Struct("<Q")
 HEADER_SIZE: Final = RECORD_HEADER.size
+SPARE_FILES_MAX: Final = 1
+"""Spare files kept with ``reuse_files``: the file before the one being written is
+checkpointed and made spare long before the journal rolls again (a checkpoint runs every
+few seconds, or each time the write cache fills), so one spare is there at each roll."""
 
 
 class RecordKind(enum.IntEnum):
@@ -129,16 +149,24 @@ class JournalRecord:
 
 
 def encode_record(
-    type_: int, ledger_id: int, entry_id: int, lac: int, checksum: int, payload_len: int
+    file_id: int,
+    type_: int,
+    ledger_id: int,
+    entry_id: int,
+    lac: int,
+    checksum: int,
+    payload_len: int,
 ) -> bytes:
-    """The record header; the payload follows it unchanged."""
-    part = _CRC_PART.pack(type_, ledger_id, entry_id, lac, checksum)
+    """The header of a record in journal file ``file_id``; the payload follows it
+    unchanged."""
+    part = _CRC_PART.pack(file_id, type_, ledger_id, entry_id, lac, checksum)
     return RECORD_HEADER.pack(
         payload_len, crc32c.crc32c(part), type_, ledger_id, entry_id, lac, checksum
     )
 
 
 def run_buffers(
+    file_id: int,
     type_: int,
     ledger_ids: int | Sequence[int],
     entry_ids: int | Sequence[int],
@@ -151,11 +179,16 @@ def run_buffers(
     columns as :func:`record_parts` takes them: one buffer from the compiled encoder when
     the payloads are small enough to copy, else each header and payload uncopied."""
     if CRECORDS is not None and payload_max <= COPY_MAX_BYTES:
-        return (CRECORDS.journal_records(type_, ledger_ids, entry_ids, lacs, checksums, payloads),)
-    return record_parts(type_, ledger_ids, entry_ids, lacs, checksums, payloads)
+        return (
+            CRECORDS.journal_records(
+                file_id, type_, ledger_ids, entry_ids, lacs, checksums, payloads
+            ),
+        )
+    return record_parts(file_id, type_, ledger_ids, entry_ids, lacs, checksums, payloads)
 
 
 def record_parts(
+    file_id: int,
     type_: int,
     ledger_ids: int | Sequence[int],
     entry_ids: int | Sequence[int],
@@ -163,9 +196,9 @@ def record_parts(
     checksums: Sequence[int],
     payloads: Sequence[bytes],
 ) -> Iterator[bytes]:
-    """Each record's header, then its payload, in order: the records of a run in C loops,
-    without copying the payloads. ``ledger_ids`` and ``lacs``: an int for every record, or
-    one each; ``entry_ids``: the first of consecutive ids, or one each. The compiled
+    """Each record's header, then its payload, in order, for journal file ``file_id``: the
+    records of a run in C loops, without copying the payloads. ``ledger_ids`` and ``lacs``:
+    an int for every record, or one each; ``entry_ids``: the first of consecutive ids, or one each. The compiled
     ``journal_records`` (:data:`~magnetar.protocol.speedups.CRECORDS`) returns the same
     bytes joined."""
     n = len(payloads)
@@ -177,7 +210,8 @@ def record_parts(
         lacs = [lacs] * n
     types = repeat(type_)
     sizes = map(len, payloads)
-    crcs = map(crc32c.crc32c, map(_CRC_PART.pack, types, ledger_ids, entry_ids, lacs, checksums))
+    parts = map(_CRC_PART.pack, repeat(file_id), types, ledger_ids, entry_ids, lacs, checksums)
+    crcs = map(crc32c.crc32c, parts)
     headers = map(RECORD_HEADER.pack, sizes, crcs, types, ledger_ids, entry_ids, lacs, checksums)
     return chain.from_iterable(zip(headers, payloads, strict=True))
 
@@ -188,6 +222,11 @@ def journal_file_ids(directory: Path) -> list[int]:
         with contextlib.suppress(ValueError):
             ids.append(int(p.stem))
     return sorted(ids)
+
+
+def spare_paths(directory: Path) -> list[Path]:
+    """The journal's spare files (checkpointed files kept for reuse)."""
+    return list(directory.glob(f"*{JOURNAL_SUFFIX}{SPARE_SUFFIX}"))
 
 
 def _path(directory: Path, file_id: int) -> Path:
@@ -204,24 +243,26 @@ class ReplayStats:
     corrupt_bytes: int = 0
 
 
-def _record_at(data: bytes, pos: int) -> tuple[JournalRecord, int] | None:
-    """The intact record at ``pos`` and the offset after it, or ``None``."""
+def _record_at(data: bytes, pos: int, file_id: bytes) -> tuple[JournalRecord, int] | None:
+    """The intact record at ``pos`` and the offset after it, or ``None``. ``file_id``: the
+    file's id packed as ``hcrc`` covers it."""
     end = len(data)
     if end - pos < HEADER_SIZE:
         return None
     length, hcrc, type_, ledger, entry, lac, crc = RECORD_HEADER.unpack_from(data, pos)
-    if type_ not in _KINDS or crc32c.crc32c(data[pos + 8 : pos + HEADER_SIZE]) != hcrc:
-        return None
     p = pos + HEADER_SIZE
-    if end - p < length:
+    if type_ not in _KINDS or end - p < length:
         return None
+    fields = data[pos + 8 : p]
+    if crc32c.crc32c(file_id + fields) != hcrc and crc32c.crc32c(fields) != hcrc:
+        return None  # neither this file's record nor one of the format before file ids
     payload = data[p : p + length]
     if type_ == ADD_ENTRY and crc32c.crc32c(payload) != crc:
         return None
     return JournalRecord(RecordKind(type_), ledger, entry, lac, crc, payload), p + length
 
 
-def _next_valid(data: bytes, after: int) -> int | None:
+def _next_valid(data: bytes, after: int, file_id: bytes) -> int | None:
     """The offset of the first intact record starting after ``after``, or ``None``."""
     start = after + 1 + _TYPE_OFFSET
     # The next occurrence of each kind byte; only the one just tried is searched again.
@@ -232,7 +273,7 @@ def _next_valid(data: bytes, after: int) -> int | None:
             return None
         hit = min(live)
         pos = hit - _TYPE_OFFSET
-        if _record_at(data, pos) is not None:
+        if _record_at(data, pos, file_id) is not None:
             return pos
         which = nexts.index(hit)
         nexts[which] = data.find(_KIND_BYTES[which], hit + 1)
@@ -256,15 +297,16 @@ def replay(
             continue
         path = _path(directory, file_id)
         data = path.read_bytes()
+        packed_id = _FILE_ID.pack(file_id)
         pos = start.offset if file_id == start.file_id else 0
         while pos < len(data):
-            found = _record_at(data, pos)
+            found = _record_at(data, pos, packed_id)
             if found is not None:
                 record, pos = found
                 stats.records += 1
                 yield record
                 continue
-            resume = _next_valid(data, pos)
+            resume = _next_valid(data, pos, packed_id)
             if resume is None:
                 break  # zeros or a torn tail: the end of what was written
             where = f"journal file {path} has a damaged record at offset {pos}"
@@ -317,6 +359,7 @@ class Journal:
         pending_bytes_max: int = 64 * 1024 * 1024,
         prealloc_bytes: int = 4 * 1024 * 1024,
         start_file_id: int | None = None,
+        reuse_files: bool = False,
         on_write_failure: Callable[[BaseException], None] | None = None,
     ) -> None:
         self._dir = directory
@@ -333,6 +376,9 @@ class Journal:
             start_file_id if start_file_id is not None else (existing[-1] + 1 if existing else 1)
         )
         self._file_offset = 0
+        self._reuse_files = reuse_files
+        self._first_file_id = self._file_id
+        """Files from this one on are this journal's own, the ones it may make spare."""
         # Segments waiting for the flusher: [file_id, [buffers], bytes].
         self._segments: list[Segment] = [(self._file_id, 0, [])]
         self._pending_bytes = 0
@@ -404,7 +450,16 @@ class Journal:
         if run and min(sizes) > 0 and offset + added <= file_max:
             # the usual run (tens of unbatched adds) at once, when it stays in this file
             bufs.extend(
-                run_buffers(type_, ledger_id, first_entry_id, lac, checksums, payloads, max(sizes))
+                run_buffers(
+                    self._file_id,
+                    type_,
+                    ledger_id,
+                    first_entry_id,
+                    lac,
+                    checksums,
+                    payloads,
+                    max(sizes),
+                )
             )
             offset += added
         else:
@@ -419,7 +474,7 @@ class Journal:
                     bufs = []
                     self._segments.append((self._file_id, 0, bufs))
                 # encode_record, inline (it runs per entry)
-                part = _CRC_PART.pack(type_, ledger_id, entry_id, lac, checksum)
+                part = _CRC_PART.pack(self._file_id, type_, ledger_id, entry_id, lac, checksum)
                 bufs.append(
                     RECORD_HEADER.pack(
                         n, crc32c.crc32c(part), type_, ledger_id, entry_id, lac, checksum
@@ -465,7 +520,9 @@ class Journal:
                 self.append_many(type_, ledger_id, entry_id, lac, (checksum,), (payload,))
             return
         self._segments[-1][2].extend(
-            run_buffers(type_, ledger_ids, entry_ids, lacs, checksums, payloads, max(sizes))
+            run_buffers(
+                self._file_id, type_, ledger_ids, entry_ids, lacs, checksums, payloads, max(sizes)
+            )
         )
         self._file_offset = offset + added
         self._pending_bytes += added
@@ -513,20 +570,36 @@ class Journal:
         return len(paths)
 
     def detach_before(self, position: JournalPosition) -> list[Path]:
-        """The paths of the journal files wholly before ``position`` (checkpointed), for the
-        caller to delete with :func:`unlink_all` off the event loop (unlinking a big,
-        zero-filled file takes tens of milliseconds).
+        """Make spares of the journal files wholly before ``position`` (checkpointed) while
+        reusing files (see the module docstring), and return the paths of the rest, and of
+        spares past :data:`SPARE_FILES_MAX`, for the caller to delete with
+        :func:`unlink_all` off the event loop (unlinking a big, zero-filled file takes tens
+        of milliseconds).
 
         The writer process may still be writing the tail of the last of them (a batch that
         spans a rollover, while the checkpoint that began after it has ended): its own
-        descriptor keeps the unlinked file, or it creates the file again if it had not
-        opened it yet. Both are harmless: what such a file holds is checkpointed, replay
-        starts after it, and the next removal takes it."""
-        return [
-            _path(self._dir, file_id)
-            for file_id in journal_file_ids(self._dir)
-            if file_id < position.file_id
-        ]
+        descriptor keeps the unlinked or renamed file, or it creates the file again (from a
+        spare, maybe) if it had not opened it yet. All are harmless: what such a file holds
+        is checkpointed, replay starts after it, the next removal takes it, and records
+        written for it do not validate in the file a spare becomes."""
+        spares = spare_paths(self._dir)
+        gone = []
+        for file_id in journal_file_ids(self._dir):
+            if file_id >= position.file_id:
+                break
+            path = _path(self._dir, file_id)
+            if self._reuse_files and file_id >= self._first_file_id:
+                spare = path.with_name(path.name + SPARE_SUFFIX)
+                try:
+                    path.rename(spare)
+                except FileNotFoundError:
+                    continue
+                spares.append(spare)
+            else:
+                gone.append(path)
+        keep = SPARE_FILES_MAX if self._reuse_files else 0
+        spares.sort()
+        return gone + spares[: max(0, len(spares) - keep)]
 
     # -- the flusher ----------------------------------------------------------------------
 

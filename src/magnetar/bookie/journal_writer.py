@@ -36,7 +36,10 @@ ones paid 4 MiB of zeros. A request of a piece or more (batched publishing) grow
 with its records and fills nothing: zeros ahead of it doubled the bytes each of its syncs
 wrote, and the next big request follows at once.
 Opening a file closes those of earlier files (synced first: a failed file's sync error must
-not fail the next file's writes) and syncs the directory.
+not fail the next file's writes) and syncs the directory. A file that does not exist yet is
+made from the newest spare (``*.jnl.spare``: a checkpointed file the journal kept for reuse)
+if there is one: renamed to the file's name, its old records are written over in place and
+count as filled (they do not validate in a file of another id), so its syncs write data only.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ _ZEROS: Final = bytes(PIECE_BYTES)
 
 
 JOURNAL_SUFFIX: Final = ".jnl"
+SPARE_SUFFIX: Final = ".spare"
 
 
 def journal_path(directory: str, file_id: int) -> str:
@@ -92,7 +96,7 @@ class Writer:
         self.prealloc = prealloc
         self.fds: dict[int, int] = {}
         self.allocated: dict[int, int] = {}
-        """Per open file: the end of its zero-filled (or written) part."""
+        """Per open file: the end of its zero-filled (or written, or reused) part."""
         self.written: dict[int, int] = {}
         """Per open file: the end of its last record."""
 
@@ -107,14 +111,28 @@ class Writer:
                 os.close(self.fds.pop(old))
                 self.allocated.pop(old, None)
                 self.written.pop(old, None)
-            fd = os.open(journal_path(self.directory, file_id), os.O_WRONLY | os.O_CREAT, 0o644)
+            path = journal_path(self.directory, file_id)
+            if not os.path.exists(path):
+                self.take_spare(path)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
             self.fds[file_id] = fd
+            self.allocated[file_id] = os.fstat(fd).st_size
             dir_fd = os.open(self.directory, os.O_RDONLY)
             try:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
         return fd
+
+    def take_spare(self, path: str) -> None:
+        """Rename the newest spare file, if there is one, to ``path``."""
+        suffix = JOURNAL_SUFFIX + SPARE_SUFFIX
+        spares = sorted(n for n in os.listdir(self.directory) if n.endswith(suffix))
+        if spares:
+            try:  # noqa: SIM105 (no contextlib here: see the imports)
+                os.rename(os.path.join(self.directory, spares[-1]), path)
+            except FileNotFoundError:  # deleted meanwhile: the file starts empty
+                pass
 
     def write(self, inp: int, file_id: int, offset: int, length: int) -> OSError | None:
         """Move ``length`` bytes from the pipe ``inp`` to ``offset`` of the file (``splice``:

@@ -110,6 +110,13 @@ def _rack(rack: str | None) -> str | None:
     "(skips and logs it; its entries are lost on this bookie). Default: refuse to start.",
 )
 @click.option(
+    "--journal-reuse-files/--no-journal-reuse-files",
+    default=True,
+    show_default=True,
+    help="Keep a checkpointed journal file and write the next one over it (syncs then "
+    "write data only; costs the disk space of one journal file).",
+)
+@click.option(
     "--autorecovery/--no-autorecovery",
     default=True,
     show_default=True,
@@ -139,6 +146,7 @@ def bookie(
     journal_group_wait_ms: float,
     session_timeout_s: float,
     journal_skip_invalid_records: bool,
+    journal_reuse_files: bool,
     autorecovery: bool,
     autorecovery_tasks_max: int,
 ) -> None:
@@ -163,6 +171,7 @@ def bookie(
         entry_log_size_max_bytes=entry_log_size_max_bytes,
         journal_group_wait_ms=journal_group_wait_ms,
         journal_skip_invalid_records=journal_skip_invalid_records,
+        journal_reuse_files=journal_reuse_files,
     )
     install_uvloop()
     tune_gc_for_serving()

@@ -73,6 +73,13 @@ __all__ = ["LOG_LEVELS", "standalone"]
     "valid ones (skips and logs it; its entries are lost). Default: refuse to start.",
 )
 @click.option(
+    "--journal-reuse-files/--no-journal-reuse-files",
+    default=True,
+    show_default=True,
+    help="Keep a checkpointed journal file and write the next one over it (syncs then "
+    "write data only; costs the disk space of one journal file).",
+)
+@click.option(
     "--functions-worker/--no-functions-worker",
     default=True,
     show_default=True,
@@ -95,6 +102,7 @@ def standalone(
     bookie_write_cache_size_mb: int,
     bookie_gc_interval_ms: int,
     journal_skip_invalid_records: bool,
+    journal_reuse_files: bool,
     functions_worker: bool,
     functions_runtime: str,
     log_level: str,
@@ -135,6 +143,7 @@ def standalone(
         bookie_write_cache_size_mb=bookie_write_cache_size_mb,
         bookie_gc_interval_ms=bookie_gc_interval_ms,
         bookie_journal_skip_invalid_records=journal_skip_invalid_records,
+        bookie_journal_reuse_files=journal_reuse_files,
         functions_worker=functions_worker,
         functions_runtime=functions_runtime,
         metadata_url=metadata_url,

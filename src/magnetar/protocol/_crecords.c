@@ -5,7 +5,7 @@
  * compares them).
  *
  * Journal record:   u32 len, u32 hcrc, u8 type, u64 ledger, i64 entry, i64 lac, u32 crc, payload
- *                   (hcrc: CRC32C of type..crc)
+ *                   (hcrc: CRC32C of the file's id as a u64, then type..crc)
  * Entry-log record: u32 len, u64 ledger, i64 entry, i64 lac, u32 crc, payload
  * All little-endian. */
 
@@ -30,11 +30,11 @@ static void crc_init(void) {
     }
 }
 
-static uint32_t crc32c(const unsigned char *p, Py_ssize_t n) {
-    uint32_t c = 0xFFFFFFFFu;
+/* The register after p[0..n) from c (start at 0xFFFFFFFF; the CRC is the result ^ 0xFFFFFFFF). */
+static uint32_t crc32c_update(uint32_t c, const unsigned char *p, Py_ssize_t n) {
     while (n--)
         c = crc_table[(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
+    return c;
 }
 
 static inline void put_u32le(unsigned char *out, uint32_t v) {
@@ -98,7 +98,7 @@ static Py_ssize_t column_length(column *col) {
 
 /* ---- the encoder both record kinds share ------------------------------------------------- */
 
-static PyObject *encode_records(PyObject *const *args, int journal, int type) {
+static PyObject *encode_records(PyObject *const *args, int journal, int type, uint64_t file_id) {
     /* args: ledgers, entries, lacs, checksums, payloads */
     column ledgers, entries, lacs;
     PyObject *checksums = NULL, *payloads = NULL, *out = NULL;
@@ -129,6 +129,9 @@ static PyObject *encode_records(PyObject *const *args, int journal, int type) {
         goto done;
     }
     Py_ssize_t header = journal ? JOURNAL_HEADER : ENTRY_LOG_HEADER;
+    unsigned char file_id_le[8];
+    put_u64le(file_id_le, file_id);
+    uint32_t file_crc = crc32c_update(0xFFFFFFFFu, file_id_le, 8);
     Py_ssize_t total = 0;
     for (; taken < n; taken++) {
         if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(payloads, taken), &views[taken],
@@ -166,7 +169,7 @@ static PyObject *encode_records(PyObject *const *args, int journal, int type) {
         put_u32le(fields + 24, (uint32_t)checksum);
         if (journal) {
             p[8] = (unsigned char)type;
-            put_u32le(p + 4, crc32c(p + 8, JOURNAL_HEADER - 8));
+            put_u32le(p + 4, crc32c_update(file_crc, p + 8, JOURNAL_HEADER - 8) ^ 0xFFFFFFFFu);
         }
         memcpy(p + header, views[i].buf, (size_t)len);
         p += header + len;
@@ -187,23 +190,27 @@ done:
 }
 
 PyDoc_STRVAR(journal_records_doc,
-"journal_records(type, ledgers, entries, lacs, checksums, payloads) -> bytes\n\n"
-"The journal records of payloads[i], back to back. ledgers and lacs: an int for every\n"
-"record or a sequence; entries: the first of consecutive ids or a sequence.");
+"journal_records(file_id, type, ledgers, entries, lacs, checksums, payloads) -> bytes\n\n"
+"The journal records of payloads[i], back to back, for journal file file_id. ledgers and\n"
+"lacs: an int for every record or a sequence; entries: the first of consecutive ids or a\n"
+"sequence.");
 
 static PyObject *journal_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "journal_records takes 6 arguments");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "journal_records takes 7 arguments");
         return NULL;
     }
-    long type = PyLong_AsLong(args[0]);
+    unsigned long long file_id = PyLong_AsUnsignedLongLong(args[0]);
+    if (file_id == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    long type = PyLong_AsLong(args[1]);
     if (type == -1 && PyErr_Occurred())
         return NULL;
     if (type < 0 || type > 255) {
         PyErr_SetString(PyExc_ValueError, "a record type is a u8");
         return NULL;
     }
-    return encode_records(args + 1, 1, (int)type);
+    return encode_records(args + 2, 1, (int)type, (uint64_t)file_id);
 }
 
 PyDoc_STRVAR(entry_log_records_doc,
@@ -215,7 +222,7 @@ static PyObject *entry_log_records(PyObject *self, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_TypeError, "entry_log_records takes 5 arguments");
         return NULL;
     }
-    return encode_records(args, 0, 0);
+    return encode_records(args, 0, 0, 0);
 }
 
 static PyMethodDef methods[] = {

@@ -40,6 +40,11 @@ class SimulatedDisk:
         if len(self.written) > self._file_starts[-1]:
             self._file_starts.append(len(self.written))
 
+    @property
+    def file_id(self) -> int:
+        """The id of the file writes go to: files are numbered from 1, as :meth:`files`."""
+        return len(self._file_starts)
+
     def files(self) -> list[bytes]:
         """The content of every file, oldest first."""
         ends = [*self._file_starts[1:], len(self.written)]

@@ -98,6 +98,7 @@ RECORD_HEADER: Final = struct.Struct("<IIBQqqI")
 _CRC_PART: Final = struct.Struct("<QBQqqI")
 """What ``hcrc`` covers: the file's id, then the header's fields after ``hcrc``."""
 _FILE_ID: Final = struct.Struct("<Q")
+_LENGTH: Final = struct.Struct("<I")
 HEADER_SIZE: Final = RECORD_HEADER.size
 SPARE_FILES_MAX: Final = 1
 """Spare files kept with ``reuse_files``: the file before the one being written is
@@ -265,18 +266,23 @@ def _record_at(data: bytes, pos: int, file_id: bytes) -> tuple[JournalRecord, in
 def _next_valid(data: bytes, after: int, file_id: bytes) -> int | None:
     """The offset of the first intact record starting after ``after``, or ``None``."""
     start = after + 1 + _TYPE_OFFSET
+    room = len(data) - HEADER_SIZE
+    length_at = _LENGTH.unpack_from
+    find = data.find
+    add_kind, fence_kind = _KIND_BYTES
     # The next occurrence of each kind byte; only the one just tried is searched again.
-    nexts = [data.find(k, start) for k in _KIND_BYTES]
-    while True:
-        live = [i for i in nexts if i >= 0]
-        if not live:
-            return None
-        hit = min(live)
+    add, fence = find(add_kind, start), find(fence_kind, start)
+    while add >= 0 or fence >= 0:
+        if fence < 0 or 0 <= add < fence:
+            hit, add = add, find(add_kind, add + 1)
+        else:
+            hit, fence = fence, find(fence_kind, fence + 1)
         pos = hit - _TYPE_OFFSET
-        if _record_at(data, pos, file_id) is not None:
+        # a length that fits first: much cheaper than the checksums, and the bytes of a
+        # reused file's old records (mostly payloads) seldom hold one
+        if length_at(data, pos)[0] <= room - pos and _record_at(data, pos, file_id) is not None:
             return pos
-        which = nexts.index(hit)
-        nexts[which] = data.find(_KIND_BYTES[which], hit + 1)
+    return None
 
 
 def replay(

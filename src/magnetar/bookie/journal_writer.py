@@ -65,7 +65,9 @@ ANSWER: Final = struct.Struct("<iI")
 PIECE_BYTES: Final = 256 * 1024
 """Reads past a failed segment's bytes, and zero-fills, go in pieces of this size at most:
 this process holds little more than one piece (its memory counts as the bookie's)."""
-_ZEROS: Final = bytes(PIECE_BYTES)
+_ZEROS: list[bytes] = []
+"""A piece of zeros, made by the first fill (the bookie imports this module for its names;
+only the writer process fills)."""
 
 
 JOURNAL_SUFFIX: Final = ".jnl"
@@ -81,9 +83,12 @@ def journal_path(directory: str, file_id: int) -> str:
 def zero_fill(fd: int, start: int, end: int) -> int:
     """Write zeros over ``[start, end)``; returns ``end``. Replay reads zeros as a torn tail
     (their header checksum fails), which is what the unwritten part of a file is."""
+    if not _ZEROS:
+        _ZEROS.append(bytes(PIECE_BYTES))
+    zeros = memoryview(_ZEROS[0])
     pos = start
     while pos < end:
-        pos += os.pwrite(fd, memoryview(_ZEROS)[: min(len(_ZEROS), end - pos)], pos)
+        pos += os.pwrite(fd, zeros[: min(PIECE_BYTES, end - pos)], pos)
     return end
 
 

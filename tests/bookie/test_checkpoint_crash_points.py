@@ -171,6 +171,9 @@ def _config(data_dir: Path, port: int) -> BookieConfig:
         disk_check_interval_ms=never_ms,
         gc_interval_ms=never_ms,
         entry_log_size_max_bytes=32 * 1024,  # several logs: compaction and dead logs
+        # several journal files: the checkpoint makes one a spare and deletes the others,
+        # and later files reuse spares (the copies replay over their old records)
+        journal_file_size_max_bytes=16 * 1024,
     )
 
 

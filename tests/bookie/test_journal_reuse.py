@@ -19,9 +19,9 @@ from magnetar.bookie.journal import (
     Journal,
     JournalPosition,
     journal_file_ids,
+    release_files,
     replay,
     spare_paths,
-    unlink_all,
 )
 from magnetar.bookie.journal_writer import journal_path
 from magnetar.common.clock import SystemClock
@@ -63,6 +63,14 @@ async def _fill_to_file(j: Journal, ledger: int, file_id: int) -> list[int]:
     return entries
 
 
+def _file(directory: Path, file_id: int) -> Path:
+    return Path(journal_path(str(directory), file_id))
+
+
+def _spare(directory: Path, file_id: int) -> Path:
+    return Path(journal_path(str(directory), file_id) + ".spare")
+
+
 def _replayed(directory: Path, start: JournalPosition) -> list[tuple[int, int]]:
     return [(r.ledger_id, r.entry_id) for r in replay(directory, start)]
 
@@ -74,7 +82,9 @@ async def test_a_checkpointed_file_is_written_over_as_the_next_one_and_only_its_
     try:
         first = await _fill_to_file(j, 1, 2)
         # A checkpoint in file 2: file 1 becomes the spare.
-        assert j.detach_before(j.position) == []
+        detached = j.detach_before(j.position)
+        assert detached.removals == []
+        release_files(detached)
         (spare,) = spare_paths(tmp_path)
         inode, size = spare.stat().st_ino, spare.stat().st_size
         assert size >= FILE_BYTES - len(PAYLOAD) - 64
@@ -128,12 +138,10 @@ async def test_files_of_the_earlier_format_replay_and_are_deleted_not_reused(
     j = _journal(tmp_path)  # starts at file 2: never appends to an existing file
     try:
         await _fill_to_file(j, 1, 3)
-        gone = j.detach_before(j.position)
-        assert gone == [Path(journal_path(str(tmp_path), 1))], "file 1 is not this journal's"
-        assert [p.name for p in spare_paths(tmp_path)] == [
-            Path(journal_path(str(tmp_path), 2)).name + ".spare"
-        ]
-        unlink_all(gone)
+        detached = j.detach_before(j.position)
+        assert detached.removals == [_file(tmp_path, 1)], "file 1 is not this journal's"
+        release_files(detached)
+        assert spare_paths(tmp_path) == [_spare(tmp_path, 2)]
     finally:
         await j.close()
     assert journal_file_ids(tmp_path) == [3]
@@ -145,15 +153,12 @@ async def test_spares_past_the_one_kept_and_all_without_reuse_are_handed_back_to
     j = _journal(tmp_path)
     try:
         await _fill_to_file(j, 1, 4)
-        gone = j.detach_before(j.position)  # files 1..3: one stays a spare, the newest
+        detached = j.detach_before(j.position)  # files 1..3: one becomes a spare, the newest
         assert SPARE_FILES_MAX == 1
-        assert [p.name for p in gone] == [
-            Path(journal_path(str(tmp_path), i)).name + ".spare" for i in (1, 2)
-        ]
-        unlink_all(gone)
-        assert [p.name for p in spare_paths(tmp_path)] == [
-            Path(journal_path(str(tmp_path), 3)).name + ".spare"
-        ]
+        assert detached.removals == [_file(tmp_path, 1), _file(tmp_path, 2)]
+        assert detached.spares == [(_file(tmp_path, 3), _spare(tmp_path, 3))]
+        release_files(detached)
+        assert spare_paths(tmp_path) == [_spare(tmp_path, 3)]
     finally:
         await j.close()
     # A restart without reuse: the writer still takes the spare left (for file 4), and no
@@ -162,9 +167,12 @@ async def test_spares_past_the_one_kept_and_all_without_reuse_are_handed_back_to
     try:
         await _fill_to_file(j, 2, 6)
         assert spare_paths(tmp_path) == []
-        gone = j.detach_before(j.position)
-        assert [p.name for p in gone] == [Path(journal_path(str(tmp_path), i)).name for i in (4, 5)]
-        unlink_all(gone)
+        detached = j.detach_before(j.position)
+        assert (detached.removals, detached.spares) == (
+            [_file(tmp_path, 4), _file(tmp_path, 5)],
+            [],
+        )
+        release_files(detached)
     finally:
         await j.close()
     assert (journal_file_ids(tmp_path), spare_paths(tmp_path)) == ([6], [])
@@ -181,7 +189,7 @@ async def test_a_file_made_spare_while_the_writer_still_owes_its_tail_keeps_thos
     writer: int | None = None
     try:
         await _fill_to_file(j, 1, 2)
-        j.detach_before(j.position)  # file 1: the spare
+        release_files(j.detach_before(j.position))  # file 1: the spare
         _add(j, 2, 0)
         await _durable(j)
         writer = j.writer_pid
@@ -192,7 +200,7 @@ async def test_a_file_made_spare_while_the_writer_still_owes_its_tail_keeps_thos
             _add(j, 2, entry)
             entry += 1
         durable = asyncio.ensure_future(_durable(j))
-        unlink_all(j.detach_before(j.position))  # file 2 becomes a spare; file 1's goes
+        release_files(j.detach_before(j.position))  # file 2 becomes a spare; file 1's goes
         os.kill(writer, signal.SIGCONT)
         await durable
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import crc32c
 
-from magnetar.bookie.journal import Journal, JournalPosition, RecordKind, replay, unlink_all
+from magnetar.bookie.journal import Journal, JournalPosition, RecordKind, release_files, replay
 from magnetar.common.clock import SystemClock
 
 RECORD_PAYLOAD = b"r" * 1000
@@ -55,7 +55,7 @@ async def test_removing_a_journal_file_the_writer_still_writes_keeps_its_records
         outcome = await _synced(j)
         # A checkpoint that began at the journal's end (in file 2) has just ended: file 1
         # is wholly before it and goes, while the writer has yet to write its tail.
-        unlink_all(j.detach_before(j.position))
+        release_files(j.detach_before(j.position))
         other = tmp_path / "index.idx"
         other.write_bytes(b"")
         os.kill(writer, signal.SIGCONT)

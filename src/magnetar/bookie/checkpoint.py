@@ -33,7 +33,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from functools import partial
 
-from magnetar.bookie.journal import Journal, unlink_all
+from magnetar.bookie.journal import Journal, release_files
 from magnetar.bookie.ledger_storage import CheckpointJob, LedgerStorage
 from magnetar.bookie.service import BackgroundService
 from magnetar.bookie.state import BookieState
@@ -111,8 +111,8 @@ class Checkpointer(BackgroundService):
                 storage.entry_logger.buffered_bytes > self.write_cache_max_bytes
             )
             detached = journal.detach_before(job.journal_position)
-            if detached:
-                await loop.run_in_executor(self._executor, unlink_all, detached)
+            if detached.spares or detached.removals:
+                await loop.run_in_executor(self._executor, release_files, detached)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -569,18 +569,20 @@ class Journal:
         self._writer.stop()
 
     def remove_before(self, position: JournalPosition) -> int:
-        """Delete journal files wholly before ``position`` (checkpointed). Returns how many.
-        On the event loop prefer :meth:`detach_before` and unlink in a thread."""
-        paths = self.detach_before(position)
-        unlink_all(paths)
-        return len(paths)
+        """Delete (or make spares of) journal files wholly before ``position``
+        (checkpointed). Returns how many. On the event loop prefer :meth:`detach_before` and
+        :func:`release_files` in a thread."""
+        detached = self.detach_before(position)
+        release_files(detached)
+        return len(detached.spares) + len(detached.removals)
 
-    def detach_before(self, position: JournalPosition) -> list[Path]:
-        """Make spares of the journal files wholly before ``position`` (checkpointed) while
-        reusing files (see the module docstring), and return the paths of the rest, and of
-        spares past :data:`SPARE_FILES_MAX`, for the caller to delete with
-        :func:`unlink_all` off the event loop (unlinking a big, zero-filled file takes tens
-        of milliseconds).
+    def detach_before(self, position: JournalPosition) -> DetachedFiles:
+        """What to do with the journal files wholly before ``position`` (checkpointed), for
+        the caller to do with :func:`release_files` off the event loop (unlinking a big,
+        zero-filled file takes tens of milliseconds; a rename waits for the file system's
+        journal): while reusing files, this journal's own become spares, up to
+        :data:`SPARE_FILES_MAX` spares in all (the newest); the other files, and older
+        spares, are deleted.
 
         The writer process may still be writing the tail of the last of them (a batch that
         spans a rollover, while the checkpoint that began after it has ended): its own
@@ -588,24 +590,22 @@ class Journal:
         spare, maybe) if it had not opened it yet. All are harmless: what such a file holds
         is checkpointed, replay starts after it, the next removal takes it, and records
         written for it do not validate in the file a spare becomes."""
-        spares = spare_paths(self._dir)
-        gone = []
+        removals = []
+        # (spare path, the journal file that becomes it, or None for an existing spare)
+        spares: list[tuple[Path, Path | None]] = [(p, None) for p in spare_paths(self._dir)]
         for file_id in journal_file_ids(self._dir):
             if file_id >= position.file_id:
                 break
             path = _path(self._dir, file_id)
             if self._reuse_files and file_id >= self._first_file_id:
-                spare = path.with_name(path.name + SPARE_SUFFIX)
-                try:
-                    path.rename(spare)
-                except FileNotFoundError:
-                    continue
-                spares.append(spare)
+                spares.append((path.with_name(path.name + SPARE_SUFFIX), path))
             else:
-                gone.append(path)
-        keep = SPARE_FILES_MAX if self._reuse_files else 0
+                removals.append(path)
         spares.sort()
-        return gone + spares[: max(0, len(spares) - keep)]
+        cut = max(0, len(spares) - (SPARE_FILES_MAX if self._reuse_files else 0))
+        removals += [spare if source is None else source for spare, source in spares[:cut]]
+        made = [(source, spare) for spare, source in spares[cut:] if source is not None]
+        return DetachedFiles(made, removals)
 
     # -- the flusher ----------------------------------------------------------------------
 
@@ -728,7 +728,22 @@ def _report_flusher_end(task: asyncio.Task[None]) -> None:
         log.error("journal: the flusher stopped: %r; nothing more is synced", exc, exc_info=exc)
 
 
-def unlink_all(paths: list[Path]) -> None:
-    """Delete files, gradually (see :func:`~magnetar.bookie.file_io.remove_gradually`)."""
-    for path in paths:
+@dataclass(frozen=True, slots=True)
+class DetachedFiles:
+    """Checkpointed journal files: to rename as spares, and to delete
+    (:meth:`Journal.detach_before`)."""
+
+    spares: list[tuple[Path, Path]]
+    """``(journal file, spare path)``: renamed."""
+    removals: list[Path]
+    """Journal files and spares: deleted."""
+
+
+def release_files(detached: DetachedFiles) -> None:
+    """Worker thread: rename the spares, then delete the rest gradually (see
+    :func:`~magnetar.bookie.file_io.remove_gradually`). A file already gone is skipped."""
+    for path, spare in detached.spares:
+        with contextlib.suppress(FileNotFoundError):
+            file_io.replace(path, spare)
+    for path in detached.removals:
         file_io.remove_gradually(path)

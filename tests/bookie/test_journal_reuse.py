@@ -15,6 +15,7 @@ import crc32c
 
 from magnetar.bookie.journal import (
     ADD_ENTRY,
+    HEADER_SIZE,
     SPARE_FILES_MAX,
     Journal,
     JournalPosition,
@@ -99,6 +100,11 @@ async def test_a_checkpointed_file_is_written_over_as_the_next_one_and_only_its_
     # File 3 holds its two records (the last of ledger 2's run rolled into it), then file
     # 1's old ones: those do not replay.
     assert _replayed(tmp_path, JournalPosition(3, 0)) == [(2, entries[-1]), (3, 0)]
+    # Small requests get zeros ahead of them over the old records, as at a new file's end
+    # (pages just written, so a partial page is never read from the disk first).
+    data = third.read_bytes()
+    end = 2 * (HEADER_SIZE + len(PAYLOAD))
+    assert data[end : end + 4096] == bytes(4096)
     replayed = _replayed(tmp_path, JournalPosition(2, 0))
     assert replayed == [(1, first[-1])] + [(2, e) for e in entries] + [(3, 0)]
 

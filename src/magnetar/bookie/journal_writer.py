@@ -38,8 +38,13 @@ wrote, and the next big request follows at once.
 Opening a file closes those of earlier files (synced first: a failed file's sync error must
 not fail the next file's writes) and syncs the directory. A file that does not exist yet is
 made from the newest spare (``*.jnl.spare``: a checkpointed file the journal kept for reuse)
-if there is one: renamed to the file's name, its old records are written over in place and
-count as filled (they do not validate in a file of another id), so its syncs write data only.
+if there is one: renamed to the file's name, its old records are written over in place
+(they do not validate in a file of another id). Its blocks are allocated and its size is
+final, so every sync writes data only, big requests' too. Its old records count as unfilled
+all the same: small requests get zeros ahead of them as at a new file's end, so they write
+into pages just written, in the page cache. Written straight over the old records, a small
+request's last, partial page had to be read from the disk first once the spare's pages had
+left the cache (p99.9 of a small synced write 0.3 → 0.9 ms).
 """
 
 from __future__ import annotations
@@ -101,7 +106,7 @@ class Writer:
         self.prealloc = prealloc
         self.fds: dict[int, int] = {}
         self.allocated: dict[int, int] = {}
-        """Per open file: the end of its zero-filled (or written, or reused) part."""
+        """Per open file: the end of its zero-filled (or written) part."""
         self.written: dict[int, int] = {}
         """Per open file: the end of its last record."""
 
@@ -121,7 +126,6 @@ class Writer:
                 self.take_spare(path)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
             self.fds[file_id] = fd
-            self.allocated[file_id] = os.fstat(fd).st_size
             dir_fd = os.open(self.directory, os.O_RDONLY)
             try:
                 os.fsync(dir_fd)

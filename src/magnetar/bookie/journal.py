@@ -199,9 +199,9 @@ def record_parts(
 ) -> Iterator[bytes]:
     """Each record's header, then its payload, in order, for journal file ``file_id``: the
     records of a run in C loops, without copying the payloads. ``ledger_ids`` and ``lacs``:
-    an int for every record, or one each; ``entry_ids``: the first of consecutive ids, or one each. The compiled
-    ``journal_records`` (:data:`~magnetar.protocol.speedups.CRECORDS`) returns the same
-    bytes joined."""
+    an int for every record, or one each; ``entry_ids``: the first of consecutive ids, or
+    one each. The compiled ``journal_records``
+    (:data:`~magnetar.protocol.speedups.CRECORDS`) returns the same bytes joined."""
     n = len(payloads)
     if isinstance(ledger_ids, int):
         ledger_ids = [ledger_ids] * n

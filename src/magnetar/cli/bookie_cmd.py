@@ -18,6 +18,7 @@ from magnetar.bookie.gc_tuning import (
     start_heap_trimmer,
     tune_gc_for_serving,
 )
+from magnetar.cli.journal_options import journal_options
 from magnetar.cli.server_config_file import SERVER_CONTEXT, config_file_option
 from magnetar.cli.server_setup import configure_logging, install_uvloop
 from magnetar.common.gil import tune_gil_for_serving
@@ -102,20 +103,7 @@ def _rack(rack: str | None) -> str | None:
     help="pace a loaded journal's syncs: one no sooner than this after the previous (0 = at once)",
 )
 @click.option("--session-timeout-s", default=10.0, show_default=True, type=float)
-@click.option(
-    "--journal-skip-invalid-records/--no-journal-skip-invalid-records",
-    default=False,
-    show_default=True,
-    help="Start even if journal replay finds a damaged record followed by valid ones "
-    "(skips and logs it; its entries are lost on this bookie). Default: refuse to start.",
-)
-@click.option(
-    "--journal-reuse-files/--no-journal-reuse-files",
-    default=True,
-    show_default=True,
-    help="Keep a checkpointed journal file and write the next one over it (syncs then "
-    "write data only; costs the disk space of one journal file).",
-)
+@journal_options
 @click.option(
     "--autorecovery/--no-autorecovery",
     default=True,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from magnetar.cli.broker_options import broker_options, run_server
+from magnetar.cli.journal_options import journal_options
 from magnetar.cli.server_config_file import SERVER_CONTEXT, config_file_option
 from magnetar.cli.server_setup import (
     LOG_LEVELS,
@@ -65,20 +66,7 @@ __all__ = ["LOG_LEVELS", "standalone"]
     help="How often the bookie garbage-collects deleted ledgers (gcWaitTime): their "
     "entries leave its index and entry logs.",
 )
-@click.option(
-    "--journal-skip-invalid-records/--no-journal-skip-invalid-records",
-    default=False,
-    show_default=True,
-    help="Start even if the bookie's journal replay finds a damaged record followed by "
-    "valid ones (skips and logs it; its entries are lost). Default: refuse to start.",
-)
-@click.option(
-    "--journal-reuse-files/--no-journal-reuse-files",
-    default=True,
-    show_default=True,
-    help="Keep a checkpointed journal file and write the next one over it (syncs then "
-    "write data only; costs the disk space of one journal file).",
-)
+@journal_options
 @click.option(
     "--functions-worker/--no-functions-worker",
     default=True,

@@ -4,10 +4,13 @@ producers from the dedup state (with the injected clock), on an in-process broke
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Awaitable
 from pathlib import Path
+
+import pytest
 
 from magnetar.broker.deduplication import DeduplicationState
 from magnetar.broker.policies import PolicyStore
@@ -177,6 +180,39 @@ async def test_inactive_producers_are_purged_by_the_topic_tick(tmp_path: Path) -
 
 async def _eq(got: Awaitable[set[str]], expected: set[str]) -> bool:
     return await got == expected
+
+
+async def test_switching_deduplication_on_while_sends_are_stored_answers_every_send(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # SENDs taken while deduplication was off may be stored after the topic switched it on:
+    # each is still receipted (none recorded), and nothing raises in the storage callbacks
+    async with running_broker(tmp_path) as broker:
+        topic = new_topic()
+        name = TopicName.parse(topic)
+        raw = await AsyncRawClient.open(broker.port)
+        created = await raw.request(producer_cmd(raw, topic, 1, producer_name="p"))
+        assert isinstance(created, ProducerSuccess)
+        loaded = broker.loaded_topic(name)
+        assert loaded is not None and loaded.dedup is None
+        policies = PolicyStore(broker.store)
+        switched = asyncio.ensure_future(
+            policies.update_topic(name, lambda p: p.with_(deduplicationEnabled=True))
+        )
+        seq = 0
+        async with asyncio.timeout(TIMEOUT_S):
+            while loaded.dedup is None:  # bursts in flight throughout the switch
+                for _ in range(50):
+                    _send(raw, 1, "p", seq)
+                    seq += 1
+                await asyncio.sleep(0.001)
+        await switched
+        answered = set()
+        while len(answered) < seq:
+            frame = await raw.wait_for(lambda f: isinstance(f.command, SendReceipt))
+            answered.add(frame.command.sequence_id)  # type: ignore[attr-defined]
+        assert answered == set(range(seq))
+        assert "raised" not in caplog.text
 
 
 def test_purge_is_bounded_per_call_and_oldest_first() -> None:

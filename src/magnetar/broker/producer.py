@@ -209,7 +209,10 @@ class Producer:
             self.meters.msg_in.record(messages, size)
             if chunks:
                 self.meters.chunked.record(chunks)
-            topic.publish_run(datas, counts, messages, size, partial(self._stored, run, persisted))
+            # a run taken without deduplication records nothing in it, though the topic may
+            # switch deduplication on before the run is stored
+            recorded = persisted if dedup is not None else None
+            topic.publish_run(datas, counts, messages, size, partial(self._stored, run, recorded))
         if len(datas) < len(fields):
             self._flush_answers()
 
@@ -280,7 +283,7 @@ class Producer:
     def _stored(
         self,
         run: _SendRun,
-        persisted: list[_Persisted],
+        persisted: list[_Persisted] | None,
         offset: int,
         count: int,
         first: Position | None,
@@ -288,7 +291,8 @@ class Producer:
     ) -> None:
         """The outcome of the SENDs ``offset .. offset + count - 1`` of those ``run`` gave
         the topic (a piece of its run of entries): receipts at ``first`` and the positions
-        after it, or errors."""
+        after it, or errors. ``persisted``: what deduplication records of each SEND given,
+        ``None`` if the run was taken while the topic had deduplication off."""
         topic = self.topic
         dedup = topic.dedup
         end = offset + count
@@ -325,7 +329,7 @@ class Producer:
             else:
                 for i, receipt in zip(indexes, receipts, strict=True):
                     replies[i] = receipt
-            if dedup is not None:
+            if dedup is not None and persisted is not None:
                 name = self.name
                 for i in range(offset, end):
                     dedup.record_persisted(name, *persisted[i])

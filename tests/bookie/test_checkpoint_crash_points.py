@@ -27,6 +27,7 @@ import crc32c
 import pytest
 
 from magnetar.bookie import Bookie, BookieConfig, file_io
+from magnetar.bookie.direct_write import BLOCK_BYTES
 from magnetar.bookie_protocol.codec import OpType, Request, Status
 from magnetar.common.clock import ManualClock
 from magnetar.metadata import connect
@@ -99,8 +100,11 @@ class CrashPoints:
     def _half_pwritev(
         original: Callable[..., Any], fd: int, bufs: Sequence[bytes], offset: int, **kw: Any
     ) -> None:
-        data = b"".join(bufs)
-        original(fd, [data[: len(data) // 2]], offset, **kw)
+        # whole blocks, from the buffer itself (a direct write's length and memory are
+        # block-aligned)
+        data = memoryview(bufs[0] if len(bufs) == 1 else b"".join(bufs))
+        half = len(data) // 2 // BLOCK_BYTES * BLOCK_BYTES
+        original(fd, [data[:half]], offset, **kw)
 
     @staticmethod
     def _half_write(original: Callable[..., Any], path: Path, data: bytes) -> None:

@@ -227,7 +227,7 @@ def test_a_checkpoint_that_adds_wait_for_syncs_in_bigger_pieces_from_its_next_pi
     piece on, and every entry is in the file either way."""
     from magnetar.bookie import entry_log
 
-    logger = EntryLogger(tmp_path)
+    logger = EntryLogger(tmp_path, direct_writes=False)  # the pieces as they are
     payload = b"x" * 1200
     added = [logger.add(1, e, e - 1, crc32c.crc32c(payload), payload) for e in range(12_000)]
     assert logger.buffered_bytes > 6 * entry_log.SYNC_CHUNK_BYTES_BEHIND
@@ -264,7 +264,7 @@ def test_a_checkpoint_drops_big_payloads_as_they_are_synced_and_a_retry_writes_o
     synced, the retry starts there, and adds meanwhile go to a new buffer."""
     from magnetar.bookie import entry_log, file_io
 
-    logger = EntryLogger(tmp_path)
+    logger = EntryLogger(tmp_path, direct_writes=False)  # the pieces as they are
     added = []
     big_bytes = 0
     for entry in range(1500):

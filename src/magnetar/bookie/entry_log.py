@@ -17,6 +17,8 @@ may hold records the index never learned about); those bytes are reclaimed by co
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import struct
 import threading
@@ -29,8 +31,11 @@ from pathlib import Path
 from typing import Final
 
 from magnetar.bookie import file_io
+from magnetar.bookie.direct_write import DirectLog, open_direct
 from magnetar.common.frozen_struct import frozen_struct
 from magnetar.protocol.speedups import CRECORDS
+
+log = logging.getLogger(__name__)
 
 ENTRY_HEADER: Final = struct.Struct("<IQqqI")
 HEADER_SIZE: Final = ENTRY_HEADER.size
@@ -261,7 +266,13 @@ class EntryLogger:
     :meth:`add`, :meth:`freeze`, :meth:`release` run on the event loop; :meth:`write_frozen`
     and :meth:`read_file` run in worker threads."""
 
-    def __init__(self, directory: Path, *, log_size_max_bytes: int = 512 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        log_size_max_bytes: int = 512 * 1024 * 1024,
+        direct_writes: bool = True,
+    ) -> None:
         self._dir = directory
         directory.mkdir(parents=True, exist_ok=True)
         self._log_size_max_bytes = log_size_max_bytes
@@ -272,6 +283,9 @@ class EntryLogger:
         self._read_fds: dict[int, int] = {}
         self._fd_lock = threading.Lock()
         self._segment_pool: list[bytearray] = []
+        self._direct = DirectLog() if direct_writes else None
+        """Checkpoints write with ``O_DIRECT`` where the file system has it
+        (:mod:`magnetar.bookie.direct_write`)."""
         self.on_released: Callable[[], None] | None = None
         """Called from the writing thread after each sync chunk of a checkpoint (the owner's
         hook to let adds waiting for room go on before the checkpoint ends)."""
@@ -494,7 +508,8 @@ class EntryLogger:
         for log_id, bufs in by_log.items():
             path = self.path(log_id)
             created = created or not path.exists()
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            direct_fd = open_direct(str(path)) if self._direct is not None else None
             try:
                 for b in bufs:
                     # a sync per chunk: the journal, on the same disk, then waits behind at
@@ -502,15 +517,46 @@ class EntryLogger:
                     # payload leaves memory as soon as it is on disk
                     chunks = b.sync_chunks(self._sync_chunk_bytes, SYNC_CHUNK_RECORDS_MIN)
                     for start, end, pieces in chunks:
-                        file_io.pwritev_all(fd, pieces, start)
+                        if direct_fd is not None and not self._write_direct(
+                            log_id, direct_fd, fd, start, pieces
+                        ):
+                            os.close(direct_fd)
+                            direct_fd = None
+                        if direct_fd is None:
+                            file_io.pwritev_all(fd, pieces, start)
                         os.fdatasync(fd)
                         b.release_through(end)
                         if self.on_released is not None:
                             self.on_released()
             finally:
                 os.close(fd)
+                if direct_fd is not None:
+                    os.close(direct_fd)
         if created:  # a new file's directory entry; otherwise no directory sync (a commit)
             file_io.fsync_dir(self._dir)
+
+    def _write_direct(
+        self,
+        log_id: int,
+        direct_fd: int,
+        fd: int,
+        start: int,
+        pieces: Sequence[memoryview | bytes],
+    ) -> bool:
+        """Write a piece with ``O_DIRECT``; False (and no more direct writes) if the file
+        system refuses them (``EINVAL``): the caller writes it through the page cache."""
+        assert self._direct is not None
+        try:
+            self._direct.write(log_id, direct_fd, fd, start, pieces)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            log.warning(
+                "entry logs: direct writes refused (%s); writing through the page cache", exc
+            )
+            self._direct = None
+            return False
+        return True
 
     def _sync_chunk_bytes(self) -> int:
         return SYNC_CHUNK_BYTES_BEHIND if self.behind else SYNC_CHUNK_BYTES
@@ -562,6 +608,8 @@ class EntryLogger:
             fd = self._read_fds.pop(log_id, None)
         if fd is not None:
             os.close(fd)
+        if self._direct is not None:
+            self._direct.forget(log_id)
         return file_io.remove_gradually(self.path(log_id))
 
     def close(self) -> None:

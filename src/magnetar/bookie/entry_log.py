@@ -517,12 +517,16 @@ class EntryLogger:
                     # payload leaves memory as soon as it is on disk
                     chunks = b.sync_chunks(self._sync_chunk_bytes, SYNC_CHUNK_RECORDS_MIN)
                     for start, end, pieces in chunks:
-                        if direct_fd is not None and not self._write_direct(
-                            log_id, direct_fd, fd, start, pieces
-                        ):
-                            os.close(direct_fd)
-                            direct_fd = None
-                        if direct_fd is None:
+                        # direct while behind (batched publishing: the page cache's copies
+                        # bound it); through the page cache otherwise (at 37.5 k msg/s,
+                        # direct pieces raised the p99 of publishes 1.6 → 2.4 ms)
+                        direct = direct_fd is not None and self.behind
+                        if direct_fd is not None and direct:
+                            direct = self._write_direct(log_id, direct_fd, fd, start, pieces)
+                            if not direct:
+                                os.close(direct_fd)
+                                direct_fd = None
+                        if not direct:
                             file_io.pwritev_all(fd, pieces, start)
                         os.fdatasync(fd)
                         b.release_through(end)

@@ -1,4 +1,4 @@
-"""Entry-log checkpoints written with ``O_DIRECT`` (while behind): pieces at any offset, and
+"""Entry-log checkpoints written with ``O_DIRECT`` (once adds waited for room): pieces at any offset, and
 between pieces written through the page cache, land byte for byte as through the page cache (the head of their first block kept or read back, the rest of
 their last block zeros), entries read back, and a file system that refuses direct writes
 gets page-cache writes instead."""
@@ -44,7 +44,7 @@ def test_direct_writes_land_as_page_cache_writes_and_read_back(tmp_path: Path) -
     stored: list[tuple[int, bytes]] = []
     for round_ in range(8):  # checkpoints ending mid-block, one after another
         # direct while behind, through the page cache otherwise: both, into one log
-        direct.behind = round_ % 3 != 2
+        direct.adds_waited = round_ % 3 != 2
         rnd = random.Random(round_)
         stored += _fill(direct, rnd, 40 + round_)
         _fill(cached, random.Random(round_), 40 + round_)
@@ -87,7 +87,7 @@ def test_a_file_system_refusing_direct_writes_gets_page_cache_writes(
 
     monkeypatch.setattr(direct_write.DirectLog, "write", refused)
     logger = EntryLogger(tmp_path)
-    logger.behind = True  # direct writes are for checkpoints that are behind
+    logger.adds_waited = True  # direct writes are for checkpoints that adds wait for
     stored = _fill(logger, random.Random(7), 30)
     with caplog.at_level(logging.WARNING):
         _checkpoint(logger)

@@ -107,9 +107,9 @@ class Checkpointer(BackgroundService):
                     "bookie %s: removed entry logs, %d bytes freed", self._state.bookie_id, freed
                 )
             # caught up, unless the adds during this checkpoint filled the cache again
-            storage.entry_logger.behind = (
-                storage.entry_logger.buffered_bytes > self.write_cache_max_bytes
-            )
+            logger = storage.entry_logger
+            logger.behind = logger.buffered_bytes > self.write_cache_max_bytes
+            logger.adds_waited = logger.adds_waited and logger.behind
             detached = journal.detach_before(job.journal_position)
             if detached.spares or detached.removals:
                 await loop.run_in_executor(self._executor, release_files, detached)
@@ -168,6 +168,7 @@ class Checkpointer(BackgroundService):
         checkpointer stops."""
         self._waiters.append(callback)
         self._storage.entry_logger.behind = True
+        self._storage.entry_logger.adds_waited = True
         self._wanted.set()
 
     def _synced_piece(self, loop: asyncio.AbstractEventLoop) -> None:

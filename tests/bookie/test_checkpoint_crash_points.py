@@ -186,13 +186,20 @@ def _describe(arg: object) -> str:
 
 
 async def _run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, collect: bool, fail_at: int | None
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    collect: bool,
+    fail_at: int | None,
+    direct: bool = False,
 ) -> tuple[CrashPoints, int]:
     """The scenario: ledger 0 written and checkpointed first (it sits at the start of the
     index), then fenced and re-written by a recovery (its first copies become garbage),
     ledger 1 written and fenced, ledger 2 written and deleted; then the checkpoint under
     test — a plain one, or a garbage collection (rewrite, compaction, dead logs) — with
-    its crash points recorded; then adds acknowledged after it (only in the journal)."""
+    its crash points recorded; then adds acknowledged after it (only in the journal).
+    ``direct``: the checkpoint under test writes its pieces with ``O_DIRECT``, as one that
+    adds waited for does."""
     data_dir = tmp_path / "bookie"
     points = CrashPoints(monkeypatch, data_dir, tmp_path / "crashes")
     points.fail_at = fail_at
@@ -214,6 +221,9 @@ async def _run(
             await w.add(1, entry)
             await w.add(DELETED_LEDGER, 30 + entry)
         await w.fence(1)
+        if direct:
+            assert bookie.storage is not None
+            bookie.storage.entry_logger.adds_waited = True
         points.recording = True
         try:
             if collect:
@@ -282,11 +292,17 @@ async def _check_all(points: CrashPoints, port: int, after: int = 0) -> None:
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("collect", [False, True], ids=["checkpoint", "garbage-collection"])
+@pytest.mark.parametrize(
+    ("collect", "direct"),
+    [(False, False), (True, False), (False, True)],
+    ids=["checkpoint", "garbage-collection", "checkpoint-direct"],
+)
 async def test_a_kill_at_any_step_of_a_checkpoint_loses_nothing_acknowledged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collect: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collect: bool, direct: bool
 ) -> None:
-    points, port = await _run(tmp_path, monkeypatch, collect=collect, fail_at=None)
+    points, port = await _run(
+        tmp_path, monkeypatch, collect=collect, fail_at=None, direct=direct
+    )
     assert points.operations >= (8 if collect else 5), [s.step for s in points.snapshots]
     await _check_all(points, port)
 

@@ -300,9 +300,7 @@ async def _check_all(points: CrashPoints, port: int, after: int = 0) -> None:
 async def test_a_kill_at_any_step_of_a_checkpoint_loses_nothing_acknowledged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, collect: bool, direct: bool
 ) -> None:
-    points, port = await _run(
-        tmp_path, monkeypatch, collect=collect, fail_at=None, direct=direct
-    )
+    points, port = await _run(tmp_path, monkeypatch, collect=collect, fail_at=None, direct=direct)
     assert points.operations >= (8 if collect else 5), [s.step for s in points.snapshots]
     await _check_all(points, port)
 

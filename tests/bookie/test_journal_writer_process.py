@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import crc32c
+import pytest
 
 from magnetar.bookie.journal import ADD_ENTRY, Journal, JournalPosition, replay
 from magnetar.common.clock import SystemClock
 from magnetar.testing import wait_until, wait_until_async
 
 
-def _add(j: Journal, entry: int) -> None:
-    payload = b"w%d" % entry
+def _add(j: Journal, entry: int, size: int = 0) -> None:
+    payload = b"w%d" % entry + bytes(size)
     j.append(ADD_ENTRY, 1, entry, entry - 1, crc32c.crc32c(payload), payload)
 
 
@@ -65,15 +66,16 @@ async def test_the_writer_process_ends_with_its_journal(tmp_path: Path) -> None:
     assert not _alive(pid)  # reaped, not a zombie
 
 
+@pytest.mark.parametrize("size", [0, 300 * 1024], ids=["down-the-pipe", "in-the-ring"])
 async def test_a_killed_writer_fails_what_it_had_and_the_next_write_starts_another(
-    tmp_path: Path,
+    tmp_path: Path, size: int
 ) -> None:
     failures: list[BaseException] = []
     j, first = await _started(tmp_path / "j", on_write_failure=failures.append)
     try:
         os.kill(first, signal.SIGSTOP)  # holds the next batch unanswered
         taken = j.groups_taken
-        _add(j, 1)
+        _add(j, 1, size)
         pending = asyncio.ensure_future(_sync(j))
         # Handed to the stopped writer (down its pipe), and not answered.
         await wait_until_async(lambda: j.groups_taken > taken, 10, what="the batch handed over")
@@ -82,7 +84,7 @@ async def test_a_killed_writer_fails_what_it_had_and_the_next_write_starts_anoth
         error = await pending
         assert isinstance(error, OSError) and "journal writer process exited" in str(error)
         assert failures == [error] and j.failed is error
-        _add(j, 2)
+        _add(j, 2, size)
         assert await _sync(j) is None
         assert j.failed is None
         assert j.writer_pid not in (None, first)
@@ -213,3 +215,73 @@ def test_the_writer_fills_zeros_around_a_request_never_under_it(
     assert data[big_end + 10_000 :] == bytes(piece)
     for fd in writer.fds.values():
         os.close(fd)
+
+
+async def test_big_batches_go_through_the_shared_ring_and_replay_byte_for_byte(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Batches bigger than the pipe's share (batched publishing) are copied into the
+    shared ring, several in flight, round it more than once and across a journal file's
+    end; small ones still go down the pipe between them. Every record replays as
+    written."""
+    from magnetar.bookie import journal_process
+
+    taken: list[int | None] = []
+    real_take = journal_process.WriterProcess._ring_take
+
+    def recording_take(self: journal_process.WriterProcess, size: int) -> int | None:
+        at = real_take(self, size)
+        taken.append(at)
+        return at
+
+    monkeypatch.setattr(journal_process.WriterProcess, "_ring_take", recording_take)
+    j = Journal(tmp_path / "j", clock=SystemClock(), file_size_max_bytes=16 * 1024 * 1024)
+    j.start()
+    written: dict[int, bytes] = {}
+    syncs = []
+    entry = 0
+    try:
+        for batch in range(30):
+            count = 1 if batch % 5 == 4 else 24  # a small batch now and then
+            for _ in range(count):
+                payload = os.urandom(48 * 1024 + entry % 977)
+                j.append(ADD_ENTRY, 1, entry, entry - 1, crc32c.crc32c(payload), payload)
+                written[entry] = payload
+                entry += 1
+            syncs.append(asyncio.ensure_future(_sync(j)))
+            await asyncio.sleep(0)  # handed over: a batch each, up to three unanswered
+            if batch % 3 == 2:
+                assert await asyncio.gather(*syncs) == [None] * len(syncs)
+                syncs.clear()
+        assert await asyncio.gather(*syncs) == [None] * len(syncs)
+    finally:
+        await j.close()
+    placed = [at for at in taken if at is not None]
+    assert len(placed) >= 15 and placed.count(0) >= 2, taken  # in the ring, round it
+    replayed = {r.entry_id: r.payload for r in replay(tmp_path / "j", JournalPosition(0, 0))}
+    assert replayed == written
+    assert len(list((tmp_path / "j").glob("*.jnl"))) >= 2
+
+
+def test_the_ring_places_a_batch_after_the_newest_never_over_one_unanswered() -> None:
+    from magnetar.bookie.journal_process import RING_BYTES, WriterProcess
+
+    writer = WriterProcess(Path("/nonexistent"), 1 << 20, 1 << 20)
+    writer._ring = memoryview(bytearray(0))  # only its presence counts here
+    spans = writer._ring_spans
+    mib = 1024 * 1024
+    assert writer._ring_take(RING_BYTES + 1) is None
+    assert writer._ring_take(RING_BYTES) == 0  # empty: from the start
+    spans.extend([(2 * mib, 5 * mib)])
+    assert writer._ring_take(3 * mib) == 5 * mib  # after the newest
+    assert writer._ring_take(mib) == 5 * mib
+    assert writer._ring_take(RING_BYTES - 5 * mib + 1) is None  # nor before the oldest
+    spans.append((5 * mib, RING_BYTES))  # up to the end: round to the start
+    assert writer._ring_take(mib) == 0
+    assert writer._ring_take(2 * mib) is None  # would reach the oldest
+    spans.append((0, mib))  # wrapped: between the newest and the oldest
+    assert writer._ring_take(mib - 1) == mib
+    assert writer._ring_take(mib) is None
+    spans.popleft()  # the oldest answered: the next oldest starts at 5 MiB
+    assert writer._ring_take(4 * mib - 1) == mib
+    assert writer._ring_take(4 * mib) is None

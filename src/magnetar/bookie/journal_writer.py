@@ -9,13 +9,18 @@ the answer is a few bytes on a pipe the loop's selector sees.
 Protocol (little-endian), over the child's stdin and stdout:
 
 * request: ``u32`` segment count, then per segment ``u64`` file id, ``u64`` offset,
-  ``u64`` length and that many bytes of records, to be written at that offset of
-  ``<file id:020d>.jnl``;
+  ``u64`` length and ``i64`` ring offset, to be written at that offset of
+  ``<file id:020d>.jnl``: ``length`` bytes of records that follow in the pipe (ring offset
+  -1, :data:`INLINE`), or that are at that offset of the shared ring;
 * answer, once every segment of the request is written and its file fdatasync'ed:
   ``i32`` errno (0: done; -1: an error without one), ``u32`` message length, the message
   (UTF-8). Requests are answered in order, one at a time.
 
-Records go from the pipe to the file with ``splice`` (no copy through this process). End of
+The shared ring is a file descriptor (a ``memfd``) the bookie passes and names, with its
+size, after the three arguments (``journal_process.py`` says which batches go there); the
+bookie reuses a segment's part of it once the segment's request is answered. Records go
+from the pipe to the file with ``splice`` (no copy through this process), from the ring
+with ``pwrite``. End of
 input (the bookie closed the pipe, or died) ends the process; a request cut short by it is
 written no further (what was written of it is a torn tail, never acknowledged). After a
 failed segment the rest of its request is read and not written. SIGINT and SIGTERM are
@@ -65,7 +70,9 @@ else:
     import _signal
 
 REQUEST: Final = struct.Struct("<I")
-SEGMENT: Final = struct.Struct("<QQQ")
+SEGMENT: Final = struct.Struct("<QQQq")
+INLINE: Final = -1
+"""A segment's ring offset when its records follow in the pipe."""
 ANSWER: Final = struct.Struct("<iI")
 PIECE_BYTES: Final = 256 * 1024
 """Reads past a failed segment's bytes, and zero-fills, go in pieces of this size at most:
@@ -143,11 +150,14 @@ class Writer:
             except FileNotFoundError:  # deleted meanwhile: the file starts empty
                 pass
 
-    def write(self, inp: int, file_id: int, offset: int, length: int) -> OSError | None:
-        """Move ``length`` bytes from the pipe ``inp`` to ``offset`` of the file (``splice``:
-        no copy through this process) and fdatasync it; the error if that failed (the
-        segment's bytes are taken from ``inp`` either way). Raises :class:`EOFError` if the
-        input ended first (nothing more will come)."""
+    def write(
+        self, inp: int, file_id: int, offset: int, length: int, shared: memoryview | None = None
+    ) -> OSError | None:
+        """Move ``length`` bytes from the pipe ``inp`` (``splice``: no copy through this
+        process), or from ``shared`` (the ring's bytes of the segment), to ``offset`` of the
+        file and fdatasync it; the error if that failed (the segment's bytes are taken from
+        ``inp`` either way). Raises :class:`EOFError` if the input ended first (nothing more
+        will come)."""
         end = offset + length
         try:
             fd = self.fd(file_id)
@@ -161,14 +171,19 @@ class Writer:
                 if length < PIECE_BYTES:
                     target = min(end + min(PIECE_BYTES, self.prealloc), self.file_size_max)
                 self.allocated[file_id] = zero_fill(fd, end, target) if target > end else end
-            while offset < end:
+            if shared is not None:
+                done = 0
+                while done < length:
+                    done += os.pwrite(fd, shared[done:], offset + done)
+            while shared is None and offset < end:
                 moved = os.splice(inp, fd, end - offset, offset_dst=offset)
                 if not moved:
                     raise EOFError
                 offset += moved
             os.fdatasync(fd)
         except OSError as exc:
-            skip(inp, end - offset)
+            if shared is None:
+                skip(inp, end - offset)
             return exc
         self.written[file_id] = max(self.written.get(file_id, 0), end)
         return None
@@ -218,8 +233,9 @@ def answer(out: int, errno: int, message: str) -> None:
         data = data[os.write(out, data) :]
 
 
-def serve(inp: int, out: int, writer: Writer) -> None:
-    """Answer requests until the input ends (:class:`EOFError`)."""
+def serve(inp: int, out: int, writer: Writer, ring: memoryview | None = None) -> None:
+    """Answer requests until the input ends (:class:`EOFError`); ``ring``: the shared
+    ring, if the bookie passed one."""
     request_bytes = 0
     while True:
         writer.fill_ahead(inp, request_bytes)
@@ -227,11 +243,16 @@ def serve(inp: int, out: int, writer: Writer) -> None:
         error: OSError | None = None
         request_bytes = 0
         for _ in range(count):
-            file_id, offset, length = SEGMENT.unpack(read_exactly(inp, SEGMENT.size))
+            file_id, offset, length, at = SEGMENT.unpack(read_exactly(inp, SEGMENT.size))
             request_bytes += length
+            shared = None
+            if at != INLINE:
+                if ring is None or at < 0 or at + length > len(ring):
+                    raise EOFError  # not this bookie's writer: nothing can be trusted
+                shared = ring[at : at + length]
             if error is None:
-                error = writer.write(inp, file_id, offset, length)
-            else:  # as a thread would: nothing after the failed segment is written
+                error = writer.write(inp, file_id, offset, length, shared)
+            elif shared is None:  # as a thread would: nothing after the failed segment
                 skip(inp, length)
         if error is None:
             answer(out, 0, "")
@@ -253,8 +274,13 @@ def main(argv: list[str]) -> int:
     _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
     _signal.signal(_signal.SIGTERM, _signal.SIG_IGN)
     directory, file_size_max, prealloc = argv[1], int(argv[2]), int(argv[3])
+    ring = None
+    if len(argv) > 5:  # the shared ring's descriptor and size
+        import mmap  # loads no other module; imported only when there is a ring
+
+        ring = memoryview(mmap.mmap(int(argv[4]), int(argv[5]), prot=mmap.PROT_READ))
     try:  # noqa: SIM105 (no contextlib here: see the imports)
-        serve(0, 1, Writer(directory, file_size_max, prealloc))
+        serve(0, 1, Writer(directory, file_size_max, prealloc), ring)
     except (EOFError, BrokenPipeError):  # the bookie is gone
         pass
     return 0

@@ -525,8 +525,8 @@ class EntryLogger:
                         # cache's copies bound it); through the page cache otherwise (at
                         # 37.5 k msg/s direct pieces raised the p99 of 100 B publishes 1.6 →
                         # 2.4 ms, and of 1 KiB ones, whose checkpoints are behind, 3.1 → 3.8)
-                        direct = direct_fd is not None and self.adds_waited
-                        if direct_fd is not None and direct:
+                        direct = False
+                        if direct_fd is not None and self.adds_waited:
                             direct = self._write_direct(log_id, direct_fd, fd, start, pieces)
                             if not direct:
                                 os.close(direct_fd)

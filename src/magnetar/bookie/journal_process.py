@@ -66,6 +66,8 @@ class WriterProcess:
         self._ring_map: mmap.mmap | None = None
         self._ring: memoryview | None = None
         self._ring_fd = -1
+        """The ring's ``memfd``, passed to each process started (the map holds its own
+        duplicate, which it does not expose)."""
         self._in_ring: collections.deque[bool] = collections.deque()
         """Per batch not yet answered (as :attr:`_waiting`): whether it is in the ring."""
         self._ring_spans: collections.deque[tuple[int, int]] = collections.deque()
@@ -138,16 +140,14 @@ class WriterProcess:
     def _map_ring(self) -> None:
         """Make the shared ring; without one (no ``memfd_create``, or it failed) every batch
         goes down the pipe."""
+        fd = -1
         try:
             fd = os.memfd_create("magnetar-journal-ring")
-        except (AttributeError, OSError) as exc:
-            log.info("journal writer: no shared ring (%s); batches go down the pipe", exc)
-            return
-        try:
             os.ftruncate(fd, RING_BYTES)
             self._ring_map = mmap.mmap(fd, RING_BYTES)
-        except OSError as exc:
-            os.close(fd)
+        except (AttributeError, OSError) as exc:
+            if fd >= 0:
+                os.close(fd)
             log.info("journal writer: no shared ring (%s); batches go down the pipe", exc)
             return
         self._ring = memoryview(self._ring_map)

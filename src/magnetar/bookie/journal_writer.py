@@ -155,9 +155,9 @@ class Writer:
     ) -> OSError | None:
         """Move ``length`` bytes from the pipe ``inp`` (``splice``: no copy through this
         process), or from ``shared`` (the ring's bytes of the segment), to ``offset`` of the
-        file and fdatasync it; the error if that failed (the segment's bytes are taken from
-        ``inp`` either way). Raises :class:`EOFError` if the input ended first (nothing more
-        will come)."""
+        file and fdatasync it; the error if that failed (bytes from ``inp`` are taken from
+        it either way). Raises :class:`EOFError` if the input ended first (nothing more will
+        come)."""
         end = offset + length
         try:
             fd = self.fd(file_id)
@@ -175,11 +175,12 @@ class Writer:
                 done = 0
                 while done < length:
                     done += os.pwrite(fd, shared[done:], offset + done)
-            while shared is None and offset < end:
-                moved = os.splice(inp, fd, end - offset, offset_dst=offset)
-                if not moved:
-                    raise EOFError
-                offset += moved
+            else:
+                while offset < end:
+                    moved = os.splice(inp, fd, end - offset, offset_dst=offset)
+                    if not moved:
+                        raise EOFError
+                    offset += moved
             os.fdatasync(fd)
         except OSError as exc:
             if shared is None:

@@ -15,6 +15,35 @@ from .helpers import assert_nothing_more, new_client, receive_all
 TOPIC = "persistent://public/default/durable"
 
 
+class _Acks:
+    """The numbers of the messages a producer's sends got acknowledged (recorded from the
+    client's threads); :attr:`reached` is set once ``wanted`` are."""
+
+    def __init__(self, wanted: int) -> None:
+        self._numbers: list[int] = []
+        self._lock = threading.Lock()
+        self._wanted = wanted
+        self.reached = threading.Event()
+
+    def callback(self, number: int) -> Callable[[pulsar.Result, pulsar.MessageId], None]:
+        def acknowledged(res: pulsar.Result, _msg_id: pulsar.MessageId) -> None:
+            if res == pulsar.Result.Ok:
+                with self._lock:
+                    self._numbers.append(number)
+                    if len(self._numbers) >= self._wanted:
+                        self.reached.set()
+
+        return acknowledged
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._numbers)
+
+    def sorted(self) -> list[int]:
+        with self._lock:
+            return sorted(self._numbers)
+
+
 def test_clean_restart_keeps_messages_and_positions(
     standalone_factory: Callable[..., StandaloneProcess],
 ) -> None:
@@ -54,33 +83,20 @@ def test_sigkill_during_sends_loses_no_acknowledged_message(
     producer = client.create_producer(
         TOPIC, batching_enabled=False, max_pending_messages=1000, block_if_queue_full=True
     )
-    acked: list[int] = []
-    lock = threading.Lock()
-    half = threading.Event()
-
-    def callback(i: int):  # type: ignore[no-untyped-def]
-        def cb(res: pulsar.Result, _msg_id: pulsar.MessageId) -> None:
-            if res == pulsar.Result.Ok:
-                with lock:
-                    acked.append(i)
-                    if len(acked) >= total // 2:
-                        half.set()
-
-        return cb
+    acks = _Acks(total // 2)
 
     def send_all() -> None:
         for i in range(total):
             try:
-                producer.send_async(f"{i}".encode(), callback(i))
+                producer.send_async(f"{i}".encode(), acks.callback(i))
             except pulsar.PulsarException:
                 return
 
     sender = threading.Thread(target=send_all, daemon=True)
     sender.start()
-    assert half.wait(120), f"only {len(acked)} sends acknowledged"
+    assert acks.reached.wait(120), f"only {acks.count()} sends acknowledged"
     node.kill()  # SIGKILL while sends are in flight
-    with lock:
-        acknowledged = sorted(acked)
+    acknowledged = acks.sorted()
     client.close()
     sender.join(30)
 
@@ -149,36 +165,23 @@ def test_sigkill_during_batched_sends_loses_no_acknowledged_message(
         block_if_queue_full=True,
     )
     pad = b"p" * 4000
-    acked: list[int] = []
-    lock = threading.Lock()
-    enough = threading.Event()
+    acks = _Acks(60_000)
     stop = threading.Event()
-
-    def callback(i: int):  # type: ignore[no-untyped-def]
-        def cb(res: pulsar.Result, _msg_id: pulsar.MessageId) -> None:
-            if res == pulsar.Result.Ok:
-                with lock:
-                    acked.append(i)
-                    if len(acked) >= 60_000:
-                        enough.set()
-
-        return cb
 
     def send_all() -> None:
         i = 0
         while not stop.is_set():
             try:
-                producer.send_async(b"%08d" % i + pad, callback(i))
+                producer.send_async(b"%08d" % i + pad, acks.callback(i))
             except pulsar.PulsarException:
                 return
             i += 1
 
     sender = threading.Thread(target=send_all, daemon=True)
     sender.start()
-    assert enough.wait(120), f"only {len(acked)} sends acknowledged"
+    assert acks.reached.wait(120), f"only {acks.count()} sends acknowledged"
     node.kill()  # SIGKILL while batches are in flight
-    with lock:
-        acknowledged = sorted(acked)
+    acknowledged = acks.sorted()
     stop.set()
     client.close()
     sender.join(30)

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import crc32c
 import pytest
@@ -195,6 +196,41 @@ async def test_reads_and_refusals_are_the_same_over_both_transports(
         bookie.bookie_id, Request(op=OpType.READ_ENTRY, ledger_id=1, entry_id=1)
     )
     assert (resp.status, payload) == (Status.OK, b"recovered")
+
+
+async def test_only_checksums_a_caller_computed_in_this_process_go_unchecked(
+    pool: BookiePool, bookie: Bookie, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run whose checksums its caller computed from its payloads (a ledger handle's adds)
+    is taken by an in-process bookie without computing them again; over TCP, and for any
+    other run, the bookie checks every checksum (the journal's replay relies on them)."""
+    from magnetar.bookie import request_processor
+
+    computed: list[int] = []
+
+    def counting_crc(data: bytes, value: int = 0) -> int:
+        computed.append(len(data))
+        return int(crc32c.crc32c(data, value))
+
+    # the bookie's own name for the module (the journal's checksums are not counted)
+    monkeypatch.setattr(request_processor, "crc32c", SimpleNamespace(crc32c=counting_crc))
+    transport = await pool.get(bookie.bookie_id)
+    local = isinstance(transport, LocalBookieTransport)
+    payloads = [b"a" * 100, b"b" * 200]
+    checksums = [crc32c.crc32c(p) for p in payloads]
+    run = AddRun(pool.next_request_ids(2), 30, 0, -1, checksums, payloads, checksums_computed=True)
+    assert await add(transport, run) == (Status.OK, "", None)
+    assert computed == ([] if local else [100, 200])
+    computed.clear()
+    assert await add(transport, add_request(pool, 30, 2, b"c" * 300)) == (Status.OK, "", None)
+    assert computed == [300]
+    bad = AddRun(pool.next_request_id(), 30, 3, 1, [12345], [b"bad"])
+    assert await add(transport, bad) == (Status.BAD_REQUEST, "payload checksum mismatch", None)
+    for entry, payload in enumerate([*payloads, b"c" * 300]):
+        resp, data = await pool.call(
+            bookie.bookie_id, Request(op=OpType.READ_ENTRY, ledger_id=30, entry_id=entry)
+        )
+        assert (resp.status, data, resp.checksum) == (Status.OK, payload, crc32c.crc32c(payload))
 
 
 async def test_adds_to_many_ledgers_in_one_loop_turn_are_each_answered_as_alone(

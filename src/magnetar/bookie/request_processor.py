@@ -59,9 +59,10 @@ AddEntries = Callable[
 ]
 """The type of :meth:`RequestProcessor.add_entries`."""
 
-LocalRun = tuple[int, int, int, Sequence[int], Sequence[bytes], bool, int]
+LocalRun = tuple[int, int, int, Sequence[int], Sequence[bytes], bool, int, bool]
 """A run of adds of an in-process caller: ledger id, first entry id, last add confirmed,
-checksums, payloads, recovery, run id."""
+checksums, payloads, recovery, run id, and whether the caller computed the checksums from
+these payloads (then they are not computed again)."""
 
 AddRuns = Callable[[Sequence[LocalRun], DurableCallback], list[StatusError | None]]
 """The type of :meth:`RequestProcessor.add_runs`."""
@@ -233,9 +234,12 @@ class RequestProcessor:
         checksums: Sequence[int],
         payloads: Sequence[bytes],
         recovery: bool,
+        checksums_computed: bool = False,
     ) -> StatusError | None:
         """Why a run of adds is refused (of its first entry refused), or ``None``: it may be
-        stored (then a spilled index of its ledger was read back)."""
+        stored (then a spilled index of its ledger was read back). ``checksums_computed``:
+        an in-process caller computed ``checksums`` from ``payloads`` (the journal's replay
+        relies on every record's checksum: any other run's are checked here)."""
         if self._state.readonly:
             return BookieReadOnly(f"bookie {self._state.bookie_id} is read-only")
         if first_entry_id < 0:
@@ -246,7 +250,7 @@ class RequestProcessor:
         if (
             len(checksums) != len(sizes)
             or (sizes and max(sizes) > size_max)
-            or any(map(int.__ne__, map(crc, payloads), checksums))
+            or (not checksums_computed and any(map(int.__ne__, map(crc, payloads), checksums)))
         ):  # which entry is refused first, and why: record by record (C loops above)
             for checksum, payload, size in zip(checksums, payloads, sizes, strict=True):
                 if size > size_max:
@@ -271,8 +275,8 @@ class RequestProcessor:
         ledgers that one loop turn produced (:meth:`magnetar.ledger.transport.LocalBookie.add_runs`).
         ``done(run_ids, ...)`` as for :meth:`add_entries`."""
         refusals = [
-            self._refusal(ledger_id, first, checksums, payloads, recovery)
-            for ledger_id, first, _, checksums, payloads, recovery, _ in runs
+            self._refusal(ledger_id, first, checksums, payloads, recovery, computed)
+            for ledger_id, first, _, checksums, payloads, recovery, _, computed in runs
         ]
         taken = [run[:5] for run, refusal in zip(runs, refusals, strict=True) if refusal is None]
         if not taken:

@@ -445,6 +445,7 @@ class LedgerClient:
                 [crc32c.crc32c(payload)],
                 [payload],
                 recovery=True,
+                checksums_computed=True,
             )
             fut: asyncio.Future[bool] = self.loop.create_future()
 

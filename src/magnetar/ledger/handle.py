@@ -352,6 +352,7 @@ class LedgerHandle:
                 self._lac,
                 run.checksums,
                 run.payloads,
+                checksums_computed=True,  # by _start_run, from these payloads
             )
             run.sent = True
         indexes = (

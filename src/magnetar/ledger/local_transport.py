@@ -105,6 +105,7 @@ class LocalBookieTransport:
                     run.payloads,
                     run.recovery,
                     run.first_request_id,
+                    run.checksums_computed,
                 )
                 for run, _ in queued
             ],

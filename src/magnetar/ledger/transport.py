@@ -53,7 +53,11 @@ class AddRun:
     shared by every bookie of their write set (a run of one for a single add).
 
     ``payloads`` and ``checksums`` must not change after construction (``checksums[i]`` is
-    the CRC32C of ``payloads[i]``). Over TCP the run is one request, id
+    the CRC32C of ``payloads[i]``). ``checksums_computed``: the caller computed
+    ``checksums`` from these very ``payloads`` in this process (a ledger handle's adds, a
+    recovery's writes), so a bookie in this process takes them as they are; a run whose
+    checksums came from elsewhere (entries read from another bookie) is checked there, and
+    over TCP every run is checked (the bytes crossed a network). Over TCP the run is one request, id
     ``first_request_id``: ADD_ENTRY for a single entry, else ADD_ENTRIES, which a bookie
     stores whole or not at all; the encoding is made once, on first use, and reused for
     every replica."""
@@ -61,6 +65,7 @@ class AddRun:
     __slots__ = (
         "_frames",
         "checksums",
+        "checksums_computed",
         "first_entry_id",
         "first_request_id",
         "last_add_confirmed",
@@ -78,6 +83,8 @@ class AddRun:
         checksums: Sequence[int],
         payloads: Sequence[bytes],
         recovery: bool = False,
+        *,
+        checksums_computed: bool = False,
     ) -> None:
         assert len(checksums) == len(payloads) > 0
         self.first_request_id = first_request_id
@@ -87,6 +94,7 @@ class AddRun:
         self.checksums = checksums
         self.payloads = payloads
         self.recovery = recovery
+        self.checksums_computed = checksums_computed
         self._frames: list[bytes] | None = None
 
     @property
@@ -237,11 +245,13 @@ class LocalBookie(Protocol):
 
     def add_runs(
         self,
-        runs: Sequence[tuple[int, int, int, Sequence[int], Sequence[bytes], bool, int]],
+        runs: Sequence[tuple[int, int, int, Sequence[int], Sequence[bytes], bool, int, bool]],
         done: DurableCallback,
     ) -> list[StatusError | None]:
         """:meth:`add_entries` for each of ``runs`` — ``(ledger_id, first_entry_id,
-        last_add_confirmed, checksums, payloads, recovery, run_id)`` — in order, with one
+        last_add_confirmed, checksums, payloads, recovery, run_id, checksums_computed)``
+        (the last: :attr:`AddRun.checksums_computed`, the checksums are not computed
+        again) — in order, with one
         pass through the bookie's storage and journal for all the runs taken: the refusal
         of each run at its index (``None``: taken, answered through ``done``). Raises
         nothing."""

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.common.errors import FrameTooLarge, ProtocolError
 from magnetar.common.lazy_module import lazy_module
+from magnetar.protocol.ack_decoder import ack_from_command_bytes
 from magnetar.protocol.command import (
     PAYLOAD_COMMANDS,
     Command,
@@ -256,6 +257,17 @@ class FrameDecoder:
                             else:
                                 on_frame(_new_frame(_convert.new_send(*fields, None), entry, None))
                             return
+                # Next: one ACK of the usual shape, its command filling the frame (no payload).
+                elif (
+                    n > 12
+                    and data[8] == 0x08
+                    and data[9] == 0x0A
+                    and _U32.unpack_from(data, 4)[0] + 8 == n
+                ):
+                    ack = ack_from_command_bytes(data[8:])
+                    if ack is not None:
+                        on_frame(_new_frame(ack, None, None))
+                        return
                 on_frame(self._parse(memoryview(data)[4:]))
                 return
         view = memoryview(data)
@@ -348,9 +360,15 @@ class FrameDecoder:
         if end > n:
             raise ProtocolError(f"command size {cmd_size} exceeds the frame ({n - 4} bytes)")
         command: Command | None = None
-        if 4 <= cmd_size < 130 and frame[4] == 0x08 and frame[5] == 0x06:
-            # The hottest command: try the hand-written decoder first.
-            command = _convert.send_from_command_bytes(bytes(frame[4:end]))
+        has_payload = True
+        if cmd_size >= 4 and frame[4] == 0x08:
+            # The hottest commands, SEND and ACK: try their hand-written decoders first.
+            if frame[5] == 0x06:
+                if cmd_size < 130:
+                    command = _convert.send_from_command_bytes(bytes(frame[4:end]))
+            elif frame[5] == 0x0A:
+                command = ack_from_command_bytes(bytes(frame[4:end]))
+                has_payload = False
         if command is None:
             # A new message per command: upb parses into its message's arena, which a
             # reused message never frees (~200 B per command, for the connection's life).
@@ -359,8 +377,6 @@ class FrameDecoder:
             command = _convert.command_from_base(base)
             # Plain ints: hashing an IntEnum member runs Python code, and this runs per frame.
             has_payload = base.type in _PAYLOAD_TYPES
-        else:
-            has_payload = True
         if end == n:
             if has_payload:
                 raise ProtocolError(f"{command.TYPE.name} frame without payload")

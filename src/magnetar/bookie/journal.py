@@ -118,9 +118,12 @@ class RecordKind(enum.IntEnum):
 ADD_ENTRY: Final = RecordKind.ADD_ENTRY
 FENCE: Final = RecordKind.FENCE
 _KINDS: Final = frozenset(int(k) for k in RecordKind)
-COPY_MAX_BYTES: Final = 4096
+COPY_MAX_BYTES: Final = 16 * 1024
 """Runs whose payloads are all this small are encoded by the compiled encoder into one
-buffer (the payloads copied); bigger payloads go to the writer as they are."""
+buffer (the payloads copied); bigger payloads go to the writer as they are. Copied in C,
+an entry of a hundred small messages (~10 KB) costs less than its header made in Python
+and its own step of the copy into the writer's ring; past a few tens of kilobytes the copy
+costs more."""
 _KIND_BYTES: Final = tuple(bytes([k]) for k in sorted(_KINDS))
 """Where a record could start: its ``type`` byte is a known kind. A scan for the next valid
 record looks for these bytes with ``bytes.find`` (memchr: a 4 MiB zero-filled tail takes

@@ -30,7 +30,9 @@ def _long_varint(data: bytes, pos: int, first: int) -> tuple[int, int]:
     """The varint whose first byte ``first`` (>= 0x80) is at ``pos - 1``, and the position
     after it; that position is :data:`_BEYOND_ANY_END` if the varint is longer than 10
     bytes or beyond 64 bits. It may read past the caller's end, which checks the position
-    it gets back, and raises IndexError at the end of ``data``."""
+    it gets back, and raises IndexError at the end of ``data``. Unrolled, unlike
+    :func:`magnetar.protocol.varint.read_varint`: with that loop (and a check for 64 bits)
+    an ACK of five message ids with ack sets decoded a third slower."""
     value = first & 0x7F
     b = data[pos]
     if b < 0x80:
@@ -68,6 +70,12 @@ def _long_varint(data: bytes, pos: int, first: int) -> tuple[int, int]:
     if b < 2:  # the tenth byte holds bit 63 only
         return value | b << 63, pos + 9
     return 0, _BEYOND_ANY_END
+
+
+def _int32(value: int) -> int:
+    """An int32 field's value from its varint: the low 32 bits, signed (a negative int32
+    comes as ten bytes)."""
+    return ((value & _UINT32_MASK) ^ _INT32_SIGN) - _INT32_SIGN
 
 
 def ack_from_command_bytes(data: bytes) -> Ack | None:
@@ -140,25 +148,12 @@ def ack_from_command_bytes(data: bytes) -> Ack | None:
                         if ack_set is None:
                             ack_set = []
                         ack_set.append(value - _U64_LIMIT if value > _INT64_MAX else value)
-                    # int32 fields: the low 32 bits, signed
                     elif key == 0x30:
-                        batch_size = (
-                            value
-                            if value < _INT32_SIGN
-                            else ((value & _UINT32_MASK) ^ _INT32_SIGN) - _INT32_SIGN
-                        )
+                        batch_size = value if value < _INT32_SIGN else _int32(value)
                     elif key == 0x18:
-                        partition = (
-                            value
-                            if value < _INT32_SIGN
-                            else ((value & _UINT32_MASK) ^ _INT32_SIGN) - _INT32_SIGN
-                        )
+                        partition = value if value < _INT32_SIGN else _int32(value)
                     elif key == 0x20:
-                        batch_index = (
-                            value
-                            if value < _INT32_SIGN
-                            else ((value & _UINT32_MASK) ^ _INT32_SIGN) - _INT32_SIGN
-                        )
+                        batch_index = value if value < _INT32_SIGN else _int32(value)
                     elif key == 0x2A:  # ack_set packed: int64s in value bytes
                         packed_end = pos + value
                         if packed_end > end:

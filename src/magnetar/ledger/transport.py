@@ -57,10 +57,11 @@ class AddRun:
     ``checksums`` from these very ``payloads`` in this process (a ledger handle's adds, a
     recovery's writes), so a bookie in this process takes them as they are; a run whose
     checksums came from elsewhere (entries read from another bookie) is checked there, and
-    over TCP every run is checked (the bytes crossed a network). Over TCP the run is one request, id
-    ``first_request_id``: ADD_ENTRY for a single entry, else ADD_ENTRIES, which a bookie
-    stores whole or not at all; the encoding is made once, on first use, and reused for
-    every replica."""
+    over TCP every run is checked (the bytes crossed a network).
+
+    Over TCP the run is one request, id ``first_request_id``: ADD_ENTRY for a single entry,
+    else ADD_ENTRIES, which a bookie stores whole or not at all; the encoding is made once,
+    on first use, and reused for every replica."""
 
     __slots__ = (
         "_frames",
@@ -249,12 +250,11 @@ class LocalBookie(Protocol):
         done: DurableCallback,
     ) -> list[StatusError | None]:
         """:meth:`add_entries` for each of ``runs`` — ``(ledger_id, first_entry_id,
-        last_add_confirmed, checksums, payloads, recovery, run_id, checksums_computed)``
-        (the last: :attr:`AddRun.checksums_computed`, the checksums are not computed
-        again) — in order, with one
-        pass through the bookie's storage and journal for all the runs taken: the refusal
-        of each run at its index (``None``: taken, answered through ``done``). Raises
-        nothing."""
+        last_add_confirmed, checksums, payloads, recovery, run_id, checksums_computed)`` —
+        in order, with one pass through the bookie's storage and journal for all the runs
+        taken: the refusal of each run at its index (``None``: taken, answered through
+        ``done``). A run whose ``checksums_computed`` (:attr:`AddRun.checksums_computed`)
+        is true has its checksums taken as they are. Raises nothing."""
         ...
 
     def request(self, request: Request, payload: bytes, responder: Responder) -> None:

@@ -163,13 +163,28 @@ message_id_fields = _now_and_then(
         junk_fields,
     ),
 )
-message_id_bodies = st.builds(
-    lambda head, rest: head + b"".join(rest),
-    _now_and_then(  # ledgerId and entryId, or (now and then) not both
-        st.sampled_from([b"\x08\x90\x4e\x10\x07", b"\x10\x07\x08\x01"]),
-        st.sampled_from([b"\x08\x01", b"\x10\x07", b""]),
-    ),
-    st.lists(message_id_fields, max_size=5),
+
+
+def _bodies(
+    required: list[bytes],
+    short_of_required: list[bytes],
+    fields: st.SearchStrategy[bytes],
+    most: int,
+) -> st.SearchStrategy[bytes]:
+    """A message's bytes: its required fields (now and then not all of them), then up to
+    ``most`` of ``fields``."""
+    return st.builds(
+        lambda head, rest: head + b"".join(rest),
+        _now_and_then(st.sampled_from(required), st.sampled_from(short_of_required)),
+        st.lists(fields, max_size=most),
+    )
+
+
+message_id_bodies = _bodies(  # ledgerId and entryId
+    [b"\x08\x90\x4e\x10\x07", b"\x10\x07\x08\x01"],
+    [b"\x08\x01", b"\x10\x07", b""],
+    message_id_fields,
+    5,
 )
 ack_fields = _now_and_then(
     st.one_of(
@@ -184,13 +199,8 @@ ack_fields = _now_and_then(
         junk_fields,
     ),
 )
-ack_bodies = st.builds(
-    lambda head, rest: head + b"".join(rest),
-    _now_and_then(  # consumer_id and ack_type, or (now and then) not both
-        st.sampled_from([b"\x08\x05\x10\x01", b"\x10\x00\x08\x05"]),
-        st.sampled_from([b"\x08\x05", b"\x10\x01", b""]),
-    ),
-    st.lists(ack_fields, max_size=6),
+ack_bodies = _bodies(  # consumer_id and ack_type
+    [b"\x08\x05\x10\x01", b"\x10\x00\x08\x05"], [b"\x08\x05", b"\x10\x01", b""], ack_fields, 6
 )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import crc32c
 import pytest
 
+from magnetar.bookie import journal
 from magnetar.bookie.journal import ADD_ENTRY, Journal, JournalPosition, replay
 from magnetar.common.clock import SystemClock
 from magnetar.testing import wait_until, wait_until_async
@@ -217,13 +218,20 @@ def test_the_writer_fills_zeros_around_a_request_never_under_it(
         os.close(fd)
 
 
+@pytest.mark.parametrize(
+    ("payload_bytes", "run"),
+    [(48 * 1024, 24), (12 * 1024, 64)],
+    ids=["records-as-buffers", "runs-encoded-where-they-go"],
+)
 async def test_big_batches_go_through_the_shared_ring_and_replay_byte_for_byte(
-    tmp_path: Path, monkeypatch: Any
+    tmp_path: Path, monkeypatch: Any, payload_bytes: int, run: int
 ) -> None:
     """Batches bigger than the pipe's share (batched publishing) are copied into the
     shared ring, several in flight, round it more than once and across a journal file's
     end; small ones still go down the pipe between them. Every record replays as
-    written."""
+    written: big payloads appended one by one (headers and payloads as they are), and runs
+    of payloads small enough for the compiled encoder (encoded into the ring, or into bytes
+    for the pipe)."""
     from magnetar.bookie import journal_process
 
     taken: list[int | None] = []
@@ -235,6 +243,15 @@ async def test_big_batches_go_through_the_shared_ring_and_replay_byte_for_byte(
         return at
 
     monkeypatch.setattr(journal_process.WriterProcess, "_ring_take", recording_take)
+    encoded: list[str] = []
+    for name in ("encode", "encode_into"):
+        real = getattr(journal_process.RecordRun, name)
+
+        def recording(self: Any, *args: Any, real: Any = real, name: str = name) -> Any:
+            encoded.append(name)
+            return real(self, *args)
+
+        monkeypatch.setattr(journal_process.RecordRun, name, recording)
     j = Journal(tmp_path / "j", clock=SystemClock(), file_size_max_bytes=16 * 1024 * 1024)
     j.start()
     written: dict[int, bytes] = {}
@@ -242,12 +259,16 @@ async def test_big_batches_go_through_the_shared_ring_and_replay_byte_for_byte(
     entry = 0
     try:
         for batch in range(30):
-            count = 1 if batch % 5 == 4 else 24  # a small batch now and then
-            for _ in range(count):
-                payload = os.urandom(48 * 1024 + entry % 977)
-                j.append(ADD_ENTRY, 1, entry, entry - 1, crc32c.crc32c(payload), payload)
-                written[entry] = payload
-                entry += 1
+            count = 3 if batch % 5 == 4 else run  # a small batch now and then
+            payloads = [os.urandom(payload_bytes + (entry + i) % 977) for i in range(count)]
+            checksums = list(map(crc32c.crc32c, payloads))
+            if payload_bytes > journal.COPY_MAX_BYTES:
+                for i, payload in enumerate(payloads):
+                    j.append(ADD_ENTRY, 1, entry + i, entry + i - 1, checksums[i], payload)
+            else:
+                j.append_many(ADD_ENTRY, 1, entry, entry - 1, checksums, payloads)
+            written.update(zip(range(entry, entry + count), payloads, strict=True))
+            entry += count
             syncs.append(asyncio.ensure_future(_sync(j)))
             await asyncio.sleep(0)  # handed over: a batch each, up to three unanswered
             if batch % 3 == 2:
@@ -258,6 +279,10 @@ async def test_big_batches_go_through_the_shared_ring_and_replay_byte_for_byte(
         await j.close()
     placed = [at for at in taken if at is not None]
     assert len(placed) >= 15 and placed.count(0) >= 2, taken  # in the ring, round it
+    if payload_bytes <= journal.COPY_MAX_BYTES:
+        assert "encode_into" in encoded and "encode" in encoded  # the ring's, the pipe's
+    else:
+        assert not encoded
     replayed = {r.entry_id: r.payload for r in replay(tmp_path / "j", JournalPosition(0, 0))}
     assert replayed == written
     assert len(list((tmp_path / "j").glob("*.jnl"))) >= 2

@@ -89,6 +89,14 @@ def test_journal_records_match_the_pure_python_encoder(
     assert got == expected
     parts = journal.record_parts(file_id, type_, ledgers, entries, lacs, checksums, payloads)
     assert b"".join(parts) == expected
+    # the same bytes written into a buffer at an offset, the rest of it untouched
+    at = len(payloads) * 7
+    buffer = bytearray(b"\xaa" * (at + len(expected) + 5))
+    end = CRECORDS.journal_records_into(
+        buffer, at, file_id, type_, ledgers, entries, lacs, checksums, payloads
+    )
+    assert end == at + len(expected)
+    assert buffer == b"\xaa" * at + expected + b"\xaa" * 5
 
 
 @settings(max_examples=500, deadline=None)
@@ -125,6 +133,24 @@ def test_bad_columns_raise(args: tuple[object, ...], error: type[Exception]) -> 
         CRECORDS.journal_records(1, 256, 1, 0, 0, [1], [b"a"])
     with pytest.raises(OverflowError):  # a file id is a u64
         CRECORDS.journal_records(-1, 1, 1, 0, 0, [1], [b"a"])
+    with pytest.raises(error):
+        CRECORDS.journal_records_into(bytearray(100), 0, 1, 1, *args)
+
+
+def test_records_that_do_not_fit_the_buffer_there_are_refused_and_nothing_written() -> None:
+    assert CRECORDS is not None
+    payload = b"x" * 10
+    size = len(CRECORDS.journal_records(1, 1, 1, 0, 0, [1], [payload]))
+    buffer = bytearray(size + 3)
+    for at in (4, size + 4, -1):
+        with pytest.raises(ValueError, match="do not fit"):
+            CRECORDS.journal_records_into(buffer, at, 1, 1, 1, 0, 0, [1], [payload])
+    assert buffer == bytearray(size + 3)
+    assert CRECORDS.journal_records_into(buffer, 3, 1, 1, 1, 0, 0, [1], [payload]) == size + 3
+    with pytest.raises(BufferError):  # read-only
+        CRECORDS.journal_records_into(bytes(size), 0, 1, 1, 1, 0, 0, [1], [payload])
+    with pytest.raises(TypeError):
+        CRECORDS.journal_records_into(buffer, 0, 1, 1, 1, 0, 0, [1])
 
 
 def test_records_written_by_the_compiled_encoder_read_back(tmp_path: Path) -> None:

@@ -81,7 +81,7 @@ from typing import Final
 
 from magnetar.bookie import file_io
 from magnetar.bookie.errors import JournalCorrupt
-from magnetar.bookie.journal_process import Segment, WriterProcess
+from magnetar.bookie.journal_process import RecordRun, Segment, WriterProcess
 from magnetar.bookie.journal_writer import (
     JOURNAL_SUFFIX,
     SPARE_SUFFIX,
@@ -119,8 +119,9 @@ ADD_ENTRY: Final = RecordKind.ADD_ENTRY
 FENCE: Final = RecordKind.FENCE
 _KINDS: Final = frozenset(int(k) for k in RecordKind)
 COPY_MAX_BYTES: Final = 16 * 1024
-"""Runs whose payloads are all this small are encoded by the compiled encoder into one
-buffer (the payloads copied); bigger payloads go to the writer as they are. Copied in C,
+"""Runs whose payloads are all this small are encoded by the compiled encoder where their
+batch goes (a :class:`~magnetar.bookie.journal_process.RecordRun`, the payloads copied
+once); bigger payloads go to the writer as they are. Copied in C,
 an entry of a hundred small messages (~10 KB) costs less than its header made in Python
 and its own step of the copy into the writer's ring; past a few tens of kilobytes the copy
 costs more."""
@@ -178,16 +179,14 @@ def run_buffers(
     checksums: Sequence[int],
     payloads: Sequence[bytes],
     payload_max: int,
-) -> Iterable[bytes]:
-    """The buffers holding the records of ``payloads`` (the largest ``payload_max`` bytes),
-    columns as :func:`record_parts` takes them: one buffer from the compiled encoder when
-    the payloads are small enough to copy, else each header and payload uncopied."""
+    size: int,
+) -> Iterable[bytes | RecordRun]:
+    """The buffers holding the records of ``payloads`` (the largest ``payload_max`` bytes,
+    ``size`` bytes of records in all), columns as :func:`record_parts` takes them: one
+    :class:`RecordRun` for the compiled encoder when the payloads are small enough to copy,
+    else each header and payload uncopied."""
     if CRECORDS is not None and payload_max <= COPY_MAX_BYTES:
-        return (
-            CRECORDS.journal_records(
-                file_id, type_, ledger_ids, entry_ids, lacs, checksums, payloads
-            ),
-        )
+        return (RecordRun(file_id, type_, ledger_ids, entry_ids, lacs, checksums, payloads, size),)
     return record_parts(file_id, type_, ledger_ids, entry_ids, lacs, checksums, payloads)
 
 
@@ -468,6 +467,7 @@ class Journal:
                     checksums,
                     payloads,
                     max(sizes),
+                    added,
                 )
             )
             offset += added
@@ -530,7 +530,15 @@ class Journal:
             return
         self._segments[-1][2].extend(
             run_buffers(
-                self._file_id, type_, ledger_ids, entry_ids, lacs, checksums, payloads, max(sizes)
+                self._file_id,
+                type_,
+                ledger_ids,
+                entry_ids,
+                lacs,
+                checksums,
+                payloads,
+                max(sizes),
+                added,
             )
         )
         self._file_offset = offset + added

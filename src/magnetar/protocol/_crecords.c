@@ -1,5 +1,5 @@
 /* The bookie's record encoders in C: a run of journal records and a run of entry-log
- * records, each as one bytes object. Optional: magnetar.protocol.speedups loads this module
+ * records, each as one bytes object, or a run of journal records written into a buffer. Optional: magnetar.protocol.speedups loads this module
  * when it was built, and the journal and the entry log fall back to their pure-Python
  * encoders, which these must match byte for byte (tests/bookie/test_record_speedups.py
  * compares them).
@@ -98,8 +98,11 @@ static Py_ssize_t column_length(column *col) {
 
 /* ---- the encoder both record kinds share ------------------------------------------------- */
 
-static PyObject *encode_records(PyObject *const *args, int journal, int type, uint64_t file_id) {
-    /* args: ledgers, entries, lacs, checksums, payloads */
+/* args: ledgers, entries, lacs, checksums, payloads. The records go into a new bytes object
+ * (returned), or with target into target->buf at offset at (returned: the offset after
+ * them; ValueError if they do not fit). */
+static PyObject *encode_records(PyObject *const *args, int journal, int type, uint64_t file_id,
+                                Py_buffer *target, Py_ssize_t at) {
     column ledgers, entries, lacs;
     PyObject *checksums = NULL, *payloads = NULL, *out = NULL;
     Py_buffer *views = NULL;
@@ -144,10 +147,22 @@ static PyObject *encode_records(PyObject *const *args, int journal, int type, ui
         }
         total += header + views[taken].len;
     }
-    out = PyBytes_FromStringAndSize(NULL, total);
-    if (out == NULL)
-        goto done;
-    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+    unsigned char *p;
+    if (target == NULL) {
+        out = PyBytes_FromStringAndSize(NULL, total);
+        if (out == NULL)
+            goto done;
+        p = (unsigned char *)PyBytes_AS_STRING(out);
+    } else {
+        if (at < 0 || at > target->len || total > target->len - at) {
+            PyErr_SetString(PyExc_ValueError, "the records do not fit in the buffer there");
+            goto done;
+        }
+        out = PyLong_FromSsize_t(at + total);
+        if (out == NULL)
+            goto done;
+        p = (unsigned char *)target->buf + at;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         uint64_t ledger, entry, lac, checksum;
         if (column_get(&ledgers, i, 0, &ledger) < 0 || column_get(&entries, i, 1, &entry) < 0 ||
@@ -195,11 +210,8 @@ PyDoc_STRVAR(journal_records_doc,
 "lacs: an int for every record or a sequence; entries: the first of consecutive ids or a\n"
 "sequence.");
 
-static PyObject *journal_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "journal_records takes 7 arguments");
-        return NULL;
-    }
+/* args: file_id, type, then the columns; the records as encode_records makes them. */
+static PyObject *journal_run(PyObject *const *args, Py_buffer *target, Py_ssize_t at) {
     unsigned long long file_id = PyLong_AsUnsignedLongLong(args[0]);
     if (file_id == (unsigned long long)-1 && PyErr_Occurred())
         return NULL;
@@ -210,7 +222,37 @@ static PyObject *journal_records(PyObject *self, PyObject *const *args, Py_ssize
         PyErr_SetString(PyExc_ValueError, "a record type is a u8");
         return NULL;
     }
-    return encode_records(args + 2, 1, (int)type, (uint64_t)file_id);
+    return encode_records(args + 2, 1, (int)type, (uint64_t)file_id, target, at);
+}
+
+static PyObject *journal_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "journal_records takes 7 arguments");
+        return NULL;
+    }
+    return journal_run(args, NULL, 0);
+}
+
+PyDoc_STRVAR(journal_records_into_doc,
+"journal_records_into(buffer, at, file_id, type, ledgers, entries, lacs, checksums,\n"
+"                     payloads) -> int\n\n"
+"The bytes journal_records returns, written into the writable buffer at offset at instead;\n"
+"returns the offset after them. ValueError, and nothing written, if they do not fit.");
+
+static PyObject *journal_records_into(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "journal_records_into takes 9 arguments");
+        return NULL;
+    }
+    Py_ssize_t at = PyLong_AsSsize_t(args[1]);
+    if (at == -1 && PyErr_Occurred())
+        return NULL;
+    Py_buffer target;
+    if (PyObject_GetBuffer(args[0], &target, PyBUF_WRITABLE) < 0)
+        return NULL;
+    PyObject *end = journal_run(args + 2, &target, at);
+    PyBuffer_Release(&target);
+    return end;
 }
 
 PyDoc_STRVAR(entry_log_records_doc,
@@ -222,12 +264,14 @@ static PyObject *entry_log_records(PyObject *self, PyObject *const *args, Py_ssi
         PyErr_SetString(PyExc_TypeError, "entry_log_records takes 5 arguments");
         return NULL;
     }
-    return encode_records(args, 0, 0, 0);
+    return encode_records(args, 0, 0, 0, NULL, 0);
 }
 
 static PyMethodDef methods[] = {
     {"journal_records", (PyCFunction)(void (*)(void))journal_records, METH_FASTCALL,
      journal_records_doc},
+    {"journal_records_into", (PyCFunction)(void (*)(void))journal_records_into, METH_FASTCALL,
+     journal_records_into_doc},
     {"entry_log_records", (PyCFunction)(void (*)(void))entry_log_records, METH_FASTCALL,
      entry_log_records_doc},
     {NULL, NULL, 0, NULL},

@@ -16,6 +16,12 @@ the entry's CRC32C recomputed), and the consumer reads it back from each deliver
 end-to-end latency is delivery minus that stamp (one process, one clock). Publish latency
 is SEND written to SEND_RECEIPT read.
 
+``--sustainable-rate`` runs the max-rate workloads as OMB runs them: OMB does not publish as
+fast as it can but controls the rate towards the fastest the consumers keep up with
+(``omb_rate.py``), and the figures are those of the window after a warm-up. Without it, the
+producers publish as fast as their windows allow, and a broker whose consumers fall behind
+(a growing ``endToEndLatency``, ``excessDeliveries``) still shows its whole publish rate.
+
 Workloads (``--workloads``, comma-separated; all by default):
 
 - ``1-topic-1-partition-100b``: OMB's file, 50 000 msg/s, unbatched (OMB's Pulsar driver
@@ -74,6 +80,7 @@ from broker import (  # this directory: the script's own
     process_tree,
     start_standalone,
 )
+from omb_rate import START_RATE, RateController  # this directory: the script's own
 from peers import Broker, External, PulsarLite  # this directory: the script's own
 from raw_generator import (  # this directory: the script's own
     SendFrames,
@@ -205,6 +212,7 @@ def run_workload(
     ack_every: int | None = None,
     connections: int = CONNECTIONS_PER_BROKER,
     consume: bool = True,
+    sustainable_warmup_s: float | None = None,
 ) -> dict[str, object]:
     """One OMB ``TestResult`` of ``w`` against ``broker`` (already started); each consumer
     acknowledges cumulatively every ``ack_every`` messages (by default every 100 unbatched,
@@ -212,7 +220,10 @@ def run_workload(
     redeliver what stays unacknowledged; the raw consumer decodes only what it acknowledges).
     The producers are spread over ``connections`` connections (one topic: one), the
     consumers over as many of their own; with ``consume`` false there are no consumers
-    (the producers' rate alone)."""
+    (the producers' rate alone). With ``sustainable_warmup_s``, a workload of
+    ``producerRate`` 0 runs as OMB runs it (:mod:`omb_rate`: the rate controlled towards
+    the maximum the consumers keep up with, from 10,000 msg/s) and is measured for
+    ``seconds`` after that warm-up; otherwise it publishes as fast as its windows allow."""
     frames = StampedFrames(w.message_size, w.batched)
     if ack_every is None:
         ack_every = max(100, 10 * frames.per_send)
@@ -221,13 +232,20 @@ def run_workload(
     publish: list[float] = []
     e2e = EndToEnd(frames.stamp_from_end)
     rate = w.producer_rate / frames.per_send if w.producer_rate else None
+    controller = None
+    warmup_s = 0.0
+    if sustainable_warmup_s is not None and not w.producer_rate:
+        controller = RateController()
+        rate = START_RATE / frames.per_send
+        warmup_s = sustainable_warmup_s
     cpu0 = tree_cpu_s(broker.pid) if broker.pid else 0.0
     r = uvloop.run(
         run_raw(broker.port, topics, frames, seconds, rate,  # type: ignore[arg-type]
                 host=broker.host, subscriptions=w.subscriptions_per_topic,
                 publish_latencies=publish, on_delivery=e2e, drain_s=max(60.0, seconds),
                 undrained_ok=True, ack_every=ack_every, connections=connections,
-                consume=consume)
+                consume=consume, rate_controller=controller, warmup_s=warmup_s,
+                on_warmup_end=e2e.latencies_ns.clear)
     )  # fmt: skip
     result: dict[str, object] = {
         "workload": w.name,
@@ -246,6 +264,9 @@ def run_workload(
         "backlog": [int(r.get("undrained_messages", 0))],
         "excessDeliveries": int(r.get("excess_deliveries", 0)),
     }
+    if controller is not None:
+        result["warmupDurationSeconds"] = warmup_s
+        result["finalProducerRate"] = r["final_rate_msg_per_s"]
     for prefix, values in (
         ("publishLatency", publish),
         ("endToEndLatency", [ns / 1e9 for ns in e2e.latencies_ns]),
@@ -347,6 +368,13 @@ def main() -> None:
     parser.add_argument("--produce-only", action="store_true",
                         help="no subscriptions: the producers' rate alone (a peer whose "
                         "consumers fall behind then measures the same work)")  # fmt: skip
+    parser.add_argument("--sustainable-rate", action="store_true",
+                        help="run the max-rate workloads as OMB does: the publish rate "
+                        "controlled towards the fastest the consumers keep up with, "
+                        "measured after --warmup-seconds")  # fmt: skip
+    parser.add_argument("--warmup-seconds", type=float, default=30.0,
+                        help="with --sustainable-rate: the warm-up before the measured "
+                        "window (the rate doubles every 3 s from 10,000 msg/s)")  # fmt: skip
     args = parser.parse_args()
     names = args.workloads.split(",")
     unknown = [n for n in names if n not in WORKLOADS]
@@ -373,6 +401,8 @@ def main() -> None:
                     result = run_workload(
                         w, broker, seconds, args.ack_every, args.connections_per_broker,
                         consume=not args.produce_only,
+                        sustainable_warmup_s=args.warmup_seconds if args.sustainable_rate
+                        else None,
                     )  # fmt: skip
                 result["driver"] = driver
                 result["round"] = round_no

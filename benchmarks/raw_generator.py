@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import cast
 
+from omb_rate import CONTROL_PERIOD_S, RateController  # this directory: the script's own
+
 from magnetar.protocol import (
     Ack,
     AckType,
@@ -210,6 +212,9 @@ async def run_raw(
     undrained_ok: bool = False,
     ack_every: int | None = None,
     connections: int = 1,
+    rate_controller: RateController | None = None,
+    warmup_s: float = 0.0,
+    on_warmup_end: Callable[[], None] | None = None,
 ) -> dict[str, float]:
     """Produce round-robin to ``topics`` for ``seconds`` while a consumer drains every one;
     returns rates, the generator's CPU per message and, when rate-limited, publish
@@ -227,7 +232,13 @@ async def run_raw(
     for the last message after the producer's last receipt, then raise TimeoutError, or
     with ``undrained_ok`` report the messages still undelivered (``undrained_messages``).
     Each consumer acknowledges cumulatively every ``ack_every`` messages (a quarter of its
-    permits by default); deliveries beyond the messages sent show as ``excess_deliveries``."""
+    permits by default); deliveries beyond the messages sent show as ``excess_deliveries``.
+
+    With a ``rate_controller`` (and ``rate_limit_sends`` its starting rate), the rate is
+    adjusted every :data:`~omb_rate.CONTROL_PERIOD_S` from the messages receipted and
+    received so far (OMB's search for the maximum sustainable rate). After ``warmup_s``
+    (then ``on_warmup_end`` runs: clear what was collected) the run goes on for
+    ``seconds``, and the rates are those of that window."""
     per_send = frames.per_send
     n = len(topics)
     prods = [await connect(port, host) for _ in range(max(1, min(connections, n)))]
@@ -318,24 +329,53 @@ async def run_raw(
 
     for p in producing:
         p.conn.hook = functools.partial(on_receipts, p)
+
+    window_start = (0.0, 0, 0)  # (time, SENDs receipted, messages received)
+
+    def warmed_up() -> None:
+        nonlocal window_start
+        window_start = (time.perf_counter(), sum(p.acked for p in producing), received)
+        latencies.clear()
+        if on_warmup_end is not None:
+            on_warmup_end()
+
     with collector_paused():
         t0 = time.perf_counter()
         cpu0 = time.process_time()
+        window_start = (t0, 0, 0)
+        rate = rate_limit_sends or 0.0
+        if warmup_s > 0:
+            loop.call_later(warmup_s, warmed_up)
         if limited:
             assert rate_limit_sends is not None
             # every millisecond, write what is due (a timer per message would be the bottleneck)
-            deadline = t0 + seconds
-            share = rate_limit_sends / len(producing)
+            deadline = t0 + warmup_s + seconds
+            allowed = [0.0] * len(producing)
+            last = control_at = t0
             while (now := time.perf_counter()) < deadline:
-                for p in producing:
-                    due = min(int((now - t0) * share) - p.sent, WINDOW_SENDS - (p.sent - p.acked))
+                share = rate / len(producing)
+                for i, p in enumerate(producing):
+                    # at most 0.1 s behind: a lower rate is not held to an old debt
+                    allowed[i] = min(allowed[i] + (now - last) * share, p.sent + share / 10)
+                    due = min(int(allowed[i]) - p.sent, WINDOW_SENDS - (p.sent - p.acked))
                     if due > 0:
                         p.send(due)
+                last = now
+                if rate_controller is not None and now - control_at >= CONTROL_PERIOD_S:
+                    published = sum(p.acked for p in producing) * per_send
+                    rate = (
+                        rate_controller.next_rate(
+                            rate * per_send, now - control_at, published, received
+                        )
+                        / per_send
+                    )
+                    control_at = now
                 await asyncio.sleep(0.001)
         else:
             for p in producing:
                 p.send(WINDOW_SENDS)
-            await asyncio.sleep(seconds)
+            await asyncio.sleep(warmup_s + seconds)
+        window_end = (time.perf_counter(), sum(p.acked for p in producing), received)
         stopping = True
         if any(p.acked < p.sent for p in producing):
             await asyncio.wait_for(all_acked, 60)
@@ -359,6 +399,12 @@ async def run_raw(
         "consume_msg_per_s": received / consume_s,
         "generator_cpu_us_per_msg": generator_cpu_s / max(produced, 1) * 1e6,
     }
+    if warmup_s > 0:  # the window's rates, not the warm-up's nor the drain's
+        span_s = window_end[0] - window_start[0]
+        result["produce_msg_per_s"] = (window_end[1] - window_start[1]) * per_send / span_s
+        result["consume_msg_per_s"] = (window_end[2] - window_start[2]) / span_s
+    if rate_controller is not None:
+        result["final_rate_msg_per_s"] = rate * per_send
     if consume and received < target:
         result["undrained_messages"] = float(target - received)
     if received > target:

@@ -310,3 +310,31 @@ def test_the_ring_places_a_batch_after_the_newest_never_over_one_unanswered() ->
     spans.popleft()  # the oldest answered: the next oldest starts at 5 MiB
     assert writer._ring_take(4 * mib - 1) == mib
     assert writer._ring_take(4 * mib) is None
+
+
+@pytest.mark.parametrize("payload_bytes", [100, 12 * 1024], ids=["down-the-pipe", "in-the-ring"])
+async def test_a_run_that_cannot_be_encoded_fails_its_batch_and_the_journal_goes_on(
+    tmp_path: Path, payload_bytes: int
+) -> None:
+    """Runs are encoded only when their batch is handed to the writer: one that cannot be
+    (a checksum wider than 32 bits) fails that batch's syncs like a failed write, and the
+    writer's books stay right for the batches after it, in the ring and down the pipe."""
+    failures: list[BaseException] = []
+    j, pid = await _started(tmp_path / "j", on_write_failure=failures.append)
+    try:
+        payloads = [os.urandom(payload_bytes) for _ in range(30)]
+        checksums = list(map(crc32c.crc32c, payloads))
+        checksums[7] = 1 << 40
+        j.append_many(ADD_ENTRY, 1, 1, 0, checksums, payloads)
+        error = await _sync(j)
+        assert isinstance(error, OverflowError), error
+        assert failures == [error]
+        for first in (1, 31):  # the same entries again, then more: each batch answered
+            good = [os.urandom(payload_bytes) for _ in range(30)]
+            j.append_many(ADD_ENTRY, 1, first, 0, list(map(crc32c.crc32c, good)), good)
+            assert await _sync(j) is None
+        assert j.writer_pid == pid
+    finally:
+        await j.close()
+    replayed = [r.entry_id for r in replay(tmp_path / "j", JournalPosition(0, 0))]
+    assert replayed == [0, *range(1, 61)]

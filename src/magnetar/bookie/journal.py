@@ -714,7 +714,12 @@ class Journal:
             done.set_result(None)
             return done, callbacks, None
         started_s = self._last_sync_s = self._clock.monotonic_s()
-        return self._writer.run(loop, segments), callbacks, started_s
+        try:
+            sync = self._writer.run(loop, segments)
+        except Exception as exc:  # a record that cannot be encoded: the batch fails as a
+            sync = loop.create_future()  # failed write does (see _write_failed)
+            sync.set_exception(exc)
+        return sync, callbacks, started_s
 
     def _take_batch(self) -> tuple[list[Segment], list[_Callback]]:
         """Take every pending record and every callback (all registered before the take).

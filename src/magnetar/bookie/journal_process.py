@@ -152,20 +152,20 @@ class WriterProcess:
 
     def run(self, loop: asyncio.AbstractEventLoop, segments: list[Segment]) -> asyncio.Future[None]:
         """A future that completes (or fails with the writer's error) once the segments are
-        written and synced."""
+        written and synced. Raises, with nothing handed over, if a :class:`RecordRun` cannot
+        be encoded."""
         if self._proc is None:
             self._start(loop)
         fut: asyncio.Future[None] = loop.create_future()
-        self._waiting.append(fut)
         sizes = [sum(map(len, bufs)) for _, _, bufs in segments]
         total = sum(sizes)
-        at = self._ring_take(total) if total > _JOIN_MAX_BYTES else None
-        self._in_ring.append(at is not None)
+        start = self._ring_take(total) if total > _JOIN_MAX_BYTES else None
         parts: list[bytes] = [REQUEST.pack(len(segments))]
-        if at is not None:  # the records into the ring, the headers down the pipe
+        out: list[memoryview]
+        if start is not None:  # the records into the ring, the headers down the pipe
             ring = self._ring
             assert ring is not None
-            self._ring_spans.append((at, at + total))
+            at = start
             for (file_id, offset, bufs), size in zip(segments, sizes, strict=True):
                 parts.append(SEGMENT.pack(file_id, offset, size, at))
                 for buf in bufs:
@@ -175,15 +175,22 @@ class WriterProcess:
                         end = at + len(buf)
                         ring[at:end] = buf
                         at = end
-            self._out.append(memoryview(b"".join(parts)))
+            out = [memoryview(b"".join(parts))]
         else:
             for (file_id, offset, bufs), size in zip(segments, sizes, strict=True):
                 parts.append(SEGMENT.pack(file_id, offset, size, INLINE))
                 parts.extend(buf.encode() if isinstance(buf, RecordRun) else buf for buf in bufs)
             if total <= _JOIN_MAX_BYTES:  # one buffer: one iovec, no Python step per record
-                self._out.append(memoryview(b"".join(parts)))
+                out = [memoryview(b"".join(parts))]
             else:  # big payloads go as they are, not copied
-                self._out.extend(map(memoryview, parts))
+                out = [memoryview(part) for part in parts]
+        # Recorded only now: a run that cannot be encoded raises above and leaves the
+        # writer's books (answers expected, ring spans) as they were.
+        self._waiting.append(fut)
+        self._in_ring.append(start is not None)
+        if start is not None:
+            self._ring_spans.append((start, start + total))
+        self._out.extend(out)
         if not self._writing:
             self._write_out()
         return fut

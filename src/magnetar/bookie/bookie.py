@@ -153,6 +153,9 @@ class Bookie:
         self._storage_executor = ThreadPoolExecutor(
             config.storage_threads, thread_name_prefix="storage"
         )
+        self._removal_executor = ThreadPoolExecutor(1, thread_name_prefix="log-removal")
+        """Entry logs a checkpoint stopped referencing are removed here (see
+        :class:`Checkpointer`)."""
         self._parts: _Parts | None = None
         self.bookie_id = ""
         self.port = 0
@@ -241,6 +244,7 @@ class Bookie:
             storage,
             journal,
             executor,
+            self._removal_executor,
             state,
             self._clock,
             interval_ms=cfg.checkpoint_interval_ms,
@@ -293,7 +297,7 @@ class Bookie:
         self._stopped = True
         parts = self._parts
         if parts is None:
-            self._storage_executor.shutdown(wait=True)
+            self._shutdown_executors()
             return
         parts.server.close()
         parts.processor.close_connections()
@@ -306,9 +310,14 @@ class Bookie:
             await parts.checkpointer.checkpoint()
         except OSError as exc:  # the journal keeps what it could not write
             log.error("bookie %s: last checkpoint failed: %s", self.bookie_id, exc)
+        await parts.checkpointer.removals_done()
         await parts.state.unregister()
         parts.storage.close()
+        self._shutdown_executors()
+
+    def _shutdown_executors(self) -> None:
         self._storage_executor.shutdown(wait=True)
+        self._removal_executor.shutdown(wait=True)
 
     def _new_connection(self) -> BookieConnection:
         # Connections come only once serving started, after the parts exist.
@@ -386,8 +395,11 @@ class Bookie:
         return self._started().processor
 
     async def checkpoint(self) -> None:
-        """See :meth:`Checkpointer.checkpoint`."""
-        await self._started().checkpointer.checkpoint()
+        """See :meth:`Checkpointer.checkpoint`; returns once the entry logs it stopped
+        referencing are removed too (:meth:`Checkpointer.removals_done`)."""
+        checkpointer = self._started().checkpointer
+        await checkpointer.checkpoint()
+        await checkpointer.removals_done()
 
     async def collect_garbage(self) -> int:
         """See :meth:`GarbageCollector.collect_garbage` (a bookie with a metadata store)."""

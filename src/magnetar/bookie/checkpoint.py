@@ -22,6 +22,12 @@ from when adds wait for room, or the cache fills again while a checkpoint still 
 last fill, until a checkpoint ends with less than the cache buffered. Under loads that never
 fill the cache during a checkpoint (publishing at 37.5 k msg/s, unbatched at full speed) the
 pieces stay small, so the journal's syncs on the same disk wait behind less.
+
+**Entry logs a checkpoint stopped referencing** (a garbage collection's dead and compacted
+logs) are removed once it is committed and its buffers released, in a thread of their own
+(``removal_executor``): removing a 512 MiB log a piece at a time takes a second or more, and
+inside the checkpoint it held the write cache full and every add waiting for as long. A
+removal that fails is logged and handed to the next checkpoint again.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ class Checkpointer(BackgroundService):
         storage: LedgerStorage,
         journal: Journal,
         executor: Executor,
+        removal_executor: Executor,
         state: BookieState,
         clock: Clock,
         *,
@@ -62,6 +69,9 @@ class Checkpointer(BackgroundService):
         self._storage = storage
         self._journal = journal
         self._executor = executor
+        self._removal_executor = removal_executor
+        self._removals: set[asyncio.Future[int]] = set()
+        """Entry-log removals under way (see the module docstring)."""
         self._state = state
         self._clock = clock
         self._interval_s = interval_ms / 1000
@@ -94,18 +104,14 @@ class Checkpointer(BackgroundService):
                 # The I/O runs on in its thread: settle the job when it ends (the next
                 # checkpoint waits for that before it starts).
                 self._io = io
-                io.add_done_callback(partial(_settle_checkpoint, storage, job))
+                io.add_done_callback(partial(self._settle, job))
                 raise
             except BaseException:
                 # Nothing of this checkpoint counts: the journal keeps every record it
                 # covered, and the next checkpoint writes them again.
                 storage.abort_checkpoint(job)
                 raise
-            freed = storage.finish_checkpoint(job)
-            if freed:
-                log.info(
-                    "bookie %s: removed entry logs, %d bytes freed", self._state.bookie_id, freed
-                )
+            self._remove(storage.finish_checkpoint(job))
             # caught up, unless the adds during this checkpoint filled the cache again
             logger = storage.entry_logger
             logger.behind = logger.buffered_bytes > self.write_cache_max_bytes
@@ -113,6 +119,36 @@ class Checkpointer(BackgroundService):
             detached = journal.detach_before(job.journal_position)
             if detached.spares or detached.removals:
                 await loop.run_in_executor(self._executor, release_files, detached)
+
+    async def removals_done(self) -> None:
+        """Wait for the entry-log removals started so far to end (whatever their outcome)."""
+        if self._removals:
+            await asyncio.wait(set(self._removals))
+
+    def _remove(self, log_ids: list[int]) -> None:
+        if not log_ids:
+            return
+        loop = asyncio.get_running_loop()
+        removal = loop.run_in_executor(self._removal_executor, self._storage.remove_logs, log_ids)
+        self._removals.add(removal)
+        removal.add_done_callback(partial(self._removed, log_ids))
+
+    def _removed(self, log_ids: list[int], removal: asyncio.Future[int]) -> None:
+        self._removals.discard(removal)
+        bookie_id = self._state.bookie_id
+        if removal.cancelled() or removal.exception() is not None:
+            reason = "cancelled" if removal.cancelled() else removal.exception()
+            log.error("bookie %s: cannot remove entry logs %s: %s", bookie_id, log_ids, reason)
+            self._storage.retry_removal(log_ids)
+        elif freed := removal.result():
+            log.info("bookie %s: removed entry logs, %d bytes freed", bookie_id, freed)
+
+    def _settle(self, job: CheckpointJob, io: asyncio.Future[None]) -> None:
+        """The end of a checkpoint whose waiter was cancelled: keep it or give it back."""
+        if io.cancelled() or io.exception() is not None:
+            self._storage.abort_checkpoint(job)
+        else:
+            self._remove(self._storage.finish_checkpoint(job))
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -188,13 +224,3 @@ class Checkpointer(BackgroundService):
         waiters, self._waiters = self._waiters, []
         for callback in waiters:
             callback()
-
-
-def _settle_checkpoint(
-    storage: LedgerStorage, job: CheckpointJob, io: asyncio.Future[None]
-) -> None:
-    """The end of a checkpoint whose waiter was cancelled: keep it or give it back."""
-    if io.cancelled() or io.exception() is not None:
-        storage.abort_checkpoint(job)
-    else:
-        storage.finish_checkpoint(job)

@@ -106,6 +106,8 @@ class GarbageCollector(BackgroundService):
         storage.schedule_removal(dead)
         before = sum(storage.log_total_bytes.values())
         await checkpoint()
+        # Adds go on meanwhile: the removals run in their own thread, not the checkpoint.
+        await self._checkpointer.removals_done()
         self.runs += 1
         return max(0, before - sum(storage.log_total_bytes.values()))
 

@@ -137,8 +137,6 @@ class CheckpointJob:
     """For a rewrite: ``(ledger, entries, lac, fenced)`` of every ledger, copied on the loop;
     :meth:`LedgerStorage.run_checkpoint_io` packs and writes them a chunk at a time in its
     thread (packing a record per entry on the loop stalled it for tens of milliseconds)."""
-    freed_bytes: int = 0
-    """Set by :meth:`LedgerStorage.run_checkpoint_io` once it removed ``logs_to_remove``."""
     spill_files_to_remove: list[Path] = field(default_factory=list)
     """Spill files no index and no snapshot reads any more (removed first by the I/O)."""
 
@@ -595,18 +593,28 @@ class LedgerStorage:
         file_io.fsync_dir(self._data_dir)
         if job.rewrite and old_generation != job.generation:
             file_io.unlink(self._index_path(old_generation))
-        # the persisted index no longer references these logs
-        job.freed_bytes = sum(self.entry_logger.remove(log_id) for log_id in job.logs_to_remove)
 
-    def finish_checkpoint(self, job: CheckpointJob) -> int:
-        """Loop: drop flushed buffers and the accounting of the logs removed. Returns the
-        bytes of entry logs removed (by :meth:`run_checkpoint_io`, in the worker thread:
-        unlinking a big file can take tens of milliseconds)."""
+    def finish_checkpoint(self, job: CheckpointJob) -> list[int]:
+        """Loop: drop flushed buffers and the accounting of ``job.logs_to_remove``. Returns
+        those logs: the persisted index no longer references them, so they are the caller's
+        to remove (:meth:`remove_logs`), after the checkpoint, in a thread of their own."""
         self.entry_logger.release(job.frozen)
         for log_id in job.logs_to_remove:
             self.log_total_bytes.pop(log_id, None)
             self.log_live_bytes.pop(log_id, None)
-        return job.freed_bytes
+        return job.logs_to_remove
+
+    def remove_logs(self, log_ids: list[int]) -> int:
+        """Worker thread: delete entry logs no committed checkpoint references (from
+        :meth:`finish_checkpoint`), gradually (a 512 MiB log takes a second or more). Returns
+        the bytes freed; raises ``OSError`` with the logs not yet removed left for
+        :meth:`retry_removal`."""
+        return sum(self.entry_logger.remove(log_id) for log_id in log_ids)
+
+    def retry_removal(self, log_ids: list[int]) -> None:
+        """Loop: logs :meth:`remove_logs` could not remove; the next checkpoint hands them
+        back (the index already left them: no rewrite)."""
+        self._logs_pending_removal.extend(log_ids)
 
     # -- garbage ----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ import dataclasses
 import errno
 import os
 import random
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,50 @@ def test_a_buffer_of_an_older_log_never_takes_adds(tmp_path: Path) -> None:
     # the rolled logs were not written to after they were rolled
     assert [logger.path(i).stat().st_size for i in (1, 2, 3)] == sizes
     logger.close()
+
+
+def test_a_log_removed_during_a_read_of_it_is_closed_only_once_the_read_ends(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A read holds a location taken before compaction moved its entry, and the old log is
+    removed meanwhile (the removal has a thread of its own). Closed under the read, the
+    descriptor's number went to the next file opened, here another log with a different
+    entry at the same offset, and the read returned that entry."""
+    from magnetar.bookie import entry_log
+
+    logger = EntryLogger(tmp_path / "a")
+    location, payload = _add(logger, 1, 0)
+    _checkpoint(logger)
+    other = EntryLogger(tmp_path / "b")
+    imposter = other.add(1, 0, -1, 0, b"another entry at the same offset")
+    assert imposter == location
+    _checkpoint(other)
+    reading = threading.Event()
+    go_on = threading.Event()
+    real_pread = os.pread
+
+    def held_pread(fd: int, length: int, offset: int) -> bytes:
+        if not reading.is_set():
+            reading.set()
+            assert go_on.wait(10)
+        return real_pread(fd, length, offset)
+
+    monkeypatch.setattr(entry_log.os, "pread", held_pread)
+    result: list[bytes] = []
+    reader = threading.Thread(target=lambda: result.append(logger.read_file(location).payload))
+    reader.start()
+    assert reading.wait(10)
+    logger.remove(1)
+    opened = os.open(other.path(1), os.O_RDONLY)  # the lowest free descriptor number
+    try:
+        go_on.set()
+        reader.join(10)
+        assert result == [payload]
+    finally:
+        go_on.set()
+        os.close(opened)
+        logger.close()
+        other.close()
 
 
 async def test_a_bookie_serves_entries_added_after_a_garbage_collection_that_rolled_its_log(

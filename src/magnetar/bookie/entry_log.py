@@ -280,8 +280,7 @@ class EntryLogger:
         self.active_log_id = (existing[-1] + 1) if existing else 1
         self._active_size = 0
         self._buffers: list[_Buffer] = [_Buffer(self.active_log_id, 0)]
-        self._read_fds: dict[int, int] = {}
-        self._fd_lock = threading.Lock()
+        self._readers = _ReadDescriptors(self.path)
         self._segment_pool: list[bytearray] = []
         self._direct = DirectLog() if direct_writes else None
         """Checkpoints write with ``O_DIRECT`` where the file system has it
@@ -595,16 +594,15 @@ class EntryLogger:
         the file or record is missing or damaged."""
         log_id = location >> OFFSET_BITS
         offset = location & OFFSET_MASK
-        with self._fd_lock:
-            fd = self._read_fds.get(log_id)
-            if fd is None:
-                fd = os.open(self.path(log_id), os.O_RDONLY)
-                self._read_fds[log_id] = fd
-        head = os.pread(fd, HEADER_SIZE, offset)
-        if len(head) < HEADER_SIZE:
-            raise ValueError(f"truncated entry header at {log_id}:{offset}")
-        length = ENTRY_HEADER.unpack(head)[0]
-        payload = os.pread(fd, length, offset + HEADER_SIZE)
+        fd = self._readers.acquire(log_id)
+        try:
+            head = os.pread(fd, HEADER_SIZE, offset)
+            if len(head) < HEADER_SIZE:
+                raise ValueError(f"truncated entry header at {log_id}:{offset}")
+            length = ENTRY_HEADER.unpack(head)[0]
+            payload = os.pread(fd, length, offset + HEADER_SIZE)
+        finally:
+            self._readers.release(fd)
         if len(payload) < length:
             raise ValueError(f"truncated entry at {log_id}:{offset}")
         _, ledger, entry, lac, crc = ENTRY_HEADER.unpack(head)
@@ -613,16 +611,67 @@ class EntryLogger:
     def remove(self, log_id: int) -> int:
         """Delete a whole log file (all its entries are dead); a worker thread's job (see
         :func:`~magnetar.bookie.file_io.remove_gradually`). Returns the bytes freed."""
-        with self._fd_lock:
-            fd = self._read_fds.pop(log_id, None)
-        if fd is not None:
-            os.close(fd)
+        self._readers.forget(log_id)
         if self._direct is not None:
             self._direct.forget(log_id)
         return file_io.remove_gradually(self.path(log_id))
 
     def close(self) -> None:
-        with self._fd_lock:
-            for fd in self._read_fds.values():
+        self._readers.close()
+
+
+class _ReadDescriptors:
+    """The entry logs' read-only descriptors, shared by the reading threads and counted: one
+    is closed only once no read uses it. A read may hold a location taken before compaction
+    moved the entry, and its log may be removed meanwhile; closed under the read, the
+    descriptor's number could be reused by the next file opened, and the read would return
+    that file's bytes at the same offset."""
+
+    def __init__(self, path_of: Callable[[int], Path]) -> None:
+        self._path_of = path_of
+        self._lock = threading.Lock()
+        self._fds: dict[int, int] = {}
+        """log id → its descriptor."""
+        self._users: dict[int, int] = {}
+        """descriptor → reads using it."""
+        self._forgotten: set[int] = set()
+        """Descriptors of removed logs, closed when their last read ends."""
+
+    def acquire(self, log_id: int) -> int:
+        """The log's descriptor (opened if needed), held until :meth:`release`."""
+        with self._lock:
+            fd = self._fds.get(log_id)
+            if fd is None:
+                fd = self._fds[log_id] = os.open(self._path_of(log_id), os.O_RDONLY)
+            self._users[fd] = self._users.get(fd, 0) + 1
+            return fd
+
+    def release(self, fd: int) -> None:
+        with self._lock:
+            users = self._users[fd] - 1
+            if users:
+                self._users[fd] = users
+                return
+            del self._users[fd]
+            if fd in self._forgotten:
+                self._forgotten.discard(fd)
                 os.close(fd)
-            self._read_fds.clear()
+
+    def forget(self, log_id: int) -> None:
+        """The log is removed: close its descriptor, or once its last read ends."""
+        with self._lock:
+            fd = self._fds.pop(log_id, None)
+            if fd is not None:
+                self._close_unused(fd)
+
+    def close(self) -> None:
+        with self._lock:
+            for fd in self._fds.values():
+                self._close_unused(fd)
+            self._fds.clear()
+
+    def _close_unused(self, fd: int) -> None:
+        if fd in self._users:
+            self._forgotten.add(fd)
+        else:
+            os.close(fd)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import struct
 
 import pytest
 
 from magnetar.common.clock import ManualClock
-from magnetar.common.errors import ProtocolError
+from magnetar.common.errors import MagnetarError, ProtocolError
 from magnetar.ledger import LedgerClient
 from magnetar.ledger.handle import LedgerHandle
 from magnetar.managed_ledger.config import BacklogQuotaPolicy, ManagedLedgerConfig
@@ -260,6 +261,75 @@ async def test_trim_deletes_exactly_the_consumed_ledgers(cluster: Cluster) -> No
     # the non-durable reader did not hold trimming back and moved to the log's start
     assert reader.read_position == Position(ledgers[2], 0)
     assert slow.backlog_entries == 23 - 12
+    await ml.close()
+
+
+async def test_consumed_ledgers_are_trimmed_while_no_bookie_takes_writes(
+    cluster: Cluster,
+) -> None:
+    """Every bookie read-only (their disks full): the cursor's position cannot be stored,
+    and the maintenance round still trims the ledgers it consumed, which is how the disks
+    get room again. Before, the failed persist ended the round first, every round, and a
+    standalone filled to the threshold stayed read-only after its topics were drained."""
+    ml = await open_ml(cluster, ledger_entries_max=5)
+    cursor = await ml.open_cursor("sub", earliest=True)
+    positions = [await ml.add_entry(b"x") for _ in range(23)]  # ledgers of 5: L0..L4
+    ledgers = ml.ledger_ids()
+    await ml.persist_cursors()
+    for bookie in cluster.bookies:
+        await bookie.set_readonly(True)
+    try:
+        cursor.ack_cumulative(positions[-1])
+        with pytest.raises(MagnetarError):
+            await ml.maintain(force=True)
+        assert not cursor.persisted
+        assert ml.ledger_ids() == ledgers[-1:]
+        assert await stored_ledger_ids(cluster) == ledgers[-1:]
+    finally:
+        for bookie in cluster.bookies:
+            await bookie.set_readonly(False)
+    await ml.persist_cursors()
+    assert cursor.persisted
+    await ml.close()
+
+
+async def test_a_maintenance_failure_is_logged_once_while_it_lasts(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A round fails every second while no bookie takes writes: one warning for it (a line
+    per topic per second filled the log of a standalone with a full disk), and one line
+    when a round works again."""
+    clock = ManualClock()
+    ml = await ManagedLedger.open(
+        NAME, storage=cluster.storage, store=cluster.store, config=ManagedLedgerConfig(),
+        clock=clock,
+    )  # fmt: skip
+    caplog.set_level(logging.INFO, logger="magnetar.managed_ledger.maintainer")
+    cursor = await ml.open_cursor("sub", earliest=True)
+    positions = [await ml.add_entry(b"x") for _ in range(3)]
+    for bookie in cluster.bookies:
+        await bookie.set_readonly(True)
+
+    def lines(text: str) -> list[logging.LogRecord]:
+        return [r for r in caplog.records if text in r.getMessage()]
+
+    async def ack_and_tick(position: Position) -> None:
+        cursor.ack_cumulative(position)
+        await wait_until_async(lambda: clock.sleepers == 1, what="the maintainer asleep")
+        clock.advance(1.0)
+        await wait_until_async(lambda: clock.sleepers == 1, what="its round done")
+
+    try:
+        for position in positions:
+            await ack_and_tick(position)
+        assert len(lines("maintenance failed")) == 1
+    finally:
+        for bookie in cluster.bookies:
+            await bookie.set_readonly(False)
+    cursor.ack_cumulative(positions[-1])
+    clock.advance(1.0)
+    await wait_until_async(lambda: lines("maintenance works again"), what="the line")
+    assert len(lines("maintenance failed")) == 1
     await ml.close()
 
 

@@ -14,8 +14,11 @@ persists the durable cursors that are due (every ``cursor_persist_interval_ms``)
 (reading publish times for the search inside a ledger), checks backlog quotas, trims
 consumed ledgers (metadata first, then the ledgers and their offloaded objects: a crash
 leaks ledgers, never loses needed ones), starts due offloads and deletes offloaded ledgers'
-bookie copies (:mod:`~magnetar.managed_ledger.offload_manager`), and evicts the cache. Fencing ends the task; other errors are logged and the
-next round tries again.
+bookie copies (:mod:`~magnetar.managed_ledger.offload_manager`), and evicts the cache.
+Cursors that cannot be stored (no bookie takes writes: every disk full) do not stop the rest
+of the round, so consumed ledgers are still trimmed and a full disk gets room again. Fencing
+ends the task; other errors are logged once (again when the error changes, and a line when a
+round works again) and the next round tries again.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class Maintainer:
     """The background work of one managed ledger (its ``maintainer``)."""
 
     __slots__ = (
+        "_failure",
         "_last_maintenance_s",
         "_last_persist_s",
         "_ml",
@@ -70,6 +74,8 @@ class Maintainer:
         self._parked = False
         """Whether the task ended quiet, for :meth:`wake` to start it again."""
         self._stopped = False
+        self._failure: str | None = None
+        """The last round's error, logged once until it changes or a round works."""
 
     def start(self) -> None:
         """Start the background task (:meth:`run`)."""
@@ -109,8 +115,13 @@ class Maintainer:
             except ManagedLedgerFenced:
                 return
             except MagnetarError as exc:
-                log.warning("%s: maintenance failed: %s", ml.name, exc)
+                if str(exc) != self._failure:  # once, not every tick while it lasts
+                    log.warning("%s: maintenance failed: %s (retried every round)", ml.name, exc)
+                    self._failure = str(exc)
                 continue
+            if self._failure is not None:
+                log.info("%s: maintenance works again", ml.name)
+                self._failure = None
             if self.quiet():
                 self._parked = True
                 self._task = None
@@ -150,24 +161,45 @@ class Maintainer:
             return
         now_s = ml.clock.monotonic_s()
         cfg = ml.config
+        unpersisted: MagnetarError | None = None
         if force or now_s - self._last_persist_s >= cfg.cursor_persist_interval_ms / 1000:
             self._last_persist_s = now_s
-            await self.persist_cursors()
-        if not force and now_s - self._last_maintenance_s < cfg.maintenance_interval_ms / 1000:
-            return
-        self._last_maintenance_s = now_s
-        if ml.rollover.due() or ml.rollover.inactive():
-            ml.rollover.request()
-        await self.apply_ttl()
-        self.apply_backlog_quota()
-        await self.trim()
-        await ml.offloads.maintain()
-        self.evict_cache()
+            try:
+                await self.persist_cursors()
+            except ManagedLedgerFenced:
+                raise
+            except MagnetarError as exc:
+                # No bookie to take a cursor ledger's entry (all full, say): the round goes
+                # on. Trimming consumed ledgers is how a full disk gets room again; a crash
+                # before the cursor is stored only redelivers acknowledged messages of the
+                # ledgers still there, as Pulsar's cursor does.
+                unpersisted = exc
+        if force or now_s - self._last_maintenance_s >= cfg.maintenance_interval_ms / 1000:
+            self._last_maintenance_s = now_s
+            if ml.rollover.due() or ml.rollover.inactive():
+                ml.rollover.request()
+            await self.apply_ttl()
+            self.apply_backlog_quota()
+            await self.trim()
+            await ml.offloads.maintain()
+            self.evict_cache()
+        if unpersisted is not None:
+            raise unpersisted
 
     async def persist_cursors(self) -> None:
+        """Store every durable cursor that changed; one that fails does not keep the others
+        from being stored (the first error is raised after)."""
+        first_error: MagnetarError | None = None
         for cursor in list(self._ml.cursors.values()):
             if cursor.durable:
-                await cursor.persist()
+                try:
+                    await cursor.persist()
+                except ManagedLedgerFenced:
+                    raise
+                except MagnetarError as exc:
+                    first_error = first_error or exc
+        if first_error is not None:
+            raise first_error
 
     async def apply_ttl(self) -> None:
         """See :meth:`ManagedLedger.apply_ttl`."""

@@ -607,8 +607,8 @@ class LedgerStorage:
     def remove_logs(self, log_ids: list[int]) -> int:
         """Worker thread: delete entry logs no committed checkpoint references (from
         :meth:`finish_checkpoint`), gradually (a 512 MiB log takes a second or more). Returns
-        the bytes freed; raises ``OSError`` with the logs not yet removed left for
-        :meth:`retry_removal`."""
+        the bytes freed. Raises ``OSError``; the caller then hands all of ``log_ids`` to
+        :meth:`retry_removal` (a log already removed is skipped next time)."""
         return sum(self.entry_logger.remove(log_id) for log_id in log_ids)
 
     def retry_removal(self, log_ids: list[int]) -> None:

@@ -53,9 +53,11 @@ lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy src
 
-# Everything the suite needs, then the whole suite.
+# Everything the suite needs, then the whole suite, TEST_WORKERS test packages at a time
+# (pytest-xdist; the tests mostly wait on the processes they start).
+TEST_WORKERS ?= 2
 test: $(DEV_STAMP) system-deps interop-deps lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # Regenerate the protobuf modules from our .proto files (the output is checked in).
 proto: $(DEV_STAMP)

@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
 
 from magnetar.metadata.zookeeper_server import ZooKeeperServer
 from magnetar.testing import StandaloneProcess
@@ -29,6 +31,22 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.section("seconds per test package")
     for package, seconds in _seconds_by_package.most_common():
         terminalreporter.write_line(f"{seconds:8.1f}  {package}")
+
+
+class PackageScheduling(LoadScopeScheduling):
+    """pytest-xdist's unit of work under ``make test``: a whole test package
+    (``tests/<package>/``; a file directly under ``tests/`` is its own unit). A package's
+    session-wide processes (its standalone, Spark, PostgreSQL, the browser) then start on one
+    worker, not on each."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        parts = nodeid.split("::", 1)[0].split("/")
+        return "/".join(parts[:2]) if len(parts) > 2 else "/".join(parts)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> PackageScheduling | None:
+    """Packages as units for ``-n N`` (whose default is ``--dist load``); other modes as asked."""
+    return PackageScheduling(config, log) if config.getvalue("dist") == "load" else None
 
 
 @pytest.fixture(scope="session")

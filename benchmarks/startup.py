@@ -45,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from broker import cpu_s, rss_mb, source_tree  # this directory: the script's own
+from broker import byte_compile, cpu_s, rss_mb, source_tree  # this directory: the script's own
 
 from magnetar.testing import StandaloneProcess
 
@@ -124,15 +124,6 @@ def start_once(
         proc.wait(READY_TIMEOUT_S)
 
 
-def byte_compile(src: Path) -> None:
-    """Writes the ``.pyc`` of every module under ``src`` (whatever
-    ``PYTHONDONTWRITEBYTECODE`` says), so starts read them as an installed package's."""
-    subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", "-j", "0", str(src / "magnetar")],
-        check=True, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
 def summary(values: list[float]) -> dict[str, float]:
     return {
         "median": round(statistics.median(values)),
@@ -152,8 +143,6 @@ def compare(
     after: list[tuple[float, ...]] = []
     with tempfile.TemporaryDirectory() as tmp:
         src = source_tree(spec, Path(tmp))
-        byte_compile(src)
-        byte_compile(Path(__file__).resolve().parent.parent / "src")
         for i in range(runs):
             before.append(start_once(Path(tmp) / f"old-{i}", src, extra, idle_rss=True))
             after.append(start_once(Path(tmp) / f"new-{i}", None, extra, idle_rss=True))

@@ -368,12 +368,12 @@ def source_tree(spec: str, tmp: Path) -> Path:
     """The ``src`` directory of ``spec``, byte-compiled, and this checkout's ``src`` compiled
     too, so both trees start alike: a checkout (a directory holding ``src/magnetar``) or a
     commit of this repository, exported to ``tmp`` with ``git archive``."""
-    byte_compile(Path(__file__).resolve().parent.parent / "src")
+    repo = Path(__file__).resolve().parent.parent
+    byte_compile(repo / "src")
     given = Path(spec)
     if (given / "src" / "magnetar").is_dir():
         byte_compile(given / "src")
         return (given / "src").resolve()
-    repo = Path(__file__).resolve().parent.parent
     try:
         archive = subprocess.run(
             ["git", "-C", str(repo), "archive", "--format=tar", spec, "src"],

@@ -18,9 +18,15 @@ _chroots = itertools.count()
 _seconds_by_package: collections.Counter[str] = collections.Counter()
 
 
+def _package_of(nodeid: str) -> str:
+    """The test package of a test (``tests/<package>/...``), or its file when the file lies
+    directly under ``tests/``."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    return parts[1] if len(parts) > 2 else parts[-1]
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    parts = report.nodeid.split("/")
-    _seconds_by_package[parts[1] if len(parts) > 2 else parts[-1].split("::")[0]] += report.duration
+    _seconds_by_package[_package_of(report.nodeid)] += report.duration
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -40,8 +46,7 @@ class PackageScheduling(LoadScopeScheduling):
     worker, not on each."""
 
     def _split_scope(self, nodeid: str) -> str:
-        parts = nodeid.split("::", 1)[0].split("/")
-        return "/".join(parts[:2]) if len(parts) > 2 else "/".join(parts)
+        return _package_of(nodeid)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> PackageScheduling | None:
